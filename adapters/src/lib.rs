@@ -1,0 +1,13 @@
+//! Switchyard's adapters: the canonical request and response types, the wire
+//! formats, the upstream clients, and the model-server simulator.
+
+pub mod error;
+pub mod openai;
+pub mod provider;
+pub mod sim;
+pub mod sse;
+pub mod tokens;
+pub mod types;
+
+pub use error::{AdapterError, Fault, TimeoutPhase};
+pub use provider::{ChatStream, CompletionStream, Provider};

@@ -1,0 +1,12 @@
+//! Egress to any OpenAI-compatible server: vLLM, llama.cpp's llama-server,
+//! Ollama, SGLang, TGI, LM Studio, OpenAI itself.
+//!
+//! Requests are the canonical types serialized as they are (they are the
+//! OpenAI shape, unknown fields included); responses are parsed back into
+//! them, so vendor fields such as llama.cpp's `timings` survive.
+
+mod client;
+mod convert;
+mod stream;
+
+pub use client::{OpenAiClient, http_client, HttpClient};

@@ -1,0 +1,86 @@
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::{Extra, StreamOptions, Usage};
+
+/// `POST /v1/completions` (the legacy text completion API).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CompletionRequest {
+    pub model: String,
+    /// A string, an array of strings, or token arrays.
+    pub prompt: Value,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_tokens: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stream: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stream_options: Option<StreamOptions>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub n: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub logprobs: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seed: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user: Option<String>,
+    #[serde(flatten)]
+    pub extra: Extra,
+}
+
+impl CompletionRequest {
+    pub fn is_stream(&self) -> bool {
+        self.stream.unwrap_or(false)
+    }
+
+    /// The prompt as one text (array prompts joined by newlines).
+    pub fn prompt_text(&self) -> String {
+        match &self.prompt {
+            Value::String(s) => s.clone(),
+            Value::Array(items) => items
+                .iter()
+                .map(|item| match item {
+                    Value::String(s) => s.clone(),
+                    other => other.to_string(),
+                })
+                .collect::<Vec<_>>()
+                .join("\n"),
+            other => other.to_string(),
+        }
+    }
+}
+
+/// A completion response, and (with the same shape) each streamed chunk.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CompletionResponse {
+    pub id: String,
+    #[serde(default = "text_completion")]
+    pub object: String,
+    #[serde(default)]
+    pub created: u64,
+    #[serde(default)]
+    pub model: String,
+    #[serde(default)]
+    pub choices: Vec<CompletionChoice>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<Usage>,
+    #[serde(flatten)]
+    pub extra: Extra,
+}
+
+fn text_completion() -> String {
+    "text_completion".to_owned()
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CompletionChoice {
+    #[serde(default)]
+    pub index: u32,
+    #[serde(default)]
+    pub text: String,
+    #[serde(default)]
+    pub logprobs: Option<Value>,
+    #[serde(default)]
+    pub finish_reason: Option<String>,
+    #[serde(flatten)]
+    pub extra: Extra,
+}

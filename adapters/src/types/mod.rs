@@ -1,0 +1,30 @@
+//! Canonical request and response types, shaped like OpenAI's wire format.
+//!
+//! Every type keeps the fields it does not model in `extra` (`#[serde(flatten)]`),
+//! so vendor extensions (`cache_prompt`, `id_slot`, `timings`,
+//! `prompt_cache_key`, ...) pass through the gateway untouched.
+
+mod chat;
+mod completion;
+mod embedding;
+mod usage;
+
+pub use chat::{
+    ChatChunk, ChatRequest, ChatResponse, Choice, ChunkChoice, Content, ContentPart, Delta,
+    FunctionCall, FunctionCallDelta, FunctionDef, Message, Role, StreamOptions, Tool, ToolCall,
+    ToolCallDelta,
+};
+pub use completion::{CompletionChoice, CompletionRequest, CompletionResponse};
+pub use embedding::{Embedding, EmbeddingRequest, EmbeddingResponse, EmbeddingUsage};
+pub use usage::{Usage, UsageDetails};
+
+/// Fields a type does not model, kept as they came.
+pub type Extra = serde_json::Map<String, serde_json::Value>;
+
+/// Seconds since the Unix epoch, for `created` fields.
+pub fn unix_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}

@@ -1,0 +1,153 @@
+//! Configuration: YAML is parsed into raw types (`raw`), then validated into
+//! the types below, which the program uses. Raw types mirror the file and are
+//! strict (`deny_unknown_fields`); validated types carry only checked values.
+
+mod error;
+mod locate;
+mod raw;
+mod sim;
+mod validate;
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+pub use error::ConfigError;
+pub use sim::{SimFaults, SimParams, SimPreset, SimSpeculation};
+
+/// A validated configuration.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Config {
+    pub server: ServerSettings,
+    /// Backends by name, in name order.
+    pub backends: BTreeMap<String, Backend>,
+    /// Routes by name, in name order. Route and backend names never collide.
+    pub routes: BTreeMap<String, Route>,
+}
+
+impl Config {
+    /// Parses and validates YAML text. `source` names the text in errors
+    /// (a file path, or `<embedded default>`).
+    pub fn from_yaml(text: &str, source: &str) -> Result<Self, ConfigError> {
+        let raw = raw::parse(text, source)?;
+        validate::validate(raw, text, source)
+    }
+
+    /// The model names a caller may use: every route, then every backend.
+    pub fn model_names(&self) -> Vec<String> {
+        self.routes.keys().chain(self.backends.keys()).cloned().collect()
+    }
+}
+
+/// Simulator parameters from a YAML mapping of the fields a backend's `sim:`
+/// section takes (`preset`, `decode_tokens_per_s`, `faults`, ...).
+pub fn sim_params_from_yaml(text: &str, source: &str) -> Result<SimParams, ConfigError> {
+    validate::sim_params_from_yaml(text, source)
+}
+
+/// Listener and request limits.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ServerSettings {
+    pub listen: SocketAddr,
+    /// Largest request body accepted; larger bodies get 413.
+    pub max_body_bytes: usize,
+    /// Requests in flight at once across the gateway; more get 503.
+    pub max_concurrent_requests: usize,
+    /// How long in-flight requests and streams may run after a shutdown
+    /// signal before the process exits anyway.
+    pub shutdown_grace: Duration,
+}
+
+/// What a backend is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Deserialize, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Tier {
+    Small,
+    Mid,
+    Large,
+    Cloud,
+}
+
+impl Tier {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Tier::Small => "small",
+            Tier::Mid => "mid",
+            Tier::Large => "large",
+            Tier::Cloud => "cloud",
+        }
+    }
+
+    /// Local tiers run on the user's own hardware.
+    pub fn is_local(self) -> bool {
+        matches!(self, Tier::Small | Tier::Mid)
+    }
+}
+
+/// One upstream model endpoint.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Backend {
+    pub name: String,
+    pub tier: Tier,
+    /// The model name sent upstream (the backend's own name when unset).
+    pub upstream_model: String,
+    pub adapter: BackendAdapter,
+    pub timeouts: Timeouts,
+    /// Requests this gateway sends to the backend at once; more get 503.
+    pub max_concurrency: Option<usize>,
+}
+
+/// How the gateway talks to a backend.
+#[derive(Debug, Clone, PartialEq)]
+pub enum BackendAdapter {
+    /// Any OpenAI-compatible server.
+    OpenAi(OpenAiBackend),
+    /// The built-in model-server simulator, in process.
+    Sim(SimParams),
+}
+
+/// An OpenAI-compatible upstream.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OpenAiBackend {
+    /// Base URL up to and including the version segment, e.g.
+    /// `http://127.0.0.1:8081/v1`; never ends with `/`.
+    pub base_url: String,
+    /// Name of the environment variable holding the API key, from
+    /// `api_key: env:NAME`. The key itself is never part of the config.
+    pub api_key_env: Option<String>,
+}
+
+/// Upstream timeouts.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Timeouts {
+    pub connect: Duration,
+    /// From sending the request until the response headers arrive (and, for
+    /// non-streaming calls, the whole body).
+    pub first_byte: Duration,
+    /// Longest gap between two pieces of a streamed body.
+    pub idle: Duration,
+}
+
+impl Default for Timeouts {
+    fn default() -> Self {
+        Timeouts {
+            connect: Duration::from_secs(5),
+            first_byte: Duration::from_secs(120),
+            idle: Duration::from_secs(60),
+        }
+    }
+}
+
+/// A named policy that picks among backends.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Route {
+    pub name: String,
+    pub strategy: RouteStrategy,
+}
+
+/// How a route picks its backend.
+#[derive(Debug, Clone, PartialEq)]
+pub enum RouteStrategy {
+    /// Weighted split; weights are positive and name known backends.
+    Split { weights: Vec<(String, f64)> },
+}

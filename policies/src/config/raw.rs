@@ -1,0 +1,143 @@
+//! The configuration file as written. Strict: unknown fields are errors.
+
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+
+use super::{ConfigError, SimPreset, Tier};
+
+pub(super) fn parse(text: &str, source: &str) -> Result<RawConfig, ConfigError> {
+    parse_any(text, source)
+}
+
+/// Deserializes YAML, keeping the field path and line of the first error.
+pub(super) fn parse_any<T: serde::de::DeserializeOwned>(
+    text: &str,
+    source: &str,
+) -> Result<T, ConfigError> {
+    let de = serde_norway::Deserializer::from_str(text);
+    serde_path_to_error::deserialize(de).map_err(|err| {
+        let path = err.path().to_string();
+        let inner = err.into_inner();
+        ConfigError {
+            source_name: source.to_owned(),
+            path: if path == "." { String::new() } else { path },
+            line: inner.location().map(|l| l.line()),
+            message: inner.to_string(),
+        }
+    })
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawConfig {
+    #[serde(default)]
+    pub server: RawServer,
+    pub backends: BTreeMap<String, RawBackend>,
+    #[serde(default)]
+    pub routes: BTreeMap<String, RawRoute>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub(super) struct RawServer {
+    pub listen: String,
+    pub max_body_bytes: usize,
+    pub max_concurrent_requests: usize,
+    pub shutdown_grace_ms: u64,
+}
+
+impl Default for RawServer {
+    fn default() -> Self {
+        RawServer {
+            listen: "127.0.0.1:8080".to_owned(),
+            max_body_bytes: 8 * 1024 * 1024,
+            max_concurrent_requests: 1024,
+            shutdown_grace_ms: 15_000,
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawBackend {
+    pub tier: Tier,
+    /// Upstream model name; the backend's name when unset.
+    pub model: Option<String>,
+    pub openai: Option<RawOpenAi>,
+    pub sim: Option<RawSim>,
+    #[serde(default)]
+    pub timeouts: RawTimeouts,
+    pub max_concurrency: Option<usize>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawOpenAi {
+    pub base_url: String,
+    /// `env:NAME`.
+    pub api_key: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawTimeouts {
+    pub connect_ms: Option<u64>,
+    pub first_byte_ms: Option<u64>,
+    pub idle_ms: Option<u64>,
+}
+
+/// Simulator parameters: a preset plus any overrides.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawSim {
+    pub preset: Option<SimPreset>,
+    pub seed: Option<u64>,
+    pub base_ttft_ms: Option<u64>,
+    pub prefill_tokens_per_s: Option<f64>,
+    pub decode_tokens_per_s: Option<f64>,
+    pub decode_halving_context: Option<f64>,
+    pub jitter: Option<f64>,
+    pub max_concurrency: Option<usize>,
+    pub max_queue: Option<usize>,
+    pub prefix_cache_blocks: Option<u64>,
+    pub context_window: Option<u32>,
+    pub default_max_tokens: Option<u32>,
+    pub embedding_dimensions: Option<usize>,
+    pub speculative: Option<RawSpeculation>,
+    #[serde(default)]
+    pub faults: RawFaults,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawSpeculation {
+    pub acceptance_rate: f64,
+    pub draft_tokens: u32,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawFaults {
+    #[serde(default)]
+    pub error_rate: f64,
+    #[serde(default)]
+    pub stall_rate: f64,
+    #[serde(default)]
+    pub stall_ms: u64,
+    #[serde(default)]
+    pub reset_rate: f64,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawRoute {
+    pub strategy: RawStrategy,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "snake_case")]
+pub(super) enum RawStrategy {
+    /// `split: {weights: {backend: weight, ...}}`
+    Split { weights: BTreeMap<String, f64> },
+}

@@ -1,0 +1,296 @@
+//! Raw configuration -> validated configuration. Every check names the field
+//! path it is about, and the line where the text has one.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use super::raw::{RawBackend, RawConfig, RawRoute, RawSim, RawStrategy};
+use super::{
+    Backend, BackendAdapter, Config, ConfigError, OpenAiBackend, Route, RouteStrategy,
+    ServerSettings, SimFaults, SimParams, SimPreset, SimSpeculation, Timeouts,
+};
+
+/// Carries the text so errors can be placed on a line.
+struct Checker<'a> {
+    text: &'a str,
+    source: &'a str,
+}
+
+impl Checker<'_> {
+    fn error(&self, path: &[&str], message: impl Into<String>) -> ConfigError {
+        ConfigError {
+            source_name: self.source.to_owned(),
+            path: path.join("."),
+            line: super::locate::line_of(self.text, path),
+            message: message.into(),
+        }
+    }
+}
+
+pub(super) fn validate(raw: RawConfig, text: &str, source: &str) -> Result<Config, ConfigError> {
+    let ck = Checker { text, source };
+    let server = validate_server(&ck, raw.server)?;
+    if raw.backends.is_empty() {
+        return Err(ck.error(&["backends"], "at least one backend is required"));
+    }
+    let mut backends = BTreeMap::new();
+    for (name, backend) in raw.backends {
+        let backend = validate_backend(&ck, &name, backend)?;
+        backends.insert(name, backend);
+    }
+    let mut routes = BTreeMap::new();
+    for (name, route) in raw.routes {
+        let route = validate_route(&ck, &name, route, &backends)?;
+        routes.insert(name, route);
+    }
+    Ok(Config {
+        server,
+        backends,
+        routes,
+    })
+}
+
+fn validate_server(ck: &Checker<'_>, raw: super::raw::RawServer) -> Result<ServerSettings, ConfigError> {
+    let listen: SocketAddr = raw.listen.parse().map_err(|_| {
+        ck.error(
+            &["server", "listen"],
+            format!("`{}` is not an address such as 127.0.0.1:8080", raw.listen),
+        )
+    })?;
+    if raw.max_body_bytes == 0 {
+        return Err(ck.error(&["server", "max_body_bytes"], "must be positive"));
+    }
+    if raw.max_concurrent_requests == 0 {
+        return Err(ck.error(&["server", "max_concurrent_requests"], "must be positive"));
+    }
+    Ok(ServerSettings {
+        listen,
+        max_body_bytes: raw.max_body_bytes,
+        max_concurrent_requests: raw.max_concurrent_requests,
+        shutdown_grace: Duration::from_millis(raw.shutdown_grace_ms),
+    })
+}
+
+/// Names appear in URLs, headers and metrics: keep them to a safe alphabet.
+fn check_name(ck: &Checker<'_>, section: &str, name: &str) -> Result<(), ConfigError> {
+    let ok = !name.is_empty()
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | ':' | '/'));
+    if ok {
+        Ok(())
+    } else {
+        Err(ck.error(
+            &[section, name],
+            "names use letters, digits and - _ . : / only",
+        ))
+    }
+}
+
+fn validate_backend(ck: &Checker<'_>, name: &str, raw: RawBackend) -> Result<Backend, ConfigError> {
+    check_name(ck, "backends", name)?;
+    let adapter = match (raw.openai, raw.sim) {
+        (Some(openai), None) => BackendAdapter::OpenAi(validate_openai(ck, name, openai)?),
+        (None, Some(sim)) => BackendAdapter::Sim(sim_params(ck, &["backends", name, "sim"], sim)?),
+        (Some(_), Some(_)) => {
+            return Err(ck.error(&["backends", name], "set one of `openai` or `sim`, not both"));
+        }
+        (None, None) => {
+            return Err(ck.error(&["backends", name], "set one of `openai` or `sim`"));
+        }
+    };
+    let defaults = Timeouts::default();
+    let ms = |v: Option<u64>, d: Duration| v.map(Duration::from_millis).unwrap_or(d);
+    let timeouts = Timeouts {
+        connect: ms(raw.timeouts.connect_ms, defaults.connect),
+        first_byte: ms(raw.timeouts.first_byte_ms, defaults.first_byte),
+        idle: ms(raw.timeouts.idle_ms, defaults.idle),
+    };
+    for (field, value) in [
+        ("connect_ms", timeouts.connect),
+        ("first_byte_ms", timeouts.first_byte),
+        ("idle_ms", timeouts.idle),
+    ] {
+        if value.is_zero() {
+            return Err(ck.error(&["backends", name, "timeouts", field], "must be positive"));
+        }
+    }
+    if raw.max_concurrency == Some(0) {
+        return Err(ck.error(&["backends", name, "max_concurrency"], "must be positive"));
+    }
+    Ok(Backend {
+        name: name.to_owned(),
+        tier: raw.tier,
+        upstream_model: raw.model.unwrap_or_else(|| name.to_owned()),
+        adapter,
+        timeouts,
+        max_concurrency: raw.max_concurrency,
+    })
+}
+
+fn validate_openai(
+    ck: &Checker<'_>,
+    name: &str,
+    raw: super::raw::RawOpenAi,
+) -> Result<OpenAiBackend, ConfigError> {
+    let url = raw.base_url.trim_end_matches('/').to_owned();
+    let scheme_ok = url.starts_with("http://") || url.starts_with("https://");
+    let host_ok = url.split("://").nth(1).is_some_and(|rest| !rest.is_empty());
+    if !scheme_ok || !host_ok {
+        return Err(ck.error(
+            &["backends", name, "openai", "base_url"],
+            format!("`{}` is not an http:// or https:// URL", raw.base_url),
+        ));
+    }
+    let api_key_env = match raw.api_key {
+        None => None,
+        Some(reference) => match reference.strip_prefix("env:") {
+            Some(var) if !var.is_empty() => Some(var.to_owned()),
+            // Never echo the value: it may be a key pasted inline.
+            _ => {
+                return Err(ck.error(
+                    &["backends", name, "openai", "api_key"],
+                    "must be `env:NAME`, naming the environment variable that holds the key; keys are never written in config",
+                ));
+            }
+        },
+    };
+    Ok(OpenAiBackend {
+        base_url: url,
+        api_key_env,
+    })
+}
+
+fn validate_route(
+    ck: &Checker<'_>,
+    name: &str,
+    raw: RawRoute,
+    backends: &BTreeMap<String, Backend>,
+) -> Result<Route, ConfigError> {
+    check_name(ck, "routes", name)?;
+    if backends.contains_key(name) {
+        return Err(ck.error(
+            &["routes", name],
+            "a backend has this name too; a model name must mean one thing",
+        ));
+    }
+    let strategy = match raw.strategy {
+        RawStrategy::Split { weights } => {
+            let path = ["routes", name, "strategy", "split", "weights"];
+            if weights.is_empty() {
+                return Err(ck.error(&path, "name at least one backend"));
+            }
+            for (backend, weight) in &weights {
+                let mut at = path.to_vec();
+                at.push(backend);
+                if !backends.contains_key(backend) {
+                    let known: Vec<&str> = backends.keys().map(String::as_str).collect();
+                    return Err(ck.error(
+                        &at,
+                        format!("unknown backend `{backend}`; known: {}", known.join(", ")),
+                    ));
+                }
+                if !weight.is_finite() || *weight < 0.0 {
+                    return Err(ck.error(&at, "a weight is a finite number >= 0"));
+                }
+            }
+            if weights.values().sum::<f64>() <= 0.0 {
+                return Err(ck.error(&path, "weights must sum to more than 0"));
+            }
+            RouteStrategy::Split {
+                weights: weights.into_iter().collect(),
+            }
+        }
+    };
+    Ok(Route {
+        name: name.to_owned(),
+        strategy,
+    })
+}
+
+/// Simulator parameters from their raw form: the preset (small by default)
+/// with the given fields overriding it.
+fn sim_params(ck: &Checker<'_>, path: &[&str], raw: RawSim) -> Result<SimParams, ConfigError> {
+    let base = raw.preset.unwrap_or(SimPreset::Small).params();
+    let at = |field: &'static str| {
+        let mut p = path.to_vec();
+        p.push(field);
+        p
+    };
+    let positive = |field: &'static str, v: f64| {
+        if v.is_finite() && v > 0.0 {
+            Ok(v)
+        } else {
+            Err(ck.error(&at(field), "must be a positive number"))
+        }
+    };
+    let probability = |field: &'static str, v: f64| {
+        if (0.0..=1.0).contains(&v) {
+            Ok(v)
+        } else {
+            Err(ck.error(&at(field), "must be between 0 and 1"))
+        }
+    };
+    let speculative = match raw.speculative {
+        None => base.speculative,
+        Some(s) => {
+            probability("speculative.acceptance_rate", s.acceptance_rate)?;
+            if s.draft_tokens == 0 {
+                return Err(ck.error(&at("speculative.draft_tokens"), "must be positive"));
+            }
+            Some(SimSpeculation {
+                acceptance_rate: s.acceptance_rate,
+                draft_tokens: s.draft_tokens,
+            })
+        }
+    };
+    let params = SimParams {
+        seed: raw.seed.unwrap_or(base.seed),
+        base_ttft: raw.base_ttft_ms.map(Duration::from_millis).unwrap_or(base.base_ttft),
+        prefill_tokens_per_s: positive(
+            "prefill_tokens_per_s",
+            raw.prefill_tokens_per_s.unwrap_or(base.prefill_tokens_per_s),
+        )?,
+        decode_tokens_per_s: positive(
+            "decode_tokens_per_s",
+            raw.decode_tokens_per_s.unwrap_or(base.decode_tokens_per_s),
+        )?,
+        decode_halving_context: positive(
+            "decode_halving_context",
+            raw.decode_halving_context.unwrap_or(base.decode_halving_context),
+        )?,
+        jitter: probability("jitter", raw.jitter.unwrap_or(base.jitter))?,
+        max_concurrency: raw.max_concurrency.unwrap_or(base.max_concurrency),
+        max_queue: raw.max_queue.unwrap_or(base.max_queue),
+        prefix_cache_blocks: raw.prefix_cache_blocks.unwrap_or(base.prefix_cache_blocks),
+        context_window: raw.context_window.unwrap_or(base.context_window),
+        default_max_tokens: raw.default_max_tokens.unwrap_or(base.default_max_tokens),
+        embedding_dimensions: raw.embedding_dimensions.unwrap_or(base.embedding_dimensions),
+        speculative,
+        faults: SimFaults {
+            error_rate: probability("faults.error_rate", raw.faults.error_rate)?,
+            stall_rate: probability("faults.stall_rate", raw.faults.stall_rate)?,
+            stall: Duration::from_millis(raw.faults.stall_ms),
+            reset_rate: probability("faults.reset_rate", raw.faults.reset_rate)?,
+        },
+    };
+    for (field, value) in [
+        ("max_concurrency", params.max_concurrency),
+        ("default_max_tokens", params.default_max_tokens as usize),
+        ("embedding_dimensions", params.embedding_dimensions),
+        ("context_window", params.context_window as usize),
+    ] {
+        if value == 0 {
+            return Err(ck.error(&at(field), "must be positive"));
+        }
+    }
+    Ok(params)
+}
+
+/// Simulator parameters from a YAML mapping of the `sim:` section's fields.
+pub(super) fn sim_params_from_yaml(text: &str, source: &str) -> Result<SimParams, ConfigError> {
+    let ck = Checker { text, source };
+    let raw: RawSim = super::raw::parse_any(text, source)?;
+    sim_params(&ck, &[], raw)
+}
