@@ -37,7 +37,10 @@ pub enum AdapterError {
     #[error("could not connect to the backend: {message}")]
     Connect { message: String },
     #[error("the backend did not answer in time (waiting for {})", phase.as_str())]
-    Timeout { phase: TimeoutPhase, after: Duration },
+    Timeout {
+        phase: TimeoutPhase,
+        after: Duration,
+    },
     #[error("the backend closed the connection: {message}")]
     Reset { message: String },
     #[error("the backend is overloaded")]

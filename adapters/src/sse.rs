@@ -88,8 +88,14 @@ mod tests {
         assert_eq!(
             events,
             vec![
-                SseEvent { event: None, data: "{\"a\":1}".into() },
-                SseEvent { event: Some("x".into()), data: "1\n2".into() },
+                SseEvent {
+                    event: None,
+                    data: "{\"a\":1}".into()
+                },
+                SseEvent {
+                    event: Some("x".into()),
+                    data: "1\n2".into()
+                },
             ]
         );
         assert!(!p.has_partial());

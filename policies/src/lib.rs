@@ -7,5 +7,6 @@ pub mod config;
 
 pub use config::{
     Backend, BackendAdapter, Config, ConfigError, OpenAiBackend, Route, RouteStrategy,
-    ServerSettings, SimFaults, sim_params_from_yaml, SimParams, SimPreset, SimSpeculation, Tier, Timeouts,
+    ServerSettings, SimFaults, SimParams, SimPreset, SimSpeculation, Tier, Timeouts,
+    sim_params_from_yaml,
 };

@@ -3,9 +3,9 @@
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
+use futures_util::FutureExt;
 use futures_util::future::BoxFuture;
 use futures_util::stream::BoxStream;
-use futures_util::FutureExt;
 use http::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, RETRY_AFTER};
 use http::{HeaderValue, Method, Request};
 use http_body_util::{BodyExt, Full};
@@ -39,7 +39,9 @@ pub fn http_client(connect_timeout: Duration) -> Result<HttpClient, AdapterError
     http.enforce_http(false);
     let https = hyper_rustls::HttpsConnectorBuilder::new()
         .with_provider_and_webpki_roots(rustls::crypto::ring::default_provider())
-        .map_err(|err| AdapterError::Internal { message: format!("TLS setup: {err}") })?
+        .map_err(|err| AdapterError::Internal {
+            message: format!("TLS setup: {err}"),
+        })?
         .https_or_http()
         .enable_http1()
         .enable_http2()
@@ -67,7 +69,9 @@ impl OpenAiClient {
         let authorization = api_key
             .map(|key| {
                 let mut value = HeaderValue::from_str(&format!("Bearer {key}")).map_err(|_| {
-                    AdapterError::Internal { message: "the API key holds characters a header cannot".into() }
+                    AdapterError::Internal {
+                        message: "the API key holds characters a header cannot".into(),
+                    }
                 })?;
                 value.set_sensitive(true);
                 Ok::<_, AdapterError>(value)
@@ -83,8 +87,15 @@ impl OpenAiClient {
 
     /// Sends a POST and waits for the response head, within the first-byte
     /// timeout. Error statuses are read and turned into errors here.
-    async fn send<B: Serialize>(&self, path: &str, body: &B, deadline: Instant) -> Result<Incoming, AdapterError> {
-        let json = serde_json::to_vec(body).map_err(|err| AdapterError::Internal { message: err.to_string() })?;
+    async fn send<B: Serialize>(
+        &self,
+        path: &str,
+        body: &B,
+        deadline: Instant,
+    ) -> Result<Incoming, AdapterError> {
+        let json = serde_json::to_vec(body).map_err(|err| AdapterError::Internal {
+            message: err.to_string(),
+        })?;
         let mut request = Request::builder()
             .method(Method::POST)
             .uri(format!("{}{path}", self.base_url))
@@ -93,9 +104,12 @@ impl OpenAiClient {
         if let Some(auth) = &self.authorization {
             request = request.header(AUTHORIZATION, auth.clone());
         }
-        let request = request
-            .body(Full::new(Bytes::from(json)))
-            .map_err(|err| AdapterError::Internal { message: err.to_string() })?;
+        let request =
+            request
+                .body(Full::new(Bytes::from(json)))
+                .map_err(|err| AdapterError::Internal {
+                    message: err.to_string(),
+                })?;
         let response = tokio::time::timeout_at(deadline.into(), self.http.request(request))
             .await
             .map_err(|_| self.first_byte_timeout())?
@@ -115,10 +129,17 @@ impl OpenAiClient {
     }
 
     fn first_byte_timeout(&self) -> AdapterError {
-        AdapterError::Timeout { phase: TimeoutPhase::FirstByte, after: self.timeouts.first_byte }
+        AdapterError::Timeout {
+            phase: TimeoutPhase::FirstByte,
+            after: self.timeouts.first_byte,
+        }
     }
 
-    async fn call<B: Serialize, T: DeserializeOwned>(&self, path: &str, body: &B) -> Result<T, AdapterError> {
+    async fn call<B: Serialize, T: DeserializeOwned>(
+        &self,
+        path: &str,
+        body: &B,
+    ) -> Result<T, AdapterError> {
         let deadline = Instant::now() + self.timeouts.first_byte;
         let incoming = self.send(path, body, deadline).await?;
         let bytes = read_body(incoming, deadline, self.timeouts.first_byte).await?;
@@ -136,12 +157,21 @@ impl OpenAiClient {
     }
 }
 
-async fn read_body(body: Incoming, deadline: Instant, limit: Duration) -> Result<Bytes, AdapterError> {
+async fn read_body(
+    body: Incoming,
+    deadline: Instant,
+    limit: Duration,
+) -> Result<Bytes, AdapterError> {
     tokio::time::timeout_at(deadline.into(), body.collect())
         .await
-        .map_err(|_| AdapterError::Timeout { phase: TimeoutPhase::FirstByte, after: limit })?
+        .map_err(|_| AdapterError::Timeout {
+            phase: TimeoutPhase::FirstByte,
+            after: limit,
+        })?
         .map(|collected| collected.to_bytes())
-        .map_err(|err| AdapterError::Reset { message: err.to_string() })
+        .map_err(|err| AdapterError::Reset {
+            message: err.to_string(),
+        })
 }
 
 /// Connection failures are told apart from a peer that hung up mid-exchange.
@@ -166,15 +196,24 @@ impl Provider for OpenAiClient {
         async move { self.stream("/chat/completions", &req).await }.boxed()
     }
 
-    fn completion(&self, req: CompletionRequest) -> BoxFuture<'_, Result<CompletionResponse, AdapterError>> {
+    fn completion(
+        &self,
+        req: CompletionRequest,
+    ) -> BoxFuture<'_, Result<CompletionResponse, AdapterError>> {
         async move { self.call("/completions", &req).await }.boxed()
     }
 
-    fn completion_stream(&self, req: CompletionRequest) -> BoxFuture<'_, Result<CompletionStream, AdapterError>> {
+    fn completion_stream(
+        &self,
+        req: CompletionRequest,
+    ) -> BoxFuture<'_, Result<CompletionStream, AdapterError>> {
         async move { self.stream("/completions", &req).await }.boxed()
     }
 
-    fn embeddings(&self, req: EmbeddingRequest) -> BoxFuture<'_, Result<EmbeddingResponse, AdapterError>> {
+    fn embeddings(
+        &self,
+        req: EmbeddingRequest,
+    ) -> BoxFuture<'_, Result<EmbeddingResponse, AdapterError>> {
         async move { self.call("/embeddings", &req).await }.boxed()
     }
 }

@@ -9,7 +9,11 @@ use crate::error::AdapterError;
 
 /// Reads an upstream error answer: the OpenAI shape
 /// `{"error":{"message":...}}` when the server sent it, the raw text otherwise.
-pub(super) fn status_error(status: u16, retry_after: Option<Duration>, body: &[u8]) -> AdapterError {
+pub(super) fn status_error(
+    status: u16,
+    retry_after: Option<Duration>,
+    body: &[u8],
+) -> AdapterError {
     if status == 503 {
         return AdapterError::Overloaded { retry_after };
     }
@@ -17,7 +21,11 @@ pub(super) fn status_error(status: u16, retry_after: Option<Duration>, body: &[u
     let error_object = parsed.as_ref().and_then(|v| v.get("error")).cloned();
     let message = error_object
         .as_ref()
-        .and_then(|e| e.get("message").and_then(Value::as_str).or_else(|| e.as_str()))
+        .and_then(|e| {
+            e.get("message")
+                .and_then(Value::as_str)
+                .or_else(|| e.as_str())
+        })
         .map(str::to_owned)
         .unwrap_or_else(|| String::from_utf8_lossy(&body[..body.len().min(512)]).into_owned());
     AdapterError::Status {
@@ -30,21 +38,22 @@ pub(super) fn status_error(status: u16, retry_after: Option<Duration>, body: &[u
 /// Parses one JSON document from the backend; an `{"error":...}` document
 /// (as servers send mid-stream) becomes the error it reports.
 pub(super) fn parse_json<T: DeserializeOwned>(body: &[u8]) -> Result<T, AdapterError> {
-    serde_json::from_slice(body).map_err(|err| {
-        match serde_json::from_slice::<Value>(body) {
-            Ok(value) if value.get("error").is_some() => {
-                let status = value["error"]
-                    .get("code")
-                    .and_then(Value::as_u64)
-                    .and_then(|c| u16::try_from(c).ok())
-                    .filter(|c| (400..600).contains(c))
-                    .unwrap_or(502);
-                status_error(status, None, body)
-            }
-            _ => AdapterError::Protocol {
-                message: format!("{err} in {}", String::from_utf8_lossy(&body[..body.len().min(200)])),
-            },
+    serde_json::from_slice(body).map_err(|err| match serde_json::from_slice::<Value>(body) {
+        Ok(value) if value.get("error").is_some() => {
+            let status = value["error"]
+                .get("code")
+                .and_then(Value::as_u64)
+                .and_then(|c| u16::try_from(c).ok())
+                .filter(|c| (400..600).contains(c))
+                .unwrap_or(502);
+            status_error(status, None, body)
         }
+        _ => AdapterError::Protocol {
+            message: format!(
+                "{err} in {}",
+                String::from_utf8_lossy(&body[..body.len().min(200)])
+            ),
+        },
     })
 }
 
@@ -55,9 +64,17 @@ mod tests {
 
     #[test]
     fn openai_error_bodies_keep_their_message() {
-        let err = status_error(400, None, br#"{"error":{"message":"too long","type":"exceed_context_size_error","code":400}}"#);
+        let err = status_error(
+            400,
+            None,
+            br#"{"error":{"message":"too long","type":"exceed_context_size_error","code":400}}"#,
+        );
         match err {
-            AdapterError::Status { status, message, body } => {
+            AdapterError::Status {
+                status,
+                message,
+                body,
+            } => {
                 assert_eq!(status, 400);
                 assert_eq!(message, "too long");
                 assert_eq!(body.unwrap()["type"], "exceed_context_size_error");
@@ -68,7 +85,8 @@ mod tests {
 
     #[test]
     fn error_events_in_a_stream_become_errors() {
-        let err = parse_json::<ChatChunk>(br#"{"error":{"message":"boom","code":500}}"#).unwrap_err();
+        let err =
+            parse_json::<ChatChunk>(br#"{"error":{"message":"boom","code":500}}"#).unwrap_err();
         assert!(matches!(err, AdapterError::Status { status: 500, .. }));
         let err = parse_json::<ChatChunk>(b"not json").unwrap_err();
         assert!(matches!(err, AdapterError::Protocol { .. }));

@@ -9,4 +9,4 @@ mod client;
 mod convert;
 mod stream;
 
-pub use client::{OpenAiClient, http_client, HttpClient};
+pub use client::{HttpClient, OpenAiClient, http_client};

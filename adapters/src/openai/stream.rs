@@ -23,7 +23,10 @@ struct State<T> {
 
 /// Chunks from an SSE body, ended by `[DONE]` or a clean end of body. A gap
 /// longer than `idle`, or a body cut mid-way, ends the stream with an error.
-pub(super) fn json_events<T>(body: Incoming, idle: Duration) -> BoxStream<'static, Result<T, AdapterError>>
+pub(super) fn json_events<T>(
+    body: Incoming,
+    idle: Duration,
+) -> BoxStream<'static, Result<T, AdapterError>>
 where
     T: DeserializeOwned + Send + 'static,
 {
@@ -45,22 +48,34 @@ where
             match tokio::time::timeout(st.idle, st.body.frame()).await {
                 Err(_) => {
                     st.done = true;
-                    let err = AdapterError::Timeout { phase: TimeoutPhase::Idle, after: st.idle };
+                    let err = AdapterError::Timeout {
+                        phase: TimeoutPhase::Idle,
+                        after: st.idle,
+                    };
                     return Some((Err(err), st));
                 }
                 Ok(None) => {
                     st.done = true;
                     if st.parser.has_partial() {
-                        let err = AdapterError::Reset { message: "stream ended inside an event".into() };
+                        let err = AdapterError::Reset {
+                            message: "stream ended inside an event".into(),
+                        };
                         return Some((Err(err), st));
                     }
                 }
                 Ok(Some(Err(err))) => {
                     st.done = true;
-                    return Some((Err(AdapterError::Reset { message: err.to_string() }), st));
+                    return Some((
+                        Err(AdapterError::Reset {
+                            message: err.to_string(),
+                        }),
+                        st,
+                    ));
                 }
                 Ok(Some(Ok(frame))) => {
-                    let Ok(data) = frame.into_data() else { continue };
+                    let Ok(data) = frame.into_data() else {
+                        continue;
+                    };
                     for event in st.parser.feed(&data) {
                         if event.data == "[DONE]" {
                             st.done = true;

@@ -1,1 +1,16 @@
+//! The model-server simulator: an OpenAI-compatible backend inside the
+//! binary, with realistic timing (prefill, context-dependent decode,
+//! speculation, queueing), a prefix cache and injectable faults. It backs
+//! the embedded default config and `switchyard sim`.
 
+mod chat;
+mod completion;
+mod embed;
+mod embeddings;
+mod engine;
+mod prefix;
+mod script;
+mod text;
+mod timing;
+
+pub use engine::SimBackend;

@@ -26,7 +26,9 @@ impl EmbeddingRequest {
     pub fn texts(&self) -> Vec<String> {
         match &self.input {
             Value::String(s) => vec![s.clone()],
-            Value::Array(items) if items.iter().all(Value::is_number) => vec![self.input.to_string()],
+            Value::Array(items) if items.iter().all(Value::is_number) => {
+                vec![self.input.to_string()]
+            }
             Value::Array(items) => items
                 .iter()
                 .map(|item| match item {

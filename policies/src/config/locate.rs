@@ -21,7 +21,9 @@ pub fn line_of(text: &str, path: &[&str]) -> Option<usize> {
             let same_line_as_parent = found.is_some() && i == from;
             if same_line_as_parent {
                 // Only a flow mapping can hold the child on its parent's line.
-                if body.contains(&format!("{{{segment}:")) || body.contains(&format!(", {segment}:")) {
+                if body.contains(&format!("{{{segment}:"))
+                    || body.contains(&format!(", {segment}:"))
+                {
                     hit = Some((i, indent + 1));
                     break;
                 }
@@ -33,8 +35,8 @@ pub fn line_of(text: &str, path: &[&str]) -> Option<usize> {
             let body = body.trim_start_matches("- ");
             let block_key = body.starts_with(&format!("{segment}:"))
                 || body.starts_with(&format!("\"{segment}\":"));
-            let flow_key = body.contains(&format!("{{{segment}:"))
-                || body.contains(&format!(" {segment}:"));
+            let flow_key =
+                body.contains(&format!("{{{segment}:")) || body.contains(&format!(" {segment}:"));
             if block_key || flow_key {
                 hit = Some((i, indent + 1));
                 break;
@@ -66,7 +68,10 @@ mod tests {
 
     #[test]
     fn finds_flow_keys() {
-        assert_eq!(line_of(TEXT, &["backends", "small", "sim", "jitter"]), Some(6));
+        assert_eq!(
+            line_of(TEXT, &["backends", "small", "sim", "jitter"]),
+            Some(6)
+        );
     }
 
     #[test]

@@ -35,7 +35,11 @@ impl Config {
 
     /// The model names a caller may use: every route, then every backend.
     pub fn model_names(&self) -> Vec<String> {
-        self.routes.keys().chain(self.backends.keys()).cloned().collect()
+        self.routes
+            .keys()
+            .chain(self.backends.keys())
+            .cloned()
+            .collect()
     }
 }
 

@@ -51,7 +51,10 @@ pub(super) fn validate(raw: RawConfig, text: &str, source: &str) -> Result<Confi
     })
 }
 
-fn validate_server(ck: &Checker<'_>, raw: super::raw::RawServer) -> Result<ServerSettings, ConfigError> {
+fn validate_server(
+    ck: &Checker<'_>,
+    raw: super::raw::RawServer,
+) -> Result<ServerSettings, ConfigError> {
     let listen: SocketAddr = raw.listen.parse().map_err(|_| {
         ck.error(
             &["server", "listen"],
@@ -94,7 +97,10 @@ fn validate_backend(ck: &Checker<'_>, name: &str, raw: RawBackend) -> Result<Bac
         (Some(openai), None) => BackendAdapter::OpenAi(validate_openai(ck, name, openai)?),
         (None, Some(sim)) => BackendAdapter::Sim(sim_params(ck, &["backends", name, "sim"], sim)?),
         (Some(_), Some(_)) => {
-            return Err(ck.error(&["backends", name], "set one of `openai` or `sim`, not both"));
+            return Err(ck.error(
+                &["backends", name],
+                "set one of `openai` or `sim`, not both",
+            ));
         }
         (None, None) => {
             return Err(ck.error(&["backends", name], "set one of `openai` or `sim`"));
@@ -247,10 +253,14 @@ fn sim_params(ck: &Checker<'_>, path: &[&str], raw: RawSim) -> Result<SimParams,
     };
     let params = SimParams {
         seed: raw.seed.unwrap_or(base.seed),
-        base_ttft: raw.base_ttft_ms.map(Duration::from_millis).unwrap_or(base.base_ttft),
+        base_ttft: raw
+            .base_ttft_ms
+            .map(Duration::from_millis)
+            .unwrap_or(base.base_ttft),
         prefill_tokens_per_s: positive(
             "prefill_tokens_per_s",
-            raw.prefill_tokens_per_s.unwrap_or(base.prefill_tokens_per_s),
+            raw.prefill_tokens_per_s
+                .unwrap_or(base.prefill_tokens_per_s),
         )?,
         decode_tokens_per_s: positive(
             "decode_tokens_per_s",
@@ -258,7 +268,8 @@ fn sim_params(ck: &Checker<'_>, path: &[&str], raw: RawSim) -> Result<SimParams,
         )?,
         decode_halving_context: positive(
             "decode_halving_context",
-            raw.decode_halving_context.unwrap_or(base.decode_halving_context),
+            raw.decode_halving_context
+                .unwrap_or(base.decode_halving_context),
         )?,
         jitter: probability("jitter", raw.jitter.unwrap_or(base.jitter))?,
         max_concurrency: raw.max_concurrency.unwrap_or(base.max_concurrency),
@@ -266,7 +277,9 @@ fn sim_params(ck: &Checker<'_>, path: &[&str], raw: RawSim) -> Result<SimParams,
         prefix_cache_blocks: raw.prefix_cache_blocks.unwrap_or(base.prefix_cache_blocks),
         context_window: raw.context_window.unwrap_or(base.context_window),
         default_max_tokens: raw.default_max_tokens.unwrap_or(base.default_max_tokens),
-        embedding_dimensions: raw.embedding_dimensions.unwrap_or(base.embedding_dimensions),
+        embedding_dimensions: raw
+            .embedding_dimensions
+            .unwrap_or(base.embedding_dimensions),
         speculative,
         faults: SimFaults {
             error_rate: probability("faults.error_rate", raw.faults.error_rate)?,

@@ -1,0 +1,415 @@
+//! Simulated chat completions, whole and streamed.
+
+use std::time::Duration;
+
+use serde_json::{Map, Value, json};
+
+use super::engine::{Luck, SimBackend};
+use super::script::{self, Script};
+use super::text::{self, Generated};
+use crate::error::AdapterError;
+use crate::provider::ChatStream;
+use crate::tokens;
+use crate::types::{
+    ChatChunk, ChatRequest, ChatResponse, Choice, ChunkChoice, Content, Delta, FunctionCallDelta,
+    Message, Role, ToolCallDelta, Usage, UsageDetails, unix_now,
+};
+
+/// Tool-call arguments are streamed in fragments of this many characters.
+const ARGUMENT_FRAGMENT_CHARS: usize = 8;
+
+/// Everything decided about one request before any time passes.
+struct ChatPlan {
+    prompt_tokens: usize,
+    cached: usize,
+    choices: Vec<(u64, Generated)>,
+    luck: Luck,
+    first: Duration,
+    gaps: Vec<Duration>,
+    top_logprobs: Option<u32>,
+}
+
+impl ChatPlan {
+    fn completion_tokens(&self) -> usize {
+        self.choices.iter().map(|(_, g)| g.completion_tokens).sum()
+    }
+
+    fn usage(&self) -> Usage {
+        Usage {
+            prompt_tokens_details: Some(UsageDetails {
+                cached_tokens: Some(self.cached as u64),
+                ..UsageDetails::default()
+            }),
+            ..Usage::new(self.prompt_tokens as u64, self.completion_tokens() as u64)
+        }
+    }
+
+    fn gap(&self, index: usize) -> Duration {
+        self.gaps
+            .get(index)
+            .or(self.gaps.last())
+            .copied()
+            .unwrap_or_default()
+    }
+
+    fn logprobs(&self, seed: u64, generated: &Generated) -> Option<Value> {
+        self.top_logprobs
+            .map(|top| text::logprobs(seed, &generated.pieces, top))
+    }
+}
+
+fn json_mode(req: &ChatRequest) -> bool {
+    let kind = req
+        .response_format
+        .as_ref()
+        .and_then(|f| f.get("type"))
+        .and_then(Value::as_str);
+    matches!(kind, Some("json_object" | "json_schema"))
+}
+
+impl SimBackend {
+    fn plan_chat(&self, req: &ChatRequest) -> Result<ChatPlan, AdapterError> {
+        let (prompt_text, overhead) = tokens::prompt_text_and_overhead(req);
+        let ids = tokens::encode(&prompt_text);
+        let prompt_tokens = ids.len() + overhead;
+        self.check_context(prompt_tokens, req.output_limit())?;
+        let luck = self.luck()?;
+        let cached = self.prefix.lookup_and_insert(&ids);
+        let calls = text::tools_to_call(req);
+        let choices: Vec<(u64, Generated)> = (0..req.n.unwrap_or(1).max(1))
+            .map(|index| {
+                let seed = text::choice_seed(self.params.seed, req.seed, &prompt_text, index);
+                let generated = if calls.is_empty() {
+                    text::text_reply(
+                        seed,
+                        self.params.default_max_tokens,
+                        req.output_limit(),
+                        json_mode(req),
+                    )
+                } else {
+                    let tool_calls = text::tool_calls(seed, &calls);
+                    let completion_tokens = tool_calls
+                        .iter()
+                        .map(|c| {
+                            tokens::count(&c.function.name) + tokens::count(&c.function.arguments)
+                        })
+                        .sum();
+                    Generated {
+                        pieces: Vec::new(),
+                        tool_calls,
+                        finish_reason: "tool_calls",
+                        completion_tokens,
+                    }
+                };
+                (seed, generated)
+            })
+            .collect();
+        let longest = choices
+            .iter()
+            .map(|(_, g)| g.completion_tokens)
+            .max()
+            .unwrap_or(0);
+        let (first, gaps) = self.schedule(prompt_tokens, cached, longest, luck);
+        let top_logprobs = req
+            .logprobs
+            .unwrap_or(false)
+            .then(|| req.top_logprobs.unwrap_or(0));
+        Ok(ChatPlan {
+            prompt_tokens,
+            cached,
+            choices,
+            luck,
+            first,
+            gaps,
+            top_logprobs,
+        })
+    }
+
+    pub(super) async fn chat_response(
+        &self,
+        req: ChatRequest,
+    ) -> Result<ChatResponse, AdapterError> {
+        let _slot = self.admit().await?;
+        let plan = self.plan_chat(&req)?;
+        tokio::time::sleep(plan.first + plan.gaps.iter().sum::<Duration>()).await;
+        if plan.luck.reset {
+            return Err(AdapterError::Reset {
+                message: "simulated connection reset".into(),
+            });
+        }
+        let choices = plan
+            .choices
+            .iter()
+            .zip(0..)
+            .map(|((seed, g), index)| Choice {
+                index,
+                message: Message {
+                    role: Role::Assistant,
+                    content: g.tool_calls.is_empty().then(|| Content::Text(g.text())),
+                    name: None,
+                    tool_calls: (!g.tool_calls.is_empty()).then(|| g.tool_calls.clone()),
+                    tool_call_id: None,
+                    extra: Map::new(),
+                },
+                finish_reason: Some(g.finish_reason.to_owned()),
+                logprobs: plan.logprobs(*seed, g),
+                extra: Map::new(),
+            })
+            .collect();
+        let mut extra = Map::new();
+        let longest = plan
+            .choices
+            .iter()
+            .map(|(_, g)| g.completion_tokens)
+            .max()
+            .unwrap_or(0);
+        extra.insert(
+            "timings".into(),
+            self.timings(
+                plan.prompt_tokens,
+                plan.cached,
+                longest,
+                plan.first,
+                &plan.gaps,
+            ),
+        );
+        Ok(ChatResponse {
+            id: self.next_id("chatcmpl"),
+            object: "chat.completion".into(),
+            created: unix_now(),
+            model: req.model,
+            choices,
+            usage: Some(plan.usage()),
+            system_fingerprint: Some("switchyard-sim".into()),
+            extra,
+        })
+    }
+
+    pub(super) async fn chat_chunks(&self, req: ChatRequest) -> Result<ChatStream, AdapterError> {
+        let slot = self.admit().await?;
+        let plan = self.plan_chat(&req)?;
+        let template = ChatChunk {
+            id: self.next_id("chatcmpl"),
+            object: "chat.completion.chunk".into(),
+            created: unix_now(),
+            model: req.model.clone(),
+            choices: Vec::new(),
+            usage: None,
+            system_fingerprint: Some("switchyard-sim".into()),
+            extra: Map::new(),
+        };
+        let chunk =
+            |index: u32, delta: Delta, finish: Option<&str>, logprobs: Option<Value>| ChatChunk {
+                choices: vec![ChunkChoice {
+                    index,
+                    delta,
+                    finish_reason: finish.map(str::to_owned),
+                    logprobs,
+                    extra: Map::new(),
+                }],
+                ..template.clone()
+            };
+        let mut script: Script<ChatChunk> = Vec::new();
+        for ((seed, g), index) in plan.choices.iter().zip(0u32..) {
+            let delay = if index == 0 {
+                plan.first
+            } else {
+                Duration::ZERO
+            };
+            let role = Delta {
+                role: Some(Role::Assistant),
+                content: g.tool_calls.is_empty().then(String::new),
+                ..Delta::default()
+            };
+            script.push((delay, Ok(chunk(index, role, None, None))));
+            let logprobs = plan.logprobs(*seed, g);
+            for (i, piece) in g.pieces.iter().enumerate() {
+                let delay = if i == 0 {
+                    Duration::ZERO
+                } else {
+                    plan.gap(i - 1)
+                };
+                let delta = Delta {
+                    content: Some(piece.clone()),
+                    ..Delta::default()
+                };
+                let piece_logprobs = logprobs
+                    .as_ref()
+                    .map(|lp| json!({"content": [lp["content"][i].clone()]}));
+                script.push((delay, Ok(chunk(index, delta, None, piece_logprobs))));
+            }
+            let mut step = 0;
+            for (call, call_index) in g.tool_calls.iter().zip(0u32..) {
+                let opening = ToolCallDelta {
+                    index: call_index,
+                    id: Some(call.id.clone()),
+                    kind: Some("function".into()),
+                    function: Some(FunctionCallDelta {
+                        name: Some(call.function.name.clone()),
+                        arguments: Some(String::new()),
+                        ..FunctionCallDelta::default()
+                    }),
+                    extra: Map::new(),
+                };
+                let delta = Delta {
+                    tool_calls: Some(vec![opening]),
+                    ..Delta::default()
+                };
+                script.push((plan.gap(step), Ok(chunk(index, delta, None, None))));
+                let chars: Vec<char> = call.function.arguments.chars().collect();
+                for fragment in chars.chunks(ARGUMENT_FRAGMENT_CHARS) {
+                    step += 1;
+                    let part = ToolCallDelta {
+                        index: call_index,
+                        id: None,
+                        kind: None,
+                        function: Some(FunctionCallDelta {
+                            name: None,
+                            arguments: Some(fragment.iter().collect()),
+                            ..FunctionCallDelta::default()
+                        }),
+                        extra: Map::new(),
+                    };
+                    let delta = Delta {
+                        tool_calls: Some(vec![part]),
+                        ..Delta::default()
+                    };
+                    script.push((plan.gap(step), Ok(chunk(index, delta, None, None))));
+                }
+            }
+            script.push((
+                Duration::ZERO,
+                Ok(chunk(index, Delta::default(), Some(g.finish_reason), None)),
+            ));
+        }
+        let longest = plan
+            .choices
+            .iter()
+            .map(|(_, g)| g.completion_tokens)
+            .max()
+            .unwrap_or(0);
+        let timings = self.timings(
+            plan.prompt_tokens,
+            plan.cached,
+            longest,
+            plan.first,
+            &plan.gaps,
+        );
+        if req.wants_stream_usage() {
+            let usage_chunk = ChatChunk {
+                usage: Some(plan.usage()),
+                ..template.clone()
+            };
+            script.push((Duration::ZERO, Ok(usage_chunk)));
+        }
+        if let Some((_, Ok(last))) = script.last_mut() {
+            last.extra.insert("timings".into(), timings);
+        }
+        if plan.luck.reset {
+            script::cut_with_reset(&mut script);
+        }
+        Ok(script::play(script, slot))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use futures_util::StreamExt;
+    use switchyard_policies::SimPreset;
+
+    use super::*;
+    use crate::provider::Provider;
+
+    fn fast() -> SimBackend {
+        let params = switchyard_policies::SimParams {
+            base_ttft: Duration::from_millis(1),
+            prefill_tokens_per_s: 1e6,
+            decode_tokens_per_s: 1e5,
+            ..SimPreset::Small.params()
+        };
+        SimBackend::new(params)
+    }
+
+    fn request(body: Value) -> ChatRequest {
+        serde_json::from_value(body).unwrap()
+    }
+
+    #[tokio::test]
+    async fn stream_and_whole_reply_agree() {
+        let sim = fast();
+        let body = json!({"model": "m", "messages": [{"role": "user", "content": "hello there"}], "seed": 4});
+        let whole = sim.chat(request(body.clone())).await.unwrap();
+        let mut streamed = body.clone();
+        streamed["stream"] = json!(true);
+        streamed["stream_options"] = json!({"include_usage": true});
+        let chunks: Vec<ChatChunk> = sim
+            .chat_stream(request(streamed))
+            .await
+            .unwrap()
+            .map(|c| c.unwrap())
+            .collect()
+            .await;
+        let text: String = chunks
+            .iter()
+            .flat_map(|c| &c.choices)
+            .filter_map(|c| c.delta.content.clone())
+            .collect();
+        assert_eq!(Some(Content::Text(text)), whole.choices[0].message.content);
+        let stream_usage = chunks.last().unwrap().usage.clone().unwrap();
+        let whole_usage = whole.usage.unwrap();
+        assert_eq!(stream_usage.prompt_tokens, whole_usage.prompt_tokens);
+        assert_eq!(
+            stream_usage.completion_tokens,
+            whole_usage.completion_tokens
+        );
+        // The second call found the first one's prompt in the prefix cache
+        // only if it spans a whole block; this one is too short.
+        assert_eq!(whole_usage.cached_tokens(), 0);
+    }
+
+    #[tokio::test]
+    async fn streamed_tool_arguments_reassemble() {
+        let sim = fast();
+        let body = json!({"model": "m", "stream": true, "messages": [{"role": "user", "content": "weather?"}],
+            "tools": [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}]});
+        let chunks: Vec<ChatChunk> = sim
+            .chat_stream(request(body))
+            .await
+            .unwrap()
+            .map(|c| c.unwrap())
+            .collect()
+            .await;
+        let args: String = chunks
+            .iter()
+            .flat_map(|c| &c.choices)
+            .flat_map(|c| c.delta.tool_calls.iter().flatten())
+            .filter_map(|t| t.function.as_ref().and_then(|f| f.arguments.clone()))
+            .collect();
+        let parsed: Value = serde_json::from_str(&args).unwrap();
+        assert!(parsed["city"].is_string());
+        let finish = chunks
+            .iter()
+            .flat_map(|c| &c.choices)
+            .filter_map(|c| c.finish_reason.clone())
+            .last();
+        assert_eq!(finish.as_deref(), Some("tool_calls"));
+    }
+
+    #[tokio::test]
+    async fn long_prompts_are_refused_and_prefixes_cached() {
+        let sim = fast();
+        let long = "word ".repeat(9000);
+        let err = sim
+            .chat(request(
+                json!({"model": "m", "messages": [{"role": "user", "content": long}]}),
+            ))
+            .await
+            .unwrap_err();
+        assert!(matches!(err, AdapterError::Status { status: 400, .. }));
+        let prompt = "shared system prompt ".repeat(40);
+        let body = json!({"model": "m", "messages": [{"role": "system", "content": prompt}, {"role": "user", "content": "hi"}]});
+        sim.chat(request(body.clone())).await.unwrap();
+        let again = sim.chat(request(body)).await.unwrap();
+        assert!(again.usage.unwrap().cached_tokens() >= 112);
+    }
+}

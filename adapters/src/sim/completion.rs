@@ -1,0 +1,190 @@
+//! Simulated legacy text completions, whole and streamed.
+
+use std::time::Duration;
+
+use serde_json::{Map, Value, json};
+
+use super::engine::{Luck, SimBackend};
+use super::script::{self, Script};
+use super::text::{self, Generated};
+use crate::error::AdapterError;
+use crate::provider::CompletionStream;
+use crate::tokens;
+use crate::types::{
+    CompletionChoice, CompletionRequest, CompletionResponse, Usage, UsageDetails, unix_now,
+};
+
+struct CompletionPlan {
+    prompt_tokens: usize,
+    cached: usize,
+    choices: Vec<Generated>,
+    luck: Luck,
+    first: Duration,
+    gaps: Vec<Duration>,
+}
+
+impl CompletionPlan {
+    fn usage(&self) -> Usage {
+        let completion: usize = self.choices.iter().map(|g| g.completion_tokens).sum();
+        Usage {
+            prompt_tokens_details: Some(UsageDetails {
+                cached_tokens: Some(self.cached as u64),
+                ..UsageDetails::default()
+            }),
+            ..Usage::new(self.prompt_tokens as u64, completion as u64)
+        }
+    }
+}
+
+/// The legacy API's logprobs shape.
+fn legacy_logprobs(seed: u64, pieces: &[String]) -> Value {
+    let chat = text::logprobs(seed, pieces, 0);
+    let mut offset = 0;
+    let offsets: Vec<usize> = pieces
+        .iter()
+        .map(|p| {
+            let at = offset;
+            offset += p.len();
+            at
+        })
+        .collect();
+    let token_logprobs: Vec<Value> = chat["content"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|t| t["logprob"].clone())
+        .collect();
+    json!({"tokens": pieces, "token_logprobs": token_logprobs, "top_logprobs": null, "text_offset": offsets})
+}
+
+impl SimBackend {
+    fn plan_completion(
+        &self,
+        req: &CompletionRequest,
+    ) -> Result<(CompletionPlan, Vec<u64>), AdapterError> {
+        let prompt = req.prompt_text();
+        let ids = tokens::encode(&prompt);
+        self.check_context(ids.len(), req.max_tokens)?;
+        let luck = self.luck()?;
+        let cached = self.prefix.lookup_and_insert(&ids);
+        let seeds: Vec<u64> = (0..req.n.unwrap_or(1).max(1))
+            .map(|i| text::choice_seed(self.params.seed, req.seed, &prompt, i))
+            .collect();
+        let choices: Vec<Generated> = seeds
+            .iter()
+            .map(|seed| {
+                text::text_reply(*seed, self.params.default_max_tokens, req.max_tokens, false)
+            })
+            .collect();
+        let longest = choices
+            .iter()
+            .map(|g| g.completion_tokens)
+            .max()
+            .unwrap_or(0);
+        let (first, gaps) = self.schedule(ids.len(), cached, longest, luck);
+        Ok((
+            CompletionPlan {
+                prompt_tokens: ids.len(),
+                cached,
+                choices,
+                luck,
+                first,
+                gaps,
+            },
+            seeds,
+        ))
+    }
+
+    fn completion_template(&self, req: &CompletionRequest) -> CompletionResponse {
+        CompletionResponse {
+            id: self.next_id("cmpl"),
+            object: "text_completion".into(),
+            created: unix_now(),
+            model: req.model.clone(),
+            choices: Vec::new(),
+            usage: None,
+            extra: Map::new(),
+        }
+    }
+
+    pub(super) async fn completion_response(
+        &self,
+        req: CompletionRequest,
+    ) -> Result<CompletionResponse, AdapterError> {
+        let _slot = self.admit().await?;
+        let (plan, seeds) = self.plan_completion(&req)?;
+        tokio::time::sleep(plan.first + plan.gaps.iter().sum::<Duration>()).await;
+        if plan.luck.reset {
+            return Err(AdapterError::Reset {
+                message: "simulated connection reset".into(),
+            });
+        }
+        let choices = plan
+            .choices
+            .iter()
+            .zip(&seeds)
+            .zip(0..)
+            .map(|((g, seed), index)| CompletionChoice {
+                index,
+                text: g.text(),
+                logprobs: req.logprobs.map(|_| legacy_logprobs(*seed, &g.pieces)),
+                finish_reason: Some(g.finish_reason.to_owned()),
+                extra: Map::new(),
+            })
+            .collect();
+        Ok(CompletionResponse {
+            choices,
+            usage: Some(plan.usage()),
+            ..self.completion_template(&req)
+        })
+    }
+
+    pub(super) async fn completion_chunks(
+        &self,
+        req: CompletionRequest,
+    ) -> Result<CompletionStream, AdapterError> {
+        let slot = self.admit().await?;
+        let (plan, _) = self.plan_completion(&req)?;
+        let template = self.completion_template(&req);
+        let chunk = |index: u32, text: &str, finish: Option<&str>| CompletionResponse {
+            choices: vec![CompletionChoice {
+                index,
+                text: text.to_owned(),
+                logprobs: None,
+                finish_reason: finish.map(str::to_owned),
+                extra: Map::new(),
+            }],
+            ..template.clone()
+        };
+        let mut script: Script<CompletionResponse> = Vec::new();
+        for (g, index) in plan.choices.iter().zip(0u32..) {
+            for (i, piece) in g.pieces.iter().enumerate() {
+                let delay = match (index, i) {
+                    (0, 0) => plan.first,
+                    (_, 0) => Duration::ZERO,
+                    _ => plan.gaps.get(i - 1).copied().unwrap_or_default(),
+                };
+                script.push((delay, Ok(chunk(index, piece, None))));
+            }
+            script.push((Duration::ZERO, Ok(chunk(index, "", Some(g.finish_reason)))));
+        }
+        let wants_usage = req
+            .stream_options
+            .as_ref()
+            .and_then(|o| o.include_usage)
+            .unwrap_or(false);
+        if wants_usage {
+            script.push((
+                Duration::ZERO,
+                Ok(CompletionResponse {
+                    usage: Some(plan.usage()),
+                    ..template.clone()
+                }),
+            ));
+        }
+        if plan.luck.reset {
+            script::cut_with_reset(&mut script);
+        }
+        Ok(script::play(script, slot))
+    }
+}

@@ -1,0 +1,214 @@
+//! Admission, faults and timing shared by every simulated operation.
+
+use std::sync::Arc;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::time::Duration;
+
+use futures_util::FutureExt;
+use futures_util::future::BoxFuture;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use serde_json::{Value, json};
+use switchyard_policies::SimParams;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+
+use super::prefix::PrefixCache;
+use super::timing;
+use crate::error::AdapterError;
+use crate::provider::{ChatStream, CompletionStream, Provider};
+use crate::types::{
+    ChatRequest, ChatResponse, CompletionRequest, CompletionResponse, EmbeddingRequest,
+    EmbeddingResponse,
+};
+
+/// One simulated model server.
+pub struct SimBackend {
+    pub(super) params: SimParams,
+    slots: Arc<Semaphore>,
+    waiting: AtomicUsize,
+    pub(super) prefix: PrefixCache,
+    /// Drives jitter and faults; output text has its own per-request seeds.
+    rng: Mutex<StdRng>,
+    requests: AtomicU64,
+}
+
+/// What chance decided for one request.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Luck {
+    /// Multiplies every duration.
+    pub scale: f64,
+    pub stall: Duration,
+    pub reset: bool,
+}
+
+impl SimBackend {
+    pub fn new(params: SimParams) -> Self {
+        SimBackend {
+            slots: Arc::new(Semaphore::new(params.max_concurrency)),
+            waiting: AtomicUsize::new(0),
+            prefix: PrefixCache::new(params.prefix_cache_blocks),
+            rng: Mutex::new(StdRng::seed_from_u64(params.seed)),
+            requests: AtomicU64::new(0),
+            params,
+        }
+    }
+
+    pub fn params(&self) -> &SimParams {
+        &self.params
+    }
+
+    /// Waits for a decode slot, or refuses when the queue is full.
+    pub(super) async fn admit(&self) -> Result<OwnedSemaphorePermit, AdapterError> {
+        if let Ok(permit) = self.slots.clone().try_acquire_owned() {
+            return Ok(permit);
+        }
+        if self.waiting.fetch_add(1, Ordering::AcqRel) >= self.params.max_queue {
+            self.waiting.fetch_sub(1, Ordering::AcqRel);
+            return Err(AdapterError::Overloaded {
+                retry_after: Some(Duration::from_secs(1)),
+            });
+        }
+        let permit = self.slots.clone().acquire_owned().await;
+        self.waiting.fetch_sub(1, Ordering::AcqRel);
+        // The semaphore is never closed, so acquiring cannot fail.
+        permit.map_err(|_| AdapterError::Internal {
+            message: "simulator slots closed".into(),
+        })
+    }
+
+    /// Rolls the dice for one request: jitter, then each fault in turn.
+    pub(super) fn luck(&self) -> Result<Luck, AdapterError> {
+        let p = &self.params;
+        let mut rng = self
+            .rng
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let scale = 1.0 + p.jitter * rng.random_range(-1.0..=1.0);
+        if rng.random_bool(p.faults.error_rate) {
+            return Err(AdapterError::Status {
+                status: 500,
+                message: "simulated upstream error".into(),
+                body: Some(
+                    json!({"message": "simulated upstream error", "type": "server_error", "code": null}),
+                ),
+            });
+        }
+        let stall = if rng.random_bool(p.faults.stall_rate) {
+            p.faults.stall
+        } else {
+            Duration::ZERO
+        };
+        Ok(Luck {
+            scale,
+            stall,
+            reset: rng.random_bool(p.faults.reset_rate),
+        })
+    }
+
+    /// A response id unique within this process.
+    pub(super) fn next_id(&self, prefix: &str) -> String {
+        let n = self.requests.fetch_add(1, Ordering::Relaxed);
+        format!("{prefix}-sim{:x}{n:06x}", self.params.seed)
+    }
+
+    /// Refuses prompts that do not fit, as real servers do (HTTP 400).
+    pub(super) fn check_context(
+        &self,
+        prompt_tokens: usize,
+        limit: Option<u32>,
+    ) -> Result<(), AdapterError> {
+        let needed = prompt_tokens + limit.unwrap_or(0) as usize;
+        let window = self.params.context_window as usize;
+        if needed <= window {
+            return Ok(());
+        }
+        let message = format!(
+            "this model's context window is {window} tokens; the request needs {needed} ({prompt_tokens} in the prompt)"
+        );
+        Err(AdapterError::Status {
+            status: 400,
+            body: Some(
+                json!({"message": message, "type": "invalid_request_error", "param": "messages", "code": "context_length_exceeded"}),
+            ),
+            message,
+        })
+    }
+
+    pub(super) fn scaled(d: Duration, luck: Luck) -> Duration {
+        d.mul_f64(luck.scale)
+    }
+
+    /// Time to the first token and the gaps between the following ones.
+    pub(super) fn schedule(
+        &self,
+        prompt_tokens: usize,
+        cached: usize,
+        outputs: usize,
+        luck: Luck,
+    ) -> (Duration, Vec<Duration>) {
+        let first = Self::scaled(
+            timing::ttft(&self.params, prompt_tokens - cached.min(prompt_tokens)),
+            luck,
+        ) + luck.stall;
+        let gaps = (1..outputs.max(1))
+            .map(|i| Self::scaled(timing::token_gap(&self.params, prompt_tokens, i), luck))
+            .collect();
+        (first, gaps)
+    }
+
+    /// llama.cpp-style `timings`, so tools built for llama-server read the
+    /// simulator the same way.
+    pub(super) fn timings(
+        &self,
+        prompt_tokens: usize,
+        cached: usize,
+        outputs: usize,
+        first: Duration,
+        gaps: &[Duration],
+    ) -> Value {
+        let mut timings = json!({
+            "prompt_n": prompt_tokens - cached.min(prompt_tokens),
+            "prompt_ms": first.as_secs_f64() * 1000.0,
+            "cache_n": cached,
+            "predicted_n": outputs,
+            "predicted_ms": gaps.iter().sum::<Duration>().as_secs_f64() * 1000.0,
+        });
+        if let Some((drafted, accepted)) = timing::draft_counts(&self.params, outputs) {
+            timings["draft_n"] = json!(drafted);
+            timings["draft_n_accepted"] = json!(accepted);
+        }
+        timings
+    }
+}
+
+impl Provider for SimBackend {
+    fn chat(&self, req: ChatRequest) -> BoxFuture<'_, Result<ChatResponse, AdapterError>> {
+        self.chat_response(req).boxed()
+    }
+
+    fn chat_stream(&self, req: ChatRequest) -> BoxFuture<'_, Result<ChatStream, AdapterError>> {
+        self.chat_chunks(req).boxed()
+    }
+
+    fn completion(
+        &self,
+        req: CompletionRequest,
+    ) -> BoxFuture<'_, Result<CompletionResponse, AdapterError>> {
+        self.completion_response(req).boxed()
+    }
+
+    fn completion_stream(
+        &self,
+        req: CompletionRequest,
+    ) -> BoxFuture<'_, Result<CompletionStream, AdapterError>> {
+        self.completion_chunks(req).boxed()
+    }
+
+    fn embeddings(
+        &self,
+        req: EmbeddingRequest,
+    ) -> BoxFuture<'_, Result<EmbeddingResponse, AdapterError>> {
+        self.embedding_response(req).boxed()
+    }
+}

@@ -1,0 +1,285 @@
+//! Deterministic simulated output: reply words, tool calls built from the
+//! tools' JSON schemas, and logprobs. Same seed and prompt, same output.
+
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use serde_json::{Map, Value, json};
+
+use crate::types::{ChatRequest, FunctionCall, Role, Tool, ToolCall};
+
+/// Words that are one cl100k token each with their leading space, so a reply
+/// of N pieces is N tokens (a test checks this).
+const WORDS: &[&str] = &[
+    " the",
+    " model",
+    " token",
+    " route",
+    " cache",
+    " local",
+    " cloud",
+    " prompt",
+    " answer",
+    " fast",
+    " slow",
+    " queue",
+    " reply",
+    " budget",
+    " time",
+    " first",
+    " simulated",
+    " data",
+    " text",
+    " and",
+    " of",
+    " to",
+    " is",
+    " a",
+    " in",
+    " for",
+    " with",
+    " this",
+    " that",
+    " on",
+    " as",
+    " it",
+    " be",
+    " by",
+    " at",
+    " from",
+    " we",
+    " will",
+    " can",
+    " more",
+    " each",
+    " when",
+];
+
+/// Opening pieces of every reply, so no one mistakes it for a model's words.
+const PREAMBLE: &[&str] = &["[", "sim", "]"];
+
+/// What one choice says.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Generated {
+    /// Text pieces, one token each.
+    pub pieces: Vec<String>,
+    pub tool_calls: Vec<ToolCall>,
+    pub finish_reason: &'static str,
+    pub completion_tokens: usize,
+}
+
+impl Generated {
+    pub fn text(&self) -> String {
+        self.pieces.concat()
+    }
+}
+
+/// A seed for one choice: the backend's seed, the request's `seed`, the
+/// prompt text and the choice index all feed it.
+pub fn choice_seed(backend_seed: u64, req_seed: Option<i64>, prompt: &str, index: u32) -> u64 {
+    // FNV-1a: stable across runs and platforms, unlike std's hasher.
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325 ^ backend_seed;
+    let mut mix = |bytes: &[u8]| {
+        for &b in bytes {
+            hash ^= u64::from(b);
+            hash = hash.wrapping_mul(0x0100_0000_01b3);
+        }
+    };
+    mix(&req_seed.unwrap_or(0).to_le_bytes());
+    mix(prompt.as_bytes());
+    mix(&index.to_le_bytes());
+    hash
+}
+
+/// A reply of about `natural` tokens, cut at `limit` (finish reason `length`).
+pub fn text_reply(seed: u64, natural_max: u32, limit: Option<u32>, json_mode: bool) -> Generated {
+    let mut rng = StdRng::seed_from_u64(seed);
+    let natural = rng.random_range(natural_max.min(12)..=natural_max) as usize;
+    let (len, finish_reason) = match limit {
+        Some(limit) if (limit as usize) < natural => (limit as usize, "length"),
+        _ => (natural, "stop"),
+    };
+    let mut pieces: Vec<String> = Vec::with_capacity(len);
+    if json_mode {
+        pieces.extend(
+            [
+                "{\"", "sim", "ulated", "\":", " true", ",", " \"", "text", "\":", " \"",
+            ]
+            .map(String::from),
+        );
+    } else {
+        pieces.extend(PREAMBLE.iter().map(|p| (*p).to_owned()));
+    }
+    let closing = usize::from(json_mode);
+    for _ in 0..len.saturating_sub(pieces.len() + closing) {
+        pieces.push(WORDS[rng.random_range(0..WORDS.len())].to_owned());
+    }
+    if json_mode {
+        pieces.push("\"}".to_owned());
+    }
+    pieces.truncate(len.max(1));
+    let completion_tokens = pieces.len();
+    Generated {
+        pieces,
+        tool_calls: Vec::new(),
+        finish_reason,
+        completion_tokens,
+    }
+}
+
+/// The tools this request makes the simulator call, or none: it calls tools
+/// when offered and allowed, unless the last message is a tool result (then
+/// it answers in text, closing the agent loop).
+pub fn tools_to_call(req: &ChatRequest) -> Vec<&Tool> {
+    let tools = match &req.tools {
+        Some(tools) if !tools.is_empty() => tools,
+        _ => return Vec::new(),
+    };
+    if req.messages.last().is_some_and(|m| m.role == Role::Tool) {
+        return Vec::new();
+    }
+    match &req.tool_choice {
+        Some(Value::String(s)) if s == "none" => Vec::new(),
+        Some(Value::Object(choice)) => {
+            let wanted = choice
+                .get("function")
+                .and_then(|f| f.get("name"))
+                .and_then(Value::as_str);
+            tools
+                .iter()
+                .filter(|t| Some(t.function.name.as_str()) == wanted)
+                .take(1)
+                .collect()
+        }
+        _ => {
+            let parallel = req.parallel_tool_calls.unwrap_or(true);
+            tools.iter().take(if parallel { 2 } else { 1 }).collect()
+        }
+    }
+}
+
+/// Calls to `tools` with arguments that satisfy their schemas.
+pub fn tool_calls(seed: u64, tools: &[&Tool]) -> Vec<ToolCall> {
+    let mut rng = StdRng::seed_from_u64(seed);
+    tools
+        .iter()
+        .map(|tool| {
+            let args = tool
+                .function
+                .parameters
+                .as_ref()
+                .map(|s| value_for(s, &mut rng))
+                .unwrap_or_else(|| json!({}));
+            ToolCall {
+                id: format!("call_{:016x}", rng.random::<u64>()),
+                kind: "function".to_owned(),
+                function: FunctionCall {
+                    name: tool.function.name.clone(),
+                    arguments: args.to_string(),
+                    extra: Map::new(),
+                },
+                extra: Map::new(),
+            }
+        })
+        .collect()
+}
+
+/// A value of the JSON-schema type given (enum values, objects with all
+/// properties, arrays of one item).
+fn value_for(schema: &Value, rng: &mut StdRng) -> Value {
+    if let Some(first) = schema
+        .get("enum")
+        .and_then(Value::as_array)
+        .and_then(|e| e.first())
+    {
+        return first.clone();
+    }
+    match schema.get("type").and_then(Value::as_str) {
+        Some("object") | None => {
+            let mut out = Map::new();
+            if let Some(props) = schema.get("properties").and_then(Value::as_object) {
+                for (name, sub) in props {
+                    out.insert(name.clone(), value_for(sub, rng));
+                }
+            }
+            Value::Object(out)
+        }
+        Some("string") => Value::String(format!(
+            "sim-{}",
+            WORDS[rng.random_range(0..WORDS.len())].trim()
+        )),
+        Some("integer") => json!(rng.random_range(1..100)),
+        Some("number") => json!(f64::from(rng.random_range(1..1000)) / 10.0),
+        Some("boolean") => json!(true),
+        Some("array") => {
+            let item = schema
+                .get("items")
+                .map(|s| value_for(s, rng))
+                .unwrap_or(Value::Null);
+            json!([item])
+        }
+        Some(_) => Value::Null,
+    }
+}
+
+/// OpenAI-shaped logprobs for the pieces: `{"content":[{token, logprob, bytes, top_logprobs}]}`.
+pub fn logprobs(seed: u64, pieces: &[String], top: u32) -> Value {
+    let mut rng = StdRng::seed_from_u64(seed ^ 0x5eed);
+    let content: Vec<Value> = pieces
+        .iter()
+        .map(|piece| {
+            let logprob = -rng.random_range(0.0..2.0_f64);
+            let alternatives: Vec<Value> = (0..top)
+                .map(|i| {
+                    let alt = WORDS[rng.random_range(0..WORDS.len())];
+                    json!({"token": alt, "logprob": logprob - 1.0 - f64::from(i), "bytes": alt.as_bytes()})
+                })
+                .collect();
+            json!({"token": piece, "logprob": logprob, "bytes": piece.as_bytes(), "top_logprobs": alternatives})
+        })
+        .collect();
+    json!({ "content": content })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tokens;
+
+    #[test]
+    fn every_piece_is_one_token() {
+        for word in WORDS.iter().chain(PREAMBLE) {
+            assert_eq!(tokens::count(word), 1, "{word:?}");
+        }
+    }
+
+    #[test]
+    fn replies_are_deterministic_and_respect_limits() {
+        let a = text_reply(7, 40, None, false);
+        assert_eq!(a, text_reply(7, 40, None, false));
+        assert!(a.text().starts_with("[sim]"));
+        assert_eq!(a.finish_reason, "stop");
+        let cut = text_reply(7, 40, Some(5), false);
+        assert_eq!(cut.completion_tokens, 5);
+        assert_eq!(cut.finish_reason, "length");
+        assert_eq!(tokens::count(&a.text()), a.completion_tokens);
+    }
+
+    #[test]
+    fn json_mode_replies_parse() {
+        let reply = text_reply(3, 40, None, true);
+        let parsed: Value = serde_json::from_str(&reply.text()).unwrap();
+        assert_eq!(parsed["simulated"], true);
+    }
+
+    #[test]
+    fn tool_arguments_follow_the_schema() {
+        let tool: Tool = serde_json::from_value(json!({"type": "function", "function": {"name": "get_weather",
+            "parameters": {"type": "object", "properties": {"city": {"type": "string"}, "unit": {"type": "string", "enum": ["c", "f"]}, "days": {"type": "integer"}}}}}))
+        .unwrap();
+        let calls = tool_calls(1, &[&tool]);
+        let args: Value = serde_json::from_str(&calls[0].function.arguments).unwrap();
+        assert_eq!(args["unit"], "c");
+        assert!(args["city"].as_str().unwrap().starts_with("sim-"));
+        assert!(args["days"].is_i64());
+    }
+}
