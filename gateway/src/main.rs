@@ -1,1 +1,121 @@
-fn main() {}
+//! `switchyard`: parse arguments, load config, build, serve.
+
+mod app;
+mod cli;
+mod config_file;
+mod error;
+mod handlers;
+mod http;
+mod receipts;
+mod routing;
+mod sim_cli;
+mod sim_server;
+mod stack;
+
+use std::io::Write;
+use std::sync::Arc;
+
+use clap::Parser;
+
+use crate::cli::{Cli, Command};
+
+fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("SWITCHYARD_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    match cli.command {
+        Command::Check { file } => check(&file),
+        Command::Serve { config, listen } => runtime()?.block_on(serve(config, listen)),
+        Command::Sim {
+            listen,
+            profile,
+            overrides,
+        } => {
+            let params = sim_cli::params(&profile, &overrides)?;
+            runtime()?.block_on(sim(params, listen))
+        }
+    }
+}
+
+fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    Ok(tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?)
+}
+
+/// Tells scripts where we listen: one line on stdout, flushed at once
+/// (stdout is the CLI's own output; logs go to stderr).
+fn announce(what: &str, addr: std::net::SocketAddr) -> anyhow::Result<()> {
+    let mut out = std::io::stdout().lock();
+    #[allow(clippy::print_stdout)]
+    {
+        writeln!(out, "{what} listening on http://{addr}")?;
+    }
+    out.flush()?;
+    Ok(())
+}
+
+fn check(file: &std::path::Path) -> anyhow::Result<()> {
+    let config = config_file::load(Some(file))?;
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "{}: ok", file.display())?;
+    for backend in config.backends.values() {
+        writeln!(
+            out,
+            "  backend {} ({}) -> {}",
+            backend.name,
+            backend.tier.as_str(),
+            backend.upstream_model
+        )?;
+    }
+    for route in config.routes.values() {
+        writeln!(out, "  route {}", route.name)?;
+    }
+    Ok(())
+}
+
+async fn serve(
+    config: Option<std::path::PathBuf>,
+    listen: Option<std::net::SocketAddr>,
+) -> anyhow::Result<()> {
+    let config = config_file::load(config.as_deref())?;
+    switchyard_adapters::tokens::warm_up();
+    let app = Arc::new(app::App::build(&config)?);
+    let addr = listen.unwrap_or(config.server.listen);
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|err| anyhow::anyhow!("cannot listen on {addr}: {err}"))?;
+    announce("switchyard", listener.local_addr()?)?;
+    tracing::info!(models = ?app.model_names, "serving");
+    stack::serve(
+        app,
+        listener,
+        http::server::shutdown_signal(),
+        config.server.shutdown_grace,
+    )
+    .await;
+    Ok(())
+}
+
+async fn sim(
+    params: switchyard_policies::SimParams,
+    listen: std::net::SocketAddr,
+) -> anyhow::Result<()> {
+    switchyard_adapters::tokens::warm_up();
+    let listener = tokio::net::TcpListener::bind(listen)
+        .await
+        .map_err(|err| anyhow::anyhow!("cannot listen on {listen}: {err}"))?;
+    announce("switchyard sim", listener.local_addr()?)?;
+    sim_server::serve(
+        switchyard_adapters::sim::SimBackend::new(params),
+        listener,
+        http::server::shutdown_signal(),
+    )
+    .await;
+    Ok(())
+}

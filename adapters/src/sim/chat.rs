@@ -391,7 +391,7 @@ mod tests {
             .iter()
             .flat_map(|c| &c.choices)
             .filter_map(|c| c.finish_reason.clone())
-            .last();
+            .next_back();
         assert_eq!(finish.as_deref(), Some("tool_calls"));
     }
 

@@ -19,11 +19,21 @@ pub(super) fn parse_any<T: serde::de::DeserializeOwned>(
     serde_path_to_error::deserialize(de).map_err(|err| {
         let path = err.path().to_string();
         let inner = err.into_inner();
+        let line = inner.location().map(|l| l.line());
+        // The parser's message repeats the path and position we report
+        // separately; keep only what it says about the problem.
+        let mut message = inner.to_string();
+        if let Some(rest) = message.strip_prefix(&format!("{path}: ")) {
+            message = rest.to_owned();
+        }
+        if let Some(at) = message.rfind(" at line ") {
+            message.truncate(at);
+        }
         ConfigError {
             source_name: source.to_owned(),
             path: if path == "." { String::new() } else { path },
-            line: inner.location().map(|l| l.line()),
-            message: inner.to_string(),
+            line,
+            message,
         }
     })
 }
@@ -132,6 +142,8 @@ pub struct RawFaults {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RawRoute {
+    /// Written as a one-key map: `strategy: {split: {...}}`.
+    #[serde(with = "serde_norway::with::singleton_map")]
     pub strategy: RawStrategy,
 }
 

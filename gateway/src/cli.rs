@@ -1,0 +1,45 @@
+//! The command line.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Debug, Parser)]
+#[command(name = "switchyard", version, about = "Multi-model routing gateway")]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Serve the gateway (on the embedded default config unless --config).
+    Serve {
+        /// YAML config file.
+        #[arg(long)]
+        config: Option<PathBuf>,
+        /// Address to listen on; overrides the config. Port 0 picks a free
+        /// port; the bound address is printed on stdout.
+        #[arg(long)]
+        listen: Option<SocketAddr>,
+    },
+    /// Validate a config file without serving; prints what it defines.
+    Check {
+        /// YAML config file.
+        file: PathBuf,
+    },
+    /// Run the model-server simulator alone, as an OpenAI-compatible server.
+    Sim {
+        /// Address to listen on (port 0 picks a free port).
+        #[arg(long, default_value = "127.0.0.1:8081")]
+        listen: SocketAddr,
+        /// Preset: small, mid or large.
+        #[arg(long, default_value = "small")]
+        profile: String,
+        /// Override a simulator parameter, as in a backend's `sim:` section,
+        /// e.g. `--set decode_tokens_per_s=200 --set faults.stall_rate=0.05`.
+        #[arg(long = "set", value_name = "KEY=VALUE")]
+        overrides: Vec<String>,
+    },
+}

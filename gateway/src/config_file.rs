@@ -1,0 +1,30 @@
+//! Reading configuration: a file, or the embedded default.
+
+use std::path::Path;
+
+use switchyard_policies::Config;
+
+/// The config `switchyard serve` uses when given no file.
+pub const EMBEDDED_DEFAULT: &str = include_str!("default.yaml");
+
+pub fn load(path: Option<&Path>) -> anyhow::Result<Config> {
+    match path {
+        None => Ok(Config::from_yaml(EMBEDDED_DEFAULT, "<embedded default>")?),
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .map_err(|err| anyhow::anyhow!("cannot read {}: {err}", path.display()))?;
+            Ok(Config::from_yaml(&text, &path.display().to_string())?)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn embedded_default_serves_auto_and_every_backend() {
+        let config = load(None).unwrap();
+        assert_eq!(config.model_names(), ["auto", "large", "mid", "small"]);
+    }
+}

@@ -1,0 +1,297 @@
+//! The one edge where every failure becomes an HTTP answer: status, an
+//! OpenAI-shaped body `{"error":{"message","type","param","code"}}`, and a
+//! low-cardinality kind for logs and metrics.
+
+use std::time::Duration;
+
+use http::header::{ALLOW, RETRY_AFTER};
+use http::{HeaderValue, Response, StatusCode};
+use serde_json::{Value, json};
+use switchyard_adapters::AdapterError;
+
+use crate::http::{Body, json_response};
+
+#[derive(Debug, thiserror::Error)]
+pub enum GatewayError {
+    #[error("the request body is not valid JSON: {message}")]
+    MalformedJson { message: String },
+    #[error("invalid `{param}`: {message}")]
+    InvalidField { param: String, message: String },
+    #[error("the model `{model}` does not exist; available models: {}", available.join(", "))]
+    UnknownModel {
+        model: String,
+        available: Vec<String>,
+    },
+    #[error("the request body is larger than the limit of {limit} bytes")]
+    BodyTooLarge { limit: usize },
+    #[error("unsupported content type `{got}`; send application/json")]
+    UnsupportedMediaType { got: String },
+    #[error("the request body could not be read: {message}")]
+    BodyRead { message: String },
+    #[error("no endpoint at {path}")]
+    NotFound { path: String },
+    #[error("{path} does not accept {method}; use {allowed}")]
+    MethodNotAllowed {
+        path: String,
+        method: String,
+        allowed: &'static str,
+    },
+    #[error("overloaded: {what}; retry shortly")]
+    Overloaded { what: String },
+    #[error("the gateway is shutting down")]
+    ShuttingDown,
+    #[error(transparent)]
+    Upstream(#[from] AdapterError),
+    #[error("internal error: {message}")]
+    Internal { message: String },
+}
+
+/// How an error is shown to the caller.
+struct Shape {
+    status: StatusCode,
+    kind: &'static str,
+    error_type: &'static str,
+    code: Option<&'static str>,
+    param: Option<String>,
+    retry_after: Option<Duration>,
+}
+
+impl GatewayError {
+    fn shape(&self) -> Shape {
+        let shape = |status, kind, error_type, code| Shape {
+            status,
+            kind,
+            error_type,
+            code,
+            param: None,
+            retry_after: None,
+        };
+        match self {
+            GatewayError::MalformedJson { .. } => shape(
+                StatusCode::BAD_REQUEST,
+                "malformed_json",
+                "invalid_request_error",
+                Some("invalid_json"),
+            ),
+            GatewayError::InvalidField { param, .. } => Shape {
+                param: Some(param.clone()),
+                ..shape(
+                    StatusCode::BAD_REQUEST,
+                    "invalid_field",
+                    "invalid_request_error",
+                    Some("invalid_value"),
+                )
+            },
+            GatewayError::UnknownModel { .. } => Shape {
+                param: Some("model".into()),
+                ..shape(
+                    StatusCode::NOT_FOUND,
+                    "unknown_model",
+                    "invalid_request_error",
+                    Some("model_not_found"),
+                )
+            },
+            GatewayError::BodyTooLarge { .. } => shape(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "body_too_large",
+                "invalid_request_error",
+                Some("request_too_large"),
+            ),
+            GatewayError::UnsupportedMediaType { .. } => shape(
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                "unsupported_media_type",
+                "invalid_request_error",
+                Some("unsupported_media_type"),
+            ),
+            GatewayError::BodyRead { .. } => shape(
+                StatusCode::BAD_REQUEST,
+                "body_read",
+                "invalid_request_error",
+                None,
+            ),
+            GatewayError::NotFound { .. } => shape(
+                StatusCode::NOT_FOUND,
+                "not_found",
+                "invalid_request_error",
+                Some("unknown_url"),
+            ),
+            GatewayError::MethodNotAllowed { .. } => shape(
+                StatusCode::METHOD_NOT_ALLOWED,
+                "method_not_allowed",
+                "invalid_request_error",
+                Some("method_not_allowed"),
+            ),
+            GatewayError::Overloaded { .. } => Shape {
+                retry_after: Some(Duration::from_secs(1)),
+                ..shape(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "overloaded",
+                    "overloaded_error",
+                    Some("overloaded"),
+                )
+            },
+            GatewayError::ShuttingDown => Shape {
+                retry_after: Some(Duration::from_secs(1)),
+                ..shape(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "shutting_down",
+                    "overloaded_error",
+                    Some("shutting_down"),
+                )
+            },
+            GatewayError::Upstream(err) => upstream_shape(err),
+            GatewayError::Internal { .. } => shape(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "internal",
+                "server_error",
+                None,
+            ),
+        }
+    }
+
+    /// The metrics label for this error.
+    pub fn kind(&self) -> &'static str {
+        self.shape().kind
+    }
+
+    /// The OpenAI error object (the value of `"error"`).
+    pub fn error_object(&self) -> Value {
+        let shape = self.shape();
+        // An upstream 4xx is the caller's to fix: show the backend's own
+        // error object (type, code, param) with our message.
+        if let GatewayError::Upstream(AdapterError::Status {
+            status,
+            body: Some(body),
+            ..
+        }) = self
+            && *status < 500
+        {
+            let mut object = body.clone();
+            object["message"] = json!(self.to_string());
+            return object;
+        }
+        json!({"message": self.to_string(), "type": shape.error_type, "param": shape.param, "code": shape.code})
+    }
+
+    pub fn into_response(self) -> Response<Body> {
+        let shape = self.shape();
+        let mut response = json_response(shape.status, &json!({ "error": self.error_object() }));
+        if let Some(after) = shape.retry_after {
+            response
+                .headers_mut()
+                .insert(RETRY_AFTER, HeaderValue::from(after.as_secs().max(1)));
+        }
+        if let GatewayError::MethodNotAllowed { allowed, .. } = self {
+            response
+                .headers_mut()
+                .insert(ALLOW, HeaderValue::from_static(allowed));
+        }
+        response
+    }
+}
+
+fn upstream_shape(err: &AdapterError) -> Shape {
+    let shape = |status, kind, error_type, code| Shape {
+        status,
+        kind,
+        error_type,
+        code,
+        param: None,
+        retry_after: None,
+    };
+    match err {
+        AdapterError::Connect { .. } => shape(
+            StatusCode::BAD_GATEWAY,
+            "upstream_connect",
+            "upstream_error",
+            Some("upstream_unreachable"),
+        ),
+        AdapterError::Reset { .. } => shape(
+            StatusCode::BAD_GATEWAY,
+            "upstream_reset",
+            "upstream_error",
+            Some("upstream_reset"),
+        ),
+        AdapterError::Protocol { .. } => shape(
+            StatusCode::BAD_GATEWAY,
+            "upstream_protocol",
+            "upstream_error",
+            Some("upstream_bad_response"),
+        ),
+        AdapterError::Timeout { .. } => shape(
+            StatusCode::GATEWAY_TIMEOUT,
+            "upstream_timeout",
+            "upstream_error",
+            Some("upstream_timeout"),
+        ),
+        AdapterError::Overloaded { retry_after } => Shape {
+            retry_after: Some(retry_after.unwrap_or(Duration::from_secs(1))),
+            ..shape(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "upstream_overloaded",
+                "overloaded_error",
+                Some("upstream_overloaded"),
+            )
+        },
+        AdapterError::Status { status, .. } if *status < 500 => {
+            // Pass the backend's verdict on the request through as it was.
+            let status = StatusCode::from_u16(*status).unwrap_or(StatusCode::BAD_REQUEST);
+            let kind = if status == StatusCode::TOO_MANY_REQUESTS {
+                "upstream_rate_limited"
+            } else {
+                "upstream_rejected"
+            };
+            shape(status, kind, "invalid_request_error", None)
+        }
+        AdapterError::Status { .. } => shape(
+            StatusCode::BAD_GATEWAY,
+            "upstream_error",
+            "upstream_error",
+            Some("upstream_error"),
+        ),
+        AdapterError::InvalidRequest { param, .. } => Shape {
+            param: param.clone(),
+            ..shape(
+                StatusCode::BAD_REQUEST,
+                "invalid_for_backend",
+                "invalid_request_error",
+                None,
+            )
+        },
+        AdapterError::Internal { .. } => shape(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "internal",
+            "server_error",
+            None,
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn upstream_client_errors_keep_the_backends_code() {
+        let err = GatewayError::Upstream(AdapterError::Status {
+            status: 400,
+            message: "too long".into(),
+            body: Some(
+                json!({"message": "too long", "type": "invalid_request_error", "code": "context_length_exceeded"}),
+            ),
+        });
+        let object = err.error_object();
+        assert_eq!(object["code"], "context_length_exceeded");
+        assert_eq!(err.into_response().status(), StatusCode::BAD_REQUEST);
+    }
+
+    #[test]
+    fn overload_says_when_to_retry() {
+        let response = GatewayError::Overloaded {
+            what: "full".into(),
+        }
+        .into_response();
+        assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(response.headers()[RETRY_AFTER], "1");
+    }
+}

@@ -1,0 +1,68 @@
+//! `POST /v1/embeddings`. `encoding_format` (float or base64) goes to the
+//! backend as the caller sent it.
+
+use http::{Request, Response, StatusCode};
+use hyper::body::Incoming;
+use serde_json::Value;
+use switchyard_adapters::types::EmbeddingRequest;
+
+use super::record::RequestRecord;
+use crate::app::App;
+use crate::error::GatewayError;
+use crate::http::{Body, json_response, parse_json, read_json_body};
+use crate::receipts;
+use crate::routing::session_key;
+
+pub async fn serve(app: &App, req: Request<Incoming>) -> Result<Response<Body>, GatewayError> {
+    let (parts, body) = req.into_parts();
+    let bytes = read_json_body(&parts, body, app.max_body_bytes).await?;
+    let mut request: EmbeddingRequest = parse_json(&bytes)?;
+    validate(&request)?;
+    let session = session_key(&parts.headers, request.user.as_deref());
+    let decision = app.decide(&request.model, session.as_deref())?;
+    let result = async {
+        let _admission = app.admit(decision.backend)?;
+        let backend = &app.backends[decision.backend];
+        request.model.clone_from(&backend.upstream_model);
+        let mut record = RequestRecord::new("embeddings", &decision, backend);
+        match backend.provider.embeddings(request).await {
+            Ok(response) => {
+                record.finish("ok");
+                Ok(json_response(StatusCode::OK, &response))
+            }
+            Err(err) => {
+                let err = GatewayError::from(err);
+                record.finish(err.kind());
+                Err(err)
+            }
+        }
+    }
+    .await;
+    let mut response = result.unwrap_or_else(GatewayError::into_response);
+    receipts::apply(app, &decision, response.headers_mut());
+    Ok(response)
+}
+
+fn validate(req: &EmbeddingRequest) -> Result<(), GatewayError> {
+    let empty = match &req.input {
+        Value::String(s) => s.is_empty(),
+        Value::Array(items) => items.is_empty(),
+        _ => true,
+    };
+    if empty {
+        return Err(GatewayError::InvalidField {
+            param: "input".into(),
+            message: "must be a non-empty string or array".into(),
+        });
+    }
+    if let Some(format) = req.encoding_format.as_deref()
+        && format != "float"
+        && format != "base64"
+    {
+        return Err(GatewayError::InvalidField {
+            param: "encoding_format".into(),
+            message: format!("`{format}` is not one of float, base64"),
+        });
+    }
+    Ok(())
+}

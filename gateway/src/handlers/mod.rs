@@ -1,0 +1,68 @@
+//! Request dispatch by path (the query string is ignored) and the
+//! OpenAI-compatible endpoints.
+
+mod chat;
+mod completions;
+mod embeddings;
+mod endpoint;
+mod health;
+mod models;
+mod record;
+mod stream;
+
+use std::sync::Arc;
+
+use http::{Method, Request, Response};
+use hyper::body::Incoming;
+
+use crate::app::App;
+use crate::error::GatewayError;
+use crate::http::Body;
+
+pub async fn handle(app: Arc<App>, req: Request<Incoming>) -> Response<Body> {
+    // Accept both `/v1/...` and bare paths: clients disagree on whether the
+    // base URL they are given ends in /v1.
+    let path = req.uri().path();
+    let endpoint = path
+        .strip_prefix("/v1")
+        .filter(|rest| rest.starts_with('/'))
+        .unwrap_or(path)
+        .to_owned();
+    let result = match endpoint.as_str() {
+        "/chat/completions" => match allow(&req, Method::POST, "POST") {
+            Ok(()) => endpoint::serve::<chat::Chat>(&app, req).await,
+            Err(err) => Err(err),
+        },
+        "/completions" => match allow(&req, Method::POST, "POST") {
+            Ok(()) => endpoint::serve::<completions::Completions>(&app, req).await,
+            Err(err) => Err(err),
+        },
+        "/embeddings" => match allow(&req, Method::POST, "POST") {
+            Ok(()) => embeddings::serve(&app, req).await,
+            Err(err) => Err(err),
+        },
+        "/models" => allow(&req, Method::GET, "GET").map(|()| models::list(&app)),
+        "/healthz" => Ok(health::live()),
+        "/readyz" => Ok(health::ready(&app)),
+        _ => Err(GatewayError::NotFound {
+            path: path.to_owned(),
+        }),
+    };
+    result.unwrap_or_else(GatewayError::into_response)
+}
+
+fn allow(
+    req: &Request<Incoming>,
+    method: Method,
+    allowed: &'static str,
+) -> Result<(), GatewayError> {
+    if req.method() == method {
+        Ok(())
+    } else {
+        Err(GatewayError::MethodNotAllowed {
+            path: req.uri().path().to_owned(),
+            method: req.method().to_string(),
+            allowed,
+        })
+    }
+}

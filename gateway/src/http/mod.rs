@@ -1,0 +1,9 @@
+//! HTTP plumbing shared by the gateway and the simulator server: bodies,
+//! JSON and SSE responses, reading request bodies within limits.
+
+mod request;
+mod response;
+pub mod server;
+
+pub use request::{parse_json, read_json_body};
+pub use response::{Body, json_response, sse_response};

@@ -1,0 +1,143 @@
+use bytes::Bytes;
+use http::header::{CONTENT_LENGTH, CONTENT_TYPE};
+use http::request::Parts;
+use http_body_util::{BodyExt, Limited};
+use hyper::body::Incoming;
+use serde::de::DeserializeOwned;
+use serde_json::error::Category;
+
+use crate::error::GatewayError;
+
+/// Reads a JSON request body: refuses other media types (415) and bodies over
+/// `limit` bytes (413), before reading them where the headers already tell.
+pub async fn read_json_body(
+    parts: &Parts,
+    body: Incoming,
+    limit: usize,
+) -> Result<Bytes, GatewayError> {
+    if let Some(kind) = parts.headers.get(CONTENT_TYPE) {
+        let kind = kind.to_str().unwrap_or("");
+        let essence = kind
+            .split(';')
+            .next()
+            .unwrap_or("")
+            .trim()
+            .to_ascii_lowercase();
+        if essence != "application/json" && !essence.ends_with("+json") {
+            return Err(GatewayError::UnsupportedMediaType {
+                got: kind.to_owned(),
+            });
+        }
+    }
+    let declared = parts
+        .headers
+        .get(CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > limit as u64) {
+        return Err(GatewayError::BodyTooLarge { limit });
+    }
+    match Limited::new(body, limit).collect().await {
+        Ok(collected) => Ok(collected.to_bytes()),
+        Err(err) if err.is::<http_body_util::LengthLimitError>() => {
+            Err(GatewayError::BodyTooLarge { limit })
+        }
+        Err(err) => Err(GatewayError::BodyRead {
+            message: err.to_string(),
+        }),
+    }
+}
+
+/// Parses a request body, naming the offending field when the JSON is valid
+/// but does not fit.
+pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, GatewayError> {
+    if bytes.iter().all(u8::is_ascii_whitespace) {
+        return Err(GatewayError::MalformedJson {
+            message: "the request body is empty; send a JSON object".into(),
+        });
+    }
+    let mut de = serde_json::Deserializer::from_slice(bytes);
+    let parsed: Result<T, _> = serde_path_to_error::deserialize(&mut de);
+    let value = parsed.map_err(|err| {
+        let path = err.path().to_string();
+        let inner = err.into_inner();
+        match inner.classify() {
+            Category::Syntax | Category::Eof | Category::Io => GatewayError::MalformedJson {
+                message: inner.to_string(),
+            },
+            Category::Data => {
+                let message = inner.to_string();
+                GatewayError::InvalidField {
+                    param: field_of(&path, &message),
+                    message,
+                }
+            }
+        }
+    })?;
+    de.end().map_err(|err| GatewayError::MalformedJson {
+        message: err.to_string(),
+    })?;
+    Ok(value)
+}
+
+/// The field a data error is about: its path, or for a missing field (whose
+/// path is its parent) the parent path plus the name serde quotes.
+fn field_of(path: &str, message: &str) -> String {
+    let missing = message
+        .strip_prefix("missing field `")
+        .and_then(|rest| rest.split('`').next());
+    match (path, missing) {
+        (".", Some(field)) => field.to_owned(),
+        (parent, Some(field)) => format!("{parent}.{field}"),
+        (path, None) => path.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use switchyard_adapters::types::ChatRequest;
+
+    use super::*;
+
+    fn param_of(body: &str) -> (String, String) {
+        match parse_json::<ChatRequest>(body.as_bytes()).unwrap_err() {
+            GatewayError::InvalidField { param, message } => (param, message),
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+
+    #[test]
+    fn missing_and_wrong_fields_are_named() {
+        assert_eq!(param_of(r#"{"model":"m"}"#).0, "messages");
+        assert_eq!(
+            param_of(r#"{"model":"m","messages":[{"content":"x"}]}"#).0,
+            "messages[0].role"
+        );
+        assert_eq!(
+            param_of(r#"{"model":"m","messages":[{"role":"wizard","content":"x"}]}"#).0,
+            "messages[0].role"
+        );
+        assert_eq!(
+            param_of(r#"{"model":"m","messages":[],"max_tokens":"lots"}"#).0,
+            "max_tokens"
+        );
+    }
+
+    #[test]
+    fn syntax_errors_are_malformed_json() {
+        for body in [
+            "{",
+            "{\"model\": }",
+            "",
+            r#"{"model":"m","messages":[]} trailing"#,
+        ] {
+            assert!(
+                matches!(
+                    parse_json::<ChatRequest>(body.as_bytes()),
+                    Err(GatewayError::MalformedJson { .. })
+                ),
+                "{body}"
+            );
+        }
+    }
+}

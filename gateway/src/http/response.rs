@@ -1,0 +1,41 @@
+use std::convert::Infallible;
+
+use bytes::Bytes;
+use futures_util::{Stream, StreamExt};
+use http::header::{CACHE_CONTROL, CONTENT_TYPE};
+use http::{HeaderValue, Response, StatusCode};
+use http_body::Frame;
+use http_body_util::combinators::UnsyncBoxBody;
+use http_body_util::{BodyExt, Full, StreamBody};
+use serde::Serialize;
+
+/// Every response body: whole or streamed, never failing (stream errors
+/// are sent as events in the stream's own dialect).
+pub type Body = UnsyncBoxBody<Bytes, Infallible>;
+
+pub fn json_response<T: Serialize>(status: StatusCode, value: &T) -> Response<Body> {
+    // Serializing our own types to a Vec cannot fail (no maps with non-string keys).
+    let bytes = serde_json::to_vec(value).unwrap_or_else(|_| b"{}".to_vec());
+    let mut response = Response::new(Full::new(Bytes::from(bytes)).boxed_unsync());
+    *response.status_mut() = status;
+    response
+        .headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    response
+}
+
+/// A `text/event-stream` response whose events come from `events`, sent as
+/// they arrive (no buffering: each event is its own frame).
+pub fn sse_response<S>(events: S) -> Response<Body>
+where
+    S: Stream<Item = Bytes> + Send + 'static,
+{
+    let body = StreamBody::new(events.map(|bytes| Ok::<_, Infallible>(Frame::data(bytes))));
+    let mut response = Response::new(BodyExt::boxed_unsync(body));
+    let headers = response.headers_mut();
+    headers.insert(CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
+    headers.insert(CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    // Tells nginx-style proxies in front of us not to buffer the stream.
+    headers.insert("x-accel-buffering", HeaderValue::from_static("no"));
+    response
+}

@@ -1,0 +1,82 @@
+//! The tower stack around the gateway's handler.
+
+use std::any::Any;
+use std::convert::Infallible;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use http::header::{AUTHORIZATION, COOKIE, PROXY_AUTHORIZATION};
+use http::{HeaderName, Request, Response};
+use hyper::body::Incoming;
+use tokio::net::TcpListener;
+use tower::ServiceBuilder;
+use tower_http::catch_panic::CatchPanicLayer;
+use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
+use tower_http::sensitive_headers::SetSensitiveRequestHeadersLayer;
+use tower_http::trace::TraceLayer;
+
+use crate::app::App;
+use crate::error::GatewayError;
+use crate::handlers;
+use crate::http::Body;
+
+const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
+const X_API_KEY: HeaderName = HeaderName::from_static("x-api-key");
+
+/// Serves the gateway on `listener` until `shutdown` resolves, then drains
+/// for up to `grace`.
+///
+/// Middleware, outermost first:
+/// 1. `CatchPanicLayer`: a panic anywhere below becomes a 500 in the OpenAI
+///    error shape instead of a dropped connection.
+/// 2. `SetRequestIdLayer`: every request gets an `x-request-id` (the caller's
+///    own when it sent one), so logs and support tickets can name it.
+/// 3. `TraceLayer`: one span per request, carrying that id; everything logged
+///    while serving it is inside the span.
+/// 4. `SetSensitiveRequestHeadersLayer`: API keys and cookies are marked
+///    sensitive so no layer or log below prints them.
+/// 5. `PropagateRequestIdLayer`: echoes `x-request-id` on the response.
+///
+/// Body size and media-type limits are applied by the handler while it reads
+/// the body, so their errors come in the endpoint's own dialect.
+pub async fn serve(
+    app: Arc<App>,
+    listener: TcpListener,
+    shutdown: impl Future<Output = ()>,
+    grace: Duration,
+) {
+    let handler_app = app.clone();
+    let service = ServiceBuilder::new()
+        .layer(CatchPanicLayer::custom(panic_response))
+        .layer(SetRequestIdLayer::new(REQUEST_ID, MakeRequestUuid))
+        .layer(TraceLayer::new_for_http().make_span_with(|req: &Request<Incoming>| {
+            let id = req.headers().get(REQUEST_ID).and_then(|v| v.to_str().ok()).unwrap_or("-");
+            tracing::info_span!("request", method = %req.method(), path = %req.uri().path(), id = %id)
+        }))
+        .layer(SetSensitiveRequestHeadersLayer::new([AUTHORIZATION, PROXY_AUTHORIZATION, COOKIE, X_API_KEY]))
+        .layer(PropagateRequestIdLayer::new(REQUEST_ID))
+        .service_fn(move |req: Request<Incoming>| {
+            let app = handler_app.clone();
+            async move { Ok::<_, Infallible>(handlers::handle(app, req).await) }
+        });
+    let draining = async move {
+        shutdown.await;
+        // Readiness fails from here on, so balancers stop sending.
+        app.begin_shutdown();
+    };
+    crate::http::server::serve(listener, service, draining, grace).await;
+}
+
+fn panic_response(panic: Box<dyn Any + Send + 'static>) -> Response<Body> {
+    let detail = panic
+        .downcast_ref::<String>()
+        .map(String::as_str)
+        .or_else(|| panic.downcast_ref::<&str>().copied())
+        .unwrap_or("unknown panic");
+    tracing::error!(panic = detail, "handler panicked");
+    GatewayError::Internal {
+        message: "the gateway hit a bug while serving this request; it has been logged".into(),
+    }
+    .into_response()
+}
