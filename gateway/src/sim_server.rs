@@ -79,6 +79,7 @@ async fn handle(
             StatusCode::OK,
             &json!({"object": "list", "data": [{"id": "sim", "object": "model", "created": 0, "owned_by": "switchyard-sim"}]}),
         ))),
+        (Method::GET, "/sim/stats") => Ok(plain(json_response(StatusCode::OK, &sim.stats()))),
         (Method::GET, "/healthz" | "/health") => Ok(plain(json_response(
             StatusCode::OK,
             &json!({"status": "ok"}),

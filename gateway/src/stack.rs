@@ -14,7 +14,7 @@ use tower::ServiceBuilder;
 use tower_http::catch_panic::CatchPanicLayer;
 use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
 use tower_http::sensitive_headers::SetSensitiveRequestHeadersLayer;
-use tower_http::trace::TraceLayer;
+use tower_http::trace::{DefaultOnFailure, TraceLayer};
 
 use crate::app::App;
 use crate::error::GatewayError;
@@ -53,7 +53,10 @@ pub async fn serve(
         .layer(TraceLayer::new_for_http().make_span_with(|req: &Request<Incoming>| {
             let id = req.headers().get(REQUEST_ID).and_then(|v| v.to_str().ok()).unwrap_or("-");
             tracing::info_span!("request", method = %req.method(), path = %req.uri().path(), id = %id)
-        }))
+        })
+        // A 5xx here is mostly a backend's failure, reported as such by the
+        // request record; it is not an error of the gateway's own.
+        .on_failure(DefaultOnFailure::new().level(tracing::Level::WARN)))
         .layer(SetSensitiveRequestHeadersLayer::new([AUTHORIZATION, PROXY_AUTHORIZATION, COOKIE, X_API_KEY]))
         .layer(PropagateRequestIdLayer::new(REQUEST_ID))
         .service_fn(move |req: Request<Incoming>| {

@@ -173,6 +173,15 @@ impl SimBackend {
                 &plan.gaps,
             ),
         );
+        if !req.extra.is_empty() {
+            // Says which request fields reached the simulator without it
+            // modelling them: how a caller sees its extensions arrived.
+            let names: Vec<&String> = req.extra.keys().collect();
+            extra.insert(
+                "switchyard_sim".into(),
+                json!({ "unmodeled_fields": names }),
+            );
+        }
         Ok(ChatResponse {
             id: self.next_id("chatcmpl"),
             object: "chat.completion".into(),

@@ -58,6 +58,18 @@ impl SimBackend {
         &self.params
     }
 
+    /// Requests decoding now and waiting for a slot, for `GET /sim/stats`:
+    /// load tests read it, and tests use it to see that a cancelled call
+    /// really stopped.
+    pub fn stats(&self) -> Value {
+        let active = self.params.max_concurrency - self.slots.available_permits();
+        json!({
+            "active": active,
+            "waiting": self.waiting.load(Ordering::Acquire),
+            "requests": self.requests.load(Ordering::Relaxed),
+        })
+    }
+
     /// Waits for a decode slot, or refuses when the queue is full.
     pub(super) async fn admit(&self) -> Result<OwnedSemaphorePermit, AdapterError> {
         if let Ok(permit) = self.slots.clone().try_acquire_owned() {

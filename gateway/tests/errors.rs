@@ -1,0 +1,230 @@
+//! Every error a caller can meet: status, OpenAI error body, and for
+//! overload a retry-after.
+
+mod support;
+
+use std::time::Duration;
+
+use http::Method;
+use serde_json::json;
+use support::{GatewayBuilder, chat, fast_sim, post_json, send};
+
+#[tokio::test]
+async fn bad_requests_get_400_naming_the_problem() {
+    let upstream = fast_sim(&[]);
+    let gateway = GatewayBuilder::new()
+        .openai("local", "small", &upstream.base_url(), &[])
+        .start();
+    let url = gateway.url("/v1/chat/completions");
+
+    let malformed = send(
+        Method::POST,
+        &url,
+        Some("application/json"),
+        b"{\"model\": ".to_vec(),
+        false,
+    )
+    .await;
+    assert_eq!(malformed.status, 400);
+    assert_eq!(malformed.error()["code"], "invalid_json");
+
+    let missing = post_json(&url, &json!({"model": "local"})).await;
+    assert_eq!(missing.status, 400);
+    assert_eq!(missing.error()["param"], "messages");
+    assert!(
+        missing.error()["message"]
+            .as_str()
+            .unwrap()
+            .contains("messages")
+    );
+
+    let wrong_type = post_json(&url, &json!({"model": "local", "messages": [{"role": "user", "content": "x"}], "max_tokens": "many"})).await;
+    assert_eq!(wrong_type.status, 400);
+    assert_eq!(wrong_type.error()["param"], "max_tokens");
+
+    let empty = post_json(&url, &json!({"model": "local", "messages": []})).await;
+    assert_eq!(empty.status, 400);
+    assert_eq!(empty.error()["param"], "messages");
+
+    let bad_format = post_json(
+        &gateway.url("/v1/embeddings"),
+        &json!({"model": "local", "input": "x", "encoding_format": "int8"}),
+    )
+    .await;
+    assert_eq!(bad_format.status, 400);
+    assert_eq!(bad_format.error()["param"], "encoding_format");
+}
+
+#[tokio::test]
+async fn unknown_model_is_404_listing_what_exists() {
+    let upstream = fast_sim(&[]);
+    let gateway = GatewayBuilder::new()
+        .openai("local", "small", &upstream.base_url(), &[])
+        .split("auto", &[("local", 1)])
+        .start();
+    let reply = post_json(&gateway.url("/v1/chat/completions"), &chat("gpt-9", "hi")).await;
+    assert_eq!(reply.status, 404);
+    let error = reply.error();
+    assert_eq!(error["code"], "model_not_found");
+    let message = error["message"].as_str().unwrap();
+    assert!(
+        message.contains("gpt-9") && message.contains("auto, local"),
+        "{message}"
+    );
+}
+
+#[tokio::test]
+async fn oversized_and_wrongly_typed_bodies() {
+    let upstream = fast_sim(&[]);
+    let gateway = GatewayBuilder::new()
+        .server("max_body_bytes: 1024")
+        .openai("local", "small", &upstream.base_url(), &[])
+        .start();
+    let url = gateway.url("/v1/chat/completions");
+    let big = post_json(&url, &chat("local", &"x".repeat(4096))).await;
+    assert_eq!(big.status, 413);
+    assert_eq!(big.error()["code"], "request_too_large");
+
+    let form = send(
+        Method::POST,
+        &url,
+        Some("application/x-www-form-urlencoded"),
+        b"a=b".to_vec(),
+        false,
+    )
+    .await;
+    assert_eq!(form.status, 415);
+    assert_eq!(form.error()["code"], "unsupported_media_type");
+
+    let wrong_method = send(Method::GET, &url, None, Vec::new(), false).await;
+    assert_eq!(wrong_method.status, 405);
+    assert_eq!(wrong_method.header("allow"), Some("POST"));
+
+    let nowhere = send(
+        Method::GET,
+        &gateway.url("/v2/nothing"),
+        None,
+        Vec::new(),
+        false,
+    )
+    .await;
+    assert_eq!(nowhere.status, 404);
+    assert_eq!(nowhere.error()["code"], "unknown_url");
+}
+
+#[tokio::test]
+async fn refused_and_reset_upstreams_are_502() {
+    // A port that was just free: nothing listens there.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let resetting = fast_sim(&["faults.reset_rate=1"]);
+    let gateway = GatewayBuilder::new()
+        .openai("gone", "small", &format!("http://{closed}/v1"), &[])
+        .openai("flaky", "small", &resetting.base_url(), &[])
+        .start();
+    let url = gateway.url("/v1/chat/completions");
+
+    let refused = post_json(&url, &chat("gone", "hi")).await;
+    assert_eq!(refused.status, 502);
+    assert_eq!(refused.error()["code"], "upstream_unreachable");
+    assert_eq!(refused.header("x-switchyard-backend"), Some("gone"));
+
+    let reset = post_json(&url, &chat("flaky", "hi")).await;
+    assert_eq!(reset.status, 502);
+    assert_eq!(reset.error()["code"], "upstream_reset");
+}
+
+#[tokio::test]
+async fn a_stream_cut_mid_way_ends_with_an_error_event() {
+    let resetting = fast_sim(&["faults.reset_rate=1"]);
+    let gateway = GatewayBuilder::new()
+        .openai("flaky", "small", &resetting.base_url(), &[])
+        .start();
+    let mut body = chat("flaky", "hi");
+    body["stream"] = json!(true);
+    let reply = post_json(&gateway.url("/v1/chat/completions"), &body).await;
+    assert_eq!(reply.status, 200, "headers went out before the cut");
+    let events = reply.events();
+    assert!(events.len() >= 2, "some chunks arrived first: {events:?}");
+    let last: serde_json::Value = serde_json::from_str(events.last().unwrap()).unwrap();
+    assert_eq!(last["error"]["code"], "upstream_reset");
+    assert!(
+        !events.contains(&"[DONE]".to_owned()),
+        "a cut stream must not look complete"
+    );
+}
+
+#[tokio::test]
+async fn slow_upstream_is_504() {
+    let stalling = fast_sim(&["faults.stall_rate=1", "faults.stall_ms=3000"]);
+    let gateway = GatewayBuilder::new()
+        .openai(
+            "slow",
+            "small",
+            &stalling.base_url(),
+            &["timeouts: {first_byte_ms: 300}"],
+        )
+        .start();
+    let reply = post_json(&gateway.url("/v1/chat/completions"), &chat("slow", "hi")).await;
+    assert_eq!(reply.status, 504);
+    assert_eq!(reply.error()["code"], "upstream_timeout");
+}
+
+#[tokio::test]
+async fn overload_is_503_with_retry_after() {
+    // Gateway-side limit: one request at a time to this backend.
+    let slow = support::sim("small", &["base_ttft_ms=1500", "jitter=0"]);
+    let gateway = GatewayBuilder::new()
+        .openai("one", "small", &slow.base_url(), &["max_concurrency: 1"])
+        .start();
+    let url = gateway.url("/v1/chat/completions");
+    let first = tokio::spawn({
+        let url = url.clone();
+        async move { post_json(&url, &chat("one", "first")).await }
+    });
+    // Wait until the first request holds the slot (the simulator sees it).
+    assert!(
+        support::eventually(
+            async || support::get(&slow.url("/sim/stats")).await.json()["active"] == 1
+        )
+        .await
+    );
+    let second = post_json(&url, &chat("one", "second")).await;
+    assert_eq!(second.status, 503);
+    assert_eq!(second.header("retry-after"), Some("1"));
+    assert_eq!(second.error()["type"], "overloaded_error");
+    assert_eq!(first.await.unwrap().status, 200);
+
+    // Upstream-side limit: a full simulator queue answers 503, passed on as 503.
+    let full = support::sim(
+        "small",
+        &[
+            "base_ttft_ms=1500",
+            "jitter=0",
+            "max_concurrency=1",
+            "max_queue=0",
+        ],
+    );
+    let gateway = GatewayBuilder::new()
+        .openai("busy", "small", &full.base_url(), &[])
+        .start();
+    let url = gateway.url("/v1/chat/completions");
+    let first = tokio::spawn({
+        let url = url.clone();
+        async move { post_json(&url, &chat("busy", "first")).await }
+    });
+    assert!(
+        support::eventually(
+            async || support::get(&full.url("/sim/stats")).await.json()["active"] == 1
+        )
+        .await
+    );
+    let second = post_json(&url, &chat("busy", "second")).await;
+    assert_eq!(second.status, 503);
+    assert!(second.header("retry-after").is_some());
+    assert_eq!(second.error()["code"], "upstream_overloaded");
+    assert_eq!(first.await.unwrap().status, 200);
+    tokio::time::sleep(Duration::from_millis(10)).await;
+}

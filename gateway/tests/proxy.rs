@@ -1,0 +1,209 @@
+//! The gateway in front of real `switchyard sim` processes: what a caller
+//! gets back for each OpenAI endpoint.
+
+mod support;
+
+use serde_json::{Value, json};
+use support::{GatewayBuilder, chat, fast_sim, get, post_json};
+
+#[tokio::test]
+async fn chat_is_proxied_with_receipts_and_model_rewrite() {
+    let upstream = fast_sim(&[]);
+    let gateway = GatewayBuilder::new()
+        .openai("local", "small", &upstream.base_url(), &[])
+        .split("auto", &[("local", 1)])
+        .start();
+
+    let reply = post_json(&gateway.url("/v1/chat/completions"), &chat("auto", "hello")).await;
+    assert_eq!(reply.status, 200, "{:?}", reply.body);
+    assert_eq!(reply.header("x-switchyard-route"), Some("auto"));
+    assert_eq!(reply.header("x-switchyard-backend"), Some("local"));
+    assert_eq!(reply.header("x-switchyard-reason"), Some("split"));
+    assert!(reply.header("x-request-id").is_some());
+    let body = reply.json();
+    // The simulator echoes the model it was asked for: the backend's upstream name.
+    assert_eq!(body["model"], "upstream-local");
+    assert!(
+        body["choices"][0]["message"]["content"]
+            .as_str()
+            .unwrap()
+            .starts_with("[sim]")
+    );
+    assert!(body["usage"]["completion_tokens"].as_u64().unwrap() > 0);
+    // Vendor fields the upstream adds (llama.cpp-style timings) come through.
+    assert!(body["timings"]["predicted_n"].is_u64());
+
+    let direct = post_json(
+        &gateway.url("/v1/chat/completions"),
+        &chat("local", "hello"),
+    )
+    .await;
+    assert_eq!(direct.header("x-switchyard-reason"), Some("direct"));
+    assert_eq!(direct.header("x-switchyard-route"), None);
+}
+
+#[tokio::test]
+async fn unknown_request_fields_reach_the_backend() {
+    let upstream = fast_sim(&[]);
+    let gateway = GatewayBuilder::new()
+        .openai("local", "small", &upstream.base_url(), &[])
+        .start();
+    let mut body = chat("local", "hello");
+    body["cache_prompt"] = json!(true);
+    body["id_slot"] = json!(1);
+    body["prompt_cache_key"] = json!("k");
+    let reply = post_json(&gateway.url("/v1/chat/completions"), &body).await;
+    let fields = reply.json()["switchyard_sim"]["unmodeled_fields"].clone();
+    assert_eq!(
+        fields,
+        json!(["cache_prompt", "id_slot", "prompt_cache_key"])
+    );
+}
+
+#[tokio::test]
+async fn streaming_relays_chunks_and_usage_only_when_asked() {
+    let upstream = fast_sim(&[]);
+    let gateway = GatewayBuilder::new()
+        .openai("local", "small", &upstream.base_url(), &[])
+        .start();
+    let url = gateway.url("/v1/chat/completions");
+
+    let mut body = chat("local", "stream please");
+    body["stream"] = json!(true);
+    let plain = post_json(&url, &body).await;
+    assert_eq!(plain.status, 200);
+    assert_eq!(plain.header("content-type"), Some("text/event-stream"));
+    let events = plain.events();
+    assert_eq!(events.last().map(String::as_str), Some("[DONE]"));
+    let chunks: Vec<Value> = events[..events.len() - 1]
+        .iter()
+        .map(|e| serde_json::from_str(e).unwrap())
+        .collect();
+    // The gateway asked upstream for usage (for accounting) but the client did not.
+    assert!(
+        chunks.iter().all(|c| c.get("usage").is_none()),
+        "{chunks:?}"
+    );
+    let text: String = chunks
+        .iter()
+        .filter_map(|c| c["choices"][0]["delta"]["content"].as_str())
+        .collect();
+    assert!(text.starts_with("[sim]"));
+
+    body["stream_options"] = json!({"include_usage": true});
+    let with_usage = post_json(&url, &body).await;
+    let events = with_usage.events();
+    let usage_chunk: Value = serde_json::from_str(&events[events.len() - 2]).unwrap();
+    assert_eq!(usage_chunk["choices"], json!([]));
+    assert!(usage_chunk["usage"]["total_tokens"].as_u64().unwrap() > 0);
+
+    // Same request, not streamed: same usage.
+    body["stream"] = json!(false);
+    body.as_object_mut().unwrap().remove("stream_options");
+    let whole = post_json(&url, &body).await.json();
+    assert_eq!(
+        whole["usage"]["prompt_tokens"],
+        usage_chunk["usage"]["prompt_tokens"]
+    );
+    assert_eq!(
+        whole["usage"]["completion_tokens"],
+        usage_chunk["usage"]["completion_tokens"]
+    );
+}
+
+#[tokio::test]
+async fn streamed_tool_calls_arrive_as_deltas() {
+    let upstream = fast_sim(&[]);
+    let gateway = GatewayBuilder::new()
+        .openai("local", "small", &upstream.base_url(), &[])
+        .start();
+    let body = json!({
+        "model": "local", "stream": true,
+        "messages": [{"role": "user", "content": "weather in Oslo?"}],
+        "tools": [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}],
+        "tool_choice": "required"
+    });
+    let reply = post_json(&gateway.url("/v1/chat/completions"), &body).await;
+    let events = reply.events();
+    let mut name = String::new();
+    let mut args = String::new();
+    for event in &events[..events.len() - 1] {
+        let chunk: Value = serde_json::from_str(event).unwrap();
+        for call in chunk["choices"][0]["delta"]["tool_calls"]
+            .as_array()
+            .into_iter()
+            .flatten()
+        {
+            name.push_str(call["function"]["name"].as_str().unwrap_or(""));
+            args.push_str(call["function"]["arguments"].as_str().unwrap_or(""));
+        }
+    }
+    assert_eq!(name, "get_weather");
+    let args: Value = serde_json::from_str(&args).unwrap();
+    assert!(args["city"].is_string());
+}
+
+#[tokio::test]
+async fn completions_embeddings_and_models() {
+    let upstream = fast_sim(&[]);
+    let gateway = GatewayBuilder::new()
+        .openai("local", "small", &upstream.base_url(), &[])
+        .split("auto", &[("local", 1)])
+        .start();
+
+    let completion = post_json(
+        &gateway.url("/v1/completions"),
+        &json!({"model": "auto", "prompt": "Once", "max_tokens": 4}),
+    )
+    .await;
+    assert_eq!(completion.status, 200);
+    let completion = completion.json();
+    assert_eq!(completion["choices"][0]["finish_reason"], "length");
+    assert_eq!(completion["usage"]["completion_tokens"], 4);
+
+    let floats = post_json(
+        &gateway.url("/v1/embeddings"),
+        &json!({"model": "local", "input": ["a", "b"], "encoding_format": "float"}),
+    )
+    .await
+    .json();
+    assert_eq!(floats["data"].as_array().unwrap().len(), 2);
+    assert_eq!(
+        floats["data"][0]["embedding"].as_array().unwrap().len(),
+        256
+    );
+    let b64 = post_json(
+        &gateway.url("/v1/embeddings"),
+        &json!({"model": "local", "input": "a", "encoding_format": "base64"}),
+    )
+    .await
+    .json();
+    assert_eq!(
+        b64["data"][0]["embedding"].as_str().unwrap().len(),
+        256 * 4 * 4 / 3 + 4 - (256 * 4 * 4 / 3) % 4
+    );
+
+    // The query string plays no part in routing.
+    let models = get(&gateway.url("/v1/models?limit=1")).await.json();
+    let ids: Vec<&str> = models["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["auto", "local"]);
+    assert_eq!(get(&gateway.url("/healthz")).await.status, 200);
+    assert_eq!(get(&gateway.url("/readyz")).await.status, 200);
+}
+
+#[tokio::test]
+async fn embedded_default_serves_auto() {
+    let gateway = support::default_gateway();
+    let mut body = chat("auto", "hi");
+    body["max_tokens"] = json!(3);
+    let reply = post_json(&gateway.url("/v1/chat/completions"), &body).await;
+    assert_eq!(reply.status, 200);
+    let backend = reply.header("x-switchyard-backend").unwrap();
+    assert!(["small", "mid", "large"].contains(&backend));
+    assert_eq!(reply.json()["usage"]["completion_tokens"], 3);
+}

@@ -1,0 +1,319 @@
+//! Test support: the real `switchyard` binary, started as a gateway or a
+//! simulator on 127.0.0.1:0, and a small HTTP client for talking to it.
+#![allow(dead_code)] // each test file uses part of this
+
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{HeaderMap, Method, Request, StatusCode};
+use http_body_util::{BodyExt, Full};
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioExecutor;
+use serde_json::Value;
+
+/// Simulator settings that make tests quick and timings predictable.
+pub const FAST: &[&str] = &[
+    "base_ttft_ms=2",
+    "prefill_tokens_per_s=1000000",
+    "decode_tokens_per_s=5000",
+    "jitter=0",
+];
+
+/// A `switchyard` process, killed when dropped.
+pub struct Proc {
+    child: Child,
+    pub addr: SocketAddr,
+    config_path: Option<std::path::PathBuf>,
+}
+
+impl Proc {
+    fn spawn(args: &[String], config_path: Option<std::path::PathBuf>) -> Proc {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_switchyard"))
+            .args(args)
+            .env("SWITCHYARD_LOG", "warn")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("start switchyard");
+        let stdout = child.stdout.take().expect("stdout is piped");
+        let mut line = String::new();
+        // The first stdout line names the bound address; EOF means it died.
+        BufReader::new(stdout)
+            .read_line(&mut line)
+            .expect("read stdout");
+        let addr = line
+            .trim()
+            .rsplit("http://")
+            .next()
+            .and_then(|a| a.parse().ok())
+            .unwrap_or_else(|| panic!("switchyard {args:?} did not start: {line:?}"));
+        Proc {
+            child,
+            addr,
+            config_path,
+        }
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.addr)
+    }
+
+    /// The OpenAI base URL (`.../v1`).
+    pub fn base_url(&self) -> String {
+        self.url("/v1")
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Sends SIGTERM and waits for the exit status.
+    pub fn terminate(&mut self) -> std::process::ExitStatus {
+        let status = Command::new("kill")
+            .args(["-TERM", &self.pid().to_string()])
+            .status()
+            .expect("run kill");
+        assert!(status.success());
+        self.child.wait().expect("wait for switchyard")
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        if let Some(path) = &self.config_path {
+            let _ = std::fs::remove_file(path);
+        }
+    }
+}
+
+/// `switchyard sim --profile PROFILE --set ...`.
+pub fn sim(profile: &str, overrides: &[&str]) -> Proc {
+    let mut args = vec![
+        "sim".into(),
+        "--listen".into(),
+        "127.0.0.1:0".into(),
+        "--profile".into(),
+        profile.into(),
+    ];
+    for o in overrides {
+        args.push("--set".into());
+        args.push((*o).into());
+    }
+    Proc::spawn(&args, None)
+}
+
+/// A fast simulator with extra settings.
+pub fn fast_sim(extra: &[&str]) -> Proc {
+    let all: Vec<&str> = FAST.iter().chain(extra).copied().collect();
+    sim("small", &all)
+}
+
+/// Builds a gateway config fluently, then starts `switchyard serve` on it.
+#[derive(Default)]
+pub struct GatewayBuilder {
+    server: Vec<String>,
+    backends: Vec<String>,
+    routes: Vec<String>,
+}
+
+impl GatewayBuilder {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// A `server:` setting, e.g. `max_body_bytes: 1024`.
+    pub fn server(mut self, line: &str) -> Self {
+        self.server.push(line.to_owned());
+        self
+    }
+
+    /// An OpenAI-adapter backend pointing at `base_url`; `extra` lines go
+    /// inside the backend (e.g. `max_concurrency: 1`).
+    pub fn openai(mut self, name: &str, tier: &str, base_url: &str, extra: &[&str]) -> Self {
+        let mut yaml = format!(
+            "  {name}:\n    tier: {tier}\n    model: upstream-{name}\n    openai:\n      base_url: {base_url}\n"
+        );
+        for line in extra {
+            yaml.push_str(&format!("    {line}\n"));
+        }
+        self.backends.push(yaml);
+        self
+    }
+
+    /// An in-process simulated backend.
+    pub fn in_process_sim(mut self, name: &str, tier: &str, sim_fields: &str) -> Self {
+        self.backends.push(format!(
+            "  {name}:\n    tier: {tier}\n    sim: {{{sim_fields}}}\n"
+        ));
+        self
+    }
+
+    /// A split route over `(backend, weight)` pairs.
+    pub fn split(mut self, name: &str, weights: &[(&str, u32)]) -> Self {
+        let weights: Vec<String> = weights.iter().map(|(b, w)| format!("{b}: {w}")).collect();
+        self.routes.push(format!(
+            "  {name}:\n    strategy:\n      split:\n        weights: {{{}}}\n",
+            weights.join(", ")
+        ));
+        self
+    }
+
+    pub fn yaml(&self) -> String {
+        let mut yaml = String::from("server:\n");
+        for line in &self.server {
+            yaml.push_str(&format!("  {line}\n"));
+        }
+        if self.server.is_empty() {
+            yaml.push_str("  shutdown_grace_ms: 5000\n");
+        }
+        yaml.push_str("backends:\n");
+        self.backends.iter().for_each(|b| yaml.push_str(b));
+        if !self.routes.is_empty() {
+            yaml.push_str("routes:\n");
+            self.routes.iter().for_each(|r| yaml.push_str(r));
+        }
+        yaml
+    }
+
+    pub fn start(self) -> Proc {
+        let path = write_temp_config(&self.yaml());
+        Proc::spawn(
+            &[
+                "serve".into(),
+                "--config".into(),
+                path.display().to_string(),
+                "--listen".into(),
+                "127.0.0.1:0".into(),
+            ],
+            Some(path),
+        )
+    }
+}
+
+/// Writes a config file no other test uses.
+pub fn write_temp_config(yaml: &str) -> std::path::PathBuf {
+    static COUNTER: AtomicUsize = AtomicUsize::new(0);
+    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+    let path =
+        std::env::temp_dir().join(format!("switchyard-test-{}-{n}.yaml", std::process::id()));
+    std::fs::write(&path, yaml).expect("write config");
+    path
+}
+
+/// The gateway on its embedded default config.
+pub fn default_gateway() -> Proc {
+    Proc::spawn(
+        &["serve".into(), "--listen".into(), "127.0.0.1:0".into()],
+        None,
+    )
+}
+
+/// A whole HTTP response.
+#[derive(Debug)]
+pub struct Reply {
+    pub status: StatusCode,
+    pub headers: HeaderMap,
+    pub body: Bytes,
+}
+
+impl Reply {
+    pub fn json(&self) -> Value {
+        serde_json::from_slice(&self.body)
+            .unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(&self.body)))
+    }
+
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name).and_then(|v| v.to_str().ok())
+    }
+
+    /// The `data:` payloads of an SSE body, in order.
+    pub fn events(&self) -> Vec<String> {
+        String::from_utf8_lossy(&self.body)
+            .split("\n\n")
+            .filter_map(|event| event.strip_prefix("data: "))
+            .map(str::to_owned)
+            .collect()
+    }
+
+    /// The JSON error object of an OpenAI-shaped error body.
+    pub fn error(&self) -> Value {
+        let body = self.json();
+        assert!(
+            body["error"]["message"].is_string(),
+            "not an OpenAI error: {body}"
+        );
+        body["error"].clone()
+    }
+}
+
+fn client(http2: bool) -> Client<HttpConnector, Full<Bytes>> {
+    Client::builder(TokioExecutor::new())
+        .http2_only(http2)
+        .build_http()
+}
+
+pub async fn send(
+    method: Method,
+    url: &str,
+    content_type: Option<&str>,
+    body: Vec<u8>,
+    http2: bool,
+) -> Reply {
+    let mut req = Request::builder().method(method).uri(url);
+    if let Some(kind) = content_type {
+        req = req.header("content-type", kind);
+    }
+    let req = req.body(Full::new(Bytes::from(body))).expect("request");
+    let response = tokio::time::timeout(Duration::from_secs(30), client(http2).request(req))
+        .await
+        .expect("answer within 30 s")
+        .expect("request sent");
+    let (parts, body) = response.into_parts();
+    let body = tokio::time::timeout(Duration::from_secs(30), body.collect())
+        .await
+        .expect("body within 30 s")
+        .map(|c| c.to_bytes())
+        .unwrap_or_default();
+    Reply {
+        status: parts.status,
+        headers: parts.headers,
+        body,
+    }
+}
+
+pub async fn post_json(url: &str, body: &Value) -> Reply {
+    send(
+        Method::POST,
+        url,
+        Some("application/json"),
+        serde_json::to_vec(body).expect("json"),
+        false,
+    )
+    .await
+}
+
+pub async fn get(url: &str) -> Reply {
+    send(Method::GET, url, None, Vec::new(), false).await
+}
+
+/// Waits (bounded) until `check` holds, polling; false if it never did.
+pub async fn eventually(mut check: impl AsyncFnMut() -> bool) -> bool {
+    for _ in 0..100 {
+        if check().await {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    false
+}
+
+pub fn chat(model: &str, text: &str) -> Value {
+    serde_json::json!({"model": model, "messages": [{"role": "user", "content": text}]})
+}
