@@ -19,7 +19,18 @@ use clap::Parser;
 
 use crate::cli::{Cli, Command};
 
-fn main() -> anyhow::Result<()> {
+fn main() -> std::process::ExitCode {
+    match run() {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(err) => {
+            // Start-up errors are for a person: the chain of causes, no backtrace.
+            eprintln!("switchyard: {err:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+fn run() -> anyhow::Result<()> {
     let cli = Cli::parse();
     tracing_subscriber::fmt()
         .with_env_filter(

@@ -8,6 +8,9 @@ mod raw;
 mod sim;
 mod validate;
 
+#[cfg(test)]
+mod tests;
+
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::time::Duration;

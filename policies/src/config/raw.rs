@@ -23,7 +23,9 @@ pub(super) fn parse_any<T: serde::de::DeserializeOwned>(
         // The parser's message repeats the path and position we report
         // separately; keep only what it says about the problem.
         let mut message = inner.to_string();
-        if let Some(rest) = message.strip_prefix(&format!("{path}: ")) {
+        if let Some((prefix, rest)) = message.split_once(": ")
+            && path.starts_with(prefix)
+        {
             message = rest.to_owned();
         }
         if let Some(at) = message.rfind(" at line ") {

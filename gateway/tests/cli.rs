@@ -1,0 +1,80 @@
+//! `switchyard check` on good and bad files, and every example config.
+
+mod support;
+
+use std::process::Command;
+
+fn check(path: &std::path::Path) -> (bool, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_switchyard"))
+        .arg("check")
+        .arg(path)
+        .output()
+        .unwrap();
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into(),
+        String::from_utf8_lossy(&out.stderr).into(),
+    )
+}
+
+#[test]
+fn check_names_the_field_path_and_line() {
+    let bad = support::write_temp_config(
+        "backends:\n  small:\n    tier: small\n    sim: {preset: small}\nroutes:\n  auto:\n    strategy:\n      split:\n        weights:\n          small: 1\n          ghost: 2\n",
+    );
+    let (ok, _, stderr) = check(&bad);
+    assert!(!ok);
+    assert!(
+        stderr.contains("routes.auto.strategy.split.weights.ghost"),
+        "{stderr}"
+    );
+    assert!(stderr.contains(":11:"), "line 11 named: {stderr}");
+    assert!(stderr.contains("unknown backend `ghost`"), "{stderr}");
+
+    let typo = support::write_temp_config(
+        "backends:\n  small:\n    tier: small\n    sim: {preset: small, jiter: 0.1}\n",
+    );
+    let (ok, _, stderr) = check(&typo);
+    assert!(!ok);
+    assert!(
+        stderr.contains("backends.small.sim") && stderr.contains("jiter"),
+        "{stderr}"
+    );
+    assert!(stderr.contains(":4:"), "{stderr}");
+
+    for path in [bad, typo] {
+        let _ = std::fs::remove_file(path);
+    }
+}
+
+#[test]
+fn every_example_config_is_valid() {
+    let examples = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples");
+    let mut seen = 0;
+    for entry in walk(&examples) {
+        if entry.extension().is_some_and(|e| e == "yaml" || e == "yml") {
+            let (ok, stdout, stderr) = check(&entry);
+            assert!(ok, "{}: {stderr}", entry.display());
+            assert!(stdout.contains(": ok"));
+            seen += 1;
+        }
+    }
+    assert!(
+        seen > 0,
+        "no example configs found under {}",
+        examples.display()
+    );
+}
+
+fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            out.extend(walk(&path));
+        } else {
+            out.push(path);
+        }
+    }
+    out
+}

@@ -1,0 +1,120 @@
+use std::time::Duration;
+
+use super::*;
+
+const GOOD: &str = "
+server:
+  listen: 127.0.0.1:9000
+backends:
+  small:
+    tier: small
+    sim: {preset: small, decode_tokens_per_s: 50}
+  cloud:
+    tier: cloud
+    model: gpt-4o-mini
+    openai:
+      base_url: https://api.openai.com/v1/
+      api_key: env:OPENAI_API_KEY
+    timeouts: {first_byte_ms: 500}
+routes:
+  auto:
+    strategy:
+      split:
+        weights: {small: 80, cloud: 20}
+";
+
+fn error_of(text: &str) -> ConfigError {
+    Config::from_yaml(text, "test.yaml").unwrap_err()
+}
+
+#[test]
+fn a_good_config_validates() {
+    let config = Config::from_yaml(GOOD, "test.yaml").unwrap();
+    assert_eq!(config.server.listen.port(), 9000);
+    let cloud = &config.backends["cloud"];
+    assert_eq!(cloud.upstream_model, "gpt-4o-mini");
+    assert_eq!(cloud.timeouts.first_byte, Duration::from_millis(500));
+    match &cloud.adapter {
+        BackendAdapter::OpenAi(o) => {
+            assert_eq!(o.base_url, "https://api.openai.com/v1");
+            assert_eq!(o.api_key_env.as_deref(), Some("OPENAI_API_KEY"));
+        }
+        other => panic!("unexpected {other:?}"),
+    }
+    match &config.backends["small"].adapter {
+        BackendAdapter::Sim(p) => {
+            assert_eq!(p.decode_tokens_per_s, 50.0);
+            assert_eq!(p.context_window, SimPreset::Small.params().context_window);
+        }
+        other => panic!("unexpected {other:?}"),
+    }
+    assert_eq!(config.model_names(), ["auto", "cloud", "small"]);
+}
+
+#[test]
+fn unknown_fields_are_named_with_their_line() {
+    let err = error_of(&GOOD.replace("tier: cloud", "tier: cloud\n    tmeouts: {}"));
+    assert_eq!(err.path, "backends.cloud.tmeouts");
+    assert_eq!(err.line, Some(10));
+    assert!(err.message.contains("unknown field `tmeouts`"), "{err}");
+}
+
+#[test]
+fn routes_must_name_known_backends_with_usable_weights() {
+    let err = error_of(&GOOD.replace("cloud: 20}", "clod: 20}"));
+    assert_eq!(err.path, "routes.auto.strategy.split.weights.clod");
+    assert!(err.message.contains("known: cloud, small"), "{err}");
+    assert_eq!(err.line, Some(19));
+
+    let err = error_of(&GOOD.replace("{small: 80, cloud: 20}", "{small: 0, cloud: 0}"));
+    assert!(err.message.contains("sum to more than 0"), "{err}");
+    let err = error_of(&GOOD.replace("{small: 80, cloud: 20}", "{small: -1, cloud: 2}"));
+    assert_eq!(err.path, "routes.auto.strategy.split.weights.small");
+    let err = error_of(&GOOD.replace("{small: 80, cloud: 20}", "{}"));
+    assert!(err.message.contains("at least one"), "{err}");
+}
+
+#[test]
+fn backend_shapes_are_checked() {
+    let err = error_of(&GOOD.replace("api_key: env:OPENAI_API_KEY", "api_key: sk-live-123"));
+    assert_eq!(err.path, "backends.cloud.openai.api_key");
+    assert!(
+        !err.to_string().contains("sk-live-123"),
+        "a pasted key is never echoed"
+    );
+    let err = error_of(&GOOD.replace("https://api.openai.com/v1/", "api.openai.com"));
+    assert_eq!(err.path, "backends.cloud.openai.base_url");
+    let err = error_of(&GOOD.replace("    sim: {preset: small, decode_tokens_per_s: 50}\n", ""));
+    assert!(err.message.contains("set one of"), "{err}");
+    let err = error_of(&GOOD.replace("decode_tokens_per_s: 50", "jitter: 1.5"));
+    assert_eq!(err.path, "backends.small.sim.jitter");
+    let err = error_of(&GOOD.replace("tier: small", "tier: tiny"));
+    assert_eq!(err.path, "backends.small.tier");
+    let err = error_of("backends: {}\n");
+    assert_eq!(err.path, "backends");
+}
+
+#[test]
+fn a_route_cannot_share_a_backend_name() {
+    let text = GOOD.replace("  auto:\n", "  small:\n");
+    let err = error_of(&text);
+    assert_eq!(err.path, "routes.small");
+}
+
+#[test]
+fn syntax_errors_have_a_line() {
+    let err = error_of("backends:\n  small: [unclosed\n");
+    assert!(err.line.is_some(), "{err}");
+}
+
+#[test]
+fn sim_overrides_validate() {
+    let params = sim_params_from_yaml(
+        "preset: mid\nfaults: {stall_rate: 0.05, stall_ms: 2000}\n",
+        "--set",
+    )
+    .unwrap();
+    assert_eq!(params.faults.stall, Duration::from_millis(2000));
+    assert!(params.speculative.is_some());
+    assert!(sim_params_from_yaml("max_concurrency: 0\n", "--set").is_err());
+}
