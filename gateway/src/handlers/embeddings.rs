@@ -4,7 +4,7 @@
 use http::{Request, Response, StatusCode};
 use hyper::body::Incoming;
 use serde_json::Value;
-use switchyard_adapters::types::EmbeddingRequest;
+use switchyard_adapters::types::{EmbeddingRequest, Usage};
 
 use super::record::RequestRecord;
 use crate::app::App;
@@ -27,6 +27,8 @@ pub async fn serve(app: &App, req: Request<Incoming>) -> Result<Response<Body>, 
         let mut record = RequestRecord::new("embeddings", &decision, backend);
         match backend.provider.embeddings(request).await {
             Ok(response) => {
+                let usage = response.usage.as_ref().map(|u| Usage::new(u.prompt_tokens, 0));
+                record.usage(usage.as_ref());
                 record.finish("ok");
                 Ok(json_response(StatusCode::OK, &response))
             }

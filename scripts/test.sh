@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# The whole test suite, as a new user or CI runs it:
+#   1. a Python venv with the pinned client SDKs (cached outside the checkout),
+#   2. cargo test over the workspace (integration tests start the real binary),
+#   3. the openai Python SDK suite against the real binary,
+#   4. the async-openai Rust example against a gateway on the embedded default.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+cache="${SWITCHYARD_CACHE:-$HOME/.cache/switchyard}"
+venv="$cache/venv"
+requirements=tests/python/requirements.txt
+stamp="$venv/.requirements.sha256"
+want=$(sha256sum "$requirements" | cut -d' ' -f1)
+if [ ! -x "$venv/bin/python" ] || [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+  echo "== installing Python test SDKs into $venv"
+  mkdir -p "$cache"
+  rm -rf "$venv"
+  python3 -m venv "$venv"
+  "$venv/bin/pip" install --quiet --disable-pip-version-check -r "$requirements"
+  echo "$want" > "$stamp"
+fi
+
+echo "== cargo build"
+cargo build --workspace --all-targets --locked
+
+echo "== cargo test"
+cargo test --workspace --locked
+
+echo "== openai SDK suite"
+SWITCHYARD_BIN="$PWD/target/debug/switchyard" "$venv/bin/python" -m pytest tests/python -q
+
+echo "== async-openai example against the embedded default"
+out=$(mktemp)
+target/debug/switchyard serve --listen 127.0.0.1:0 >"$out" 2>/dev/null &
+gateway=$!
+trap 'kill "$gateway" 2>/dev/null || true; rm -f "$out"' EXIT
+for _ in $(seq 50); do grep -q http:// "$out" && break; sleep 0.1; done
+addr=$(grep -o 'http://[0-9.:]*' "$out")
+target/debug/openai-client "$addr/v1"
+kill -TERM "$gateway"
+wait "$gateway"
+echo "example: passed"

@@ -1,0 +1,69 @@
+"""Starts the real switchyard binary (a simulator upstream and the gateway in
+front of it) on 127.0.0.1:0 for the SDK suites."""
+
+import os
+import pathlib
+import subprocess
+import tempfile
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+BINARY = pathlib.Path(os.environ.get("SWITCHYARD_BIN", ROOT / "target" / "debug" / "switchyard"))
+FAST = ["base_ttft_ms=2", "prefill_tokens_per_s=1000000", "decode_tokens_per_s=5000", "jitter=0"]
+
+
+class Proc:
+    """A switchyard process; the first stdout line names its address."""
+
+    def __init__(self, args):
+        if not BINARY.exists():
+            pytest.fail(f"{BINARY} is missing: build it first (cargo build -p switchyard)")
+        env = dict(os.environ, SWITCHYARD_LOG="warn")
+        self.proc = subprocess.Popen([str(BINARY), *args], stdout=subprocess.PIPE, text=True, env=env)
+        line = self.proc.stdout.readline()
+        if "http://" not in line:
+            self.proc.kill()
+            pytest.fail(f"switchyard {args} did not start: {line!r}")
+        self.url = line.strip().rsplit(" ", 1)[-1]
+
+    def stop(self):
+        self.proc.terminate()
+        self.proc.wait(timeout=10)
+
+
+def start_sim(*overrides):
+    args = ["sim", "--listen", "127.0.0.1:0", "--profile", "small"]
+    for item in [*FAST, *overrides]:
+        args += ["--set", item]
+    return Proc(args)
+
+
+@pytest.fixture(scope="session")
+def gateway():
+    sim = start_sim()
+    flaky = start_sim("faults.reset_rate=1")
+    config = f"""
+backends:
+  local:
+    tier: small
+    model: sim-local
+    openai: {{base_url: "{sim.url}/v1"}}
+  flaky:
+    tier: small
+    openai: {{base_url: "{flaky.url}/v1"}}
+routes:
+  auto:
+    strategy:
+      split:
+        weights: {{local: 1}}
+"""
+    with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
+        f.write(config)
+    gw = Proc(["serve", "--config", f.name, "--listen", "127.0.0.1:0"])
+    try:
+        yield gw
+    finally:
+        for proc in (gw, sim, flaky):
+            proc.stop()
+        os.unlink(f.name)

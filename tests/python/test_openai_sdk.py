@@ -1,0 +1,152 @@
+"""The real openai Python SDK against the gateway: every call a client makes."""
+
+import json
+
+import openai
+import pytest
+
+WEATHER_TOOL = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "description": "Current weather in a city",
+        "parameters": {
+            "type": "object",
+            "properties": {"city": {"type": "string"}, "unit": {"type": "string", "enum": ["c", "f"]}},
+            "required": ["city"],
+        },
+    },
+}
+
+
+@pytest.fixture()
+def client(gateway):
+    return openai.OpenAI(base_url=gateway.url + "/v1", api_key="unused", max_retries=0, timeout=30)
+
+
+def test_models_list(client):
+    ids = [m.id for m in client.models.list()]
+    assert ids == ["auto", "flaky", "local"]
+
+
+def test_chat(client):
+    raw = client.chat.completions.with_raw_response.create(
+        model="auto", messages=[{"role": "user", "content": "Say hi"}], max_tokens=20
+    )
+    assert raw.headers["x-switchyard-route"] == "auto"
+    assert raw.headers["x-switchyard-backend"] == "local"
+    completion = raw.parse()
+    assert completion.choices[0].message.content.startswith("[sim]")
+    assert completion.model == "sim-local"
+    assert completion.usage.total_tokens == completion.usage.prompt_tokens + completion.usage.completion_tokens
+
+
+def test_chat_n_logprobs_and_json_mode(client):
+    completion = client.chat.completions.create(
+        model="local",
+        messages=[{"role": "user", "content": "Give JSON"}],
+        n=2,
+        logprobs=True,
+        top_logprobs=2,
+        response_format={"type": "json_object"},
+        seed=3,
+    )
+    assert len(completion.choices) == 2
+    assert json.loads(completion.choices[0].message.content)["simulated"] is True
+    assert len(completion.choices[0].logprobs.content[0].top_logprobs) == 2
+
+
+def test_chat_with_tools_round_trip(client):
+    messages = [{"role": "user", "content": "Weather in Oslo?"}]
+    first = client.chat.completions.create(model="auto", messages=messages, tools=[WEATHER_TOOL])
+    choice = first.choices[0]
+    assert choice.finish_reason == "tool_calls"
+    call = choice.message.tool_calls[0]
+    assert call.function.name == "get_weather"
+    assert "city" in json.loads(call.function.arguments)
+    messages += [choice.message.model_dump(exclude_none=True), {"role": "tool", "tool_call_id": call.id, "content": "12 C"}]
+    second = client.chat.completions.create(model="auto", messages=messages, tools=[WEATHER_TOOL])
+    assert second.choices[0].finish_reason in ("stop", "length")
+    assert second.choices[0].message.content
+
+
+def test_chat_streaming_with_usage(client):
+    stream = client.chat.completions.create(
+        model="auto",
+        messages=[{"role": "user", "content": "Stream"}],
+        stream=True,
+        stream_options={"include_usage": True},
+    )
+    chunks = list(stream)
+    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert text.startswith("[sim]")
+    assert chunks[-1].choices == []
+    assert chunks[-1].usage.completion_tokens > 0
+
+
+def test_chat_streaming_without_usage_has_none(client):
+    chunks = list(client.chat.completions.create(model="auto", messages=[{"role": "user", "content": "x"}], stream=True))
+    assert all(c.usage is None for c in chunks)
+    assert chunks[-1].choices[0].finish_reason in ("stop", "length")
+
+
+def test_streaming_tool_call_deltas(client):
+    stream = client.chat.completions.create(
+        model="local",
+        messages=[{"role": "user", "content": "Weather?"}],
+        tools=[WEATHER_TOOL],
+        tool_choice={"type": "function", "function": {"name": "get_weather"}},
+        stream=True,
+    )
+    name, arguments, finish = "", "", None
+    for chunk in stream:
+        for call in chunk.choices[0].delta.tool_calls or []:
+            name += call.function.name or ""
+            arguments += call.function.arguments or ""
+        finish = chunk.choices[0].finish_reason or finish
+    assert name == "get_weather"
+    assert json.loads(arguments)["unit"] == "c"
+    assert finish == "tool_calls"
+
+
+def test_stream_helper_accumulates(client):
+    with client.chat.completions.stream(model="local", messages=[{"role": "user", "content": "hi"}]) as stream:
+        final = stream.get_final_completion()
+    assert final.choices[0].message.content.startswith("[sim]")
+
+
+def test_completions(client):
+    completion = client.completions.create(model="auto", prompt="Once upon a time", max_tokens=5)
+    assert completion.choices[0].finish_reason == "length"
+    assert completion.usage.completion_tokens == 5
+    streamed = "".join(c.choices[0].text for c in client.completions.create(model="auto", prompt="Once", stream=True) if c.choices)
+    assert streamed.startswith("[sim]")
+
+
+def test_embeddings_float_and_base64(client):
+    as_float = client.embeddings.create(model="local", input=["hello world"], encoding_format="float")
+    # The SDK asks for base64 by default and decodes it back to floats.
+    as_base64 = client.embeddings.create(model="local", input=["hello world"])
+    assert len(as_float.data[0].embedding) == 256
+    assert as_base64.data[0].embedding == pytest.approx(as_float.data[0].embedding, abs=1e-6)
+    assert as_float.usage.prompt_tokens == 2
+
+
+def test_errors_raise_the_sdk_exceptions(client):
+    with pytest.raises(openai.NotFoundError) as not_found:
+        client.chat.completions.create(model="no-such-model", messages=[{"role": "user", "content": "x"}])
+    assert "auto" in str(not_found.value)
+    with pytest.raises(openai.BadRequestError) as bad:
+        client.chat.completions.create(model="auto", messages=[])
+    assert bad.value.body["param"] == "messages"
+    with pytest.raises(openai.InternalServerError) as upstream:
+        client.chat.completions.create(model="flaky", messages=[{"role": "user", "content": "x"}])
+    assert upstream.value.status_code == 502
+
+
+def test_mid_stream_reset_raises(client):
+    stream = client.chat.completions.create(model="flaky", messages=[{"role": "user", "content": "x"}], stream=True)
+    with pytest.raises(openai.APIError) as cut:
+        for _ in stream:
+            pass
+    assert "closed the connection" in str(cut.value)
