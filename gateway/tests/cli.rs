@@ -1,5 +1,7 @@
 //! `switchyard check` on good and bad files, and every example config.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is the failure report
+
 mod support;
 
 use std::process::Command;

@@ -1,6 +1,8 @@
 //! Every error a caller can meet: status, OpenAI error body, and for
 //! overload a retry-after.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is the failure report
+
 mod support;
 
 use std::time::Duration;

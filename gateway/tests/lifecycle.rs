@@ -1,5 +1,7 @@
 //! Connections and process life: h2c, client disconnects, graceful shutdown.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is the failure report
+
 mod support;
 
 use std::time::Duration;

@@ -1,6 +1,8 @@
 //! The gateway in front of real `switchyard sim` processes: what a caller
 //! gets back for each OpenAI endpoint.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is the failure report
+
 mod support;
 
 use serde_json::{Value, json};

@@ -27,7 +27,10 @@ pub async fn serve(app: &App, req: Request<Incoming>) -> Result<Response<Body>, 
         let mut record = RequestRecord::new("embeddings", &decision, backend);
         match backend.provider.embeddings(request).await {
             Ok(response) => {
-                let usage = response.usage.as_ref().map(|u| Usage::new(u.prompt_tokens, 0));
+                let usage = response
+                    .usage
+                    .as_ref()
+                    .map(|u| Usage::new(u.prompt_tokens, 0));
                 record.usage(usage.as_ref());
                 record.finish("ok");
                 Ok(json_response(StatusCode::OK, &response))
