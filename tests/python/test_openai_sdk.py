@@ -150,3 +150,13 @@ def test_mid_stream_reset_raises(client):
         for _ in stream:
             pass
     assert "closed the connection" in str(cut.value)
+
+
+def test_parallel_tool_calls(client):
+    time_tool = {"type": "function", "function": {"name": "get_time", "parameters": {"type": "object", "properties": {"zone": {"type": "string"}}}}}
+    both = client.chat.completions.create(model="local", messages=[{"role": "user", "content": "Weather and time?"}], tools=[WEATHER_TOOL, time_tool])
+    assert [c.function.name for c in both.choices[0].message.tool_calls] == ["get_weather", "get_time"]
+    one = client.chat.completions.create(
+        model="local", messages=[{"role": "user", "content": "Weather and time?"}], tools=[WEATHER_TOOL, time_tool], parallel_tool_calls=False
+    )
+    assert len(one.choices[0].message.tool_calls) == 1

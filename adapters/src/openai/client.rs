@@ -113,7 +113,7 @@ impl OpenAiClient {
         let response = tokio::time::timeout_at(deadline.into(), self.http.request(request))
             .await
             .map_err(|_| self.first_byte_timeout())?
-            .map_err(client_error)?;
+            .map_err(|err| client_error(err, self.timeouts.connect))?;
         let status = response.status();
         if status.is_success() {
             return Ok(response.into_body());
@@ -175,16 +175,37 @@ async fn read_body(
 }
 
 /// Connection failures are told apart from a peer that hung up mid-exchange.
-fn client_error(err: hyper_util::client::legacy::Error) -> AdapterError {
+fn client_error(err: hyper_util::client::legacy::Error, connect_timeout: Duration) -> AdapterError {
     let message = match std::error::Error::source(&err) {
         Some(source) => format!("{err}: {source}"),
         None => err.to_string(),
     };
-    if err.is_connect() {
+    if err.is_connect() && caused_by_timeout(&err) {
+        AdapterError::Timeout {
+            phase: TimeoutPhase::Connect,
+            after: connect_timeout,
+        }
+    } else if err.is_connect() {
         AdapterError::Connect { message }
     } else {
         AdapterError::Reset { message }
     }
+}
+
+/// Whether an I/O timeout is somewhere in the error's chain (the connector's
+/// connect timeout surfaces that way).
+fn caused_by_timeout(err: &(dyn std::error::Error + 'static)) -> bool {
+    let mut source = err.source();
+    while let Some(cause) = source {
+        if cause
+            .downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::TimedOut)
+        {
+            return true;
+        }
+        source = cause.source();
+    }
+    false
 }
 
 impl Provider for OpenAiClient {

@@ -14,7 +14,8 @@ use crate::error::{AdapterError, TimeoutPhase};
 use crate::sse::SseParser;
 
 struct State<T> {
-    body: Incoming,
+    /// Taken when `[DONE]` arrives, to drain in the background.
+    body: Option<Incoming>,
     parser: SseParser,
     pending: VecDeque<Result<T, AdapterError>>,
     done: bool,
@@ -31,7 +32,7 @@ where
     T: DeserializeOwned + Send + 'static,
 {
     let state = State {
-        body,
+        body: Some(body),
         parser: SseParser::new(),
         pending: VecDeque::new(),
         done: false,
@@ -45,7 +46,8 @@ where
             if st.done {
                 return None;
             }
-            match tokio::time::timeout(st.idle, st.body.frame()).await {
+            let body = st.body.as_mut()?;
+            match tokio::time::timeout(st.idle, body.frame()).await {
                 Err(_) => {
                     st.done = true;
                     let err = AdapterError::Timeout {
@@ -79,6 +81,9 @@ where
                     for event in st.parser.feed(&data) {
                         if event.data == "[DONE]" {
                             st.done = true;
+                            if let Some(body) = st.body.take() {
+                                tokio::spawn(drain(body));
+                            }
                             break;
                         }
                         let item = parse_json(event.data.as_bytes());
@@ -94,4 +99,17 @@ where
         }
     })
     .boxed()
+}
+
+/// How long to wait for the end of a body after `[DONE]`.
+const DRAIN_LIMIT: Duration = Duration::from_secs(2);
+
+/// Reads what follows `[DONE]` (normally just the end of the body) so the
+/// connection goes back to the pool instead of being closed; the caller's
+/// stream has already ended.
+async fn drain(mut body: Incoming) {
+    let _ = tokio::time::timeout(DRAIN_LIMIT, async {
+        while let Some(Ok(_)) = body.frame().await {}
+    })
+    .await;
 }
