@@ -5,8 +5,10 @@
 mod error;
 mod locate;
 mod raw;
+mod route;
 mod sim;
 mod validate;
+mod validate_route;
 
 #[cfg(test)]
 mod tests;
@@ -16,6 +18,9 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 pub use error::ConfigError;
+pub use route::{
+    CascadeCheck, Condition, HeaderMatch, Pattern, Route, RouteStrategy, Rule, Similar,
+};
 pub use sim::{SimFaults, SimParams, SimPreset, SimSpeculation};
 
 /// A validated configuration.
@@ -36,13 +41,14 @@ impl Config {
         validate::validate(raw, text, source)
     }
 
-    /// The model names a caller may use: every route, then every backend.
+    /// The model names a caller may use: every route (then its aliases),
+    /// then every backend.
     pub fn model_names(&self) -> Vec<String> {
-        self.routes
-            .keys()
-            .chain(self.backends.keys())
-            .cloned()
-            .collect()
+        let routes = self
+            .routes
+            .values()
+            .flat_map(|r| std::iter::once(&r.name).chain(&r.aliases));
+        routes.chain(self.backends.keys()).cloned().collect()
     }
 }
 
@@ -143,18 +149,4 @@ impl Default for Timeouts {
             idle: Duration::from_secs(60),
         }
     }
-}
-
-/// A named policy that picks among backends.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Route {
-    pub name: String,
-    pub strategy: RouteStrategy,
-}
-
-/// How a route picks its backend.
-#[derive(Debug, Clone, PartialEq)]
-pub enum RouteStrategy {
-    /// Weighted split; weights are positive and name known backends.
-    Split { weights: Vec<(String, f64)> },
 }

@@ -4,7 +4,8 @@ use std::collections::BTreeMap;
 
 use serde::Deserialize;
 
-use super::{ConfigError, SimPreset, Tier};
+use super::{CascadeCheck, ConfigError, SimPreset, Tier};
+use crate::profiles::Profile;
 
 pub(super) fn parse(text: &str, source: &str) -> Result<RawConfig, ConfigError> {
     parse_any(text, source)
@@ -144,14 +145,87 @@ pub struct RawFaults {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RawRoute {
+    #[serde(default)]
+    pub aliases: Vec<String>,
+    pub profile: Option<Profile>,
     /// Written as a one-key map: `strategy: {split: {...}}`.
     #[serde(with = "serde_norway::with::singleton_map")]
     pub strategy: RawStrategy,
+    #[serde(default)]
+    pub fallbacks: Vec<String>,
 }
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "snake_case")]
 pub(super) enum RawStrategy {
-    /// `split: {weights: {backend: weight, ...}}`
-    Split { weights: BTreeMap<String, f64> },
+    /// `split: {weights: {backend: weight, ...}, sticky: true}`
+    Split {
+        weights: BTreeMap<String, f64>,
+        #[serde(default = "yes")]
+        sticky: bool,
+    },
+    /// `target_share: {hard: big, easy: small, share: 0.2, window: 2000}`
+    TargetShare {
+        hard: String,
+        easy: String,
+        share: f64,
+        window: Option<usize>,
+    },
+    /// `rules: [{when: {...}, to: backend}, ..., {to: default}]`
+    Rules(Vec<RawRule>),
+    /// `cascade: {order: [small, large], escalate_on: [length, empty]}`
+    Cascade {
+        order: Vec<String>,
+        escalate_on: Option<Vec<CascadeCheck>>,
+        min_mean_logprob: Option<f64>,
+    },
+}
+
+fn yes() -> bool {
+    true
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawRule {
+    #[serde(default)]
+    pub when: RawCondition,
+    pub to: String,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawCondition {
+    pub model: Option<String>,
+    pub header: Option<RawHeaderMatch>,
+    pub profile: Option<Vec<Profile>>,
+    pub tools: Option<bool>,
+    pub images: Option<bool>,
+    pub streaming: Option<bool>,
+    pub min_prompt_tokens: Option<u32>,
+    pub max_prompt_tokens: Option<u32>,
+    pub regex: Option<String>,
+    pub keywords: Option<Vec<String>>,
+    pub min_score: Option<f64>,
+    pub max_score: Option<f64>,
+    pub similar_to: Option<RawSimilar>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawHeaderMatch {
+    pub name: String,
+    pub value: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawSimilar {
+    pub examples: Vec<String>,
+    #[serde(default = "default_similarity")]
+    pub threshold: f64,
+}
+
+fn default_similarity() -> f64 {
+    0.5
 }

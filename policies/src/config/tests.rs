@@ -118,3 +118,105 @@ fn sim_overrides_validate() {
     assert!(params.speculative.is_some());
     assert!(sim_params_from_yaml("max_concurrency: 0\n", "--set").is_err());
 }
+
+fn with_strategy(strategy: &str) -> String {
+    GOOD.replace(
+        "    strategy:\n      split:\n        weights: {small: 80, cloud: 20}\n",
+        strategy,
+    )
+}
+
+#[test]
+fn target_share_rules_and_cascade_validate() {
+    let config = Config::from_yaml(
+        &with_strategy(
+            "    aliases: [gpt-4o]\n    profile: code\n    fallbacks: [cloud]\n    strategy:\n      target_share: {hard: cloud, easy: small, share: 0.2}\n",
+        ),
+        "t",
+    )
+    .unwrap();
+    let route = &config.routes["auto"];
+    assert_eq!(route.aliases, ["gpt-4o"]);
+    assert_eq!(route.profile, Some(crate::Profile::Code));
+    assert_eq!(route.fallbacks, ["cloud"]);
+    assert!(matches!(
+        route.strategy,
+        RouteStrategy::TargetShare { window: 2000, .. }
+    ));
+    assert_eq!(config.model_names(), ["auto", "gpt-4o", "cloud", "small"]);
+
+    let rules = "    strategy:\n      rules:\n        - when: {tools: true}\n          to: cloud\n        - when: {regex: '(?i)prove', min_prompt_tokens: 10}\n          to: cloud\n        - to: small\n";
+    let config = Config::from_yaml(&with_strategy(rules), "t").unwrap();
+    let RouteStrategy::Rules { rules } = &config.routes["auto"].strategy else {
+        panic!("rules")
+    };
+    assert_eq!(rules.len(), 3);
+    assert!(rules[1].when.regex.as_ref().unwrap().0.is_match("PROVE it"));
+
+    let cascade = "    strategy:\n      cascade: {order: [small, cloud], escalate_on: [length, invalid_tool_json]}\n";
+    let config = Config::from_yaml(&with_strategy(cascade), "t").unwrap();
+    assert!(
+        matches!(&config.routes["auto"].strategy, RouteStrategy::Cascade { checks, .. } if checks.len() == 2)
+    );
+}
+
+#[test]
+fn bad_routes_are_named() {
+    let share = "    strategy:\n      target_share: {hard: cloud, easy: small, share: 20}\n";
+    assert_eq!(
+        error_of(&with_strategy(share)).path,
+        "routes.auto.strategy.target_share.share"
+    );
+
+    let shadowed = "    strategy:\n      rules:\n        - when: {tools: true}\n          to: cloud\n        - when: {tools: true, min_prompt_tokens: 100}\n          to: small\n        - to: small\n";
+    let err = error_of(&with_strategy(shadowed));
+    assert_eq!(err.path, "routes.auto.strategy.rules.1");
+    assert!(err.message.contains("rule 0"), "{err}");
+
+    let catch_all_first = "    strategy:\n      rules:\n        - to: small\n        - when: {tools: true}\n          to: cloud\n";
+    assert_eq!(
+        error_of(&with_strategy(catch_all_first)).path,
+        "routes.auto.strategy.rules.1"
+    );
+
+    let no_default =
+        "    strategy:\n      rules:\n        - when: {tools: true}\n          to: cloud\n";
+    assert!(
+        error_of(&with_strategy(no_default))
+            .message
+            .contains("without `when`")
+    );
+
+    let bad_regex = "    strategy:\n      rules:\n        - when: {regex: '(unclosed'}\n          to: cloud\n        - to: small\n";
+    assert_eq!(
+        error_of(&with_strategy(bad_regex)).path,
+        "routes.auto.strategy.rules.0.when.regex"
+    );
+
+    let short_cascade = "    strategy:\n      cascade: {order: [small]}\n";
+    assert_eq!(
+        error_of(&with_strategy(short_cascade)).path,
+        "routes.auto.strategy.cascade.order"
+    );
+
+    let clash = "    aliases: [small]\n    strategy:\n      split:\n        weights: {small: 1}\n";
+    assert!(
+        error_of(&with_strategy(clash))
+            .message
+            .contains("backend `small`")
+    );
+
+    let ghost_fallback =
+        "    fallbacks: [ghost]\n    strategy:\n      split:\n        weights: {small: 1}\n";
+    assert_eq!(
+        error_of(&with_strategy(ghost_fallback)).path,
+        "routes.auto.fallbacks.ghost"
+    );
+
+    let unknown_strategy = "    strategy:\n      fastest: {}\n";
+    assert!(
+        error_of(&with_strategy(unknown_strategy))
+            .path
+            .starts_with("routes.auto.strategy")
+    );
+}

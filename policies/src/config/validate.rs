@@ -5,20 +5,20 @@ use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use super::raw::{RawBackend, RawConfig, RawRoute, RawSim, RawStrategy};
+use super::raw::{RawBackend, RawConfig, RawSim};
 use super::{
-    Backend, BackendAdapter, Config, ConfigError, OpenAiBackend, Route, RouteStrategy,
-    ServerSettings, SimFaults, SimParams, SimPreset, SimSpeculation, Timeouts,
+    Backend, BackendAdapter, Config, ConfigError, OpenAiBackend, ServerSettings, SimFaults,
+    SimParams, SimPreset, SimSpeculation, Timeouts,
 };
 
 /// Carries the text so errors can be placed on a line.
-struct Checker<'a> {
+pub(super) struct Checker<'a> {
     text: &'a str,
     source: &'a str,
 }
 
 impl Checker<'_> {
-    fn error(&self, path: &[&str], message: impl Into<String>) -> ConfigError {
+    pub(super) fn error(&self, path: &[&str], message: impl Into<String>) -> ConfigError {
         ConfigError {
             source_name: self.source.to_owned(),
             path: path.join("."),
@@ -41,9 +41,10 @@ pub(super) fn validate(raw: RawConfig, text: &str, source: &str) -> Result<Confi
     }
     let mut routes = BTreeMap::new();
     for (name, route) in raw.routes {
-        let route = validate_route(&ck, &name, route, &backends)?;
+        let route = super::validate_route::validate_route(&ck, &name, route, &backends)?;
         routes.insert(name, route);
     }
+    super::validate_route::check_model_names(&ck, &backends, &routes)?;
     Ok(Config {
         server,
         backends,
@@ -76,7 +77,7 @@ fn validate_server(
 }
 
 /// Names appear in URLs, headers and metrics: keep them to a safe alphabet.
-fn check_name(ck: &Checker<'_>, section: &str, name: &str) -> Result<(), ConfigError> {
+pub(super) fn check_name(ck: &Checker<'_>, section: &str, name: &str) -> Result<(), ConfigError> {
     let ok = !name.is_empty()
         && name
             .chars()
@@ -165,53 +166,6 @@ fn validate_openai(
     Ok(OpenAiBackend {
         base_url: url,
         api_key_env,
-    })
-}
-
-fn validate_route(
-    ck: &Checker<'_>,
-    name: &str,
-    raw: RawRoute,
-    backends: &BTreeMap<String, Backend>,
-) -> Result<Route, ConfigError> {
-    check_name(ck, "routes", name)?;
-    if backends.contains_key(name) {
-        return Err(ck.error(
-            &["routes", name],
-            "a backend has this name too; a model name must mean one thing",
-        ));
-    }
-    let strategy = match raw.strategy {
-        RawStrategy::Split { weights } => {
-            let path = ["routes", name, "strategy", "split", "weights"];
-            if weights.is_empty() {
-                return Err(ck.error(&path, "name at least one backend"));
-            }
-            for (backend, weight) in &weights {
-                let mut at = path.to_vec();
-                at.push(backend);
-                if !backends.contains_key(backend) {
-                    let known: Vec<&str> = backends.keys().map(String::as_str).collect();
-                    return Err(ck.error(
-                        &at,
-                        format!("unknown backend `{backend}`; known: {}", known.join(", ")),
-                    ));
-                }
-                if !weight.is_finite() || *weight < 0.0 {
-                    return Err(ck.error(&at, "a weight is a finite number >= 0"));
-                }
-            }
-            if weights.values().sum::<f64>() <= 0.0 {
-                return Err(ck.error(&path, "weights must sum to more than 0"));
-            }
-            RouteStrategy::Split {
-                weights: weights.into_iter().collect(),
-            }
-        }
-    };
-    Ok(Route {
-        name: name.to_owned(),
-        strategy,
     })
 }
 

@@ -1,0 +1,168 @@
+//! Validated route types: how a named route picks among backends.
+
+use std::fmt;
+
+use crate::profiles::Profile;
+
+/// A named policy that picks among backends.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Route {
+    pub name: String,
+    /// Other model names that mean this route (e.g. a cloud model name that
+    /// clients have hard-coded).
+    pub aliases: Vec<String>,
+    /// The profile of requests that name none.
+    pub profile: Option<Profile>,
+    pub strategy: RouteStrategy,
+    /// Backends to try, in order, when the chosen one fails before answering.
+    pub fallbacks: Vec<String>,
+}
+
+/// How a route picks its backend.
+#[derive(Debug, Clone, PartialEq)]
+pub enum RouteStrategy {
+    /// Weighted split; weights are positive and name known backends. With
+    /// `sticky`, a session always lands on the same backend.
+    Split {
+        weights: Vec<(String, f64)>,
+        sticky: bool,
+    },
+    /// The hardest `share` of requests (by complexity score) go to `hard`,
+    /// the rest to `easy`; the score threshold follows the last `window`
+    /// requests so the share holds as traffic shifts.
+    TargetShare {
+        hard: String,
+        easy: String,
+        share: f64,
+        window: usize,
+    },
+    /// First matching rule wins; the last rule matches everything.
+    Rules { rules: Vec<Rule> },
+    /// Try `order[0]`; escalate to the next when its answer fails a check.
+    Cascade {
+        order: Vec<String>,
+        checks: Vec<CascadeCheck>,
+        min_mean_logprob: f64,
+    },
+}
+
+impl RouteStrategy {
+    /// Every backend this strategy can pick.
+    pub fn backends(&self) -> Vec<&str> {
+        match self {
+            RouteStrategy::Split { weights, .. } => {
+                weights.iter().map(|(b, _)| b.as_str()).collect()
+            }
+            RouteStrategy::TargetShare { hard, easy, .. } => vec![hard.as_str(), easy.as_str()],
+            RouteStrategy::Rules { rules } => rules.iter().map(|r| r.to.as_str()).collect(),
+            RouteStrategy::Cascade { order, .. } => order.iter().map(String::as_str).collect(),
+        }
+    }
+}
+
+/// A rule: when the condition holds, send to `to`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Rule {
+    pub when: Condition,
+    pub to: String,
+}
+
+/// Conditions on a request; all that are set must hold. An empty condition
+/// matches every request.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Condition {
+    /// The model name the caller sent (a route name or one of its aliases).
+    pub model: Option<String>,
+    /// A request header, present (and equal to `value` when set).
+    pub header: Option<HeaderMatch>,
+    /// One of these profiles.
+    pub profile: Option<Vec<Profile>>,
+    pub tools: Option<bool>,
+    pub images: Option<bool>,
+    pub streaming: Option<bool>,
+    pub min_prompt_tokens: Option<u32>,
+    pub max_prompt_tokens: Option<u32>,
+    /// Matches the last user message.
+    pub regex: Option<Pattern>,
+    /// Any of these (case-insensitive) in the last user message.
+    pub keywords: Option<Vec<String>>,
+    /// Complexity score range, 0 to 1.
+    pub min_score: Option<f64>,
+    pub max_score: Option<f64>,
+    /// The last user message resembles one of these examples.
+    pub similar_to: Option<Similar>,
+}
+
+impl Condition {
+    pub fn is_empty(&self) -> bool {
+        *self == Condition::default()
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HeaderMatch {
+    /// Lower-case header name.
+    pub name: String,
+    pub value: Option<String>,
+}
+
+/// Semantic match by example prompts.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Similar {
+    pub examples: Vec<String>,
+    /// Cosine similarity needed, 0 to 1.
+    pub threshold: f64,
+}
+
+/// A compiled regular expression, compared by its pattern.
+#[derive(Clone)]
+pub struct Pattern(pub regex::Regex);
+
+impl PartialEq for Pattern {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.as_str() == other.0.as_str()
+    }
+}
+
+impl fmt::Debug for Pattern {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "/{}/", self.0.as_str())
+    }
+}
+
+/// Why a cascade escalates an answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CascadeCheck {
+    /// The answer was cut at the token limit.
+    Length,
+    /// No text and no tool call.
+    Empty,
+    /// The model declined.
+    Refusal,
+    /// A tool call whose arguments are not JSON.
+    InvalidToolJson,
+    /// Mean token log-probability under `min_mean_logprob` (when the backend
+    /// returns logprobs).
+    LowLogprob,
+}
+
+impl CascadeCheck {
+    pub const ALL: [CascadeCheck; 5] = [
+        CascadeCheck::Length,
+        CascadeCheck::Empty,
+        CascadeCheck::Refusal,
+        CascadeCheck::InvalidToolJson,
+        CascadeCheck::LowLogprob,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            CascadeCheck::Length => "length",
+            CascadeCheck::Empty => "empty",
+            CascadeCheck::Refusal => "refusal",
+            CascadeCheck::InvalidToolJson => "invalid_tool_json",
+            CascadeCheck::LowLogprob => "low_logprob",
+        }
+    }
+}

@@ -1,0 +1,318 @@
+//! Route validation: strategies name known backends with usable numbers, and
+//! no rule is shadowed by one above it.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use super::raw::{RawCondition, RawRoute, RawStrategy};
+use super::validate::{Checker, check_name};
+use super::{
+    Backend, CascadeCheck, Condition, ConfigError, HeaderMatch, Pattern, Route, RouteStrategy,
+    Rule, Similar,
+};
+
+/// Requests the target-share threshold follows, unless the route says.
+const DEFAULT_SHARE_WINDOW: usize = 2000;
+/// Mean token log-probability under which a cascade escalates by default.
+const DEFAULT_MIN_MEAN_LOGPROB: f64 = -1.5;
+
+pub(super) fn validate_route(
+    ck: &Checker<'_>,
+    name: &str,
+    raw: RawRoute,
+    backends: &BTreeMap<String, Backend>,
+) -> Result<Route, ConfigError> {
+    check_name(ck, "routes", name)?;
+    let known = |path: &[&str], backend: &str| -> Result<String, ConfigError> {
+        if backends.contains_key(backend) {
+            Ok(backend.to_owned())
+        } else {
+            let names: Vec<&str> = backends.keys().map(String::as_str).collect();
+            Err(ck.error(
+                path,
+                format!("unknown backend `{backend}`; known: {}", names.join(", ")),
+            ))
+        }
+    };
+    let strategy = match raw.strategy {
+        RawStrategy::Split { weights, sticky } => {
+            let path = ["routes", name, "strategy", "split", "weights"];
+            if weights.is_empty() {
+                return Err(ck.error(&path, "name at least one backend"));
+            }
+            for (backend, weight) in &weights {
+                let at = [&path[..], &[backend.as_str()]].concat();
+                known(&at, backend)?;
+                if !weight.is_finite() || *weight < 0.0 {
+                    return Err(ck.error(&at, "a weight is a finite number >= 0"));
+                }
+            }
+            if weights.values().sum::<f64>() <= 0.0 {
+                return Err(ck.error(&path, "weights must sum to more than 0"));
+            }
+            RouteStrategy::Split {
+                weights: weights.into_iter().collect(),
+                sticky,
+            }
+        }
+        RawStrategy::TargetShare {
+            hard,
+            easy,
+            share,
+            window,
+        } => {
+            let path = ["routes", name, "strategy", "target_share"];
+            let hard = known(&[&path[..], &["hard"]].concat(), &hard)?;
+            let easy = known(&[&path[..], &["easy"]].concat(), &easy)?;
+            if !(share > 0.0 && share < 1.0) {
+                return Err(ck.error(
+                    &[&path[..], &["share"]].concat(),
+                    "a share is a fraction between 0 and 1, e.g. 0.2",
+                ));
+            }
+            let window = window.unwrap_or(DEFAULT_SHARE_WINDOW);
+            if window < 10 {
+                return Err(ck.error(
+                    &[&path[..], &["window"]].concat(),
+                    "follow at least 10 requests",
+                ));
+            }
+            RouteStrategy::TargetShare {
+                hard,
+                easy,
+                share,
+                window,
+            }
+        }
+        RawStrategy::Rules(raw_rules) => {
+            let path = ["routes", name, "strategy", "rules"];
+            if raw_rules.is_empty() {
+                return Err(ck.error(&path, "list at least one rule"));
+            }
+            let mut rules = Vec::with_capacity(raw_rules.len());
+            for (i, raw_rule) in raw_rules.into_iter().enumerate() {
+                let index = i.to_string();
+                let at = [&path[..], &[index.as_str()]].concat();
+                let to = known(&[&at[..], &["to"]].concat(), &raw_rule.to)?;
+                let when = condition(ck, &at, raw_rule.when)?;
+                rules.push(Rule { when, to });
+            }
+            check_shadowing(ck, &path, &rules)?;
+            if !rules.last().is_some_and(|r| r.when.is_empty()) {
+                return Err(ck.error(
+                    &path,
+                    "end with a rule without `when`: the backend for requests no rule matches",
+                ));
+            }
+            RouteStrategy::Rules { rules }
+        }
+        RawStrategy::Cascade {
+            order,
+            escalate_on,
+            min_mean_logprob,
+        } => {
+            let path = ["routes", name, "strategy", "cascade", "order"];
+            if order.len() < 2 {
+                return Err(ck.error(
+                    &path,
+                    "a cascade needs at least two backends: where to start and where to escalate",
+                ));
+            }
+            let order = order
+                .iter()
+                .map(|b| known(&[&path[..], &[b.as_str()]].concat(), b))
+                .collect::<Result<Vec<_>, _>>()?;
+            let checks = escalate_on.unwrap_or_else(|| CascadeCheck::ALL.to_vec());
+            if checks.is_empty() {
+                return Err(ck.error(
+                    &["routes", name, "strategy", "cascade", "escalate_on"],
+                    "name at least one check",
+                ));
+            }
+            RouteStrategy::Cascade {
+                order,
+                checks,
+                min_mean_logprob: min_mean_logprob.unwrap_or(DEFAULT_MIN_MEAN_LOGPROB),
+            }
+        }
+    };
+    let fallbacks = raw
+        .fallbacks
+        .iter()
+        .map(|b| known(&["routes", name, "fallbacks", b.as_str()], b))
+        .collect::<Result<Vec<_>, _>>()?;
+    for alias in &raw.aliases {
+        check_name(ck, "routes", alias).map_err(|e| ConfigError {
+            path: format!("routes.{name}.aliases"),
+            ..e
+        })?;
+    }
+    Ok(Route {
+        name: name.to_owned(),
+        aliases: raw.aliases,
+        profile: raw.profile,
+        strategy,
+        fallbacks,
+    })
+}
+
+fn condition(ck: &Checker<'_>, at: &[&str], raw: RawCondition) -> Result<Condition, ConfigError> {
+    let field = |f: &'static str| [at, &["when", f]].concat();
+    let regex = match raw.regex {
+        None => None,
+        Some(pattern) => Some(Pattern(regex::Regex::new(&pattern).map_err(|err| {
+            ck.error(&field("regex"), format!("not a valid regex: {err}"))
+        })?)),
+    };
+    for (name, value) in [("min_score", raw.min_score), ("max_score", raw.max_score)] {
+        if value.is_some_and(|v| !(0.0..=1.0).contains(&v)) {
+            return Err(ck.error(&field(name), "scores run from 0 to 1"));
+        }
+    }
+    if let (Some(min), Some(max)) = (raw.min_prompt_tokens, raw.max_prompt_tokens)
+        && min > max
+    {
+        return Err(ck.error(
+            &field("min_prompt_tokens"),
+            "min_prompt_tokens is above max_prompt_tokens: nothing can match",
+        ));
+    }
+    let similar_to = match raw.similar_to {
+        None => None,
+        Some(s) if s.examples.is_empty() => {
+            return Err(ck.error(&field("similar_to"), "give at least one example"));
+        }
+        Some(s) if !(0.0..=1.0).contains(&s.threshold) => {
+            return Err(ck.error(
+                &field("similar_to"),
+                "threshold is a cosine similarity from 0 to 1",
+            ));
+        }
+        Some(s) => Some(Similar {
+            examples: s.examples,
+            threshold: s.threshold,
+        }),
+    };
+    if raw.keywords.as_ref().is_some_and(Vec::is_empty) {
+        return Err(ck.error(&field("keywords"), "give at least one keyword"));
+    }
+    Ok(Condition {
+        model: raw.model,
+        header: raw.header.map(|h| HeaderMatch {
+            name: h.name.to_ascii_lowercase(),
+            value: h.value,
+        }),
+        profile: raw.profile,
+        tools: raw.tools,
+        images: raw.images,
+        streaming: raw.streaming,
+        min_prompt_tokens: raw.min_prompt_tokens,
+        max_prompt_tokens: raw.max_prompt_tokens,
+        regex,
+        keywords: raw
+            .keywords
+            .map(|k| k.into_iter().map(|w| w.to_lowercase()).collect()),
+        min_score: raw.min_score,
+        max_score: raw.max_score,
+        similar_to,
+    })
+}
+
+/// A rule below one that matches everything it matches can never fire:
+/// almost always a mistake in the order.
+fn check_shadowing(ck: &Checker<'_>, path: &[&str], rules: &[Rule]) -> Result<(), ConfigError> {
+    for (later, rule) in rules.iter().enumerate() {
+        if let Some(earlier) = rules[..later]
+            .iter()
+            .position(|above| covers(&above.when, &rule.when))
+        {
+            let index = later.to_string();
+            return Err(ck.error(
+                &[path, &[index.as_str()]].concat(),
+                format!("this rule can never match: rule {earlier} above it matches every request it would"),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Whether every request matching `narrow` also matches `wide`.
+fn covers(wide: &Condition, narrow: &Condition) -> bool {
+    fn same<T: PartialEq>(wide: &Option<T>, narrow: &Option<T>) -> bool {
+        wide.is_none() || wide == narrow
+    }
+    fn at_least<T: PartialOrd>(wide: Option<T>, narrow: Option<T>) -> bool {
+        match (wide, narrow) {
+            (None, _) => true,
+            (Some(w), Some(n)) => n >= w,
+            (Some(_), None) => false,
+        }
+    }
+    fn at_most<T: PartialOrd>(wide: Option<T>, narrow: Option<T>) -> bool {
+        match (wide, narrow) {
+            (None, _) => true,
+            (Some(w), Some(n)) => n <= w,
+            (Some(_), None) => false,
+        }
+    }
+    fn subset<T: Ord + Clone>(wide: &Option<Vec<T>>, narrow: &Option<Vec<T>>) -> bool {
+        match (wide, narrow) {
+            (None, _) => true,
+            (Some(w), Some(n)) => {
+                let w: BTreeSet<T> = w.iter().cloned().collect();
+                n.iter().all(|x| w.contains(x))
+            }
+            (Some(_), None) => false,
+        }
+    }
+    let profiles = |c: &Condition| {
+        c.profile
+            .as_ref()
+            .map(|p| p.iter().map(|x| x.name()).collect::<Vec<_>>())
+    };
+    same(&wide.model, &narrow.model)
+        && same(&wide.header, &narrow.header)
+        && subset(&profiles(wide), &profiles(narrow))
+        && same(&wide.tools, &narrow.tools)
+        && same(&wide.images, &narrow.images)
+        && same(&wide.streaming, &narrow.streaming)
+        && at_least(wide.min_prompt_tokens, narrow.min_prompt_tokens)
+        && at_most(wide.max_prompt_tokens, narrow.max_prompt_tokens)
+        && same(&wide.regex, &narrow.regex)
+        && subset(&wide.keywords, &narrow.keywords)
+        && at_least(wide.min_score, narrow.min_score)
+        && at_most(wide.max_score, narrow.max_score)
+        && same(&wide.similar_to, &narrow.similar_to)
+}
+
+/// Model names (backends, routes, aliases) must each mean one thing.
+pub(super) fn check_model_names(
+    ck: &Checker<'_>,
+    backends: &BTreeMap<String, Backend>,
+    routes: &BTreeMap<String, Route>,
+) -> Result<(), ConfigError> {
+    let mut seen: BTreeMap<&str, String> = backends
+        .keys()
+        .map(|b| (b.as_str(), format!("backend `{b}`")))
+        .collect();
+    for route in routes.values() {
+        for (name, path) in std::iter::once((&route.name, vec!["routes", route.name.as_str()]))
+            .chain(
+                route
+                    .aliases
+                    .iter()
+                    .map(|a| (a, vec!["routes", route.name.as_str(), "aliases"])),
+            )
+        {
+            if let Some(owner) = seen.get(name.as_str()) {
+                return Err(ck.error(
+                    &path,
+                    format!(
+                        "`{name}` is already the name of {owner}; a model name must mean one thing"
+                    ),
+                ));
+            }
+            seen.insert(name, format!("route `{}`", route.name));
+        }
+    }
+    Ok(())
+}
