@@ -1,30 +1,27 @@
-//! Switchyard's router: pure selection logic, apart from any I/O so it can be
-//! tested and benchmarked alone. The gateway turns a request into the small
-//! inputs used here.
+//! Switchyard's router: request features, classification and target
+//! selection. Pure logic, apart from any I/O so it can be tested and
+//! benchmarked alone; live state (target-share windows) sits behind small
+//! traits. The gateway turns a request into the `RequestView` used here.
 
+mod cascade;
+mod conditions;
+mod decision;
+mod embed;
+mod explain;
+mod features;
+mod router;
+mod signals;
 mod split;
+mod target_share;
 
+pub use cascade::{AnswerSummary, failed_check};
+pub use decision::{Decision, Reason};
+pub use explain::{Explanation, RuleTrace};
+pub use features::{Features, RequestView};
+pub use router::{RouteError, Router, Target};
+pub use signals::Signals;
 pub use split::{SplitPolicy, unit_from_key};
+pub use target_share::{ShareTracker, WindowTracker};
 
-/// Why a request went where it went. Short and stable: it is sent to
-/// callers in `x-switchyard-reason` and used as a metrics label.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Reason {
-    /// The caller named a backend, not a route.
-    Direct,
-    /// A weighted split, drawn at random.
-    Split,
-    /// A weighted split, drawn from the caller's session so a session
-    /// stays on one backend and its prefix cache stays warm.
-    SplitSticky,
-}
-
-impl Reason {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Reason::Direct => "direct",
-            Reason::Split => "split",
-            Reason::SplitSticky => "split-sticky",
-        }
-    }
-}
+#[cfg(test)]
+mod tests;

@@ -31,6 +31,13 @@ impl SplitPolicy {
         Some(SplitPolicy { slices })
     }
 
+    /// Everything to one target.
+    pub fn single(target: usize) -> Self {
+        SplitPolicy {
+            slices: vec![(target, 1.0)],
+        }
+    }
+
     /// The target whose slice holds `unit`, a number in `[0, 1)`.
     pub fn pick(&self, unit: f64) -> usize {
         self.slices

@@ -1,0 +1,196 @@
+//! Rule conditions, compiled for matching.
+
+use switchyard_policies::Condition;
+
+use crate::embed::{cosine, embed};
+use crate::features::{Features, RequestView};
+
+/// A condition with its example prompts embedded once, at build time.
+#[derive(Debug, Clone)]
+pub struct CompiledCondition {
+    pub condition: Condition,
+    examples: Vec<Vec<f32>>,
+}
+
+impl CompiledCondition {
+    pub fn new(condition: Condition) -> Self {
+        let examples = condition
+            .similar_to
+            .as_ref()
+            .map(|s| s.examples.iter().map(|e| embed(e)).collect())
+            .unwrap_or_default();
+        CompiledCondition {
+            condition,
+            examples,
+        }
+    }
+
+    pub fn needs_embedding(&self) -> bool {
+        !self.examples.is_empty()
+    }
+
+    /// Whether the request meets every part of the condition. `embedding` is
+    /// the last user message's, computed by the caller once for all rules.
+    pub fn matches(
+        &self,
+        view: &RequestView<'_>,
+        features: &Features,
+        embedding: Option<&[f32]>,
+    ) -> bool {
+        let c = &self.condition;
+        let text = view.last_user_text;
+        c.model.as_ref().is_none_or(|m| m == view.model)
+            && c.header.as_ref().is_none_or(|h| {
+                view.headers.iter().any(|(name, value)| {
+                    *name == h.name && h.value.as_ref().is_none_or(|v| v == value)
+                })
+            })
+            && c.profile
+                .as_ref()
+                .is_none_or(|ps| features.profile.is_some_and(|p| ps.contains(&p)))
+            && c.tools.is_none_or(|t| t == (features.tools > 0))
+            && c.images.is_none_or(|i| i == features.images)
+            && c.streaming.is_none_or(|s| s == features.streaming)
+            && c.min_prompt_tokens
+                .is_none_or(|m| features.prompt_tokens >= m)
+            && c.max_prompt_tokens
+                .is_none_or(|m| features.prompt_tokens <= m)
+            && c.min_score.is_none_or(|m| features.score >= m)
+            && c.max_score.is_none_or(|m| features.score <= m)
+            && c.regex.as_ref().is_none_or(|r| r.0.is_match(text))
+            && c.keywords
+                .as_ref()
+                .is_none_or(|words| contains_any_word(text, words))
+            && c.similar_to
+                .as_ref()
+                .is_none_or(|s| self.best_similarity(embedding) >= s.threshold)
+    }
+
+    /// The closest example's similarity to the request (0 without one).
+    pub fn best_similarity(&self, embedding: Option<&[f32]>) -> f64 {
+        let Some(embedding) = embedding else {
+            return 0.0;
+        };
+        self.examples
+            .iter()
+            .map(|e| cosine(e, embedding))
+            .fold(0.0, f64::max)
+    }
+}
+
+/// Case-insensitive substring search for lower-case `words`, without
+/// allocating a lower-cased copy of the text.
+fn contains_any_word(text: &str, words: &[String]) -> bool {
+    words.iter().any(|word| {
+        let word = word.as_bytes();
+        !word.is_empty()
+            && text
+                .as_bytes()
+                .windows(word.len())
+                .any(|w| w.eq_ignore_ascii_case(word))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use switchyard_policies::{HeaderMatch, Profile, Similar};
+
+    use super::*;
+
+    fn check(condition: Condition, view: &RequestView<'_>) -> bool {
+        let compiled = CompiledCondition::new(condition);
+        let features = Features::of(view, None);
+        let embedding = compiled
+            .needs_embedding()
+            .then(|| embed(view.last_user_text));
+        compiled.matches(view, &features, embedding.as_deref())
+    }
+
+    #[test]
+    fn each_part_must_hold() {
+        let view = RequestView {
+            model: "auto",
+            prompt_tokens: 500,
+            tool_count: 1,
+            last_user_text: "Please REFACTOR this module",
+            profile: Some(Profile::Code),
+            headers: vec![("x-team", "research")],
+            ..Default::default()
+        };
+        assert!(check(Condition::default(), &view));
+        assert!(check(
+            Condition {
+                tools: Some(true),
+                min_prompt_tokens: Some(100),
+                ..Default::default()
+            },
+            &view
+        ));
+        assert!(!check(
+            Condition {
+                tools: Some(true),
+                min_prompt_tokens: Some(1000),
+                ..Default::default()
+            },
+            &view
+        ));
+        assert!(check(
+            Condition {
+                keywords: Some(vec!["refactor".into()]),
+                ..Default::default()
+            },
+            &view
+        ));
+        assert!(check(
+            Condition {
+                profile: Some(vec![Profile::Code, Profile::Agentic]),
+                ..Default::default()
+            },
+            &view
+        ));
+        assert!(!check(
+            Condition {
+                profile: Some(vec![Profile::Chat]),
+                ..Default::default()
+            },
+            &view
+        ));
+        let team = |value: &str| Condition {
+            header: Some(HeaderMatch {
+                name: "x-team".into(),
+                value: Some(value.into()),
+            }),
+            ..Default::default()
+        };
+        assert!(check(team("research"), &view));
+        assert!(!check(team("sales"), &view));
+        assert!(!check(
+            Condition {
+                model: Some("other".into()),
+                ..Default::default()
+            },
+            &view
+        ));
+    }
+
+    #[test]
+    fn similar_prompts_match_by_example() {
+        let coding = Condition {
+            similar_to: Some(Similar {
+                examples: vec!["write a python function".into(), "fix this bug".into()],
+                threshold: 0.5,
+            }),
+            ..Default::default()
+        };
+        let view = RequestView {
+            last_user_text: "Write a Python function that parses dates",
+            ..Default::default()
+        };
+        assert!(check(coding.clone(), &view));
+        let view = RequestView {
+            last_user_text: "what a lovely morning",
+            ..Default::default()
+        };
+        assert!(!check(coding, &view));
+    }
+}

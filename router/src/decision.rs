@@ -1,0 +1,70 @@
+//! A routing decision and the vocabulary of its reasons.
+
+use crate::features::Features;
+
+/// Why a request went where it went. Short and stable: it is sent to
+/// callers in `x-switchyard-reason` and used as a metrics label.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Reason {
+    /// The caller named a backend, not a route.
+    Direct,
+    /// A weighted split, drawn at random.
+    Split,
+    /// A weighted split, drawn from the caller's session so a session stays
+    /// on one backend and its prefix cache stays warm.
+    SplitSticky,
+    /// Among the hardest share of recent requests.
+    TargetShareHard,
+    /// Below the target-share threshold.
+    TargetShareEasy,
+    /// A rule with conditions matched.
+    Rule,
+    /// No rule with conditions matched; the route's last rule applied.
+    RuleDefault,
+    /// The first backend of a cascade answered acceptably.
+    Cascade,
+    /// A cascade escalated past a backend whose answer failed a check.
+    CascadeEscalated,
+    /// The chosen backend failed before answering; a fallback answered.
+    Fallback,
+}
+
+impl Reason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Reason::Direct => "direct",
+            Reason::Split => "split",
+            Reason::SplitSticky => "split-sticky",
+            Reason::TargetShareHard => "target-share-hard",
+            Reason::TargetShareEasy => "target-share-easy",
+            Reason::Rule => "rule",
+            Reason::RuleDefault => "rule-default",
+            Reason::Cascade => "cascade",
+            Reason::CascadeEscalated => "cascade-escalated",
+            Reason::Fallback => "fallback",
+        }
+    }
+}
+
+/// Where one request goes and why.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Decision {
+    /// The route that decided (an index into the router's routes); `None`
+    /// when the caller named a backend.
+    pub route: Option<usize>,
+    /// Backends to try in order (indices into the router's backends): the
+    /// choice, then the route's fallbacks. A cascade lists its order here.
+    pub targets: Vec<usize>,
+    pub reason: Reason,
+    /// The rule that matched, for rule routes.
+    pub rule: Option<usize>,
+    pub features: Features,
+}
+
+impl Decision {
+    /// The backend to try first.
+    pub fn primary(&self) -> usize {
+        self.targets[0]
+    }
+}

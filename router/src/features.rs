@@ -1,0 +1,148 @@
+//! What the router knows about a request: the gateway's small view of it,
+//! and the features derived from that view, including a complexity score.
+
+use switchyard_policies::Profile;
+
+use crate::signals::{Signals, signals};
+
+/// The request as the router sees it; the gateway builds it from whatever
+/// dialect the request came in.
+#[derive(Debug, Clone, Default)]
+pub struct RequestView<'a> {
+    /// The model name the caller sent.
+    pub model: &'a str,
+    pub prompt_tokens: u32,
+    pub max_tokens: Option<u32>,
+    pub tool_count: u32,
+    pub images: bool,
+    pub streaming: bool,
+    /// Messages in the conversation so far.
+    pub turns: u32,
+    /// The text routing rules look at: the last user message.
+    pub last_user_text: &'a str,
+    /// The profile the request named (header or metadata), if any.
+    pub profile: Option<Profile>,
+    pub session: Option<&'a str>,
+    /// The caller's key and team, once keys exist.
+    pub key: Option<&'a str>,
+    /// Request headers that some rule reads (lower-case names).
+    pub headers: Vec<(&'a str, &'a str)>,
+}
+
+/// Features derived from a request view, computed once per request.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct Features {
+    pub prompt_tokens: u32,
+    pub max_tokens: Option<u32>,
+    pub tools: u32,
+    pub images: bool,
+    pub streaming: bool,
+    pub turns: u32,
+    pub signals: Signals,
+    /// The prompt is long enough that prefill dominates (over 8k tokens).
+    pub long_context: bool,
+    /// The request's profile, or the route's default.
+    pub profile: Option<Profile>,
+    /// How demanding the request looks, 0 (trivial) to 1 (hard).
+    pub score: f64,
+}
+
+/// Prompts above this many tokens count as long-context.
+const LONG_CONTEXT_TOKENS: u32 = 8192;
+
+/// Weights of the complexity score's parts; they sum to 1.
+const W_LENGTH: f64 = 0.25;
+const W_CODE: f64 = 0.15;
+const W_MATH: f64 = 0.15;
+const W_REASONING: f64 = 0.2;
+const W_TOOLS: f64 = 0.1;
+const W_DEPTH: f64 = 0.1;
+const W_OUTPUT: f64 = 0.05;
+
+impl Features {
+    pub fn of(view: &RequestView<'_>, route_profile: Option<Profile>) -> Self {
+        let signals = signals(view.last_user_text);
+        let mut features = Features {
+            prompt_tokens: view.prompt_tokens,
+            max_tokens: view.max_tokens,
+            tools: view.tool_count,
+            images: view.images,
+            streaming: view.streaming,
+            turns: view.turns,
+            signals,
+            long_context: view.prompt_tokens > LONG_CONTEXT_TOKENS,
+            profile: view.profile.or(route_profile),
+            score: 0.0,
+        };
+        features.score = features.complexity();
+        features
+    }
+
+    /// A weighted sum of bounded parts: prompt length (log-scaled up to
+    /// 32k tokens), content signals, tools, conversation depth (up to 20
+    /// turns) and requested output (up to 4k tokens).
+    fn complexity(&self) -> f64 {
+        let length = (f64::from(self.prompt_tokens).ln_1p() / 32_768f64.ln_1p()).min(1.0);
+        let depth = f64::from(self.turns.min(20)) / 20.0;
+        let output = self
+            .max_tokens
+            .map_or(0.0, |m| (f64::from(m) / 4096.0).min(1.0));
+        let tools = if self.tools > 0 { 1.0 } else { 0.0 };
+        W_LENGTH * length
+            + W_CODE * self.signals.code
+            + W_MATH * self.signals.math
+            + W_REASONING * self.signals.reasoning
+            + W_TOOLS * tools
+            + W_DEPTH * depth
+            + W_OUTPUT * output
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn weights_sum_to_one() {
+        let sum = W_LENGTH + W_CODE + W_MATH + W_REASONING + W_TOOLS + W_DEPTH + W_OUTPUT;
+        assert!((sum - 1.0).abs() < 1e-12);
+    }
+
+    #[test]
+    fn hard_requests_score_higher() {
+        let easy = RequestView {
+            prompt_tokens: 8,
+            turns: 1,
+            last_user_text: "hi there",
+            ..Default::default()
+        };
+        let hard = RequestView {
+            prompt_tokens: 6000,
+            turns: 12,
+            tool_count: 3,
+            max_tokens: Some(4000),
+            last_user_text: "Analyze step by step and prove the theorem; then refactor the Python code in ```def f()```",
+            ..Default::default()
+        };
+        let (easy, hard) = (Features::of(&easy, None), Features::of(&hard, None));
+        assert!(easy.score < 0.2, "{}", easy.score);
+        assert!(hard.score > 0.7, "{}", hard.score);
+        assert!((0.0..=1.0).contains(&hard.score));
+    }
+
+    #[test]
+    fn the_requests_profile_beats_the_routes() {
+        let view = RequestView {
+            profile: Some(Profile::Code),
+            ..Default::default()
+        };
+        assert_eq!(
+            Features::of(&view, Some(Profile::Chat)).profile,
+            Some(Profile::Code)
+        );
+        assert_eq!(
+            Features::of(&RequestView::default(), Some(Profile::Chat)).profile,
+            Some(Profile::Chat)
+        );
+    }
+}

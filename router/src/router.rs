@@ -1,0 +1,336 @@
+//! The router: model names to routes and backends, and each route's policy
+//! compiled from config, ready to decide.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use switchyard_policies::{CascadeCheck, Config, Profile, RouteStrategy};
+
+use crate::conditions::CompiledCondition;
+use crate::decision::{Decision, Reason};
+use crate::embed::embed;
+use crate::explain::{Explanation, RuleTrace};
+use crate::features::{Features, RequestView};
+use crate::split::{SplitPolicy, unit_from_key};
+use crate::target_share::{ShareTracker, WindowTracker};
+
+/// What a model name stands for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Target {
+    Backend(usize),
+    Route(usize),
+}
+
+/// A routing failure the caller must fix.
+#[derive(Debug, Clone, PartialEq)]
+pub enum RouteError {
+    UnknownModel {
+        model: String,
+        available: Vec<String>,
+    },
+}
+
+struct CompiledRoute {
+    name: String,
+    profile: Option<Profile>,
+    policy: Policy,
+    fallbacks: Vec<usize>,
+}
+
+enum Policy {
+    Split {
+        split: SplitPolicy,
+        sticky: bool,
+    },
+    TargetShare {
+        hard: usize,
+        easy: usize,
+        tracker: Arc<dyn ShareTracker>,
+    },
+    Rules {
+        rules: Vec<(CompiledCondition, usize)>,
+        needs_embedding: bool,
+    },
+    Cascade {
+        order: Vec<usize>,
+        checks: Vec<CascadeCheck>,
+        min_mean_logprob: f64,
+    },
+}
+
+impl Policy {
+    fn name(&self) -> &'static str {
+        match self {
+            Policy::Split { .. } => "split",
+            Policy::TargetShare { .. } => "target_share",
+            Policy::Rules { .. } => "rules",
+            Policy::Cascade { .. } => "cascade",
+        }
+    }
+}
+
+pub struct Router {
+    backends: Vec<String>,
+    models: HashMap<String, Target>,
+    model_names: Vec<String>,
+    routes: Vec<CompiledRoute>,
+    header_names: Vec<String>,
+}
+
+impl Router {
+    /// Compiles every route of a validated config. Backends are numbered in
+    /// the config's order (by name), which the gateway follows too.
+    pub fn new(config: &Config) -> Self {
+        let backends: Vec<String> = config.backends.keys().cloned().collect();
+        let index: HashMap<&str, usize> = backends
+            .iter()
+            .enumerate()
+            .map(|(i, b)| (b.as_str(), i))
+            .collect();
+        // Validation guarantees every name a route uses is a backend.
+        let at = |name: &str| index.get(name).copied().unwrap_or(0);
+        let mut models: HashMap<String, Target> = backends
+            .iter()
+            .enumerate()
+            .map(|(i, b)| (b.clone(), Target::Backend(i)))
+            .collect();
+        let mut routes = Vec::with_capacity(config.routes.len());
+        let mut header_names = Vec::new();
+        for route in config.routes.values() {
+            let policy = match &route.strategy {
+                RouteStrategy::Split { weights, sticky } => Policy::Split {
+                    split: SplitPolicy::new(weights.iter().map(|(b, w)| (at(b), *w)))
+                        .unwrap_or_else(|| SplitPolicy::single(at(&weights[0].0))),
+                    sticky: *sticky,
+                },
+                RouteStrategy::TargetShare {
+                    hard,
+                    easy,
+                    share,
+                    window,
+                } => Policy::TargetShare {
+                    hard: at(hard),
+                    easy: at(easy),
+                    tracker: Arc::new(WindowTracker::new(*share, *window)),
+                },
+                RouteStrategy::Rules { rules } => {
+                    let rules: Vec<(CompiledCondition, usize)> = rules
+                        .iter()
+                        .map(|r| (CompiledCondition::new(r.when.clone()), at(&r.to)))
+                        .collect();
+                    header_names.extend(
+                        rules
+                            .iter()
+                            .filter_map(|(c, _)| c.condition.header.as_ref())
+                            .map(|h| h.name.clone()),
+                    );
+                    let needs_embedding = rules.iter().any(|(c, _)| c.needs_embedding());
+                    Policy::Rules {
+                        rules,
+                        needs_embedding,
+                    }
+                }
+                RouteStrategy::Cascade {
+                    order,
+                    checks,
+                    min_mean_logprob,
+                } => Policy::Cascade {
+                    order: order.iter().map(|b| at(b)).collect(),
+                    checks: checks.clone(),
+                    min_mean_logprob: *min_mean_logprob,
+                },
+            };
+            let number = routes.len();
+            for name in std::iter::once(&route.name).chain(&route.aliases) {
+                models.insert(name.clone(), Target::Route(number));
+            }
+            routes.push(CompiledRoute {
+                name: route.name.clone(),
+                profile: route.profile,
+                policy,
+                fallbacks: route.fallbacks.iter().map(|b| at(b)).collect(),
+            });
+        }
+        header_names.sort();
+        header_names.dedup();
+        Router {
+            backends,
+            models,
+            model_names: config.model_names(),
+            routes,
+            header_names,
+        }
+    }
+
+    /// Backend names, by index.
+    pub fn backends(&self) -> &[String] {
+        &self.backends
+    }
+
+    pub fn route_name(&self, route: usize) -> &str {
+        &self.routes[route].name
+    }
+
+    /// Every model name a caller may use, routes first.
+    pub fn model_names(&self) -> &[String] {
+        &self.model_names
+    }
+
+    pub fn target(&self, model: &str) -> Option<Target> {
+        self.models.get(model).copied()
+    }
+
+    /// Request headers some rule reads; the gateway copies only these into
+    /// the request view.
+    pub fn header_names(&self) -> &[String] {
+        &self.header_names
+    }
+
+    /// The cascade checks of a route, when it is a cascade.
+    pub fn cascade(&self, route: usize) -> Option<(&[CascadeCheck], f64)> {
+        match &self.routes[route].policy {
+            Policy::Cascade {
+                checks,
+                min_mean_logprob,
+                ..
+            } => Some((checks, *min_mean_logprob)),
+            _ => None,
+        }
+    }
+
+    /// Decides where a request goes. `unit`, uniform in [0, 1), drives the
+    /// random choices (a split without a session, target-share ties).
+    pub fn decide(&self, view: &RequestView<'_>, unit: f64) -> Result<Decision, RouteError> {
+        self.decide_inner(view, unit, None)
+    }
+
+    fn decide_inner(
+        &self,
+        view: &RequestView<'_>,
+        unit: f64,
+        mut trace: Option<&mut Vec<RuleTrace>>,
+    ) -> Result<Decision, RouteError> {
+        let number = match self.target(view.model) {
+            Some(Target::Route(number)) => number,
+            Some(Target::Backend(backend)) => {
+                return Ok(Decision {
+                    route: None,
+                    targets: vec![backend],
+                    reason: Reason::Direct,
+                    rule: None,
+                    features: Features::of(view, None),
+                });
+            }
+            None => {
+                return Err(RouteError::UnknownModel {
+                    model: view.model.to_owned(),
+                    available: self.model_names.clone(),
+                });
+            }
+        };
+        let route = &self.routes[number];
+        let features = Features::of(view, route.profile);
+        let mut rule = None;
+        let (mut targets, reason) = match &route.policy {
+            Policy::Split { split, sticky } => match view.session.filter(|_| *sticky) {
+                Some(session) => (
+                    vec![split.pick(unit_from_key(session))],
+                    Reason::SplitSticky,
+                ),
+                None => (vec![split.pick(unit)], Reason::Split),
+            },
+            Policy::TargetShare {
+                hard,
+                easy,
+                tracker,
+            } => {
+                let is_hard = match trace {
+                    // Explaining must not move the threshold.
+                    Some(_) => features.score > tracker.threshold(),
+                    None => tracker.is_hard(features.score, unit),
+                };
+                if is_hard {
+                    (vec![*hard], Reason::TargetShareHard)
+                } else {
+                    (vec![*easy], Reason::TargetShareEasy)
+                }
+            }
+            Policy::Rules {
+                rules,
+                needs_embedding,
+            } => {
+                let embedding = needs_embedding.then(|| embed(view.last_user_text));
+                let mut chosen = None;
+                for (i, (condition, to)) in rules.iter().enumerate() {
+                    let matched = condition.matches(view, &features, embedding.as_deref());
+                    if let Some(trace) = trace.as_deref_mut() {
+                        let similarity = condition
+                            .needs_embedding()
+                            .then(|| condition.best_similarity(embedding.as_deref()));
+                        trace.push(RuleTrace {
+                            index: i,
+                            to: self.backends[*to].clone(),
+                            matched,
+                            similarity,
+                        });
+                    }
+                    if matched && chosen.is_none() {
+                        chosen = Some((i, *to));
+                        if trace.is_none() {
+                            break;
+                        }
+                    }
+                }
+                // Validation makes the last rule match everything.
+                let (i, to) = chosen.unwrap_or((rules.len() - 1, rules[rules.len() - 1].1));
+                rule = Some(i);
+                let reason = if rules[i].0.condition.is_empty() {
+                    Reason::RuleDefault
+                } else {
+                    Reason::Rule
+                };
+                (vec![to], reason)
+            }
+            Policy::Cascade { order, .. } => (order.clone(), Reason::Cascade),
+        };
+        for fallback in &route.fallbacks {
+            if !targets.contains(fallback) {
+                targets.push(*fallback);
+            }
+        }
+        Ok(Decision {
+            route: Some(number),
+            targets,
+            reason,
+            rule,
+            features,
+        })
+    }
+
+    /// The decision with its workings, without side effects on live state.
+    pub fn explain(&self, view: &RequestView<'_>, unit: f64) -> Result<Explanation, RouteError> {
+        let mut rules = Vec::new();
+        let decision = self.decide_inner(view, unit, Some(&mut rules))?;
+        let route = decision.route.map(|r| &self.routes[r]);
+        let threshold = route.and_then(|r| match &r.policy {
+            Policy::TargetShare { tracker, .. } => Some(tracker.threshold()),
+            _ => None,
+        });
+        Ok(Explanation {
+            model: view.model.to_owned(),
+            route: route.map(|r| r.name.clone()),
+            strategy: route.map_or("direct", |r| r.policy.name()),
+            backend: self.backends[decision.primary()].clone(),
+            targets: decision
+                .targets
+                .iter()
+                .map(|t| self.backends[*t].clone())
+                .collect(),
+            reason: decision.reason,
+            rule: decision.rule,
+            rules,
+            share_threshold: threshold,
+            features: decision.features,
+        })
+    }
+}

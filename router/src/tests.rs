@@ -1,0 +1,226 @@
+//! The router end to end, from a config.
+
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use switchyard_policies::{Config, Profile};
+
+use crate::{Reason, RequestView, RouteError, Router};
+
+const CONFIG: &str = "
+backends:
+  small: {tier: small, sim: {preset: small}}
+  mid: {tier: mid, sim: {preset: mid}}
+  large: {tier: cloud, sim: {preset: large}}
+routes:
+  auto:
+    aliases: [gpt-4o]
+    strategy:
+      split:
+        weights: {small: 40, mid: 40, large: 20}
+    fallbacks: [large]
+  share:
+    strategy:
+      target_share: {hard: large, easy: small, share: 0.2, window: 500}
+  ruled:
+    profile: chat
+    strategy:
+      rules:
+        - when: {header: {name: x-team, value: research}}
+          to: large
+        - when: {tools: true}
+          to: mid
+        - when: {profile: [code]}
+          to: mid
+        - when: {similar_to: {examples: [prove this theorem, solve this equation], threshold: 0.45}}
+          to: large
+        - to: small
+  cascade:
+    strategy:
+      cascade: {order: [small, large]}
+";
+
+fn router() -> Router {
+    Router::new(&Config::from_yaml(CONFIG, "test").unwrap())
+}
+
+fn view(model: &str) -> RequestView<'_> {
+    RequestView {
+        model,
+        prompt_tokens: 20,
+        turns: 1,
+        last_user_text: "hello",
+        ..Default::default()
+    }
+}
+
+fn name(router: &Router, index: usize) -> &str {
+    &router.backends()[index]
+}
+
+#[test]
+fn split_of_10000_sessions_lands_within_two_points() {
+    let router = router();
+    for seed in [11, 23, 1979] {
+        let mut rng = StdRng::seed_from_u64(seed);
+        let mut large = 0;
+        for _ in 0..10_000 {
+            let session = format!("s-{}", rng.random::<u64>());
+            let v = RequestView {
+                session: Some(&session),
+                ..view("auto")
+            };
+            let d = router.decide(&v, rng.random()).unwrap();
+            assert_eq!(d.reason, Reason::SplitSticky);
+            large += usize::from(name(&router, d.primary()) == "large");
+        }
+        let share = large as f64 / 10_000.0;
+        assert!((share - 0.2).abs() <= 0.02, "seed {seed}: {share}");
+    }
+}
+
+#[test]
+fn split_without_sessions_converges_too() {
+    let router = router();
+    let mut rng = StdRng::seed_from_u64(5);
+    let local = (0..10_000)
+        .filter(|_| {
+            let d = router.decide(&view("gpt-4o"), rng.random()).unwrap();
+            name(&router, d.primary()) != "large"
+        })
+        .count();
+    assert!((local as f64 / 10_000.0 - 0.8).abs() <= 0.02, "{local}");
+}
+
+#[test]
+fn fallbacks_follow_the_choice_once() {
+    let router = router();
+    // The split's slices follow backend names: 0.99 lands on `small`.
+    let d = router.decide(&view("auto"), 0.99).unwrap();
+    let order: Vec<&str> = d.targets.iter().map(|t| name(&router, *t)).collect();
+    assert_eq!(order, ["small", "large"]);
+    let d = router.decide(&view("auto"), 0.0).unwrap();
+    assert_eq!(
+        d.targets.len(),
+        1,
+        "a fallback equal to the choice is not tried twice"
+    );
+    let unique: std::collections::BTreeSet<_> = d.targets.iter().collect();
+    assert_eq!(unique.len(), d.targets.len());
+}
+
+#[test]
+fn target_share_routes_the_hardest_fifth() {
+    let router = router();
+    let mut rng = StdRng::seed_from_u64(3);
+    let texts = [
+        "hi",
+        "thanks",
+        "prove this theorem step by step",
+        "refactor this python code",
+        "what time is it",
+    ];
+    let mut hard = 0;
+    for i in 0..3000 {
+        let text = texts[rng.random_range(0..texts.len())];
+        let v = RequestView {
+            prompt_tokens: rng.random_range(5..3000),
+            last_user_text: text,
+            ..view("share")
+        };
+        let d = router.decide(&v, rng.random()).unwrap();
+        if i >= 1000 && d.reason == Reason::TargetShareHard {
+            hard += 1;
+        }
+    }
+    assert!((hard as f64 / 2000.0 - 0.2).abs() < 0.03, "{hard}");
+}
+
+#[test]
+fn rules_pick_the_first_match() {
+    let router = router();
+    let pick = |v: RequestView<'_>| {
+        let d = router.decide(&v, 0.5).unwrap();
+        (name(&router, d.primary()).to_owned(), d.reason, d.rule)
+    };
+    assert_eq!(
+        pick(view("ruled")),
+        ("small".into(), Reason::RuleDefault, Some(4))
+    );
+    assert_eq!(
+        pick(RequestView {
+            tool_count: 2,
+            ..view("ruled")
+        }),
+        ("mid".into(), Reason::Rule, Some(1))
+    );
+    assert_eq!(
+        pick(RequestView {
+            profile: Some(Profile::Code),
+            ..view("ruled")
+        })
+        .2,
+        Some(2)
+    );
+    let research = RequestView {
+        headers: vec![("x-team", "research")],
+        tool_count: 1,
+        ..view("ruled")
+    };
+    assert_eq!(pick(research).2, Some(0));
+    let proof = RequestView {
+        last_user_text: "Please prove this theorem about primes",
+        ..view("ruled")
+    };
+    assert_eq!(pick(proof), ("large".into(), Reason::Rule, Some(3)));
+    assert_eq!(router.header_names(), ["x-team"]);
+}
+
+#[test]
+fn cascades_list_their_order_and_direct_names_bypass() {
+    let router = router();
+    let d = router.decide(&view("cascade"), 0.5).unwrap();
+    let order: Vec<&str> = d.targets.iter().map(|t| name(&router, *t)).collect();
+    assert_eq!(order, ["small", "large"]);
+    assert!(router.cascade(d.route.unwrap()).is_some());
+    let direct = router.decide(&view("mid"), 0.5).unwrap();
+    assert_eq!((direct.reason, direct.route), (Reason::Direct, None));
+}
+
+#[test]
+fn unknown_models_list_the_known_ones() {
+    let RouteError::UnknownModel { model, available } =
+        router().decide(&view("gpt-9"), 0.5).unwrap_err();
+    assert_eq!(model, "gpt-9");
+    assert_eq!(
+        available,
+        [
+            "auto", "gpt-4o", "cascade", "ruled", "share", "large", "mid", "small"
+        ]
+    );
+}
+
+#[test]
+fn explain_shows_the_workings_without_side_effects() {
+    let router = router();
+    let v = RequestView {
+        tool_count: 1,
+        ..view("ruled")
+    };
+    let explanation = router.explain(&v, 0.5).unwrap();
+    assert_eq!(explanation.backend, "mid");
+    assert_eq!(explanation.rule, Some(1));
+    assert_eq!(explanation.rules.len(), 5);
+    assert!(explanation.rules[1].matched && !explanation.rules[0].matched);
+    assert!(explanation.rules[3].similarity.is_some());
+    let json = serde_json::to_value(&explanation).unwrap();
+    assert_eq!(json["reason"], "rule");
+    assert_eq!(json["features"]["profile"], "chat");
+    let before = router.explain(&view("share"), 0.5).unwrap().share_threshold;
+    for _ in 0..100 {
+        router.explain(&view("share"), 0.5).unwrap();
+    }
+    assert_eq!(
+        router.explain(&view("share"), 0.5).unwrap().share_threshold,
+        before
+    );
+}
