@@ -1,15 +1,14 @@
 //! The gateway's state for one config: backends with their clients, the
-//! model names callers may use, and the admission limits.
+//! router, and the admission limits.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use switchyard_adapters::Provider;
 use switchyard_adapters::openai::OpenAiClient;
 use switchyard_adapters::sim::SimBackend;
-use switchyard_policies::{Backend, BackendAdapter, Config, RouteStrategy, Tier};
-use switchyard_router::SplitPolicy;
+use switchyard_policies::{Backend, BackendAdapter, Config, Tier};
+use switchyard_router::Router;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use crate::error::GatewayError;
@@ -24,12 +23,6 @@ pub struct BackendHandle {
     limit: Option<Arc<Semaphore>>,
 }
 
-/// What a model name stands for.
-pub enum ModelTarget {
-    Backend(usize),
-    Route { name: String, split: SplitPolicy },
-}
-
 /// Slots a request holds while it runs (its whole stream, when streaming).
 pub struct Admission {
     _gateway: OwnedSemaphorePermit,
@@ -37,51 +30,33 @@ pub struct Admission {
 }
 
 pub struct App {
+    /// Indexed like the router's backends (config order).
     pub backends: Vec<BackendHandle>,
-    pub models: HashMap<String, ModelTarget>,
-    /// Model names in the order `GET /v1/models` lists them.
-    pub model_names: Vec<String>,
+    pub router: Router,
     pub max_body_bytes: usize,
     in_flight: Arc<Semaphore>,
     shutting_down: AtomicBool,
 }
 
 impl App {
-    /// Builds clients for every backend. Fails when a backend's API key
-    /// variable is unset or its client cannot be built.
+    /// Builds clients for every backend and compiles the routes. Fails when
+    /// a backend's API key variable is unset or its client cannot be built.
     pub fn build(config: &Config) -> anyhow::Result<Self> {
-        let mut backends = Vec::with_capacity(config.backends.len());
-        let mut models = HashMap::new();
-        for backend in config.backends.values() {
-            models.insert(backend.name.clone(), ModelTarget::Backend(backends.len()));
-            backends.push(build_backend(backend)?);
-        }
-        let index: HashMap<&str, usize> = backends
-            .iter()
-            .enumerate()
-            .map(|(i, b)| (b.name.as_str(), i))
-            .collect();
-        for route in config.routes.values() {
-            let split = match &route.strategy {
-                RouteStrategy::Split { weights } => {
-                    SplitPolicy::new(weights.iter().map(|(name, w)| (index[name.as_str()], *w)))
-                        .ok_or_else(|| {
-                            anyhow::anyhow!("route `{}`: weights cannot split", route.name)
-                        })?
-                }
-            };
-            models.insert(
-                route.name.clone(),
-                ModelTarget::Route {
-                    name: route.name.clone(),
-                    split,
-                },
-            );
-        }
+        let router = Router::new(config);
+        let backends = config
+            .backends
+            .values()
+            .map(build_backend)
+            .collect::<anyhow::Result<Vec<_>>>()?;
+        debug_assert!(
+            backends
+                .iter()
+                .map(|b| &b.name)
+                .eq(router.backends().iter())
+        );
         Ok(App {
             backends,
-            models,
-            model_names: config.model_names(),
+            router,
             max_body_bytes: config.server.max_body_bytes,
             in_flight: Arc::new(Semaphore::new(config.server.max_concurrent_requests)),
             shutting_down: AtomicBool::new(false),

@@ -103,7 +103,7 @@ async fn serve(
         .await
         .map_err(|err| anyhow::anyhow!("cannot listen on {addr}: {err}"))?;
     announce("switchyard", listener.local_addr()?)?;
-    tracing::info!(models = ?app.model_names, "serving");
+    tracing::info!(models = ?app.router.model_names(), "serving");
     stack::serve(
         app,
         listener,

@@ -1,59 +1,82 @@
-//! Model name -> backend, with the reason. The selection itself is the
-//! router crate's; this module feeds it the request's inputs.
+//! From a request to the router's view of it, and to a decision. The
+//! selection itself is the router crate's; this module feeds it.
 
 use http::HeaderMap;
-use switchyard_router::{Reason, unit_from_key};
+use switchyard_policies::Profile;
+use switchyard_router::{Decision, RequestView, RouteError};
 
-use crate::app::{App, ModelTarget};
+use crate::app::App;
 use crate::error::GatewayError;
 
-/// Where one request goes and why.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Decision {
-    /// The route that decided; `None` when the caller named a backend.
-    pub route: Option<String>,
-    pub backend: usize,
-    pub reason: Reason,
-}
+/// Names the request's use-case profile (chat, code, agentic, ...).
+pub const PROFILE_HEADER: &str = "x-switchyard-profile";
 
 /// Headers that carry a session id, most specific first (Claude Code sends
 /// its own).
 const SESSION_HEADERS: [&str; 2] = ["x-session-id", "x-claude-code-session-id"];
 
-/// The caller's session: a session header, else the body's `user` or
-/// `metadata.user_id`.
-pub fn session_key(headers: &HeaderMap, body_user: Option<&str>) -> Option<String> {
-    SESSION_HEADERS
+/// What the request body itself says about who calls and for what.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct BodyHints<'a> {
+    /// `user` or `metadata.user_id`.
+    pub user: Option<&'a str>,
+    /// `metadata.profile`.
+    pub profile: Option<&'a str>,
+}
+
+/// Completes an endpoint's view of a request with what every endpoint
+/// shares: the session, the profile, and the headers rules read.
+pub fn complete_view<'a>(
+    mut view: RequestView<'a>,
+    headers: &'a HeaderMap,
+    hints: BodyHints<'a>,
+    app: &'a App,
+) -> Result<RequestView<'a>, GatewayError> {
+    view.session = SESSION_HEADERS
         .iter()
         .find_map(|name| headers.get(*name).and_then(|v| v.to_str().ok()))
-        .or(body_user)
-        .filter(|s| !s.is_empty())
-        .map(str::to_owned)
+        .or(hints.user)
+        .filter(|s| !s.is_empty());
+    view.profile = profile(headers, hints)?;
+    view.headers = app
+        .router
+        .header_names()
+        .iter()
+        .filter_map(|name| Some((name.as_str(), headers.get(name.as_str())?.to_str().ok()?)))
+        .collect();
+    Ok(view)
+}
+
+/// The profile named by the header or, failing that, the body's metadata.
+fn profile(headers: &HeaderMap, hints: BodyHints<'_>) -> Result<Option<Profile>, GatewayError> {
+    let (named, param) = match headers.get(PROFILE_HEADER) {
+        Some(value) => (Some(value.to_str().unwrap_or("")), PROFILE_HEADER),
+        None => (hints.profile, "metadata.profile"),
+    };
+    let Some(named) = named else { return Ok(None) };
+    Profile::from_name(named)
+        .map(Some)
+        .ok_or_else(|| GatewayError::InvalidField {
+            param: param.to_owned(),
+            message: format!(
+                "unknown profile `{named}`; valid profiles: {}",
+                Profile::names().join(", ")
+            ),
+        })
 }
 
 impl App {
-    pub fn decide(&self, model: &str, session: Option<&str>) -> Result<Decision, GatewayError> {
-        match self.models.get(model) {
-            Some(ModelTarget::Backend(index)) => Ok(Decision {
-                route: None,
-                backend: *index,
-                reason: Reason::Direct,
-            }),
-            Some(ModelTarget::Route { name, split }) => {
-                let (unit, reason) = match session {
-                    Some(key) => (unit_from_key(key), Reason::SplitSticky),
-                    None => (rand::random::<f64>(), Reason::Split),
-                };
-                Ok(Decision {
-                    route: Some(name.clone()),
-                    backend: split.pick(unit),
-                    reason,
-                })
-            }
-            None => Err(GatewayError::UnknownModel {
-                model: model.to_owned(),
-                available: self.model_names.clone(),
-            }),
+    pub fn decide(&self, view: &RequestView<'_>) -> Result<Decision, GatewayError> {
+        self.router
+            .decide(view, rand::random::<f64>())
+            .map_err(route_error)
+    }
+}
+
+pub fn route_error(err: RouteError) -> GatewayError {
+    match err {
+        RouteError::UnknownModel { model, available } => {
+            GatewayError::UnknownModel { model, available }
         }
     }
 }

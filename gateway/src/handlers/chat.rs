@@ -1,15 +1,63 @@
 //! `POST /v1/chat/completions`.
 
 use futures_util::future::BoxFuture;
-use futures_util::stream::BoxStream;
 use serde_json::Value;
-use switchyard_adapters::types::{ChatChunk, ChatRequest, ChatResponse, StreamOptions, Usage};
+use switchyard_adapters::tokens;
+use switchyard_adapters::types::{
+    ChatChunk, ChatRequest, ChatResponse, Content, Role, StreamOptions, Usage,
+};
 use switchyard_adapters::{AdapterError, Provider};
+use switchyard_router::{AnswerSummary, RequestView};
 
-use super::endpoint::Endpoint;
+use super::endpoint::{Chunks, Endpoint};
 use crate::error::GatewayError;
+use crate::routing::BodyHints;
 
 pub struct Chat;
+
+/// Content part types that carry an image.
+const IMAGE_PARTS: [&str; 3] = ["image_url", "input_image", "image"];
+
+/// The text of the last user message, borrowed: the whole string, or the
+/// last text part of multi-part content.
+fn last_user_text(req: &ChatRequest) -> &str {
+    let last_user = req.messages.iter().rev().find(|m| m.role == Role::User);
+    match last_user.and_then(|m| m.content.as_ref()) {
+        Some(Content::Text(text)) => text,
+        Some(Content::Parts(parts)) => parts
+            .iter()
+            .rev()
+            .find_map(|p| p.text.as_deref())
+            .unwrap_or(""),
+        None => "",
+    }
+}
+
+fn has_images(req: &ChatRequest) -> bool {
+    req.messages.iter().any(|m| match &m.content {
+        Some(Content::Parts(parts)) => parts.iter().any(|p| IMAGE_PARTS.contains(&p.kind.as_str())),
+        _ => false,
+    })
+}
+
+/// Mean token log-probability over every choice's content tokens.
+fn mean_logprob<'a>(logprobs: impl Iterator<Item = &'a Value>) -> Option<f64> {
+    let (mut sum, mut n) = (0.0, 0u32);
+    for entry in logprobs {
+        for token in entry
+            .get("content")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            if let Some(lp) = token.get("logprob").and_then(Value::as_f64) {
+                sum += lp;
+                n += 1;
+            }
+        }
+    }
+    (n > 0).then(|| sum / f64::from(n))
+}
 
 impl Endpoint for Chat {
     const NAME: &'static str = "chat";
@@ -17,21 +65,38 @@ impl Endpoint for Chat {
     type Response = ChatResponse;
     type Chunk = ChatChunk;
 
-    fn model(req: &ChatRequest) -> &str {
-        &req.model
+    fn view(req: &ChatRequest) -> RequestView<'_> {
+        RequestView {
+            model: &req.model,
+            prompt_tokens: u32::try_from(tokens::count_chat_prompt(req)).unwrap_or(u32::MAX),
+            max_tokens: req.output_limit(),
+            tool_count: req
+                .tools
+                .as_ref()
+                .map_or(0, |t| u32::try_from(t.len()).unwrap_or(u32::MAX)),
+            images: has_images(req),
+            streaming: req.is_stream(),
+            turns: u32::try_from(req.messages.len()).unwrap_or(u32::MAX),
+            last_user_text: last_user_text(req),
+            ..RequestView::default()
+        }
+    }
+
+    fn hints(req: &ChatRequest) -> BodyHints<'_> {
+        let metadata = |key: &str| {
+            req.metadata
+                .as_ref()
+                .and_then(|m| m.get(key))
+                .and_then(Value::as_str)
+        };
+        BodyHints {
+            user: req.user.as_deref().or(metadata("user_id")),
+            profile: metadata("profile"),
+        }
     }
 
     fn set_model(req: &mut ChatRequest, model: &str) {
         model.clone_into(&mut req.model);
-    }
-
-    fn user(req: &ChatRequest) -> Option<&str> {
-        let metadata_user = req
-            .metadata
-            .as_ref()
-            .and_then(|m| m.get("user_id"))
-            .and_then(Value::as_str);
-        req.user.as_deref().or(metadata_user)
     }
 
     fn validate(req: &ChatRequest) -> Result<(), GatewayError> {
@@ -81,6 +146,62 @@ impl Endpoint for Chat {
         })
     }
 
+    fn summarize(resp: &ChatResponse) -> AnswerSummary {
+        AnswerSummary {
+            finish_reasons: resp
+                .choices
+                .iter()
+                .filter_map(|c| c.finish_reason.clone())
+                .collect(),
+            text: resp
+                .choices
+                .iter()
+                .map(|c| c.message.text())
+                .collect::<Vec<_>>()
+                .join("\n"),
+            tool_arguments: resp
+                .choices
+                .iter()
+                .flat_map(|c| c.message.tool_calls.iter().flatten())
+                .map(|t| t.function.arguments.clone())
+                .collect(),
+            refused: resp
+                .choices
+                .iter()
+                .any(|c| c.message.extra.get("refusal").is_some_and(|r| !r.is_null())),
+            mean_logprob: mean_logprob(resp.choices.iter().filter_map(|c| c.logprobs.as_ref())),
+        }
+    }
+
+    fn summarize_chunks(chunks: &[ChatChunk]) -> AnswerSummary {
+        let choices = || chunks.iter().flat_map(|c| &c.choices);
+        // Tool-call arguments arrive in fragments keyed by (choice, call index).
+        let mut arguments: Vec<((u32, u32), String)> = Vec::new();
+        for choice in choices() {
+            for call in choice.delta.tool_calls.iter().flatten() {
+                let key = (choice.index, call.index);
+                let fragment = call
+                    .function
+                    .as_ref()
+                    .and_then(|f| f.arguments.as_deref())
+                    .unwrap_or("");
+                match arguments.iter_mut().find(|(k, _)| *k == key) {
+                    Some((_, args)) => args.push_str(fragment),
+                    None => arguments.push((key, fragment.to_owned())),
+                }
+            }
+        }
+        AnswerSummary {
+            finish_reasons: choices().filter_map(|c| c.finish_reason.clone()).collect(),
+            text: choices()
+                .filter_map(|c| c.delta.content.as_deref())
+                .collect(),
+            tool_arguments: arguments.into_iter().map(|(_, args)| args).collect(),
+            refused: choices().any(|c| c.delta.extra.get("refusal").is_some_and(|r| !r.is_null())),
+            mean_logprob: mean_logprob(choices().filter_map(|c| c.logprobs.as_ref())),
+        }
+    }
+
     fn call(
         provider: &dyn Provider,
         req: ChatRequest,
@@ -91,8 +212,7 @@ impl Endpoint for Chat {
     fn call_stream(
         provider: &dyn Provider,
         req: ChatRequest,
-    ) -> BoxFuture<'_, Result<BoxStream<'static, Result<ChatChunk, AdapterError>>, AdapterError>>
-    {
+    ) -> BoxFuture<'_, Result<Chunks<ChatChunk>, AdapterError>> {
         provider.chat_stream(req)
     }
 }

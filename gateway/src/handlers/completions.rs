@@ -1,13 +1,15 @@
 //! `POST /v1/completions` (legacy text completions).
 
 use futures_util::future::BoxFuture;
-use futures_util::stream::BoxStream;
 use serde_json::Value;
+use switchyard_adapters::tokens;
 use switchyard_adapters::types::{CompletionRequest, CompletionResponse, StreamOptions, Usage};
 use switchyard_adapters::{AdapterError, Provider};
+use switchyard_router::{AnswerSummary, RequestView};
 
-use super::endpoint::Endpoint;
+use super::endpoint::{Chunks, Endpoint};
 use crate::error::GatewayError;
+use crate::routing::BodyHints;
 
 pub struct Completions;
 
@@ -17,16 +19,32 @@ impl Endpoint for Completions {
     type Response = CompletionResponse;
     type Chunk = CompletionResponse;
 
-    fn model(req: &CompletionRequest) -> &str {
-        &req.model
+    fn view(req: &CompletionRequest) -> RequestView<'_> {
+        let prompt = match &req.prompt {
+            Value::String(s) => s.as_str(),
+            Value::Array(items) => items.iter().rev().find_map(Value::as_str).unwrap_or(""),
+            _ => "",
+        };
+        RequestView {
+            model: &req.model,
+            prompt_tokens: u32::try_from(tokens::count(&req.prompt_text())).unwrap_or(u32::MAX),
+            max_tokens: req.max_tokens,
+            streaming: req.is_stream(),
+            turns: 1,
+            last_user_text: prompt,
+            ..RequestView::default()
+        }
+    }
+
+    fn hints(req: &CompletionRequest) -> BodyHints<'_> {
+        BodyHints {
+            user: req.user.as_deref(),
+            profile: None,
+        }
     }
 
     fn set_model(req: &mut CompletionRequest, model: &str) {
         model.clone_into(&mut req.model);
-    }
-
-    fn user(req: &CompletionRequest) -> Option<&str> {
-        req.user.as_deref()
     }
 
     fn validate(req: &CompletionRequest) -> Result<(), GatewayError> {
@@ -79,6 +97,19 @@ impl Endpoint for Completions {
         chunk.choices.iter().any(|c| !c.text.is_empty())
     }
 
+    fn summarize(resp: &CompletionResponse) -> AnswerSummary {
+        Self::summarize_chunks(std::slice::from_ref(resp))
+    }
+
+    fn summarize_chunks(chunks: &[CompletionResponse]) -> AnswerSummary {
+        let choices = || chunks.iter().flat_map(|c| &c.choices);
+        AnswerSummary {
+            finish_reasons: choices().filter_map(|c| c.finish_reason.clone()).collect(),
+            text: choices().map(|c| c.text.as_str()).collect(),
+            ..AnswerSummary::default()
+        }
+    }
+
     fn call(
         provider: &dyn Provider,
         req: CompletionRequest,
@@ -89,10 +120,7 @@ impl Endpoint for Completions {
     fn call_stream(
         provider: &dyn Provider,
         req: CompletionRequest,
-    ) -> BoxFuture<
-        '_,
-        Result<BoxStream<'static, Result<CompletionResponse, AdapterError>>, AdapterError>,
-    > {
+    ) -> BoxFuture<'_, Result<Chunks<CompletionResponse>, AdapterError>> {
         provider.completion_stream(req)
     }
 }

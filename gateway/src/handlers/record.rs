@@ -6,13 +6,15 @@ use std::time::Instant;
 
 use switchyard_adapters::types::Usage;
 
+use switchyard_router::Reason;
+
 use crate::app::BackendHandle;
-use crate::routing::Decision;
 
 pub struct RequestRecord {
     endpoint: &'static str,
     route: Option<String>,
     backend: String,
+    reason: Reason,
     started: Instant,
     first_output: Option<Instant>,
     usage: Option<Usage>,
@@ -21,11 +23,17 @@ pub struct RequestRecord {
 }
 
 impl RequestRecord {
-    pub fn new(endpoint: &'static str, decision: &Decision, backend: &BackendHandle) -> Self {
+    pub fn new(
+        endpoint: &'static str,
+        route: Option<&str>,
+        reason: Reason,
+        backend: &BackendHandle,
+    ) -> Self {
         RequestRecord {
             endpoint,
-            route: decision.route.clone(),
+            route: route.map(str::to_owned),
             backend: backend.name.clone(),
+            reason,
             started: Instant::now(),
             first_output: None,
             usage: None,
@@ -57,6 +65,7 @@ impl Drop for RequestRecord {
             endpoint = self.endpoint,
             route = self.route.as_deref().unwrap_or("-"),
             backend = %self.backend,
+            reason = self.reason.as_str(),
             outcome = self.outcome,
             ttft_ms = self.first_output.map(ms),
             duration_ms = ms(Instant::now()),
