@@ -29,6 +29,17 @@ pub enum Command {
         /// YAML config file.
         file: PathBuf,
     },
+    /// Explain how a chat request would be routed, without calling a model.
+    Explain {
+        /// A chat completions request body (JSON).
+        file: PathBuf,
+        /// YAML config file (the embedded default when absent).
+        #[arg(long)]
+        config: Option<PathBuf>,
+        /// A request header, e.g. `--header x-switchyard-profile:code`.
+        #[arg(long = "header", value_name = "NAME:VALUE")]
+        headers: Vec<String>,
+    },
     /// Run the model-server simulator alone, as an OpenAI-compatible server.
     Sim {
         /// Address to listen on (port 0 picks a free port).

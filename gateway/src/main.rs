@@ -42,6 +42,11 @@ fn run() -> anyhow::Result<()> {
         .init();
     match cli.command {
         Command::Check { file } => check(&file),
+        Command::Explain {
+            file,
+            config,
+            headers,
+        } => explain(&file, config.as_deref(), &headers),
         Command::Serve { config, listen } => runtime()?.block_on(serve(config, listen)),
         Command::Sim {
             listen,
@@ -88,6 +93,33 @@ fn check(file: &std::path::Path) -> anyhow::Result<()> {
     for route in config.routes.values() {
         writeln!(out, "  route {}", route.name)?;
     }
+    Ok(())
+}
+
+fn explain(
+    file: &std::path::Path,
+    config: Option<&std::path::Path>,
+    headers: &[String],
+) -> anyhow::Result<()> {
+    let config = config_file::load(config)?;
+    let router = switchyard_router::Router::new(&config);
+    let body = std::fs::read(file)
+        .map_err(|err| anyhow::anyhow!("cannot read {}: {err}", file.display()))?;
+    let mut map = ::http::HeaderMap::new();
+    for header in headers {
+        let (name, value) = header
+            .split_once(':')
+            .ok_or_else(|| anyhow::anyhow!("--header `{header}`: write NAME:VALUE"))?;
+        map.insert(
+            ::http::HeaderName::from_bytes(name.trim().as_bytes())?,
+            ::http::HeaderValue::from_str(value.trim())?,
+        );
+    }
+    let explanation =
+        handlers::explain_chat(&router, &body, &map).map_err(|err| anyhow::anyhow!("{err}"))?;
+    let mut out = std::io::stdout().lock();
+    serde_json::to_writer_pretty(&mut out, &explanation)?;
+    writeln!(out)?;
     Ok(())
 }
 

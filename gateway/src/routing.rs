@@ -3,7 +3,7 @@
 
 use http::HeaderMap;
 use switchyard_policies::Profile;
-use switchyard_router::{Decision, RequestView, RouteError};
+use switchyard_router::{Decision, RequestView, RouteError, Router};
 
 use crate::app::App;
 use crate::error::GatewayError;
@@ -30,7 +30,7 @@ pub fn complete_view<'a>(
     mut view: RequestView<'a>,
     headers: &'a HeaderMap,
     hints: BodyHints<'a>,
-    app: &'a App,
+    router: &'a Router,
 ) -> Result<RequestView<'a>, GatewayError> {
     view.session = SESSION_HEADERS
         .iter()
@@ -38,8 +38,7 @@ pub fn complete_view<'a>(
         .or(hints.user)
         .filter(|s| !s.is_empty());
     view.profile = profile(headers, hints)?;
-    view.headers = app
-        .router
+    view.headers = router
         .header_names()
         .iter()
         .filter_map(|name| Some((name.as_str(), headers.get(name.as_str())?.to_str().ok()?)))

@@ -37,7 +37,7 @@ pub async fn serve(app: &App, req: Request<Incoming>) -> Result<Response<Body>, 
         user: request.user.as_deref(),
         profile: None,
     };
-    let decision = app.decide(&complete_view(view, &parts.headers, hints, app)?)?;
+    let decision = app.decide(&complete_view(view, &parts.headers, hints, &app.router)?)?;
     let served = Served::first_choice(&decision);
     let result = async {
         let _admission = app.admit(served.backend)?;

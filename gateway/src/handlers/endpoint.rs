@@ -72,7 +72,12 @@ pub async fn serve<E: Endpoint>(
     let bytes = read_json_body(&parts, body, app.max_body_bytes).await?;
     let request: E::Request = parse_json(&bytes)?;
     E::validate(&request)?;
-    let view = complete_view(E::view(&request), &parts.headers, E::hints(&request), app)?;
+    let view = complete_view(
+        E::view(&request),
+        &parts.headers,
+        E::hints(&request),
+        &app.router,
+    )?;
     let decision = app.decide(&view)?;
     let (result, served) = dispatch::<E>(app, &decision, request).await;
     let mut response = result.unwrap_or_else(GatewayError::into_response);

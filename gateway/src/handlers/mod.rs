@@ -5,6 +5,7 @@ mod chat;
 mod completions;
 mod embeddings;
 mod endpoint;
+mod explain;
 mod health;
 mod models;
 mod record;
@@ -18,6 +19,8 @@ use hyper::body::Incoming;
 use crate::app::App;
 use crate::error::GatewayError;
 use crate::http::Body;
+
+pub use explain::explain_chat;
 
 pub async fn handle(app: Arc<App>, req: Request<Incoming>) -> Response<Body> {
     // Accept both `/v1/...` and bare paths: clients disagree on whether the
@@ -39,6 +42,10 @@ pub async fn handle(app: Arc<App>, req: Request<Incoming>) -> Response<Body> {
         },
         "/embeddings" => match allow(&req, Method::POST, "POST") {
             Ok(()) => embeddings::serve(&app, req).await,
+            Err(err) => Err(err),
+        },
+        "/route/explain" => match allow(&req, Method::POST, "POST") {
+            Ok(()) => explain::serve(&app, req).await,
             Err(err) => Err(err),
         },
         "/models" => allow(&req, Method::GET, "GET").map(|()| models::list(&app)),

@@ -24,6 +24,10 @@ pub const FAST: &[&str] = &[
     "jitter=0",
 ];
 
+/// The same, as the fields of an in-process `sim:` section.
+pub const FAST_SIM_FIELDS: &str =
+    "base_ttft_ms: 2, prefill_tokens_per_s: 1000000, decode_tokens_per_s: 5000, jitter: 0";
+
 /// A `switchyard` process, killed when dropped.
 pub struct Proc {
     child: Child,
@@ -152,6 +156,13 @@ impl GatewayBuilder {
         self.backends.push(format!(
             "  {name}:\n    tier: {tier}\n    sim: {{{sim_fields}}}\n"
         ));
+        self
+    }
+
+    /// A route written out: `body` is its YAML, indented as under the route name.
+    pub fn route(mut self, name: &str, body: &str) -> Self {
+        let body: String = body.lines().map(|l| format!("    {l}\n")).collect();
+        self.routes.push(format!("  {name}:\n{body}"));
         self
     }
 

@@ -1,0 +1,35 @@
+//! `POST /v1/route/explain`: the features, scores and decision for a chat
+//! request, without calling a model. `switchyard explain` prints the same.
+
+use http::{HeaderMap, Request, Response, StatusCode};
+use hyper::body::Incoming;
+use switchyard_adapters::types::ChatRequest;
+use switchyard_router::{Explanation, Router};
+
+use super::chat::Chat;
+use super::endpoint::Endpoint;
+use crate::app::App;
+use crate::error::GatewayError;
+use crate::http::{Body, json_response, parse_json, read_json_body};
+use crate::routing::{complete_view, route_error};
+
+pub async fn serve(app: &App, req: Request<Incoming>) -> Result<Response<Body>, GatewayError> {
+    let (parts, body) = req.into_parts();
+    let bytes = read_json_body(&parts, body, app.max_body_bytes).await?;
+    let explanation = explain_chat(&app.router, &bytes, &parts.headers)?;
+    Ok(json_response(StatusCode::OK, &explanation))
+}
+
+/// Explains how `router` would route the chat request in `body`.
+pub fn explain_chat(
+    router: &Router,
+    body: &[u8],
+    headers: &HeaderMap,
+) -> Result<Explanation, GatewayError> {
+    let request: ChatRequest = parse_json(body)?;
+    Chat::validate(&request)?;
+    let view = complete_view(Chat::view(&request), headers, Chat::hints(&request), router)?;
+    router
+        .explain(&view, rand::random::<f64>())
+        .map_err(route_error)
+}

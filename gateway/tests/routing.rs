@@ -1,0 +1,221 @@
+//! Routing policies through the running gateway: receipts, profiles, rules,
+//! cascades, fallbacks and explanations.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is the failure report
+
+mod support;
+
+use http::Method;
+use serde_json::{Value, json};
+use support::{FAST_SIM_FIELDS, GatewayBuilder, chat, post_json, send};
+
+fn sims() -> GatewayBuilder {
+    GatewayBuilder::new()
+        .in_process_sim(
+            "small",
+            "small",
+            &format!("preset: small, {FAST_SIM_FIELDS}"),
+        )
+        .in_process_sim("mid", "mid", &format!("preset: mid, {FAST_SIM_FIELDS}"))
+        .in_process_sim(
+            "large",
+            "cloud",
+            &format!("preset: large, {FAST_SIM_FIELDS}"),
+        )
+}
+
+async fn post_with_headers(url: &str, body: &Value, headers: &[(&str, &str)]) -> support::Reply {
+    let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+        .build_http::<http_body_util::Full<bytes::Bytes>>();
+    let mut req = http::Request::builder()
+        .method(Method::POST)
+        .uri(url)
+        .header("content-type", "application/json");
+    for (name, value) in headers {
+        req = req.header(*name, *value);
+    }
+    let req = req
+        .body(http_body_util::Full::new(bytes::Bytes::from(
+            serde_json::to_vec(body).unwrap(),
+        )))
+        .unwrap();
+    let response = client.request(req).await.unwrap();
+    let (parts, body) = response.into_parts();
+    let body = http_body_util::BodyExt::collect(body)
+        .await
+        .unwrap()
+        .to_bytes();
+    support::Reply {
+        status: parts.status,
+        headers: parts.headers,
+        body,
+    }
+}
+
+#[tokio::test]
+async fn rules_route_by_tools_profile_and_header() {
+    let gateway = sims()
+        .route(
+            "auto",
+            "strategy:\n  rules:\n    - when: {header: {name: x-team, value: research}}\n      to: large\n    - when: {tools: true}\n      to: mid\n    - when: {profile: [code]}\n      to: mid\n    - to: small",
+        )
+        .start();
+    let url = gateway.url("/v1/chat/completions");
+    let plain = post_json(&url, &chat("auto", "hi")).await;
+    assert_eq!(plain.header("x-switchyard-backend"), Some("small"));
+    assert_eq!(plain.header("x-switchyard-reason"), Some("rule-default"));
+
+    let mut with_tools = chat("auto", "weather?");
+    with_tools["tools"] =
+        json!([{"type": "function", "function": {"name": "w", "parameters": {"type": "object"}}}]);
+    let reply = post_json(&url, &with_tools).await;
+    assert_eq!(
+        (
+            reply.header("x-switchyard-backend"),
+            reply.header("x-switchyard-reason")
+        ),
+        (Some("mid"), Some("rule"))
+    );
+
+    let coded = post_with_headers(
+        &url,
+        &chat("auto", "hi"),
+        &[("x-switchyard-profile", "code")],
+    )
+    .await;
+    assert_eq!(coded.header("x-switchyard-backend"), Some("mid"));
+    let mut by_metadata = chat("auto", "hi");
+    by_metadata["metadata"] = json!({"profile": "code"});
+    assert_eq!(
+        post_json(&url, &by_metadata)
+            .await
+            .header("x-switchyard-backend"),
+        Some("mid")
+    );
+
+    let research = post_with_headers(&url, &chat("auto", "hi"), &[("x-team", "research")]).await;
+    assert_eq!(research.header("x-switchyard-backend"), Some("large"));
+}
+
+#[tokio::test]
+async fn an_unknown_profile_is_400_naming_the_valid_ones() {
+    let gateway = sims().split("auto", &[("small", 1)]).start();
+    let url = gateway.url("/v1/chat/completions");
+    let reply = post_with_headers(
+        &url,
+        &chat("auto", "hi"),
+        &[("x-switchyard-profile", "turbo")],
+    )
+    .await;
+    assert_eq!(reply.status, 400);
+    let error = reply.error();
+    assert_eq!(error["param"], "x-switchyard-profile");
+    assert!(
+        error["message"]
+            .as_str()
+            .unwrap()
+            .contains("chat, code, agentic, rag, unattended, batch")
+    );
+    let mut body = chat("auto", "hi");
+    body["metadata"] = json!({"profile": "turbo"});
+    assert_eq!(
+        post_json(&url, &body).await.error()["param"],
+        "metadata.profile"
+    );
+}
+
+#[tokio::test]
+async fn cascade_escalates_answers_that_fail_a_check() {
+    let gateway = sims()
+        .route(
+            "auto",
+            "strategy:\n  cascade: {order: [small, large], escalate_on: [length, empty]}",
+        )
+        .start();
+    let url = gateway.url("/v1/chat/completions");
+
+    let mut short = chat("auto", "hello");
+    short["max_tokens"] = json!(200);
+    let accepted = post_json(&url, &short).await;
+    assert_eq!(accepted.header("x-switchyard-backend"), Some("small"));
+    assert_eq!(accepted.header("x-switchyard-reason"), Some("cascade"));
+
+    // Cut at 3 tokens, the small model's answer fails `length`: escalate.
+    // (The large model is cut too, but it is the last resort.)
+    short["max_tokens"] = json!(3);
+    let escalated = post_json(&url, &short).await;
+    assert_eq!(escalated.status, 200);
+    assert_eq!(escalated.header("x-switchyard-backend"), Some("large"));
+    assert_eq!(
+        escalated.header("x-switchyard-reason"),
+        Some("cascade-escalated")
+    );
+    assert_eq!(escalated.json()["model"], "large");
+
+    // Streamed: the small answer is checked before anything is sent.
+    short["stream"] = json!(true);
+    let streamed = post_json(&url, &short).await;
+    assert_eq!(streamed.header("x-switchyard-backend"), Some("large"));
+    let events = streamed.events();
+    assert_eq!(events.last().map(String::as_str), Some("[DONE]"));
+    let first: Value = serde_json::from_str(&events[0]).unwrap();
+    assert_eq!(first["model"], "large");
+
+    short["max_tokens"] = json!(200);
+    let kept = post_json(&url, &short).await;
+    assert_eq!(kept.header("x-switchyard-backend"), Some("small"));
+    assert!(
+        kept.events().len() > 3,
+        "the checked stream is replayed whole"
+    );
+}
+
+#[tokio::test]
+async fn a_failed_backend_falls_back_before_the_first_byte() {
+    let closed = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let gateway = GatewayBuilder::new()
+        .openai("gone", "small", &format!("http://{closed}/v1"), &[])
+        .in_process_sim(
+            "large",
+            "cloud",
+            &format!("preset: large, {FAST_SIM_FIELDS}"),
+        )
+        .route(
+            "auto",
+            "strategy:\n  split:\n    weights: {gone: 1}\nfallbacks: [large]",
+        )
+        .start();
+    let reply = post_json(&gateway.url("/v1/chat/completions"), &chat("auto", "hi")).await;
+    assert_eq!(reply.status, 200);
+    assert_eq!(reply.header("x-switchyard-backend"), Some("large"));
+    assert_eq!(reply.header("x-switchyard-reason"), Some("fallback"));
+
+    // A backend named directly has no fallbacks: its failure is the answer.
+    let direct = post_json(&gateway.url("/v1/chat/completions"), &chat("gone", "hi")).await;
+    assert_eq!(direct.status, 502);
+}
+
+#[tokio::test]
+async fn explain_shows_the_decision_without_calling_a_model() {
+    let gateway = sims()
+        .route("auto", "aliases: [gpt-4o]\nstrategy:\n  rules:\n    - when: {keywords: [theorem]}\n      to: large\n    - to: small")
+        .start();
+    let url = gateway.url("/v1/route/explain");
+    let reply = post_json(&url, &chat("gpt-4o", "Prove this theorem")).await;
+    assert_eq!(reply.status, 200);
+    let explanation = reply.json();
+    assert_eq!(explanation["route"], "auto");
+    assert_eq!(explanation["backend"], "large");
+    assert_eq!(explanation["reason"], "rule");
+    assert_eq!(explanation["rules"][0]["matched"], true);
+    assert!(explanation["features"]["signals"]["math"].as_f64().unwrap() > 0.0);
+    assert!(explanation["features"]["prompt_tokens"].as_u64().unwrap() > 0);
+
+    let unknown = post_json(&url, &chat("nope", "x")).await;
+    assert_eq!(unknown.status, 404);
+    let wrong = send(Method::GET, &url, None, Vec::new(), false).await;
+    assert_eq!(wrong.status, 405);
+}
