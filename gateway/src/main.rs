@@ -1,23 +1,11 @@
 //! `switchyard`: parse arguments, load config, build, serve.
 
-mod app;
-mod cli;
-mod config_file;
-mod error;
-mod handlers;
-mod http;
-mod receipts;
-mod routing;
-mod sim_cli;
-mod sim_server;
-mod stack;
-
 use std::io::Write;
 use std::sync::Arc;
 
 use clap::Parser;
-
-use crate::cli::{Cli, Command};
+use switchyard::cli::{Cli, Command};
+use switchyard::{app, config_file, handlers, sim_cli, sim_server, stack};
 
 fn main() -> std::process::ExitCode {
     match run() {
@@ -139,7 +127,7 @@ async fn serve(
     stack::serve(
         app,
         listener,
-        http::server::shutdown_signal(),
+        switchyard::http::server::shutdown_signal(),
         config.server.shutdown_grace,
     )
     .await;
@@ -158,7 +146,7 @@ async fn sim(
     sim_server::serve(
         switchyard_adapters::sim::SimBackend::new(params),
         listener,
-        http::server::shutdown_signal(),
+        switchyard::http::server::shutdown_signal(),
     )
     .await;
     Ok(())

@@ -3,27 +3,42 @@
 //! similarity ("write a python function" ~ "write a rust function"), which is
 //! what routing by example prompts mostly needs.
 
-/// Vector length; enough to keep hash collisions rare for short prompts.
+/// Vector length (a power of two); enough to keep collisions rare for short
+/// prompts.
 pub const DIMENSIONS: usize = 512;
 
 pub fn embed(text: &str) -> Vec<f32> {
     let mut vector = vec![0.0_f32; DIMENSIONS];
-    for word in text
-        .split(|c: char| !c.is_alphanumeric())
-        .filter(|w| !w.is_empty())
-    {
-        let word = word.to_lowercase();
-        let padded: Vec<char> = std::iter::once('<')
-            .chain(word.chars())
-            .chain(std::iter::once('>'))
-            .collect();
-        for gram in padded.windows(3) {
-            let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-            for c in gram {
-                hash ^= u64::from(*c);
-                hash = hash.wrapping_mul(0x0100_0000_01b3);
+    // Slide a window of three lower-cased characters over each word padded
+    // with `<` and `>`, without allocating per word. The three characters
+    // pack into one key, spread over the slots by Fibonacci hashing.
+    let mut key: u64 = 0;
+    let mut filled = 0;
+    let mut push = |c: char, key: &mut u64, filled: &mut usize| {
+        *key = ((*key << 21) | u64::from(c)) & ((1 << 63) - 1);
+        *filled += 1;
+        if *filled >= 3 {
+            let slot =
+                key.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - DIMENSIONS.trailing_zeros());
+            vector[slot as usize] += 1.0;
+        }
+    };
+    for c in text.chars().chain(std::iter::once(' ')) {
+        if c.is_ascii_alphanumeric() {
+            if filled == 0 {
+                push('<', &mut key, &mut filled);
             }
-            vector[(hash % DIMENSIONS as u64) as usize] += 1.0;
+            push(c.to_ascii_lowercase(), &mut key, &mut filled);
+        } else if c.is_alphanumeric() {
+            if filled == 0 {
+                push('<', &mut key, &mut filled);
+            }
+            for lower in c.to_lowercase() {
+                push(lower, &mut key, &mut filled);
+            }
+        } else if filled > 0 {
+            push('>', &mut key, &mut filled);
+            filled = 0;
         }
     }
     let norm = vector.iter().map(|v| v * v).sum::<f32>().sqrt();

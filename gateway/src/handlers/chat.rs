@@ -68,7 +68,7 @@ impl Endpoint for Chat {
     fn view(req: &ChatRequest) -> RequestView<'_> {
         RequestView {
             model: &req.model,
-            prompt_tokens: u32::try_from(tokens::count_chat_prompt(req)).unwrap_or(u32::MAX),
+            prompt_tokens: u32::try_from(tokens::estimate_chat_prompt(req)).unwrap_or(u32::MAX),
             max_tokens: req.output_limit(),
             tool_count: req
                 .tools

@@ -27,7 +27,7 @@ impl Endpoint for Completions {
         };
         RequestView {
             model: &req.model,
-            prompt_tokens: u32::try_from(tokens::count(&req.prompt_text())).unwrap_or(u32::MAX),
+            prompt_tokens: u32::try_from(tokens::estimate(&req.prompt_text())).unwrap_or(u32::MAX),
             max_tokens: req.max_tokens,
             streaming: req.is_stream(),
             turns: 1,

@@ -28,7 +28,7 @@ pub async fn serve(app: &App, req: Request<Incoming>) -> Result<Response<Body>, 
     };
     let view = RequestView {
         model: &request.model,
-        prompt_tokens: u32::try_from(tokens::count(text)).unwrap_or(u32::MAX),
+        prompt_tokens: u32::try_from(tokens::estimate(text)).unwrap_or(u32::MAX),
         turns: 1,
         last_user_text: text,
         ..RequestView::default()

@@ -4,7 +4,7 @@
 use http::{HeaderMap, Request, Response, StatusCode};
 use hyper::body::Incoming;
 use switchyard_adapters::types::ChatRequest;
-use switchyard_router::{Explanation, Router};
+use switchyard_router::{Decision, Explanation, Router};
 
 use super::chat::Chat;
 use super::endpoint::Endpoint;
@@ -18,6 +18,19 @@ pub async fn serve(app: &App, req: Request<Incoming>) -> Result<Response<Body>, 
     let bytes = read_json_body(&parts, body, app.max_body_bytes).await?;
     let explanation = explain_chat(&app.router, &bytes, &parts.headers)?;
     Ok(json_response(StatusCode::OK, &explanation))
+}
+
+/// Decides where a parsed chat request goes: the whole routing path a
+/// request takes (view, features, policy), without I/O. Benchmarks use it.
+pub fn decide_chat(
+    router: &Router,
+    request: &ChatRequest,
+    headers: &HeaderMap,
+) -> Result<Decision, GatewayError> {
+    let view = complete_view(Chat::view(request), headers, Chat::hints(request), router)?;
+    router
+        .decide(&view, rand::random::<f64>())
+        .map_err(route_error)
 }
 
 /// Explains how `router` would route the chat request in `body`.

@@ -20,7 +20,7 @@ use crate::app::App;
 use crate::error::GatewayError;
 use crate::http::Body;
 
-pub use explain::explain_chat;
+pub use explain::{decide_chat, explain_chat};
 
 pub async fn handle(app: Arc<App>, req: Request<Incoming>) -> Response<Body> {
     // Accept both `/v1/...` and bare paths: clients disagree on whether the

@@ -1,0 +1,100 @@
+//! The routing hot path for a 2 KB chat request: request decode, features
+//! (token estimate, content signals, score), classification and selection.
+//! Run: `cargo bench -p switchyard --bench routing`.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // benchmark set-up
+
+use std::hint::black_box;
+
+use criterion::{Criterion, criterion_group, criterion_main};
+use http::HeaderMap;
+use switchyard::handlers::decide_chat;
+use switchyard::http::parse_json;
+use switchyard_adapters::tokens;
+use switchyard_adapters::types::ChatRequest;
+use switchyard_policies::Config;
+use switchyard_router::Router;
+
+const CONFIG: &str = "
+backends:
+  small: {tier: small, sim: {preset: small}}
+  mid: {tier: mid, sim: {preset: mid}}
+  large: {tier: cloud, sim: {preset: large}}
+routes:
+  auto:
+    strategy:
+      split:
+        weights: {small: 40, mid: 40, large: 20}
+  share:
+    strategy:
+      target_share: {hard: large, easy: small, share: 0.2}
+  ruled:
+    strategy:
+      rules:
+        - when: {header: {name: x-team, value: research}}
+          to: large
+        - when: {tools: true, min_prompt_tokens: 4000}
+          to: large
+        - when: {regex: '(?i)\\bprove\\b|theorem'}
+          to: large
+        - when: {similar_to: {examples: [write a python function, fix this bug, refactor this code]}}
+          to: mid
+        - to: small
+";
+
+/// A chat request of about 2 KB: a system prompt, a short exchange, and a
+/// question with some code in it.
+fn request_2kb(model: &str) -> Vec<u8> {
+    let system =
+        "You are a careful assistant for a software team. Answer briefly, cite files by path, \
+                  and prefer small, reviewable changes. "
+            .repeat(9);
+    let question = "Here is the function that fails on empty input:\n```python\ndef mean(xs):\n    return sum(xs) / len(xs)\n```\n\
+                    Why does it raise, and how should I change it so callers get a clear error instead? \
+                    Please also suggest a unit test."
+        .repeat(3);
+    let body = serde_json::json!({
+        "model": model,
+        "messages": [
+            {"role": "system", "content": system},
+            {"role": "user", "content": "Hi, I have a question about our stats module."},
+            {"role": "assistant", "content": "Sure, what is it?"},
+            {"role": "user", "content": question},
+        ],
+        "max_tokens": 512,
+        "stream": true,
+    });
+    let bytes = serde_json::to_vec(&body).unwrap();
+    assert!((1800..2600).contains(&bytes.len()), "{} bytes", bytes.len());
+    bytes
+}
+
+fn routing(c: &mut Criterion) {
+    let router = Router::new(&Config::from_yaml(CONFIG, "bench").unwrap());
+    let mut headers = HeaderMap::new();
+    headers.insert("x-session-id", "bench-session".parse().unwrap());
+
+    for route in ["auto", "share", "ruled"] {
+        let bytes = request_2kb(route);
+        let request: ChatRequest = parse_json(&bytes).unwrap();
+        c.bench_function(&format!("decide/{route}"), |b| {
+            b.iter(|| decide_chat(&router, black_box(&request), &headers).unwrap())
+        });
+        c.bench_function(&format!("decode+decide/{route}"), |b| {
+            b.iter(|| {
+                let request: ChatRequest = parse_json(black_box(&bytes)).unwrap();
+                decide_chat(&router, &request, &headers).unwrap()
+            })
+        });
+    }
+    let request: ChatRequest = parse_json(&request_2kb("auto")).unwrap();
+    c.bench_function("part/tiktoken-count", |b| {
+        b.iter(|| tokens::count_chat_prompt(black_box(&request)))
+    });
+    c.bench_function("part/token-estimate", |b| {
+        b.iter(|| tokens::estimate_chat_prompt(black_box(&request)))
+    });
+}
+
+criterion_group!(benches, routing);
+criterion_main!(benches);

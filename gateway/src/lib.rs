@@ -1,0 +1,15 @@
+//! The Switchyard gateway: the hyper server and tower stack, the OpenAI
+//! endpoints, routing through the router crate, and the simulator server.
+//! The `switchyard` binary (`main.rs`) parses arguments and calls in here.
+
+pub mod app;
+pub mod cli;
+pub mod config_file;
+pub mod error;
+pub mod handlers;
+pub mod http;
+pub mod receipts;
+pub mod routing;
+pub mod sim_cli;
+pub mod sim_server;
+pub mod stack;
