@@ -219,3 +219,58 @@ async fn explain_shows_the_decision_without_calling_a_model() {
     let wrong = send(Method::GET, &url, None, Vec::new(), false).await;
     assert_eq!(wrong.status, 405);
 }
+
+#[tokio::test]
+async fn semantic_rules_can_use_an_encoder_backend() {
+    let encoder = support::fast_sim(&[]);
+    let closed = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let gateway = sims()
+        .openai("emb", "small", &encoder.base_url(), &[])
+        .openai("gone", "small", &format!("http://{closed}/v1"), &[])
+        .route(
+            "auto",
+            "strategy:\n  rules:\n    - when: {similar_to: {examples: [write a python function, fix this bug], threshold: 0.5, encoder: emb}}\n      to: mid\n    - to: small",
+        )
+        .route(
+            "broken",
+            "strategy:\n  rules:\n    - when: {similar_to: {examples: [write a python function], threshold: 0.1, encoder: gone}}\n      to: mid\n    - to: small",
+        )
+        .start();
+    let url = gateway.url("/v1/chat/completions");
+    let similar = post_json(
+        &url,
+        &chat("auto", "Write a Python function that sorts a list"),
+    )
+    .await;
+    assert_eq!(similar.header("x-switchyard-backend"), Some("mid"));
+    let served = support::get(&encoder.url("/sim/stats")).await.json()["requests"]
+        .as_u64()
+        .unwrap();
+    assert_eq!(served, 2, "examples embedded once, then the request");
+
+    let unrelated = post_json(&url, &chat("auto", "The weather in Lisbon is lovely today")).await;
+    assert_eq!(unrelated.header("x-switchyard-backend"), Some("small"));
+    let served = support::get(&encoder.url("/sim/stats")).await.json()["requests"]
+        .as_u64()
+        .unwrap();
+    assert_eq!(served, 3, "the examples were not embedded again");
+
+    let explained = post_json(
+        &gateway.url("/v1/route/explain"),
+        &chat("auto", "fix this bug please"),
+    )
+    .await
+    .json();
+    assert!(
+        explained["rules"][0]["similarity"].as_f64().unwrap() > 0.5,
+        "{explained}"
+    );
+
+    // An encoder that cannot be reached makes its rules not match; the request is still served.
+    let reply = post_json(&url, &chat("broken", "write a python function")).await;
+    assert_eq!(reply.status, 200);
+    assert_eq!(reply.header("x-switchyard-backend"), Some("small"));
+}

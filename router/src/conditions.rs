@@ -1,36 +1,86 @@
 //! Rule conditions, compiled for matching.
 
+use std::sync::OnceLock;
+
 use switchyard_policies::Condition;
 
 use crate::embed::{cosine, embed};
 use crate::features::{Features, RequestView};
 
-/// A condition with its example prompts embedded once, at build time.
-#[derive(Debug, Clone)]
+/// A condition with its example prompts embedded: by the built-in
+/// embedding at build time, or by an encoder backend once the gateway has
+/// asked it (`provide_examples`).
+#[derive(Debug)]
 pub struct CompiledCondition {
     pub condition: Condition,
-    examples: Vec<Vec<f32>>,
+    examples: Examples,
+}
+
+#[derive(Debug)]
+enum Examples {
+    None,
+    BuiltIn(Vec<Vec<f32>>),
+    /// Embedded by backend `backend`; empty until the gateway provides them.
+    Encoder {
+        backend: usize,
+        vectors: OnceLock<Vec<Vec<f32>>>,
+    },
 }
 
 impl CompiledCondition {
-    pub fn new(condition: Condition) -> Self {
-        let examples = condition
-            .similar_to
-            .as_ref()
-            .map(|s| s.examples.iter().map(|e| embed(e)).collect())
-            .unwrap_or_default();
+    /// `encoder` is the backend index of `similar_to.encoder`, if any.
+    pub fn new(condition: Condition, encoder: Option<usize>) -> Self {
+        let examples = match (&condition.similar_to, encoder) {
+            (None, _) => Examples::None,
+            (Some(_), Some(backend)) => Examples::Encoder {
+                backend,
+                vectors: OnceLock::new(),
+            },
+            (Some(similar), None) => {
+                Examples::BuiltIn(similar.examples.iter().map(|e| embed(e)).collect())
+            }
+        };
         CompiledCondition {
             condition,
             examples,
         }
     }
 
+    /// Whether the built-in embedding of the request is needed.
     pub fn needs_embedding(&self) -> bool {
-        !self.examples.is_empty()
+        matches!(self.examples, Examples::BuiltIn(_))
+    }
+
+    /// The encoder backend this condition needs, if any.
+    pub fn encoder(&self) -> Option<usize> {
+        match &self.examples {
+            Examples::Encoder { backend, .. } => Some(*backend),
+            _ => None,
+        }
+    }
+
+    /// The examples still to be embedded by the encoder.
+    pub fn missing_examples(&self) -> Option<&[String]> {
+        match &self.examples {
+            Examples::Encoder { vectors, .. } if vectors.get().is_none() => self
+                .condition
+                .similar_to
+                .as_ref()
+                .map(|s| s.examples.as_slice()),
+            _ => None,
+        }
+    }
+
+    /// Stores the encoder's vectors for the examples (first call wins).
+    pub fn provide_examples(&self, embedded: Vec<Vec<f32>>) {
+        if let Examples::Encoder { vectors, .. } = &self.examples {
+            let _ = vectors.set(embedded);
+        }
     }
 
     /// Whether the request meets every part of the condition. `embedding` is
-    /// the last user message's, computed by the caller once for all rules.
+    /// the last user message's built-in embedding, computed by the caller
+    /// once for all rules.
     pub fn matches(
         &self,
         view: &RequestView<'_>,
@@ -63,17 +113,27 @@ impl CompiledCondition {
                 .is_none_or(|words| contains_any_word(text, words))
             && c.similar_to
                 .as_ref()
-                .is_none_or(|s| self.best_similarity(embedding) >= s.threshold)
+                .is_none_or(|s| self.best_similarity(view, embedding) >= s.threshold)
     }
 
-    /// The closest example's similarity to the request (0 without one).
-    pub fn best_similarity(&self, embedding: Option<&[f32]>) -> f64 {
-        let Some(embedding) = embedding else {
-            return 0.0;
+    /// The closest example's similarity to the request; 0 when the request
+    /// or the examples have no vector (an encoder that failed never matches).
+    pub fn best_similarity(&self, view: &RequestView<'_>, embedding: Option<&[f32]>) -> f64 {
+        let (examples, request) = match &self.examples {
+            Examples::None => return 0.0,
+            Examples::BuiltIn(examples) => (examples.as_slice(), embedding),
+            Examples::Encoder { backend, vectors } => (
+                vectors.get().map_or(&[][..], Vec::as_slice),
+                view.encoded
+                    .iter()
+                    .find(|(b, _)| b == backend)
+                    .map(|(_, v)| v.as_slice()),
+            ),
         };
-        self.examples
+        let Some(request) = request else { return 0.0 };
+        examples
             .iter()
-            .map(|e| cosine(e, embedding))
+            .map(|e| cosine(e, request))
             .fold(0.0, f64::max)
     }
 }
@@ -98,7 +158,7 @@ mod tests {
     use super::*;
 
     fn check(condition: Condition, view: &RequestView<'_>) -> bool {
-        let compiled = CompiledCondition::new(condition);
+        let compiled = CompiledCondition::new(condition, None);
         let features = Features::of(view, None);
         let embedding = compiled
             .needs_embedding()
@@ -179,6 +239,7 @@ mod tests {
             similar_to: Some(Similar {
                 examples: vec!["write a python function".into(), "fix this bug".into()],
                 threshold: 0.5,
+                encoder: None,
             }),
             ..Default::default()
         };

@@ -48,9 +48,22 @@ pub fn embed(text: &str) -> Vec<f32> {
     vector
 }
 
-/// Cosine similarity of two normalised vectors.
+/// Cosine similarity (vectors from an encoder backend need not be
+/// normalised; different lengths compare as unrelated).
 pub fn cosine(a: &[f32], b: &[f32]) -> f64 {
-    f64::from(a.iter().zip(b).map(|(x, y)| x * y).sum::<f32>())
+    if a.len() != b.len() {
+        return 0.0;
+    }
+    let (mut dot, mut aa, mut bb) = (0.0f32, 0.0f32, 0.0f32);
+    for (x, y) in a.iter().zip(b) {
+        dot += x * y;
+        aa += x * x;
+        bb += y * y;
+    }
+    if aa == 0.0 || bb == 0.0 {
+        return 0.0;
+    }
+    f64::from(dot / (aa.sqrt() * bb.sqrt()))
 }
 
 #[cfg(test)]

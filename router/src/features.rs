@@ -27,6 +27,9 @@ pub struct RequestView<'a> {
     pub key: Option<&'a str>,
     /// Request headers that some rule reads (lower-case names).
     pub headers: Vec<(&'a str, &'a str)>,
+    /// The last user message embedded by encoder backends that semantic
+    /// rules name: `(backend, vector)`.
+    pub encoded: &'a [(usize, Vec<f32>)],
 }
 
 /// Features derived from a request view, computed once per request.

@@ -116,7 +116,15 @@ impl Router {
                 RouteStrategy::Rules { rules } => {
                     let rules: Vec<(CompiledCondition, usize)> = rules
                         .iter()
-                        .map(|r| (CompiledCondition::new(r.when.clone()), at(&r.to)))
+                        .map(|r| {
+                            let encoder = r
+                                .when
+                                .similar_to
+                                .as_ref()
+                                .and_then(|s| s.encoder.as_deref())
+                                .map(at);
+                            (CompiledCondition::new(r.when.clone(), encoder), at(&r.to))
+                        })
                         .collect();
                     header_names.extend(
                         rules
@@ -184,6 +192,47 @@ impl Router {
     /// the request view.
     pub fn header_names(&self) -> &[String] {
         &self.header_names
+    }
+
+    /// Rule conditions of the route `model` names, if it is a rules route.
+    fn rule_conditions(&self, model: &str) -> &[(CompiledCondition, usize)] {
+        match self.target(model) {
+            Some(Target::Route(r)) => match &self.routes[r].policy {
+                Policy::Rules { rules, .. } => rules,
+                _ => &[],
+            },
+            _ => &[],
+        }
+    }
+
+    /// Encoder backends whose embedding of the request the route `model`
+    /// names needs (for `similar_to` with an `encoder`), without repeats.
+    pub fn encoders_for(&self, model: &str) -> Vec<usize> {
+        let mut encoders: Vec<usize> = self
+            .rule_conditions(model)
+            .iter()
+            .filter_map(|(c, _)| c.encoder())
+            .collect();
+        encoders.sort_unstable();
+        encoders.dedup();
+        encoders
+    }
+
+    /// Example prompts of that route still to be embedded by an encoder:
+    /// `(rule, encoder backend, examples)`.
+    pub fn missing_examples(&self, model: &str) -> Vec<(usize, usize, &[String])> {
+        self.rule_conditions(model)
+            .iter()
+            .enumerate()
+            .filter_map(|(i, (c, _))| Some((i, c.encoder()?, c.missing_examples()?)))
+            .collect()
+    }
+
+    /// Stores an encoder's vectors for a rule's examples (see `missing_examples`).
+    pub fn provide_examples(&self, model: &str, rule: usize, vectors: Vec<Vec<f32>>) {
+        if let Some((condition, _)) = self.rule_conditions(model).get(rule) {
+            condition.provide_examples(vectors);
+        }
     }
 
     /// The cascade checks of a route, when it is a cascade.
@@ -265,8 +314,10 @@ impl Router {
                     let matched = condition.matches(view, &features, embedding.as_deref());
                     if let Some(trace) = trace.as_deref_mut() {
                         let similarity = condition
-                            .needs_embedding()
-                            .then(|| condition.best_similarity(embedding.as_deref()));
+                            .condition
+                            .similar_to
+                            .is_some()
+                            .then(|| condition.best_similarity(view, embedding.as_deref()));
                         trace.push(RuleTrace {
                             index: i,
                             to: self.backends[*to].clone(),

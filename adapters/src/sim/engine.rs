@@ -30,7 +30,10 @@ pub struct SimBackend {
     pub(super) prefix: PrefixCache,
     /// Drives jitter and faults; output text has its own per-request seeds.
     rng: Mutex<StdRng>,
-    requests: AtomicU64,
+    /// Response ids.
+    ids: AtomicU64,
+    /// Requests admitted (served or serving).
+    admitted: AtomicU64,
 }
 
 /// What chance decided for one request.
@@ -49,7 +52,8 @@ impl SimBackend {
             waiting: AtomicUsize::new(0),
             prefix: PrefixCache::new(params.prefix_cache_blocks),
             rng: Mutex::new(StdRng::seed_from_u64(params.seed)),
-            requests: AtomicU64::new(0),
+            ids: AtomicU64::new(0),
+            admitted: AtomicU64::new(0),
             params,
         }
     }
@@ -66,12 +70,18 @@ impl SimBackend {
         json!({
             "active": active,
             "waiting": self.waiting.load(Ordering::Acquire),
-            "requests": self.requests.load(Ordering::Relaxed),
+            "requests": self.admitted.load(Ordering::Relaxed),
         })
     }
 
     /// Waits for a decode slot, or refuses when the queue is full.
     pub(super) async fn admit(&self) -> Result<OwnedSemaphorePermit, AdapterError> {
+        let permit = self.wait_for_slot().await?;
+        self.admitted.fetch_add(1, Ordering::Relaxed);
+        Ok(permit)
+    }
+
+    async fn wait_for_slot(&self) -> Result<OwnedSemaphorePermit, AdapterError> {
         if let Ok(permit) = self.slots.clone().try_acquire_owned() {
             return Ok(permit);
         }
@@ -120,7 +130,7 @@ impl SimBackend {
 
     /// A response id unique within this process.
     pub(super) fn next_id(&self, prefix: &str) -> String {
-        let n = self.requests.fetch_add(1, Ordering::Relaxed);
+        let n = self.ids.fetch_add(1, Ordering::Relaxed);
         format!("{prefix}-sim{:x}{n:06x}", self.params.seed)
     }
 

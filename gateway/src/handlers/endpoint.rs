@@ -19,7 +19,7 @@ use crate::app::App;
 use crate::error::GatewayError;
 use crate::http::{Body, json_response, parse_json, read_json_body, sse_response};
 use crate::receipts::{self, Served};
-use crate::routing::{BodyHints, complete_view};
+use crate::routing::{BodyHints, complete_view, encode_for_routing};
 
 /// A backend's chunks.
 pub type Chunks<C> = BoxStream<'static, Result<C, AdapterError>>;
@@ -78,7 +78,11 @@ pub async fn serve<E: Endpoint>(
         E::hints(&request),
         &app.router,
     )?;
-    let decision = app.decide(&view)?;
+    let encoded = encode_for_routing(app, &view).await;
+    let decision = app.decide(&RequestView {
+        encoded: &encoded,
+        ..view
+    })?;
     let (result, served) = dispatch::<E>(app, &decision, request).await;
     let mut response = result.unwrap_or_else(GatewayError::into_response);
     receipts::apply(app, &decision, served, response.headers_mut());

@@ -4,19 +4,35 @@
 use http::{HeaderMap, Request, Response, StatusCode};
 use hyper::body::Incoming;
 use switchyard_adapters::types::ChatRequest;
-use switchyard_router::{Decision, Explanation, Router};
+use switchyard_router::{Decision, Explanation, RequestView, Router};
 
 use super::chat::Chat;
 use super::endpoint::Endpoint;
 use crate::app::App;
 use crate::error::GatewayError;
 use crate::http::{Body, json_response, parse_json, read_json_body};
-use crate::routing::{complete_view, route_error};
+use crate::routing::{complete_view, encode_for_routing, route_error};
 
 pub async fn serve(app: &App, req: Request<Incoming>) -> Result<Response<Body>, GatewayError> {
     let (parts, body) = req.into_parts();
     let bytes = read_json_body(&parts, body, app.max_body_bytes).await?;
-    let explanation = explain_chat(&app.router, &bytes, &parts.headers)?;
+    let request: ChatRequest = parse_json(&bytes)?;
+    Chat::validate(&request)?;
+    let view = complete_view(
+        Chat::view(&request),
+        &parts.headers,
+        Chat::hints(&request),
+        &app.router,
+    )?;
+    let encoded = encode_for_routing(app, &view).await;
+    let view = RequestView {
+        encoded: &encoded,
+        ..view
+    };
+    let explanation = app
+        .router
+        .explain(&view, rand::random::<f64>())
+        .map_err(route_error)?;
     Ok(json_response(StatusCode::OK, &explanation))
 }
 
@@ -33,7 +49,8 @@ pub fn decide_chat(
         .map_err(route_error)
 }
 
-/// Explains how `router` would route the chat request in `body`.
+/// Explains how `router` would route the chat request in `body`, offline:
+/// semantic rules with an encoder backend do not match (nothing is called).
 pub fn explain_chat(
     router: &Router,
     body: &[u8],

@@ -222,6 +222,7 @@ pub(super) struct RawHeaderMatch {
 #[serde(deny_unknown_fields)]
 pub(super) struct RawSimilar {
     pub examples: Vec<String>,
+    pub encoder: Option<String>,
     #[serde(default = "default_similarity")]
     pub threshold: f64,
 }

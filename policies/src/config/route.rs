@@ -112,6 +112,9 @@ pub struct Similar {
     pub examples: Vec<String>,
     /// Cosine similarity needed, 0 to 1.
     pub threshold: f64,
+    /// A backend whose `/v1/embeddings` embeds the examples and the request,
+    /// for a real encoder; the built-in n-gram embedding when unset.
+    pub encoder: Option<String>,
 }
 
 /// A compiled regular expression, compared by its pattern.

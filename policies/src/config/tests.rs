@@ -193,6 +193,11 @@ fn bad_routes_are_named() {
         "routes.auto.strategy.rules.0.when.regex"
     );
 
+    let ghost_encoder = "    strategy:\n      rules:\n        - when: {similar_to: {examples: [hi], encoder: ghost}}\n          to: cloud\n        - to: small\n";
+    let err = error_of(&with_strategy(ghost_encoder));
+    assert_eq!(err.path, "routes.auto.strategy.rules.0.when.similar_to");
+    assert!(err.message.contains("unknown backend `ghost`"), "{err}");
+
     let short_cascade = "    strategy:\n      cascade: {order: [small]}\n";
     assert_eq!(
         error_of(&with_strategy(short_cascade)).path,

@@ -93,7 +93,7 @@ pub(super) fn validate_route(
                 let index = i.to_string();
                 let at = [&path[..], &[index.as_str()]].concat();
                 let to = known(&[&at[..], &["to"]].concat(), &raw_rule.to)?;
-                let when = condition(ck, &at, raw_rule.when)?;
+                let when = condition(ck, &at, raw_rule.when, &known)?;
                 rules.push(Rule { when, to });
             }
             check_shadowing(ck, &path, &rules)?;
@@ -155,7 +155,12 @@ pub(super) fn validate_route(
     })
 }
 
-fn condition(ck: &Checker<'_>, at: &[&str], raw: RawCondition) -> Result<Condition, ConfigError> {
+fn condition(
+    ck: &Checker<'_>,
+    at: &[&str],
+    raw: RawCondition,
+    known: &dyn Fn(&[&str], &str) -> Result<String, ConfigError>,
+) -> Result<Condition, ConfigError> {
     let field = |f: &'static str| [at, &["when", f]].concat();
     let regex = match raw.regex {
         None => None,
@@ -187,10 +192,16 @@ fn condition(ck: &Checker<'_>, at: &[&str], raw: RawCondition) -> Result<Conditi
                 "threshold is a cosine similarity from 0 to 1",
             ));
         }
-        Some(s) => Some(Similar {
-            examples: s.examples,
-            threshold: s.threshold,
-        }),
+        Some(s) => {
+            if let Some(encoder) = &s.encoder {
+                known(&field("similar_to"), encoder)?;
+            }
+            Some(Similar {
+                examples: s.examples,
+                threshold: s.threshold,
+                encoder: s.encoder,
+            })
+        }
     };
     if raw.keywords.as_ref().is_some_and(Vec::is_empty) {
         return Err(ck.error(&field("keywords"), "give at least one keyword"));
