@@ -10,6 +10,9 @@ use super::{
     Rule, Similar,
 };
 
+/// Checks that a name is a backend, reporting `path` when it is not.
+type KnownBackend<'a> = dyn Fn(&[&str], &str) -> Result<String, ConfigError> + 'a;
+
 /// Requests the target-share threshold follows, unless the route says.
 const DEFAULT_SHARE_WINDOW: usize = 2000;
 /// Mean token log-probability under which a cascade escalates by default.
@@ -159,7 +162,7 @@ fn condition(
     ck: &Checker<'_>,
     at: &[&str],
     raw: RawCondition,
-    known: &dyn Fn(&[&str], &str) -> Result<String, ConfigError>,
+    known: &KnownBackend<'_>,
 ) -> Result<Condition, ConfigError> {
     let field = |f: &'static str| [at, &["when", f]].concat();
     let regex = match raw.regex {
