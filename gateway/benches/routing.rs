@@ -19,7 +19,7 @@ const CONFIG: &str = "
 backends:
   small: {tier: small, sim: {preset: small}}
   mid: {tier: mid, sim: {preset: mid}}
-  large: {tier: cloud, sim: {preset: large}}
+  large: {tier: cloud, sim: {preset: large}, price: {input_per_mtok: 2.5, cached_input_per_mtok: 1.25, output_per_mtok: 10}}
 routes:
   auto:
     strategy:

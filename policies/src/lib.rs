@@ -4,11 +4,14 @@
 //! turns it into the validated types the rest of the program uses. No I/O.
 
 pub mod config;
+pub mod pricing;
 pub mod profiles;
 
 pub use config::{
-    Backend, BackendAdapter, CascadeCheck, Condition, Config, ConfigError, HeaderMatch,
-    OpenAiBackend, Pattern, Route, RouteStrategy, Rule, ServerSettings, SimFaults, SimParams,
-    SimPreset, SimSpeculation, Similar, Tier, Timeouts, sim_params_from_yaml,
+    Auth, Backend, BackendAdapter, CascadeCheck, Condition, Config, ConfigError, Durability,
+    HeaderMatch, LedgerSettings, OnExhausted, OpenAiBackend, Pattern, Reference, Route,
+    RouteStrategy, Rule, ServerSettings, SimFaults, SimParams, SimPreset, SimSpeculation, Similar,
+    SpendLimit, SpendScope, Team, Tier, Timeouts, VirtualKey, sim_params_from_yaml,
 };
+pub use pricing::{Pricing, TokenCounts, TokenPrice, builtin_price};
 pub use profiles::{Budget, Profile};

@@ -144,6 +144,7 @@ impl GatewayBuilder {
         let mut yaml = format!(
             "  {name}:\n    tier: {tier}\n    model: upstream-{name}\n    openai:\n      base_url: {base_url}\n"
         );
+        yaml.push_str(&price_for(tier));
         for line in extra {
             yaml.push_str(&format!("    {line}\n"));
         }
@@ -154,7 +155,8 @@ impl GatewayBuilder {
     /// An in-process simulated backend.
     pub fn in_process_sim(mut self, name: &str, tier: &str, sim_fields: &str) -> Self {
         self.backends.push(format!(
-            "  {name}:\n    tier: {tier}\n    sim: {{{sim_fields}}}\n"
+            "  {name}:\n    tier: {tier}\n    sim: {{{sim_fields}}}\n{}",
+            price_for(tier)
         ));
         self
     }
@@ -205,6 +207,17 @@ impl GatewayBuilder {
             ],
             Some(path),
         )
+    }
+}
+
+/// Cloud tiers must be priced; tests give them gpt-4o's list price.
+fn price_for(tier: &str) -> String {
+    match tier {
+        "cloud" | "large" => {
+            "    price: {input_per_mtok: 2.5, cached_input_per_mtok: 1.25, output_per_mtok: 10}\n"
+                .into()
+        }
+        _ => String::new(),
     }
 }
 

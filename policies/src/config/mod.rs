@@ -2,12 +2,15 @@
 //! the types below, which the program uses. Raw types mirror the file and are
 //! strict (`deny_unknown_fields`); validated types carry only checked values.
 
+mod accounting;
 mod error;
 mod locate;
 mod raw;
+mod raw_accounting;
 mod route;
 mod sim;
 mod validate;
+mod validate_accounting;
 mod validate_route;
 
 #[cfg(test)]
@@ -17,6 +20,12 @@ use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use crate::pricing::Pricing;
+
+pub use accounting::{
+    Auth, Durability, LedgerSettings, OnExhausted, Reference, SpendLimit, SpendScope, Team,
+    VirtualKey,
+};
 pub use error::ConfigError;
 pub use route::{
     CascadeCheck, Condition, HeaderMatch, Pattern, Route, RouteStrategy, Rule, Similar,
@@ -31,6 +40,10 @@ pub struct Config {
     pub backends: BTreeMap<String, Backend>,
     /// Routes by name, in name order. Route and backend names never collide.
     pub routes: BTreeMap<String, Route>,
+    /// The cloud model every request is also priced on (savings reports).
+    pub reference: Option<Reference>,
+    pub ledger: LedgerSettings,
+    pub auth: Auth,
 }
 
 impl Config {
@@ -108,6 +121,7 @@ pub struct Backend {
     pub timeouts: Timeouts,
     /// Requests this gateway sends to the backend at once; more get 503.
     pub max_concurrency: Option<usize>,
+    pub pricing: Pricing,
 }
 
 /// How the gateway talks to a backend.

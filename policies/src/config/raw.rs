@@ -4,6 +4,7 @@ use std::collections::BTreeMap;
 
 use serde::Deserialize;
 
+use super::raw_accounting::{RawAccounting, RawAuth, RawLedger, RawPrice};
 use super::{CascadeCheck, ConfigError, SimPreset, Tier};
 use crate::profiles::Profile;
 
@@ -49,6 +50,12 @@ pub(super) struct RawConfig {
     pub backends: BTreeMap<String, RawBackend>,
     #[serde(default)]
     pub routes: BTreeMap<String, RawRoute>,
+    #[serde(default)]
+    pub accounting: RawAccounting,
+    #[serde(default)]
+    pub ledger: RawLedger,
+    #[serde(default)]
+    pub auth: RawAuth,
 }
 
 #[derive(Debug, Deserialize)]
@@ -82,6 +89,7 @@ pub(super) struct RawBackend {
     #[serde(default)]
     pub timeouts: RawTimeouts,
     pub max_concurrency: Option<usize>,
+    pub price: Option<RawPrice>,
 }
 
 #[derive(Debug, Deserialize)]

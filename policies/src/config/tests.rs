@@ -225,3 +225,63 @@ fn bad_routes_are_named() {
             .starts_with("routes.auto.strategy")
     );
 }
+
+const HASH: &str = "sha256:9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08";
+
+#[test]
+fn accounting_sections_validate() {
+    let text = format!(
+        "{GOOD}accounting: {{reference_model: gpt-4o}}\nledger: {{path: /tmp/l.db, durability: strict, flush_ms: 50}}\nauth:\n  teams:\n    research: {{budget: {{monthly_usd: 100, scope: total}}}}\n  keys:\n    - name: alice\n      hash: {HASH}\n      team: research\n      budget: {{daily_usd: 5, on_exhausted: downgrade}}\n      requests_per_minute: 60\n"
+    );
+    let config = Config::from_yaml(&text, "t").unwrap();
+    assert_eq!(config.ledger.durability, Durability::Strict);
+    assert_eq!(config.ledger.flush, Duration::from_millis(50));
+    assert_eq!(config.reference.as_ref().unwrap().price.output, 10.0);
+    let alice = &config.auth.keys[0];
+    assert_eq!(alice.hash[0], 0x9f);
+    assert_eq!(alice.budget.unwrap().on_exhausted, OnExhausted::Downgrade);
+    assert_eq!(
+        config.auth.teams[0].budget.unwrap().scope,
+        SpendScope::Total
+    );
+    assert!(matches!(
+        config.backends["cloud"].pricing,
+        crate::Pricing::Tokens(_)
+    ));
+    assert_eq!(config.backends["small"].pricing, crate::Pricing::Free);
+}
+
+#[test]
+fn bad_accounting_is_named() {
+    let with = |extra: &str| format!("{GOOD}{extra}");
+    let err = error_of(&with(
+        "auth:\n  keys:\n    - {name: a, hash: 'sha256:zz'}\n",
+    ));
+    assert_eq!(err.path, "auth.keys.0.hash");
+    let err = error_of(&with(&format!(
+        "auth:\n  keys:\n    - {{name: a, hash: '{HASH}', team: ghosts}}\n"
+    )));
+    assert_eq!(err.path, "auth.keys.0.team");
+    let err = error_of(&with(&format!(
+        "auth:\n  keys:\n    - {{name: a, hash: '{HASH}', budget: {{scope: all, daily_usd: 1}}}}\n"
+    )));
+    assert_eq!(err.path, "auth.keys.0.budget.scope");
+    let err = error_of(&with("ledger: {durability: eventually}\n"));
+    assert_eq!(err.path, "ledger.durability");
+    let priced = GOOD.replace(
+        "    sim: {preset: small, decode_tokens_per_s: 50}\n",
+        "    sim: {preset: small}\n    price: {usd_per_hour: 1, input_per_mtok: 2}\n",
+    );
+    let err = error_of(&priced);
+    assert_eq!(err.path, "backends.small.price");
+    let negative = GOOD.replace(
+        "    sim: {preset: small, decode_tokens_per_s: 50}\n",
+        "    sim: {preset: small}\n    price: {input_per_mtok: -1, output_per_mtok: 2}\n",
+    );
+    assert_eq!(
+        error_of(&negative).path,
+        "backends.small.price.input_per_mtok"
+    );
+    let unpriced = GOOD.replace("model: gpt-4o-mini", "model: my-own-cloud-model");
+    assert!(error_of(&unpriced).message.contains("no built-in price"));
+}

@@ -49,6 +49,9 @@ pub(super) fn validate(raw: RawConfig, text: &str, source: &str) -> Result<Confi
         server,
         backends,
         routes,
+        reference: super::validate_accounting::reference(&ck, raw.accounting)?,
+        ledger: super::validate_accounting::ledger(&ck, raw.ledger)?,
+        auth: super::validate_accounting::auth(&ck, raw.auth)?,
     })
 }
 
@@ -126,10 +129,14 @@ fn validate_backend(ck: &Checker<'_>, name: &str, raw: RawBackend) -> Result<Bac
     if raw.max_concurrency == Some(0) {
         return Err(ck.error(&["backends", name, "max_concurrency"], "must be positive"));
     }
+    let upstream_model = raw.model.unwrap_or_else(|| name.to_owned());
+    let pricing =
+        super::validate_accounting::pricing(ck, name, raw.tier, &upstream_model, raw.price)?;
     Ok(Backend {
         name: name.to_owned(),
         tier: raw.tier,
-        upstream_model: raw.model.unwrap_or_else(|| name.to_owned()),
+        upstream_model,
+        pricing,
         adapter,
         timeouts,
         max_concurrency: raw.max_concurrency,

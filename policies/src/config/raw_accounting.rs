@@ -1,0 +1,84 @@
+//! The accounting sections of the file as written: prices, the ledger,
+//! virtual keys, teams and budgets.
+
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+
+/// `price:` on a backend: per-token prices, or an hourly hardware cost.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawPrice {
+    pub input_per_mtok: Option<f64>,
+    pub cached_input_per_mtok: Option<f64>,
+    pub cache_write_per_mtok: Option<f64>,
+    pub output_per_mtok: Option<f64>,
+    pub reasoning_per_mtok: Option<f64>,
+    pub usd_per_hour: Option<f64>,
+    #[serde(default)]
+    pub free: bool,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawAccounting {
+    /// The cloud model every request is also priced on, for savings reports.
+    pub reference_model: Option<String>,
+    pub reference_price: Option<RawPrice>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawLedger {
+    pub path: Option<String>,
+    pub durability: Option<String>,
+    pub flush_ms: Option<u64>,
+    pub retention_days: Option<u32>,
+    pub queue: Option<usize>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawKey {
+    pub name: String,
+    /// `sha256:<hex>` of the key; `switchyard key-hash KEY` prints it.
+    pub hash: String,
+    pub team: Option<String>,
+    pub budget: Option<RawSpendLimit>,
+    pub requests_per_minute: Option<u32>,
+    pub tokens_per_minute: Option<u32>,
+    #[serde(default = "yes")]
+    pub may_name_backends: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawTeam {
+    pub budget: Option<RawSpendLimit>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawSpendLimit {
+    pub daily_usd: Option<f64>,
+    pub monthly_usd: Option<f64>,
+    /// `cloud` (default): only cloud-tier spend counts; `total`: all spend.
+    pub scope: Option<String>,
+    /// `refuse` (default): 429; `downgrade`: serve from a local tier.
+    pub on_exhausted: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawAuth {
+    #[serde(default)]
+    pub keys: Vec<RawKey>,
+    #[serde(default)]
+    pub teams: BTreeMap<String, RawTeam>,
+    /// `sha256:<hex>` of the key for `/admin/*`.
+    pub admin_key_hash: Option<String>,
+}

@@ -1,0 +1,261 @@
+//! Accounting validation: prices, the ledger, keys, teams and budgets.
+
+use std::time::Duration;
+
+use super::accounting::{
+    Auth, Durability, LedgerSettings, OnExhausted, Reference, SpendLimit, SpendScope, Team,
+    VirtualKey,
+};
+use super::raw_accounting::{RawAccounting, RawAuth, RawLedger, RawPrice, RawSpendLimit};
+use super::validate::Checker;
+use super::{ConfigError, Tier};
+use crate::pricing::{Pricing, TokenPrice, builtin_price};
+
+/// A backend's pricing: as configured, else the built-in list price of its
+/// model for cloud tiers, else free (local hardware nobody asked to count).
+pub(super) fn pricing(
+    ck: &Checker<'_>,
+    backend: &str,
+    tier: Tier,
+    model: &str,
+    raw: Option<RawPrice>,
+) -> Result<Pricing, ConfigError> {
+    let path = ["backends", backend, "price"];
+    match raw {
+        Some(raw) => price(ck, &path, raw),
+        None if tier.is_local() => Ok(Pricing::Free),
+        None => builtin_price(model).map(Pricing::Tokens).ok_or_else(|| {
+            ck.error(
+                &["backends", backend],
+                format!("no built-in price for model `{model}`; set `price:` (per-token or usd_per_hour, or free: true)"),
+            )
+        }),
+    }
+}
+
+fn price(ck: &Checker<'_>, path: &[&str], raw: RawPrice) -> Result<Pricing, ConfigError> {
+    let token_fields = [
+        ("input_per_mtok", raw.input_per_mtok),
+        ("cached_input_per_mtok", raw.cached_input_per_mtok),
+        ("cache_write_per_mtok", raw.cache_write_per_mtok),
+        ("output_per_mtok", raw.output_per_mtok),
+        ("reasoning_per_mtok", raw.reasoning_per_mtok),
+        ("usd_per_hour", raw.usd_per_hour),
+    ];
+    for (field, value) in token_fields {
+        if value.is_some_and(|v| !v.is_finite() || v < 0.0) {
+            return Err(ck.error(
+                &[path, &[field]].concat(),
+                "a price is a finite number >= 0",
+            ));
+        }
+    }
+    let any_token = token_fields[..5].iter().any(|(_, v)| v.is_some());
+    match (raw.free, raw.usd_per_hour, any_token) {
+        (true, None, false) => Ok(Pricing::Free),
+        (false, Some(usd_per_hour), false) => Ok(Pricing::Hourly { usd_per_hour }),
+        (false, None, true) => {
+            let (Some(input), Some(output)) = (raw.input_per_mtok, raw.output_per_mtok) else {
+                return Err(ck.error(
+                    path,
+                    "per-token prices need at least input_per_mtok and output_per_mtok",
+                ));
+            };
+            Ok(Pricing::Tokens(TokenPrice {
+                input,
+                cached_input: raw.cached_input_per_mtok.unwrap_or(input),
+                cache_write: raw.cache_write_per_mtok.unwrap_or(input),
+                output,
+                reasoning: raw.reasoning_per_mtok.unwrap_or(output),
+            }))
+        }
+        (false, None, false) => {
+            Err(ck.error(path, "set per-token prices, usd_per_hour, or free: true"))
+        }
+        _ => Err(ck.error(
+            path,
+            "choose one of per-token prices, usd_per_hour, or free: true",
+        )),
+    }
+}
+
+pub(super) fn reference(
+    ck: &Checker<'_>,
+    raw: RawAccounting,
+) -> Result<Option<Reference>, ConfigError> {
+    let model = raw.reference_model.unwrap_or_else(|| "gpt-4o".into());
+    let price = match raw.reference_price {
+        Some(raw_price) => match price(ck, &["accounting", "reference_price"], raw_price)? {
+            Pricing::Tokens(price) => price,
+            _ => {
+                return Err(ck.error(
+                    &["accounting", "reference_price"],
+                    "the reference is a cloud model: give per-token prices",
+                ));
+            }
+        },
+        None => builtin_price(&model).ok_or_else(|| {
+            ck.error(
+                &["accounting", "reference_model"],
+                format!("no built-in price for `{model}`; set reference_price"),
+            )
+        })?,
+    };
+    Ok(Some(Reference { model, price }))
+}
+
+pub(super) fn ledger(ck: &Checker<'_>, raw: RawLedger) -> Result<LedgerSettings, ConfigError> {
+    let defaults = LedgerSettings::default();
+    let durability = match raw.durability.as_deref() {
+        None | Some("group") => Durability::Group,
+        Some("strict") => Durability::Strict,
+        Some(other) => {
+            return Err(ck.error(
+                &["ledger", "durability"],
+                format!("`{other}` is not one of group, strict"),
+            ));
+        }
+    };
+    let flush = raw
+        .flush_ms
+        .map(Duration::from_millis)
+        .unwrap_or(defaults.flush);
+    if flush.is_zero() || flush > Duration::from_secs(60) {
+        return Err(ck.error(&["ledger", "flush_ms"], "between 1 and 60000"));
+    }
+    let queue = raw.queue.unwrap_or(defaults.queue);
+    if queue == 0 {
+        return Err(ck.error(&["ledger", "queue"], "must be positive"));
+    }
+    Ok(LedgerSettings {
+        path: raw.path.unwrap_or(defaults.path),
+        durability,
+        flush,
+        retention_days: raw.retention_days.unwrap_or(defaults.retention_days),
+        queue,
+    })
+}
+
+/// `sha256:<64 hex digits>` -> bytes.
+fn key_hash(ck: &Checker<'_>, path: &[&str], text: &str) -> Result<[u8; 32], ConfigError> {
+    let bad = || {
+        ck.error(
+            path,
+            "write `sha256:` and 64 hex digits (`switchyard key-hash KEY` prints it)",
+        )
+    };
+    let hex = text.strip_prefix("sha256:").ok_or_else(bad)?;
+    if hex.len() != 64 {
+        return Err(bad());
+    }
+    let mut out = [0u8; 32];
+    for (i, byte) in out.iter_mut().enumerate() {
+        *byte = u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).map_err(|_| bad())?;
+    }
+    Ok(out)
+}
+
+fn spend_limit(
+    ck: &Checker<'_>,
+    path: &[&str],
+    raw: RawSpendLimit,
+) -> Result<SpendLimit, ConfigError> {
+    for (field, value) in [
+        ("daily_usd", raw.daily_usd),
+        ("monthly_usd", raw.monthly_usd),
+    ] {
+        if value.is_some_and(|v| !v.is_finite() || v < 0.0) {
+            return Err(ck.error(
+                &[path, &[field]].concat(),
+                "a budget is a finite number of USD >= 0",
+            ));
+        }
+    }
+    if raw.daily_usd.is_none() && raw.monthly_usd.is_none() {
+        return Err(ck.error(path, "set daily_usd, monthly_usd, or both"));
+    }
+    let scope = match raw.scope.as_deref() {
+        None | Some("cloud") => SpendScope::Cloud,
+        Some("total") => SpendScope::Total,
+        Some(other) => {
+            return Err(ck.error(
+                &[path, &["scope"]].concat(),
+                format!("`{other}` is not one of cloud, total"),
+            ));
+        }
+    };
+    let on_exhausted = match raw.on_exhausted.as_deref() {
+        None | Some("refuse") => OnExhausted::Refuse,
+        Some("downgrade") => OnExhausted::Downgrade,
+        Some(other) => {
+            return Err(ck.error(
+                &[path, &["on_exhausted"]].concat(),
+                format!("`{other}` is not one of refuse, downgrade"),
+            ));
+        }
+    };
+    Ok(SpendLimit {
+        daily_usd: raw.daily_usd,
+        monthly_usd: raw.monthly_usd,
+        scope,
+        on_exhausted,
+    })
+}
+
+pub(super) fn auth(ck: &Checker<'_>, raw: RawAuth) -> Result<Auth, ConfigError> {
+    let mut teams = Vec::new();
+    for (name, team) in raw.teams {
+        let budget = team
+            .budget
+            .map(|b| spend_limit(ck, &["auth", "teams", &name, "budget"], b))
+            .transpose()?;
+        teams.push(Team { name, budget });
+    }
+    let mut keys: Vec<VirtualKey> = Vec::new();
+    for (i, key) in raw.keys.into_iter().enumerate() {
+        let index = i.to_string();
+        let at = |field: &'static str| ["auth", "keys", index.as_str(), field];
+        let hash = key_hash(ck, &at("hash"), &key.hash)?;
+        if keys.iter().any(|k| k.name == key.name) {
+            return Err(ck.error(&at("name"), format!("another key is named `{}`", key.name)));
+        }
+        if keys.iter().any(|k| k.hash == hash) {
+            return Err(ck.error(&at("hash"), "another key has this hash"));
+        }
+        if let Some(team) = &key.team
+            && !teams.iter().any(|t| &t.name == team)
+        {
+            return Err(ck.error(&at("team"), format!("no team `{team}` under auth.teams")));
+        }
+        for (field, value) in [
+            ("requests_per_minute", key.requests_per_minute),
+            ("tokens_per_minute", key.tokens_per_minute),
+        ] {
+            if value == Some(0) {
+                return Err(ck.error(&at(field), "must be positive (leave it out for no limit)"));
+            }
+        }
+        let budget = key
+            .budget
+            .map(|b| spend_limit(ck, &at("budget"), b))
+            .transpose()?;
+        keys.push(VirtualKey {
+            name: key.name,
+            hash,
+            team: key.team,
+            budget,
+            requests_per_minute: key.requests_per_minute,
+            tokens_per_minute: key.tokens_per_minute,
+            may_name_backends: key.may_name_backends,
+        });
+    }
+    let admin_key_hash = raw
+        .admin_key_hash
+        .map(|h| key_hash(ck, &["auth", "admin_key_hash"], &h))
+        .transpose()?;
+    Ok(Auth {
+        keys,
+        teams,
+        admin_key_hash,
+    })
+}

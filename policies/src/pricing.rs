@@ -1,0 +1,185 @@
+//! Prices and cost arithmetic: cloud models priced per million tokens of
+//! each kind, local backends priced from their hardware's hourly cost.
+
+/// A cloud model's list price in USD per million tokens.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct TokenPrice {
+    pub input: f64,
+    /// Prompt tokens read from the provider's cache.
+    pub cached_input: f64,
+    /// Prompt tokens written to the provider's cache (Anthropic).
+    pub cache_write: f64,
+    pub output: f64,
+    /// Reasoning tokens; most providers bill them as output.
+    pub reasoning: f64,
+}
+
+/// Tokens of one request by kind. `input` excludes cached and cache-write
+/// tokens; `output` includes `reasoning` (as OpenAI reports it).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct TokenCounts {
+    pub input: u64,
+    pub cached_input: u64,
+    pub cache_write: u64,
+    pub output: u64,
+    pub reasoning: u64,
+}
+
+impl TokenCounts {
+    /// All prompt tokens, however they were billed.
+    pub fn prompt(&self) -> u64 {
+        self.input + self.cached_input + self.cache_write
+    }
+}
+
+impl TokenPrice {
+    /// The cost of `tokens` at this price, in USD.
+    pub fn cost(&self, tokens: &TokenCounts) -> f64 {
+        let reasoning = tokens.reasoning.min(tokens.output);
+        let per = |n: u64, usd_per_mtok: f64| n as f64 * usd_per_mtok / 1e6;
+        per(tokens.input, self.input)
+            + per(tokens.cached_input, self.cached_input)
+            + per(tokens.cache_write, self.cache_write)
+            + per(tokens.output - reasoning, self.output)
+            + per(reasoning, self.reasoning)
+    }
+}
+
+/// How a backend's requests are priced.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Pricing {
+    /// Per token, like a cloud API (or a local backend's per-token override).
+    Tokens(TokenPrice),
+    /// Hardware and power cost per hour, shared over the requests served.
+    /// The rule: a request pays `usd_per_hour` for its own duration divided
+    /// by the number of requests the backend was serving when it started
+    /// (itself included), so concurrent requests split the hour between
+    /// them and an idle backend costs nothing in the ledger.
+    Hourly { usd_per_hour: f64 },
+    /// Nothing (a free tier, a machine already paid for and not counted).
+    Free,
+}
+
+impl Pricing {
+    /// The cost of one request: its tokens, and for hourly pricing how long
+    /// it held the backend and how many requests shared it.
+    pub fn cost(&self, tokens: &TokenCounts, busy_seconds: f64, sharing: u32) -> f64 {
+        match self {
+            Pricing::Tokens(price) => price.cost(tokens),
+            Pricing::Hourly { usd_per_hour } => {
+                usd_per_hour / 3600.0 * busy_seconds / f64::from(sharing.max(1))
+            }
+            Pricing::Free => 0.0,
+        }
+    }
+}
+
+/// Built-in list prices (USD per million tokens) for common cloud models,
+/// used when a backend's `model` matches and its config sets no price.
+/// Config overrides them; prices change, so check your provider's page.
+pub fn builtin_price(model: &str) -> Option<TokenPrice> {
+    let p = |input, cached_input, cache_write, output| TokenPrice {
+        input,
+        cached_input,
+        cache_write,
+        output,
+        reasoning: output,
+    };
+    // Longest prefix first, so `gpt-4o-mini` is not priced as `gpt-4o`.
+    const TABLE: &[(&str, [f64; 4])] = &[
+        ("gpt-4o-mini", [0.15, 0.075, 0.0, 0.60]),
+        ("gpt-4o", [2.50, 1.25, 0.0, 10.00]),
+        ("gpt-4.1-nano", [0.10, 0.025, 0.0, 0.40]),
+        ("gpt-4.1-mini", [0.40, 0.10, 0.0, 1.60]),
+        ("gpt-4.1", [2.00, 0.50, 0.0, 8.00]),
+        ("o4-mini", [1.10, 0.275, 0.0, 4.40]),
+        ("o3-mini", [1.10, 0.55, 0.0, 4.40]),
+        ("o3", [2.00, 0.50, 0.0, 8.00]),
+        ("claude-3-5-haiku", [0.80, 0.08, 1.00, 4.00]),
+        ("claude-haiku-4", [1.00, 0.10, 1.25, 5.00]),
+        ("claude-3-7-sonnet", [3.00, 0.30, 3.75, 15.00]),
+        ("claude-sonnet-4", [3.00, 0.30, 3.75, 15.00]),
+        ("claude-opus-4", [15.00, 1.50, 18.75, 75.00]),
+    ];
+    TABLE
+        .iter()
+        .find(|(prefix, _)| model.starts_with(prefix))
+        .map(|(_, [input, cached, write, output])| p(*input, *cached, *write, *output))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn close(a: f64, b: f64) -> bool {
+        (a - b).abs() < 1e-12
+    }
+
+    #[test]
+    fn openai_cached_tokens_are_cheaper() {
+        let price = builtin_price("gpt-4o-2024-08-06").unwrap();
+        // 10k prompt tokens of which 8k cached, 1k output.
+        let tokens = TokenCounts {
+            input: 2_000,
+            cached_input: 8_000,
+            output: 1_000,
+            ..TokenCounts::default()
+        };
+        assert!(close(
+            price.cost(&tokens),
+            2_000.0 * 2.5e-6 + 8_000.0 * 1.25e-6 + 1_000.0 * 10e-6
+        ));
+        assert_eq!(tokens.prompt(), 10_000);
+    }
+
+    #[test]
+    fn anthropic_cache_writes_and_reads() {
+        let price = builtin_price("claude-sonnet-4-20250514").unwrap();
+        let tokens = TokenCounts {
+            input: 100,
+            cached_input: 5_000,
+            cache_write: 2_000,
+            output: 500,
+            reasoning: 0,
+        };
+        let expected = 100.0 * 3e-6 + 5_000.0 * 0.3e-6 + 2_000.0 * 3.75e-6 + 500.0 * 15e-6;
+        assert!(close(price.cost(&tokens), expected));
+    }
+
+    #[test]
+    fn reasoning_tokens_at_their_own_rate() {
+        let price = TokenPrice {
+            input: 1.0,
+            cached_input: 0.5,
+            cache_write: 0.0,
+            output: 4.0,
+            reasoning: 8.0,
+        };
+        let tokens = TokenCounts {
+            output: 1_000,
+            reasoning: 600,
+            ..TokenCounts::default()
+        };
+        assert!(close(price.cost(&tokens), 400.0 * 4e-6 + 600.0 * 8e-6));
+    }
+
+    #[test]
+    fn local_hardware_is_shared_by_concurrent_requests() {
+        let local = Pricing::Hourly { usd_per_hour: 3.6 };
+        let tokens = TokenCounts::default();
+        assert!(close(local.cost(&tokens, 10.0, 1), 0.01));
+        assert!(close(local.cost(&tokens, 10.0, 4), 0.0025));
+        assert!(
+            close(local.cost(&tokens, 10.0, 0), 0.01),
+            "sharing of 0 counts as alone"
+        );
+        assert_eq!(Pricing::Free.cost(&tokens, 10.0, 1), 0.0);
+    }
+
+    #[test]
+    fn longest_model_prefix_wins() {
+        assert_eq!(builtin_price("gpt-4o-mini").unwrap().output, 0.60);
+        assert_eq!(builtin_price("gpt-4o").unwrap().output, 10.0);
+        assert!(builtin_price("llama-3-8b").is_none());
+    }
+}
