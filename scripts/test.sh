@@ -32,9 +32,11 @@ SWITCHYARD_BIN="$PWD/target/debug/switchyard" "$venv/bin/python" -m pytest tests
 
 echo "== async-openai example against the embedded default"
 out=$(mktemp)
-target/debug/switchyard serve --listen 127.0.0.1:0 >"$out" 2>/dev/null &
+workdir=$(mktemp -d)  # the gateway's ledger file goes here
+bin="$PWD/target/debug/switchyard"
+(cd "$workdir" && exec "$bin" serve --listen 127.0.0.1:0) >"$out" 2>/dev/null &
 gateway=$!
-trap 'kill "$gateway" 2>/dev/null || true; rm -f "$out"' EXIT
+trap 'kill "$gateway" 2>/dev/null || true; rm -rf "$out" "$workdir"' EXIT
 for _ in $(seq 50); do grep -q http:// "$out" && break; sleep 0.1; done
 addr=$(grep -o 'http://[0-9.:]*' "$out")
 target/debug/openai-client "$addr/v1"

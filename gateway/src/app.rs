@@ -2,16 +2,19 @@
 //! router, and the admission limits.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::time::Duration;
 
 use switchyard_adapters::Provider;
 use switchyard_adapters::openai::OpenAiClient;
 use switchyard_adapters::sim::SimBackend;
-use switchyard_policies::{Backend, BackendAdapter, Config, Tier};
+use switchyard_policies::{Backend, BackendAdapter, Config, Pricing, Reference, Tier};
 use switchyard_router::Router;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
+use crate::access::{Budgets, KeyStore, RateLimits};
 use crate::error::GatewayError;
+use crate::ledger::{Ledger, now_ms, spend_since};
 
 /// A backend ready to call.
 pub struct BackendHandle {
@@ -19,14 +22,37 @@ pub struct BackendHandle {
     pub tier: Tier,
     pub upstream_model: String,
     pub provider: Arc<dyn Provider>,
-    /// Requests in flight to this backend; `None` when unlimited.
+    pub pricing: Pricing,
+    /// The longest a request may take to start answering (for reserving
+    /// the worst-case cost of hourly-priced backends).
+    pub first_byte_timeout: Duration,
+    /// Requests this gateway has in flight to the backend.
+    in_flight: Arc<AtomicU32>,
+    /// The concurrency limit; `None` when unlimited.
     limit: Option<Arc<Semaphore>>,
+}
+
+impl BackendHandle {
+    /// Cloud tiers count against cloud budgets.
+    pub fn is_cloud(&self) -> bool {
+        !self.tier.is_local()
+    }
 }
 
 /// Slots a request holds while it runs (its whole stream, when streaming).
 pub struct Admission {
     _gateway: OwnedSemaphorePermit,
     _backend: Option<OwnedSemaphorePermit>,
+    in_flight: Arc<AtomicU32>,
+    /// Requests the backend was serving when this one started, itself
+    /// included: how many share its hourly cost.
+    pub sharing: u32,
+}
+
+impl Drop for Admission {
+    fn drop(&mut self) {
+        self.in_flight.fetch_sub(1, Ordering::AcqRel);
+    }
 }
 
 pub struct App {
@@ -34,6 +60,12 @@ pub struct App {
     pub backends: Vec<BackendHandle>,
     pub router: Router,
     pub max_body_bytes: usize,
+    pub keys: Arc<KeyStore>,
+    pub rates: Arc<RateLimits>,
+    pub budgets: Arc<Budgets>,
+    pub ledger: Arc<Ledger>,
+    /// The cloud model every request is also priced on.
+    pub reference: Option<Reference>,
     in_flight: Arc<Semaphore>,
     shutting_down: AtomicBool,
 }
@@ -54,10 +86,18 @@ impl App {
                 .map(|b| &b.name)
                 .eq(router.backends().iter())
         );
+        let ledger = Ledger::open(&config.ledger)?;
+        let budgets = Budgets::new(&config.auth);
+        seed_budgets(&budgets, &config.ledger.path)?;
         Ok(App {
             backends,
             router,
             max_body_bytes: config.server.max_body_bytes,
+            keys: Arc::new(KeyStore::new(&config.auth)),
+            rates: Arc::new(RateLimits::new(&config.auth)),
+            budgets,
+            ledger,
+            reference: config.reference.clone(),
             in_flight: Arc::new(Semaphore::new(config.server.max_concurrent_requests)),
             shutting_down: AtomicBool::new(false),
         })
@@ -82,9 +122,12 @@ impl App {
                     }
                 })?),
             };
+        let sharing = backend.in_flight.fetch_add(1, Ordering::AcqRel) + 1;
         Ok(Admission {
             _gateway: gateway,
             _backend: backend_permit,
+            in_flight: backend.in_flight.clone(),
+            sharing,
         })
     }
 
@@ -121,6 +164,21 @@ fn build_backend(backend: &Backend) -> anyhow::Result<BackendHandle> {
         tier: backend.tier,
         upstream_model: backend.upstream_model.clone(),
         provider,
+        pricing: backend.pricing,
+        first_byte_timeout: backend.timeouts.first_byte,
+        in_flight: Arc::new(AtomicU32::new(0)),
         limit: backend.max_concurrency.map(|n| Arc::new(Semaphore::new(n))),
     })
+}
+
+/// Starts budgets from what the ledger says was spent today and this month,
+/// so a restart does not hand out a budget twice.
+fn seed_budgets(budgets: &Budgets, ledger_path: &str) -> anyhow::Result<()> {
+    let conn = rusqlite::Connection::open(ledger_path)?;
+    let (day_start, month_start) = crate::access::period_starts(now_ms());
+    budgets.load(
+        &spend_since(&conn, day_start)?,
+        &spend_since(&conn, month_start)?,
+    );
+    Ok(())
 }

@@ -40,6 +40,20 @@ pub enum GatewayError {
     Overloaded { what: String },
     #[error("the gateway is shutting down")]
     ShuttingDown,
+    #[error("{message}")]
+    Unauthorized { message: String },
+    #[error("{message}; retry after {}s", retry_after.as_secs().max(1))]
+    RateLimited {
+        message: String,
+        retry_after: Duration,
+    },
+    #[error("budget `{holder}` is spent; raise it or wait for the next period")]
+    BudgetExhausted { holder: String },
+    #[error("this key may not name backend `{backend}` directly; use a route: {}", routes.join(", "))]
+    BackendNotAllowed {
+        backend: String,
+        routes: Vec<String>,
+    },
     #[error(transparent)]
     Upstream(#[from] AdapterError),
     #[error("internal error: {message}")]
@@ -137,6 +151,36 @@ impl GatewayError {
                     "shutting_down",
                     "overloaded_error",
                     Some("shutting_down"),
+                )
+            },
+            GatewayError::Unauthorized { .. } => shape(
+                StatusCode::UNAUTHORIZED,
+                "unauthorized",
+                "invalid_request_error",
+                Some("invalid_api_key"),
+            ),
+            GatewayError::RateLimited { retry_after, .. } => Shape {
+                retry_after: Some(*retry_after),
+                ..shape(
+                    StatusCode::TOO_MANY_REQUESTS,
+                    "rate_limited",
+                    "rate_limit_error",
+                    Some("rate_limit_exceeded"),
+                )
+            },
+            GatewayError::BudgetExhausted { .. } => shape(
+                StatusCode::TOO_MANY_REQUESTS,
+                "budget_exhausted",
+                "insufficient_quota",
+                Some("insufficient_quota"),
+            ),
+            GatewayError::BackendNotAllowed { .. } => Shape {
+                param: Some("model".into()),
+                ..shape(
+                    StatusCode::FORBIDDEN,
+                    "backend_not_allowed",
+                    "permission_error",
+                    Some("model_not_allowed"),
                 )
             },
             GatewayError::Upstream(err) => upstream_shape(err),

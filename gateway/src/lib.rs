@@ -2,12 +2,14 @@
 //! endpoints, routing through the router crate, and the simulator server.
 //! The `switchyard` binary (`main.rs`) parses arguments and calls in here.
 
+pub mod access;
 pub mod app;
 pub mod cli;
 pub mod config_file;
 pub mod error;
 pub mod handlers;
 pub mod http;
+pub mod ledger;
 pub mod receipts;
 pub mod routing;
 pub mod sim_cli;

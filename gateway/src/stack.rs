@@ -16,6 +16,7 @@ use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetReques
 use tower_http::sensitive_headers::SetSensitiveRequestHeadersLayer;
 use tower_http::trace::{DefaultOnFailure, TraceLayer};
 
+use crate::access::AuthLayer;
 use crate::app::App;
 use crate::error::GatewayError;
 use crate::handlers;
@@ -37,6 +38,10 @@ const X_API_KEY: HeaderName = HeaderName::from_static("x-api-key");
 /// 4. `SetSensitiveRequestHeadersLayer`: API keys and cookies are marked
 ///    sensitive so no layer or log below prints them.
 /// 5. `PropagateRequestIdLayer`: echoes `x-request-id` on the response.
+/// 6. `AuthLayer`: resolves the virtual key (401 when missing or unknown,
+///    when keys are configured) and applies its requests-per-minute limit
+///    (429), before any body is read. Tokens-per-minute and budgets need the
+///    body and are applied at admission.
 ///
 /// Body size and media-type limits are applied by the handler while it reads
 /// the body, so their errors come in the endpoint's own dialect.
@@ -59,16 +64,20 @@ pub async fn serve(
         .on_failure(DefaultOnFailure::new().level(tracing::Level::WARN)))
         .layer(SetSensitiveRequestHeadersLayer::new([AUTHORIZATION, PROXY_AUTHORIZATION, COOKIE, X_API_KEY]))
         .layer(PropagateRequestIdLayer::new(REQUEST_ID))
+        .layer(AuthLayer::new(app.keys.clone(), app.rates.clone()))
         .service_fn(move |req: Request<Incoming>| {
             let app = handler_app.clone();
             async move { Ok::<_, Infallible>(handlers::handle(app, req).await) }
         });
+    let ledger = app.ledger.clone();
     let draining = async move {
         shutdown.await;
         // Readiness fails from here on, so balancers stop sending.
         app.begin_shutdown();
     };
     crate::http::server::serve(listener, service, draining, grace).await;
+    // Every row of every finished request reaches the disk before exit.
+    ledger.close().await;
 }
 
 fn panic_response(panic: Box<dyn Any + Send + 'static>) -> Response<Body> {

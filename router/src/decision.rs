@@ -28,6 +28,8 @@ pub enum Reason {
     CascadeEscalated,
     /// The chosen backend failed before answering; a fallback answered.
     Fallback,
+    /// The caller's cloud budget is spent; a local backend served instead.
+    BudgetDowngrade,
 }
 
 impl Reason {
@@ -43,6 +45,7 @@ impl Reason {
             Reason::Cascade => "cascade",
             Reason::CascadeEscalated => "cascade-escalated",
             Reason::Fallback => "fallback",
+            Reason::BudgetDowngrade => "budget-downgrade",
         }
     }
 }

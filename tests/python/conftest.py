@@ -3,6 +3,7 @@ front of it) on 127.0.0.1:0 for the SDK suites."""
 
 import os
 import pathlib
+import shutil
 import subprocess
 import tempfile
 
@@ -20,7 +21,9 @@ class Proc:
         if not BINARY.exists():
             pytest.fail(f"{BINARY} is missing: build it first (cargo build -p switchyard)")
         env = dict(os.environ, SWITCHYARD_LOG="warn")
-        self.proc = subprocess.Popen([str(BINARY), *args], stdout=subprocess.PIPE, text=True, env=env)
+        # Its own working directory, so its ledger file lands there.
+        self.dir = tempfile.mkdtemp(prefix="switchyard-sdk-")
+        self.proc = subprocess.Popen([str(BINARY), *args], stdout=subprocess.PIPE, text=True, env=env, cwd=self.dir)
         line = self.proc.stdout.readline()
         if "http://" not in line:
             self.proc.kill()
@@ -30,6 +33,7 @@ class Proc:
     def stop(self):
         self.proc.terminate()
         self.proc.wait(timeout=10)
+        shutil.rmtree(self.dir, ignore_errors=True)
 
 
 def start_sim(*overrides):

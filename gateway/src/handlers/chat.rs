@@ -146,6 +146,34 @@ impl Endpoint for Chat {
         })
     }
 
+    fn prompt_for_count(req: &ChatRequest) -> (String, usize) {
+        tokens::prompt_text_and_overhead(req)
+    }
+
+    fn output_text(resp: &ChatResponse) -> String {
+        let mut out = String::new();
+        for choice in &resp.choices {
+            out.push_str(&choice.message.text());
+            for call in choice.message.tool_calls.iter().flatten() {
+                out.push_str(&call.function.name);
+                out.push_str(&call.function.arguments);
+            }
+        }
+        out
+    }
+
+    fn chunk_output(chunk: &ChatChunk, out: &mut String) {
+        for choice in &chunk.choices {
+            out.push_str(choice.delta.content.as_deref().unwrap_or(""));
+            for call in choice.delta.tool_calls.iter().flatten() {
+                if let Some(function) = &call.function {
+                    out.push_str(function.name.as_deref().unwrap_or(""));
+                    out.push_str(function.arguments.as_deref().unwrap_or(""));
+                }
+            }
+        }
+    }
+
     fn summarize(resp: &ChatResponse) -> AnswerSummary {
         AnswerSummary {
             finish_reasons: resp

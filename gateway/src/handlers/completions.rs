@@ -97,6 +97,18 @@ impl Endpoint for Completions {
         chunk.choices.iter().any(|c| !c.text.is_empty())
     }
 
+    fn prompt_for_count(req: &CompletionRequest) -> (String, usize) {
+        (req.prompt_text(), 0)
+    }
+
+    fn output_text(resp: &CompletionResponse) -> String {
+        resp.choices.iter().map(|c| c.text.as_str()).collect()
+    }
+
+    fn chunk_output(chunk: &CompletionResponse, out: &mut String) {
+        chunk.choices.iter().for_each(|c| out.push_str(&c.text));
+    }
+
     fn summarize(resp: &CompletionResponse) -> AnswerSummary {
         Self::summarize_chunks(std::slice::from_ref(resp))
     }

@@ -9,7 +9,12 @@ use switchyard_adapters::tokens;
 use switchyard_adapters::types::{EmbeddingRequest, Usage};
 use switchyard_router::RequestView;
 
-use super::record::RequestRecord;
+use std::sync::Arc;
+
+use switchyard_policies::{Pricing, TokenCounts};
+
+use super::record::{RequestContext, RequestRecord};
+use crate::access::Caller;
 use crate::app::App;
 use crate::error::GatewayError;
 use crate::http::{Body, json_response, parse_json, read_json_body};
@@ -37,14 +42,57 @@ pub async fn serve(app: &App, req: Request<Incoming>) -> Result<Response<Body>, 
         user: request.user.as_deref(),
         profile: None,
     };
+    let caller = parts.extensions.get::<Caller>().cloned();
     let decision = app.decide(&complete_view(view, &parts.headers, hints, &app.router)?)?;
     let served = Served::first_choice(&decision);
+    let prompt_tokens = decision.features.prompt_tokens;
+    let context = RequestContext {
+        endpoint: "embeddings",
+        request_id: parts
+            .headers
+            .get("x-request-id")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned),
+        caller: caller.clone(),
+        route: decision.route.map(|r| app.router.route_name(r).to_owned()),
+        profile: decision.features.profile.map(|p| p.name()),
+        prompt: Arc::new((request.texts().join("\n"), 0)),
+        estimated_tokens: prompt_tokens,
+    };
+    if let Some(caller) = &caller {
+        app.rates.check_tokens(&caller.key.name, prompt_tokens)?;
+    }
     let result = async {
-        let _admission = app.admit(served.backend)?;
         let backend = &app.backends[served.backend];
+        let reservation = match &caller {
+            None => None,
+            Some(caller) => {
+                let worst = match backend.pricing {
+                    Pricing::Tokens(price) => price.cost(&TokenCounts {
+                        input: u64::from(prompt_tokens) * 5 / 4 + 64,
+                        ..TokenCounts::default()
+                    }),
+                    _ => 0.0,
+                };
+                let reservation = app
+                    .budgets
+                    .reserve(&caller.key, backend.is_cloud(), worst)
+                    .map_err(|exhausted| GatewayError::BudgetExhausted {
+                        holder: exhausted.holder,
+                    })?;
+                Some(reservation)
+            }
+        };
+        let admission = app.admit(served.backend)?;
         request.model.clone_from(&backend.upstream_model);
-        let route = decision.route.map(|r| app.router.route_name(r));
-        let mut record = RequestRecord::new("embeddings", route, served.reason, backend);
+        let mut record = RequestRecord::new(
+            app,
+            context,
+            backend,
+            served.reason,
+            reservation,
+            admission.sharing,
+        );
         match backend.provider.embeddings(request).await {
             Ok(response) => {
                 let usage = response
@@ -53,11 +101,13 @@ pub async fn serve(app: &App, req: Request<Incoming>) -> Result<Response<Body>, 
                     .map(|u| Usage::new(u.prompt_tokens, 0));
                 record.usage(usage.as_ref());
                 record.finish("ok");
+                record.write().await;
                 Ok(json_response(StatusCode::OK, &response))
             }
             Err(err) => {
                 let err = GatewayError::from(err);
                 record.finish(err.kind());
+                record.write().await;
                 Err(err)
             }
         }

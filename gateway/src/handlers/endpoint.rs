@@ -2,6 +2,9 @@
 //! route, then try the decision's backends in order (fallbacks on failures
 //! before the first byte, escalation for cascades), answer with receipts.
 
+use std::collections::VecDeque;
+use std::sync::Arc;
+
 use futures_util::StreamExt;
 use futures_util::future::BoxFuture;
 use futures_util::stream::BoxStream;
@@ -11,11 +14,13 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use switchyard_adapters::types::Usage;
 use switchyard_adapters::{AdapterError, Provider};
-use switchyard_router::{AnswerSummary, Decision, Reason, RequestView, failed_check};
+use switchyard_policies::{OnExhausted, Pricing, TokenCounts};
+use switchyard_router::{AnswerSummary, Decision, Reason, RequestView, Target, failed_check};
 
-use super::record::RequestRecord;
+use super::record::{RequestContext, RequestRecord};
 use super::stream;
-use crate::app::App;
+use crate::access::{Caller, Exhausted};
+use crate::app::{App, BackendHandle};
 use crate::error::GatewayError;
 use crate::http::{Body, json_response, parse_json, read_json_body, sse_response};
 use crate::receipts::{self, Served};
@@ -50,6 +55,13 @@ pub trait Endpoint {
     /// A chunk carrying generated output (text or a tool call): the first one
     /// marks the time to first token.
     fn chunk_has_output(chunk: &Self::Chunk) -> bool;
+    /// The prompt as text and the template's extra tokens, for counting
+    /// usage when a backend reports none.
+    fn prompt_for_count(req: &Self::Request) -> (String, usize);
+    /// Generated text of a whole answer, for counting when no usage came.
+    fn output_text(resp: &Self::Response) -> String;
+    /// Appends a chunk's generated text (content, tool-call arguments).
+    fn chunk_output(chunk: &Self::Chunk, out: &mut String);
     /// What cascade checks look at, from a whole answer or a streamed one.
     fn summarize(resp: &Self::Response) -> AnswerSummary;
     fn summarize_chunks(chunks: &[Self::Chunk]) -> AnswerSummary;
@@ -64,11 +76,15 @@ pub trait Endpoint {
     ) -> BoxFuture<'_, Result<Chunks<Self::Chunk>, AdapterError>>;
 }
 
+/// Output tokens reserved against budgets when a request sets no limit.
+const DEFAULT_RESERVED_OUTPUT: u32 = 4096;
+
 pub async fn serve<E: Endpoint>(
     app: &App,
     req: Request<Incoming>,
 ) -> Result<Response<Body>, GatewayError> {
     let (parts, body) = req.into_parts();
+    let caller = parts.extensions.get::<Caller>().cloned();
     let bytes = read_json_body(&parts, body, app.max_body_bytes).await?;
     let request: E::Request = parse_json(&bytes)?;
     E::validate(&request)?;
@@ -83,10 +99,76 @@ pub async fn serve<E: Endpoint>(
         encoded: &encoded,
         ..view
     })?;
-    let (result, served) = dispatch::<E>(app, &decision, request).await;
+    if let Some(caller) = &caller
+        && decision.reason == Reason::Direct
+        && !caller.key.may_name_backends
+    {
+        let routes = app
+            .router
+            .model_names()
+            .iter()
+            .filter(|m| {
+                app.router
+                    .target(m)
+                    .is_some_and(|t| matches!(t, Target::Route(_)))
+            })
+            .cloned()
+            .collect();
+        return Err(GatewayError::BackendNotAllowed {
+            backend: app.router.backends()[decision.primary()].clone(),
+            routes,
+        });
+    }
+    let size = Size {
+        prompt_tokens: decision.features.prompt_tokens,
+        max_tokens: decision.features.max_tokens,
+    };
+    let estimated_tokens = size
+        .prompt_tokens
+        .saturating_add(size.max_tokens.unwrap_or(0));
+    if let Some(caller) = &caller {
+        app.rates.check_tokens(&caller.key.name, estimated_tokens)?;
+    }
+    let context = RequestContext {
+        endpoint: E::NAME,
+        request_id: parts
+            .headers
+            .get("x-request-id")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned),
+        caller,
+        route: decision.route.map(|r| app.router.route_name(r).to_owned()),
+        profile: decision.features.profile.map(|p| p.name()),
+        prompt: Arc::new(E::prompt_for_count(&request)),
+        estimated_tokens,
+    };
+    let (result, served) = dispatch::<E>(app, &decision, request, context, size).await;
     let mut response = result.unwrap_or_else(GatewayError::into_response);
     receipts::apply(app, &decision, served, response.headers_mut());
     Ok(response)
+}
+
+/// A request's size as admission sees it.
+#[derive(Debug, Clone, Copy)]
+struct Size {
+    prompt_tokens: u32,
+    max_tokens: Option<u32>,
+}
+
+/// The most a request could cost on `backend`: what budgets reserve.
+fn worst_cost(backend: &BackendHandle, size: Size) -> f64 {
+    match backend.pricing {
+        // The prompt estimate gets a margin; output is the request's limit.
+        Pricing::Tokens(price) => price.cost(&TokenCounts {
+            input: u64::from(size.prompt_tokens) * 5 / 4 + 64,
+            output: u64::from(size.max_tokens.unwrap_or(DEFAULT_RESERVED_OUTPUT)),
+            ..TokenCounts::default()
+        }),
+        Pricing::Hourly { usd_per_hour } => {
+            usd_per_hour * backend.first_byte_timeout.as_secs_f64() / 3600.0
+        }
+        Pricing::Free => 0.0,
+    }
 }
 
 /// What one backend gave.
@@ -97,25 +179,83 @@ enum Answer<E: Endpoint> {
     Collected(Vec<E::Chunk>),
 }
 
+/// Local backends to serve a request whose cloud budget is spent: the
+/// decision's own local targets first, then every other local backend.
+fn local_targets(app: &App, decision: &Decision, tried: &[usize]) -> VecDeque<usize> {
+    let locals = decision
+        .targets
+        .iter()
+        .copied()
+        .chain(0..app.backends.len());
+    let mut out: VecDeque<usize> = VecDeque::new();
+    for index in locals {
+        if !app.backends[index].is_cloud() && !tried.contains(&index) && !out.contains(&index) {
+            out.push_back(index);
+        }
+    }
+    out
+}
+
 /// Tries the decision's backends in order until one answers. A retryable
 /// failure before anything reached the client moves on to the next
-/// (fallback); in a cascade, an answer failing a check does too.
+/// (fallback); in a cascade, an answer failing a check does too. Each try
+/// reserves its worst-case cost against the caller's budgets first.
 async fn dispatch<E: Endpoint>(
     app: &App,
     decision: &Decision,
     request: E::Request,
+    context: RequestContext,
+    size: Size,
 ) -> (Result<Response<Body>, GatewayError>, Served) {
     let cascade = decision.route.and_then(|r| app.router.cascade(r));
     let streaming = E::is_stream(&request);
     let mut request = Some(request);
     let mut served = Served::first_choice(decision);
     let mut last_error = None;
-    for (attempt, &backend_index) in decision.targets.iter().enumerate() {
-        let is_last = attempt + 1 == decision.targets.len();
-        served.backend = backend_index;
-        if attempt > 0 && served.reason != Reason::CascadeEscalated {
+    let mut targets: VecDeque<usize> = decision.targets.iter().copied().collect();
+    let mut tried: Vec<usize> = Vec::new();
+    while let Some(backend_index) = targets.pop_front() {
+        let is_last = targets.is_empty();
+        if !tried.is_empty()
+            && !matches!(
+                served.reason,
+                Reason::CascadeEscalated | Reason::BudgetDowngrade
+            )
+        {
             served.reason = Reason::Fallback;
         }
+        served.backend = backend_index;
+        tried.push(backend_index);
+        let backend = &app.backends[backend_index];
+        let reservation = match &context.caller {
+            None => None,
+            Some(caller) => match app.budgets.reserve(
+                &caller.key,
+                backend.is_cloud(),
+                worst_cost(backend, size),
+            ) {
+                Ok(reservation) => Some(reservation),
+                Err(Exhausted {
+                    on_exhausted: OnExhausted::Downgrade,
+                    ..
+                }) if backend.is_cloud() => {
+                    targets = local_targets(app, decision, &tried);
+                    served.reason = Reason::BudgetDowngrade;
+                    last_error = Some(GatewayError::BudgetExhausted {
+                        holder: format!("key:{}", caller.key.name),
+                    });
+                    continue;
+                }
+                Err(exhausted) => {
+                    return (
+                        Err(GatewayError::BudgetExhausted {
+                            holder: exhausted.holder,
+                        }),
+                        served,
+                    );
+                }
+            },
+        };
         let admission = match app.admit(backend_index) {
             Ok(admission) => admission,
             Err(err) if !is_last => {
@@ -124,7 +264,6 @@ async fn dispatch<E: Endpoint>(
             }
             Err(err) => return (Err(err), served),
         };
-        let backend = &app.backends[backend_index];
         // Clone only when another backend may need the request.
         let mut req = match (is_last, &request) {
             (false, Some(r)) => r.clone(),
@@ -134,8 +273,14 @@ async fn dispatch<E: Endpoint>(
             },
         };
         E::set_model(&mut req, &backend.upstream_model);
-        let route = decision.route.map(|r| app.router.route_name(r));
-        let mut record = RequestRecord::new(E::NAME, route, served.reason, backend);
+        let mut record = RequestRecord::new(
+            app,
+            context.clone(),
+            backend,
+            served.reason,
+            reservation,
+            admission.sharing,
+        );
         let client_wants_usage = streaming && E::request_stream_usage(&mut req);
         let checked = cascade.filter(|_| !is_last);
         let answer = match (streaming, checked) {
@@ -155,6 +300,7 @@ async fn dispatch<E: Endpoint>(
             Err(err) => {
                 let err = GatewayError::from(err);
                 record.finish(err.kind());
+                record.write().await;
                 let retry = matches!(&err, GatewayError::Upstream(e) if e.retryable());
                 if retry && !is_last {
                     last_error = Some(err);
@@ -173,17 +319,20 @@ async fn dispatch<E: Endpoint>(
                 tracing::info!(backend = %backend.name, check = failed.name(), "cascade escalates");
                 record_answer::<E>(&mut record, &answer);
                 record.finish("escalated");
+                record.write().await;
                 served.reason = Reason::CascadeEscalated;
                 continue;
             }
         }
+        if let Answer::Whole(_) = &answer {
+            // Written before the answer goes out: in strict mode the row is
+            // committed before the client sees the last byte.
+            record_answer::<E>(&mut record, &answer);
+            record.finish("ok");
+            record.write().await;
+        }
         let response = match answer {
-            Answer::Whole(resp) => {
-                record.first_output();
-                record.usage(E::response_usage(&resp));
-                record.finish("ok");
-                json_response(StatusCode::OK, &resp)
-            }
+            Answer::Whole(resp) => json_response(StatusCode::OK, &resp),
             Answer::Stream(chunks) => sse_response(stream::encode::<E>(
                 chunks,
                 client_wants_usage,
@@ -217,11 +366,22 @@ async fn collect<C>(mut chunks: Chunks<C>) -> Result<Vec<C>, AdapterError> {
     Ok(all)
 }
 
+/// Notes an answer's output and usage in its record.
 fn record_answer<E: Endpoint>(record: &mut RequestRecord, answer: &Answer<E>) {
     record.first_output();
     match answer {
-        Answer::Whole(resp) => record.usage(E::response_usage(resp)),
-        Answer::Collected(chunks) => chunks.iter().for_each(|c| record.usage(E::chunk_usage(c))),
+        Answer::Whole(resp) => {
+            record.usage(E::response_usage(resp));
+            if E::response_usage(resp).is_none() {
+                record.output().push_str(&E::output_text(resp));
+            }
+        }
+        Answer::Collected(chunks) => {
+            for chunk in chunks {
+                record.usage(E::chunk_usage(chunk));
+                E::chunk_output(chunk, record.output());
+            }
+        }
         Answer::Stream(_) => {}
     }
 }

@@ -1,43 +1,89 @@
-//! What one request did: backend, time to first token, usage, outcome.
-//! Written when the request ends however it ends, including a client that
-//! went away mid-stream (the record is dropped with the stream).
+//! What one call to a backend did, written to the ledger when it ends
+//! however it ends: finished, failed, escalated, or dropped because the
+//! client went away (then from `Drop`, with usage counted here and the row
+//! marked estimated).
 
-use std::time::Instant;
+use std::sync::Arc;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
+use switchyard_adapters::tokens;
 use switchyard_adapters::types::Usage;
-
+use switchyard_policies::{Pricing, Reference, TokenCounts};
 use switchyard_router::Reason;
 
-use crate::app::BackendHandle;
+use crate::access::{Caller, RateLimits, Reservation};
+use crate::app::{App, BackendHandle};
+use crate::ledger::{Ledger, LedgerRow};
+
+/// Who asked and how the request was routed: the same for every backend a
+/// request tries.
+#[derive(Clone)]
+pub struct RequestContext {
+    pub endpoint: &'static str,
+    pub request_id: Option<String>,
+    pub caller: Option<Caller>,
+    pub route: Option<String>,
+    pub profile: Option<&'static str>,
+    /// The prompt as text, and the tokens the chat template adds, for
+    /// counting when the backend reports no usage.
+    pub prompt: Arc<(String, usize)>,
+    /// Tokens estimated at admission (for the tokens-per-minute limit).
+    pub estimated_tokens: u32,
+}
 
 pub struct RequestRecord {
-    endpoint: &'static str,
-    route: Option<String>,
+    context: RequestContext,
     backend: String,
+    tier: &'static str,
+    pricing: Pricing,
+    reference: Option<Reference>,
+    ledger: Arc<Ledger>,
+    rates: Arc<RateLimits>,
+    reservation: Option<Reservation>,
+    sharing: u32,
     reason: Reason,
+    ts_ms: i64,
     started: Instant,
     first_output: Option<Instant>,
     usage: Option<Usage>,
+    /// Output as streamed so far, for counting when no usage is reported.
+    output: String,
     /// `cancelled` until the request finishes or fails.
     outcome: &'static str,
+    written: bool,
 }
 
 impl RequestRecord {
     pub fn new(
-        endpoint: &'static str,
-        route: Option<&str>,
-        reason: Reason,
+        app: &App,
+        context: RequestContext,
         backend: &BackendHandle,
+        reason: Reason,
+        reservation: Option<Reservation>,
+        sharing: u32,
     ) -> Self {
+        let ts_ms = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+            .unwrap_or(0);
         RequestRecord {
-            endpoint,
-            route: route.map(str::to_owned),
+            context,
             backend: backend.name.clone(),
+            tier: backend.tier.as_str(),
+            pricing: backend.pricing,
+            reference: app.reference.clone(),
+            ledger: app.ledger.clone(),
+            rates: app.rates.clone(),
+            reservation,
+            sharing,
             reason,
+            ts_ms,
             started: Instant::now(),
             first_output: None,
             usage: None,
+            output: String::new(),
             outcome: "cancelled",
+            written: false,
         }
     }
 
@@ -51,28 +97,133 @@ impl RequestRecord {
         }
     }
 
+    /// Output text seen on a stream.
+    pub fn output(&mut self) -> &mut String {
+        &mut self.output
+    }
+
     pub fn finish(&mut self, outcome: &'static str) {
         self.outcome = outcome;
+    }
+
+    /// Writes the row now, waiting as the ledger's durability requires.
+    pub async fn write(&mut self) {
+        if let Some(row) = self.take_row() {
+            self.ledger.write(row).await;
+        }
+    }
+
+    /// Tokens by kind: as reported, or counted from the prompt and output.
+    fn tokens(&self) -> (TokenCounts, bool) {
+        match &self.usage {
+            Some(usage) => {
+                let cached = usage.cached_tokens().min(usage.prompt_tokens);
+                let cache_write = usage
+                    .extra
+                    .get("cache_creation_input_tokens")
+                    .and_then(|v| v.as_u64())
+                    .unwrap_or(0);
+                let reasoning = usage
+                    .completion_tokens_details
+                    .as_ref()
+                    .and_then(|d| d.reasoning_tokens)
+                    .unwrap_or(0);
+                let counts = TokenCounts {
+                    input: usage.prompt_tokens - cached,
+                    cached_input: cached,
+                    cache_write,
+                    output: usage.completion_tokens,
+                    reasoning,
+                };
+                (counts, false)
+            }
+            None => {
+                let (prompt, overhead) = &*self.context.prompt;
+                let input = (tokens::count(prompt) + overhead) as u64;
+                let output = tokens::count(&self.output) as u64;
+                (
+                    TokenCounts {
+                        input,
+                        output,
+                        ..TokenCounts::default()
+                    },
+                    true,
+                )
+            }
+        }
+    }
+
+    /// The row, priced, with the budget settled; once.
+    fn take_row(&mut self) -> Option<LedgerRow> {
+        if self.written {
+            return None;
+        }
+        self.written = true;
+        let (tokens, estimated) = self.tokens();
+        let busy = self.started.elapsed().as_secs_f64();
+        let cost = self.pricing.cost(&tokens, busy, self.sharing);
+        let counterfactual = self
+            .reference
+            .as_ref()
+            .map_or(0.0, |r| r.price.cost(&tokens));
+        if let Some(reservation) = self.reservation.as_mut() {
+            reservation.settle(cost);
+        }
+        let key = self.context.caller.as_ref().map(|c| c.key.clone());
+        if let Some(key) = &key {
+            self.rates.settle_tokens(
+                &key.name,
+                self.context.estimated_tokens,
+                tokens.prompt() + tokens.output,
+            );
+        }
+        let ms = |t: Instant| t.duration_since(self.started).as_secs_f64() * 1000.0;
+        let row = LedgerRow {
+            ts_ms: self.ts_ms,
+            request_id: self.context.request_id.clone(),
+            key: key.as_ref().map(|k| k.name.clone()),
+            team: key.as_ref().and_then(|k| k.team.clone()),
+            route: self.context.route.clone(),
+            backend: self.backend.clone(),
+            tier: self.tier,
+            profile: self.context.profile,
+            dialect: "openai",
+            endpoint: self.context.endpoint,
+            tokens,
+            cost_usd: cost,
+            counterfactual_usd: counterfactual,
+            ttft_ms: self.first_output.map(ms),
+            duration_ms: ms(Instant::now()),
+            status: self.outcome,
+            reason: self.reason.as_str(),
+            hedge: false,
+            fallback: self.reason == Reason::Fallback,
+            cache_hit: false,
+            estimated,
+        };
+        tracing::info!(
+            target: "switchyard::request",
+            endpoint = row.endpoint,
+            route = row.route.as_deref().unwrap_or("-"),
+            backend = %row.backend,
+            reason = row.reason,
+            status = row.status,
+            ttft_ms = row.ttft_ms,
+            duration_ms = row.duration_ms,
+            prompt_tokens = tokens.prompt(),
+            cached_tokens = tokens.cached_input,
+            completion_tokens = tokens.output,
+            cost_usd = row.cost_usd,
+            estimated = row.estimated,
+        );
+        Some(row)
     }
 }
 
 impl Drop for RequestRecord {
     fn drop(&mut self) {
-        let ms = |t: Instant| t.duration_since(self.started).as_secs_f64() * 1000.0;
-        let usage = self.usage.clone().unwrap_or_default();
-        tracing::info!(
-            target: "switchyard::request",
-            endpoint = self.endpoint,
-            route = self.route.as_deref().unwrap_or("-"),
-            backend = %self.backend,
-            reason = self.reason.as_str(),
-            outcome = self.outcome,
-            ttft_ms = self.first_output.map(ms),
-            duration_ms = ms(Instant::now()),
-            prompt_tokens = usage.prompt_tokens,
-            cached_tokens = usage.cached_tokens(),
-            completion_tokens = usage.completion_tokens,
-            usage_reported = self.usage.is_some(),
-        );
+        if let Some(row) = self.take_row() {
+            self.ledger.write_detached(row);
+        }
     }
 }

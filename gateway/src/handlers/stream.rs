@@ -48,6 +48,7 @@ pub fn encode<E: Endpoint>(
                         st.record.first_output();
                     }
                     st.record.usage(E::chunk_usage(&chunk));
+                    E::chunk_output(&chunk, st.record.output());
                     if E::chunk_is_usage_only(&chunk) && !st.forward_usage_chunk {
                         continue;
                     }
@@ -57,6 +58,7 @@ pub fn encode<E: Endpoint>(
                 Some(Err(err)) => {
                     let err = GatewayError::from(err);
                     st.record.finish(err.kind());
+                    st.record.write().await;
                     st.done = true;
                     let event = serde_json::to_vec(&json!({ "error": err.error_object() }))
                         .unwrap_or_default();
@@ -64,6 +66,9 @@ pub fn encode<E: Endpoint>(
                 }
                 None => {
                     st.record.finish("ok");
+                    // Before the last bytes: in strict mode the row is
+                    // committed before the client sees the stream end.
+                    st.record.write().await;
                     st.done = true;
                     return Some((Bytes::from_static(DONE), st));
                 }

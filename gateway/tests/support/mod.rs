@@ -33,12 +33,17 @@ pub struct Proc {
     child: Child,
     pub addr: SocketAddr,
     config_path: Option<std::path::PathBuf>,
+    /// The process's working directory (its ledger lives here), removed on drop.
+    pub dir: std::path::PathBuf,
 }
 
 impl Proc {
     fn spawn(args: &[String], config_path: Option<std::path::PathBuf>) -> Proc {
+        let dir = unique_path("dir");
+        std::fs::create_dir_all(&dir).expect("make a working directory");
         let mut child = Command::new(env!("CARGO_BIN_EXE_switchyard"))
             .args(args)
+            .current_dir(&dir)
             .env("SWITCHYARD_LOG", "warn")
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
@@ -60,6 +65,7 @@ impl Proc {
             child,
             addr,
             config_path,
+            dir,
         }
     }
 
@@ -94,6 +100,7 @@ impl Drop for Proc {
         if let Some(path) = &self.config_path {
             let _ = std::fs::remove_file(path);
         }
+        let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
 
@@ -221,12 +228,16 @@ fn price_for(tier: &str) -> String {
     }
 }
 
-/// Writes a config file no other test uses.
-pub fn write_temp_config(yaml: &str) -> std::path::PathBuf {
+/// A path in the temp directory no other test uses.
+pub fn unique_path(what: &str) -> std::path::PathBuf {
     static COUNTER: AtomicUsize = AtomicUsize::new(0);
     let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-    let path =
-        std::env::temp_dir().join(format!("switchyard-test-{}-{n}.yaml", std::process::id()));
+    std::env::temp_dir().join(format!("switchyard-test-{}-{n}-{what}", std::process::id()))
+}
+
+/// Writes a config file no other test uses.
+pub fn write_temp_config(yaml: &str) -> std::path::PathBuf {
+    let path = unique_path("config.yaml");
     std::fs::write(&path, yaml).expect("write config");
     path
 }

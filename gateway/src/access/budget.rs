@@ -1,0 +1,330 @@
+//! Spend budgets per key and per team, daily and monthly (UTC). Admission
+//! reserves a request's worst-case cost against every budget it falls under,
+//! atomically, and settles the actual cost when the request ends; so
+//! concurrent requests cannot together overshoot a budget.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use switchyard_policies::{Auth, OnExhausted, SpendLimit, SpendScope, VirtualKey};
+
+use crate::ledger::now_ms;
+
+/// Spend in the current day and month, and what is reserved now.
+#[derive(Debug, Default)]
+struct Window {
+    day: i64,
+    month: i64,
+    /// `[cloud, total]` spend.
+    day_spent: [f64; 2],
+    month_spent: [f64; 2],
+    reserved: [f64; 2],
+}
+
+impl Window {
+    /// Starts a new day or month when the clock has moved on.
+    fn roll(&mut self, now_ms: i64) {
+        let (day, month) = periods(now_ms);
+        if day != self.day {
+            self.day = day;
+            self.day_spent = [0.0; 2];
+        }
+        if month != self.month {
+            self.month = month;
+            self.month_spent = [0.0; 2];
+        }
+    }
+}
+
+/// Days since the epoch, and months since year 0, for a UTC timestamp.
+fn periods(now_ms: i64) -> (i64, i64) {
+    let day = now_ms.div_euclid(86_400_000);
+    let (year, month) = civil_from_days(day);
+    (day, year * 12 + month - 1)
+}
+
+/// Year and month of a day count (Howard Hinnant's civil-from-days).
+fn civil_from_days(days: i64) -> (i64, i64) {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    (yoe + era * 400 + i64::from(month <= 2), month)
+}
+
+/// The first millisecond of the current UTC day and month.
+pub fn period_starts(now_ms: i64) -> (i64, i64) {
+    let day = now_ms.div_euclid(86_400_000);
+    let (_, month) = civil_from_days(day);
+    let mut first = day;
+    while civil_from_days(first - 1).1 == month {
+        first -= 1;
+    }
+    (day * 86_400_000, first * 86_400_000)
+}
+
+struct Holder {
+    limit: SpendLimit,
+    window: Mutex<Window>,
+}
+
+pub struct Budgets {
+    holders: HashMap<String, Holder>,
+}
+
+/// Why a request may not spend.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Exhausted {
+    pub holder: String,
+    pub on_exhausted: OnExhausted,
+}
+
+fn slot(cloud: bool) -> [bool; 2] {
+    [cloud, true]
+}
+
+impl Budgets {
+    pub fn new(auth: &Auth) -> Arc<Self> {
+        let keys = auth
+            .keys
+            .iter()
+            .filter_map(|k| Some((format!("key:{}", k.name), k.budget?)));
+        let teams = auth
+            .teams
+            .iter()
+            .filter_map(|t| Some((format!("team:{}", t.name), t.budget?)));
+        let holders = keys
+            .chain(teams)
+            .map(|(name, limit)| {
+                (
+                    name,
+                    Holder {
+                        limit,
+                        window: Mutex::new(Window::default()),
+                    },
+                )
+            })
+            .collect();
+        Arc::new(Budgets { holders })
+    }
+
+    /// Seeds spend from the ledger after a restart: `(kind, name, cloud,
+    /// total)` rows for the day and for the month.
+    pub fn load(&self, day: &[(String, String, f64, f64)], month: &[(String, String, f64, f64)]) {
+        let now = now_ms();
+        for (rows, monthly) in [(day, false), (month, true)] {
+            for (kind, name, cloud, total) in rows {
+                if let Some(holder) = self.holders.get(&format!("{kind}:{name}")) {
+                    let mut w = holder.window.lock().unwrap_or_else(|p| p.into_inner());
+                    w.roll(now);
+                    if monthly {
+                        w.month_spent = [*cloud, *total];
+                    } else {
+                        w.day_spent = [*cloud, *total];
+                    }
+                }
+            }
+        }
+    }
+
+    /// The budgets a request by `key` to a cloud (or local) backend falls under.
+    fn applicable(&self, key: &VirtualKey, cloud: bool) -> Vec<String> {
+        let mut names: Vec<String> = std::iter::once(format!("key:{}", key.name))
+            .chain(key.team.iter().map(|t| format!("team:{t}")))
+            .filter(|name| {
+                self.holders
+                    .get(name)
+                    .is_some_and(|h| cloud || h.limit.scope == SpendScope::Total)
+            })
+            .collect();
+        // A fixed lock order, so two reservations never wait on each other.
+        names.sort();
+        names
+    }
+
+    /// Reserves `amount` USD for a request, or says which budget is spent.
+    pub fn reserve(
+        self: &Arc<Self>,
+        key: &VirtualKey,
+        cloud: bool,
+        amount: f64,
+    ) -> Result<Reservation, Exhausted> {
+        let names = self.applicable(key, cloud);
+        let now = now_ms();
+        let mut guards = Vec::with_capacity(names.len());
+        for name in &names {
+            let holder = &self.holders[name];
+            let mut window = holder.window.lock().unwrap_or_else(|p| p.into_inner());
+            window.roll(now);
+            let i = usize::from(holder.limit.scope == SpendScope::Total);
+            let over = |spent: [f64; 2], cap: Option<f64>| {
+                cap.is_some_and(|cap| spent[i] + window.reserved[i] + amount > cap + 1e-12)
+            };
+            if over(window.day_spent, holder.limit.daily_usd)
+                || over(window.month_spent, holder.limit.monthly_usd)
+            {
+                return Err(Exhausted {
+                    holder: name.clone(),
+                    on_exhausted: holder.limit.on_exhausted,
+                });
+            }
+            guards.push(window);
+        }
+        for window in &mut guards {
+            for (i, counts) in slot(cloud).into_iter().enumerate() {
+                if counts {
+                    window.reserved[i] += amount;
+                }
+            }
+        }
+        Ok(Reservation {
+            budgets: self.clone(),
+            holders: names,
+            cloud,
+            amount,
+            settled: false,
+        })
+    }
+
+    fn release(&self, holders: &[String], cloud: bool, reserved: f64, spent: f64) {
+        let now = now_ms();
+        for name in holders {
+            let Some(holder) = self.holders.get(name) else {
+                continue;
+            };
+            let mut window = holder.window.lock().unwrap_or_else(|p| p.into_inner());
+            window.roll(now);
+            for (i, counts) in slot(cloud).into_iter().enumerate() {
+                if counts {
+                    window.reserved[i] = (window.reserved[i] - reserved).max(0.0);
+                    window.day_spent[i] += spent;
+                    window.month_spent[i] += spent;
+                }
+            }
+        }
+    }
+
+    /// Spend today per holder as `(cloud, total)`, for tests and reports.
+    pub fn spent_today(&self, holder: &str) -> Option<[f64; 2]> {
+        let holder = self.holders.get(holder)?;
+        Some(
+            holder
+                .window
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .day_spent,
+        )
+    }
+}
+
+/// A request's hold on its budgets. Settle it with the actual cost; dropped
+/// unsettled (the request never reached a backend), it frees the hold.
+pub struct Reservation {
+    budgets: Arc<Budgets>,
+    holders: Vec<String>,
+    cloud: bool,
+    amount: f64,
+    settled: bool,
+}
+
+impl Reservation {
+    pub fn settle(&mut self, actual: f64) {
+        if !self.settled {
+            self.settled = true;
+            self.budgets
+                .release(&self.holders, self.cloud, self.amount, actual);
+        }
+    }
+}
+
+impl Drop for Reservation {
+    fn drop(&mut self) {
+        if !self.settled {
+            self.budgets
+                .release(&self.holders, self.cloud, self.amount, 0.0);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use switchyard_policies::Team;
+
+    fn key(budget: SpendLimit) -> (Arc<Budgets>, VirtualKey) {
+        let key = VirtualKey {
+            name: "k".into(),
+            hash: [0; 32],
+            team: Some("t".into()),
+            budget: Some(budget),
+            requests_per_minute: None,
+            tokens_per_minute: None,
+            may_name_backends: true,
+        };
+        let team = Team {
+            name: "t".into(),
+            budget: None,
+        };
+        (
+            Budgets::new(&Auth {
+                keys: vec![key.clone()],
+                teams: vec![team],
+                admin_key_hash: None,
+            }),
+            key,
+        )
+    }
+
+    const DAILY_ONE: SpendLimit = SpendLimit {
+        daily_usd: Some(1.0),
+        monthly_usd: None,
+        scope: SpendScope::Cloud,
+        on_exhausted: OnExhausted::Refuse,
+    };
+
+    #[test]
+    fn reservations_cannot_overshoot_together() {
+        let (budgets, key) = key(DAILY_ONE);
+        let held: Vec<Reservation> = (0..3)
+            .filter_map(|_| budgets.reserve(&key, true, 0.4).ok())
+            .collect();
+        assert_eq!(held.len(), 2, "a third 0.4 would pass 1.0");
+        drop(held); // released unsettled: nothing spent
+        let mut r = budgets.reserve(&key, true, 0.4).unwrap();
+        r.settle(0.3);
+        assert_eq!(budgets.spent_today("key:k"), Some([0.3, 0.3]));
+        assert!(budgets.reserve(&key, true, 0.7).is_ok());
+        assert!(budgets.reserve(&key, true, 0.71).is_err());
+    }
+
+    #[test]
+    fn cloud_budgets_never_block_local_requests() {
+        let (budgets, key) = key(DAILY_ONE);
+        budgets.reserve(&key, true, 1.0).unwrap().settle(1.0);
+        assert!(budgets.reserve(&key, true, 0.01).is_err());
+        assert!(budgets.reserve(&key, false, 5.0).is_ok());
+        let total = SpendLimit {
+            scope: SpendScope::Total,
+            ..DAILY_ONE
+        };
+        let (budgets, key) = self::key(total);
+        budgets.reserve(&key, false, 1.0).unwrap().settle(1.0);
+        assert!(
+            budgets.reserve(&key, false, 0.01).is_err(),
+            "a total budget counts local spend"
+        );
+    }
+
+    #[test]
+    fn calendar_periods() {
+        // 2026-11-29T23:00:00Z
+        let ms = 1_795_993_200_000;
+        let (day_start, month_start) = period_starts(ms);
+        assert_eq!(day_start, 1_795_910_400_000); // 2026-11-29T00:00Z
+        assert_eq!(month_start, 1_793_491_200_000); // 2026-11-01T00:00Z
+        assert_eq!(civil_from_days(0), (1970, 1));
+    }
+}

@@ -1,0 +1,148 @@
+//! Virtual keys: looked up by the SHA-256 of what the caller sent, compared
+//! in constant time against every configured key.
+
+use std::sync::Arc;
+
+use http::HeaderMap;
+use http::header::AUTHORIZATION;
+use sha2::{Digest, Sha256};
+use subtle::ConstantTimeEq;
+use switchyard_policies::{Auth, VirtualKey};
+
+use crate::error::GatewayError;
+
+/// The authenticated caller of a request (in its extensions).
+#[derive(Debug, Clone)]
+pub struct Caller {
+    pub key: Arc<VirtualKey>,
+}
+
+pub struct KeyStore {
+    keys: Vec<Arc<VirtualKey>>,
+    admin: Option<[u8; 32]>,
+}
+
+/// SHA-256 of a key, as config stores it.
+pub fn hash_key(key: &str) -> [u8; 32] {
+    Sha256::digest(key.as_bytes()).into()
+}
+
+/// The key a request carries: `Authorization: Bearer KEY` (OpenAI SDKs,
+/// anthropic SDK 2.x) or `x-api-key: KEY` (anthropic SDK 1.x).
+fn presented(headers: &HeaderMap) -> Option<&str> {
+    let bearer = headers
+        .get(AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| {
+            v.strip_prefix("Bearer ")
+                .or_else(|| v.strip_prefix("bearer "))
+        });
+    bearer
+        .or_else(|| headers.get("x-api-key").and_then(|v| v.to_str().ok()))
+        .map(str::trim)
+}
+
+impl KeyStore {
+    pub fn new(auth: &Auth) -> Self {
+        KeyStore {
+            keys: auth.keys.iter().cloned().map(Arc::new).collect(),
+            admin: auth.admin_key_hash,
+        }
+    }
+
+    /// Auth is on when any key is configured.
+    pub fn enabled(&self) -> bool {
+        !self.keys.is_empty()
+    }
+
+    /// The caller's key, or 401. Every configured key is compared, so the
+    /// time taken says nothing about which one (nearly) matched.
+    pub fn authenticate(&self, headers: &HeaderMap) -> Result<Caller, GatewayError> {
+        let Some(key) = presented(headers) else {
+            return Err(GatewayError::Unauthorized {
+                message: "missing API key: send `Authorization: Bearer KEY` or `x-api-key: KEY`"
+                    .into(),
+            });
+        };
+        let hash = hash_key(key);
+        let mut found = None;
+        for candidate in &self.keys {
+            if bool::from(candidate.hash.ct_eq(&hash)) {
+                found = Some(candidate.clone());
+            }
+        }
+        found
+            .map(|key| Caller { key })
+            .ok_or_else(|| GatewayError::Unauthorized {
+                message: "invalid API key".into(),
+            })
+    }
+
+    /// Whether the request carries the admin key.
+    pub fn is_admin(&self, headers: &HeaderMap) -> bool {
+        match (self.admin, presented(headers)) {
+            (Some(admin), Some(key)) => bool::from(admin.ct_eq(&hash_key(key))),
+            _ => false,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn store() -> KeyStore {
+        let key = VirtualKey {
+            name: "alice".into(),
+            hash: hash_key("sk-alice"),
+            team: None,
+            budget: None,
+            requests_per_minute: None,
+            tokens_per_minute: None,
+            may_name_backends: true,
+        };
+        KeyStore::new(&Auth {
+            keys: vec![key],
+            teams: vec![],
+            admin_key_hash: Some(hash_key("sk-admin")),
+        })
+    }
+
+    fn headers(name: &str, value: &str) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        h.insert(
+            http::HeaderName::from_bytes(name.as_bytes()).unwrap(),
+            value.parse().unwrap(),
+        );
+        h
+    }
+
+    #[test]
+    fn bearer_and_x_api_key_both_work() {
+        let store = store();
+        assert_eq!(
+            store
+                .authenticate(&headers("authorization", "Bearer sk-alice"))
+                .unwrap()
+                .key
+                .name,
+            "alice"
+        );
+        assert_eq!(
+            store
+                .authenticate(&headers("x-api-key", "sk-alice"))
+                .unwrap()
+                .key
+                .name,
+            "alice"
+        );
+        assert!(
+            store
+                .authenticate(&headers("x-api-key", "sk-mallory"))
+                .is_err()
+        );
+        assert!(store.authenticate(&HeaderMap::new()).is_err());
+        assert!(store.is_admin(&headers("authorization", "Bearer sk-admin")));
+        assert!(!store.is_admin(&headers("authorization", "Bearer sk-alice")));
+    }
+}

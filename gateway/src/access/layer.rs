@@ -1,0 +1,83 @@
+//! The tower layer that authenticates virtual keys and applies their
+//! requests-per-minute limit, before any body is read.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use futures_util::FutureExt;
+use futures_util::future::BoxFuture;
+use http::{Request, Response};
+use tower::{Layer, Service};
+
+use super::{KeyStore, RateLimits};
+use crate::http::Body;
+
+/// Paths that answer without a key: probes, and the admin API (which checks
+/// the admin key itself).
+fn is_open(path: &str) -> bool {
+    matches!(path, "/healthz" | "/readyz" | "/") || path.starts_with("/admin/")
+}
+
+#[derive(Clone)]
+pub struct AuthLayer {
+    keys: Arc<KeyStore>,
+    rates: Arc<RateLimits>,
+}
+
+impl AuthLayer {
+    pub fn new(keys: Arc<KeyStore>, rates: Arc<RateLimits>) -> Self {
+        AuthLayer { keys, rates }
+    }
+}
+
+impl<S> Layer<S> for AuthLayer {
+    type Service = AuthService<S>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        AuthService {
+            inner,
+            keys: self.keys.clone(),
+            rates: self.rates.clone(),
+        }
+    }
+}
+
+#[derive(Clone)]
+pub struct AuthService<S> {
+    inner: S,
+    keys: Arc<KeyStore>,
+    rates: Arc<RateLimits>,
+}
+
+impl<S, B> Service<Request<B>> for AuthService<S>
+where
+    S: Service<Request<B>, Response = Response<Body>, Error = Infallible> + Send + 'static,
+    S::Future: Send + 'static,
+    B: Send + 'static,
+{
+    type Response = Response<Body>;
+    type Error = Infallible;
+    type Future = BoxFuture<'static, Result<Response<Body>, Infallible>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, mut req: Request<B>) -> Self::Future {
+        if !self.keys.enabled() || is_open(req.uri().path()) {
+            return self.inner.call(req).boxed();
+        }
+        let checked = self
+            .keys
+            .authenticate(req.headers())
+            .and_then(|caller| self.rates.check_request(&caller.key.name).map(|()| caller));
+        match checked {
+            Ok(caller) => {
+                req.extensions_mut().insert(caller);
+                self.inner.call(req).boxed()
+            }
+            Err(err) => std::future::ready(Ok(err.into_response())).boxed(),
+        }
+    }
+}

@@ -1,0 +1,13 @@
+//! Who is calling and what they may spend: virtual keys (stored as hashes,
+//! compared in constant time), per-key rate limits, and spend budgets with
+//! reservations so concurrent requests cannot overshoot.
+
+mod budget;
+mod keys;
+mod layer;
+mod rate;
+
+pub use budget::{Budgets, Exhausted, Reservation, period_starts};
+pub use keys::{Caller, KeyStore, hash_key};
+pub use layer::AuthLayer;
+pub use rate::RateLimits;

@@ -1,0 +1,176 @@
+//! Spend reports from the ledger: totals per key, team, route, backend, tier
+//! or day, cloud against local, and savings against the reference model.
+
+use rusqlite::Connection;
+
+/// What a report groups by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Dimension {
+    Key,
+    Team,
+    Route,
+    Backend,
+    Tier,
+    Day,
+}
+
+impl Dimension {
+    pub const ALL: [Dimension; 6] = [
+        Dimension::Key,
+        Dimension::Team,
+        Dimension::Route,
+        Dimension::Backend,
+        Dimension::Tier,
+        Dimension::Day,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Dimension::Key => "key",
+            Dimension::Team => "team",
+            Dimension::Route => "route",
+            Dimension::Backend => "backend",
+            Dimension::Tier => "tier",
+            Dimension::Day => "day",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|d| d.name() == name)
+    }
+
+    /// The SQL expression grouped on (fixed text, never user input).
+    fn column(self) -> &'static str {
+        match self {
+            Dimension::Key => "COALESCE(key, '-')",
+            Dimension::Team => "COALESCE(team, '-')",
+            Dimension::Route => "COALESCE(route, '-')",
+            Dimension::Backend => "backend",
+            Dimension::Tier => "tier",
+            Dimension::Day => "strftime('%Y-%m-%d', ts_ms / 1000, 'unixepoch')",
+        }
+    }
+}
+
+/// One group's spend.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+pub struct SpendLine {
+    pub group: String,
+    pub requests: u64,
+    pub input_tokens: u64,
+    pub cached_tokens: u64,
+    pub output_tokens: u64,
+    pub cost_usd: f64,
+    pub cloud_usd: f64,
+    pub local_usd: f64,
+    /// The same traffic priced on the reference cloud model.
+    pub counterfactual_usd: f64,
+    pub savings_usd: f64,
+    /// Rows whose usage was counted here because the backend reported none.
+    pub estimated: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct SpendReport {
+    pub since_ms: i64,
+    pub by: &'static str,
+    pub lines: Vec<SpendLine>,
+    pub total: SpendLine,
+}
+
+/// SQLite integers are signed; counts are never negative.
+fn count(value: Option<i64>) -> u64 {
+    value.and_then(|v| u64::try_from(v).ok()).unwrap_or(0)
+}
+
+pub fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+        .unwrap_or(0)
+}
+
+/// Cloud tiers, for the cloud/local split.
+const CLOUD: &str = "tier IN ('cloud', 'large')";
+
+pub fn spend_report(
+    conn: &Connection,
+    since_ms: i64,
+    by: Dimension,
+) -> rusqlite::Result<SpendReport> {
+    let sql = format!(
+        "SELECT {group}, COUNT(*), SUM(input_tokens), SUM(cached_tokens), SUM(output_tokens), SUM(cost_usd),
+                SUM(CASE WHEN {CLOUD} THEN cost_usd ELSE 0 END), SUM(counterfactual_usd), SUM(estimated)
+         FROM requests WHERE ts_ms >= ?1 GROUP BY 1 ORDER BY 6 DESC, 1",
+        group = by.column()
+    );
+    let mut statement = conn.prepare(&sql)?;
+    let lines: Vec<SpendLine> = statement
+        .query_map([since_ms], |row| {
+            let cost: f64 = row.get::<_, Option<f64>>(5)?.unwrap_or(0.0);
+            let cloud: f64 = row.get::<_, Option<f64>>(6)?.unwrap_or(0.0);
+            let counterfactual: f64 = row.get::<_, Option<f64>>(7)?.unwrap_or(0.0);
+            Ok(SpendLine {
+                group: row.get(0)?,
+                requests: count(row.get(1)?),
+                input_tokens: count(row.get(2)?),
+                cached_tokens: count(row.get(3)?),
+                output_tokens: count(row.get(4)?),
+                cost_usd: cost,
+                cloud_usd: cloud,
+                local_usd: cost - cloud,
+                counterfactual_usd: counterfactual,
+                savings_usd: counterfactual - cost,
+                estimated: count(row.get(8)?),
+            })
+        })?
+        .collect::<rusqlite::Result<_>>()?;
+    let mut total = SpendLine {
+        group: "total".into(),
+        ..SpendLine::default()
+    };
+    for line in &lines {
+        total.requests += line.requests;
+        total.input_tokens += line.input_tokens;
+        total.cached_tokens += line.cached_tokens;
+        total.output_tokens += line.output_tokens;
+        total.cost_usd += line.cost_usd;
+        total.cloud_usd += line.cloud_usd;
+        total.local_usd += line.local_usd;
+        total.counterfactual_usd += line.counterfactual_usd;
+        total.savings_usd += line.savings_usd;
+        total.estimated += line.estimated;
+    }
+    Ok(SpendReport {
+        since_ms,
+        by: by.name(),
+        lines,
+        total,
+    })
+}
+
+/// Spend so far per key and per team since `since_ms`, split into
+/// (cloud, total), for budgets to start from after a restart.
+pub fn spend_since(
+    conn: &Connection,
+    since_ms: i64,
+) -> rusqlite::Result<Vec<(String, String, f64, f64)>> {
+    let sql = format!(
+        "SELECT 'key', key, SUM(CASE WHEN {CLOUD} THEN cost_usd ELSE 0 END), SUM(cost_usd)
+           FROM requests WHERE ts_ms >= ?1 AND key IS NOT NULL GROUP BY key
+         UNION ALL
+         SELECT 'team', team, SUM(CASE WHEN {CLOUD} THEN cost_usd ELSE 0 END), SUM(cost_usd)
+           FROM requests WHERE ts_ms >= ?1 AND team IS NOT NULL GROUP BY team"
+    );
+    let mut statement = conn.prepare(&sql)?;
+    statement
+        .query_map([since_ms], |row| {
+            Ok((
+                row.get(0)?,
+                row.get(1)?,
+                row.get::<_, Option<f64>>(2)?.unwrap_or(0.0),
+                row.get::<_, Option<f64>>(3)?.unwrap_or(0.0),
+            ))
+        })?
+        .collect()
+}

@@ -1,0 +1,32 @@
+use switchyard_policies::TokenCounts;
+
+/// One request's record.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LedgerRow {
+    /// Start of the request, Unix milliseconds.
+    pub ts_ms: i64,
+    pub request_id: Option<String>,
+    pub key: Option<String>,
+    pub team: Option<String>,
+    pub route: Option<String>,
+    pub backend: String,
+    pub tier: &'static str,
+    pub profile: Option<&'static str>,
+    /// The caller's API dialect (`openai`).
+    pub dialect: &'static str,
+    pub endpoint: &'static str,
+    pub tokens: TokenCounts,
+    pub cost_usd: f64,
+    /// The same tokens priced on the reference cloud model.
+    pub counterfactual_usd: f64,
+    pub ttft_ms: Option<f64>,
+    pub duration_ms: f64,
+    /// `ok`, an error kind, `cancelled`, `escalated`.
+    pub status: &'static str,
+    pub reason: &'static str,
+    pub hedge: bool,
+    pub fallback: bool,
+    pub cache_hit: bool,
+    /// Usage as the backend reported it, or counted here.
+    pub estimated: bool,
+}

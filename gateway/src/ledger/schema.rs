@@ -1,0 +1,59 @@
+//! The ledger's table and indexes, and retention.
+
+use rusqlite::Connection;
+
+const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS requests (
+    id INTEGER PRIMARY KEY,
+    ts_ms INTEGER NOT NULL,
+    request_id TEXT,
+    key TEXT,
+    team TEXT,
+    route TEXT,
+    backend TEXT NOT NULL,
+    tier TEXT NOT NULL,
+    profile TEXT,
+    dialect TEXT NOT NULL,
+    endpoint TEXT NOT NULL,
+    input_tokens INTEGER NOT NULL,
+    cached_tokens INTEGER NOT NULL,
+    cache_write_tokens INTEGER NOT NULL,
+    output_tokens INTEGER NOT NULL,
+    reasoning_tokens INTEGER NOT NULL,
+    cost_usd REAL NOT NULL,
+    counterfactual_usd REAL NOT NULL,
+    ttft_ms REAL,
+    duration_ms REAL NOT NULL,
+    status TEXT NOT NULL,
+    reason TEXT NOT NULL,
+    hedge INTEGER NOT NULL,
+    fallback INTEGER NOT NULL,
+    cache_hit INTEGER NOT NULL,
+    estimated INTEGER NOT NULL
+);
+-- Report queries filter by time and group by one dimension.
+CREATE INDEX IF NOT EXISTS requests_ts ON requests (ts_ms);
+CREATE INDEX IF NOT EXISTS requests_key_ts ON requests (key, ts_ms);
+CREATE INDEX IF NOT EXISTS requests_team_ts ON requests (team, ts_ms);
+CREATE INDEX IF NOT EXISTS requests_backend_ts ON requests (backend, ts_ms);
+";
+
+pub fn open(path: &str) -> anyhow::Result<Connection> {
+    let conn = Connection::open(path).map_err(|err| anyhow::anyhow!("ledger {path}: {err}"))?;
+    // WAL: readers (reports) never block the writer; NORMAL sync is durable
+    // at each commit's checkpoint boundary under WAL.
+    conn.pragma_update(None, "journal_mode", "WAL")?;
+    conn.pragma_update(None, "synchronous", "NORMAL")?;
+    conn.busy_timeout(std::time::Duration::from_secs(5))?;
+    conn.execute_batch(SCHEMA)?;
+    Ok(conn)
+}
+
+/// Deletes rows older than `days` (0 keeps everything).
+pub fn apply_retention(conn: &Connection, days: u32) -> rusqlite::Result<usize> {
+    if days == 0 {
+        return Ok(0);
+    }
+    let cutoff = super::report::now_ms() - i64::from(days) * 86_400_000;
+    conn.execute("DELETE FROM requests WHERE ts_ms < ?1", [cutoff])
+}

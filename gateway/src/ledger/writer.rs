@@ -1,0 +1,107 @@
+//! The writer thread: takes rows off the queue and commits them in batches.
+
+use std::time::{Duration, Instant};
+
+use rusqlite::{Connection, params};
+use tokio::sync::mpsc;
+
+use super::Entry;
+use super::row::LedgerRow;
+
+/// Most rows in one transaction.
+const BATCH: usize = 1024;
+/// How often old rows are purged.
+const RETENTION_EVERY: Duration = Duration::from_secs(3600);
+
+/// Runs until every sender is gone and the queue is empty. `window` is how
+/// long a batch gathers rows after its first (zero in strict mode).
+pub fn run(
+    mut conn: Connection,
+    mut receiver: mpsc::Receiver<Entry>,
+    window: Duration,
+    retention_days: u32,
+) {
+    let mut last_retention = Instant::now();
+    while let Some(first) = receiver.blocking_recv() {
+        let mut batch = vec![first];
+        let deadline = Instant::now() + window;
+        while batch.len() < BATCH {
+            match receiver.try_recv() {
+                Ok(entry) => batch.push(entry),
+                Err(mpsc::error::TryRecvError::Empty) if Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(2).min(deadline - Instant::now()));
+                }
+                Err(_) => break,
+            }
+        }
+        if let Err(err) = commit(&mut conn, &batch) {
+            tracing::error!(error = %err, rows = batch.len(), "ledger commit failed; retrying once");
+            std::thread::sleep(Duration::from_millis(100));
+            if let Err(err) = commit(&mut conn, &batch) {
+                tracing::error!(error = %err, rows = ?batch.iter().map(|e| &e.row).collect::<Vec<_>>(), "ledger rows lost");
+            }
+        }
+        for entry in batch {
+            if let Some(committed) = entry.committed {
+                let _ = committed.send(());
+            }
+        }
+        if last_retention.elapsed() > RETENTION_EVERY {
+            last_retention = Instant::now();
+            if let Err(err) = super::schema::apply_retention(&conn, retention_days) {
+                tracing::warn!(error = %err, "ledger retention failed");
+            }
+        }
+    }
+}
+
+fn commit(conn: &mut Connection, batch: &[Entry]) -> rusqlite::Result<()> {
+    let tx = conn.transaction()?;
+    {
+        let mut insert = tx.prepare_cached(
+            "INSERT INTO requests (ts_ms, request_id, key, team, route, backend, tier, profile, dialect, endpoint,
+                input_tokens, cached_tokens, cache_write_tokens, output_tokens, reasoning_tokens,
+                cost_usd, counterfactual_usd, ttft_ms, duration_ms, status, reason, hedge, fallback, cache_hit, estimated)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25)",
+        )?;
+        for Entry { row, .. } in batch {
+            insert_row(&mut insert, row)?;
+        }
+    }
+    tx.commit()
+}
+
+fn insert_row(
+    insert: &mut rusqlite::CachedStatement<'_>,
+    r: &LedgerRow,
+) -> rusqlite::Result<usize> {
+    let t = &r.tokens;
+    let n = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
+    insert.execute(params![
+        r.ts_ms,
+        r.request_id,
+        r.key,
+        r.team,
+        r.route,
+        r.backend,
+        r.tier,
+        r.profile,
+        r.dialect,
+        r.endpoint,
+        n(t.input),
+        n(t.cached_input),
+        n(t.cache_write),
+        n(t.output),
+        n(t.reasoning),
+        r.cost_usd,
+        r.counterfactual_usd,
+        r.ttft_ms,
+        r.duration_ms,
+        r.status,
+        r.reason,
+        r.hedge,
+        r.fallback,
+        r.cache_hit,
+        r.estimated,
+    ])
+}
