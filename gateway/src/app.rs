@@ -64,6 +64,7 @@ pub struct App {
     pub rates: Arc<RateLimits>,
     pub budgets: Arc<Budgets>,
     pub ledger: Arc<Ledger>,
+    pub ledger_path: String,
     /// The cloud model every request is also priced on.
     pub reference: Option<Reference>,
     in_flight: Arc<Semaphore>,
@@ -97,6 +98,7 @@ impl App {
             rates: Arc::new(RateLimits::new(&config.auth)),
             budgets,
             ledger,
+            ledger_path: config.ledger.path.clone(),
             reference: config.reference.clone(),
             in_flight: Arc::new(Semaphore::new(config.server.max_concurrent_requests)),
             shutting_down: AtomicBool::new(false),

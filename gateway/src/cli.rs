@@ -40,6 +40,27 @@ pub enum Command {
         #[arg(long = "header", value_name = "NAME:VALUE")]
         headers: Vec<String>,
     },
+    /// Report spend from the ledger: cloud against local, and savings against
+    /// the reference cloud model.
+    Spend {
+        /// How far back: 7d, 24h, 30m.
+        #[arg(long, default_value = "7d")]
+        since: String,
+        /// Group by key, team, route, backend, tier or day.
+        #[arg(long, default_value = "key")]
+        by: String,
+        /// table, json or csv.
+        #[arg(long, default_value = "table")]
+        format: String,
+        /// The config whose ledger to read (the embedded default's when absent).
+        #[arg(long)]
+        config: Option<PathBuf>,
+    },
+    /// Print the hash of an API key, for `auth.keys[].hash` in the config.
+    KeyHash {
+        /// The key (anything hard to guess, e.g. from `openssl rand -hex 24`).
+        key: String,
+    },
     /// Run the model-server simulator alone, as an OpenAI-compatible server.
     Sim {
         /// Address to listen on (port 0 picks a free port).

@@ -14,4 +14,5 @@ pub mod receipts;
 pub mod routing;
 pub mod sim_cli;
 pub mod sim_server;
+pub mod spend_cli;
 pub mod stack;

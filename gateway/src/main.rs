@@ -30,6 +30,27 @@ fn run() -> anyhow::Result<()> {
         .init();
     match cli.command {
         Command::Check { file } => check(&file),
+        Command::Spend {
+            since,
+            by,
+            format,
+            config,
+        } => {
+            let config = config_file::load(config.as_deref())?;
+            switchyard::spend_cli::run(
+                &config.ledger.path,
+                &since,
+                &by,
+                &format,
+                &mut std::io::stdout().lock(),
+            )
+        }
+        Command::KeyHash { key } => {
+            let hash = switchyard::access::hash_key(&key);
+            let hex: String = hash.iter().map(|b| format!("{b:02x}")).collect();
+            writeln!(std::io::stdout().lock(), "sha256:{hex}")?;
+            Ok(())
+        }
         Command::Explain {
             file,
             config,

@@ -7,7 +7,7 @@ mod support;
 
 use http::Method;
 use serde_json::{Value, json};
-use support::{FAST_SIM_FIELDS, GatewayBuilder, chat, post_json, send};
+use support::{FAST_SIM_FIELDS, GatewayBuilder, chat, post_json, post_with, send};
 
 fn sims() -> GatewayBuilder {
     GatewayBuilder::new()
@@ -22,34 +22,6 @@ fn sims() -> GatewayBuilder {
             "cloud",
             &format!("preset: large, {FAST_SIM_FIELDS}"),
         )
-}
-
-async fn post_with_headers(url: &str, body: &Value, headers: &[(&str, &str)]) -> support::Reply {
-    let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
-        .build_http::<http_body_util::Full<bytes::Bytes>>();
-    let mut req = http::Request::builder()
-        .method(Method::POST)
-        .uri(url)
-        .header("content-type", "application/json");
-    for (name, value) in headers {
-        req = req.header(*name, *value);
-    }
-    let req = req
-        .body(http_body_util::Full::new(bytes::Bytes::from(
-            serde_json::to_vec(body).unwrap(),
-        )))
-        .unwrap();
-    let response = client.request(req).await.unwrap();
-    let (parts, body) = response.into_parts();
-    let body = http_body_util::BodyExt::collect(body)
-        .await
-        .unwrap()
-        .to_bytes();
-    support::Reply {
-        status: parts.status,
-        headers: parts.headers,
-        body,
-    }
 }
 
 #[tokio::test]
@@ -77,7 +49,7 @@ async fn rules_route_by_tools_profile_and_header() {
         (Some("mid"), Some("rule"))
     );
 
-    let coded = post_with_headers(
+    let coded = post_with(
         &url,
         &chat("auto", "hi"),
         &[("x-switchyard-profile", "code")],
@@ -93,7 +65,7 @@ async fn rules_route_by_tools_profile_and_header() {
         Some("mid")
     );
 
-    let research = post_with_headers(&url, &chat("auto", "hi"), &[("x-team", "research")]).await;
+    let research = post_with(&url, &chat("auto", "hi"), &[("x-team", "research")]).await;
     assert_eq!(research.header("x-switchyard-backend"), Some("large"));
 }
 
@@ -101,7 +73,7 @@ async fn rules_route_by_tools_profile_and_header() {
 async fn an_unknown_profile_is_400_naming_the_valid_ones() {
     let gateway = sims().split("auto", &[("small", 1)]).start();
     let url = gateway.url("/v1/chat/completions");
-    let reply = post_with_headers(
+    let reply = post_with(
         &url,
         &chat("auto", "hi"),
         &[("x-switchyard-profile", "turbo")],

@@ -1,6 +1,7 @@
 //! Request dispatch by path (the query string is ignored) and the
 //! OpenAI-compatible endpoints.
 
+mod admin;
 mod chat;
 mod completions;
 mod embeddings;
@@ -20,6 +21,7 @@ use crate::app::App;
 use crate::error::GatewayError;
 use crate::http::Body;
 
+pub use admin::{parse_dimension, parse_since};
 pub use explain::{decide_chat, explain_chat};
 
 pub async fn handle(app: Arc<App>, req: Request<Incoming>) -> Response<Body> {
@@ -49,6 +51,10 @@ pub async fn handle(app: Arc<App>, req: Request<Incoming>) -> Response<Body> {
             Err(err) => Err(err),
         },
         "/models" => allow(&req, Method::GET, "GET").map(|()| models::list(&app)),
+        "/admin/spend" => match allow(&req, Method::GET, "GET") {
+            Ok(()) => admin::spend(&app, req).await,
+            Err(err) => Err(err),
+        },
         "/healthz" => Ok(health::live()),
         "/readyz" => Ok(health::ready(&app)),
         _ => Err(GatewayError::NotFound {

@@ -78,6 +78,17 @@ impl Proc {
         self.url("/v1")
     }
 
+    /// The ledger of a gateway started on a config that names no path.
+    pub fn ledger(&self) -> rusqlite::Connection {
+        rusqlite::Connection::open(self.dir.join("switchyard-ledger.db")).expect("open the ledger")
+    }
+
+    /// Sends SIGKILL: no shutdown, no flush.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
     pub fn pid(&self) -> u32 {
         self.child.id()
     }
@@ -132,6 +143,7 @@ pub struct GatewayBuilder {
     server: Vec<String>,
     backends: Vec<String>,
     routes: Vec<String>,
+    sections: Vec<String>,
 }
 
 impl GatewayBuilder {
@@ -175,6 +187,18 @@ impl GatewayBuilder {
         self
     }
 
+    /// A backend written out, indented as under `backends:`.
+    pub fn backend_yaml(mut self, yaml: &str) -> Self {
+        self.backends.push(yaml.to_owned());
+        self
+    }
+
+    /// A top-level section written out (`auth:`, `ledger:`, `accounting:`).
+    pub fn section(mut self, yaml: &str) -> Self {
+        self.sections.push(format!("{}\n", yaml.trim_end()));
+        self
+    }
+
     /// A split route over `(backend, weight)` pairs.
     pub fn split(mut self, name: &str, weights: &[(&str, u32)]) -> Self {
         let weights: Vec<String> = weights.iter().map(|(b, w)| format!("{b}: {w}")).collect();
@@ -199,6 +223,7 @@ impl GatewayBuilder {
             yaml.push_str("routes:\n");
             self.routes.iter().for_each(|r| yaml.push_str(r));
         }
+        self.sections.iter().for_each(|s| yaml.push_str(s));
         yaml
     }
 
@@ -332,6 +357,58 @@ pub async fn post_json(url: &str, body: &Value) -> Reply {
         false,
     )
     .await
+}
+
+/// POST JSON with extra headers.
+pub async fn post_with(url: &str, body: &Value, headers: &[(&str, &str)]) -> Reply {
+    let mut req = Request::builder()
+        .method(Method::POST)
+        .uri(url)
+        .header("content-type", "application/json");
+    for (name, value) in headers {
+        req = req.header(*name, *value);
+    }
+    let req = req
+        .body(Full::new(Bytes::from(
+            serde_json::to_vec(body).expect("json"),
+        )))
+        .expect("request");
+    let response = tokio::time::timeout(Duration::from_secs(60), client(false).request(req))
+        .await
+        .expect("answer within 60 s")
+        .expect("request sent");
+    let (parts, body) = response.into_parts();
+    let body = body
+        .collect()
+        .await
+        .map(|c| c.to_bytes())
+        .unwrap_or_default();
+    Reply {
+        status: parts.status,
+        headers: parts.headers,
+        body,
+    }
+}
+
+/// GET with extra headers.
+pub async fn get_with(url: &str, headers: &[(&str, &str)]) -> Reply {
+    let mut req = Request::builder().method(Method::GET).uri(url);
+    for (name, value) in headers {
+        req = req.header(*name, *value);
+    }
+    let req = req.body(Full::new(Bytes::new())).expect("request");
+    let response = client(false).request(req).await.expect("request sent");
+    let (parts, body) = response.into_parts();
+    let body = body
+        .collect()
+        .await
+        .map(|c| c.to_bytes())
+        .unwrap_or_default();
+    Reply {
+        status: parts.status,
+        headers: parts.headers,
+        body,
+    }
 }
 
 pub async fn get(url: &str) -> Reply {

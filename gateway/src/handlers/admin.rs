@@ -1,0 +1,85 @@
+//! `GET /admin/spend?since=7d&by=key`: the spend report, for the admin key.
+
+use http::{Request, Response, StatusCode};
+use hyper::body::Incoming;
+
+use crate::app::App;
+use crate::error::GatewayError;
+use crate::http::{Body, json_response};
+use crate::ledger::{Dimension, now_ms, spend_report};
+
+pub async fn spend(app: &App, req: Request<Incoming>) -> Result<Response<Body>, GatewayError> {
+    if !app.keys.is_admin(req.headers()) {
+        return Err(GatewayError::Unauthorized {
+            message: "the admin API needs the admin key (auth.admin_key_hash)".into(),
+        });
+    }
+    let query = req.uri().query().unwrap_or("");
+    let param = |name: &str| {
+        query
+            .split('&')
+            .filter_map(|kv| kv.split_once('='))
+            .find(|(k, _)| *k == name)
+            .map(|(_, v)| v.to_owned())
+    };
+    let since = parse_since(param("since").as_deref().unwrap_or("7d")).map_err(|message| {
+        GatewayError::InvalidField {
+            param: "since".into(),
+            message,
+        }
+    })?;
+    let by = parse_dimension(param("by").as_deref().unwrap_or("key")).map_err(|message| {
+        GatewayError::InvalidField {
+            param: "by".into(),
+            message,
+        }
+    })?;
+    let path = app.ledger_path.clone();
+    let report = tokio::task::spawn_blocking(move || {
+        let conn = rusqlite::Connection::open(&path)?;
+        spend_report(&conn, now_ms() - since, by)
+    })
+    .await
+    .map_err(|err| GatewayError::Internal {
+        message: err.to_string(),
+    })?
+    .map_err(|err| GatewayError::Internal {
+        message: format!("ledger: {err}"),
+    })?;
+    Ok(json_response(StatusCode::OK, &report))
+}
+
+/// `7d`, `24h`, `30m` -> milliseconds.
+pub fn parse_since(text: &str) -> Result<i64, String> {
+    let bad = || format!("`{text}` is not a duration such as 7d, 24h or 30m");
+    let (number, unit) = text.split_at(text.len().saturating_sub(1));
+    let n: i64 = number.parse().map_err(|_| bad())?;
+    let unit_ms = match unit {
+        "d" => 86_400_000,
+        "h" => 3_600_000,
+        "m" => 60_000,
+        _ => return Err(bad()),
+    };
+    n.checked_mul(unit_ms).filter(|ms| *ms >= 0).ok_or_else(bad)
+}
+
+pub fn parse_dimension(text: &str) -> Result<Dimension, String> {
+    Dimension::from_name(text).ok_or_else(|| {
+        let names: Vec<&str> = Dimension::ALL.iter().map(|d| d.name()).collect();
+        format!("`{text}` is not one of {}", names.join(", "))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_parse() {
+        assert_eq!(parse_since("7d"), Ok(7 * 86_400_000));
+        assert_eq!(parse_since("30m"), Ok(30 * 60_000));
+        assert!(parse_since("soon").is_err());
+        assert!(parse_since("-1d").is_err());
+        assert_eq!(parse_dimension("tier"), Ok(Dimension::Tier));
+    }
+}

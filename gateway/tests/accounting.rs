@@ -1,0 +1,420 @@
+//! Keys, rate limits, budgets and the ledger, through the running gateway.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is the failure report
+
+mod support;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use support::{FAST_SIM_FIELDS, GatewayBuilder, Proc, chat, get, get_with, post_with};
+
+/// `sha256:` of `key`, as `switchyard key-hash` prints it.
+fn hash(key: &str) -> String {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_switchyard"))
+        .args(["key-hash", key])
+        .output()
+        .unwrap();
+    String::from_utf8(out.stdout).unwrap().trim().to_owned()
+}
+
+/// A free local backend, and a cloud one priced at $1,000 per million
+/// tokens (a cent per ten tokens) so budgets run out within a few requests.
+fn priced(cloud_sim_extra: &str) -> GatewayBuilder {
+    GatewayBuilder::new()
+        .in_process_sim("local", "small", &format!("preset: small, {FAST_SIM_FIELDS}"))
+        .backend_yaml(&format!(
+            "  cloud:\n    tier: cloud\n    sim: {{preset: large, {FAST_SIM_FIELDS}{cloud_sim_extra}}}\n    price: {{input_per_mtok: 1000, output_per_mtok: 1000}}\n"
+        ))
+        .split("auto", &[("cloud", 1)])
+}
+
+fn bearer(key: &str) -> String {
+    format!("Bearer {key}")
+}
+
+fn short(text: &str, model: &str) -> Value {
+    let mut request = chat(model, text);
+    request["max_tokens"] = json!(20);
+    request
+}
+
+fn ledger_sum(gateway: &Proc, sql: &str) -> f64 {
+    gateway
+        .ledger()
+        .query_row(sql, [], |row| row.get::<_, Option<f64>>(0))
+        .unwrap()
+        .unwrap_or(0.0)
+}
+
+#[tokio::test]
+async fn keys_are_required_checked_and_rate_limited() {
+    let gateway = priced("")
+        .section(&format!(
+            "auth:\n  keys:\n    - {{name: alice, hash: '{}', requests_per_minute: 3}}\n",
+            hash("sk-alice")
+        ))
+        .start();
+    let url = gateway.url("/v1/chat/completions");
+    let anonymous = post_with(&url, &short("hi", "local"), &[]).await;
+    assert_eq!(anonymous.status, 401);
+    assert_eq!(anonymous.error()["code"], "invalid_api_key");
+    let wrong = post_with(
+        &url,
+        &short("hi", "local"),
+        &[("authorization", "Bearer sk-mallory")],
+    )
+    .await;
+    assert_eq!(wrong.status, 401);
+    for _ in 0..3 {
+        let ok = post_with(&url, &short("hi", "local"), &[("x-api-key", "sk-alice")]).await;
+        assert_eq!(ok.status, 200);
+    }
+    let fourth = post_with(
+        &url,
+        &short("hi", "local"),
+        &[("authorization", &bearer("sk-alice"))],
+    )
+    .await;
+    assert_eq!(fourth.status, 429);
+    assert_eq!(fourth.error()["code"], "rate_limit_exceeded");
+    assert!(
+        fourth
+            .header("retry-after")
+            .unwrap()
+            .parse::<u64>()
+            .unwrap()
+            >= 1
+    );
+    assert_eq!(
+        get(&gateway.url("/healthz")).await.status,
+        200,
+        "probes need no key"
+    );
+}
+
+#[tokio::test]
+async fn spent_budgets_refuse_or_downgrade_and_never_block_local() {
+    let budget = |name: &str, on: &str| {
+        format!(
+            "    - {{name: {name}, hash: '{}', budget: {{daily_usd: 0.25, on_exhausted: {on}}}}}\n",
+            hash(&format!("sk-{name}"))
+        )
+    };
+    let gateway = priced("")
+        .section(&format!(
+            "auth:\n  keys:\n{}{}",
+            budget("bob", "refuse"),
+            budget("carol", "downgrade")
+        ))
+        .start();
+    let url = gateway.url("/v1/chat/completions");
+    let mut statuses = Vec::new();
+    for _ in 0..12 {
+        let reply = post_with(
+            &url,
+            &short("hello there", "auto"),
+            &[("authorization", &bearer("sk-bob"))],
+        )
+        .await;
+        statuses.push(reply.status.as_u16());
+        if reply.status == 429 {
+            assert_eq!(reply.error()["type"], "insufficient_quota");
+            assert_eq!(reply.error()["code"], "insufficient_quota");
+            break;
+        }
+    }
+    assert_eq!(
+        statuses.last(),
+        Some(&429),
+        "the budget ran out: {statuses:?}"
+    );
+    assert!(
+        statuses.iter().filter(|s| **s == 200).count() >= 2,
+        "{statuses:?}"
+    );
+    // A cloud-only budget never blocks the local tier.
+    let local = post_with(
+        &url,
+        &short("hello there", "local"),
+        &[("authorization", &bearer("sk-bob"))],
+    )
+    .await;
+    assert_eq!(local.status, 200);
+
+    let mut reasons = Vec::new();
+    for _ in 0..12 {
+        let reply = post_with(
+            &url,
+            &short("hello there", "auto"),
+            &[("authorization", &bearer("sk-carol"))],
+        )
+        .await;
+        assert_eq!(reply.status, 200, "downgrade instead of refusing");
+        reasons.push((
+            reply.header("x-switchyard-backend").unwrap().to_owned(),
+            reply.header("x-switchyard-reason").unwrap().to_owned(),
+        ));
+    }
+    assert_eq!(
+        reasons.last().unwrap(),
+        &("local".to_owned(), "budget-downgrade".to_owned()),
+        "{reasons:?}"
+    );
+    assert_eq!(reasons.first().unwrap().0, "cloud");
+}
+
+#[tokio::test]
+async fn a_thousand_concurrent_requests_cannot_overshoot_a_budget() {
+    let mut gateway = priced(", max_concurrency: 1000, max_queue: 1000")
+        .section(&format!(
+            "auth:\n  keys:\n    - {{name: dave, hash: '{}', budget: {{daily_usd: 0.5}}}}\n",
+            hash("sk-dave")
+        ))
+        .start();
+    let url = Arc::new(gateway.url("/v1/chat/completions"));
+    let mut tasks = Vec::new();
+    for i in 0..1000 {
+        let url = url.clone();
+        tasks.push(tokio::spawn(async move {
+            let body = short(&format!("request {i}"), "auto");
+            post_with(&url, &body, &[("authorization", "Bearer sk-dave")])
+                .await
+                .status
+                .as_u16()
+        }));
+    }
+    let mut ok = 0;
+    let mut refused = 0;
+    for task in tasks {
+        match task.await.unwrap() {
+            200 => ok += 1,
+            429 => refused += 1,
+            other => panic!("unexpected status {other}"),
+        }
+    }
+    assert!(ok > 0 && refused > 0, "{ok} served, {refused} refused");
+    let status = tokio::task::spawn_blocking(move || {
+        let status = gateway.terminate(); // flushes the ledger
+        (status, gateway)
+    })
+    .await
+    .unwrap();
+    assert!(status.0.success());
+    let gateway = status.1;
+    let spent = ledger_sum(
+        &gateway,
+        "SELECT SUM(cost_usd) FROM requests WHERE key = 'dave'",
+    );
+    // One reservation: the most one request could cost (prompt estimate
+    // with margin plus max_tokens, at $1,000 per million).
+    let one_reservation = (20.0 * 1.25 + 64.0 + 20.0) * 1000.0 / 1e6;
+    assert!(spent <= 0.5 + one_reservation, "spent {spent}");
+    let rows = ledger_sum(&gateway, "SELECT COUNT(*) FROM requests WHERE key = 'dave'");
+    assert_eq!(rows as u32, ok, "one row per served request");
+}
+
+#[tokio::test]
+async fn streamed_and_whole_requests_cost_the_same() {
+    let mut gateway = priced("").start();
+    let url = gateway.url("/v1/chat/completions");
+    let mut request = short("the same question", "cloud");
+    request["seed"] = json!(7);
+    post_with(&url, &request, &[("x-request-id", "whole")]).await;
+    request["stream"] = json!(true);
+    let streamed = post_with(&url, &request, &[("x-request-id", "streamed")]).await;
+    assert!(
+        streamed.events().iter().all(|e| !e.contains("\"usage\"")),
+        "usage not forwarded unasked"
+    );
+    gateway.terminate();
+    let row = |id: &str| {
+        gateway
+            .ledger()
+            .query_row(
+                "SELECT input_tokens, output_tokens, cost_usd, counterfactual_usd, estimated FROM requests WHERE request_id = ?1",
+                [id],
+                |r| Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?, r.get::<_, f64>(2)?, r.get::<_, f64>(3)?, r.get::<_, bool>(4)?)),
+            )
+            .unwrap()
+    };
+    let (whole, streamed) = (row("whole"), row("streamed"));
+    assert_eq!(whole, streamed);
+    assert!(
+        whole.2 > 0.0 && !whole.4,
+        "priced from reported usage: {whole:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_client_that_leaves_mid_stream_leaves_an_estimated_row() {
+    let mut gateway = GatewayBuilder::new()
+        .in_process_sim(
+            "slow",
+            "small",
+            "preset: small, base_ttft_ms: 1, decode_tokens_per_s: 5, jitter: 0",
+        )
+        .start();
+    let body = json!({"model": "slow", "stream": true, "messages": [{"role": "user", "content": "a long story"}]});
+    let request = http::Request::builder()
+        .method("POST")
+        .uri(gateway.url("/v1/chat/completions"))
+        .header("content-type", "application/json")
+        .header("x-request-id", "leaver")
+        .body(http_body_util::Full::new(bytes::Bytes::from(
+            serde_json::to_vec(&body).unwrap(),
+        )))
+        .unwrap();
+    let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+        .build_http();
+    let response = client.request(request).await.unwrap();
+    let mut body = response.into_body();
+    for _ in 0..4 {
+        http_body_util::BodyExt::frame(&mut body)
+            .await
+            .unwrap()
+            .unwrap();
+    }
+    drop(body);
+    drop(client);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    gateway.terminate();
+    let (status, output, estimated): (String, i64, bool) = gateway
+        .ledger()
+        .query_row(
+            "SELECT status, output_tokens, estimated FROM requests WHERE request_id = 'leaver'",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+        )
+        .unwrap();
+    assert_eq!(status, "cancelled");
+    assert!(estimated);
+    assert!(output > 0, "the tokens that were streamed are counted");
+}
+
+#[tokio::test]
+async fn strict_durability_survives_kill_9() {
+    let mut gateway = priced(", max_concurrency: 64")
+        .section("ledger: {durability: strict}")
+        .start();
+    let url = Arc::new(gateway.url("/v1/chat/completions"));
+    let completed = Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let mut workers = Vec::new();
+    for w in 0..8 {
+        let (url, completed) = (url.clone(), completed.clone());
+        workers.push(tokio::spawn(async move {
+            for i in 0.. {
+                let id = format!("w{w}-{i}");
+                let mut body = short("load", "auto");
+                body["stream"] = json!(i % 2 == 0);
+                let reply = tokio::time::timeout(
+                    Duration::from_secs(5),
+                    post_with(&url, &body, &[("x-request-id", &id)]),
+                )
+                .await;
+                let Ok(reply) = reply else { break };
+                let whole = reply.status == 200
+                    && (body["stream"] == false
+                        || reply.events().last().map(String::as_str) == Some("[DONE]"));
+                if whole {
+                    completed.lock().unwrap().push(id);
+                }
+            }
+        }));
+    }
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    gateway.kill(); // SIGKILL: no shutdown, no flush
+    for worker in workers {
+        worker.abort();
+    }
+    let completed = completed.lock().unwrap().clone();
+    assert!(completed.len() > 20, "load ran: {}", completed.len());
+    let conn = gateway.ledger();
+    for id in &completed {
+        let found: i64 = conn
+            .query_row(
+                "SELECT COUNT(*) FROM requests WHERE request_id = ?1",
+                [id],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert_eq!(
+            found, 1,
+            "request {id} completed for the client but has no row"
+        );
+    }
+}
+
+#[tokio::test]
+async fn spend_reports_split_cloud_local_and_savings() {
+    let ledger = support::unique_path("ledger.db");
+    let admin = hash("sk-admin");
+    let builder = priced("").section(&format!(
+        "ledger: {{path: '{}'}}\naccounting: {{reference_model: gpt-4o}}\nauth:\n  admin_key_hash: '{admin}'\n",
+        ledger.display()
+    ));
+    let config = support::write_temp_config(&builder.yaml());
+    let mut gateway = builder.start();
+    let url = gateway.url("/v1/chat/completions");
+    for model in ["cloud", "local", "local"] {
+        assert_eq!(post_with(&url, &short("hi", model), &[]).await.status, 200);
+    }
+    tokio::time::sleep(Duration::from_millis(400)).await; // one group-commit window
+    let denied = get(&gateway.url("/admin/spend")).await;
+    assert_eq!(denied.status, 401);
+    let report = get_with(
+        &gateway.url("/admin/spend?by=tier&since=1d"),
+        &[("authorization", "Bearer sk-admin")],
+    )
+    .await;
+    assert_eq!(report.status, 200);
+    let report = report.json();
+    assert_eq!(report["total"]["requests"], 3);
+    assert!(report["total"]["cloud_usd"].as_f64().unwrap() > 0.0);
+    assert_eq!(report["total"]["local_usd"], 0.0);
+    let bad = get_with(
+        &gateway.url("/admin/spend?by=planet"),
+        &[("authorization", "Bearer sk-admin")],
+    )
+    .await;
+    assert_eq!(
+        (bad.status.as_u16(), bad.error()["param"].as_str()),
+        (400, Some("by"))
+    );
+    gateway.terminate();
+
+    let run = |format: &str| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_switchyard"))
+            .args([
+                "spend",
+                "--config",
+                config.to_str().unwrap(),
+                "--by",
+                "backend",
+                "--since",
+                "1d",
+                "--format",
+                format,
+            ])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let json: Value = serde_json::from_str(&run("json")).unwrap();
+    let lines = json["lines"].as_array().unwrap();
+    assert_eq!(lines.len(), 2);
+    let local = lines.iter().find(|l| l["group"] == "local").unwrap();
+    assert_eq!(local["requests"], 2);
+    // Savings: the local requests would have cost gpt-4o's price.
+    assert!(local["savings_usd"].as_f64().unwrap() > 0.0);
+    assert!(run("csv").starts_with("backend,requests,"));
+    assert!(run("table").lines().last().unwrap().starts_with("total"));
+    let _ = std::fs::remove_file(config);
+    let _ = std::fs::remove_file(ledger);
+}
