@@ -418,3 +418,36 @@ async fn spend_reports_split_cloud_local_and_savings() {
     let _ = std::fs::remove_file(config);
     let _ = std::fs::remove_file(ledger);
 }
+
+#[tokio::test]
+async fn tokens_per_minute_count_the_estimated_request() {
+    let gateway = priced("")
+        .section(&format!(
+            "auth:\n  keys:\n    - {{name: erin, hash: '{}', tokens_per_minute: 200}}\n",
+            hash("sk-erin")
+        ))
+        .start();
+    let url = gateway.url("/v1/chat/completions");
+    let key = [("authorization", "Bearer sk-erin")];
+    let mut huge = short("hi", "local");
+    huge["max_tokens"] = json!(500);
+    let refused = post_with(&url, &huge, &key).await;
+    assert_eq!(refused.status, 429, "alone over the minute's allowance");
+    assert!(
+        refused.error()["message"]
+            .as_str()
+            .unwrap()
+            .contains("tokens-per-minute")
+    );
+    let mut statuses = Vec::new();
+    for _ in 0..10 {
+        let mut body = short("hi", "local");
+        body["max_tokens"] = json!(40);
+        statuses.push(post_with(&url, &body, &key).await.status.as_u16());
+    }
+    assert_eq!(statuses[0], 200);
+    assert!(
+        statuses.contains(&429),
+        "about 50 tokens a request: the minute's 200 run out: {statuses:?}"
+    );
+}
