@@ -72,14 +72,6 @@ struct Shape {
 
 impl GatewayError {
     fn shape(&self) -> Shape {
-        let shape = |status, kind, error_type, code| Shape {
-            status,
-            kind,
-            error_type,
-            code,
-            param: None,
-            retry_after: None,
-        };
         match self {
             GatewayError::MalformedJson { .. } => shape(
                 StatusCode::BAD_REQUEST,
@@ -221,9 +213,11 @@ impl GatewayError {
         let shape = self.shape();
         let mut response = json_response(shape.status, &json!({ "error": self.error_object() }));
         if let Some(after) = shape.retry_after {
+            // Whole seconds, rounded up: retrying early only fails again.
+            let seconds = after.as_secs() + u64::from(after.subsec_nanos() > 0);
             response
                 .headers_mut()
-                .insert(RETRY_AFTER, HeaderValue::from(after.as_secs().max(1)));
+                .insert(RETRY_AFTER, HeaderValue::from(seconds.max(1)));
         }
         if let GatewayError::MethodNotAllowed { allowed, .. } = self {
             response
@@ -234,15 +228,24 @@ impl GatewayError {
     }
 }
 
-fn upstream_shape(err: &AdapterError) -> Shape {
-    let shape = |status, kind, error_type, code| Shape {
+/// A shape with no `param` and no `retry-after`.
+fn shape(
+    status: StatusCode,
+    kind: &'static str,
+    error_type: &'static str,
+    code: Option<&'static str>,
+) -> Shape {
+    Shape {
         status,
         kind,
         error_type,
         code,
         param: None,
         retry_after: None,
-    };
+    }
+}
+
+fn upstream_shape(err: &AdapterError) -> Shape {
     match err {
         AdapterError::Connect { .. } => shape(
             StatusCode::BAD_GATEWAY,

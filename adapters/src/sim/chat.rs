@@ -12,7 +12,7 @@ use crate::provider::ChatStream;
 use crate::tokens;
 use crate::types::{
     ChatChunk, ChatRequest, ChatResponse, Choice, ChunkChoice, Content, Delta, FunctionCallDelta,
-    Message, Role, ToolCallDelta, Usage, UsageDetails, unix_now,
+    Message, Role, ToolCallDelta, Usage, unix_now,
 };
 
 /// Tool-call arguments are streamed in fragments of this many characters.
@@ -35,13 +35,11 @@ impl ChatPlan {
     }
 
     fn usage(&self) -> Usage {
-        Usage {
-            prompt_tokens_details: Some(UsageDetails {
-                cached_tokens: Some(self.cached as u64),
-                ..UsageDetails::default()
-            }),
-            ..Usage::new(self.prompt_tokens as u64, self.completion_tokens() as u64)
-        }
+        Usage::with_cached(
+            self.prompt_tokens as u64,
+            self.completion_tokens() as u64,
+            self.cached as u64,
+        )
     }
 
     fn gap(&self, index: usize) -> Duration {

@@ -10,9 +10,7 @@ use super::text::{self, Generated};
 use crate::error::AdapterError;
 use crate::provider::CompletionStream;
 use crate::tokens;
-use crate::types::{
-    CompletionChoice, CompletionRequest, CompletionResponse, Usage, UsageDetails, unix_now,
-};
+use crate::types::{CompletionChoice, CompletionRequest, CompletionResponse, Usage, unix_now};
 
 struct CompletionPlan {
     prompt_tokens: usize,
@@ -26,13 +24,11 @@ struct CompletionPlan {
 impl CompletionPlan {
     fn usage(&self) -> Usage {
         let completion: usize = self.choices.iter().map(|g| g.completion_tokens).sum();
-        Usage {
-            prompt_tokens_details: Some(UsageDetails {
-                cached_tokens: Some(self.cached as u64),
-                ..UsageDetails::default()
-            }),
-            ..Usage::new(self.prompt_tokens as u64, completion as u64)
-        }
+        Usage::with_cached(
+            self.prompt_tokens as u64,
+            completion as u64,
+            self.cached as u64,
+        )
     }
 }
 

@@ -31,6 +31,18 @@ impl Usage {
         }
     }
 
+    /// Usage with the prompt tokens served from a prefix cache reported in
+    /// `prompt_tokens_details.cached_tokens`, as vLLM and llama.cpp do.
+    pub fn with_cached(prompt_tokens: u64, completion_tokens: u64, cached_tokens: u64) -> Self {
+        Usage {
+            prompt_tokens_details: Some(UsageDetails {
+                cached_tokens: Some(cached_tokens),
+                ..UsageDetails::default()
+            }),
+            ..Usage::new(prompt_tokens, completion_tokens)
+        }
+    }
+
     /// Prompt tokens the backend served from its prefix cache.
     pub fn cached_tokens(&self) -> u64 {
         self.prompt_tokens_details

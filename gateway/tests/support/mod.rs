@@ -319,6 +319,37 @@ fn client(http2: bool) -> Client<HttpConnector, Full<Bytes>> {
         .build_http()
 }
 
+/// Sends a request with `headers` (a `content-type` among them when there
+/// is a body) and reads the whole answer, within 60 s each.
+pub async fn request(
+    method: Method,
+    url: &str,
+    headers: &[(&str, &str)],
+    body: Vec<u8>,
+    http2: bool,
+) -> Reply {
+    let mut req = Request::builder().method(method).uri(url);
+    for (name, value) in headers {
+        req = req.header(*name, *value);
+    }
+    let req = req.body(Full::new(Bytes::from(body))).expect("request");
+    let response = tokio::time::timeout(Duration::from_secs(60), client(http2).request(req))
+        .await
+        .expect("answer within 60 s")
+        .expect("request sent");
+    let (parts, body) = response.into_parts();
+    let body = tokio::time::timeout(Duration::from_secs(60), body.collect())
+        .await
+        .expect("body within 60 s")
+        .map(|c| c.to_bytes())
+        .unwrap_or_default();
+    Reply {
+        status: parts.status,
+        headers: parts.headers,
+        body,
+    }
+}
+
 pub async fn send(
     method: Method,
     url: &str,
@@ -326,89 +357,34 @@ pub async fn send(
     body: Vec<u8>,
     http2: bool,
 ) -> Reply {
-    let mut req = Request::builder().method(method).uri(url);
-    if let Some(kind) = content_type {
-        req = req.header("content-type", kind);
-    }
-    let req = req.body(Full::new(Bytes::from(body))).expect("request");
-    let response = tokio::time::timeout(Duration::from_secs(30), client(http2).request(req))
-        .await
-        .expect("answer within 30 s")
-        .expect("request sent");
-    let (parts, body) = response.into_parts();
-    let body = tokio::time::timeout(Duration::from_secs(30), body.collect())
-        .await
-        .expect("body within 30 s")
-        .map(|c| c.to_bytes())
-        .unwrap_or_default();
-    Reply {
-        status: parts.status,
-        headers: parts.headers,
-        body,
-    }
+    let headers: Vec<(&str, &str)> = content_type
+        .map(|kind| ("content-type", kind))
+        .into_iter()
+        .collect();
+    request(method, url, &headers, body, http2).await
 }
 
 pub async fn post_json(url: &str, body: &Value) -> Reply {
-    send(
+    post_with(url, body, &[]).await
+}
+
+/// POST JSON with extra headers.
+pub async fn post_with(url: &str, body: &Value, headers: &[(&str, &str)]) -> Reply {
+    let mut all = vec![("content-type", "application/json")];
+    all.extend_from_slice(headers);
+    request(
         Method::POST,
         url,
-        Some("application/json"),
+        &all,
         serde_json::to_vec(body).expect("json"),
         false,
     )
     .await
 }
 
-/// POST JSON with extra headers.
-pub async fn post_with(url: &str, body: &Value, headers: &[(&str, &str)]) -> Reply {
-    let mut req = Request::builder()
-        .method(Method::POST)
-        .uri(url)
-        .header("content-type", "application/json");
-    for (name, value) in headers {
-        req = req.header(*name, *value);
-    }
-    let req = req
-        .body(Full::new(Bytes::from(
-            serde_json::to_vec(body).expect("json"),
-        )))
-        .expect("request");
-    let response = tokio::time::timeout(Duration::from_secs(60), client(false).request(req))
-        .await
-        .expect("answer within 60 s")
-        .expect("request sent");
-    let (parts, body) = response.into_parts();
-    let body = body
-        .collect()
-        .await
-        .map(|c| c.to_bytes())
-        .unwrap_or_default();
-    Reply {
-        status: parts.status,
-        headers: parts.headers,
-        body,
-    }
-}
-
 /// GET with extra headers.
 pub async fn get_with(url: &str, headers: &[(&str, &str)]) -> Reply {
-    let mut req = Request::builder().method(Method::GET).uri(url);
-    for (name, value) in headers {
-        req = req.header(*name, *value);
-    }
-    let req = req.body(Full::new(Bytes::new())).expect("request");
-    let response = client(false).request(req).await.expect("request sent");
-    let (parts, body) = response.into_parts();
-    let body = body
-        .collect()
-        .await
-        .map(|c| c.to_bytes())
-        .unwrap_or_default();
-    Reply {
-        status: parts.status,
-        headers: parts.headers,
-        body,
-    }
+    request(Method::GET, url, headers, Vec::new(), false).await
 }
 
 pub async fn get(url: &str) -> Reply {
