@@ -9,6 +9,7 @@ mod decision;
 mod embed;
 mod explain;
 mod features;
+pub mod latency;
 mod router;
 mod signals;
 mod split;

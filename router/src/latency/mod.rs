@@ -1,0 +1,54 @@
+//! Per-backend online latency models, behind a small trait so replicas can
+//! share them later.
+
+mod model;
+mod stat;
+
+use std::sync::Mutex;
+
+pub use model::{BackendLatency, LatencyHints, Observation, Prediction};
+
+/// Where latency models live.
+pub trait LatencyStore: Send + Sync {
+    fn started(&self, backend: usize);
+    fn observe(&self, backend: usize, observation: &Observation);
+    fn predict(&self, backend: usize, prompt_tokens: u32, cached_tokens: u32, output_tokens: u32) -> Prediction;
+}
+
+/// The models in this process.
+pub struct LocalLatency {
+    backends: Vec<Mutex<BackendLatency>>,
+}
+
+impl LocalLatency {
+    pub fn new(hints: impl IntoIterator<Item = LatencyHints>) -> Self {
+        LocalLatency { backends: hints.into_iter().map(|h| Mutex::new(BackendLatency::new(h))).collect() }
+    }
+
+    fn with<T>(&self, backend: usize, f: impl FnOnce(&mut BackendLatency) -> T) -> Option<T> {
+        let model = self.backends.get(backend)?;
+        // A panic mid-update leaves a usable model (each update is small).
+        let mut model = model.lock().unwrap_or_else(|p| p.into_inner());
+        Some(f(&mut model))
+    }
+}
+
+impl LatencyStore for LocalLatency {
+    fn started(&self, backend: usize) {
+        self.with(backend, BackendLatency::started);
+    }
+
+    fn observe(&self, backend: usize, observation: &Observation) {
+        self.with(backend, |m| m.observe(observation));
+    }
+
+    fn predict(&self, backend: usize, prompt_tokens: u32, cached_tokens: u32, output_tokens: u32) -> Prediction {
+        self.with(backend, |m| m.predict(prompt_tokens, cached_tokens, output_tokens)).unwrap_or(Prediction {
+            ttft_p50_ms: f64::INFINITY,
+            ttft_p90_ms: f64::INFINITY,
+            tokens_per_s: 0.0,
+            total_p90_ms: f64::INFINITY,
+            error_rate: 1.0,
+        })
+    }
+}

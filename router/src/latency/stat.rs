@@ -1,0 +1,79 @@
+//! One measured figure: an exponentially weighted moving average for the
+//! trend, and a sliding window for quantiles (p50, p90).
+
+use std::collections::VecDeque;
+
+/// Samples the quantiles are taken over.
+const WINDOW: usize = 128;
+/// Weight of each new sample in the average.
+const ALPHA: f64 = 0.2;
+
+#[derive(Debug, Clone)]
+pub struct Stat {
+    ewma: f64,
+    window: VecDeque<f64>,
+    /// The window sorted, rebuilt when a quantile is asked after new samples.
+    sorted: Vec<f64>,
+    dirty: bool,
+}
+
+impl Stat {
+    /// Starts from a prior (a config hint or a probe result), which counts
+    /// as one sample until real ones arrive.
+    pub fn new(prior: f64) -> Self {
+        Stat { ewma: prior, window: VecDeque::from([prior]), sorted: vec![prior], dirty: false }
+    }
+
+    pub fn observe(&mut self, value: f64) {
+        if !value.is_finite() {
+            return;
+        }
+        self.ewma = ALPHA * value + (1.0 - ALPHA) * self.ewma;
+        if self.window.len() == WINDOW {
+            self.window.pop_front();
+        }
+        self.window.push_back(value);
+        self.dirty = true;
+    }
+
+    pub fn mean(&self) -> f64 {
+        self.ewma
+    }
+
+    /// The q-quantile (0..=1) of the recent window.
+    pub fn quantile(&mut self, q: f64) -> f64 {
+        if self.dirty {
+            self.sorted.clear();
+            self.sorted.extend(self.window.iter().copied());
+            self.sorted.sort_by(f64::total_cmp);
+            self.dirty = false;
+        }
+        let last = self.sorted.len().saturating_sub(1);
+        let index = ((last as f64) * q.clamp(0.0, 1.0)).round() as usize;
+        self.sorted.get(index).copied().unwrap_or(self.ewma)
+    }
+
+    pub fn samples(&self) -> usize {
+        self.window.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn follows_new_samples() {
+        let mut stat = Stat::new(100.0);
+        for _ in 0..50 {
+            stat.observe(10.0);
+        }
+        assert!((stat.mean() - 10.0).abs() < 0.1);
+        assert_eq!(stat.quantile(0.5), 10.0);
+        for v in 1..=10 {
+            stat.observe(f64::from(v) * 100.0);
+        }
+        assert!(stat.quantile(0.99) >= 900.0);
+        assert_eq!(stat.quantile(0.0), 10.0);
+    }
+}
