@@ -30,6 +30,15 @@ pub enum Reason {
     Fallback,
     /// The caller's cloud budget is spent; a local backend served instead.
     BudgetDowngrade,
+    /// The cheapest backend predicted to meet the latency budget.
+    WithinBudget,
+    /// No backend is predicted to meet the latency budget: the fastest.
+    BudgetUnmeetable,
+    /// The backend predicted to finish first.
+    Fastest,
+    /// A hedge (a second backend started because the first was slow to
+    /// start) answered first.
+    Hedge,
 }
 
 impl Reason {
@@ -46,6 +55,10 @@ impl Reason {
             Reason::CascadeEscalated => "cascade-escalated",
             Reason::Fallback => "fallback",
             Reason::BudgetDowngrade => "budget-downgrade",
+            Reason::WithinBudget => "within-budget",
+            Reason::BudgetUnmeetable => "budget-unmeetable",
+            Reason::Fastest => "fastest",
+            Reason::Hedge => "hedge",
         }
     }
 }
@@ -63,6 +76,8 @@ pub struct Decision {
     /// The rule that matched, for rule routes.
     pub rule: Option<usize>,
     pub features: Features,
+    /// The first backend's predicted time to first token (p50), ms.
+    pub predicted_ttft_ms: f64,
 }
 
 impl Decision {

@@ -3,6 +3,7 @@
 //! benchmarked alone; live state (target-share windows) sits behind small
 //! traits. The gateway turns a request into the `RequestView` used here.
 
+mod budgeted;
 mod cascade;
 mod conditions;
 mod decision;

@@ -4,13 +4,18 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use switchyard_policies::{CascadeCheck, Config, Profile, RouteStrategy};
+use switchyard_policies::{
+    Backend, BackendAdapter, CascadeCheck, Config, Hedge, LatencyBudget, Pricing, Profile,
+    RouteStrategy,
+};
 
+use crate::budgeted::{Candidate, DEFAULT_EXPECTED_OUTPUT, budget_for, expected_cost, rank};
 use crate::conditions::CompiledCondition;
 use crate::decision::{Decision, Reason};
 use crate::embed::embed;
 use crate::explain::{Explanation, RuleTrace};
 use crate::features::{Features, RequestView};
+use crate::latency::{LatencyHints, LatencyStore, LocalLatency, Prediction};
 use crate::split::{SplitPolicy, unit_from_key};
 use crate::target_share::{ShareTracker, WindowTracker};
 
@@ -35,6 +40,9 @@ struct CompiledRoute {
     profile: Option<Profile>,
     policy: Policy,
     fallbacks: Vec<usize>,
+    budget: Option<LatencyBudget>,
+    retries: u32,
+    hedge: Option<Hedge>,
 }
 
 enum Policy {
@@ -51,6 +59,10 @@ enum Policy {
         rules: Vec<(CompiledCondition, usize)>,
         needs_embedding: bool,
     },
+    Budgeted {
+        candidates: Vec<usize>,
+        cheapest: bool,
+    },
     Cascade {
         order: Vec<usize>,
         checks: Vec<CascadeCheck>,
@@ -65,6 +77,10 @@ impl Policy {
             Policy::TargetShare { .. } => "target_share",
             Policy::Rules { .. } => "rules",
             Policy::Cascade { .. } => "cascade",
+            Policy::Budgeted { cheapest: true, .. } => "cheapest_within_budget",
+            Policy::Budgeted {
+                cheapest: false, ..
+            } => "fastest",
         }
     }
 }
@@ -75,6 +91,8 @@ pub struct Router {
     model_names: Vec<String>,
     routes: Vec<CompiledRoute>,
     header_names: Vec<String>,
+    pricing: Vec<Pricing>,
+    latency: Arc<dyn LatencyStore>,
 }
 
 impl Router {
@@ -138,6 +156,14 @@ impl Router {
                         needs_embedding,
                     }
                 }
+                RouteStrategy::CheapestWithinBudget { candidates } => Policy::Budgeted {
+                    candidates: candidates.iter().map(|b| at(b)).collect(),
+                    cheapest: true,
+                },
+                RouteStrategy::Fastest { candidates } => Policy::Budgeted {
+                    candidates: candidates.iter().map(|b| at(b)).collect(),
+                    cheapest: false,
+                },
                 RouteStrategy::Cascade {
                     order,
                     checks,
@@ -157,17 +183,38 @@ impl Router {
                 profile: route.profile,
                 policy,
                 fallbacks: route.fallbacks.iter().map(|b| at(b)).collect(),
+                budget: route.budget,
+                retries: route.retries,
+                hedge: route.hedge,
             });
         }
         header_names.sort();
         header_names.dedup();
+        let latency = LocalLatency::new(config.backends.values().map(hints_of));
         Router {
             backends,
             models,
             model_names: config.model_names(),
             routes,
             header_names,
+            pricing: config.backends.values().map(|b| b.pricing).collect(),
+            latency: Arc::new(latency),
         }
+    }
+
+    /// The latency models, for the gateway to report each call to.
+    pub fn latency(&self) -> &dyn LatencyStore {
+        &*self.latency
+    }
+
+    /// Retries of a failed backend on this route (1 for backends named directly).
+    pub fn retries(&self, route: Option<usize>) -> u32 {
+        route.map_or(1, |r| self.routes[r].retries)
+    }
+
+    /// The route's hedging, if on.
+    pub fn hedge(&self, route: usize) -> Option<Hedge> {
+        self.routes[route].hedge
     }
 
     /// Backend names, by index.
@@ -262,12 +309,14 @@ impl Router {
         let number = match self.target(view.model) {
             Some(Target::Route(number)) => number,
             Some(Target::Backend(backend)) => {
+                let features = Features::of(view, None);
                 return Ok(Decision {
                     route: None,
                     targets: vec![backend],
                     reason: Reason::Direct,
                     rule: None,
-                    features: Features::of(view, None),
+                    predicted_ttft_ms: self.predict(backend, &features).ttft_p50_ms,
+                    features,
                 });
             }
             None => {
@@ -343,6 +392,31 @@ impl Router {
                 (vec![to], reason)
             }
             Policy::Cascade { order, .. } => (order.clone(), Reason::Cascade),
+            Policy::Budgeted {
+                candidates,
+                cheapest,
+            } => {
+                let budget = budget_for(route.budget, features.profile, features.prompt_tokens);
+                let output = expected_output(&features);
+                let candidates = candidates
+                    .iter()
+                    .map(|&backend| {
+                        let prediction = self.predict(backend, &features);
+                        let cost_usd = expected_cost(
+                            &self.pricing[backend],
+                            features.prompt_tokens,
+                            output,
+                            &prediction,
+                        );
+                        Candidate {
+                            backend,
+                            prediction,
+                            cost_usd,
+                        }
+                    })
+                    .collect();
+                rank(candidates, budget, *cheapest)
+            }
         };
         for fallback in &route.fallbacks {
             if !targets.contains(fallback) {
@@ -351,11 +425,21 @@ impl Router {
         }
         Ok(Decision {
             route: Some(number),
+            predicted_ttft_ms: self.predict(targets[0], &features).ttft_p50_ms,
             targets,
             reason,
             rule,
             features,
         })
+    }
+
+    fn predict(&self, backend: usize, features: &Features) -> Prediction {
+        self.latency.predict(
+            backend,
+            features.prompt_tokens,
+            0,
+            expected_output(features),
+        )
     }
 
     /// The decision with its workings, without side effects on live state.
@@ -383,5 +467,39 @@ impl Router {
             share_threshold: threshold,
             features: decision.features,
         })
+    }
+}
+
+/// Output tokens a request is expected to produce: its limit, or a typical
+/// reply's length.
+fn expected_output(features: &Features) -> u32 {
+    features
+        .max_tokens
+        .unwrap_or(DEFAULT_EXPECTED_OUTPUT)
+        .min(4 * DEFAULT_EXPECTED_OUTPUT)
+}
+
+/// A backend's starting latency figures: its config hints, else (for a
+/// simulated backend) its simulator parameters, else defaults.
+fn hints_of(backend: &Backend) -> LatencyHints {
+    let mut hints = LatencyHints::default();
+    if let BackendAdapter::Sim(sim) = &backend.adapter {
+        hints = LatencyHints {
+            base_ttft: sim.base_ttft,
+            prefill_tokens_per_s: sim.prefill_tokens_per_s,
+            decode_tokens_per_s: sim.decode_tokens_per_s,
+            concurrency: u32::try_from(sim.max_concurrency).unwrap_or(u32::MAX),
+        };
+    }
+    let config = &backend.latency;
+    LatencyHints {
+        base_ttft: config.ttft.unwrap_or(hints.base_ttft),
+        prefill_tokens_per_s: config
+            .prefill_tokens_per_s
+            .unwrap_or(hints.prefill_tokens_per_s),
+        decode_tokens_per_s: config
+            .decode_tokens_per_s
+            .unwrap_or(hints.decode_tokens_per_s),
+        concurrency: config.concurrency.unwrap_or(hints.concurrency),
     }
 }

@@ -224,3 +224,111 @@ fn explain_shows_the_workings_without_side_effects() {
         before
     );
 }
+
+const BUDGETED: &str = "
+backends:
+  local:
+    tier: mid
+    openai: {base_url: 'http://127.0.0.1:9/v1'}
+    latency: {ttft_ms: 50, prefill_tokens_per_s: 500, decode_tokens_per_s: 40, concurrency: 4}
+  cloud:
+    tier: cloud
+    model: gpt-4o
+    openai: {base_url: 'http://127.0.0.1:9/v1'}
+    latency: {ttft_ms: 300, prefill_tokens_per_s: 10000, decode_tokens_per_s: 80, concurrency: 64}
+routes:
+  chat:
+    profile: chat
+    strategy:
+      cheapest_within_budget: {candidates: [local, cloud]}
+  quick:
+    strategy:
+      fastest: {candidates: [local, cloud]}
+";
+
+#[test]
+fn the_cheapest_backend_within_budget_serves_and_long_prompts_move_off_slow_prefill() {
+    let router = Router::new(&Config::from_yaml(BUDGETED, "test").unwrap());
+    let short = RequestView {
+        model: "chat",
+        prompt_tokens: 50,
+        last_user_text: "hi",
+        ..Default::default()
+    };
+    let d = router.decide(&short, 0.5).unwrap();
+    assert_eq!(
+        (name(&router, d.primary()), d.reason),
+        ("local", Reason::WithinBudget)
+    );
+    assert!(d.predicted_ttft_ms < 300.0, "{}", d.predicted_ttft_ms);
+    // 4,000 prompt tokens at 500 tokens/s is 8 s of prefill: over the chat budget.
+    let long = RequestView {
+        prompt_tokens: 4000,
+        ..short.clone()
+    };
+    let d = router.decide(&long, 0.5).unwrap();
+    assert_eq!(
+        (name(&router, d.primary()), d.reason),
+        ("cloud", Reason::WithinBudget)
+    );
+    let order: Vec<&str> = d.targets.iter().map(|t| name(&router, *t)).collect();
+    assert_eq!(
+        order,
+        ["cloud", "local"],
+        "the other candidate is the fallback"
+    );
+    // A budget nobody meets: the fastest, said so.
+    let huge = RequestView {
+        prompt_tokens: 40_000,
+        ..short.clone()
+    };
+    assert_eq!(
+        router.decide(&huge, 0.5).unwrap().reason,
+        Reason::BudgetUnmeetable
+    );
+    let fastest = router
+        .decide(
+            &RequestView {
+                model: "quick",
+                ..short
+            },
+            0.5,
+        )
+        .unwrap();
+    assert_eq!(
+        (name(&router, fastest.primary()), fastest.reason),
+        ("cloud", Reason::Fastest)
+    );
+}
+
+#[test]
+fn a_backend_that_becomes_slow_loses_traffic_within_a_few_requests() {
+    use crate::latency::Observation;
+    use std::time::Duration;
+    let router = Router::new(&Config::from_yaml(BUDGETED, "test").unwrap());
+    let view = RequestView {
+        model: "chat",
+        prompt_tokens: 50,
+        last_user_text: "hi",
+        ..Default::default()
+    };
+    let local = router.backends().iter().position(|b| b == "local").unwrap();
+    let mut moved_after = None;
+    for n in 1..=20 {
+        router.latency().started(local);
+        let slow = Observation {
+            prompt_tokens: 50,
+            output_tokens: 100,
+            ttft: Some(Duration::from_secs(3)),
+            total: Duration::from_secs(6),
+            ..Observation::default()
+        };
+        router.latency().observe(local, &slow);
+        if name(&router, router.decide(&view, 0.5).unwrap().primary()) == "cloud" {
+            moved_after = Some(n);
+            break;
+        }
+    }
+    let n = moved_after.expect("traffic moved off the slow backend");
+    assert!(n <= 10, "moved after {n} slow requests");
+}

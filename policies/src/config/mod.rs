@@ -30,6 +30,7 @@ pub use error::ConfigError;
 pub use route::{
     CascadeCheck, Condition, HeaderMatch, Pattern, Route, RouteStrategy, Rule, Similar,
 };
+pub use route::{Hedge, LatencyBudget};
 pub use sim::{SimFaults, SimParams, SimPreset, SimSpeculation};
 
 /// A validated configuration.
@@ -119,9 +120,41 @@ pub struct Backend {
     pub upstream_model: String,
     pub adapter: BackendAdapter,
     pub timeouts: Timeouts,
-    /// Requests this gateway sends to the backend at once; more get 503.
+    /// Requests this gateway sends to the backend at once; more wait (up to
+    /// `max_queue`) or get 503.
     pub max_concurrency: Option<usize>,
+    pub max_queue: usize,
     pub pricing: Pricing,
+    /// Starting figures for the latency model (from the simulator's own
+    /// parameters for `sim` backends when unset).
+    pub latency: LatencyHintsConfig,
+    pub breaker: BreakerSettings,
+}
+
+/// Starting figures for a backend's latency model; unset ones use defaults.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct LatencyHintsConfig {
+    pub ttft: Option<Duration>,
+    pub prefill_tokens_per_s: Option<f64>,
+    pub decode_tokens_per_s: Option<f64>,
+    pub concurrency: Option<u32>,
+}
+
+/// The circuit breaker: opens after `failures` consecutive upstream
+/// failures, stays open for `cooldown`, then lets one probe through.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct BreakerSettings {
+    pub failures: u32,
+    pub cooldown: Duration,
+}
+
+impl Default for BreakerSettings {
+    fn default() -> Self {
+        BreakerSettings {
+            failures: 5,
+            cooldown: Duration::from_secs(10),
+        }
+    }
 }
 
 /// How the gateway talks to a backend.

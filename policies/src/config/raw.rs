@@ -89,7 +89,28 @@ pub(super) struct RawBackend {
     #[serde(default)]
     pub timeouts: RawTimeouts,
     pub max_concurrency: Option<usize>,
+    /// Requests that may wait for a slot when `max_concurrency` is reached.
+    pub max_queue: Option<usize>,
     pub price: Option<RawPrice>,
+    /// Starting figures for the latency model.
+    pub latency: Option<RawLatencyHints>,
+    pub breaker: Option<RawBreaker>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawLatencyHints {
+    pub ttft_ms: Option<u64>,
+    pub prefill_tokens_per_s: Option<f64>,
+    pub decode_tokens_per_s: Option<f64>,
+    pub concurrency: Option<u32>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawBreaker {
+    pub failures: Option<u32>,
+    pub cooldown_ms: Option<u64>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -161,6 +182,28 @@ pub(super) struct RawRoute {
     pub strategy: RawStrategy,
     #[serde(default)]
     pub fallbacks: Vec<String>,
+    /// Latency budget; the profile's when unset.
+    pub budget: Option<RawLatencyBudget>,
+    /// Retries of a failed backend before moving on (before the first byte).
+    pub retries: Option<u32>,
+    pub hedge: Option<RawHedge>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawLatencyBudget {
+    pub ttft_ms: Option<u64>,
+    pub min_tokens_per_s: Option<f64>,
+    pub total_ms: Option<u64>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawHedge {
+    #[serde(default = "yes")]
+    pub enabled: bool,
+    /// Hedged spend per key per day, USD.
+    pub max_usd_per_key_per_day: Option<f64>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -181,6 +224,10 @@ pub(super) enum RawStrategy {
     },
     /// `rules: [{when: {...}, to: backend}, ..., {to: default}]`
     Rules(Vec<RawRule>),
+    /// `cheapest_within_budget: {candidates: [small, mid, large]}`
+    CheapestWithinBudget { candidates: Vec<String> },
+    /// `fastest: {candidates: [small, mid, large]}`
+    Fastest { candidates: Vec<String> },
     /// `cascade: {order: [small, large], escalate_on: [length, empty]}`
     Cascade {
         order: Vec<String>,

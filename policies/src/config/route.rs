@@ -16,6 +16,27 @@ pub struct Route {
     pub strategy: RouteStrategy,
     /// Backends to try, in order, when the chosen one fails before answering.
     pub fallbacks: Vec<String>,
+    /// Explicit latency budget; the profile's when `None`.
+    pub budget: Option<LatencyBudget>,
+    /// Retries of a backend that failed before answering, before moving on.
+    pub retries: u32,
+    pub hedge: Option<Hedge>,
+}
+
+/// How long a waiting person (or job) will wait.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LatencyBudget {
+    pub ttft: Option<std::time::Duration>,
+    pub min_tokens_per_s: f64,
+    pub total: Option<std::time::Duration>,
+}
+
+/// Hedging: when the chosen backend may be slow to start, a second one is
+/// started after the first's p90 time to first token; the first to answer
+/// wins and the other is cancelled. Both are billed.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Hedge {
+    pub max_usd_per_key_per_day: Option<f64>,
 }
 
 /// How a route picks its backend.
@@ -38,6 +59,11 @@ pub enum RouteStrategy {
     },
     /// First matching rule wins; the last rule matches everything.
     Rules { rules: Vec<Rule> },
+    /// The cheapest candidate predicted to meet the latency budget; the
+    /// fastest when none is.
+    CheapestWithinBudget { candidates: Vec<String> },
+    /// The candidate predicted to finish first.
+    Fastest { candidates: Vec<String> },
     /// Try `order[0]`; escalate to the next when its answer fails a check.
     Cascade {
         order: Vec<String>,
@@ -56,6 +82,10 @@ impl RouteStrategy {
             RouteStrategy::TargetShare { hard, easy, .. } => vec![hard.as_str(), easy.as_str()],
             RouteStrategy::Rules { rules } => rules.iter().map(|r| r.to.as_str()).collect(),
             RouteStrategy::Cascade { order, .. } => order.iter().map(String::as_str).collect(),
+            RouteStrategy::CheapestWithinBudget { candidates }
+            | RouteStrategy::Fastest { candidates } => {
+                candidates.iter().map(String::as_str).collect()
+            }
         }
     }
 }

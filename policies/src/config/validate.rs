@@ -132,11 +132,40 @@ fn validate_backend(ck: &Checker<'_>, name: &str, raw: RawBackend) -> Result<Bac
     let upstream_model = raw.model.unwrap_or_else(|| name.to_owned());
     let pricing =
         super::validate_accounting::pricing(ck, name, raw.tier, &upstream_model, raw.price)?;
+    let hints = raw.latency.unwrap_or_default();
+    let latency = super::LatencyHintsConfig {
+        ttft: hints.ttft_ms.map(Duration::from_millis),
+        prefill_tokens_per_s: hints.prefill_tokens_per_s,
+        decode_tokens_per_s: hints.decode_tokens_per_s,
+        concurrency: hints.concurrency,
+    };
+    for (field, value) in [
+        ("prefill_tokens_per_s", latency.prefill_tokens_per_s),
+        ("decode_tokens_per_s", latency.decode_tokens_per_s),
+    ] {
+        if value.is_some_and(|v| !v.is_finite() || v <= 0.0) {
+            return Err(ck.error(
+                &["backends", name, "latency", field],
+                "must be a positive number",
+            ));
+        }
+    }
+    let defaults = super::BreakerSettings::default();
+    let breaker = raw.breaker.map_or(defaults, |b| super::BreakerSettings {
+        failures: b.failures.unwrap_or(defaults.failures).max(1),
+        cooldown: b
+            .cooldown_ms
+            .map(Duration::from_millis)
+            .unwrap_or(defaults.cooldown),
+    });
     Ok(Backend {
         name: name.to_owned(),
         tier: raw.tier,
         upstream_model,
         pricing,
+        max_queue: raw.max_queue.unwrap_or(0),
+        latency,
+        breaker,
         adapter,
         timeouts,
         max_concurrency: raw.max_concurrency,

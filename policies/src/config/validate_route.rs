@@ -4,6 +4,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::raw::{RawCondition, RawRoute, RawStrategy};
+use super::route::{Hedge, LatencyBudget};
 use super::validate::{Checker, check_name};
 use super::{
     Backend, CascadeCheck, Condition, ConfigError, HeaderMatch, Pattern, Route, RouteStrategy,
@@ -108,6 +109,47 @@ pub(super) fn validate_route(
             }
             RouteStrategy::Rules { rules }
         }
+        RawStrategy::CheapestWithinBudget { candidates } | RawStrategy::Fastest { candidates }
+            if candidates.is_empty() =>
+        {
+            return Err(ck.error(&["routes", name, "strategy"], "list at least one candidate"));
+        }
+        RawStrategy::CheapestWithinBudget { candidates } => RouteStrategy::CheapestWithinBudget {
+            candidates: candidates
+                .iter()
+                .map(|b| {
+                    known(
+                        &[
+                            "routes",
+                            name,
+                            "strategy",
+                            "cheapest_within_budget",
+                            "candidates",
+                            b.as_str(),
+                        ],
+                        b,
+                    )
+                })
+                .collect::<Result<_, _>>()?,
+        },
+        RawStrategy::Fastest { candidates } => RouteStrategy::Fastest {
+            candidates: candidates
+                .iter()
+                .map(|b| {
+                    known(
+                        &[
+                            "routes",
+                            name,
+                            "strategy",
+                            "fastest",
+                            "candidates",
+                            b.as_str(),
+                        ],
+                        b,
+                    )
+                })
+                .collect::<Result<_, _>>()?,
+        },
         RawStrategy::Cascade {
             order,
             escalate_on,
@@ -149,12 +191,56 @@ pub(super) fn validate_route(
             ..e
         })?;
     }
+    let budget = match raw.budget {
+        None => None,
+        Some(b) => {
+            if b.min_tokens_per_s
+                .is_some_and(|v| !v.is_finite() || v < 0.0)
+            {
+                return Err(ck.error(
+                    &["routes", name, "budget", "min_tokens_per_s"],
+                    "a rate is a finite number >= 0",
+                ));
+            }
+            Some(LatencyBudget {
+                ttft: b.ttft_ms.map(std::time::Duration::from_millis),
+                min_tokens_per_s: b.min_tokens_per_s.unwrap_or(0.0),
+                total: b.total_ms.map(std::time::Duration::from_millis),
+            })
+        }
+    };
+    let retries = raw.retries.unwrap_or(1);
+    if retries > 5 {
+        return Err(ck.error(
+            &["routes", name, "retries"],
+            "at most 5: beyond that, fall back instead",
+        ));
+    }
+    let hedge = match raw.hedge {
+        Some(h) if h.enabled => {
+            if h.max_usd_per_key_per_day
+                .is_some_and(|v| !v.is_finite() || v < 0.0)
+            {
+                return Err(ck.error(
+                    &["routes", name, "hedge", "max_usd_per_key_per_day"],
+                    "a finite number of USD >= 0",
+                ));
+            }
+            Some(Hedge {
+                max_usd_per_key_per_day: h.max_usd_per_key_per_day,
+            })
+        }
+        _ => None,
+    };
     Ok(Route {
         name: name.to_owned(),
         aliases: raw.aliases,
         profile: raw.profile,
         strategy,
         fallbacks,
+        budget,
+        retries,
+        hedge,
     })
 }
 

@@ -12,7 +12,13 @@ pub use model::{BackendLatency, LatencyHints, Observation, Prediction};
 pub trait LatencyStore: Send + Sync {
     fn started(&self, backend: usize);
     fn observe(&self, backend: usize, observation: &Observation);
-    fn predict(&self, backend: usize, prompt_tokens: u32, cached_tokens: u32, output_tokens: u32) -> Prediction;
+    fn predict(
+        &self,
+        backend: usize,
+        prompt_tokens: u32,
+        cached_tokens: u32,
+        output_tokens: u32,
+    ) -> Prediction;
 }
 
 /// The models in this process.
@@ -22,7 +28,12 @@ pub struct LocalLatency {
 
 impl LocalLatency {
     pub fn new(hints: impl IntoIterator<Item = LatencyHints>) -> Self {
-        LocalLatency { backends: hints.into_iter().map(|h| Mutex::new(BackendLatency::new(h))).collect() }
+        LocalLatency {
+            backends: hints
+                .into_iter()
+                .map(|h| Mutex::new(BackendLatency::new(h)))
+                .collect(),
+        }
     }
 
     fn with<T>(&self, backend: usize, f: impl FnOnce(&mut BackendLatency) -> T) -> Option<T> {
@@ -42,8 +53,17 @@ impl LatencyStore for LocalLatency {
         self.with(backend, |m| m.observe(observation));
     }
 
-    fn predict(&self, backend: usize, prompt_tokens: u32, cached_tokens: u32, output_tokens: u32) -> Prediction {
-        self.with(backend, |m| m.predict(prompt_tokens, cached_tokens, output_tokens)).unwrap_or(Prediction {
+    fn predict(
+        &self,
+        backend: usize,
+        prompt_tokens: u32,
+        cached_tokens: u32,
+        output_tokens: u32,
+    ) -> Prediction {
+        self.with(backend, |m| {
+            m.predict(prompt_tokens, cached_tokens, output_tokens)
+        })
+        .unwrap_or(Prediction {
             ttft_p50_ms: f64::INFINITY,
             ttft_p90_ms: f64::INFINITY,
             tokens_per_s: 0.0,

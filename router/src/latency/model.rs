@@ -11,7 +11,10 @@ use super::stat::Stat;
 const BUCKETS: [u32; 3] = [2_048, 8_192, 32_768];
 
 fn bucket(context: u32) -> usize {
-    BUCKETS.iter().position(|&edge| context < edge).unwrap_or(BUCKETS.len())
+    BUCKETS
+        .iter()
+        .position(|&edge| context < edge)
+        .unwrap_or(BUCKETS.len())
 }
 
 /// Starting figures for a backend, from config or a probe.
@@ -118,7 +121,8 @@ impl BackendLatency {
                 None if uncached >= LARGE_PREFILL => {
                     let prefill_ms = ttft_ms - self.base_ttft_ms.mean();
                     if prefill_ms > 0.0 {
-                        self.prefill_tps.observe(f64::from(uncached) / prefill_ms * 1000.0);
+                        self.prefill_tps
+                            .observe(f64::from(uncached) / prefill_ms * 1000.0);
                     }
                 }
                 None => {}
@@ -130,7 +134,8 @@ impl BackendLatency {
             let decoding = o.total.saturating_sub(ttft).as_secs_f64();
             let context = o.prompt_tokens + o.output_tokens / 2;
             let rate = o.reported_decode_tokens_per_s.or_else(|| {
-                (o.output_tokens > 1 && decoding > 0.0).then(|| f64::from(o.output_tokens - 1) / decoding)
+                (o.output_tokens > 1 && decoding > 0.0)
+                    .then(|| f64::from(o.output_tokens - 1) / decoding)
             });
             if let Some(rate) = rate {
                 self.decode_tps[bucket(context)].observe(rate);
@@ -139,7 +144,12 @@ impl BackendLatency {
     }
 
     /// Expected figures for a request of this shape, now.
-    pub fn predict(&mut self, prompt_tokens: u32, cached_tokens: u32, output_tokens: u32) -> Prediction {
+    pub fn predict(
+        &mut self,
+        prompt_tokens: u32,
+        cached_tokens: u32,
+        output_tokens: u32,
+    ) -> Prediction {
         let uncached = f64::from(prompt_tokens.saturating_sub(cached_tokens));
         let prefill = self.prefill_tps.mean().max(1e-3);
         let decode_bucket = bucket(prompt_tokens + output_tokens / 2);
@@ -147,7 +157,8 @@ impl BackendLatency {
         let service_ms = self.ttft_ms.mean() + f64::from(output_tokens) / tokens_per_s * 1000.0;
         // Requests beyond the backend's concurrency wait for a slot: about
         // one service time per full round ahead of this one.
-        let rounds_ahead = f64::from((self.in_flight + 1).saturating_sub(self.concurrency)) / f64::from(self.concurrency);
+        let rounds_ahead = f64::from((self.in_flight + 1).saturating_sub(self.concurrency))
+            / f64::from(self.concurrency);
         let queue_ms = rounds_ahead.ceil() * service_ms;
         let prefill_ms = uncached / prefill * 1000.0;
         let ttft_p50_ms = queue_ms + self.base_ttft_ms.quantile(0.5) + prefill_ms;
@@ -206,7 +217,10 @@ mod tests {
 
     #[test]
     fn a_backend_that_slows_down_is_noticed() {
-        let mut model = BackendLatency::new(LatencyHints { base_ttft: ms(50), ..LatencyHints::default() });
+        let mut model = BackendLatency::new(LatencyHints {
+            base_ttft: ms(50),
+            ..LatencyHints::default()
+        });
         let before = model.predict(10, 0, 10).ttft_p90_ms;
         for _ in 0..20 {
             model.started();
@@ -217,7 +231,10 @@ mod tests {
 
     #[test]
     fn queueing_adds_wait() {
-        let mut model = BackendLatency::new(LatencyHints { concurrency: 1, ..LatencyHints::default() });
+        let mut model = BackendLatency::new(LatencyHints {
+            concurrency: 1,
+            ..LatencyHints::default()
+        });
         let idle = model.predict(10, 0, 10).ttft_p50_ms;
         model.started();
         model.started();

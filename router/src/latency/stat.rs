@@ -21,7 +21,12 @@ impl Stat {
     /// Starts from a prior (a config hint or a probe result), which counts
     /// as one sample until real ones arrive.
     pub fn new(prior: f64) -> Self {
-        Stat { ewma: prior, window: VecDeque::from([prior]), sorted: vec![prior], dirty: false }
+        Stat {
+            ewma: prior,
+            window: VecDeque::from([prior]),
+            sorted: vec![prior],
+            dirty: false,
+        }
     }
 
     pub fn observe(&mut self, value: f64) {
