@@ -106,7 +106,7 @@ impl App {
     }
 
     /// Takes a slot in the gateway and in the backend, or says it is full.
-    pub fn admit(&self, backend: usize) -> Result<Admission, GatewayError> {
+    pub fn admit(&self, backend_index: usize) -> Result<Admission, GatewayError> {
         let gateway =
             self.in_flight
                 .clone()
@@ -114,7 +114,7 @@ impl App {
                 .map_err(|_| GatewayError::Overloaded {
                     what: "the gateway is at its concurrent request limit".into(),
                 })?;
-        let backend = &self.backends[backend];
+        let backend = &self.backends[backend_index];
         let backend_permit =
             match &backend.limit {
                 None => None,
@@ -125,6 +125,8 @@ impl App {
                 })?),
             };
         let sharing = backend.in_flight.fetch_add(1, Ordering::AcqRel) + 1;
+        // The latency model counts it until its record reports the outcome.
+        self.router.latency().started(backend_index);
         Ok(Admission {
             _gateway: gateway,
             _backend: backend_permit,

@@ -10,6 +10,7 @@ pub const ROUTE: &str = "x-switchyard-route";
 pub const BACKEND: &str = "x-switchyard-backend";
 pub const TIER: &str = "x-switchyard-tier";
 pub const REASON: &str = "x-switchyard-reason";
+pub const PREDICTED_TTFT: &str = "x-switchyard-predicted-ttft-ms";
 
 /// Which backend served (or last failed) and why it was that one.
 #[derive(Debug, Clone, Copy)]
@@ -39,4 +40,10 @@ pub fn apply(app: &App, decision: &Decision, served: Served, headers: &mut Heade
     }
     headers.insert(TIER, HeaderValue::from_static(backend.tier.as_str()));
     headers.insert(REASON, HeaderValue::from_static(served.reason.as_str()));
+    if decision.predicted_ttft_ms.is_finite() {
+        headers.insert(
+            PREDICTED_TTFT,
+            HeaderValue::from(decision.predicted_ttft_ms.round() as u64),
+        );
+    }
 }

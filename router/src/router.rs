@@ -203,8 +203,8 @@ impl Router {
     }
 
     /// The latency models, for the gateway to report each call to.
-    pub fn latency(&self) -> &dyn LatencyStore {
-        &*self.latency
+    pub fn latency(&self) -> &Arc<dyn LatencyStore> {
+        &self.latency
     }
 
     /// Retries of a failed backend on this route (1 for backends named directly).

@@ -4,7 +4,7 @@ use futures_util::future::BoxFuture;
 use serde_json::Value;
 use switchyard_adapters::tokens;
 use switchyard_adapters::types::{
-    ChatChunk, ChatRequest, ChatResponse, Content, Role, StreamOptions, Usage,
+    ChatChunk, ChatRequest, ChatResponse, Content, Extra, Role, StreamOptions, Usage,
 };
 use switchyard_adapters::{AdapterError, Provider};
 use switchyard_router::{AnswerSummary, RequestView};
@@ -172,6 +172,14 @@ impl Endpoint for Chat {
                 }
             }
         }
+    }
+
+    fn response_extra(resp: &ChatResponse) -> &Extra {
+        &resp.extra
+    }
+
+    fn chunk_extra(chunk: &ChatChunk) -> &Extra {
+        &chunk.extra
     }
 
     fn summarize(resp: &ChatResponse) -> AnswerSummary {

@@ -3,7 +3,9 @@
 use futures_util::future::BoxFuture;
 use serde_json::Value;
 use switchyard_adapters::tokens;
-use switchyard_adapters::types::{CompletionRequest, CompletionResponse, StreamOptions, Usage};
+use switchyard_adapters::types::{
+    CompletionRequest, CompletionResponse, Extra, StreamOptions, Usage,
+};
 use switchyard_adapters::{AdapterError, Provider};
 use switchyard_router::{AnswerSummary, RequestView};
 
@@ -107,6 +109,14 @@ impl Endpoint for Completions {
 
     fn chunk_output(chunk: &CompletionResponse, out: &mut String) {
         chunk.choices.iter().for_each(|c| out.push_str(&c.text));
+    }
+
+    fn response_extra(resp: &CompletionResponse) -> &Extra {
+        &resp.extra
+    }
+
+    fn chunk_extra(chunk: &CompletionResponse) -> &Extra {
+        &chunk.extra
     }
 
     fn summarize(resp: &CompletionResponse) -> AnswerSummary {

@@ -88,10 +88,11 @@ pub async fn serve(app: &App, req: Request<Incoming>) -> Result<Response<Body>, 
         let mut record = RequestRecord::new(
             app,
             context,
-            backend,
+            served.backend,
             served.reason,
             reservation,
             admission.sharing,
+            Some(decision.predicted_ttft_ms),
         );
         match backend.provider.embeddings(request).await {
             Ok(response) => {

@@ -12,7 +12,7 @@ use http::{Request, Response, StatusCode};
 use hyper::body::Incoming;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
-use switchyard_adapters::types::Usage;
+use switchyard_adapters::types::{Extra, Usage};
 use switchyard_adapters::{AdapterError, Provider};
 use switchyard_policies::{OnExhausted, Pricing, TokenCounts};
 use switchyard_router::{AnswerSummary, Decision, Reason, RequestView, Target, failed_check};
@@ -62,6 +62,10 @@ pub trait Endpoint {
     fn output_text(resp: &Self::Response) -> String;
     /// Appends a chunk's generated text (content, tool-call arguments).
     fn chunk_output(chunk: &Self::Chunk, out: &mut String);
+    /// Fields of an answer or chunk the canonical types do not model
+    /// (where llama.cpp puts `timings`).
+    fn response_extra(resp: &Self::Response) -> &Extra;
+    fn chunk_extra(chunk: &Self::Chunk) -> &Extra;
     /// What cascade checks look at, from a whole answer or a streamed one.
     fn summarize(resp: &Self::Response) -> AnswerSummary;
     fn summarize_chunks(chunks: &[Self::Chunk]) -> AnswerSummary;
@@ -273,13 +277,15 @@ async fn dispatch<E: Endpoint>(
             },
         };
         E::set_model(&mut req, &backend.upstream_model);
+        let predicted = (backend_index == decision.primary()).then_some(decision.predicted_ttft_ms);
         let mut record = RequestRecord::new(
             app,
             context.clone(),
-            backend,
+            backend_index,
             served.reason,
             reservation,
             admission.sharing,
+            predicted,
         );
         let client_wants_usage = streaming && E::request_stream_usage(&mut req);
         let checked = cascade.filter(|_| !is_last);
@@ -371,6 +377,7 @@ fn record_answer<E: Endpoint>(record: &mut RequestRecord, answer: &Answer<E>) {
     record.first_output();
     match answer {
         Answer::Whole(resp) => {
+            record.timings(E::response_extra(resp));
             record.usage(E::response_usage(resp));
             if E::response_usage(resp).is_none() {
                 record.output().push_str(&E::output_text(resp));
@@ -378,6 +385,7 @@ fn record_answer<E: Endpoint>(record: &mut RequestRecord, answer: &Answer<E>) {
         }
         Answer::Collected(chunks) => {
             for chunk in chunks {
+                record.timings(E::chunk_extra(chunk));
                 record.usage(E::chunk_usage(chunk));
                 E::chunk_output(chunk, record.output());
             }

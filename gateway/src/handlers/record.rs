@@ -10,9 +10,10 @@ use switchyard_adapters::tokens;
 use switchyard_adapters::types::Usage;
 use switchyard_policies::{Pricing, Reference, TokenCounts};
 use switchyard_router::Reason;
+use switchyard_router::latency::{LatencyStore, Observation};
 
 use crate::access::{Caller, RateLimits, Reservation};
-use crate::app::{App, BackendHandle};
+use crate::app::App;
 use crate::ledger::{Ledger, LedgerRow};
 
 /// Who asked and how the request was routed: the same for every backend a
@@ -33,7 +34,12 @@ pub struct RequestContext {
 
 pub struct RequestRecord {
     context: RequestContext,
+    backend_index: usize,
     backend: String,
+    latency: Arc<dyn LatencyStore>,
+    predicted_ttft_ms: Option<f64>,
+    /// Prefill and decode rates the backend reported (llama.cpp `timings`).
+    reported_rates: (Option<f64>, Option<f64>),
     tier: &'static str,
     pricing: Pricing,
     reference: Option<Reference>,
@@ -54,21 +60,29 @@ pub struct RequestRecord {
 }
 
 impl RequestRecord {
+    /// A record of a call to backend `backend_index`; `predicted_ttft_ms`
+    /// is what the router expected of it, when it predicted this backend.
     pub fn new(
         app: &App,
         context: RequestContext,
-        backend: &BackendHandle,
+        backend_index: usize,
         reason: Reason,
         reservation: Option<Reservation>,
         sharing: u32,
+        predicted_ttft_ms: Option<f64>,
     ) -> Self {
+        let backend = &app.backends[backend_index];
         let ts_ms = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
             .unwrap_or(0);
         RequestRecord {
             context,
+            backend_index,
             backend: backend.name.clone(),
+            latency: app.router.latency().clone(),
+            predicted_ttft_ms,
+            reported_rates: (None, None),
             tier: backend.tier.as_str(),
             pricing: backend.pricing,
             reference: app.reference.clone(),
@@ -95,6 +109,23 @@ impl RequestRecord {
         if let Some(usage) = usage {
             self.usage = Some(usage.clone());
         }
+    }
+
+    /// Reads llama.cpp-style `timings` (`prompt_n`/`prompt_ms`,
+    /// `predicted_n`/`predicted_ms`) from a response's extra fields.
+    pub fn timings(&mut self, extra: &serde_json::Map<String, serde_json::Value>) {
+        let Some(timings) = extra.get("timings") else {
+            return;
+        };
+        let rate = |n: &str, ms: &str| {
+            let n = timings.get(n)?.as_f64()?;
+            let ms = timings.get(ms)?.as_f64()?;
+            (n > 0.0 && ms > 0.0).then(|| n / ms * 1000.0)
+        };
+        self.reported_rates = (
+            rate("prompt_n", "prompt_ms"),
+            rate("predicted_n", "predicted_ms"),
+        );
     }
 
     /// Output text seen on a stream.
@@ -178,6 +209,26 @@ impl RequestRecord {
             );
         }
         let ms = |t: Instant| t.duration_since(self.started).as_secs_f64() * 1000.0;
+        let total = self.started.elapsed();
+        let ttft = self.first_output.map(|t| t.duration_since(self.started));
+        let decode_tokens_per_s = ttft.and_then(|ttft| {
+            let decoding = total.saturating_sub(ttft).as_secs_f64();
+            (tokens.output > 1 && decoding > 0.0).then(|| (tokens.output - 1) as f64 / decoding)
+        });
+        let clamp = |n: u64| u32::try_from(n).unwrap_or(u32::MAX);
+        self.latency.observe(
+            self.backend_index,
+            &Observation {
+                prompt_tokens: clamp(tokens.prompt()),
+                cached_tokens: clamp(tokens.cached_input),
+                output_tokens: clamp(tokens.output),
+                ttft,
+                total,
+                reported_prefill_tokens_per_s: self.reported_rates.0,
+                reported_decode_tokens_per_s: self.reported_rates.1,
+                failed: self.outcome.starts_with("upstream"),
+            },
+        );
         let row = LedgerRow {
             ts_ms: self.ts_ms,
             request_id: self.context.request_id.clone(),
@@ -193,6 +244,8 @@ impl RequestRecord {
             cost_usd: cost,
             counterfactual_usd: counterfactual,
             ttft_ms: self.first_output.map(ms),
+            predicted_ttft_ms: self.predicted_ttft_ms,
+            decode_tokens_per_s,
             duration_ms: ms(Instant::now()),
             status: self.outcome,
             reason: self.reason.as_str(),

@@ -49,6 +49,7 @@ pub fn encode<E: Endpoint>(
                     }
                     st.record.usage(E::chunk_usage(&chunk));
                     E::chunk_output(&chunk, st.record.output());
+                    st.record.timings(E::chunk_extra(&chunk));
                     if E::chunk_is_usage_only(&chunk) && !st.forward_usage_chunk {
                         continue;
                     }

@@ -20,6 +20,10 @@ pub struct LedgerRow {
     /// The same tokens priced on the reference cloud model.
     pub counterfactual_usd: f64,
     pub ttft_ms: Option<f64>,
+    /// What the latency model expected, for comparing prediction and fact.
+    pub predicted_ttft_ms: Option<f64>,
+    /// Output tokens per second after the first.
+    pub decode_tokens_per_s: Option<f64>,
     pub duration_ms: f64,
     /// `ok`, an error kind, `cancelled`, `escalated`.
     pub status: &'static str,

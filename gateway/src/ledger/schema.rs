@@ -23,6 +23,8 @@ CREATE TABLE IF NOT EXISTS requests (
     cost_usd REAL NOT NULL,
     counterfactual_usd REAL NOT NULL,
     ttft_ms REAL,
+    predicted_ttft_ms REAL,
+    decode_tokens_per_s REAL,
     duration_ms REAL NOT NULL,
     status TEXT NOT NULL,
     reason TEXT NOT NULL,
@@ -46,7 +48,27 @@ pub fn open(path: &str) -> anyhow::Result<Connection> {
     conn.pragma_update(None, "synchronous", "NORMAL")?;
     conn.busy_timeout(std::time::Duration::from_secs(5))?;
     conn.execute_batch(SCHEMA)?;
+    migrate(&conn)?;
     Ok(conn)
+}
+
+/// Columns added after the first release, added to older ledgers in place.
+const ADDED_COLUMNS: [(&str, &str); 2] = [
+    ("predicted_ttft_ms", "REAL"),
+    ("decode_tokens_per_s", "REAL"),
+];
+
+fn migrate(conn: &Connection) -> rusqlite::Result<()> {
+    let mut statement = conn.prepare("SELECT name FROM pragma_table_info('requests')")?;
+    let existing: Vec<String> = statement
+        .query_map([], |row| row.get(0))?
+        .collect::<rusqlite::Result<_>>()?;
+    for (column, kind) in ADDED_COLUMNS {
+        if !existing.iter().any(|c| c == column) {
+            conn.execute_batch(&format!("ALTER TABLE requests ADD COLUMN {column} {kind}"))?;
+        }
+    }
+    Ok(())
 }
 
 /// Deletes rows older than `days` (0 keeps everything).
