@@ -2,7 +2,7 @@
 //! router, and the admission limits.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use switchyard_adapters::Provider;
@@ -13,6 +13,7 @@ use switchyard_router::Router;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use crate::access::{Budgets, KeyStore, RateLimits};
+use crate::breaker::Breaker;
 use crate::error::GatewayError;
 use crate::ledger::{Ledger, now_ms, spend_since};
 
@@ -30,9 +31,41 @@ pub struct BackendHandle {
     in_flight: Arc<AtomicU32>,
     /// The concurrency limit; `None` when unlimited.
     limit: Option<Arc<Semaphore>>,
+    /// Requests that may wait for a slot, and those waiting now.
+    max_queue: usize,
+    waiting: AtomicUsize,
+    pub breaker: Arc<Breaker>,
 }
 
 impl BackendHandle {
+    /// A concurrency slot: at once, after waiting in the queue (no longer
+    /// than the first-byte timeout), or 503 when the queue is full.
+    async fn wait_for_slot(
+        &self,
+        limit: &Arc<Semaphore>,
+    ) -> Result<OwnedSemaphorePermit, GatewayError> {
+        if let Ok(permit) = limit.clone().try_acquire_owned() {
+            return Ok(permit);
+        }
+        let full = || GatewayError::Overloaded {
+            what: format!(
+                "backend `{}` is at its concurrency limit and queue",
+                self.name
+            ),
+        };
+        if self.waiting.fetch_add(1, Ordering::AcqRel) >= self.max_queue {
+            self.waiting.fetch_sub(1, Ordering::AcqRel);
+            return Err(full());
+        }
+        let permit =
+            tokio::time::timeout(self.first_byte_timeout, limit.clone().acquire_owned()).await;
+        self.waiting.fetch_sub(1, Ordering::AcqRel);
+        match permit {
+            Ok(Ok(permit)) => Ok(permit),
+            _ => Err(full()),
+        }
+    }
+
     /// Cloud tiers count against cloud budgets.
     pub fn is_cloud(&self) -> bool {
         !self.tier.is_local()
@@ -105,8 +138,9 @@ impl App {
         })
     }
 
-    /// Takes a slot in the gateway and in the backend, or says it is full.
-    pub fn admit(&self, backend_index: usize) -> Result<Admission, GatewayError> {
+    /// Takes a slot in the gateway and in the backend (waiting in the
+    /// backend's bounded queue), or says it is full.
+    pub async fn admit(&self, backend_index: usize) -> Result<Admission, GatewayError> {
         let gateway =
             self.in_flight
                 .clone()
@@ -115,15 +149,10 @@ impl App {
                     what: "the gateway is at its concurrent request limit".into(),
                 })?;
         let backend = &self.backends[backend_index];
-        let backend_permit =
-            match &backend.limit {
-                None => None,
-                Some(limit) => Some(limit.clone().try_acquire_owned().map_err(|_| {
-                    GatewayError::Overloaded {
-                        what: format!("backend `{}` is at its concurrency limit", backend.name),
-                    }
-                })?),
-            };
+        let backend_permit = match &backend.limit {
+            None => None,
+            Some(limit) => Some(backend.wait_for_slot(limit).await?),
+        };
         let sharing = backend.in_flight.fetch_add(1, Ordering::AcqRel) + 1;
         // The latency model counts it until its record reports the outcome.
         self.router.latency().started(backend_index);
@@ -172,6 +201,9 @@ fn build_backend(backend: &Backend) -> anyhow::Result<BackendHandle> {
         first_byte_timeout: backend.timeouts.first_byte,
         in_flight: Arc::new(AtomicU32::new(0)),
         limit: backend.max_concurrency.map(|n| Arc::new(Semaphore::new(n))),
+        max_queue: backend.max_queue,
+        waiting: AtomicUsize::new(0),
+        breaker: Arc::new(Breaker::new(backend.breaker)),
     })
 }
 

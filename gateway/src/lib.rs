@@ -4,6 +4,7 @@
 
 pub mod access;
 pub mod app;
+pub mod breaker;
 pub mod cli;
 pub mod config_file;
 pub mod error;

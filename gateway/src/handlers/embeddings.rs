@@ -83,7 +83,7 @@ pub async fn serve(app: &App, req: Request<Incoming>) -> Result<Response<Body>, 
                 Some(reservation)
             }
         };
-        let admission = app.admit(served.backend)?;
+        let admission = app.admit(served.backend).await?;
         request.model.clone_from(&backend.upstream_model);
         let mut record = RequestRecord::new(
             app,

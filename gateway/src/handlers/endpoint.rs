@@ -218,19 +218,36 @@ async fn dispatch<E: Endpoint>(
     let mut last_error = None;
     let mut targets: VecDeque<usize> = decision.targets.iter().copied().collect();
     let mut tried: Vec<usize> = Vec::new();
+    let retries = app.router.retries(decision.route);
+    let mut retries_used = 0;
     while let Some(backend_index) = targets.pop_front() {
         let is_last = targets.is_empty();
-        if !tried.is_empty()
-            && !matches!(
-                served.reason,
-                Reason::CascadeEscalated | Reason::BudgetDowngrade
-            )
-        {
-            served.reason = Reason::Fallback;
+        // A retry of the same backend keeps the reason; moving on is a fallback.
+        let retrying = tried.last() == Some(&backend_index);
+        if !retrying {
+            retries_used = 0;
+            if !tried.is_empty()
+                && !matches!(
+                    served.reason,
+                    Reason::CascadeEscalated | Reason::BudgetDowngrade
+                )
+            {
+                served.reason = Reason::Fallback;
+            }
+            tried.push(backend_index);
         }
         served.backend = backend_index;
-        tried.push(backend_index);
         let backend = &app.backends[backend_index];
+        if !backend.breaker.allow() {
+            let err = GatewayError::Overloaded {
+                what: format!("backend `{}` is failing; its circuit is open", backend.name),
+            };
+            if is_last {
+                return (Err(err), served);
+            }
+            last_error = Some(err);
+            continue;
+        }
         let reservation = match &context.caller {
             None => None,
             Some(caller) => match app.budgets.reserve(
@@ -260,7 +277,7 @@ async fn dispatch<E: Endpoint>(
                 }
             },
         };
-        let admission = match app.admit(backend_index) {
+        let admission = match app.admit(backend_index).await {
             Ok(admission) => admission,
             Err(err) if !is_last => {
                 last_error = Some(err);
@@ -307,8 +324,15 @@ async fn dispatch<E: Endpoint>(
                 let err = GatewayError::from(err);
                 record.finish(err.kind());
                 record.write().await;
-                let retry = matches!(&err, GatewayError::Upstream(e) if e.retryable());
-                if retry && !is_last {
+                let retryable = matches!(&err, GatewayError::Upstream(e) if e.retryable());
+                if retryable && retries_used < retries {
+                    retries_used += 1;
+                    tokio::time::sleep(backoff(retries_used)).await;
+                    targets.push_front(backend_index);
+                    last_error = Some(err);
+                    continue;
+                }
+                if retryable && !is_last {
                     last_error = Some(err);
                     continue;
                 }
@@ -361,6 +385,13 @@ async fn dispatch<E: Endpoint>(
         message: "no backend to try".into(),
     });
     (Err(err), served)
+}
+
+/// The wait before retry `n` (1-based): 50 ms doubling, jittered by ±50% so
+/// many callers retrying at once do not arrive together.
+fn backoff(n: u32) -> std::time::Duration {
+    let base = 50.0 * f64::from(1u32 << n.saturating_sub(1).min(6));
+    std::time::Duration::from_secs_f64(base * (0.5 + rand::random::<f64>()) / 1000.0)
 }
 
 /// Reads a whole stream, for a cascade to check before anything is sent.

@@ -14,6 +14,7 @@ use switchyard_router::latency::{LatencyStore, Observation};
 
 use crate::access::{Caller, RateLimits, Reservation};
 use crate::app::App;
+use crate::breaker::Breaker;
 use crate::ledger::{Ledger, LedgerRow};
 
 /// Who asked and how the request was routed: the same for every backend a
@@ -37,6 +38,7 @@ pub struct RequestRecord {
     backend_index: usize,
     backend: String,
     latency: Arc<dyn LatencyStore>,
+    breaker: Arc<Breaker>,
     predicted_ttft_ms: Option<f64>,
     /// Prefill and decode rates the backend reported (llama.cpp `timings`).
     reported_rates: (Option<f64>, Option<f64>),
@@ -81,6 +83,7 @@ impl RequestRecord {
             backend_index,
             backend: backend.name.clone(),
             latency: app.router.latency().clone(),
+            breaker: backend.breaker.clone(),
             predicted_ttft_ms,
             reported_rates: (None, None),
             tier: backend.tier.as_str(),
@@ -215,6 +218,22 @@ impl RequestRecord {
             let decoding = total.saturating_sub(ttft).as_secs_f64();
             (tokens.output > 1 && decoding > 0.0).then(|| (tokens.output - 1) as f64 / decoding)
         });
+        // The backend's own failures trip its breaker; a caller's bad request
+        // or a client that left says nothing about the backend.
+        let upstream_failure = matches!(
+            self.outcome,
+            "upstream_connect"
+                | "upstream_reset"
+                | "upstream_protocol"
+                | "upstream_timeout"
+                | "upstream_overloaded"
+                | "upstream_error"
+        );
+        match self.outcome {
+            "ok" | "escalated" => self.breaker.success(),
+            _ if upstream_failure => self.breaker.failure(),
+            _ => {}
+        }
         let clamp = |n: u64| u32::try_from(n).unwrap_or(u32::MAX);
         self.latency.observe(
             self.backend_index,
@@ -226,7 +245,7 @@ impl RequestRecord {
                 total,
                 reported_prefill_tokens_per_s: self.reported_rates.0,
                 reported_decode_tokens_per_s: self.reported_rates.1,
-                failed: self.outcome.starts_with("upstream"),
+                failed: upstream_failure,
             },
         );
         let row = LedgerRow {
