@@ -15,6 +15,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use crate::access::{Budgets, KeyStore, RateLimits};
 use crate::breaker::Breaker;
 use crate::error::GatewayError;
+use crate::handlers::HedgeSpend;
 use crate::ledger::{Ledger, now_ms, spend_since};
 
 /// A backend ready to call.
@@ -100,6 +101,7 @@ pub struct App {
     pub ledger_path: String,
     /// The cloud model every request is also priced on.
     pub reference: Option<Reference>,
+    pub hedges: HedgeSpend,
     in_flight: Arc<Semaphore>,
     shutting_down: AtomicBool,
 }
@@ -133,6 +135,7 @@ impl App {
             ledger,
             ledger_path: config.ledger.path.clone(),
             reference: config.reference.clone(),
+            hedges: HedgeSpend::default(),
             in_flight: Arc::new(Semaphore::new(config.server.max_concurrent_requests)),
             shutting_down: AtomicBool::new(false),
         })

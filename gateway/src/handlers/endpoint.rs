@@ -17,6 +17,7 @@ use switchyard_adapters::{AdapterError, Provider};
 use switchyard_policies::{OnExhausted, Pricing, TokenCounts};
 use switchyard_router::{AnswerSummary, Decision, Reason, RequestView, Target, failed_check};
 
+use super::hedge::{self, Leg};
 use super::record::{RequestContext, RequestRecord};
 use super::stream;
 use crate::access::{Caller, Exhausted};
@@ -154,13 +155,13 @@ pub async fn serve<E: Endpoint>(
 
 /// A request's size as admission sees it.
 #[derive(Debug, Clone, Copy)]
-struct Size {
-    prompt_tokens: u32,
-    max_tokens: Option<u32>,
+pub struct Size {
+    pub prompt_tokens: u32,
+    pub max_tokens: Option<u32>,
 }
 
 /// The most a request could cost on `backend`: what budgets reserve.
-fn worst_cost(backend: &BackendHandle, size: Size) -> f64 {
+pub fn worst_cost(backend: &BackendHandle, size: Size) -> f64 {
     match backend.pricing {
         // The prompt estimate gets a margin; output is the request's limit.
         Pricing::Tokens(price) => price.cost(&TokenCounts {
@@ -176,7 +177,7 @@ fn worst_cost(backend: &BackendHandle, size: Size) -> f64 {
 }
 
 /// What one backend gave.
-enum Answer<E: Endpoint> {
+pub enum Answer<E: Endpoint> {
     Whole(E::Response),
     Stream(Chunks<E::Chunk>),
     /// A streamed answer held back for a cascade check.
@@ -277,7 +278,7 @@ async fn dispatch<E: Endpoint>(
                 }
             },
         };
-        let admission = match app.admit(backend_index).await {
+        let mut admission = match app.admit(backend_index).await {
             Ok(admission) => admission,
             Err(err) if !is_last => {
                 last_error = Some(err);
@@ -306,14 +307,48 @@ async fn dispatch<E: Endpoint>(
         );
         let client_wants_usage = streaming && E::request_stream_usage(&mut req);
         let checked = cascade.filter(|_| !is_last);
-        let answer = match (streaming, checked) {
-            (false, _) => E::call(&*backend.provider, req)
+        // Hedge the first choice with the next, on routes that hedge.
+        let hedge_with = decision
+            .route
+            .and_then(|r| app.router.hedge(r))
+            .filter(|_| tried.len() == 1 && !retrying && checked.is_none())
+            .zip(targets.front().copied());
+        let answer = match (streaming, checked, hedge_with, &request) {
+            (_, None, Some((hedge, other)), Some(original)) => {
+                let leg = Leg {
+                    backend: backend_index,
+                    record,
+                    admission,
+                };
+                let (answer, winner) = hedge::race::<E>(
+                    app,
+                    &context,
+                    size,
+                    leg,
+                    req,
+                    other,
+                    original.clone(),
+                    streaming,
+                    hedge.max_usd_per_key_per_day,
+                )
+                .await;
+                if winner.backend != backend_index {
+                    served = Served {
+                        backend: winner.backend,
+                        reason: Reason::Hedge,
+                    };
+                }
+                record = winner.record;
+                admission = winner.admission;
+                answer
+            }
+            (false, _, _, _) => E::call(&*backend.provider, req)
                 .await
                 .map(Answer::<E>::Whole),
-            (true, None) => E::call_stream(&*backend.provider, req)
+            (true, None, _, _) => E::call_stream(&*backend.provider, req)
                 .await
                 .map(Answer::Stream),
-            (true, Some(_)) => match E::call_stream(&*backend.provider, req).await {
+            (true, Some(_), _, _) => match E::call_stream(&*backend.provider, req).await {
                 Ok(chunks) => collect(chunks).await.map(Answer::Collected),
                 Err(err) => Err(err),
             },

@@ -8,6 +8,7 @@ mod embeddings;
 mod endpoint;
 mod explain;
 mod health;
+mod hedge;
 mod models;
 mod record;
 mod stream;
@@ -23,6 +24,7 @@ use crate::http::Body;
 
 pub use admin::{parse_dimension, parse_since};
 pub use explain::{decide_chat, explain_chat};
+pub use hedge::HedgeSpend;
 
 pub async fn handle(app: Arc<App>, req: Request<Incoming>) -> Response<Body> {
     // Accept both `/v1/...` and bare paths: clients disagree on whether the

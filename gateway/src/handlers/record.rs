@@ -58,6 +58,8 @@ pub struct RequestRecord {
     output: String,
     /// `cancelled` until the request finishes or fails.
     outcome: &'static str,
+    /// One of two backends raced for this request.
+    hedge: bool,
     written: bool,
 }
 
@@ -100,6 +102,7 @@ impl RequestRecord {
             usage: None,
             output: String::new(),
             outcome: "cancelled",
+            hedge: false,
             written: false,
         }
     }
@@ -134,6 +137,11 @@ impl RequestRecord {
     /// Output text seen on a stream.
     pub fn output(&mut self) -> &mut String {
         &mut self.output
+    }
+
+    /// Marks the call as one leg of a hedged request.
+    pub fn hedged(&mut self) {
+        self.hedge = true;
     }
 
     pub fn finish(&mut self, outcome: &'static str) {
@@ -268,7 +276,7 @@ impl RequestRecord {
             duration_ms: ms(Instant::now()),
             status: self.outcome,
             reason: self.reason.as_str(),
-            hedge: false,
+            hedge: self.hedge,
             fallback: self.reason == Reason::Fallback,
             cache_hit: false,
             estimated,

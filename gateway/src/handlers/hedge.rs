@@ -1,0 +1,179 @@
+//! Hedging: when the chosen backend is slow to start, a second backend is
+//! started after the first's p90 time to first token, and whichever
+//! produces output first serves the request. The loser is cancelled (its
+//! future dropped, which drops its upstream connection); both are billed,
+//! marked `hedge` in the ledger. Each key's hedged spend per day is capped
+//! by the worst case of the hedges it started.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use switchyard_adapters::{AdapterError, Provider};
+
+use super::endpoint::{Answer, Endpoint, Size, worst_cost};
+use super::record::{RequestContext, RequestRecord};
+use crate::access::Caller;
+use crate::app::{Admission, App};
+use crate::ledger::now_ms;
+
+/// Never hedge sooner than this: below it a hedge only doubles the load.
+const MIN_DELAY: Duration = Duration::from_millis(10);
+
+/// One backend's attempt at a request.
+pub struct Leg {
+    pub backend: usize,
+    pub record: RequestRecord,
+    pub admission: Admission,
+}
+
+/// Hedged spend per key today, counted as the worst case of each hedge.
+#[derive(Default)]
+pub struct HedgeSpend {
+    by_key: Mutex<HashMap<String, (i64, f64)>>,
+}
+
+impl HedgeSpend {
+    /// Takes `amount` from the key's daily hedge allowance, if it fits.
+    fn take(&self, key: &str, amount: f64, cap: f64) -> bool {
+        let today = now_ms().div_euclid(86_400_000);
+        let mut spend = self.by_key.lock().unwrap_or_else(|p| p.into_inner());
+        let entry = spend.entry(key.to_owned()).or_insert((today, 0.0));
+        if entry.0 != today {
+            *entry = (today, 0.0);
+        }
+        if entry.1 + amount > cap {
+            return false;
+        }
+        entry.1 += amount;
+        true
+    }
+}
+
+/// Calls a backend and waits until it has produced output: the whole answer,
+/// or a stream whose chunks up to the first with output are read ahead.
+async fn until_output<E: Endpoint>(
+    provider: &dyn Provider,
+    req: E::Request,
+    streaming: bool,
+) -> Result<Answer<E>, AdapterError> {
+    if !streaming {
+        return E::call(provider, req).await.map(Answer::Whole);
+    }
+    let mut chunks = E::call_stream(provider, req).await?;
+    let mut read_ahead = Vec::new();
+    while let Some(chunk) = chunks.next().await {
+        let chunk = chunk?;
+        let has_output = E::chunk_has_output(&chunk);
+        read_ahead.push(chunk);
+        if has_output {
+            break;
+        }
+    }
+    let replay = futures_util::stream::iter(read_ahead.into_iter().map(Ok));
+    Ok(Answer::Stream(replay.chain(chunks).boxed()))
+}
+
+/// Starts the hedge's leg, if its breaker, the caller's budgets, the hedge
+/// allowance and the backend's capacity all allow.
+async fn hedge_leg(
+    app: &App,
+    context: &RequestContext,
+    size: Size,
+    backend_index: usize,
+    cap: Option<f64>,
+) -> Option<Leg> {
+    let backend = &app.backends[backend_index];
+    if !backend.breaker.allow() {
+        return None;
+    }
+    let worst = worst_cost(backend, size);
+    let reservation = match &context.caller {
+        None => None,
+        Some(Caller { key }) => {
+            if let Some(cap) = cap
+                && !app.hedges.take(&key.name, worst, cap)
+            {
+                return None;
+            }
+            Some(app.budgets.reserve(key, backend.is_cloud(), worst).ok()?)
+        }
+    };
+    let admission = app.admit(backend_index).await.ok()?;
+    let sharing = admission.sharing;
+    let mut record = RequestRecord::new(
+        app,
+        context.clone(),
+        backend_index,
+        switchyard_router::Reason::Hedge,
+        reservation,
+        sharing,
+        None,
+    );
+    record.hedged();
+    Some(Leg {
+        backend: backend_index,
+        record,
+        admission,
+    })
+}
+
+/// Runs the primary leg, hedging with `hedge_backend` if it has not produced
+/// output by its p90 first-token time. Returns the answer and the leg that
+/// gave it (or the primary's failure).
+#[allow(clippy::too_many_arguments)]
+pub async fn race<E: Endpoint>(
+    app: &App,
+    context: &RequestContext,
+    size: Size,
+    mut primary: Leg,
+    primary_req: E::Request,
+    hedge_backend: usize,
+    mut hedge_req: E::Request,
+    streaming: bool,
+    cap: Option<f64>,
+) -> (Result<Answer<E>, AdapterError>, Leg) {
+    let predicted = app.router.latency().predict(
+        primary.backend,
+        size.prompt_tokens,
+        0,
+        size.max_tokens.unwrap_or(256),
+    );
+    let delay = Duration::from_secs_f64(predicted.ttft_p90_ms.max(0.0) / 1000.0).max(MIN_DELAY);
+    let primary_backend = app.backends[primary.backend].provider.clone();
+    let first = until_output::<E>(&*primary_backend, primary_req, streaming);
+    tokio::pin!(first);
+    tokio::select! {
+        answer = &mut first => return (answer, primary),
+        () = tokio::time::sleep(delay) => {}
+    }
+    let Some(hedge) = hedge_leg(app, context, size, hedge_backend, cap).await else {
+        return (first.await, primary);
+    };
+    primary.record.hedged();
+    E::set_model(&mut hedge_req, &app.backends[hedge_backend].upstream_model);
+    if streaming {
+        E::request_stream_usage(&mut hedge_req);
+    }
+    tracing::info!(primary = %app.backends[primary.backend].name, hedge = %app.backends[hedge_backend].name, ?delay, "hedging");
+    let hedge_provider = app.backends[hedge_backend].provider.clone();
+    let second = until_output::<E>(&*hedge_provider, hedge_req, streaming);
+    tokio::pin!(second);
+    let (answer, winner, loser) = tokio::select! {
+        answer = &mut first => match answer {
+            Ok(answer) => (Ok(answer), primary, Some(hedge)),
+            // The primary failed: the hedge is all there is.
+            Err(_) => ((&mut second).await, hedge, Some(primary)),
+        },
+        answer = &mut second => match answer {
+            Ok(answer) => (Ok(answer), hedge, Some(primary)),
+            Err(_) => ((&mut first).await, primary, Some(hedge)),
+        },
+    };
+    if let Some(mut loser) = loser {
+        loser.record.finish("hedge-lost");
+        loser.record.write().await;
+    }
+    (answer, winner)
+}
