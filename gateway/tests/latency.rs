@@ -1,0 +1,265 @@
+//! Latency budgets, the latency model, breakers and hedging through the
+//! running gateway, against simulators of known speeds.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is the failure report
+
+mod support;
+
+use serde_json::{Value, json};
+use support::{FAST_SIM_FIELDS, GatewayBuilder, chat, get, post_json};
+
+fn long_prompt(tokens: usize) -> String {
+    "route ".repeat(tokens)
+}
+
+#[tokio::test]
+async fn cheapest_within_budget_moves_long_prompts_off_slow_prefill() {
+    // Local: free, quick to start, slow prefill (500 tokens/s). Cloud: priced, fast prefill.
+    let gateway = GatewayBuilder::new()
+        .in_process_sim("local", "mid", "preset: mid, base_ttft_ms: 5, prefill_tokens_per_s: 500, decode_tokens_per_s: 2000, jitter: 0, speculative: {acceptance_rate: 0.5, draft_tokens: 1}")
+        .in_process_sim("cloud", "cloud", "preset: large, base_ttft_ms: 40, prefill_tokens_per_s: 100000, decode_tokens_per_s: 2000, jitter: 0")
+        .route("chat", "profile: chat\nstrategy:\n  cheapest_within_budget: {candidates: [local, cloud]}")
+        .start();
+    let url = gateway.url("/v1/chat/completions");
+    let mut short = chat("chat", "hello");
+    short["max_tokens"] = json!(8);
+    let reply = post_json(&url, &short).await;
+    assert_eq!(reply.header("x-switchyard-backend"), Some("local"));
+    assert_eq!(reply.header("x-switchyard-reason"), Some("within-budget"));
+    let predicted: f64 = reply
+        .header("x-switchyard-predicted-ttft-ms")
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(predicted < 100.0, "{predicted}");
+
+    // ~1,200 tokens at 500 tokens/s: 2.4 s of prefill, over chat's 1 s.
+    let mut long = chat("chat", &long_prompt(1200));
+    long["max_tokens"] = json!(8);
+    let reply = post_json(&url, &long).await;
+    assert_eq!(reply.header("x-switchyard-backend"), Some("cloud"));
+    assert_eq!(reply.header("x-switchyard-reason"), Some("within-budget"));
+}
+
+#[tokio::test]
+async fn a_backend_slower_than_its_hints_loses_traffic() {
+    // Claims 10 ms to first token; every request stalls 600 ms.
+    let stalling = support::fast_sim(&["faults.stall_rate=1", "faults.stall_ms=600"]);
+    let gateway = GatewayBuilder::new()
+        .openai("local", "mid", &stalling.base_url(), &["latency: {ttft_ms: 10, prefill_tokens_per_s: 100000, decode_tokens_per_s: 1000}"])
+        .in_process_sim("cloud", "cloud", "preset: large, base_ttft_ms: 200, prefill_tokens_per_s: 1000000, decode_tokens_per_s: 5000, jitter: 0")
+        .route("chat", "budget: {ttft_ms: 400}\nstrategy:\n  cheapest_within_budget: {candidates: [local, cloud]}")
+        .start();
+    let url = gateway.url("/v1/chat/completions");
+    let mut backends = Vec::new();
+    for _ in 0..12 {
+        let mut body = chat("chat", "hi");
+        body["max_tokens"] = json!(4);
+        backends.push(
+            post_json(&url, &body)
+                .await
+                .header("x-switchyard-backend")
+                .unwrap()
+                .to_owned(),
+        );
+    }
+    assert_eq!(
+        backends[0], "local",
+        "the hints made it look cheapest and fast enough"
+    );
+    let moved = backends
+        .iter()
+        .position(|b| b == "cloud")
+        .expect("traffic moved");
+    assert!(
+        moved <= 8,
+        "moved after {moved} slow requests: {backends:?}"
+    );
+    assert!(
+        backends[moved..].iter().all(|b| b == "cloud"),
+        "{backends:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_failing_backend_trips_its_breaker_and_recovers_through_a_probe() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let gateway = GatewayBuilder::new()
+        .openai(
+            "flaky",
+            "small",
+            &format!("http://127.0.0.1:{port}/v1"),
+            &["breaker: {failures: 3, cooldown_ms: 2000}"],
+        )
+        .in_process_sim(
+            "backup",
+            "small",
+            &format!("preset: small, {FAST_SIM_FIELDS}"),
+        )
+        .route(
+            "auto",
+            "retries: 0\nstrategy:\n  split:\n    weights: {flaky: 1}\nfallbacks: [backup]",
+        )
+        .start();
+    let url = gateway.url("/v1/chat/completions");
+    for _ in 0..3 {
+        let reply = post_json(&url, &chat("auto", "hi")).await;
+        assert_eq!(
+            (reply.status.as_u16(), reply.header("x-switchyard-reason")),
+            (200, Some("fallback"))
+        );
+    }
+    // Open: the flaky backend is not even tried. Bring it back to life; the
+    // open breaker still routes around it until the cooldown ends.
+    let revived = std::process::Command::new(env!("CARGO_BIN_EXE_switchyard"))
+        .args([
+            "sim",
+            "--listen",
+            &format!("127.0.0.1:{port}"),
+            "--set",
+            "base_ttft_ms=1",
+            "--set",
+            "decode_tokens_per_s=5000",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut revived = KillOnDrop(revived);
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(revived.0.stdout.take().unwrap()),
+        &mut line,
+    )
+    .unwrap();
+    let during = post_json(&url, &chat("auto", "hi")).await;
+    assert_eq!(
+        during.header("x-switchyard-backend"),
+        Some("backup"),
+        "open breaker: skipped"
+    );
+    let stats = get(&format!("http://127.0.0.1:{port}/sim/stats"))
+        .await
+        .json();
+    assert_eq!(stats["requests"], 0, "nothing reached it while open");
+    tokio::time::sleep(std::time::Duration::from_millis(2100)).await;
+    let probe = post_json(&url, &chat("auto", "hi")).await;
+    assert_eq!(
+        probe.header("x-switchyard-backend"),
+        Some("flaky"),
+        "half-open: the probe went through and succeeded"
+    );
+    let after = post_json(&url, &chat("auto", "hi")).await;
+    assert_eq!(
+        after.header("x-switchyard-backend"),
+        Some("flaky"),
+        "closed again"
+    );
+}
+
+struct KillOnDrop(std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[tokio::test]
+async fn hedging_rescues_stalled_requests_and_bills_both_legs() {
+    // Every request to `stally` stalls 1.5 s; `steady` answers at once.
+    let stally = support::fast_sim(&["faults.stall_rate=1", "faults.stall_ms=1500"]);
+    let steady = support::fast_sim(&[]);
+    let mut gateway = GatewayBuilder::new()
+        .openai("stally", "small", &stally.base_url(), &["latency: {ttft_ms: 20}"])
+        .openai("steady", "small", &steady.base_url(), &["latency: {ttft_ms: 20}"])
+        .route("auto", "hedge: {enabled: true}\nstrategy:\n  split:\n    weights: {stally: 1}\nfallbacks: [steady]")
+        .start();
+    let url = gateway.url("/v1/chat/completions");
+    for stream in [false, true] {
+        let mut body = chat("auto", "hi");
+        body["stream"] = json!(stream);
+        let reply = post_json(&url, &body).await;
+        assert_eq!(reply.status, 200);
+        assert_eq!(
+            reply.header("x-switchyard-backend"),
+            Some("steady"),
+            "stream={stream}"
+        );
+        assert_eq!(reply.header("x-switchyard-reason"), Some("hedge"));
+        if stream {
+            assert_eq!(reply.events().last().map(String::as_str), Some("[DONE]"));
+        }
+    }
+    // The loser was cancelled: the stalled simulator stops working on it.
+    assert!(
+        support::eventually(async || get(&stally.url("/sim/stats")).await.json()["active"] == 0)
+            .await
+    );
+    gateway.terminate();
+    let rows: Vec<(String, String, bool)> = gateway
+        .ledger()
+        .prepare("SELECT backend, status, hedge FROM requests ORDER BY id")
+        .unwrap()
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert_eq!(rows.len(), 4, "both legs of both requests: {rows:?}");
+    assert!(rows.iter().all(|(_, _, hedge)| *hedge));
+    assert_eq!(
+        rows.iter()
+            .filter(|(b, s, _)| b == "stally" && s == "hedge-lost")
+            .count(),
+        2,
+        "{rows:?}"
+    );
+}
+
+#[tokio::test]
+async fn the_ledger_compares_predicted_and_measured_and_keeps_partial_usage() {
+    let resetting = support::fast_sim(&["faults.reset_rate=1"]);
+    let mut gateway = GatewayBuilder::new()
+        .in_process_sim(
+            "local",
+            "small",
+            &format!("preset: small, {FAST_SIM_FIELDS}"),
+        )
+        .openai("flaky", "small", &resetting.base_url(), &[])
+        .route(
+            "strict",
+            "retries: 0\nstrategy:\n  split:\n    weights: {flaky: 1}",
+        )
+        .start();
+    let url = gateway.url("/v1/chat/completions");
+    post_json(&url, &chat("local", "measure me")).await;
+    let mut body = chat("strict", "cut me off");
+    body["stream"] = json!(true);
+    let cut = post_json(&url, &body).await;
+    let last: Value = serde_json::from_str(cut.events().last().unwrap()).unwrap();
+    assert_eq!(last["error"]["code"], "upstream_reset");
+    gateway.terminate();
+    let conn = gateway.ledger();
+    let (predicted, measured, rate): (Option<f64>, Option<f64>, Option<f64>) = conn
+        .query_row("SELECT predicted_ttft_ms, ttft_ms, decode_tokens_per_s FROM requests WHERE backend = 'local'", [], |r| {
+            Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+        })
+        .unwrap();
+    assert!(predicted.unwrap() > 0.0 && measured.unwrap() > 0.0 && rate.unwrap() > 0.0);
+    let (status, output, estimated): (String, i64, bool) = conn
+        .query_row(
+            "SELECT status, output_tokens, estimated FROM requests WHERE backend = 'flaky'",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+        )
+        .unwrap();
+    assert_eq!(status, "upstream_reset");
+    assert!(
+        estimated && output > 0,
+        "the partial answer is counted: {output}"
+    );
+}
