@@ -35,52 +35,98 @@ impl Drop for Proc {
 
 fn spawn(args: &[&str], dir: Option<std::path::PathBuf>) -> Proc {
     let mut command = Command::new(env!("CARGO_BIN_EXE_switchyard"));
-    command.args(args).env("SWITCHYARD_LOG", "error").stdout(Stdio::piped());
+    command
+        .args(args)
+        .env("SWITCHYARD_LOG", "error")
+        .stdout(Stdio::piped());
     if let Some(dir) = &dir {
         command.current_dir(dir);
     }
     let mut child = command.spawn().unwrap();
     let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
     let url = line.trim().rsplit(' ').next().unwrap().to_owned();
-    Proc { child, url, _dir: dir }
+    Proc {
+        child,
+        url,
+        _dir: dir,
+    }
 }
 
 fn straggling_sim(seed: u32) -> Proc {
     let seed = format!("seed={seed}");
     spawn(
         &[
-            "sim", "--listen", "127.0.0.1:0", "--profile", "small", "--set", &seed, "--set", "base_ttft_ms=20",
-            "--set", "jitter=0.1", "--set", "decode_tokens_per_s=2000", "--set", "max_concurrency=64",
-            "--set", "faults.stall_rate=0.05", "--set", "faults.stall_ms=2000",
+            "sim",
+            "--listen",
+            "127.0.0.1:0",
+            "--profile",
+            "small",
+            "--set",
+            &seed,
+            "--set",
+            "base_ttft_ms=20",
+            "--set",
+            "jitter=0.1",
+            "--set",
+            "decode_tokens_per_s=2000",
+            "--set",
+            "max_concurrency=64",
+            "--set",
+            "faults.stall_rate=0.05",
+            "--set",
+            "faults.stall_ms=2000",
         ],
         None,
     )
 }
 
 fn gateway(a: &str, b: &str, hedge: bool) -> Proc {
-    let dir = std::env::temp_dir().join(format!("switchyard-hedge-bench-{}-{hedge}", std::process::id()));
+    let dir = std::env::temp_dir().join(format!(
+        "switchyard-hedge-bench-{}-{hedge}",
+        std::process::id()
+    ));
     std::fs::create_dir_all(&dir).unwrap();
-    let hedge = if hedge { "    hedge: {enabled: true}\n" } else { "" };
+    let hedge = if hedge {
+        "    hedge: {enabled: true}\n"
+    } else {
+        ""
+    };
     let config = format!(
         "backends:\n  a:\n    tier: small\n    openai: {{base_url: '{a}/v1'}}\n    latency: {{ttft_ms: 20}}\n  b:\n    tier: small\n    openai: {{base_url: '{b}/v1'}}\n    latency: {{ttft_ms: 20}}\nroutes:\n  auto:\n{hedge}    retries: 0\n    strategy:\n      split:\n        weights: {{a: 1}}\n    fallbacks: [b]\n"
     );
     let path = dir.join("config.yaml");
     std::fs::write(&path, config).unwrap();
-    spawn(&["serve", "--config", path.to_str().unwrap(), "--listen", "127.0.0.1:0"], Some(dir))
+    spawn(
+        &[
+            "serve",
+            "--config",
+            path.to_str().unwrap(),
+            "--listen",
+            "127.0.0.1:0",
+        ],
+        Some(dir),
+    )
 }
 
 /// Time to the first streamed byte of each request, in ms.
 async fn load(url: &str) -> Vec<f64> {
     let client = Client::builder(TokioExecutor::new()).build_http::<Full<Bytes>>();
     let url = format!("{url}/v1/chat/completions");
-    let body = Bytes::from(r#"{"model":"auto","stream":true,"max_tokens":16,"messages":[{"role":"user","content":"hi"}]}"#);
+    let body = Bytes::from(
+        r#"{"model":"auto","stream":true,"max_tokens":16,"messages":[{"role":"user","content":"hi"}]}"#,
+    );
     let mut ttfts = Vec::with_capacity(REQUESTS);
     let mut pending = Vec::new();
     for i in 0..REQUESTS {
         let (client, url, body) = (client.clone(), url.clone(), body.clone());
         pending.push(tokio::spawn(async move {
-            let request = http::Request::post(url).header("content-type", "application/json").body(Full::new(body)).unwrap();
+            let request = http::Request::post(url)
+                .header("content-type", "application/json")
+                .body(Full::new(body))
+                .unwrap();
             let start = Instant::now();
             let response = client.request(request).await.unwrap();
             let mut body = response.into_body();
@@ -118,7 +164,10 @@ async fn main() {
     }
     let (p50_without, p99_without) = (quantile(&mut without, 0.5), quantile(&mut without, 0.99));
     let (p50_with, p99_with) = (quantile(&mut with, 0.5), quantile(&mut with, 0.99));
-    println!("stragglers: 5% of requests stall 2 s; {} streamed requests per system, concurrency {CONCURRENCY}", REQUESTS * ROUNDS);
+    println!(
+        "stragglers: 5% of requests stall 2 s; {} streamed requests per system, concurrency {CONCURRENCY}",
+        REQUESTS * ROUNDS
+    );
     println!("no hedging: TTFT p50 {p50_without:.1} ms, p99 {p99_without:.1} ms");
     println!("hedging:    TTFT p50 {p50_with:.1} ms, p99 {p99_with:.1} ms");
     println!("p99 improvement: {:.1}x", p99_without / p99_with);

@@ -263,3 +263,81 @@ async fn the_ledger_compares_predicted_and_measured_and_keeps_partial_usage() {
         "the partial answer is counted: {output}"
     );
 }
+
+#[tokio::test]
+async fn a_bounded_queue_holds_requests_then_refuses() {
+    // One slot, one place in the queue; each request takes about 300 ms.
+    let slow = support::sim(
+        "small",
+        &["base_ttft_ms=300", "jitter=0", "decode_tokens_per_s=5000"],
+    );
+    let gateway = GatewayBuilder::new()
+        .openai(
+            "one",
+            "small",
+            &slow.base_url(),
+            &["max_concurrency: 1", "max_queue: 1"],
+        )
+        .start();
+    let url = std::sync::Arc::new(gateway.url("/v1/chat/completions"));
+    let tasks: Vec<_> = (0..3)
+        .map(|i| {
+            let url = url.clone();
+            tokio::spawn(async move {
+                tokio::time::sleep(std::time::Duration::from_millis(50 * i)).await;
+                let reply = post_json(&url, &chat("one", "hi")).await;
+                (
+                    reply.status.as_u16(),
+                    reply.header("retry-after").map(str::to_owned),
+                )
+            })
+        })
+        .collect();
+    let mut results = Vec::new();
+    for task in tasks {
+        results.push(task.await.unwrap());
+    }
+    assert_eq!(results[0].0, 200);
+    assert_eq!(results[1].0, 200, "queued, then served");
+    assert_eq!(
+        results[2],
+        (503, Some("1".to_owned())),
+        "the queue was full"
+    );
+}
+
+#[tokio::test]
+async fn retryable_failures_are_retried_before_the_first_byte() {
+    // A seeded simulator failing half its requests: with five retries, every
+    // request gets through (the failures are deterministic per seed).
+    let flaky = support::fast_sim(&["faults.error_rate=0.5", "seed=0"]);
+    let gateway = GatewayBuilder::new()
+        .openai(
+            "flaky",
+            "small",
+            &flaky.base_url(),
+            &["breaker: {failures: 100}"],
+        )
+        .route(
+            "auto",
+            "retries: 5\nstrategy:\n  split:\n    weights: {flaky: 1}",
+        )
+        .start();
+    let url = gateway.url("/v1/chat/completions");
+    for _ in 0..10 {
+        let reply = post_json(&url, &chat("auto", "hi")).await;
+        assert_eq!(reply.status, 200);
+        assert_eq!(
+            reply.header("x-switchyard-reason"),
+            Some("split"),
+            "a retry keeps the reason"
+        );
+    }
+    let served = get(&flaky.url("/sim/stats")).await.json()["requests"]
+        .as_u64()
+        .unwrap();
+    assert!(
+        served > 10,
+        "some requests needed retries: {served} calls for 10 requests"
+    );
+}

@@ -286,9 +286,10 @@ async fn dispatch<E: Endpoint>(
             }
             Err(err) => return (Err(err), served),
         };
-        // Clone only when another backend may need the request.
-        let mut req = match (is_last, &request) {
-            (false, Some(r)) => r.clone(),
+        // Clone only when another try (a fallback or a retry) may need it.
+        let may_try_again = !is_last || retries_used < retries;
+        let mut req = match (may_try_again, &request) {
+            (true, Some(r)) => r.clone(),
             _ => match request.take() {
                 Some(r) => r,
                 None => break,
