@@ -1,6 +1,7 @@
 //! Switchyard's adapters: the canonical request and response types, the wire
 //! formats, the upstream clients, and the model-server simulator.
 
+pub mod anthropic;
 pub mod error;
 pub mod openai;
 pub mod provider;

@@ -72,6 +72,17 @@ pub fn data_event(json: &[u8]) -> Bytes {
     out.freeze()
 }
 
+/// `event: <name>\ndata: <json>\n\n`, as Anthropic streams are framed.
+pub fn named_event(name: &str, json: &[u8]) -> Bytes {
+    let mut out = BytesMut::with_capacity(json.len() + name.len() + 16);
+    out.extend_from_slice(b"event: ");
+    out.extend_from_slice(name.as_bytes());
+    out.extend_from_slice(b"\ndata: ");
+    out.extend_from_slice(json);
+    out.extend_from_slice(b"\n\n");
+    out.freeze()
+}
+
 /// The OpenAI end-of-stream marker.
 pub const DONE: &[u8] = b"data: [DONE]\n\n";
 
