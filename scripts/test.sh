@@ -2,24 +2,30 @@
 # The whole test suite, as a new user or CI runs it:
 #   1. a Python venv with the pinned client SDKs (cached outside the checkout),
 #   2. cargo test over the workspace (integration tests start the real binary),
-#   3. the openai Python SDK suite against the real binary,
+#   3. the openai and anthropic (2.x and 1.x) Python SDK suites against the real binary,
 #   4. the async-openai Rust example against a gateway on the embedded default.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 cache="${SWITCHYARD_CACHE:-$HOME/.cache/switchyard}"
+
+# A venv per requirements file, rebuilt only when the file changes.
+venv_for() {
+  local venv="$1" requirements="$2"
+  local stamp="$venv/.requirements.sha256" want
+  want=$(sha256sum "$requirements" | cut -d' ' -f1)
+  if [ ! -x "$venv/bin/python" ] || [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+    echo "== installing $requirements into $venv"
+    mkdir -p "$cache"
+    rm -rf "$venv"
+    python3 -m venv "$venv"
+    "$venv/bin/pip" install --quiet --disable-pip-version-check -r "$requirements"
+    echo "$want" > "$stamp"
+  fi
+}
 venv="$cache/venv"
-requirements=tests/python/requirements.txt
-stamp="$venv/.requirements.sha256"
-want=$(sha256sum "$requirements" | cut -d' ' -f1)
-if [ ! -x "$venv/bin/python" ] || [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
-  echo "== installing Python test SDKs into $venv"
-  mkdir -p "$cache"
-  rm -rf "$venv"
-  python3 -m venv "$venv"
-  "$venv/bin/pip" install --quiet --disable-pip-version-check -r "$requirements"
-  echo "$want" > "$stamp"
-fi
+venv_for "$venv" tests/python/requirements.txt
+venv_for "$cache/venv-anthropic1" tests/python/requirements-anthropic1.txt
 
 echo "== cargo build"
 cargo build --workspace --all-targets --locked
@@ -27,8 +33,12 @@ cargo build --workspace --all-targets --locked
 echo "== cargo test"
 cargo test --workspace --locked
 
-echo "== openai SDK suite"
-SWITCHYARD_BIN="$PWD/target/debug/switchyard" "$venv/bin/python" -m pytest tests/python -q
+echo "== SDK suites: openai, anthropic 2.x"
+export SWITCHYARD_BIN="$PWD/target/debug/switchyard"
+"$venv/bin/python" -m pytest tests/python -q
+
+echo "== SDK suite: anthropic 1.x"
+"$cache/venv-anthropic1/bin/python" -m pytest tests/python/test_anthropic_sdk.py -q
 
 echo "== async-openai example against the embedded default"
 out=$(mktemp)

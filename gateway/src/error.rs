@@ -11,6 +11,32 @@ use switchyard_adapters::AdapterError;
 
 use crate::http::{Body, json_response};
 
+/// The API dialect a caller speaks, which decides the shape of its errors.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Dialect {
+    OpenAi,
+    Anthropic,
+}
+
+impl Dialect {
+    pub fn name(self) -> &'static str {
+        match self {
+            Dialect::OpenAi => "openai",
+            Dialect::Anthropic => "anthropic",
+        }
+    }
+
+    /// The dialect of an endpoint, by path (Anthropic's live under /v1/messages).
+    pub fn of_path(path: &str) -> Self {
+        let path = path.strip_prefix("/v1").unwrap_or(path);
+        if path.starts_with("/messages") {
+            Dialect::Anthropic
+        } else {
+            Dialect::OpenAi
+        }
+    }
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum GatewayError {
     #[error("the request body is not valid JSON: {message}")]
@@ -209,9 +235,40 @@ impl GatewayError {
         json!({"message": self.to_string(), "type": shape.error_type, "param": shape.param, "code": shape.code})
     }
 
+    /// Anthropic's error object: `{"type": ..., "message": ...}`, typed by status.
+    pub fn anthropic_error_object(&self) -> Value {
+        let kind = match self.shape().status.as_u16() {
+            400 | 405 | 415 => "invalid_request_error",
+            401 => "authentication_error",
+            403 => "permission_error",
+            404 => "not_found_error",
+            413 => "request_too_large",
+            429 => "rate_limit_error",
+            503 | 529 => "overloaded_error",
+            _ => "api_error",
+        };
+        json!({"type": kind, "message": self.to_string()})
+    }
+
+    /// The error as the caller's dialect writes it.
+    pub fn into_response_for(self, dialect: Dialect) -> Response<Body> {
+        match dialect {
+            Dialect::OpenAi => self.into_response(),
+            Dialect::Anthropic => {
+                let body = json!({"type": "error", "error": self.anthropic_error_object()});
+                self.respond_with(&body)
+            }
+        }
+    }
+
     pub fn into_response(self) -> Response<Body> {
+        let body = json!({ "error": self.error_object() });
+        self.respond_with(&body)
+    }
+
+    fn respond_with(self, body: &Value) -> Response<Body> {
         let shape = self.shape();
-        let mut response = json_response(shape.status, &json!({ "error": self.error_object() }));
+        let mut response = json_response(shape.status, body);
         if let Some(after) = shape.retry_after {
             // Whole seconds, rounded up: retrying early only fails again.
             let seconds = after.as_secs() + u64::from(after.subsec_nanos() > 0);

@@ -230,3 +230,45 @@ async fn overload_is_503_with_retry_after() {
     assert_eq!(first.await.unwrap().status, 200);
     tokio::time::sleep(Duration::from_millis(10)).await;
 }
+
+#[tokio::test]
+async fn the_messages_endpoint_answers_errors_in_anthropics_shape() {
+    let upstream = fast_sim(&[]);
+    let gateway = GatewayBuilder::new()
+        .openai("local", "small", &upstream.base_url(), &[])
+        .start();
+    let url = gateway.url("/v1/messages?beta=true");
+    let missing = post_json(&url, &json!({"model": "local", "messages": []})).await;
+    assert_eq!(missing.status, 400);
+    let body = missing.json();
+    assert_eq!(body["type"], "error");
+    assert_eq!(body["error"]["type"], "invalid_request_error");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("max_tokens")
+    );
+    let unknown = post_json(
+        &url,
+        &json!({"model": "nope", "max_tokens": 5, "messages": [{"role": "user", "content": "x"}]}),
+    )
+    .await;
+    assert_eq!(
+        (
+            unknown.status.as_u16(),
+            unknown.json()["error"]["type"].as_str()
+        ),
+        (404, Some("not_found_error"))
+    );
+    let untranslatable = post_json(&url, &json!({"model": "local", "max_tokens": 5, "mcp_servers": [], "messages": [{"role": "user", "content": "x"}]})).await;
+    assert_eq!(untranslatable.status, 400);
+    assert!(
+        untranslatable.json()["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("mcp_servers")
+    );
+    let head = send(Method::HEAD, &gateway.url("/"), None, Vec::new(), false).await;
+    assert_eq!(head.status, 200);
+}

@@ -1,6 +1,7 @@
 """Starts the real switchyard binary (a simulator upstream and the gateway in
 front of it) on 127.0.0.1:0 for the SDK suites."""
 
+import hashlib
 import os
 import pathlib
 import shutil
@@ -41,6 +42,46 @@ def start_sim(*overrides):
     for item in [*FAST, *overrides]:
         args += ["--set", item]
     return Proc(args)
+
+
+KEY = "sk-switchyard-test"
+
+
+@pytest.fixture(scope="session")
+def keyed_gateway():
+    """A gateway with auth on (one virtual key, KEY) over a simulator and a
+    simulator that resets every stream half way."""
+    sim = start_sim()
+    flaky = start_sim("faults.reset_rate=1")
+    digest = hashlib.sha256(KEY.encode()).hexdigest()
+    config = f"""
+backends:
+  local:
+    tier: small
+    model: sim-local
+    openai: {{base_url: "{sim.url}/v1"}}
+  flaky:
+    tier: small
+    openai: {{base_url: "{flaky.url}/v1"}}
+routes:
+  auto:
+    retries: 0
+    strategy:
+      split:
+        weights: {{local: 1}}
+auth:
+  keys:
+    - {{name: tester, hash: "sha256:{digest}"}}
+"""
+    with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
+        f.write(config)
+    gw = Proc(["serve", "--config", f.name, "--listen", "127.0.0.1:0"])
+    try:
+        yield gw
+    finally:
+        for proc in (gw, sim, flaky):
+            proc.stop()
+        os.unlink(f.name)
 
 
 @pytest.fixture(scope="session")

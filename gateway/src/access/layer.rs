@@ -11,6 +11,7 @@ use http::{Request, Response};
 use tower::{Layer, Service};
 
 use super::{KeyStore, RateLimits};
+use crate::error::Dialect;
 use crate::http::Body;
 
 /// Paths that answer without a key: probes, and the admin API (which checks
@@ -77,7 +78,10 @@ where
                 req.extensions_mut().insert(caller);
                 self.inner.call(req).boxed()
             }
-            Err(err) => std::future::ready(Ok(err.into_response())).boxed(),
+            Err(err) => {
+                let dialect = Dialect::of_path(req.uri().path());
+                std::future::ready(Ok(err.into_response_for(dialect))).boxed()
+            }
         }
     }
 }

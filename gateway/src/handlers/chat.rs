@@ -10,7 +10,8 @@ use switchyard_adapters::{AdapterError, Provider};
 use switchyard_router::{AnswerSummary, RequestView};
 
 use super::endpoint::{Chunks, Endpoint};
-use crate::error::GatewayError;
+use super::stream::OpenAiEvents;
+use crate::error::{Dialect, GatewayError};
 use crate::routing::BodyHints;
 
 pub struct Chat;
@@ -60,6 +61,7 @@ fn mean_logprob<'a>(logprobs: impl Iterator<Item = &'a Value>) -> Option<f64> {
 }
 
 impl Endpoint for Chat {
+    const DIALECT: Dialect = Dialect::OpenAi;
     const NAME: &'static str = "chat";
     type Request = ChatRequest;
     type Response = ChatResponse;
@@ -93,6 +95,16 @@ impl Endpoint for Chat {
             user: req.user.as_deref().or(metadata("user_id")),
             profile: metadata("profile"),
         }
+    }
+
+    type Encoder = OpenAiEvents<Self>;
+
+    fn encoder(client_wants_usage: bool, _model: &str, _prompt_tokens: u32) -> Self::Encoder {
+        OpenAiEvents::new(client_wants_usage)
+    }
+
+    fn model_name(req: &ChatRequest) -> &str {
+        &req.model
     }
 
     fn set_model(req: &mut ChatRequest, model: &str) {

@@ -10,12 +10,14 @@ use switchyard_adapters::{AdapterError, Provider};
 use switchyard_router::{AnswerSummary, RequestView};
 
 use super::endpoint::{Chunks, Endpoint};
-use crate::error::GatewayError;
+use super::stream::OpenAiEvents;
+use crate::error::{Dialect, GatewayError};
 use crate::routing::BodyHints;
 
 pub struct Completions;
 
 impl Endpoint for Completions {
+    const DIALECT: Dialect = Dialect::OpenAi;
     const NAME: &'static str = "completions";
     type Request = CompletionRequest;
     type Response = CompletionResponse;
@@ -43,6 +45,16 @@ impl Endpoint for Completions {
             user: req.user.as_deref(),
             profile: None,
         }
+    }
+
+    type Encoder = OpenAiEvents<Self>;
+
+    fn encoder(client_wants_usage: bool, _model: &str, _prompt_tokens: u32) -> Self::Encoder {
+        OpenAiEvents::new(client_wants_usage)
+    }
+
+    fn model_name(req: &CompletionRequest) -> &str {
+        &req.model
     }
 
     fn set_model(req: &mut CompletionRequest, model: &str) {

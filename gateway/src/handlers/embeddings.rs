@@ -16,7 +16,7 @@ use switchyard_policies::{Pricing, TokenCounts};
 use super::record::{RequestContext, RequestRecord};
 use crate::access::Caller;
 use crate::app::App;
-use crate::error::GatewayError;
+use crate::error::{Dialect, GatewayError};
 use crate::http::{Body, json_response, parse_json, read_json_body};
 use crate::receipts::{self, Served};
 use crate::routing::{BodyHints, complete_view};
@@ -48,6 +48,8 @@ pub async fn serve(app: &App, req: Request<Incoming>) -> Result<Response<Body>, 
     let prompt_tokens = decision.features.prompt_tokens;
     let context = RequestContext {
         endpoint: "embeddings",
+        dialect: Dialect::OpenAi,
+        model: request.model.clone(),
         request_id: parts
             .headers
             .get("x-request-id")

@@ -19,10 +19,10 @@ use switchyard_router::{AnswerSummary, Decision, Reason, RequestView, Target, fa
 
 use super::hedge::{self, Leg};
 use super::record::{RequestContext, RequestRecord};
-use super::stream;
+use super::stream::{self, StreamEncoder};
 use crate::access::{Caller, Exhausted};
 use crate::app::{App, BackendHandle};
-use crate::error::GatewayError;
+use crate::error::{Dialect, GatewayError};
 use crate::http::{Body, json_response, parse_json, read_json_body, sse_response};
 use crate::receipts::{self, Served};
 use crate::routing::{BodyHints, complete_view, encode_for_routing};
@@ -31,18 +31,36 @@ use crate::routing::{BodyHints, complete_view, encode_for_routing};
 pub type Chunks<C> = BoxStream<'static, Result<C, AdapterError>>;
 
 /// One OpenAI-compatible model endpoint that can answer whole or streamed.
-pub trait Endpoint {
+pub trait Endpoint: Sized + 'static {
     /// For logs and metrics.
     const NAME: &'static str;
+    /// The caller's dialect: errors and the ledger's `dialect` follow it.
+    const DIALECT: Dialect;
     type Request: DeserializeOwned + Clone + Send + 'static;
     type Response: Serialize + Send + 'static;
     type Chunk: Serialize + Send + 'static;
+    /// Writes streamed chunks in the caller's dialect.
+    type Encoder: StreamEncoder<Self::Chunk>;
+
+    /// The request body in the caller's dialect, as the canonical request.
+    fn decode(body: &[u8]) -> Result<Self::Request, GatewayError> {
+        parse_json(body)
+    }
+    /// A whole answer in the caller's dialect.
+    fn respond(resp: &Self::Response) -> Response<Body> {
+        json_response(StatusCode::OK, resp)
+    }
+    /// The stream writer. `client_wants_usage`: the client asked for the
+    /// final usage chunk; `prompt_tokens`: the estimate made at admission.
+    fn encoder(client_wants_usage: bool, model: &str, prompt_tokens: u32) -> Self::Encoder;
 
     /// The router's view of the request (session, profile and headers are
     /// filled in by the caller).
     fn view(req: &Self::Request) -> RequestView<'_>;
     fn hints(req: &Self::Request) -> BodyHints<'_>;
     fn set_model(req: &mut Self::Request, model: &str);
+    /// The model name the caller asked for.
+    fn model_name(req: &Self::Request) -> &str;
     /// Checks serde cannot express (empty lists, zero counts).
     fn validate(req: &Self::Request) -> Result<(), GatewayError>;
     fn is_stream(req: &Self::Request) -> bool;
@@ -91,7 +109,7 @@ pub async fn serve<E: Endpoint>(
     let (parts, body) = req.into_parts();
     let caller = parts.extensions.get::<Caller>().cloned();
     let bytes = read_json_body(&parts, body, app.max_body_bytes).await?;
-    let request: E::Request = parse_json(&bytes)?;
+    let request: E::Request = E::decode(&bytes)?;
     E::validate(&request)?;
     let view = complete_view(
         E::view(&request),
@@ -136,6 +154,8 @@ pub async fn serve<E: Endpoint>(
     }
     let context = RequestContext {
         endpoint: E::NAME,
+        dialect: E::DIALECT,
+        model: E::model_name(&request).to_owned(),
         request_id: parts
             .headers
             .get("x-request-id")
@@ -148,7 +168,7 @@ pub async fn serve<E: Endpoint>(
         estimated_tokens,
     };
     let (result, served) = dispatch::<E>(app, &decision, request, context, size).await;
-    let mut response = result.unwrap_or_else(GatewayError::into_response);
+    let mut response = result.unwrap_or_else(|err| err.into_response_for(E::DIALECT));
     receipts::apply(app, &decision, served, response.headers_mut());
     Ok(response)
 }
@@ -398,10 +418,10 @@ async fn dispatch<E: Endpoint>(
             record.write().await;
         }
         let response = match answer {
-            Answer::Whole(resp) => json_response(StatusCode::OK, &resp),
+            Answer::Whole(resp) => E::respond(&resp),
             Answer::Stream(chunks) => sse_response(stream::encode::<E>(
                 chunks,
-                client_wants_usage,
+                E::encoder(client_wants_usage, &context.model, size.prompt_tokens),
                 record,
                 admission,
             )),
@@ -409,7 +429,7 @@ async fn dispatch<E: Endpoint>(
                 let replay = futures_util::stream::iter(chunks.into_iter().map(Ok)).boxed();
                 sse_response(stream::encode::<E>(
                     replay,
-                    client_wants_usage,
+                    E::encoder(client_wants_usage, &context.model, size.prompt_tokens),
                     record,
                     admission,
                 ))

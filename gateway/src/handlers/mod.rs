@@ -9,6 +9,7 @@ mod endpoint;
 mod explain;
 mod health;
 mod hedge;
+mod messages;
 mod models;
 mod record;
 mod stream;
@@ -19,7 +20,7 @@ use http::{Method, Request, Response};
 use hyper::body::Incoming;
 
 use crate::app::App;
-use crate::error::GatewayError;
+use crate::error::{Dialect, GatewayError};
 use crate::http::Body;
 
 pub use admin::{parse_dimension, parse_since};
@@ -40,6 +41,15 @@ pub async fn handle(app: Arc<App>, req: Request<Incoming>) -> Response<Body> {
             Ok(()) => endpoint::serve::<chat::Chat>(&app, req).await,
             Err(err) => Err(err),
         },
+        "/messages" => match allow(&req, Method::POST, "POST") {
+            Ok(()) => endpoint::serve::<messages::Messages>(&app, req).await,
+            Err(err) => Err(err),
+        },
+        "/messages/count_tokens" => match allow(&req, Method::POST, "POST") {
+            Ok(()) => messages::count_tokens(&app, req).await,
+            Err(err) => Err(err),
+        },
+        "/" if req.method() == Method::HEAD => Ok(health::live()),
         "/completions" => match allow(&req, Method::POST, "POST") {
             Ok(()) => endpoint::serve::<completions::Completions>(&app, req).await,
             Err(err) => Err(err),
@@ -63,7 +73,7 @@ pub async fn handle(app: Arc<App>, req: Request<Incoming>) -> Response<Body> {
             path: path.to_owned(),
         }),
     };
-    result.unwrap_or_else(GatewayError::into_response)
+    result.unwrap_or_else(|err| err.into_response_for(Dialect::of_path(&endpoint)))
 }
 
 fn allow(

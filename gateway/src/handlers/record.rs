@@ -15,6 +15,7 @@ use switchyard_router::latency::{LatencyStore, Observation};
 use crate::access::{Caller, RateLimits, Reservation};
 use crate::app::App;
 use crate::breaker::Breaker;
+use crate::error::Dialect;
 use crate::ledger::{Ledger, LedgerRow};
 
 /// Who asked and how the request was routed: the same for every backend a
@@ -22,6 +23,9 @@ use crate::ledger::{Ledger, LedgerRow};
 #[derive(Clone)]
 pub struct RequestContext {
     pub endpoint: &'static str,
+    pub dialect: Dialect,
+    /// The model name the caller asked for.
+    pub model: String,
     pub request_id: Option<String>,
     pub caller: Option<Caller>,
     pub route: Option<String>,
@@ -265,7 +269,7 @@ impl RequestRecord {
             backend: self.backend.clone(),
             tier: self.tier,
             profile: self.context.profile,
-            dialect: "openai",
+            dialect: self.context.dialect.name(),
             endpoint: self.context.endpoint,
             tokens,
             cost_usd: cost,

@@ -1,38 +1,120 @@
-//! A backend's chunk stream as the SSE bytes the caller receives.
+//! A backend's chunk stream as the SSE bytes the caller receives, in the
+//! caller's dialect.
 
-use bytes::Bytes;
+use std::marker::PhantomData;
+
+use bytes::{Bytes, BytesMut};
 use futures_util::stream::BoxStream;
 use futures_util::{Stream, StreamExt};
 use serde_json::json;
 use switchyard_adapters::AdapterError;
-use switchyard_adapters::sse::{DONE, data_event};
+use switchyard_adapters::anthropic::MessageStream;
+use switchyard_adapters::sse::{DONE, data_event, named_event};
+use switchyard_adapters::types::ChatChunk;
 
 use super::endpoint::Endpoint;
 use super::record::RequestRecord;
 use crate::app::Admission;
 use crate::error::GatewayError;
 
-struct State<C> {
-    upstream: BoxStream<'static, Result<C, AdapterError>>,
+/// Writes one dialect's stream.
+pub trait StreamEncoder<C>: Send + 'static {
+    /// The bytes for one chunk, if any.
+    fn chunk(&mut self, chunk: &C) -> Option<Bytes>;
+    /// The event that ends a stream whose backend failed.
+    fn error(&mut self, err: &GatewayError) -> Bytes;
+    /// The end of a complete stream.
+    fn done(&mut self) -> Bytes;
+}
+
+/// OpenAI: `data: <chunk>` events and `data: [DONE]`; the final usage chunk
+/// only when the client asked for it.
+pub struct OpenAiEvents<E> {
     forward_usage_chunk: bool,
+    endpoint: PhantomData<fn() -> E>,
+}
+
+impl<E> OpenAiEvents<E> {
+    pub fn new(forward_usage_chunk: bool) -> Self {
+        OpenAiEvents {
+            forward_usage_chunk,
+            endpoint: PhantomData,
+        }
+    }
+}
+
+impl<E: Endpoint + 'static> StreamEncoder<E::Chunk> for OpenAiEvents<E> {
+    fn chunk(&mut self, chunk: &E::Chunk) -> Option<Bytes> {
+        if E::chunk_is_usage_only(chunk) && !self.forward_usage_chunk {
+            return None;
+        }
+        Some(data_event(&serde_json::to_vec(chunk).unwrap_or_default()))
+    }
+
+    /// The openai SDKs raise on an `error` object in the stream.
+    fn error(&mut self, err: &GatewayError) -> Bytes {
+        data_event(&serde_json::to_vec(&json!({ "error": err.error_object() })).unwrap_or_default())
+    }
+
+    fn done(&mut self) -> Bytes {
+        Bytes::from_static(DONE)
+    }
+}
+
+/// Anthropic: the Messages event sequence.
+pub struct AnthropicEvents(pub MessageStream);
+
+fn named(events: Vec<(&'static str, serde_json::Value)>) -> Bytes {
+    let mut out = BytesMut::new();
+    for (name, data) in events {
+        out.extend_from_slice(&named_event(
+            name,
+            &serde_json::to_vec(&data).unwrap_or_default(),
+        ));
+    }
+    out.freeze()
+}
+
+impl StreamEncoder<ChatChunk> for AnthropicEvents {
+    fn chunk(&mut self, chunk: &ChatChunk) -> Option<Bytes> {
+        let events = self.0.on_chunk(chunk);
+        (!events.is_empty()).then(|| named(events))
+    }
+
+    /// The anthropic SDKs raise on an `error` event.
+    fn error(&mut self, err: &GatewayError) -> Bytes {
+        named(vec![(
+            "error",
+            json!({"type": "error", "error": err.anthropic_error_object()}),
+        )])
+    }
+
+    fn done(&mut self) -> Bytes {
+        named(self.0.finish())
+    }
+}
+
+struct State<C, W> {
+    upstream: BoxStream<'static, Result<C, AdapterError>>,
+    encoder: W,
     record: RequestRecord,
     done: bool,
     /// Held until the stream ends or the client goes away.
     _admission: Admission,
 }
 
-/// Encodes chunks as `data:` events, ending with `[DONE]`. A backend failure
-/// after the stream has started ends it with an OpenAI error event (which the
-/// openai SDKs raise), never with a silent truncation.
+/// Streams the chunks as the encoder writes them. A backend failure after
+/// the stream has started ends it with the dialect's error event, never
+/// with a silent truncation.
 pub fn encode<E: Endpoint>(
     upstream: BoxStream<'static, Result<E::Chunk, AdapterError>>,
-    forward_usage_chunk: bool,
+    encoder: E::Encoder,
     record: RequestRecord,
     admission: Admission,
 ) -> impl Stream<Item = Bytes> + Send + 'static {
     let state = State {
         upstream,
-        forward_usage_chunk,
+        encoder,
         record,
         done: false,
         _admission: admission,
@@ -50,20 +132,18 @@ pub fn encode<E: Endpoint>(
                     st.record.usage(E::chunk_usage(&chunk));
                     E::chunk_output(&chunk, st.record.output());
                     st.record.timings(E::chunk_extra(&chunk));
-                    if E::chunk_is_usage_only(&chunk) && !st.forward_usage_chunk {
-                        continue;
+                    match st.encoder.chunk(&chunk) {
+                        Some(bytes) => return Some((bytes, st)),
+                        None => continue,
                     }
-                    let json = serde_json::to_vec(&chunk).unwrap_or_default();
-                    return Some((data_event(&json), st));
                 }
                 Some(Err(err)) => {
                     let err = GatewayError::from(err);
                     st.record.finish(err.kind());
                     st.record.write().await;
                     st.done = true;
-                    let event = serde_json::to_vec(&json!({ "error": err.error_object() }))
-                        .unwrap_or_default();
-                    return Some((data_event(&event), st));
+                    let event = st.encoder.error(&err);
+                    return Some((event, st));
                 }
                 None => {
                     st.record.finish("ok");
@@ -71,7 +151,8 @@ pub fn encode<E: Endpoint>(
                     // committed before the client sees the stream end.
                     st.record.write().await;
                     st.done = true;
-                    return Some((Bytes::from_static(DONE), st));
+                    let end = st.encoder.done();
+                    return Some((end, st));
                 }
             }
         }

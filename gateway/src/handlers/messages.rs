@@ -1,0 +1,147 @@
+//! `POST /v1/messages` (Anthropic Messages) and `/v1/messages/count_tokens`.
+//! A Messages request is translated to the canonical chat request, routed
+//! and served like any chat request, and the answer translated back, whole
+//! or as the Messages event stream.
+
+use futures_util::future::BoxFuture;
+use http::{Request, Response, StatusCode};
+use hyper::body::Incoming;
+use serde_json::json;
+use switchyard_adapters::anthropic::{
+    CountTokensRequest, MessageStream, MessagesRequest, TranslateError, chat_from_messages,
+    message_from_chat,
+};
+use switchyard_adapters::tokens;
+use switchyard_adapters::types::{ChatChunk, ChatRequest, ChatResponse, Extra, Usage};
+use switchyard_adapters::{AdapterError, Provider};
+use switchyard_router::{AnswerSummary, RequestView};
+
+use super::chat::Chat;
+use super::endpoint::{Chunks, Endpoint};
+use super::stream::AnthropicEvents;
+use crate::app::App;
+use crate::error::{Dialect, GatewayError};
+use crate::http::{Body, json_response, parse_json, read_json_body};
+use crate::routing::BodyHints;
+
+pub struct Messages;
+
+fn translate_error(err: TranslateError) -> GatewayError {
+    GatewayError::InvalidField {
+        param: err.param,
+        message: err.message,
+    }
+}
+
+/// Everything but the dialect is the chat endpoint's.
+impl Endpoint for Messages {
+    const NAME: &'static str = "messages";
+    const DIALECT: Dialect = Dialect::Anthropic;
+    type Request = ChatRequest;
+    type Response = ChatResponse;
+    type Chunk = ChatChunk;
+    type Encoder = AnthropicEvents;
+
+    fn decode(body: &[u8]) -> Result<ChatRequest, GatewayError> {
+        let request: MessagesRequest = parse_json(body)?;
+        chat_from_messages(request).map_err(translate_error)
+    }
+
+    fn respond(resp: &ChatResponse) -> Response<Body> {
+        json_response(StatusCode::OK, &message_from_chat(resp))
+    }
+
+    fn encoder(_client_wants_usage: bool, model: &str, prompt_tokens: u32) -> AnthropicEvents {
+        AnthropicEvents(MessageStream::new(model, u64::from(prompt_tokens)))
+    }
+
+    fn view(req: &ChatRequest) -> RequestView<'_> {
+        Chat::view(req)
+    }
+    fn hints(req: &ChatRequest) -> BodyHints<'_> {
+        Chat::hints(req)
+    }
+    fn set_model(req: &mut ChatRequest, model: &str) {
+        Chat::set_model(req, model);
+    }
+    fn model_name(req: &ChatRequest) -> &str {
+        Chat::model_name(req)
+    }
+    fn validate(req: &ChatRequest) -> Result<(), GatewayError> {
+        Chat::validate(req)
+    }
+    fn is_stream(req: &ChatRequest) -> bool {
+        Chat::is_stream(req)
+    }
+    fn request_stream_usage(req: &mut ChatRequest) -> bool {
+        Chat::request_stream_usage(req)
+    }
+    fn response_usage(resp: &ChatResponse) -> Option<&Usage> {
+        Chat::response_usage(resp)
+    }
+    fn chunk_usage(chunk: &ChatChunk) -> Option<&Usage> {
+        Chat::chunk_usage(chunk)
+    }
+    fn chunk_is_usage_only(chunk: &ChatChunk) -> bool {
+        Chat::chunk_is_usage_only(chunk)
+    }
+    fn chunk_has_output(chunk: &ChatChunk) -> bool {
+        Chat::chunk_has_output(chunk)
+    }
+    fn prompt_for_count(req: &ChatRequest) -> (String, usize) {
+        Chat::prompt_for_count(req)
+    }
+    fn output_text(resp: &ChatResponse) -> String {
+        Chat::output_text(resp)
+    }
+    fn chunk_output(chunk: &ChatChunk, out: &mut String) {
+        Chat::chunk_output(chunk, out);
+    }
+    fn response_extra(resp: &ChatResponse) -> &Extra {
+        Chat::response_extra(resp)
+    }
+    fn chunk_extra(chunk: &ChatChunk) -> &Extra {
+        Chat::chunk_extra(chunk)
+    }
+    fn summarize(resp: &ChatResponse) -> AnswerSummary {
+        Chat::summarize(resp)
+    }
+    fn summarize_chunks(chunks: &[ChatChunk]) -> AnswerSummary {
+        Chat::summarize_chunks(chunks)
+    }
+    fn call(
+        provider: &dyn Provider,
+        req: ChatRequest,
+    ) -> BoxFuture<'_, Result<ChatResponse, AdapterError>> {
+        Chat::call(provider, req)
+    }
+    fn call_stream(
+        provider: &dyn Provider,
+        req: ChatRequest,
+    ) -> BoxFuture<'_, Result<Chunks<ChatChunk>, AdapterError>> {
+        Chat::call_stream(provider, req)
+    }
+}
+
+/// `POST /v1/messages/count_tokens`: the prompt's tokens (cl100k, with the
+/// chat template's overhead), for a model this gateway serves.
+pub async fn count_tokens(
+    app: &App,
+    req: Request<Incoming>,
+) -> Result<Response<Body>, GatewayError> {
+    let (parts, body) = req.into_parts();
+    let bytes = read_json_body(&parts, body, app.max_body_bytes).await?;
+    let request: CountTokensRequest = parse_json(&bytes)?;
+    if app.router.target(&request.model).is_none() {
+        return Err(GatewayError::UnknownModel {
+            model: request.model,
+            available: app.router.model_names().to_vec(),
+        });
+    }
+    let chat = chat_from_messages(request.into_messages()).map_err(translate_error)?;
+    let input_tokens = tokens::count_chat_prompt(&chat);
+    Ok(json_response(
+        StatusCode::OK,
+        &json!({ "input_tokens": input_tokens }),
+    ))
+}
