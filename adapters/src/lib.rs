@@ -9,6 +9,7 @@ pub mod sim;
 pub mod sse;
 pub mod tokens;
 pub mod types;
+pub mod upstream;
 
 pub use error::{AdapterError, Fault, TimeoutPhase};
 pub use provider::{ChatStream, CompletionStream, Provider};

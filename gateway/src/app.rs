@@ -5,9 +5,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 use std::time::Duration;
 
-use switchyard_adapters::Provider;
+use switchyard_adapters::anthropic::AnthropicClient;
 use switchyard_adapters::openai::OpenAiClient;
 use switchyard_adapters::sim::SimBackend;
+use switchyard_adapters::{AdapterError, Provider};
 use switchyard_policies::{Backend, BackendAdapter, Config, Pricing, Reference, Tier};
 use switchyard_router::Router;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
@@ -177,23 +178,38 @@ impl App {
 }
 
 fn build_backend(backend: &Backend) -> anyhow::Result<BackendHandle> {
-    let provider: Arc<dyn Provider> = match &backend.adapter {
-        BackendAdapter::Sim(params) => Arc::new(SimBackend::new(params.clone())),
-        BackendAdapter::OpenAi(openai) => {
-            let key = match &openai.api_key_env {
-                None => None,
-                Some(var) => Some(std::env::var(var).map_err(|_| {
+    // Keys come from the environment at start-up; a missing one stops the start.
+    let key = |env: &Option<String>| -> anyhow::Result<Option<String>> {
+        env.as_ref()
+            .map(|var| {
+                std::env::var(var).map_err(|_| {
                     anyhow::anyhow!(
                         "backend `{}`: environment variable {var} (its api_key) is not set",
                         backend.name
                     )
-                })?),
-            };
-            Arc::new(
-                OpenAiClient::new(openai, backend.timeouts, key.as_deref())
-                    .map_err(|err| anyhow::anyhow!("backend `{}`: {err}", backend.name))?,
+                })
+            })
+            .transpose()
+    };
+    let failed = |err: AdapterError| anyhow::anyhow!("backend `{}`: {err}", backend.name);
+    let provider: Arc<dyn Provider> = match &backend.adapter {
+        BackendAdapter::Sim(params) => Arc::new(SimBackend::new(params.clone())),
+        BackendAdapter::OpenAi(openai) => Arc::new(
+            OpenAiClient::new(
+                openai,
+                backend.timeouts,
+                key(&openai.api_key_env)?.as_deref(),
             )
-        }
+            .map_err(failed)?,
+        ),
+        BackendAdapter::Anthropic(anthropic) => Arc::new(
+            AnthropicClient::new(
+                anthropic,
+                backend.timeouts,
+                key(&anthropic.api_key_env)?.as_deref(),
+            )
+            .map_err(failed)?,
+        ),
     };
     Ok(BackendHandle {
         name: backend.name.clone(),

@@ -9,7 +9,7 @@ use crate::error::AdapterError;
 
 /// Reads an upstream error answer: the OpenAI shape
 /// `{"error":{"message":...}}` when the server sent it, the raw text otherwise.
-pub(super) fn status_error(
+pub(crate) fn status_error(
     status: u16,
     retry_after: Option<Duration>,
     body: &[u8],
@@ -37,7 +37,7 @@ pub(super) fn status_error(
 
 /// Parses one JSON document from the backend; an `{"error":...}` document
 /// (as servers send mid-stream) becomes the error it reports.
-pub(super) fn parse_json<T: DeserializeOwned>(body: &[u8]) -> Result<T, AdapterError> {
+pub(crate) fn parse_json<T: DeserializeOwned>(body: &[u8]) -> Result<T, AdapterError> {
     serde_json::from_slice(body).map_err(|err| match serde_json::from_slice::<Value>(body) {
         Ok(value) if value.get("error").is_some() => {
             let status = value["error"]

@@ -7,6 +7,6 @@
 
 mod client;
 mod convert;
-mod stream;
 
-pub use client::{HttpClient, OpenAiClient, http_client};
+pub use client::OpenAiClient;
+pub(crate) use convert::{parse_json, status_error};

@@ -164,6 +164,21 @@ pub enum BackendAdapter {
     OpenAi(OpenAiBackend),
     /// The built-in model-server simulator, in process.
     Sim(SimParams),
+    /// An Anthropic Messages API (Anthropic itself, or another gateway's
+    /// `/v1/messages`).
+    Anthropic(AnthropicBackend),
+}
+
+/// An Anthropic Messages upstream.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AnthropicBackend {
+    /// Base URL up to and including the version segment, e.g.
+    /// `https://api.anthropic.com/v1`; never ends with `/`.
+    pub base_url: String,
+    /// From `api_key: env:NAME`.
+    pub api_key_env: Option<String>,
+    /// The `anthropic-version` header; 2023-06-01 when unset.
+    pub version: Option<String>,
 }
 
 /// An OpenAI-compatible upstream.

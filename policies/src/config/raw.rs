@@ -85,6 +85,7 @@ pub(super) struct RawBackend {
     /// Upstream model name; the backend's name when unset.
     pub model: Option<String>,
     pub openai: Option<RawOpenAi>,
+    pub anthropic: Option<RawAnthropic>,
     pub sim: Option<RawSim>,
     #[serde(default)]
     pub timeouts: RawTimeouts,
@@ -111,6 +112,15 @@ pub(super) struct RawLatencyHints {
 pub(super) struct RawBreaker {
     pub failures: Option<u32>,
     pub cooldown_ms: Option<u64>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawAnthropic {
+    pub base_url: String,
+    /// `env:NAME`.
+    pub api_key: Option<String>,
+    pub version: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]

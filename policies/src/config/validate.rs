@@ -97,17 +97,41 @@ pub(super) fn check_name(ck: &Checker<'_>, section: &str, name: &str) -> Result<
 
 fn validate_backend(ck: &Checker<'_>, name: &str, raw: RawBackend) -> Result<Backend, ConfigError> {
     check_name(ck, "backends", name)?;
-    let adapter = match (raw.openai, raw.sim) {
-        (Some(openai), None) => BackendAdapter::OpenAi(validate_openai(ck, name, openai)?),
-        (None, Some(sim)) => BackendAdapter::Sim(sim_params(ck, &["backends", name, "sim"], sim)?),
-        (Some(_), Some(_)) => {
+    let adapter = match (raw.openai, raw.anthropic, raw.sim) {
+        (Some(openai), None, None) => BackendAdapter::OpenAi(validate_openai(ck, name, openai)?),
+        (None, Some(anthropic), None) => {
+            let openai = validate_openai(
+                ck,
+                name,
+                super::raw::RawOpenAi {
+                    base_url: anthropic.base_url,
+                    api_key: anthropic.api_key,
+                },
+            )
+            .map_err(|e| ConfigError {
+                path: e.path.replace(".openai.", ".anthropic."),
+                ..e
+            })?;
+            BackendAdapter::Anthropic(super::AnthropicBackend {
+                base_url: openai.base_url,
+                api_key_env: openai.api_key_env,
+                version: anthropic.version,
+            })
+        }
+        (None, None, Some(sim)) => {
+            BackendAdapter::Sim(sim_params(ck, &["backends", name, "sim"], sim)?)
+        }
+        (None, None, None) => {
             return Err(ck.error(
                 &["backends", name],
-                "set one of `openai` or `sim`, not both",
+                "set one of `openai`, `anthropic` or `sim`",
             ));
         }
-        (None, None) => {
-            return Err(ck.error(&["backends", name], "set one of `openai` or `sim`"));
+        _ => {
+            return Err(ck.error(
+                &["backends", name],
+                "set only one of `openai`, `anthropic` or `sim`",
+            ));
         }
     };
     let defaults = Timeouts::default();

@@ -1,4 +1,4 @@
-//! An upstream SSE body as a stream of parsed chunks.
+//! An upstream SSE body as a stream of decoded items.
 
 use std::collections::VecDeque;
 use std::time::Duration;
@@ -7,33 +7,42 @@ use futures_util::StreamExt;
 use futures_util::stream::BoxStream;
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
-use serde::de::DeserializeOwned;
 
-use super::convert::parse_json;
 use crate::error::{AdapterError, TimeoutPhase};
-use crate::sse::SseParser;
+use crate::sse::{SseEvent, SseParser};
 
-struct State<T> {
-    /// Taken when `[DONE]` arrives, to drain in the background.
+/// Turns one dialect's events into items.
+pub trait EventDecoder<T>: Send + 'static {
+    /// The items an event stands for, and whether it ends the stream. An
+    /// error item ends the stream too.
+    fn decode(&mut self, event: SseEvent) -> (Vec<Result<T, AdapterError>>, bool);
+}
+
+struct State<T, D> {
+    /// Taken when the stream's end event arrives, to drain in the background.
     body: Option<Incoming>,
     parser: SseParser,
+    decoder: D,
     pending: VecDeque<Result<T, AdapterError>>,
     done: bool,
     idle: Duration,
 }
 
-/// Chunks from an SSE body, ended by `[DONE]` or a clean end of body. A gap
-/// longer than `idle`, or a body cut mid-way, ends the stream with an error.
-pub(super) fn json_events<T>(
+/// Items from an SSE body, ended by the decoder or a clean end of body. A
+/// gap longer than `idle`, or a body cut mid-way, ends it with an error.
+pub fn decode_events<T, D>(
     body: Incoming,
     idle: Duration,
+    decoder: D,
 ) -> BoxStream<'static, Result<T, AdapterError>>
 where
-    T: DeserializeOwned + Send + 'static,
+    T: Send + 'static,
+    D: EventDecoder<T>,
 {
     let state = State {
         body: Some(body),
         parser: SseParser::new(),
+        decoder,
         pending: VecDeque::new(),
         done: false,
         idle,
@@ -50,19 +59,23 @@ where
             match tokio::time::timeout(st.idle, body.frame()).await {
                 Err(_) => {
                     st.done = true;
-                    let err = AdapterError::Timeout {
-                        phase: TimeoutPhase::Idle,
-                        after: st.idle,
-                    };
-                    return Some((Err(err), st));
+                    return Some((
+                        Err(AdapterError::Timeout {
+                            phase: TimeoutPhase::Idle,
+                            after: st.idle,
+                        }),
+                        st,
+                    ));
                 }
                 Ok(None) => {
                     st.done = true;
                     if st.parser.has_partial() {
-                        let err = AdapterError::Reset {
-                            message: "stream ended inside an event".into(),
-                        };
-                        return Some((Err(err), st));
+                        return Some((
+                            Err(AdapterError::Reset {
+                                message: "stream ended inside an event".into(),
+                            }),
+                            st,
+                        ));
                     }
                 }
                 Ok(Some(Err(err))) => {
@@ -79,18 +92,14 @@ where
                         continue;
                     };
                     for event in st.parser.feed(&data) {
-                        if event.data == "[DONE]" {
+                        let (items, end) = st.decoder.decode(event);
+                        let failed = items.iter().any(Result::is_err);
+                        st.pending.extend(items);
+                        if end || failed {
                             st.done = true;
                             if let Some(body) = st.body.take() {
                                 tokio::spawn(drain(body));
                             }
-                            break;
-                        }
-                        let item = parse_json(event.data.as_bytes());
-                        let failed = item.is_err();
-                        st.pending.push_back(item);
-                        if failed {
-                            st.done = true;
                             break;
                         }
                     }
@@ -101,12 +110,12 @@ where
     .boxed()
 }
 
-/// How long to wait for the end of a body after `[DONE]`.
+/// How long to wait for the end of a body after the stream's last event.
 const DRAIN_LIMIT: Duration = Duration::from_secs(2);
 
-/// Reads what follows `[DONE]` (normally just the end of the body) so the
-/// connection goes back to the pool instead of being closed; the caller's
-/// stream has already ended.
+/// Reads what follows the last event (normally just the end of the body) so
+/// the connection goes back to the pool instead of being closed; the
+/// caller's stream has already ended.
 async fn drain(mut body: Incoming) {
     let _ = tokio::time::timeout(DRAIN_LIMIT, async {
         while let Some(Ok(_)) = body.frame().await {}

@@ -1,0 +1,135 @@
+//! The client for Anthropic Messages backends: chat requests go out as
+//! Messages requests, answers and event streams come back as chat.
+
+use futures_util::FutureExt;
+use futures_util::future::BoxFuture;
+use http::{HeaderName, HeaderValue};
+use serde_json::Value;
+use switchyard_policies::{AnthropicBackend, Timeouts};
+
+use super::to_chat_response::{EventsToChunks, chat_from_message};
+use super::to_messages::messages_from_chat;
+use super::types::MessagesResponse;
+use crate::error::AdapterError;
+use crate::openai::parse_json;
+use crate::provider::{ChatStream, CompletionStream, Provider};
+use crate::sse::SseEvent;
+use crate::types::{
+    ChatChunk, ChatRequest, ChatResponse, CompletionRequest, CompletionResponse, EmbeddingRequest,
+    EmbeddingResponse,
+};
+use crate::upstream::{EventDecoder, Upstream};
+
+/// The Messages API version sent when the config names none.
+pub const DEFAULT_VERSION: &str = "2023-06-01";
+
+pub struct AnthropicClient {
+    upstream: Upstream,
+}
+
+impl AnthropicClient {
+    /// `api_key` is the key itself, already read from the environment.
+    pub fn new(
+        config: &AnthropicBackend,
+        timeouts: Timeouts,
+        api_key: Option<&str>,
+    ) -> Result<Self, AdapterError> {
+        let header = |value: &str| {
+            HeaderValue::from_str(value).map_err(|_| AdapterError::Internal {
+                message: "a header holds characters it cannot".into(),
+            })
+        };
+        let mut headers = vec![(
+            HeaderName::from_static("anthropic-version"),
+            header(config.version.as_deref().unwrap_or(DEFAULT_VERSION))?,
+        )];
+        if let Some(key) = api_key {
+            let mut value = header(key)?;
+            value.set_sensitive(true);
+            headers.push((HeaderName::from_static("x-api-key"), value));
+        }
+        Ok(AnthropicClient {
+            upstream: Upstream::new(&config.base_url, headers, timeouts)?,
+        })
+    }
+
+    fn translate(req: ChatRequest) -> Result<super::MessagesRequest, AdapterError> {
+        messages_from_chat(req).map_err(|err| AdapterError::InvalidRequest {
+            message: err.to_string(),
+            param: Some(err.param),
+        })
+    }
+
+    fn unsupported(what: &str) -> AdapterError {
+        AdapterError::InvalidRequest {
+            message: format!("this backend speaks Anthropic Messages; it has no {what}"),
+            param: Some("model".into()),
+        }
+    }
+}
+
+impl EventDecoder<ChatChunk> for EventsToChunks {
+    fn decode(&mut self, event: SseEvent) -> (Vec<Result<ChatChunk, AdapterError>>, bool) {
+        let data: Value = match serde_json::from_str(&event.data) {
+            Ok(data) => data,
+            Err(err) => {
+                return (
+                    vec![Err(AdapterError::Protocol {
+                        message: format!("{err} in an Anthropic event"),
+                    })],
+                    true,
+                );
+            }
+        };
+        let end = event.event.as_deref() == Some("message_stop") || data["type"] == "message_stop";
+        match self.on_event(event.event.as_deref(), &data) {
+            Ok(chunks) => (chunks.into_iter().map(Ok).collect(), end),
+            Err(err) => (vec![Err(err)], true),
+        }
+    }
+}
+
+impl Provider for AnthropicClient {
+    fn chat(&self, req: ChatRequest) -> BoxFuture<'_, Result<ChatResponse, AdapterError>> {
+        async move {
+            let mut request = Self::translate(req)?;
+            request.stream = None;
+            let body = self.upstream.call("/messages", &request).await?;
+            let message: MessagesResponse = parse_json(&body)?;
+            Ok(chat_from_message(message))
+        }
+        .boxed()
+    }
+
+    fn chat_stream(&self, req: ChatRequest) -> BoxFuture<'_, Result<ChatStream, AdapterError>> {
+        async move {
+            let mut request = Self::translate(req)?;
+            request.stream = Some(true);
+            self.upstream
+                .stream("/messages", &request, EventsToChunks::default())
+                .await
+        }
+        .boxed()
+    }
+
+    fn completion(
+        &self,
+        _req: CompletionRequest,
+    ) -> BoxFuture<'_, Result<CompletionResponse, AdapterError>> {
+        async move { Err(Self::unsupported("text completions")) }.boxed()
+    }
+
+    fn completion_stream(
+        &self,
+        _req: CompletionRequest,
+    ) -> BoxFuture<'_, Result<CompletionStream, AdapterError>> {
+        async move { Err(Self::unsupported("text completions")) }.boxed()
+    }
+
+    fn embeddings(
+        &self,
+        _req: EmbeddingRequest,
+    ) -> BoxFuture<'_, Result<EmbeddingResponse, AdapterError>> {
+        async move { Err(Self::unsupported("embeddings")) }.boxed()
+    }
+}

@@ -1,0 +1,248 @@
+//! Canonical chat request -> Anthropic Messages request (egress to an
+//! Anthropic backend).
+
+use serde_json::{Map, Value, json};
+
+use super::to_chat::TranslateError;
+use super::types::{
+    Message as AnthropicMessage, MessagesRequest, Role as AnthropicRole, Tool as AnthropicTool,
+};
+use crate::types::{ChatRequest, Content, ContentPart, Message, Role};
+
+/// Anthropic requires an output limit; this one applies when the caller set none.
+pub const DEFAULT_MAX_TOKENS: u32 = 4096;
+
+/// Chat fields with a Messages equivalent, or harmless to leave behind
+/// (stream options are the gateway's own).
+const TRANSLATED_EXTRAS: [&str; 3] = ["stop", "top_p", "top_k"];
+
+fn untranslatable(param: impl Into<String>, message: impl Into<String>) -> TranslateError {
+    TranslateError {
+        param: param.into(),
+        message: message.into(),
+    }
+}
+
+pub fn messages_from_chat(req: ChatRequest) -> Result<MessagesRequest, TranslateError> {
+    if req.n.is_some_and(|n| n > 1) {
+        return Err(untranslatable(
+            "n",
+            "Anthropic backends give one answer per request",
+        ));
+    }
+    for (field, set) in [
+        ("response_format", req.response_format.is_some()),
+        ("logprobs", req.logprobs == Some(true)),
+    ] {
+        if set {
+            return Err(untranslatable(
+                field,
+                "an Anthropic backend cannot honour this",
+            ));
+        }
+    }
+    if let Some(field) = req
+        .extra
+        .keys()
+        .find(|k| !TRANSLATED_EXTRAS.contains(&k.as_str()))
+    {
+        return Err(untranslatable(
+            field.clone(),
+            "this field has no equivalent for an Anthropic backend",
+        ));
+    }
+    let mut system_parts: Vec<Value> = Vec::new();
+    let mut messages: Vec<AnthropicMessage> = Vec::new();
+    for (i, message) in req.messages.iter().enumerate() {
+        let at = format!("messages[{i}]");
+        match message.role {
+            Role::System | Role::Developer => {
+                system_parts.extend(blocks(message.content.as_ref(), &at)?)
+            }
+            Role::User => push(
+                &mut messages,
+                AnthropicRole::User,
+                blocks(message.content.as_ref(), &at)?,
+            ),
+            Role::Tool | Role::Function => {
+                let text = message.text();
+                let mut result = json!({"type": "tool_result", "tool_use_id": message.tool_call_id.clone().unwrap_or_default(), "content": text});
+                if let Some(is_error) = message.extra.get("is_error") {
+                    result["is_error"] = is_error.clone();
+                }
+                push(&mut messages, AnthropicRole::User, vec![result]);
+            }
+            Role::Assistant => push(
+                &mut messages,
+                AnthropicRole::Assistant,
+                assistant_blocks(message, &at)?,
+            ),
+        }
+    }
+    let system = match system_parts.as_slice() {
+        [] => None,
+        [only] if only.as_object().is_some_and(|o| o.len() == 2) => only.get("text").cloned(),
+        _ => Some(Value::Array(system_parts)),
+    };
+    let metadata = req.user.as_ref().map(|u| {
+        let mut m = Map::new();
+        m.insert("user_id".into(), json!(u));
+        m
+    });
+    Ok(MessagesRequest {
+        model: req.model,
+        max_tokens: req
+            .max_completion_tokens
+            .or(req.max_tokens)
+            .unwrap_or(DEFAULT_MAX_TOKENS),
+        messages,
+        system,
+        stop_sequences: req.extra.get("stop").map(|s| match s {
+            Value::String(one) => vec![one.clone()],
+            other => other
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|v| v.as_str().map(str::to_owned))
+                .collect(),
+        }),
+        stream: req.stream,
+        temperature: req.temperature,
+        top_p: req.extra.get("top_p").and_then(Value::as_f64),
+        top_k: req
+            .extra
+            .get("top_k")
+            .and_then(Value::as_u64)
+            .and_then(|k| u32::try_from(k).ok()),
+        tools: req.tools.map(|tools| {
+            tools
+                .into_iter()
+                .map(|t| AnthropicTool {
+                    name: t.function.name,
+                    description: t.function.description,
+                    input_schema: t
+                        .function
+                        .parameters
+                        .unwrap_or_else(|| json!({"type": "object"})),
+                    extra: t.extra,
+                })
+                .collect()
+        }),
+        tool_choice: tool_choice(req.tool_choice.as_ref(), req.parallel_tool_calls),
+        metadata,
+        thinking: None,
+        extra: Map::new(),
+    })
+}
+
+/// Appends blocks to the conversation, merging consecutive turns of one
+/// role (tool results then user text make one user turn, as Anthropic wants).
+fn push(messages: &mut Vec<AnthropicMessage>, role: AnthropicRole, blocks: Vec<Value>) {
+    if let Some(last) = messages.last_mut()
+        && last.role == role
+        && let Value::Array(existing) = &mut last.content
+    {
+        existing.extend(blocks);
+        return;
+    }
+    messages.push(AnthropicMessage {
+        role,
+        content: Value::Array(blocks),
+    });
+}
+
+fn tool_choice(choice: Option<&Value>, parallel: Option<bool>) -> Option<Value> {
+    let mut out = match choice? {
+        Value::String(s) if s == "required" => json!({"type": "any"}),
+        Value::String(s) if s == "none" => json!({"type": "none"}),
+        Value::Object(o) => {
+            json!({"type": "tool", "name": o.get("function").and_then(|f| f.get("name")).cloned().unwrap_or(Value::Null)})
+        }
+        _ => json!({"type": "auto"}),
+    };
+    if parallel == Some(false) {
+        out["disable_parallel_tool_use"] = json!(true);
+    }
+    Some(out)
+}
+
+/// Chat content as Anthropic blocks (text, images).
+fn blocks(content: Option<&Content>, at: &str) -> Result<Vec<Value>, TranslateError> {
+    match content {
+        None => Ok(Vec::new()),
+        Some(Content::Text(text)) => Ok(vec![json!({"type": "text", "text": text})]),
+        Some(Content::Parts(parts)) => parts
+            .iter()
+            .enumerate()
+            .map(|(i, p)| block(p, &format!("{at}.content[{i}]")))
+            .collect(),
+    }
+}
+
+fn block(part: &ContentPart, at: &str) -> Result<Value, TranslateError> {
+    let mut out = Value::Object(part.extra.clone());
+    match part.kind.as_str() {
+        "text" => {
+            out["type"] = json!("text");
+            out["text"] = json!(part.text.clone().unwrap_or_default());
+        }
+        "image_url" => {
+            let url = part
+                .extra
+                .get("image_url")
+                .and_then(|u| u.get("url"))
+                .and_then(Value::as_str)
+                .unwrap_or("");
+            let source = match url
+                .strip_prefix("data:")
+                .and_then(|rest| rest.split_once(";base64,"))
+            {
+                Some((media_type, data)) => {
+                    json!({"type": "base64", "media_type": media_type, "data": data})
+                }
+                None => json!({"type": "url", "url": url}),
+            };
+            if let Some(o) = out.as_object_mut() {
+                o.remove("image_url");
+            }
+            out["type"] = json!("image");
+            out["source"] = source;
+        }
+        other => {
+            return Err(untranslatable(
+                format!("{at}.type"),
+                format!("content part `{other}` cannot be sent to an Anthropic backend"),
+            ));
+        }
+    }
+    Ok(out)
+}
+
+fn assistant_blocks(message: &Message, at: &str) -> Result<Vec<Value>, TranslateError> {
+    let mut out = Vec::new();
+    if let Some(thinking) = message
+        .extra
+        .get("reasoning_content")
+        .and_then(Value::as_str)
+    {
+        let signature = message
+            .extra
+            .get("reasoning_signature")
+            .cloned()
+            .unwrap_or(json!(""));
+        out.push(json!({"type": "thinking", "thinking": thinking, "signature": signature}));
+    }
+    out.extend(
+        blocks(message.content.as_ref(), at)?
+            .into_iter()
+            .filter(|b| b.get("text").and_then(Value::as_str) != Some("")),
+    );
+    for call in message.tool_calls.iter().flatten() {
+        let input: Value =
+            serde_json::from_str(&call.function.arguments).unwrap_or_else(|_| json!({}));
+        out.push(
+            json!({"type": "tool_use", "id": call.id, "name": call.function.name, "input": input}),
+        );
+    }
+    Ok(out)
+}

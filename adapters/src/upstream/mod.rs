@@ -1,0 +1,194 @@
+//! HTTP to upstream model servers, shared by every provider: a pooled
+//! client, POSTs within the first-byte timeout, error answers read into
+//! errors, and SSE bodies decoded into items with an idle timeout.
+
+mod events;
+
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use futures_util::stream::BoxStream;
+use http::header::{ACCEPT, CONTENT_TYPE, RETRY_AFTER};
+use http::{HeaderName, HeaderValue, Method, Request};
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use hyper_rustls::HttpsConnector;
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioExecutor;
+use serde::Serialize;
+use switchyard_policies::Timeouts;
+
+pub use events::{EventDecoder, decode_events};
+
+use crate::error::{AdapterError, TimeoutPhase};
+use crate::openai::status_error;
+
+/// A pooled HTTP/1.1 + HTTP/2 client, HTTPS through rustls.
+pub type HttpClient = Client<HttpsConnector<HttpConnector>, Full<Bytes>>;
+
+/// Builds a pooled client. `TCP_NODELAY` is set: streamed tokens are small
+/// writes, and Nagle's algorithm would hold each one back for an ACK.
+pub fn http_client(connect_timeout: Duration) -> Result<HttpClient, AdapterError> {
+    let mut http = HttpConnector::new();
+    http.set_nodelay(true);
+    http.set_connect_timeout(Some(connect_timeout));
+    http.enforce_http(false);
+    let https = hyper_rustls::HttpsConnectorBuilder::new()
+        .with_provider_and_webpki_roots(rustls::crypto::ring::default_provider())
+        .map_err(|err| AdapterError::Internal {
+            message: format!("TLS setup: {err}"),
+        })?
+        .https_or_http()
+        .enable_http1()
+        .enable_http2()
+        .wrap_connector(http);
+    Ok(Client::builder(TokioExecutor::new())
+        .pool_idle_timeout(Duration::from_secs(90))
+        .build(https))
+}
+
+/// One upstream server: where it is, the headers every request carries
+/// (credentials, API versions), and its timeouts.
+pub struct Upstream {
+    http: HttpClient,
+    base_url: String,
+    headers: Vec<(HeaderName, HeaderValue)>,
+    timeouts: Timeouts,
+}
+
+impl Upstream {
+    pub fn new(
+        base_url: &str,
+        headers: Vec<(HeaderName, HeaderValue)>,
+        timeouts: Timeouts,
+    ) -> Result<Self, AdapterError> {
+        Ok(Upstream {
+            http: http_client(timeouts.connect)?,
+            base_url: base_url.to_owned(),
+            headers,
+            timeouts,
+        })
+    }
+
+    /// Sends a POST and waits for the response head, within the first-byte
+    /// timeout. Error statuses are read and turned into errors here.
+    async fn send<B: Serialize>(
+        &self,
+        path: &str,
+        body: &B,
+        deadline: Instant,
+    ) -> Result<Incoming, AdapterError> {
+        let json = serde_json::to_vec(body).map_err(|err| AdapterError::Internal {
+            message: err.to_string(),
+        })?;
+        let mut request = Request::builder()
+            .method(Method::POST)
+            .uri(format!("{}{path}", self.base_url))
+            .header(CONTENT_TYPE, "application/json")
+            .header(ACCEPT, "application/json, text/event-stream");
+        for (name, value) in &self.headers {
+            request = request.header(name, value.clone());
+        }
+        let request =
+            request
+                .body(Full::new(Bytes::from(json)))
+                .map_err(|err| AdapterError::Internal {
+                    message: err.to_string(),
+                })?;
+        let response = tokio::time::timeout_at(deadline.into(), self.http.request(request))
+            .await
+            .map_err(|_| AdapterError::Timeout {
+                phase: TimeoutPhase::FirstByte,
+                after: self.timeouts.first_byte,
+            })?
+            .map_err(|err| client_error(err, self.timeouts.connect))?;
+        let status = response.status();
+        if status.is_success() {
+            return Ok(response.into_body());
+        }
+        let retry_after = response
+            .headers()
+            .get(RETRY_AFTER)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .map(Duration::from_secs);
+        let body = read_body(response.into_body(), deadline, self.timeouts.first_byte).await?;
+        Err(status_error(status.as_u16(), retry_after, &body))
+    }
+
+    /// POSTs and reads the whole answer, within the first-byte timeout.
+    pub async fn call<B: Serialize>(&self, path: &str, body: &B) -> Result<Bytes, AdapterError> {
+        let deadline = Instant::now() + self.timeouts.first_byte;
+        let incoming = self.send(path, body, deadline).await?;
+        read_body(incoming, deadline, self.timeouts.first_byte).await
+    }
+
+    /// POSTs and decodes the SSE answer as it arrives.
+    pub async fn stream<B, T, D>(
+        &self,
+        path: &str,
+        body: &B,
+        decoder: D,
+    ) -> Result<BoxStream<'static, Result<T, AdapterError>>, AdapterError>
+    where
+        B: Serialize,
+        T: Send + 'static,
+        D: EventDecoder<T>,
+    {
+        let deadline = Instant::now() + self.timeouts.first_byte;
+        let incoming = self.send(path, body, deadline).await?;
+        Ok(decode_events(incoming, self.timeouts.idle, decoder))
+    }
+}
+
+async fn read_body(
+    body: Incoming,
+    deadline: Instant,
+    limit: Duration,
+) -> Result<Bytes, AdapterError> {
+    tokio::time::timeout_at(deadline.into(), body.collect())
+        .await
+        .map_err(|_| AdapterError::Timeout {
+            phase: TimeoutPhase::FirstByte,
+            after: limit,
+        })?
+        .map(|collected| collected.to_bytes())
+        .map_err(|err| AdapterError::Reset {
+            message: err.to_string(),
+        })
+}
+
+/// Connection failures are told apart from a peer that hung up mid-exchange.
+fn client_error(err: hyper_util::client::legacy::Error, connect_timeout: Duration) -> AdapterError {
+    let message = match std::error::Error::source(&err) {
+        Some(source) => format!("{err}: {source}"),
+        None => err.to_string(),
+    };
+    if err.is_connect() && caused_by_timeout(&err) {
+        AdapterError::Timeout {
+            phase: TimeoutPhase::Connect,
+            after: connect_timeout,
+        }
+    } else if err.is_connect() {
+        AdapterError::Connect { message }
+    } else {
+        AdapterError::Reset { message }
+    }
+}
+
+/// Whether an I/O timeout is somewhere in the error's chain (the connector's
+/// connect timeout surfaces that way).
+fn caused_by_timeout(err: &(dyn std::error::Error + 'static)) -> bool {
+    let mut source = err.source();
+    while let Some(cause) = source {
+        if cause
+            .downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::TimedOut)
+        {
+            return true;
+        }
+        source = cause.source();
+    }
+    false
+}

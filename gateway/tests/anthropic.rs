@@ -1,0 +1,105 @@
+//! Anthropic egress: a gateway whose backend is another gateway's
+//! `/v1/messages`, so OpenAI and Anthropic callers both reach an
+//! Anthropic-dialect upstream through translation both ways.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is the failure report
+
+mod support;
+
+use serde_json::{Value, json};
+use support::{FAST_SIM_FIELDS, GatewayBuilder, Proc, chat, post_json};
+
+/// Front gateway -> `anthropic` backend -> upstream gateway's /v1/messages -> simulator.
+fn chain() -> (Proc, Proc) {
+    let upstream = GatewayBuilder::new()
+        .in_process_sim("sim", "small", &format!("preset: small, {FAST_SIM_FIELDS}"))
+        .start();
+    let front = GatewayBuilder::new()
+        .backend_yaml(&format!(
+            "  claude:\n    tier: small\n    model: sim\n    anthropic: {{base_url: '{}'}}\n",
+            upstream.base_url()
+        ))
+        .start();
+    (upstream, front)
+}
+
+const WEATHER: &str = r#"{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}"#;
+
+#[tokio::test]
+async fn openai_callers_reach_an_anthropic_backend() {
+    let (_upstream, front) = chain();
+    let url = front.url("/v1/chat/completions");
+    let reply = post_json(&url, &chat("claude", "hello")).await;
+    assert_eq!(reply.status, 200, "{:?}", reply.body);
+    let body = reply.json();
+    assert!(
+        body["choices"][0]["message"]["content"]
+            .as_str()
+            .unwrap()
+            .starts_with("[sim]")
+    );
+    assert!(body["usage"]["prompt_tokens"].as_u64().unwrap() > 0);
+
+    let mut with_tools = chat("claude", "weather in Oslo?");
+    with_tools["tools"] = json!([serde_json::from_str::<Value>(WEATHER).unwrap()]);
+    let whole = post_json(&url, &with_tools).await.json();
+    assert_eq!(whole["choices"][0]["finish_reason"], "tool_calls");
+    let call = &whole["choices"][0]["message"]["tool_calls"][0];
+    let args: Value =
+        serde_json::from_str(call["function"]["arguments"].as_str().unwrap()).unwrap();
+    assert!(args["city"].is_string());
+
+    with_tools["stream"] = json!(true);
+    with_tools["stream_options"] = json!({"include_usage": true});
+    let streamed = post_json(&url, &with_tools).await;
+    let events = streamed.events();
+    assert_eq!(events.last().map(String::as_str), Some("[DONE]"));
+    let chunks: Vec<Value> = events[..events.len() - 1]
+        .iter()
+        .map(|e| serde_json::from_str(e).unwrap())
+        .collect();
+    let arguments: String = chunks
+        .iter()
+        .filter_map(|c| c["choices"][0]["delta"]["tool_calls"][0]["function"]["arguments"].as_str())
+        .collect();
+    assert_eq!(
+        serde_json::from_str::<Value>(&arguments).unwrap(),
+        args,
+        "streamed arguments reassemble exactly"
+    );
+    let usage = &chunks.last().unwrap()["usage"];
+    assert_eq!(
+        usage["completion_tokens"],
+        whole["usage"]["completion_tokens"]
+    );
+    assert_eq!(usage["prompt_tokens"], whole["usage"]["prompt_tokens"]);
+}
+
+#[tokio::test]
+async fn anthropic_callers_reach_an_anthropic_backend_and_bad_requests_are_refused() {
+    let (_upstream, front) = chain();
+    let url = front.url("/v1/messages");
+    let reply = post_json(&url, &json!({"model": "claude", "max_tokens": 50, "system": "be brief", "messages": [{"role": "user", "content": "hi"}]})).await;
+    assert_eq!(reply.status, 200, "{:?}", reply.body);
+    let message = reply.json();
+    assert_eq!(message["type"], "message");
+    assert!(
+        message["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .starts_with("[sim]")
+    );
+
+    // n > 1 has no Messages equivalent: a clear 400, not a different request.
+    let mut many = chat("claude", "hi");
+    many["n"] = json!(2);
+    let refused = post_json(&front.url("/v1/chat/completions"), &many).await;
+    assert_eq!(refused.status, 400);
+    assert_eq!(refused.error()["param"], "n");
+    let embeddings = post_json(
+        &front.url("/v1/embeddings"),
+        &json!({"model": "claude", "input": "x"}),
+    )
+    .await;
+    assert_eq!(embeddings.status, 400);
+}
