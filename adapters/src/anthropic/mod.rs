@@ -10,6 +10,9 @@ mod to_chat_response;
 mod to_messages;
 mod types;
 
+#[cfg(test)]
+mod tests;
+
 pub use client::AnthropicClient;
 pub use from_chat::{finish_to_stop_reason, message_from_chat, usage_from_chat};
 pub use stream::MessageStream;

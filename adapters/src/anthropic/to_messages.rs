@@ -135,16 +135,10 @@ pub fn messages_from_chat(req: ChatRequest) -> Result<MessagesRequest, Translate
     })
 }
 
-/// Appends blocks to the conversation, merging consecutive turns of one
-/// role (tool results then user text make one user turn, as Anthropic wants).
+/// Appends a turn. Consecutive turns of one role stay separate, as the
+/// caller wrote them: the Messages API joins them itself, so nothing is
+/// merged here that would not come back apart.
 fn push(messages: &mut Vec<AnthropicMessage>, role: AnthropicRole, blocks: Vec<Value>) {
-    if let Some(last) = messages.last_mut()
-        && last.role == role
-        && let Value::Array(existing) = &mut last.content
-    {
-        existing.extend(blocks);
-        return;
-    }
     messages.push(AnthropicMessage {
         role,
         content: Value::Array(blocks),
