@@ -5,6 +5,7 @@ pub mod anthropic;
 pub mod error;
 pub mod openai;
 pub mod provider;
+pub mod responses;
 pub mod sim;
 pub mod sse;
 pub mod tokens;

@@ -160,3 +160,60 @@ def test_parallel_tool_calls(client):
         model="local", messages=[{"role": "user", "content": "Weather and time?"}], tools=[WEATHER_TOOL, time_tool], parallel_tool_calls=False
     )
     assert len(one.choices[0].message.tool_calls) == 1
+
+
+RESPONSES_TOOL = {
+    "type": "function",
+    "name": "get_weather",
+    "description": "Current weather in a city",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+}
+
+
+def test_responses(client):
+    response = client.responses.create(model="auto", input="Say hi", instructions="Be brief", max_output_tokens=64)
+    assert response.output_text.startswith("[sim]")
+    assert response.usage.input_tokens > 0 and response.usage.output_tokens > 0
+
+
+def test_responses_with_a_function_tool(client):
+    first = client.responses.create(model="auto", input="Weather in Oslo?", tools=[RESPONSES_TOOL])
+    call = next(item for item in first.output if item.type == "function_call")
+    assert call.name == "get_weather"
+    assert "city" in json.loads(call.arguments)
+    second = client.responses.create(
+        model="auto",
+        tools=[RESPONSES_TOOL],
+        input=[
+            {"role": "user", "content": "Weather in Oslo?"},
+            {"type": "function_call", "call_id": call.call_id, "name": call.name, "arguments": call.arguments},
+            {"type": "function_call_output", "call_id": call.call_id, "output": "12 C"},
+        ],
+    )
+    assert second.output_text
+
+
+def test_responses_streaming(client):
+    stream = client.responses.create(model="auto", input="Stream it", max_output_tokens=40, stream=True)
+    deltas, completed = [], None
+    for event in stream:
+        if event.type == "response.output_text.delta":
+            deltas.append(event.delta)
+        elif event.type in ("response.completed", "response.incomplete"):
+            completed = event.response
+    assert "".join(deltas).startswith("[sim]")
+    assert completed.output_text == "".join(deltas)
+    assert completed.usage.output_tokens > 0
+
+
+def test_responses_streaming_function_call(client):
+    with client.responses.stream(model="auto", input="Weather?", tools=[RESPONSES_TOOL]) as stream:
+        final = stream.get_final_response()
+    call = next(item for item in final.output if item.type == "function_call")
+    assert isinstance(json.loads(call.arguments)["city"], str)
+
+
+def test_responses_refuses_what_it_cannot_translate(client):
+    with pytest.raises(openai.BadRequestError) as bad:
+        client.responses.create(model="auto", input="x", previous_response_id="resp_123")
+    assert bad.value.body["param"] == "previous_response_id"

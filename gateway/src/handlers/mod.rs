@@ -3,6 +3,7 @@
 
 mod admin;
 mod chat;
+mod chat_backed;
 mod completions;
 mod embeddings;
 mod endpoint;
@@ -12,6 +13,7 @@ mod hedge;
 mod messages;
 mod models;
 mod record;
+mod responses;
 mod stream;
 
 use std::sync::Arc;
@@ -50,6 +52,10 @@ pub async fn handle(app: Arc<App>, req: Request<Incoming>) -> Response<Body> {
             Err(err) => Err(err),
         },
         "/" if req.method() == Method::HEAD => Ok(health::live()),
+        "/responses" => match allow(&req, Method::POST, "POST") {
+            Ok(()) => endpoint::serve::<responses::Responses>(&app, req).await,
+            Err(err) => Err(err),
+        },
         "/completions" => match allow(&req, Method::POST, "POST") {
             Ok(()) => endpoint::serve::<completions::Completions>(&app, req).await,
             Err(err) => Err(err),

@@ -9,6 +9,7 @@ use futures_util::{Stream, StreamExt};
 use serde_json::json;
 use switchyard_adapters::AdapterError;
 use switchyard_adapters::anthropic::MessageStream;
+use switchyard_adapters::responses::ResponseStream;
 use switchyard_adapters::sse::{DONE, data_event, named_event};
 use switchyard_adapters::types::ChatChunk;
 
@@ -86,6 +87,29 @@ impl StreamEncoder<ChatChunk> for AnthropicEvents {
         named(vec![(
             "error",
             json!({"type": "error", "error": err.anthropic_error_object()}),
+        )])
+    }
+
+    fn done(&mut self) -> Bytes {
+        named(self.0.finish())
+    }
+}
+
+/// OpenAI Responses: the `response.*` event sequence.
+pub struct ResponsesEvents(pub ResponseStream);
+
+impl StreamEncoder<ChatChunk> for ResponsesEvents {
+    fn chunk(&mut self, chunk: &ChatChunk) -> Option<Bytes> {
+        let events = self.0.on_chunk(chunk);
+        (!events.is_empty()).then(|| named(events))
+    }
+
+    /// The openai SDKs raise on an `error` event.
+    fn error(&mut self, err: &GatewayError) -> Bytes {
+        let object = err.error_object();
+        named(vec![(
+            "error",
+            json!({"type": "error", "code": object["code"], "message": object["message"], "param": object["param"]}),
         )])
     }
 
