@@ -3,7 +3,8 @@
 #   1. a Python venv with the pinned client SDKs (cached outside the checkout),
 #   2. cargo test over the workspace (integration tests start the real binary),
 #   3. the openai and anthropic (2.x and 1.x) Python SDK suites against the real binary,
-#   4. the async-openai Rust example against a gateway on the embedded default.
+#   4. the async-openai Rust example against a gateway on the embedded default,
+#   5. Claude Code and Codex CLI (from npm, cached) against a gateway on the embedded default.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -53,3 +54,6 @@ target/debug/openai-client "$addr/v1"
 kill -TERM "$gateway"
 wait "$gateway"
 echo "example: passed"
+
+echo "== agent CLIs: Claude Code and Codex CLI"
+tests/clients/run.sh "$PWD/target/debug/switchyard"

@@ -24,9 +24,26 @@ fn untranslatable(param: impl Into<String>, message: impl Into<String>) -> Trans
     }
 }
 
+/// Fields that ask the server for optional help (editing old context,
+/// a service tier) and that a chat backend can leave undone without changing
+/// what the answer means. They are left behind, and logged; every other
+/// unknown field is refused. Claude Code sends `context_management`.
+pub const ADVISORY_FIELDS: [&str; 2] = ["context_management", "service_tier"];
+
 /// Translates a Messages request; `stream` carries over as is.
 pub fn chat_from_messages(req: MessagesRequest) -> Result<ChatRequest, TranslateError> {
-    if let Some(field) = req.extra.keys().next() {
+    for field in req
+        .extra
+        .keys()
+        .filter(|k| ADVISORY_FIELDS.contains(&k.as_str()))
+    {
+        tracing::debug!(field = %field, "advisory Messages field left behind for a chat backend");
+    }
+    if let Some(field) = req
+        .extra
+        .keys()
+        .find(|k| !ADVISORY_FIELDS.contains(&k.as_str()))
+    {
         return Err(untranslatable(
             field.clone(),
             "this field has no equivalent for the backend serving this model",
@@ -46,6 +63,10 @@ pub fn chat_from_messages(req: MessagesRequest) -> Result<ChatRequest, Translate
     let mut extra = Map::new();
     if let Some(top_k) = req.top_k {
         extra.insert("top_k".into(), json!(top_k));
+    }
+    if let Some(effort) = req.output_config.as_ref().and_then(|c| c.get("effort")) {
+        // OpenAI's name for the same request.
+        extra.insert("reasoning_effort".into(), effort.clone());
     }
     if let Some(thinking) = req.thinking {
         // Servers that support reasoning budgets read it; it is not dropped.

@@ -14,7 +14,7 @@ pub const DEFAULT_MAX_TOKENS: u32 = 4096;
 
 /// Chat fields with a Messages equivalent, or harmless to leave behind
 /// (stream options are the gateway's own).
-const TRANSLATED_EXTRAS: [&str; 3] = ["stop", "top_p", "top_k"];
+const TRANSLATED_EXTRAS: [&str; 4] = ["stop", "top_p", "top_k", "reasoning_effort"];
 
 fn untranslatable(param: impl Into<String>, message: impl Into<String>) -> TranslateError {
     TranslateError {
@@ -131,6 +131,10 @@ pub fn messages_from_chat(req: ChatRequest) -> Result<MessagesRequest, Translate
         tool_choice: tool_choice(req.tool_choice.as_ref(), req.parallel_tool_calls),
         metadata,
         thinking: None,
+        output_config: req
+            .extra
+            .get("reasoning_effort")
+            .map(|effort| json!({ "effort": effort })),
         extra: Map::new(),
     })
 }

@@ -30,6 +30,9 @@ pub struct MessagesRequest {
     pub metadata: Option<Extra>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub thinking: Option<Value>,
+    /// `{"effort": "low" | "medium" | "high"}`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_config: Option<Value>,
     #[serde(flatten)]
     pub extra: Extra,
 }
@@ -65,6 +68,7 @@ impl CountTokensRequest {
             tool_choice: None,
             metadata: None,
             thinking: None,
+            output_config: None,
             extra: self.extra,
         }
     }

@@ -8,9 +8,11 @@ use crate::types::{
     Tool, ToolCall,
 };
 
-/// Request fields with a chat equivalent (translated below) or that only
-/// concern the client (`store`: nothing is stored; `metadata`).
-const KNOWN: [&str; 16] = [
+/// Request fields with a chat equivalent (translated below), or that only
+/// concern the client and leave the answer's meaning alone: `store`
+/// (nothing is stored), `include` (extra output a chat backend does not
+/// produce), `client_metadata` (the client's bookkeeping; Codex sends it).
+const KNOWN: [&str; 19] = [
     "model",
     "input",
     "instructions",
@@ -27,6 +29,9 @@ const KNOWN: [&str; 16] = [
     "text",
     "reasoning",
     "stream_options",
+    "prompt_cache_key",
+    "include",
+    "client_metadata",
 ];
 
 fn untranslatable(param: impl Into<String>, message: impl Into<String>) -> TranslateError {
@@ -83,18 +88,30 @@ pub fn chat_from_responses(body: &Value) -> Result<ChatRequest, TranslateError> 
     }
     let tools = match object.get("tools") {
         None => None,
+        // Hosted tools (web search, file search, tool namespaces) run on
+        // OpenAI's servers only: a chat backend cannot offer them, so the
+        // model is given the function tools alone.
         Some(Value::Array(tools)) => Some(
             tools
                 .iter()
                 .enumerate()
+                .filter(|(_, t)| {
+                    let function = t.get("type").and_then(Value::as_str) == Some("function");
+                    if !function {
+                        tracing::debug!(tool = ?t.get("type"), "hosted tool left out for a chat backend");
+                    }
+                    function
+                })
                 .map(|(i, t)| tool(t, i))
                 .collect::<Result<Vec<_>, _>>()?,
         ),
         Some(_) => return Err(untranslatable("tools", "a list of tools")),
     };
     let mut extra = Map::new();
-    if let Some(top_p) = object.get("top_p") {
-        extra.insert("top_p".into(), top_p.clone());
+    for field in ["top_p", "prompt_cache_key"] {
+        if let Some(value) = object.get(field) {
+            extra.insert(field.into(), value.clone());
+        }
     }
     let response_format = match object.get("text").and_then(|t| t.get("format")) {
         None => None,
@@ -150,13 +167,6 @@ pub fn chat_from_responses(body: &Value) -> Result<ChatRequest, TranslateError> 
 }
 
 fn tool(tool: &Value, i: usize) -> Result<Tool, TranslateError> {
-    if tool.get("type").and_then(Value::as_str) != Some("function") {
-        let kind = tool.get("type").and_then(Value::as_str).unwrap_or("?");
-        return Err(untranslatable(
-            format!("tools[{i}].type"),
-            format!("hosted tool `{kind}` runs only on OpenAI's servers"),
-        ));
-    }
     let name = tool
         .get("name")
         .and_then(Value::as_str)
