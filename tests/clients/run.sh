@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# Real agent CLIs against a running gateway on the embedded default config:
-# Claude Code over Anthropic Messages and Codex CLI over the Responses API.
-# Both are installed from the npm registry with `npm ci` against the pinned
-# lockfile (its integrity hashes verify every package) into a cache folder
-# outside the checkout, reinstalled only when the lockfile changes.
+# Real agent CLIs against running gateways: Claude Code over Anthropic
+# Messages and Codex CLI over the Responses API, each served once by a
+# chat backend (the embedded default's simulators) and once by an
+# Anthropic-dialect backend (a second gateway in front of the first).
+# Both CLIs are installed from the npm registry with `npm ci` against the
+# pinned lockfile (its integrity hashes verify every package) into a cache
+# folder outside the checkout, reinstalled only when the lockfile changes.
 #   usage: tests/clients/run.sh PATH_TO_SWITCHYARD_BINARY
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -20,22 +22,37 @@ if [ ! -x "$cache/node_modules/.bin/claude" ] || [ "$(cat "$stamp" 2>/dev/null)"
 fi
 
 work=$(mktemp -d)
-trap 'kill "$gateway" 2>/dev/null || true; rm -rf "$work"' EXIT
-mkdir -p "$work/gateway" "$work/home" "$work/codex" "$work/project"
-(cd "$work/gateway" && exec "$bin" serve --listen 127.0.0.1:0) >"$work/gateway.out" 2>"$work/gateway.log" &
-gateway=$!
-for _ in $(seq 50); do grep -q http:// "$work/gateway.out" && break; sleep 0.1; done
-addr=$(grep -o 'http://[0-9.:]*' "$work/gateway.out")
+trap 'kill "${gateway:-}" "${front:-}" 2>/dev/null || true; rm -rf "$work"' EXIT
+mkdir -p "$work/gateway" "$work/front" "$work/home" "$work/project"
 
-# Claude Code sends max_tokens 32000: the `large` backend's context fits it.
-# Its prompt carries tools, so the simulator answers with a tool call first
-# and Claude Code sends the result back: a full agent round trip.
-echo "== Claude Code (claude -p) through $addr"
-out=$(cd "$work/project" && HOME="$work/home" ANTHROPIC_BASE_URL="$addr" ANTHROPIC_AUTH_TOKEN=test \
-  ANTHROPIC_SMALL_FAST_MODEL=large DISABLE_TELEMETRY=1 DISABLE_ERROR_REPORTING=1 DISABLE_AUTOUPDATER=1 \
-  CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1 \
-  timeout 180 "$cache/node_modules/.bin/claude" -p "Say hello" --output-format json --model large)
-echo "$out" | python3 -c '
+# Starts `switchyard serve` in its own directory (its ledger lands there)
+# and prints the address it bound.
+serve() {
+  local name="$1"
+  shift
+  (cd "$work/$name" && exec "$bin" serve --listen 127.0.0.1:0 "$@") >"$work/$name.out" 2>"$work/$name.log" &
+  echo $!
+}
+address_of() {
+  for _ in $(seq 100); do grep -q http:// "$work/$1.out" && break; sleep 0.1; done
+  grep -o 'http://[0-9.:]*' "$work/$1.out"
+}
+
+gateway=$(serve gateway)
+addr=$(address_of gateway)
+cat > "$work/front.yaml" <<YAML
+backends:
+  claude:
+    tier: cloud
+    model: large
+    anthropic: {base_url: "$addr/v1"}
+    price: {input_per_mtok: 3, output_per_mtok: 15}
+YAML
+front=$(serve front --config "$work/front.yaml")
+front_addr=$(address_of front)
+
+check_claude() {
+  python3 -c '
 import json, sys
 result = json.loads(sys.stdin.read().strip().splitlines()[-1])
 assert result["is_error"] is False, result
@@ -43,10 +60,26 @@ assert result["result"].startswith("[sim]"), result["result"]
 assert result["usage"]["output_tokens"] > 0
 print("claude: ok,", result["num_turns"], "turns,", result["usage"]["output_tokens"], "output tokens")
 '
+}
 
-echo "== Codex CLI (codex exec, wire_api = responses) through $addr"
-cat > "$work/codex/config.toml" <<TOML
-model = "large"
+# Claude Code asks for max_tokens 32000, which the `large` simulator's
+# context fits. Its prompt carries tools, so the simulator first answers
+# with a tool call and Claude Code sends the result back: a full agent turn.
+run_claude() {
+  local addr="$1" model="$2"
+  echo "== Claude Code (claude -p) through $addr, model $model"
+  (cd "$work/project" && HOME="$work/home" ANTHROPIC_BASE_URL="$addr" ANTHROPIC_AUTH_TOKEN=test \
+    ANTHROPIC_SMALL_FAST_MODEL="$model" DISABLE_TELEMETRY=1 DISABLE_ERROR_REPORTING=1 DISABLE_AUTOUPDATER=1 \
+    CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1 \
+    timeout 180 "$cache/node_modules/.bin/claude" -p "Say hello" --output-format json --model "$model") | check_claude
+}
+
+run_codex() {
+  local addr="$1" model="$2" home="$work/codex-$2"
+  echo "== Codex CLI (codex exec, wire_api = responses) through $addr, model $model"
+  mkdir -p "$home"
+  cat > "$home/config.toml" <<TOML
+model = "$model"
 model_provider = "switchyard"
 
 [model_providers.switchyard]
@@ -55,12 +88,19 @@ base_url = "$addr/v1"
 wire_api = "responses"
 env_key = "SWITCHYARD_KEY"
 TOML
-out=$(cd "$work/project" && CODEX_HOME="$work/codex" SWITCHYARD_KEY=test \
-  timeout 180 "$cache/node_modules/.bin/codex" exec --skip-git-repo-check "Say hello" 2>/dev/null)
-echo "$out" | grep -q '^\[sim\]' || { echo "codex gave no answer: $out"; exit 1; }
-echo "codex: ok"
+  local out
+  out=$(cd "$work/project" && CODEX_HOME="$home" SWITCHYARD_KEY=test \
+    timeout 180 "$cache/node_modules/.bin/codex" exec --skip-git-repo-check "Say hello" 2>/dev/null)
+  echo "$out" | grep -q '^\[sim\]' || { echo "codex gave no answer: $out"; exit 1; }
+  echo "codex: ok"
+}
 
-grep -c 'switchyard::request' "$work/gateway.log" | xargs echo "requests served:"
-kill -TERM "$gateway"
-wait "$gateway"
+run_claude "$addr" large
+run_codex "$addr" large
+run_claude "$front_addr" claude
+run_codex "$front_addr" claude
+
+echo "requests served: $(grep -c 'switchyard::request' "$work/gateway.log") by the first gateway, $(grep -c 'switchyard::request' "$work/front.log") by the front one"
+kill -TERM "$front" "$gateway"  # started in subshells: not ours to wait for
+
 echo "clients: passed"

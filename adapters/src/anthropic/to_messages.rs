@@ -14,7 +14,12 @@ pub const DEFAULT_MAX_TOKENS: u32 = 4096;
 
 /// Chat fields with a Messages equivalent, or harmless to leave behind
 /// (stream options are the gateway's own).
-const TRANSLATED_EXTRAS: [&str; 4] = ["stop", "top_p", "top_k", "reasoning_effort"];
+const TRANSLATED_EXTRAS: [&str; 5] = ["stop", "top_p", "top_k", "reasoning_effort", "thinking"];
+
+/// Hints for an OpenAI server's own prompt cache (Codex sends one); an
+/// Anthropic backend caches by `cache_control` markers instead, so the hint
+/// is left behind.
+const ADVISORY_EXTRAS: [&str; 1] = ["prompt_cache_key"];
 
 fn untranslatable(param: impl Into<String>, message: impl Into<String>) -> TranslateError {
     TranslateError {
@@ -41,11 +46,9 @@ pub fn messages_from_chat(req: ChatRequest) -> Result<MessagesRequest, Translate
             ));
         }
     }
-    if let Some(field) = req
-        .extra
-        .keys()
-        .find(|k| !TRANSLATED_EXTRAS.contains(&k.as_str()))
-    {
+    if let Some(field) = req.extra.keys().find(|k| {
+        !TRANSLATED_EXTRAS.contains(&k.as_str()) && !ADVISORY_EXTRAS.contains(&k.as_str())
+    }) {
         return Err(untranslatable(
             field.clone(),
             "this field has no equivalent for an Anthropic backend",
@@ -130,7 +133,8 @@ pub fn messages_from_chat(req: ChatRequest) -> Result<MessagesRequest, Translate
         }),
         tool_choice: tool_choice(req.tool_choice.as_ref(), req.parallel_tool_calls),
         metadata,
-        thinking: None,
+        // An Anthropic client's thinking settings, carried through chat.
+        thinking: req.extra.get("thinking").cloned(),
         output_config: req
             .extra
             .get("reasoning_effort")

@@ -183,6 +183,13 @@ impl RequestRecord {
                 };
                 (counts, false)
             }
+            // A call that failed before any output: nothing was generated,
+            // and a failed call is not billed.
+            None if self.first_output.is_none()
+                && !matches!(self.outcome, "cancelled" | "hedge-lost") =>
+            {
+                (TokenCounts::default(), false)
+            }
             None => {
                 let (prompt, overhead) = &*self.context.prompt;
                 let input = (tokens::count(prompt) + overhead) as u64;
