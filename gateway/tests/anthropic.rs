@@ -103,3 +103,47 @@ async fn anthropic_callers_reach_an_anthropic_backend_and_bad_requests_are_refus
     .await;
     assert_eq!(embeddings.status, 400);
 }
+
+#[tokio::test]
+async fn anthropic_version_and_beta_headers_reach_an_anthropic_backend_unchanged() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    // A bare Anthropic-shaped server that records the request head it gets.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let seen = tokio::spawn(async move {
+        let (mut socket, _) = listener.accept().await.unwrap();
+        let mut head = Vec::new();
+        let mut buf = [0u8; 4096];
+        while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+            let n = socket.read(&mut buf).await.unwrap();
+            head.extend_from_slice(&buf[..n]);
+        }
+        let body = r#"{"id":"m1","type":"message","role":"assistant","model":"x","content":[{"type":"text","text":"ok"}],"stop_reason":"end_turn","stop_sequence":null,"usage":{"input_tokens":3,"output_tokens":1}}"#;
+        let reply = format!(
+            "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+            body.len()
+        );
+        socket.write_all(reply.as_bytes()).await.unwrap();
+        String::from_utf8_lossy(&head).to_lowercase()
+    });
+    let front = GatewayBuilder::new()
+        .backend_yaml(&format!("  claude:\n    tier: small\n    anthropic: {{base_url: 'http://{addr}/v1', version: '2023-01-01'}}\n"))
+        .start();
+    let reply = support::post_with(
+        &front.url("/v1/messages"),
+        &json!({"model": "claude", "max_tokens": 5, "messages": [{"role": "user", "content": "hi"}]}),
+        &[("anthropic-version", "2023-06-01"), ("anthropic-beta", "context-management-2025-06-27")],
+    )
+    .await;
+    assert_eq!(reply.status, 200, "{:?}", reply.body);
+    assert_eq!(reply.json()["content"][0]["text"], "ok");
+    let head = seen.await.unwrap();
+    assert!(
+        head.contains("anthropic-version: 2023-06-01"),
+        "the caller's version wins over the config's: {head}"
+    );
+    assert!(
+        head.contains("anthropic-beta: context-management-2025-06-27"),
+        "{head}"
+    );
+}

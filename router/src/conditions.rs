@@ -90,6 +90,12 @@ impl CompiledCondition {
         let c = &self.condition;
         let text = view.last_user_text;
         c.model.as_ref().is_none_or(|m| m == view.model)
+            && c.keys
+                .as_ref()
+                .is_none_or(|keys| view.key.is_some_and(|k| keys.iter().any(|x| x == k)))
+            && c.teams
+                .as_ref()
+                .is_none_or(|teams| view.team.is_some_and(|t| teams.iter().any(|x| x == t)))
             && c.header.as_ref().is_none_or(|h| {
                 view.headers.iter().any(|(name, value)| {
                     *name == h.name && h.value.as_ref().is_none_or(|v| v == value)
@@ -231,6 +237,35 @@ mod tests {
             },
             &view
         ));
+        let keyed = RequestView {
+            key: Some("alice"),
+            team: Some("research"),
+            ..view.clone()
+        };
+        assert!(check(
+            Condition {
+                teams: Some(vec!["research".into()]),
+                ..Default::default()
+            },
+            &keyed
+        ));
+        assert!(!check(
+            Condition {
+                keys: Some(vec!["bob".into()]),
+                ..Default::default()
+            },
+            &keyed
+        ));
+        assert!(
+            !check(
+                Condition {
+                    teams: Some(vec!["research".into()]),
+                    ..Default::default()
+                },
+                &view
+            ),
+            "anonymous callers have no team"
+        );
     }
 
     #[test]

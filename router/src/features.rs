@@ -23,8 +23,9 @@ pub struct RequestView<'a> {
     /// The profile the request named (header or metadata), if any.
     pub profile: Option<Profile>,
     pub session: Option<&'a str>,
-    /// The caller's key and team, once keys exist.
+    /// The caller's virtual key and its team (none when auth is off).
     pub key: Option<&'a str>,
+    pub team: Option<&'a str>,
     /// Request headers that some rule reads (lower-case names).
     pub headers: Vec<(&'a str, &'a str)>,
     /// The last user message embedded by encoder backends that semantic

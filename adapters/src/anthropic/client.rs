@@ -53,6 +53,19 @@ impl AnthropicClient {
         })
     }
 
+    /// The caller's `anthropic-version` and `anthropic-beta`, unchanged.
+    fn forwarded(req: &ChatRequest) -> Vec<(HeaderName, HeaderValue)> {
+        req.forward_headers
+            .iter()
+            .filter_map(|(name, value)| {
+                Some((
+                    HeaderName::from_bytes(name.as_bytes()).ok()?,
+                    HeaderValue::from_str(value).ok()?,
+                ))
+            })
+            .collect()
+    }
+
     fn translate(req: ChatRequest) -> Result<super::MessagesRequest, AdapterError> {
         messages_from_chat(req).map_err(|err| AdapterError::InvalidRequest {
             message: err.to_string(),
@@ -92,9 +105,10 @@ impl EventDecoder<ChatChunk> for EventsToChunks {
 impl Provider for AnthropicClient {
     fn chat(&self, req: ChatRequest) -> BoxFuture<'_, Result<ChatResponse, AdapterError>> {
         async move {
+            let headers = Self::forwarded(&req);
             let mut request = Self::translate(req)?;
             request.stream = None;
-            let body = self.upstream.call("/messages", &request).await?;
+            let body = self.upstream.call("/messages", &request, &headers).await?;
             let message: MessagesResponse = parse_json(&body)?;
             Ok(chat_from_message(message))
         }
@@ -103,10 +117,11 @@ impl Provider for AnthropicClient {
 
     fn chat_stream(&self, req: ChatRequest) -> BoxFuture<'_, Result<ChatStream, AdapterError>> {
         async move {
+            let headers = Self::forwarded(&req);
             let mut request = Self::translate(req)?;
             request.stream = Some(true);
             self.upstream
-                .stream("/messages", &request, EventsToChunks::default())
+                .stream("/messages", &request, &headers, EventsToChunks::default())
                 .await
         }
         .boxed()

@@ -109,6 +109,7 @@ fn chat_request() -> impl Strategy<Value = ChatRequest> {
                 user: None,
                 metadata: None,
                 extra: Map::new(),
+                forward_headers: Vec::new(),
             },
         )
 }

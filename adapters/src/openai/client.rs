@@ -63,7 +63,7 @@ impl OpenAiClient {
         path: &str,
         body: &B,
     ) -> Result<T, AdapterError> {
-        parse_json(&self.upstream.call(path, body).await?)
+        parse_json(&self.upstream.call(path, body, &[]).await?)
     }
 }
 
@@ -75,7 +75,7 @@ impl Provider for OpenAiClient {
     fn chat_stream(&self, req: ChatRequest) -> BoxFuture<'_, Result<ChatStream, AdapterError>> {
         async move {
             self.upstream
-                .stream("/chat/completions", &req, JsonChunks(PhantomData))
+                .stream("/chat/completions", &req, &[], JsonChunks(PhantomData))
                 .await
         }
         .boxed()
@@ -94,7 +94,7 @@ impl Provider for OpenAiClient {
     ) -> BoxFuture<'_, Result<CompletionStream, AdapterError>> {
         async move {
             self.upstream
-                .stream("/completions", &req, JsonChunks(PhantomData))
+                .stream("/completions", &req, &[], JsonChunks(PhantomData))
                 .await
         }
         .boxed()

@@ -163,6 +163,7 @@ pub fn chat_from_responses(body: &Value) -> Result<ChatRequest, TranslateError> 
             .map(str::to_owned),
         metadata: object.get("metadata").and_then(Value::as_object).cloned(),
         extra,
+        forward_headers: Vec::new(),
     })
 }
 

@@ -42,6 +42,11 @@ pub struct ChatRequest {
     /// Everything else: `top_p`, `stop`, `presence_penalty`, vendor extensions.
     #[serde(flatten)]
     pub extra: Extra,
+    /// Protocol headers of the caller's dialect that a backend of the same
+    /// dialect receives unchanged (`anthropic-version`, `anthropic-beta`).
+    /// Never part of the JSON body.
+    #[serde(skip)]
+    pub forward_headers: Vec<(String, String)>,
 }
 
 impl ChatRequest {

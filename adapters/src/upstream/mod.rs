@@ -77,6 +77,7 @@ impl Upstream {
         &self,
         path: &str,
         body: &B,
+        extra_headers: &[(HeaderName, HeaderValue)],
         deadline: Instant,
     ) -> Result<Incoming, AdapterError> {
         let json = serde_json::to_vec(body).map_err(|err| AdapterError::Internal {
@@ -87,7 +88,13 @@ impl Upstream {
             .uri(format!("{}{path}", self.base_url))
             .header(CONTENT_TYPE, "application/json")
             .header(ACCEPT, "application/json, text/event-stream");
+        // A per-request header replaces the backend's default of that name.
         for (name, value) in &self.headers {
+            if !extra_headers.iter().any(|(n, _)| n == name) {
+                request = request.header(name, value.clone());
+            }
+        }
+        for (name, value) in extra_headers {
             request = request.header(name, value.clone());
         }
         let request =
@@ -118,9 +125,15 @@ impl Upstream {
     }
 
     /// POSTs and reads the whole answer, within the first-byte timeout.
-    pub async fn call<B: Serialize>(&self, path: &str, body: &B) -> Result<Bytes, AdapterError> {
+    /// `extra_headers` go with this request only.
+    pub async fn call<B: Serialize>(
+        &self,
+        path: &str,
+        body: &B,
+        extra_headers: &[(HeaderName, HeaderValue)],
+    ) -> Result<Bytes, AdapterError> {
         let deadline = Instant::now() + self.timeouts.first_byte;
-        let incoming = self.send(path, body, deadline).await?;
+        let incoming = self.send(path, body, extra_headers, deadline).await?;
         read_body(incoming, deadline, self.timeouts.first_byte).await
     }
 
@@ -129,6 +142,7 @@ impl Upstream {
         &self,
         path: &str,
         body: &B,
+        extra_headers: &[(HeaderName, HeaderValue)],
         decoder: D,
     ) -> Result<BoxStream<'static, Result<T, AdapterError>>, AdapterError>
     where
@@ -137,7 +151,7 @@ impl Upstream {
         D: EventDecoder<T>,
     {
         let deadline = Instant::now() + self.timeouts.first_byte;
-        let incoming = self.send(path, body, deadline).await?;
+        let incoming = self.send(path, body, extra_headers, deadline).await?;
         Ok(decode_events(incoming, self.timeouts.idle, decoder))
     }
 }

@@ -46,6 +46,9 @@ pub trait Endpoint: Sized + 'static {
     fn decode(body: &[u8]) -> Result<Self::Request, GatewayError> {
         parse_json(body)
     }
+    /// Keeps the caller's protocol headers that a backend of the same
+    /// dialect should receive (nothing, unless the dialect has such headers).
+    fn forward_headers(_req: &mut Self::Request, _headers: &http::HeaderMap) {}
     /// A whole answer in the caller's dialect.
     fn respond(resp: &Self::Response) -> Response<Body> {
         json_response(StatusCode::OK, resp)
@@ -109,14 +112,19 @@ pub async fn serve<E: Endpoint>(
     let (parts, body) = req.into_parts();
     let caller = parts.extensions.get::<Caller>().cloned();
     let bytes = read_json_body(&parts, body, app.max_body_bytes).await?;
-    let request: E::Request = E::decode(&bytes)?;
+    let mut request: E::Request = E::decode(&bytes)?;
+    E::forward_headers(&mut request, &parts.headers);
     E::validate(&request)?;
-    let view = complete_view(
+    let mut view = complete_view(
         E::view(&request),
         &parts.headers,
         E::hints(&request),
         &app.router,
     )?;
+    if let Some(caller) = &caller {
+        view.key = Some(&caller.key.name);
+        view.team = caller.key.team.as_deref();
+    }
     let encoded = encode_for_routing(app, &view).await;
     let decision = app.decide(&RequestView {
         encoded: &encoded,

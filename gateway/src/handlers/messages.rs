@@ -48,6 +48,17 @@ impl Endpoint for Messages {
         chat_from_messages(request).map_err(translate_error)
     }
 
+    /// `anthropic-version` and `anthropic-beta` go on to Anthropic backends
+    /// unchanged (Claude Code sends betas it relies on).
+    fn forward_headers(req: &mut ChatRequest, headers: &http::HeaderMap) {
+        for name in ["anthropic-version", "anthropic-beta"] {
+            for value in headers.get_all(name).iter().filter_map(|v| v.to_str().ok()) {
+                req.forward_headers
+                    .push((name.to_owned(), value.to_owned()));
+            }
+        }
+    }
+
     fn respond(resp: &ChatResponse) -> Response<Body> {
         json_response(StatusCode::OK, &message_from_chat(resp))
     }

@@ -262,6 +262,10 @@ pub(super) struct RawRule {
 #[serde(deny_unknown_fields)]
 pub(super) struct RawCondition {
     pub model: Option<String>,
+    /// One of these virtual keys (by name).
+    pub keys: Option<Vec<String>>,
+    /// A key of one of these teams.
+    pub teams: Option<Vec<String>>,
     pub header: Option<RawHeaderMatch>,
     pub profile: Option<Vec<Profile>>,
     pub tools: Option<bool>,

@@ -103,6 +103,10 @@ pub struct Rule {
 pub struct Condition {
     /// The model name the caller sent (a route name or one of its aliases).
     pub model: Option<String>,
+    /// The caller's virtual key is one of these (by name).
+    pub keys: Option<Vec<String>>,
+    /// The caller's key belongs to one of these teams.
+    pub teams: Option<Vec<String>>,
     /// A request header, present (and equal to `value` when set).
     pub header: Option<HeaderMatch>,
     /// One of these profiles.

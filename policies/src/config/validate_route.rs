@@ -297,6 +297,8 @@ fn condition(
     }
     Ok(Condition {
         model: raw.model,
+        keys: raw.keys,
+        teams: raw.teams,
         header: raw.header.map(|h| HeaderMatch {
             name: h.name.to_ascii_lowercase(),
             value: h.value,
@@ -370,6 +372,8 @@ fn covers(wide: &Condition, narrow: &Condition) -> bool {
             .map(|p| p.iter().map(|x| x.name()).collect::<Vec<_>>())
     };
     same(&wide.model, &narrow.model)
+        && subset(&wide.keys, &narrow.keys)
+        && subset(&wide.teams, &narrow.teams)
         && same(&wide.header, &narrow.header)
         && subset(&profiles(wide), &profiles(narrow))
         && same(&wide.tools, &narrow.tools)
