@@ -47,6 +47,20 @@ def start_sim(*overrides):
 KEY = "sk-switchyard-test"
 
 
+def serve(config, *upstreams):
+    """Runs a gateway on `config` until the fixture ends, then stops it and
+    the `upstreams` it was given."""
+    with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
+        f.write(config)
+    gateway = Proc(["serve", "--config", f.name, "--listen", "127.0.0.1:0"])
+    try:
+        yield gateway
+    finally:
+        for proc in (gateway, *upstreams):
+            proc.stop()
+        os.unlink(f.name)
+
+
 @pytest.fixture(scope="session")
 def keyed_gateway():
     """A gateway with auth on (one virtual key, KEY) over a simulator and a
@@ -73,15 +87,7 @@ auth:
   keys:
     - {{name: tester, hash: "sha256:{digest}"}}
 """
-    with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
-        f.write(config)
-    gw = Proc(["serve", "--config", f.name, "--listen", "127.0.0.1:0"])
-    try:
-        yield gw
-    finally:
-        for proc in (gw, sim, flaky):
-            proc.stop()
-        os.unlink(f.name)
+    yield from serve(config, sim, flaky)
 
 
 @pytest.fixture(scope="session")
@@ -103,12 +109,4 @@ routes:
       split:
         weights: {{local: 1}}
 """
-    with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
-        f.write(config)
-    gw = Proc(["serve", "--config", f.name, "--listen", "127.0.0.1:0"])
-    try:
-        yield gw
-    finally:
-        for proc in (gw, sim, flaky):
-            proc.stop()
-        os.unlink(f.name)
+    yield from serve(config, sim, flaky)

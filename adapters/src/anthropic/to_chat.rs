@@ -242,12 +242,10 @@ fn part(block: &Value, at: &str) -> Result<ContentPart, TranslateError> {
                     ));
                 }
             };
-            extra.insert("image_url".into(), json!({ "url": url }));
-            Ok(ContentPart {
-                kind: "image_url".into(),
-                text: None,
-                extra,
-            })
+            // Other fields of the block (`cache_control`) stay with the part.
+            let mut part = ContentPart::image_url(&url);
+            part.extra.extend(extra);
+            Ok(part)
         }
         other => Err(untranslatable(
             format!("{at}.type"),

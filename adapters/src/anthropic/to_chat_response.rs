@@ -6,8 +6,8 @@ use serde_json::{Map, Value, json};
 use super::types::{Block, MessagesResponse, Usage as MessagesUsage};
 use crate::error::AdapterError;
 use crate::types::{
-    ChatChunk, ChatResponse, Choice, ChunkChoice, Content, Delta, FunctionCall, FunctionCallDelta,
-    Message, Role, ToolCall, ToolCallDelta, Usage, UsageDetails, unix_now,
+    ChatChunk, ChatResponse, Choice, ChunkChoice, Content, Delta, FunctionCall, Message, Role,
+    ToolCall, ToolCallDelta, Usage, UsageDetails, unix_now,
 };
 
 /// Anthropic stop reasons in OpenAI's words.
@@ -155,24 +155,13 @@ impl EventsToChunks {
                 let block_index = data["index"].as_u64().unwrap_or(0);
                 let call_index = u32::try_from(self.tool_blocks.len()).unwrap_or(u32::MAX);
                 self.tool_blocks.push((block_index, call_index));
-                let call = ToolCallDelta {
-                    index: call_index,
-                    id: data["content_block"]["id"].as_str().map(str::to_owned),
-                    kind: Some("function".into()),
-                    function: Some(FunctionCallDelta {
-                        name: data["content_block"]["name"].as_str().map(str::to_owned),
-                        arguments: Some(String::new()),
-                        ..FunctionCallDelta::default()
-                    }),
-                    extra: Map::new(),
-                };
-                out.push(self.chunk(
-                    Delta {
-                        tool_calls: Some(vec![call]),
-                        ..Delta::default()
-                    },
-                    None,
-                ));
+                let block = &data["content_block"];
+                let call = ToolCallDelta::opening(
+                    call_index,
+                    block["id"].as_str().unwrap_or_default(),
+                    block["name"].as_str().unwrap_or_default(),
+                );
+                out.push(self.chunk(Delta::tool_call(call), None));
             }
             "content_block_delta" => {
                 let delta = &data["delta"];
@@ -189,24 +178,9 @@ impl EventsToChunks {
                         if let Some((_, call_index)) =
                             self.tool_blocks.iter().find(|(b, _)| *b == block_index)
                         {
-                            let call = ToolCallDelta {
-                                index: *call_index,
-                                id: None,
-                                kind: None,
-                                function: Some(FunctionCallDelta {
-                                    name: None,
-                                    arguments: delta["partial_json"].as_str().map(str::to_owned),
-                                    ..FunctionCallDelta::default()
-                                }),
-                                extra: Map::new(),
-                            };
-                            out.push(self.chunk(
-                                Delta {
-                                    tool_calls: Some(vec![call]),
-                                    ..Delta::default()
-                                },
-                                None,
-                            ));
+                            let fragment = delta["partial_json"].as_str().unwrap_or_default();
+                            let call = ToolCallDelta::arguments(*call_index, fragment);
+                            out.push(self.chunk(Delta::tool_call(call), None));
                         }
                     }
                     Some("thinking_delta") => {

@@ -298,13 +298,7 @@ fn part(part: &Value, at: &str) -> Result<ContentPart, TranslateError> {
                 .get("image_url")
                 .and_then(Value::as_str)
                 .unwrap_or_default();
-            let mut extra = Map::new();
-            extra.insert("image_url".into(), json!({"url": url}));
-            Ok(ContentPart {
-                kind: "image_url".into(),
-                text: None,
-                extra,
-            })
+            Ok(ContentPart::image_url(url))
         }
         other => Err(untranslatable(
             format!("{at}.type"),

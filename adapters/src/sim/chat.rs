@@ -11,8 +11,8 @@ use crate::error::AdapterError;
 use crate::provider::ChatStream;
 use crate::tokens;
 use crate::types::{
-    ChatChunk, ChatRequest, ChatResponse, Choice, ChunkChoice, Content, Delta, FunctionCallDelta,
-    Message, Role, ToolCallDelta, Usage, unix_now,
+    ChatChunk, ChatRequest, ChatResponse, Choice, ChunkChoice, Content, Delta, Message, Role,
+    ToolCallDelta, Usage, unix_now,
 };
 
 /// Tool-call arguments are streamed in fragments of this many characters.
@@ -247,40 +247,17 @@ impl SimBackend {
             }
             let mut step = 0;
             for (call, call_index) in g.tool_calls.iter().zip(0u32..) {
-                let opening = ToolCallDelta {
-                    index: call_index,
-                    id: Some(call.id.clone()),
-                    kind: Some("function".into()),
-                    function: Some(FunctionCallDelta {
-                        name: Some(call.function.name.clone()),
-                        arguments: Some(String::new()),
-                        ..FunctionCallDelta::default()
-                    }),
-                    extra: Map::new(),
-                };
-                let delta = Delta {
-                    tool_calls: Some(vec![opening]),
-                    ..Delta::default()
-                };
+                let delta = Delta::tool_call(ToolCallDelta::opening(
+                    call_index,
+                    &call.id,
+                    &call.function.name,
+                ));
                 script.push((plan.gap(step), Ok(chunk(index, delta, None, None))));
                 let chars: Vec<char> = call.function.arguments.chars().collect();
                 for fragment in chars.chunks(ARGUMENT_FRAGMENT_CHARS) {
                     step += 1;
-                    let part = ToolCallDelta {
-                        index: call_index,
-                        id: None,
-                        kind: None,
-                        function: Some(FunctionCallDelta {
-                            name: None,
-                            arguments: Some(fragment.iter().collect()),
-                            ..FunctionCallDelta::default()
-                        }),
-                        extra: Map::new(),
-                    };
-                    let delta = Delta {
-                        tool_calls: Some(vec![part]),
-                        ..Delta::default()
-                    };
+                    let fragment: String = fragment.iter().collect();
+                    let delta = Delta::tool_call(ToolCallDelta::arguments(call_index, &fragment));
                     script.push((plan.gap(step), Ok(chunk(index, delta, None, None))));
                 }
             }

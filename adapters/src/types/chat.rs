@@ -276,6 +276,60 @@ pub struct Delta {
     pub extra: Extra,
 }
 
+impl ContentPart {
+    /// An `image_url` part (a URL, or a `data:` URL with the image inline).
+    pub fn image_url(url: &str) -> Self {
+        let mut extra = Extra::new();
+        extra.insert("image_url".into(), serde_json::json!({ "url": url }));
+        ContentPart {
+            kind: "image_url".into(),
+            text: None,
+            extra,
+        }
+    }
+}
+
+impl Delta {
+    /// A delta carrying one tool-call fragment.
+    pub fn tool_call(call: ToolCallDelta) -> Self {
+        Delta {
+            tool_calls: Some(vec![call]),
+            ..Delta::default()
+        }
+    }
+}
+
+impl ToolCallDelta {
+    /// The first fragment of a call: its id and name, arguments to follow.
+    pub fn opening(index: u32, id: &str, name: &str) -> Self {
+        ToolCallDelta {
+            index,
+            id: Some(id.to_owned()),
+            kind: Some("function".into()),
+            function: Some(FunctionCallDelta {
+                name: Some(name.to_owned()),
+                arguments: Some(String::new()),
+                ..FunctionCallDelta::default()
+            }),
+            extra: Extra::new(),
+        }
+    }
+
+    /// A later fragment: more of the call's arguments.
+    pub fn arguments(index: u32, fragment: &str) -> Self {
+        ToolCallDelta {
+            index,
+            id: None,
+            kind: None,
+            function: Some(FunctionCallDelta {
+                arguments: Some(fragment.to_owned()),
+                ..FunctionCallDelta::default()
+            }),
+            extra: Extra::new(),
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ToolCallDelta {
     pub index: u32,

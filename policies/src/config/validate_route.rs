@@ -37,6 +37,13 @@ pub(super) fn validate_route(
             ))
         }
     };
+    // Every name in a list must be a backend; errors name the list and the entry.
+    let known_all = |path: &[&str], names: &[String]| -> Result<Vec<String>, ConfigError> {
+        names
+            .iter()
+            .map(|b| known(&[path, &[b.as_str()]].concat(), b))
+            .collect()
+    };
     let strategy = match raw.strategy {
         RawStrategy::Split { weights, sticky } => {
             let path = ["routes", name, "strategy", "split", "weights"];
@@ -115,40 +122,22 @@ pub(super) fn validate_route(
             return Err(ck.error(&["routes", name, "strategy"], "list at least one candidate"));
         }
         RawStrategy::CheapestWithinBudget { candidates } => RouteStrategy::CheapestWithinBudget {
-            candidates: candidates
-                .iter()
-                .map(|b| {
-                    known(
-                        &[
-                            "routes",
-                            name,
-                            "strategy",
-                            "cheapest_within_budget",
-                            "candidates",
-                            b.as_str(),
-                        ],
-                        b,
-                    )
-                })
-                .collect::<Result<_, _>>()?,
+            candidates: known_all(
+                &[
+                    "routes",
+                    name,
+                    "strategy",
+                    "cheapest_within_budget",
+                    "candidates",
+                ],
+                &candidates,
+            )?,
         },
         RawStrategy::Fastest { candidates } => RouteStrategy::Fastest {
-            candidates: candidates
-                .iter()
-                .map(|b| {
-                    known(
-                        &[
-                            "routes",
-                            name,
-                            "strategy",
-                            "fastest",
-                            "candidates",
-                            b.as_str(),
-                        ],
-                        b,
-                    )
-                })
-                .collect::<Result<_, _>>()?,
+            candidates: known_all(
+                &["routes", name, "strategy", "fastest", "candidates"],
+                &candidates,
+            )?,
         },
         RawStrategy::Cascade {
             order,
@@ -162,10 +151,7 @@ pub(super) fn validate_route(
                     "a cascade needs at least two backends: where to start and where to escalate",
                 ));
             }
-            let order = order
-                .iter()
-                .map(|b| known(&[&path[..], &[b.as_str()]].concat(), b))
-                .collect::<Result<Vec<_>, _>>()?;
+            let order = known_all(&path, &order)?;
             let checks = escalate_on.unwrap_or_else(|| CascadeCheck::ALL.to_vec());
             if checks.is_empty() {
                 return Err(ck.error(
@@ -180,11 +166,7 @@ pub(super) fn validate_route(
             }
         }
     };
-    let fallbacks = raw
-        .fallbacks
-        .iter()
-        .map(|b| known(&["routes", name, "fallbacks", b.as_str()], b))
-        .collect::<Result<Vec<_>, _>>()?;
+    let fallbacks = known_all(&["routes", name, "fallbacks"], &raw.fallbacks)?;
     for alias in &raw.aliases {
         check_name(ck, "routes", alias).map_err(|e| ConfigError {
             path: format!("routes.{name}.aliases"),
