@@ -13,4 +13,4 @@ pub mod types;
 pub mod upstream;
 
 pub use error::{AdapterError, Fault, TimeoutPhase};
-pub use provider::{ChatStream, CompletionStream, Provider};
+pub use provider::{ChatStream, CompletionStream, EventStream, Provider};

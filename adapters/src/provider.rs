@@ -1,10 +1,14 @@
 //! The one interface every upstream provider implements: a non-streaming and
 //! a streaming call per operation.
 
+use futures_util::FutureExt;
 use futures_util::future::BoxFuture;
 use futures_util::stream::BoxStream;
 
+use serde_json::Value;
+
 use crate::error::AdapterError;
+use crate::sse::SseEvent;
 use crate::types::{
     ChatChunk, ChatRequest, ChatResponse, CompletionRequest, CompletionResponse, EmbeddingRequest,
     EmbeddingResponse,
@@ -36,4 +40,30 @@ pub trait Provider: Send + Sync + 'static {
         &self,
         req: EmbeddingRequest,
     ) -> BoxFuture<'_, Result<EmbeddingResponse, AdapterError>>;
+
+    /// Whether the backend speaks the OpenAI Responses API itself, so
+    /// Responses requests reach it untranslated.
+    fn speaks_responses(&self) -> bool {
+        false
+    }
+
+    /// A Responses request, as the caller wrote it (model rewritten).
+    fn responses(&self, _body: Value) -> BoxFuture<'_, Result<Value, AdapterError>> {
+        async { Err(not_native()) }.boxed()
+    }
+
+    /// The same, streamed: the backend's events as they come.
+    fn responses_stream(&self, _body: Value) -> BoxFuture<'_, Result<EventStream, AdapterError>> {
+        async { Err(not_native()) }.boxed()
+    }
+}
+
+/// Server-sent events from a backend, relayed as they are.
+pub type EventStream = BoxStream<'static, Result<SseEvent, AdapterError>>;
+
+fn not_native() -> AdapterError {
+    AdapterError::InvalidRequest {
+        message: "this backend does not speak the Responses API".into(),
+        param: None,
+    }
 }

@@ -11,7 +11,7 @@ use switchyard_policies::{OpenAiBackend, Timeouts};
 
 use super::convert::parse_json;
 use crate::error::AdapterError;
-use crate::provider::{ChatStream, CompletionStream, Provider};
+use crate::provider::{ChatStream, CompletionStream, EventStream, Provider};
 use crate::sse::SseEvent;
 use crate::types::{
     ChatRequest, ChatResponse, CompletionRequest, CompletionResponse, EmbeddingRequest,
@@ -22,6 +22,21 @@ use crate::upstream::{EventDecoder, Upstream};
 /// One OpenAI-compatible backend.
 pub struct OpenAiClient {
     upstream: Upstream,
+    native_responses: bool,
+}
+
+/// Responses streams relayed as they are, ended by the final response event.
+struct RawEvents;
+
+impl EventDecoder<SseEvent> for RawEvents {
+    fn decode(&mut self, event: SseEvent) -> (Vec<Result<SseEvent, AdapterError>>, bool) {
+        let end = event.data == "[DONE]"
+            || matches!(
+                event.event.as_deref(),
+                Some("response.completed" | "response.failed" | "response.incomplete" | "error")
+            );
+        (vec![Ok(event)], end)
+    }
 }
 
 /// OpenAI streams: one JSON document per `data:` event, ended by `[DONE]`.
@@ -55,6 +70,7 @@ impl OpenAiClient {
         }
         Ok(OpenAiClient {
             upstream: Upstream::new(&config.base_url, headers, timeouts)?,
+            native_responses: config.native_responses,
         })
     }
 
@@ -105,5 +121,28 @@ impl Provider for OpenAiClient {
         req: EmbeddingRequest,
     ) -> BoxFuture<'_, Result<EmbeddingResponse, AdapterError>> {
         async move { self.call("/embeddings", &req).await }.boxed()
+    }
+
+    fn speaks_responses(&self) -> bool {
+        self.native_responses
+    }
+
+    fn responses(
+        &self,
+        body: serde_json::Value,
+    ) -> BoxFuture<'_, Result<serde_json::Value, AdapterError>> {
+        async move { self.call("/responses", &body).await }.boxed()
+    }
+
+    fn responses_stream(
+        &self,
+        body: serde_json::Value,
+    ) -> BoxFuture<'_, Result<EventStream, AdapterError>> {
+        async move {
+            self.upstream
+                .stream("/responses", &body, &[], RawEvents)
+                .await
+        }
+        .boxed()
     }
 }

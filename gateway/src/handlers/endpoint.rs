@@ -8,6 +8,7 @@ use std::sync::Arc;
 use futures_util::StreamExt;
 use futures_util::future::BoxFuture;
 use futures_util::stream::BoxStream;
+use http::request::Parts;
 use http::{Request, Response, StatusCode};
 use hyper::body::Incoming;
 use serde::Serialize;
@@ -110,18 +111,30 @@ pub async fn serve<E: Endpoint>(
     req: Request<Incoming>,
 ) -> Result<Response<Body>, GatewayError> {
     let (parts, body) = req.into_parts();
-    let caller = parts.extensions.get::<Caller>().cloned();
     let bytes = read_json_body(&parts, body, app.max_body_bytes).await?;
     let mut request: E::Request = E::decode(&bytes)?;
     E::forward_headers(&mut request, &parts.headers);
     E::validate(&request)?;
+    let decision = decide::<E>(app, &parts, &request).await?;
+    serve_decided::<E>(app, &parts, request, decision).await
+}
+
+/// Routes a decoded request: its view (with the caller's key and team and
+/// any encoder embeddings), the decision, and whether the key may name a
+/// backend directly.
+pub async fn decide<E: Endpoint>(
+    app: &App,
+    parts: &Parts,
+    request: &E::Request,
+) -> Result<Decision, GatewayError> {
+    let caller = parts.extensions.get::<Caller>();
     let mut view = complete_view(
-        E::view(&request),
+        E::view(request),
         &parts.headers,
-        E::hints(&request),
+        E::hints(request),
         &app.router,
     )?;
-    if let Some(caller) = &caller {
+    if let Some(caller) = caller {
         view.key = Some(&caller.key.name);
         view.team = caller.key.team.as_deref();
     }
@@ -130,7 +143,7 @@ pub async fn serve<E: Endpoint>(
         encoded: &encoded,
         ..view
     })?;
-    if let Some(caller) = &caller
+    if let Some(caller) = caller
         && decision.reason == Reason::Direct
         && !caller.key.may_name_backends
     {
@@ -150,6 +163,17 @@ pub async fn serve<E: Endpoint>(
             routes,
         });
     }
+    Ok(decision)
+}
+
+/// Serves a request already decided: limits, dispatch, receipts.
+pub async fn serve_decided<E: Endpoint>(
+    app: &App,
+    parts: &Parts,
+    request: E::Request,
+    decision: Decision,
+) -> Result<Response<Body>, GatewayError> {
+    let caller = parts.extensions.get::<Caller>().cloned();
     let size = Size {
         prompt_tokens: decision.features.prompt_tokens,
         max_tokens: decision.features.max_tokens,

@@ -53,7 +53,7 @@ pub async fn handle(app: Arc<App>, req: Request<Incoming>) -> Response<Body> {
         },
         "/" if req.method() == Method::HEAD => Ok(health::live()),
         "/responses" => match allow(&req, Method::POST, "POST") {
-            Ok(()) => endpoint::serve::<responses::Responses>(&app, req).await,
+            Ok(()) => responses::serve(&app, req).await,
             Err(err) => Err(err),
         },
         "/completions" => match allow(&req, Method::POST, "POST") {

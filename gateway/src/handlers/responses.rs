@@ -2,20 +2,32 @@
 //! completions: the request is translated to chat, routed like any chat
 //! request, and the answer translated back, whole or as `response.*` events.
 
+use std::sync::Arc;
+
+use bytes::Bytes;
+use futures_util::StreamExt;
 use futures_util::future::BoxFuture;
-use http::{Response, StatusCode};
+use http::request::Parts;
+use http::{Request, Response, StatusCode};
+use hyper::body::Incoming;
 use serde_json::Value;
+use switchyard_adapters::EventStream;
 use switchyard_adapters::responses::{ResponseStream, chat_from_responses, response_from_chat};
+use switchyard_adapters::sse::{data_event, named_event};
 use switchyard_adapters::types::{ChatChunk, ChatRequest, ChatResponse, Extra, Usage};
 use switchyard_adapters::{AdapterError, Provider};
-use switchyard_router::{AnswerSummary, RequestView};
+use switchyard_router::{AnswerSummary, Decision, RequestView};
 
 use super::chat::Chat;
 use super::chat_backed::chat_backed;
-use super::endpoint::{Chunks, Endpoint};
+use super::endpoint::{Chunks, Endpoint, decide, serve_decided};
+use super::record::{RequestContext, RequestRecord};
 use super::stream::ResponsesEvents;
+use crate::access::Caller;
+use crate::app::{Admission, App};
 use crate::error::{Dialect, GatewayError};
-use crate::http::{Body, json_response, parse_json};
+use crate::http::{Body, json_response, parse_json, read_json_body, sse_response};
+use crate::receipts::{self, Served};
 use crate::routing::BodyHints;
 
 pub struct Responses;
@@ -45,4 +57,187 @@ impl Endpoint for Responses {
     }
 
     chat_backed!();
+}
+
+/// `POST /v1/responses`: untranslated to a backend that speaks Responses
+/// itself (hosted tools, stored responses and all), translated through chat
+/// for every other backend. A request chat cannot express can still go to a
+/// native backend; for any other it is a 400 naming what stands in the way.
+pub async fn serve(app: &App, req: Request<Incoming>) -> Result<Response<Body>, GatewayError> {
+    let (parts, body) = req.into_parts();
+    let bytes = read_json_body(&parts, body, app.max_body_bytes).await?;
+    let raw: Value = parse_json(&bytes)?;
+    let model = raw
+        .get("model")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_owned();
+    let translated = Responses::decode(&bytes);
+    let decision = match &translated {
+        Ok(chat) => {
+            Responses::validate(chat)?;
+            decide::<Responses>(app, &parts, chat).await?
+        }
+        // Route on the model alone: only a native backend can take it.
+        Err(_) => app.decide(&RequestView {
+            model: &model,
+            ..RequestView::default()
+        })?,
+    };
+    let native = app.backends[decision.primary()].provider.speaks_responses();
+    let mut response = match (native, translated) {
+        (true, _) => passthrough(app, &parts, raw, &decision)
+            .await
+            .unwrap_or_else(|err| err.into_response()),
+        (false, Ok(chat)) => return serve_decided::<Responses>(app, &parts, chat, decision).await,
+        (false, Err(err)) => err.into_response(),
+    };
+    receipts::apply(
+        app,
+        &decision,
+        Served::first_choice(&decision),
+        response.headers_mut(),
+    );
+    Ok(response)
+}
+
+/// Usage in a Responses object, in chat terms for the ledger.
+fn usage_of(response: &Value) -> Option<Usage> {
+    let usage = response.get("usage")?;
+    let count = |v: &Value| v.as_u64().unwrap_or(0);
+    Some(Usage::with_cached(
+        count(&usage["input_tokens"]),
+        count(&usage["output_tokens"]),
+        count(&usage["input_tokens_details"]["cached_tokens"]),
+    ))
+}
+
+async fn passthrough(
+    app: &App,
+    parts: &Parts,
+    mut raw: Value,
+    decision: &Decision,
+) -> Result<Response<Body>, GatewayError> {
+    let backend_index = decision.primary();
+    let backend = &app.backends[backend_index];
+    let caller = parts.extensions.get::<Caller>().cloned();
+    let reservation = match &caller {
+        None => None,
+        Some(caller) => Some(
+            app.budgets
+                .reserve(&caller.key, backend.is_cloud(), 0.0)
+                .map_err(|exhausted| GatewayError::BudgetExhausted {
+                    holder: exhausted.holder,
+                })?,
+        ),
+    };
+    let admission = app.admit(backend_index).await?;
+    raw["model"] = Value::String(backend.upstream_model.clone());
+    let streaming = raw.get("stream").and_then(Value::as_bool).unwrap_or(false);
+    let context = RequestContext {
+        endpoint: "responses",
+        dialect: Dialect::OpenAi,
+        model: decision.route.map_or_else(
+            || backend.name.clone(),
+            |r| app.router.route_name(r).to_owned(),
+        ),
+        request_id: parts
+            .headers
+            .get("x-request-id")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned),
+        caller,
+        route: decision.route.map(|r| app.router.route_name(r).to_owned()),
+        profile: decision.features.profile.map(|p| p.name()),
+        prompt: Arc::new((String::new(), 0)),
+        estimated_tokens: decision.features.prompt_tokens,
+    };
+    let mut record = RequestRecord::new(
+        app,
+        context,
+        backend_index,
+        decision.reason,
+        reservation,
+        admission.sharing,
+        Some(decision.predicted_ttft_ms),
+    );
+    if !streaming {
+        return match backend.provider.responses(raw).await {
+            Ok(response) => {
+                record.first_output();
+                record.usage(usage_of(&response).as_ref());
+                record.finish("ok");
+                record.write().await;
+                Ok(json_response(StatusCode::OK, &response))
+            }
+            Err(err) => {
+                let err = GatewayError::from(err);
+                record.finish(err.kind());
+                record.write().await;
+                Err(err)
+            }
+        };
+    }
+    let events = match backend.provider.responses_stream(raw).await {
+        Ok(events) => events,
+        Err(err) => {
+            let err = GatewayError::from(err);
+            record.finish(err.kind());
+            record.write().await;
+            return Err(err);
+        }
+    };
+    Ok(sse_response(relay(events, record, admission)))
+}
+
+/// Relays a native Responses stream event by event, noting output and the
+/// final usage for the ledger.
+fn relay(
+    events: EventStream,
+    record: RequestRecord,
+    admission: Admission,
+) -> impl futures_util::Stream<Item = Bytes> + Send + 'static {
+    futures_util::stream::unfold(
+        (events, record, admission, false),
+        |(mut events, mut record, admission, done)| async move {
+            if done {
+                return None;
+            }
+            match events.next().await {
+                Some(Ok(event)) => {
+                    if event.data.contains("\"delta\"") {
+                        record.first_output();
+                    }
+                    let name = event.event.clone().unwrap_or_default();
+                    if matches!(name.as_str(), "response.completed" | "response.incomplete")
+                        && let Ok(data) = serde_json::from_str::<Value>(&event.data)
+                    {
+                        record.usage(usage_of(&data["response"]).as_ref());
+                    }
+                    let bytes = if name.is_empty() {
+                        data_event(event.data.as_bytes())
+                    } else {
+                        named_event(&name, event.data.as_bytes())
+                    };
+                    Some((bytes, (events, record, admission, false)))
+                }
+                Some(Err(err)) => {
+                    let err = GatewayError::from(err);
+                    record.finish(err.kind());
+                    record.write().await;
+                    let object = err.error_object();
+                    let data = serde_json::json!({"type": "error", "code": object["code"], "message": object["message"]});
+                    Some((
+                        named_event("error", data.to_string().as_bytes()),
+                        (events, record, admission, true),
+                    ))
+                }
+                None => {
+                    record.finish("ok");
+                    record.write().await;
+                    None
+                }
+            }
+        },
+    )
 }

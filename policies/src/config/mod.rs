@@ -190,6 +190,9 @@ pub struct OpenAiBackend {
     /// Name of the environment variable holding the API key, from
     /// `api_key: env:NAME`. The key itself is never part of the config.
     pub api_key_env: Option<String>,
+    /// The server speaks the Responses API itself: `/v1/responses` requests
+    /// go to it untranslated (OpenAI's hosted tools included).
+    pub native_responses: bool,
 }
 
 /// Upstream timeouts.

@@ -129,6 +129,9 @@ pub(super) struct RawOpenAi {
     pub base_url: String,
     /// `env:NAME`.
     pub api_key: Option<String>,
+    /// Whether the server speaks the Responses API itself.
+    #[serde(default)]
+    pub responses: bool,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -106,6 +106,7 @@ fn validate_backend(ck: &Checker<'_>, name: &str, raw: RawBackend) -> Result<Bac
                 super::raw::RawOpenAi {
                     base_url: anthropic.base_url,
                     api_key: anthropic.api_key,
+                    responses: false,
                 },
             )
             .map_err(|e| ConfigError {
@@ -226,6 +227,7 @@ fn validate_openai(
     Ok(OpenAiBackend {
         base_url: url,
         api_key_env,
+        native_responses: raw.responses,
     })
 }
 

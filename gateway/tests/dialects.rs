@@ -1,6 +1,7 @@
-//! Anthropic egress: a gateway whose backend is another gateway's
-//! `/v1/messages`, so OpenAI and Anthropic callers both reach an
-//! Anthropic-dialect upstream through translation both ways.
+//! Backends of other dialects: an Anthropic-dialect upstream (another
+//! gateway's `/v1/messages`, or a recording server) reached by OpenAI and
+//! Anthropic callers through translation both ways, and Responses requests
+//! passed untranslated to a backend that speaks Responses itself.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is the failure report
 
@@ -145,5 +146,104 @@ async fn anthropic_version_and_beta_headers_reach_an_anthropic_backend_unchanged
     assert!(
         head.contains("anthropic-beta: context-management-2025-06-27"),
         "{head}"
+    );
+}
+
+/// A bare server that records one request (head and body) and answers `body`.
+async fn recording_server(
+    reply: &'static str,
+) -> (std::net::SocketAddr, tokio::task::JoinHandle<String>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let seen = tokio::spawn(async move {
+        let (mut socket, _) = listener.accept().await.unwrap();
+        let mut request = Vec::new();
+        let mut buf = [0u8; 8192];
+        loop {
+            let n = socket.read(&mut buf).await.unwrap();
+            request.extend_from_slice(&buf[..n]);
+            let text = String::from_utf8_lossy(&request).to_string();
+            if let Some((head, body)) = text.split_once("\r\n\r\n") {
+                let length = head
+                    .lines()
+                    .find_map(|l| {
+                        l.to_lowercase()
+                            .strip_prefix("content-length:")
+                            .map(|v| v.trim().parse::<usize>().unwrap())
+                    })
+                    .unwrap_or(0);
+                if body.len() >= length {
+                    break;
+                }
+            }
+        }
+        let response = format!(
+            "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{reply}",
+            reply.len()
+        );
+        socket.write_all(response.as_bytes()).await.unwrap();
+        String::from_utf8_lossy(&request).to_string()
+    });
+    (addr, seen)
+}
+
+#[tokio::test]
+async fn responses_reach_a_native_backend_untranslated() {
+    let (addr, seen) = recording_server(
+        r#"{"id":"resp_1","object":"response","status":"completed","model":"gpt-x","output":[{"type":"message","id":"m","role":"assistant","status":"completed","content":[{"type":"output_text","text":"native","annotations":[]}]}],"usage":{"input_tokens":9,"output_tokens":1,"total_tokens":10,"input_tokens_details":{"cached_tokens":0}}}"#,
+    )
+    .await;
+    let front = GatewayBuilder::new()
+        .backend_yaml(&format!("  native:\n    tier: small\n    model: gpt-x\n    openai: {{base_url: 'http://{addr}/v1', responses: true}}\n"))
+        .start();
+    // Hosted tools and stored-response references: chat cannot express them, a native backend can.
+    let request = json!({
+        "model": "native", "input": "news today?", "previous_response_id": "resp_0",
+        "tools": [{"type": "web_search"}], "include": ["reasoning.encrypted_content"]
+    });
+    let reply = post_json(&front.url("/v1/responses"), &request).await;
+    assert_eq!(reply.status, 200, "{:?}", reply.body);
+    assert_eq!(reply.json()["output"][0]["content"][0]["text"], "native");
+    assert_eq!(reply.header("x-switchyard-backend"), Some("native"));
+    let seen = seen.await.unwrap();
+    let body: Value = serde_json::from_str(seen.split_once("\r\n\r\n").unwrap().1).unwrap();
+    let mut expected = request.clone();
+    expected["model"] = json!("gpt-x");
+    assert_eq!(body, expected, "forwarded as sent, the model rewritten");
+    assert!(seen.starts_with("POST /v1/responses "), "{seen}");
+}
+
+#[tokio::test]
+async fn native_responses_streams_are_relayed_event_by_event() {
+    // The upstream gateway translates Responses through chat; the front one
+    // treats it as a native Responses server and relays its events.
+    let upstream = GatewayBuilder::new()
+        .in_process_sim("sim", "small", &format!("preset: small, {FAST_SIM_FIELDS}"))
+        .start();
+    let front = GatewayBuilder::new()
+        .backend_yaml(&format!("  native:\n    tier: small\n    model: sim\n    openai: {{base_url: '{}', responses: true}}\n", upstream.base_url()))
+        .start();
+    let reply = post_json(
+        &front.url("/v1/responses"),
+        &json!({"model": "native", "input": "hi", "stream": true, "max_output_tokens": 8}),
+    )
+    .await;
+    assert_eq!(reply.status, 200);
+    let text = String::from_utf8_lossy(&reply.body).to_string();
+    assert!(text.starts_with("event: response.created\n"), "{text}");
+    let deltas: String = text
+        .split("\n\n")
+        .filter(|e| e.starts_with("event: response.output_text.delta"))
+        .map(|e| {
+            serde_json::from_str::<Value>(e.split_once("data: ").unwrap().1).unwrap()["delta"]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        })
+        .collect();
+    assert!(deltas.starts_with("[sim]"), "{deltas}");
+    assert!(
+        text.contains("event: response.incomplete") || text.contains("event: response.completed")
     );
 }
