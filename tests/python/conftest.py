@@ -47,28 +47,32 @@ def start_sim(*overrides):
 KEY = "sk-switchyard-test"
 
 
-def serve(config, *upstreams):
-    """Runs a gateway on `config` until the fixture ends, then stops it and
-    the `upstreams` it was given."""
-    with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
+def start_gateway(config):
+    """A gateway on `config` (written to a file in the gateway's own folder)."""
+    folder = tempfile.mkdtemp(prefix="switchyard-config-")
+    path = os.path.join(folder, "config.yaml")
+    with open(path, "w") as f:
         f.write(config)
-    gateway = Proc(["serve", "--config", f.name, "--listen", "127.0.0.1:0"])
-    try:
-        yield gateway
-    finally:
-        for proc in (gateway, *upstreams):
-            proc.stop()
-        os.unlink(f.name)
+    gateway = Proc(["serve", "--config", path, "--listen", "127.0.0.1:0"])
+    gateway.config_folder = folder
+    return gateway
 
 
-@pytest.fixture(scope="session")
-def keyed_gateway():
-    """A gateway with auth on (one virtual key, KEY) over a simulator and a
-    simulator that resets every stream half way."""
-    sim = start_sim()
-    flaky = start_sim("faults.reset_rate=1")
-    digest = hashlib.sha256(KEY.encode()).hexdigest()
-    config = f"""
+def anthropic_upstream(sim):
+    """A second gateway serving /v1/messages over `sim`: the Anthropic-dialect
+    backend `claude` of the gateways under test."""
+    return start_gateway(f"""
+backends:
+  sim:
+    tier: small
+    openai: {{base_url: "{sim.url}/v1"}}
+""")
+
+
+def backends(sim, flaky, upstream):
+    """Backends of the gateways under test: `local` (OpenAI dialect), `flaky`
+    (resets every stream half way) and `claude` (Anthropic dialect)."""
+    return f"""
 backends:
   local:
     tier: small
@@ -77,6 +81,34 @@ backends:
   flaky:
     tier: small
     openai: {{base_url: "{flaky.url}/v1"}}
+  claude:
+    tier: small
+    model: sim
+    anthropic: {{base_url: "{upstream.url}/v1"}}
+"""
+
+
+def serve(config, *upstreams):
+    """Runs a gateway on `config` until the fixture ends, then stops it and
+    the `upstreams` it was given."""
+    gateway = start_gateway(config)
+    try:
+        yield gateway
+    finally:
+        for proc in (gateway, *upstreams):
+            proc.stop()
+        shutil.rmtree(gateway.config_folder, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def keyed_gateway():
+    """A gateway with auth on (one virtual key, KEY) over a simulator and a
+    simulator that resets every stream half way."""
+    sim = start_sim()
+    flaky = start_sim("faults.reset_rate=1")
+    upstream = anthropic_upstream(sim)
+    digest = hashlib.sha256(KEY.encode()).hexdigest()
+    config = backends(sim, flaky, upstream) + f"""
 routes:
   auto:
     retries: 0
@@ -87,26 +119,20 @@ auth:
   keys:
     - {{name: tester, hash: "sha256:{digest}"}}
 """
-    yield from serve(config, sim, flaky)
+    yield from serve(config, upstream, sim, flaky)
 
 
 @pytest.fixture(scope="session")
 def gateway():
+    """A gateway with auth off over the same three backends."""
     sim = start_sim()
     flaky = start_sim("faults.reset_rate=1")
-    config = f"""
-backends:
-  local:
-    tier: small
-    model: sim-local
-    openai: {{base_url: "{sim.url}/v1"}}
-  flaky:
-    tier: small
-    openai: {{base_url: "{flaky.url}/v1"}}
+    upstream = anthropic_upstream(sim)
+    config = backends(sim, flaky, upstream) + """
 routes:
   auto:
     strategy:
       split:
-        weights: {{local: 1}}
+        weights: {local: 1}
 """
-    yield from serve(config, sim, flaky)
+    yield from serve(config, upstream, sim, flaky)

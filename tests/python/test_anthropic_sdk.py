@@ -31,9 +31,14 @@ def ask(text):
     return [{"role": "user", "content": text}]
 
 
-def test_messages(client):
-    raw = client.messages.with_raw_response.create(model="auto", max_tokens=64, messages=ask("Say hi"))
-    assert raw.headers["x-switchyard-backend"] == "local"
+# `auto` reaches an OpenAI-dialect backend; `claude` an Anthropic-dialect one.
+BACKENDS = pytest.mark.parametrize("model", ["auto", "claude"])
+
+
+@BACKENDS
+def test_messages(client, model):
+    raw = client.messages.with_raw_response.create(model=model, max_tokens=64, messages=ask("Say hi"))
+    assert raw.headers["x-switchyard-backend"] == ("local" if model == "auto" else "claude")
     message = raw.parse()
     assert message.role == "assistant"
     assert message.content[0].type == "text"
@@ -42,9 +47,10 @@ def test_messages(client):
     assert message.usage.input_tokens > 0 and message.usage.output_tokens > 0
 
 
-def test_tool_use_round_trip(client):
+@BACKENDS
+def test_tool_use_round_trip(client, model):
     messages = ask("Weather in Oslo?")
-    first = client.messages.create(model="auto", max_tokens=256, messages=messages, tools=[WEATHER_TOOL])
+    first = client.messages.create(model=model, max_tokens=256, messages=messages, tools=[WEATHER_TOOL])
     assert first.stop_reason == "tool_use"
     call = next(block for block in first.content if block.type == "tool_use")
     assert call.name == "get_weather" and "city" in call.input
@@ -52,13 +58,14 @@ def test_tool_use_round_trip(client):
         {"role": "assistant", "content": [block.model_dump(exclude_none=True) for block in first.content]},
         {"role": "user", "content": [{"type": "tool_result", "tool_use_id": call.id, "content": "12 C and clear"}]},
     ]
-    second = client.messages.create(model="auto", max_tokens=256, messages=messages, tools=[WEATHER_TOOL])
+    second = client.messages.create(model=model, max_tokens=256, messages=messages, tools=[WEATHER_TOOL])
     assert second.content[0].type == "text"
     assert second.stop_reason in ("end_turn", "max_tokens")
 
 
-def test_stream_text_matches_whole_usage(client):
-    request = dict(model="auto", max_tokens=48, messages=ask("Stream the same answer"))
+@BACKENDS
+def test_stream_text_matches_whole_usage(client, model):
+    request = dict(model=model, max_tokens=48, messages=ask("Stream the same answer"))
     whole = client.messages.create(**request)
     with client.messages.stream(**request) as stream:
         text = "".join(stream.text_stream)
@@ -68,8 +75,9 @@ def test_stream_text_matches_whole_usage(client):
     assert final.usage.output_tokens == whole.usage.output_tokens
 
 
-def test_stream_with_tools(client):
-    with client.messages.stream(model="auto", max_tokens=256, messages=ask("Weather?"), tools=[WEATHER_TOOL]) as stream:
+@BACKENDS
+def test_stream_with_tools(client, model):
+    with client.messages.stream(model=model, max_tokens=256, messages=ask("Weather?"), tools=[WEATHER_TOOL]) as stream:
         final = stream.get_final_message()
     call = next(block for block in final.content if block.type == "tool_use")
     assert call.name == "get_weather"

@@ -19,6 +19,10 @@ WEATHER_TOOL = {
 }
 
 
+# `auto` reaches an OpenAI-dialect backend; `claude` an Anthropic-dialect one.
+BACKENDS = pytest.mark.parametrize("model", ["auto", "claude"])
+
+
 @pytest.fixture()
 def client(gateway):
     return openai.OpenAI(base_url=gateway.url + "/v1", api_key="unused", max_retries=0, timeout=30)
@@ -26,7 +30,7 @@ def client(gateway):
 
 def test_models_list(client):
     ids = [m.id for m in client.models.list()]
-    assert ids == ["auto", "flaky", "local"]
+    assert ids == ["auto", "claude", "flaky", "local"]
 
 
 def test_chat(client):
@@ -56,23 +60,25 @@ def test_chat_n_logprobs_and_json_mode(client):
     assert len(completion.choices[0].logprobs.content[0].top_logprobs) == 2
 
 
-def test_chat_with_tools_round_trip(client):
+@BACKENDS
+def test_chat_with_tools_round_trip(client, model):
     messages = [{"role": "user", "content": "Weather in Oslo?"}]
-    first = client.chat.completions.create(model="auto", messages=messages, tools=[WEATHER_TOOL])
+    first = client.chat.completions.create(model=model, messages=messages, tools=[WEATHER_TOOL])
     choice = first.choices[0]
     assert choice.finish_reason == "tool_calls"
     call = choice.message.tool_calls[0]
     assert call.function.name == "get_weather"
     assert "city" in json.loads(call.function.arguments)
     messages += [choice.message.model_dump(exclude_none=True), {"role": "tool", "tool_call_id": call.id, "content": "12 C"}]
-    second = client.chat.completions.create(model="auto", messages=messages, tools=[WEATHER_TOOL])
+    second = client.chat.completions.create(model=model, messages=messages, tools=[WEATHER_TOOL])
     assert second.choices[0].finish_reason in ("stop", "length")
     assert second.choices[0].message.content
 
 
-def test_chat_streaming_with_usage(client):
+@BACKENDS
+def test_chat_streaming_with_usage(client, model):
     stream = client.chat.completions.create(
-        model="auto",
+        model=model,
         messages=[{"role": "user", "content": "Stream"}],
         stream=True,
         stream_options={"include_usage": True},
@@ -170,8 +176,9 @@ RESPONSES_TOOL = {
 }
 
 
-def test_responses(client):
-    response = client.responses.create(model="auto", input="Say hi", instructions="Be brief", max_output_tokens=64)
+@BACKENDS
+def test_responses(client, model):
+    response = client.responses.create(model=model, input="Say hi", instructions="Be brief", max_output_tokens=64)
     assert response.output_text.startswith("[sim]")
     assert response.usage.input_tokens > 0 and response.usage.output_tokens > 0
 
@@ -193,8 +200,9 @@ def test_responses_with_a_function_tool(client):
     assert second.output_text
 
 
-def test_responses_streaming(client):
-    stream = client.responses.create(model="auto", input="Stream it", max_output_tokens=40, stream=True)
+@BACKENDS
+def test_responses_streaming(client, model):
+    stream = client.responses.create(model=model, input="Stream it", max_output_tokens=40, stream=True)
     deltas, completed = [], None
     for event in stream:
         if event.type == "response.output_text.delta":
