@@ -9,10 +9,7 @@ use switchyard_adapters::tokens;
 use switchyard_adapters::types::{EmbeddingRequest, Usage};
 use switchyard_router::RequestView;
 
-use std::sync::Arc;
-
-use switchyard_policies::{Pricing, TokenCounts};
-
+use super::endpoint::{Size, worst_cost};
 use super::record::{RequestContext, RequestRecord};
 use crate::access::Caller;
 use crate::app::App;
@@ -46,21 +43,14 @@ pub async fn serve(app: &App, req: Request<Incoming>) -> Result<Response<Body>, 
     let decision = app.decide(&complete_view(view, &parts.headers, hints, &app.router)?)?;
     let served = Served::first_choice(&decision);
     let prompt_tokens = decision.features.prompt_tokens;
-    let context = RequestContext {
-        endpoint: "embeddings",
-        dialect: Dialect::OpenAi,
-        model: request.model.clone(),
-        request_id: parts
-            .headers
-            .get("x-request-id")
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_owned),
-        caller: caller.clone(),
-        route: decision.route.map(|r| app.router.route_name(r).to_owned()),
-        profile: decision.features.profile.map(|p| p.name()),
-        prompt: Arc::new((request.texts().join("\n"), 0)),
-        estimated_tokens: prompt_tokens,
-    };
+    let context = RequestContext::new(
+        app,
+        &parts,
+        ("embeddings", Dialect::OpenAi),
+        request.model.clone(),
+        &decision,
+        (request.texts().join("\n"), 0),
+    );
     if let Some(caller) = &caller {
         app.rates.check_tokens(&caller.key.name, prompt_tokens)?;
     }
@@ -69,13 +59,14 @@ pub async fn serve(app: &App, req: Request<Incoming>) -> Result<Response<Body>, 
         let reservation = match &caller {
             None => None,
             Some(caller) => {
-                let worst = match backend.pricing {
-                    Pricing::Tokens(price) => price.cost(&TokenCounts {
-                        input: u64::from(prompt_tokens) * 5 / 4 + 64,
-                        ..TokenCounts::default()
-                    }),
-                    _ => 0.0,
-                };
+                // An encoder only reads: no output to reserve for.
+                let worst = worst_cost(
+                    backend,
+                    Size {
+                        prompt_tokens,
+                        max_tokens: Some(0),
+                    },
+                );
                 let reservation = app
                     .budgets
                     .reserve(&caller.key, backend.is_cloud(), worst)
@@ -96,24 +87,13 @@ pub async fn serve(app: &App, req: Request<Incoming>) -> Result<Response<Body>, 
             admission.sharing,
             Some(decision.predicted_ttft_ms),
         );
-        match backend.provider.embeddings(request).await {
-            Ok(response) => {
-                let usage = response
-                    .usage
-                    .as_ref()
-                    .map(|u| Usage::new(u.prompt_tokens, 0));
-                record.usage(usage.as_ref());
-                record.finish("ok");
-                record.write().await;
-                Ok(json_response(StatusCode::OK, &response))
-            }
-            Err(err) => {
-                let err = GatewayError::from(err);
-                record.finish(err.kind());
-                record.write().await;
-                Err(err)
-            }
-        }
+        let embedded = backend.provider.embeddings(request).await;
+        let response = record
+            .settle_whole(embedded, |r| {
+                r.usage.as_ref().map(|u| Usage::new(u.prompt_tokens, 0))
+            })
+            .await?;
+        Ok(json_response(StatusCode::OK, &response))
     }
     .await;
     let mut response = result.unwrap_or_else(GatewayError::into_response);

@@ -3,7 +3,6 @@
 //! before the first byte, escalation for cascades), answer with receipts.
 
 use std::collections::VecDeque;
-use std::sync::Arc;
 
 use futures_util::StreamExt;
 use futures_util::future::BoxFuture;
@@ -184,21 +183,14 @@ pub async fn serve_decided<E: Endpoint>(
     if let Some(caller) = &caller {
         app.rates.check_tokens(&caller.key.name, estimated_tokens)?;
     }
-    let context = RequestContext {
-        endpoint: E::NAME,
-        dialect: E::DIALECT,
-        model: E::model_name(&request).to_owned(),
-        request_id: parts
-            .headers
-            .get("x-request-id")
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_owned),
-        caller,
-        route: decision.route.map(|r| app.router.route_name(r).to_owned()),
-        profile: decision.features.profile.map(|p| p.name()),
-        prompt: Arc::new(E::prompt_for_count(&request)),
-        estimated_tokens,
-    };
+    let context = RequestContext::new(
+        app,
+        parts,
+        (E::NAME, E::DIALECT),
+        E::model_name(&request).to_owned(),
+        &decision,
+        E::prompt_for_count(&request),
+    );
     let (result, served) = dispatch::<E>(app, &decision, request, context, size).await;
     let mut response = result.unwrap_or_else(|err| err.into_response_for(E::DIALECT));
     receipts::apply(app, &decision, served, response.headers_mut());

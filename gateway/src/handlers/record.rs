@@ -6,16 +6,18 @@
 use std::sync::Arc;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
+use http::request::Parts;
+use switchyard_adapters::AdapterError;
 use switchyard_adapters::tokens;
 use switchyard_adapters::types::Usage;
 use switchyard_policies::{Pricing, Reference, TokenCounts};
-use switchyard_router::Reason;
 use switchyard_router::latency::{LatencyStore, Observation};
+use switchyard_router::{Decision, Reason};
 
 use crate::access::{Caller, RateLimits, Reservation};
 use crate::app::App;
 use crate::breaker::Breaker;
-use crate::error::Dialect;
+use crate::error::{Dialect, GatewayError};
 use crate::ledger::{Ledger, LedgerRow};
 
 /// Who asked and how the request was routed: the same for every backend a
@@ -35,6 +37,38 @@ pub struct RequestContext {
     pub prompt: Arc<(String, usize)>,
     /// Tokens estimated at admission (for the tokens-per-minute limit).
     pub estimated_tokens: u32,
+}
+
+impl RequestContext {
+    /// The context of a request routed by `decision`, with the caller, the
+    /// request id and the route taken from the request and the decision.
+    pub fn new(
+        app: &App,
+        parts: &Parts,
+        (endpoint, dialect): (&'static str, Dialect),
+        model: String,
+        decision: &Decision,
+        prompt: (String, usize),
+    ) -> Self {
+        RequestContext {
+            endpoint,
+            dialect,
+            model,
+            request_id: parts
+                .headers
+                .get("x-request-id")
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_owned),
+            caller: parts.extensions.get::<Caller>().cloned(),
+            route: decision.route.map(|r| app.router.route_name(r).to_owned()),
+            profile: decision.features.profile.map(|p| p.name()),
+            prompt: Arc::new(prompt),
+            estimated_tokens: decision
+                .features
+                .prompt_tokens
+                .saturating_add(decision.features.max_tokens.unwrap_or(0)),
+        }
+    }
 }
 
 pub struct RequestRecord {
@@ -150,6 +184,30 @@ impl RequestRecord {
 
     pub fn finish(&mut self, outcome: &'static str) {
         self.outcome = outcome;
+    }
+
+    /// Records a whole (not streamed) call's outcome and writes the row,
+    /// before the answer goes out.
+    pub async fn settle_whole<T>(
+        &mut self,
+        result: Result<T, AdapterError>,
+        usage: impl FnOnce(&T) -> Option<Usage>,
+    ) -> Result<T, GatewayError> {
+        match result {
+            Ok(answer) => {
+                self.first_output();
+                self.usage(usage(&answer).as_ref());
+                self.finish("ok");
+                self.write().await;
+                Ok(answer)
+            }
+            Err(err) => {
+                let err = GatewayError::from(err);
+                self.finish(err.kind());
+                self.write().await;
+                Err(err)
+            }
+        }
     }
 
     /// Writes the row now, waiting as the ledger's durability requires.

@@ -2,8 +2,6 @@
 //! completions: the request is translated to chat, routed like any chat
 //! request, and the answer translated back, whole or as `response.*` events.
 
-use std::sync::Arc;
-
 use bytes::Bytes;
 use futures_util::StreamExt;
 use futures_util::future::BoxFuture;
@@ -20,7 +18,7 @@ use switchyard_router::{AnswerSummary, Decision, RequestView};
 
 use super::chat::Chat;
 use super::chat_backed::chat_backed;
-use super::endpoint::{Chunks, Endpoint, decide, serve_decided};
+use super::endpoint::{Chunks, Endpoint, Size, decide, serve_decided, worst_cost};
 use super::record::{RequestContext, RequestRecord};
 use super::stream::ResponsesEvents;
 use crate::access::Caller;
@@ -120,12 +118,16 @@ async fn passthrough(
 ) -> Result<Response<Body>, GatewayError> {
     let backend_index = decision.primary();
     let backend = &app.backends[backend_index];
+    let size = Size {
+        prompt_tokens: decision.features.prompt_tokens,
+        max_tokens: decision.features.max_tokens,
+    };
     let caller = parts.extensions.get::<Caller>().cloned();
     let reservation = match &caller {
         None => None,
         Some(caller) => Some(
             app.budgets
-                .reserve(&caller.key, backend.is_cloud(), 0.0)
+                .reserve(&caller.key, backend.is_cloud(), worst_cost(backend, size))
                 .map_err(|exhausted| GatewayError::BudgetExhausted {
                     holder: exhausted.holder,
                 })?,
@@ -134,24 +136,18 @@ async fn passthrough(
     let admission = app.admit(backend_index).await?;
     raw["model"] = Value::String(backend.upstream_model.clone());
     let streaming = raw.get("stream").and_then(Value::as_bool).unwrap_or(false);
-    let context = RequestContext {
-        endpoint: "responses",
-        dialect: Dialect::OpenAi,
-        model: decision.route.map_or_else(
-            || backend.name.clone(),
-            |r| app.router.route_name(r).to_owned(),
-        ),
-        request_id: parts
-            .headers
-            .get("x-request-id")
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_owned),
-        caller,
-        route: decision.route.map(|r| app.router.route_name(r).to_owned()),
-        profile: decision.features.profile.map(|p| p.name()),
-        prompt: Arc::new((String::new(), 0)),
-        estimated_tokens: decision.features.prompt_tokens,
-    };
+    let model = decision.route.map_or_else(
+        || backend.name.clone(),
+        |r| app.router.route_name(r).to_owned(),
+    );
+    let context = RequestContext::new(
+        app,
+        parts,
+        ("responses", Dialect::OpenAi),
+        model,
+        decision,
+        (String::new(), 0),
+    );
     let mut record = RequestRecord::new(
         app,
         context,
@@ -162,21 +158,10 @@ async fn passthrough(
         Some(decision.predicted_ttft_ms),
     );
     if !streaming {
-        return match backend.provider.responses(raw).await {
-            Ok(response) => {
-                record.first_output();
-                record.usage(usage_of(&response).as_ref());
-                record.finish("ok");
-                record.write().await;
-                Ok(json_response(StatusCode::OK, &response))
-            }
-            Err(err) => {
-                let err = GatewayError::from(err);
-                record.finish(err.kind());
-                record.write().await;
-                Err(err)
-            }
-        };
+        let response = record
+            .settle_whole(backend.provider.responses(raw).await, usage_of)
+            .await?;
+        return Ok(json_response(StatusCode::OK, &response));
     }
     let events = match backend.provider.responses_stream(raw).await {
         Ok(events) => events,
