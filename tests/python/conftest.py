@@ -31,10 +31,14 @@ class Proc:
             pytest.fail(f"switchyard {args} did not start: {line!r}")
         self.url = line.strip().rsplit(" ", 1)[-1]
 
-    def stop(self):
-        self.proc.terminate()
-        self.proc.wait(timeout=10)
-        shutil.rmtree(self.dir, ignore_errors=True)
+    def stop(self, keep_dir=False):
+        """Ends the process (a gateway flushes its ledger first); its folder
+        goes too unless `keep_dir`."""
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            self.proc.wait(timeout=10)
+        if not keep_dir:
+            shutil.rmtree(self.dir, ignore_errors=True)
 
 
 def start_sim(*overrides):

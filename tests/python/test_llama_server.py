@@ -1,0 +1,111 @@
+"""A real model server behind the gateway: llama.cpp's llama-server running
+SmolLM2-135M on the CPU. Skipped unless scripts/test.sh has installed it
+(LLAMA_SERVER and SMOLLM2_GGUF name the binary and the model)."""
+
+import json
+import os
+import socket
+import sqlite3
+import subprocess
+import time
+import urllib.request
+
+import openai
+import pytest
+
+from conftest import start_gateway
+
+LLAMA_SERVER = os.environ.get("LLAMA_SERVER")
+MODEL = os.environ.get("SMOLLM2_GGUF")
+
+pytestmark = pytest.mark.skipif(not (LLAMA_SERVER and MODEL), reason="llama-server not installed (scripts/test.sh installs it)")
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def llama():
+    port = free_port()
+    proc = subprocess.Popen(
+        [LLAMA_SERVER, "-m", MODEL, "--host", "127.0.0.1", "--port", str(port), "-t", "1", "-c", "4096", "--no-webui"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        try:
+            with urllib.request.urlopen(url + "/health", timeout=1) as r:
+                if json.load(r).get("status") == "ok":
+                    break
+        except OSError:
+            time.sleep(0.25)
+    else:
+        proc.kill()
+        pytest.fail("llama-server did not become healthy in 60 s")
+    yield url
+    proc.terminate()
+    proc.wait(timeout=10)
+
+
+@pytest.fixture(scope="module")
+def gateway(llama):
+    gw = start_gateway(f"""
+backends:
+  smollm2:
+    tier: small
+    openai: {{base_url: "{llama}/v1"}}
+    max_concurrency: 1
+    max_queue: 8
+""")
+    yield gw
+    gw.stop()
+
+
+def test_a_real_model_answers_through_the_gateway(gateway):
+    client = openai.OpenAI(base_url=gateway.url + "/v1", api_key="unused", max_retries=0, timeout=120)
+    raw = client.chat.completions.with_raw_response.create(
+        model="smollm2", messages=[{"role": "user", "content": "Name a colour."}], max_tokens=16, temperature=0
+    )
+    assert raw.headers["x-switchyard-backend"] == "smollm2"
+    assert int(raw.headers["x-switchyard-predicted-ttft-ms"]) >= 0
+    reply = raw.parse()
+    assert reply.choices[0].message.content.strip(), "real text came back"
+    assert not reply.choices[0].message.content.startswith("[sim]")
+    assert reply.usage.prompt_tokens > 5 and 0 < reply.usage.completion_tokens <= 16
+
+    text = "".join(
+        c.choices[0].delta.content or ""
+        for c in client.chat.completions.create(
+            model="smollm2", messages=[{"role": "user", "content": "Count to five."}], max_tokens=24, stream=True
+        )
+        if c.choices
+    )
+    assert text.strip()
+
+    # A long prompt twice: the second reuses llama.cpp's prefix cache.
+    document = " ".join(f"Line {i}: the gateway routes requests between local and cloud models." for i in range(120))
+    for _ in range(2):
+        long = client.chat.completions.create(
+            model="smollm2",
+            messages=[{"role": "system", "content": document}, {"role": "user", "content": "Summarise in one line."}],
+            max_tokens=8,
+        )
+    assert long.usage.prompt_tokens > 1500
+    assert long.usage.prompt_tokens_details.cached_tokens > 1000
+
+
+def test_the_ledger_holds_what_the_model_server_reported(gateway):
+    gateway.stop(keep_dir=True)  # flushes the ledger
+    rows = sqlite3.connect(os.path.join(gateway.dir, "switchyard-ledger.db")).execute(
+        "SELECT input_tokens, cached_tokens, output_tokens, estimated, ttft_ms, decode_tokens_per_s, status FROM requests ORDER BY id"
+    ).fetchall()
+    assert len(rows) == 4, rows
+    assert all(row[6] == "ok" and not row[3] for row in rows), "usage as the model server reported it"
+    assert rows[-1][1] > 1000, "the cache hit is in the ledger"
+    assert all(r[4] is not None and r[4] > 0 for r in rows), "time to first token measured"
+    assert any(r[5] is not None and r[5] > 0 for r in rows), "decode rate measured"
