@@ -99,13 +99,23 @@ def test_a_real_model_answers_through_the_gateway(gateway):
     assert long.usage.prompt_tokens_details.cached_tokens > 1000
 
 
+def test_an_over_long_prompt_is_the_backends_400(gateway):
+    client = openai.OpenAI(base_url=gateway.url + "/v1", api_key="unused", max_retries=0, timeout=120)
+    too_long = "word " * 6000  # the server's context is 4,096 tokens
+    with pytest.raises(openai.BadRequestError) as refused:
+        client.chat.completions.create(model="smollm2", messages=[{"role": "user", "content": too_long}], max_tokens=4)
+    assert "exceed" in str(refused.value).lower() or "context" in str(refused.value).lower(), refused.value
+
+
 def test_the_ledger_holds_what_the_model_server_reported(gateway):
     gateway.stop(keep_dir=True)  # flushes the ledger
     rows = sqlite3.connect(os.path.join(gateway.dir, "switchyard-ledger.db")).execute(
         "SELECT input_tokens, cached_tokens, output_tokens, estimated, ttft_ms, decode_tokens_per_s, status FROM requests ORDER BY id"
     ).fetchall()
-    assert len(rows) == 4, rows
-    assert all(row[6] == "ok" and not row[3] for row in rows), "usage as the model server reported it"
-    assert rows[-1][1] > 1000, "the cache hit is in the ledger"
-    assert all(r[4] is not None and r[4] > 0 for r in rows), "time to first token measured"
-    assert any(r[5] is not None and r[5] > 0 for r in rows), "decode rate measured"
+    served = [row for row in rows if row[6] == "ok"]
+    assert len(served) == 4, rows
+    assert all(not row[3] for row in served), "usage as the model server reported it"
+    assert [row[6] for row in rows if row[6] != "ok"] == ["upstream_rejected"], "the refused prompt has its row, unbilled"
+    assert served[-1][1] > 1000, "the cache hit is in the ledger"
+    assert all(r[4] is not None and r[4] > 0 for r in served), "time to first token measured"
+    assert any(r[5] is not None and r[5] > 0 for r in served), "decode rate measured"
