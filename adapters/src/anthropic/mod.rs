@@ -16,6 +16,7 @@ mod tests;
 pub use client::AnthropicClient;
 pub use from_chat::{finish_to_stop_reason, message_from_chat, usage_from_chat};
 pub use stream::MessageStream;
+pub(crate) use to_chat::untranslatable;
 pub use to_chat::{TranslateError, chat_from_messages};
 pub use to_chat_response::{
     EventsToChunks, chat_from_message, stop_reason_to_finish, usage_to_chat,

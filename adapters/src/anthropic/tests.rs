@@ -13,14 +13,7 @@ use crate::types::{
 };
 
 fn text_message(role: Role, text: &str) -> Message {
-    Message {
-        role,
-        content: Some(Content::Text(text.into())),
-        name: None,
-        tool_calls: None,
-        tool_call_id: None,
-        extra: Map::new(),
-    }
+    Message::new(role, Content::Text(text.into()))
 }
 
 fn call(id: &str, name: &str, args: &Value) -> ToolCall {

@@ -17,7 +17,11 @@ pub struct TranslateError {
     pub message: String,
 }
 
-fn untranslatable(param: impl Into<String>, message: impl Into<String>) -> TranslateError {
+/// The error for `param`, which has no equivalent on the other side.
+pub(crate) fn untranslatable(
+    param: impl Into<String>,
+    message: impl Into<String>,
+) -> TranslateError {
     TranslateError {
         param: param.into(),
         message: message.into(),
@@ -51,7 +55,7 @@ pub fn chat_from_messages(req: MessagesRequest) -> Result<ChatRequest, Translate
     }
     let mut messages = Vec::with_capacity(req.messages.len() + 1);
     if let Some(system) = req.system {
-        messages.push(chat_message(Role::System, content_from(&system, "system")?));
+        messages.push(Message::new(Role::System, content_from(&system, "system")?));
     }
     for (i, message) in req.messages.into_iter().enumerate() {
         let at = format!("messages[{i}]");
@@ -117,17 +121,6 @@ pub fn chat_from_messages(req: MessagesRequest) -> Result<ChatRequest, Translate
         },
         forward_headers: Vec::new(),
     })
-}
-
-fn chat_message(role: Role, content: Content) -> Message {
-    Message {
-        role,
-        content: Some(content),
-        name: None,
-        tool_calls: None,
-        tool_call_id: None,
-        extra: Map::new(),
-    }
 }
 
 fn tool(tool: AnthropicTool, i: usize) -> Result<Tool, TranslateError> {
@@ -260,7 +253,7 @@ fn part(block: &Value, at: &str) -> Result<ContentPart, TranslateError> {
 fn user_turn(content: &Value, at: &str, out: &mut Vec<Message>) -> Result<(), TranslateError> {
     let blocks = match content {
         Value::String(text) => {
-            out.push(chat_message(Role::User, Content::Text(text.clone())));
+            out.push(Message::new(Role::User, Content::Text(text.clone())));
             return Ok(());
         }
         Value::Array(blocks) => blocks,
@@ -290,7 +283,7 @@ fn user_turn(content: &Value, at: &str, out: &mut Vec<Message>) -> Result<(), Tr
                         .join("\n"),
                 },
             };
-            let mut message = chat_message(Role::Tool, Content::Text(text));
+            let mut message = Message::new(Role::Tool, Content::Text(text));
             message.tool_call_id = Some(id.to_owned());
             if let Some(is_error) = block.get("is_error") {
                 message.extra.insert("is_error".into(), is_error.clone());
@@ -301,7 +294,7 @@ fn user_turn(content: &Value, at: &str, out: &mut Vec<Message>) -> Result<(), Tr
         }
     }
     if !parts.is_empty() {
-        out.push(chat_message(Role::User, Content::Parts(parts)));
+        out.push(Message::new(Role::User, Content::Parts(parts)));
     }
     Ok(())
 }
@@ -311,7 +304,7 @@ fn user_turn(content: &Value, at: &str, out: &mut Vec<Message>) -> Result<(), Tr
 fn assistant_turn(content: &Value, at: &str) -> Result<Message, TranslateError> {
     let blocks = match content {
         Value::String(text) => {
-            return Ok(chat_message(Role::Assistant, Content::Text(text.clone())));
+            return Ok(Message::new(Role::Assistant, Content::Text(text.clone())));
         }
         Value::Array(blocks) => blocks,
         _ => {
@@ -323,7 +316,7 @@ fn assistant_turn(content: &Value, at: &str) -> Result<Message, TranslateError> 
     };
     let mut text = String::new();
     let mut calls = Vec::new();
-    let mut message = chat_message(Role::Assistant, Content::Text(String::new()));
+    let mut message = Message::new(Role::Assistant, Content::Text(String::new()));
     for (i, block) in blocks.iter().enumerate() {
         let here = format!("{at}.content[{i}]");
         match block.get("type").and_then(Value::as_str) {

@@ -3,7 +3,7 @@
 
 use serde_json::{Map, Value, json};
 
-use super::to_chat::TranslateError;
+use super::to_chat::{TranslateError, untranslatable};
 use super::types::{
     Message as AnthropicMessage, MessagesRequest, Role as AnthropicRole, Tool as AnthropicTool,
 };
@@ -20,13 +20,6 @@ const TRANSLATED_EXTRAS: [&str; 5] = ["stop", "top_p", "top_k", "reasoning_effor
 /// Anthropic backend caches by `cache_control` markers instead, so the hint
 /// is left behind.
 const ADVISORY_EXTRAS: [&str; 1] = ["prompt_cache_key"];
-
-fn untranslatable(param: impl Into<String>, message: impl Into<String>) -> TranslateError {
-    TranslateError {
-        param: param.into(),
-        message: message.into(),
-    }
-}
 
 pub fn messages_from_chat(req: ChatRequest) -> Result<MessagesRequest, TranslateError> {
     if req.n.is_some_and(|n| n > 1) {

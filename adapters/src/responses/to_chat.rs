@@ -3,6 +3,7 @@
 use serde_json::{Map, Value, json};
 
 use crate::anthropic::TranslateError;
+use crate::anthropic::untranslatable;
 use crate::types::{
     ChatRequest, Content, ContentPart, FunctionCall, FunctionDef, Message, Role, StreamOptions,
     Tool, ToolCall,
@@ -34,24 +35,6 @@ const KNOWN: [&str; 19] = [
     "client_metadata",
 ];
 
-fn untranslatable(param: impl Into<String>, message: impl Into<String>) -> TranslateError {
-    TranslateError {
-        param: param.into(),
-        message: message.into(),
-    }
-}
-
-fn message(role: Role, content: Content) -> Message {
-    Message {
-        role,
-        content: Some(content),
-        name: None,
-        tool_calls: None,
-        tool_call_id: None,
-        extra: Map::new(),
-    }
-}
-
 pub fn chat_from_responses(body: &Value) -> Result<ChatRequest, TranslateError> {
     let object = body
         .as_object()
@@ -70,14 +53,14 @@ pub fn chat_from_responses(body: &Value) -> Result<ChatRequest, TranslateError> 
         .ok_or_else(|| untranslatable("model", "missing field `model`"))?;
     let mut messages = Vec::new();
     if let Some(instructions) = object.get("instructions").and_then(Value::as_str) {
-        messages.push(message(
+        messages.push(Message::new(
             Role::System,
             Content::Text(instructions.to_owned()),
         ));
     }
     match object.get("input") {
         Some(Value::String(text)) => {
-            messages.push(message(Role::User, Content::Text(text.clone())))
+            messages.push(Message::new(Role::User, Content::Text(text.clone())))
         }
         Some(Value::Array(items)) => {
             for (i, item) in items.iter().enumerate() {
@@ -226,7 +209,7 @@ fn input_item(item: &Value, at: &str, out: &mut Vec<Message>) -> Result<(), Tran
                     ));
                 }
             };
-            out.push(message(role, content));
+            out.push(Message::new(role, content));
         }
         "function_call" => {
             let call = ToolCall {
@@ -259,7 +242,7 @@ fn input_item(item: &Value, at: &str, out: &mut Vec<Message>) -> Result<(), Tran
                 _ => out.push(Message {
                     content: None,
                     tool_calls: Some(vec![call]),
-                    ..message(Role::Assistant, Content::Text(String::new()))
+                    ..Message::new(Role::Assistant, Content::Text(String::new()))
                 }),
             }
         }
@@ -269,7 +252,7 @@ fn input_item(item: &Value, at: &str, out: &mut Vec<Message>) -> Result<(), Tran
                 Some(other) => other.to_string(),
                 None => String::new(),
             };
-            let mut result = message(Role::Tool, Content::Text(output));
+            let mut result = Message::new(Role::Tool, Content::Text(output));
             result.tool_call_id = item
                 .get("call_id")
                 .and_then(Value::as_str)

@@ -129,12 +129,7 @@ impl SimBackend {
     ) -> Result<ChatResponse, AdapterError> {
         let _slot = self.admit().await?;
         let plan = self.plan_chat(&req)?;
-        tokio::time::sleep(plan.first + plan.gaps.iter().sum::<Duration>()).await;
-        if plan.luck.reset {
-            return Err(AdapterError::Reset {
-                message: "simulated connection reset".into(),
-            });
-        }
+        SimBackend::take_whole_time(plan.first, &plan.gaps, plan.luck).await?;
         let choices = plan
             .choices
             .iter()

@@ -109,12 +109,7 @@ impl SimBackend {
     ) -> Result<CompletionResponse, AdapterError> {
         let _slot = self.admit().await?;
         let (plan, seeds) = self.plan_completion(&req)?;
-        tokio::time::sleep(plan.first + plan.gaps.iter().sum::<Duration>()).await;
-        if plan.luck.reset {
-            return Err(AdapterError::Reset {
-                message: "simulated connection reset".into(),
-            });
-        }
+        SimBackend::take_whole_time(plan.first, &plan.gaps, plan.luck).await?;
         let choices = plan
             .choices
             .iter()

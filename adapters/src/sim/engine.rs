@@ -157,6 +157,22 @@ impl SimBackend {
         })
     }
 
+    /// Waits as long as a whole (not streamed) answer takes, then fails the
+    /// way a dropped connection would if this request drew a reset.
+    pub(super) async fn take_whole_time(
+        first: Duration,
+        gaps: &[Duration],
+        luck: Luck,
+    ) -> Result<(), AdapterError> {
+        tokio::time::sleep(first + gaps.iter().sum::<Duration>()).await;
+        if luck.reset {
+            return Err(AdapterError::Reset {
+                message: "simulated connection reset".into(),
+            });
+        }
+        Ok(())
+    }
+
     pub(super) fn scaled(d: Duration, luck: Luck) -> Duration {
         d.mul_f64(luck.scale)
     }

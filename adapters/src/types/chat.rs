@@ -105,6 +105,18 @@ pub struct Message {
 }
 
 impl Message {
+    /// A message with content and nothing else.
+    pub fn new(role: Role, content: Content) -> Self {
+        Message {
+            role,
+            content: Some(content),
+            name: None,
+            tool_calls: None,
+            tool_call_id: None,
+            extra: Extra::new(),
+        }
+    }
+
     /// The text of the message: its string content, or its text parts joined.
     pub fn text(&self) -> String {
         match &self.content {
