@@ -9,7 +9,7 @@ use switchyard_adapters::anthropic::AnthropicClient;
 use switchyard_adapters::openai::OpenAiClient;
 use switchyard_adapters::sim::SimBackend;
 use switchyard_adapters::{AdapterError, Provider};
-use switchyard_policies::{Backend, BackendAdapter, Config, Pricing, Reference, Tier};
+use switchyard_policies::{Backend, BackendAdapter, Config, Engine, Pricing, Reference, Tier};
 use switchyard_router::Router;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
@@ -18,6 +18,7 @@ use crate::breaker::Breaker;
 use crate::error::GatewayError;
 use crate::handlers::HedgeSpend;
 use crate::ledger::{Ledger, now_ms, spend_since};
+use crate::metrics::Metrics;
 
 /// A backend ready to call.
 pub struct BackendHandle {
@@ -25,6 +26,10 @@ pub struct BackendHandle {
     pub tier: Tier,
     pub upstream_model: String,
     pub provider: Arc<dyn Provider>,
+    /// The server software, for its extra request fields.
+    pub engine: Engine,
+    /// llama.cpp's slot count, when declared.
+    pub slots: Option<u32>,
     pub pricing: Pricing,
     /// The longest a request may take to start answering (for reserving
     /// the worst-case cost of hourly-priced backends).
@@ -103,6 +108,7 @@ pub struct App {
     /// The cloud model every request is also priced on.
     pub reference: Option<Reference>,
     pub hedges: HedgeSpend,
+    pub metrics: Arc<Metrics>,
     in_flight: Arc<Semaphore>,
     shutting_down: AtomicBool,
 }
@@ -137,6 +143,7 @@ impl App {
             ledger_path: config.ledger.path.clone(),
             reference: config.reference.clone(),
             hedges: HedgeSpend::default(),
+            metrics: Arc::new(Metrics::new(config.backends.keys().cloned().collect())),
             in_flight: Arc::new(Semaphore::new(config.server.max_concurrent_requests)),
             shutting_down: AtomicBool::new(false),
         })
@@ -211,11 +218,17 @@ fn build_backend(backend: &Backend) -> anyhow::Result<BackendHandle> {
             .map_err(failed)?,
         ),
     };
+    let openai = match &backend.adapter {
+        BackendAdapter::OpenAi(openai) => Some(openai),
+        _ => None,
+    };
     Ok(BackendHandle {
         name: backend.name.clone(),
         tier: backend.tier,
         upstream_model: backend.upstream_model.clone(),
         provider,
+        engine: openai.map_or(Engine::Generic, |o| o.engine),
+        slots: openai.and_then(|o| o.slots),
         pricing: backend.pricing,
         first_byte_timeout: backend.timeouts.first_byte,
         in_flight: Arc::new(AtomicU32::new(0)),

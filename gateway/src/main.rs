@@ -139,6 +139,7 @@ async fn serve(
     let config = config_file::load(config.as_deref())?;
     switchyard_adapters::tokens::warm_up();
     let app = Arc::new(app::App::build(&config)?);
+    switchyard::engine_watch::spawn(&config, app.metrics.clone());
     let addr = listen.unwrap_or(config.server.listen);
     let listener = tokio::net::TcpListener::bind(addr)
         .await

@@ -39,6 +39,9 @@ pub enum Reason {
     /// A hedge (a second backend started because the first was slow to
     /// start) answered first.
     Hedge,
+    /// Drafting is off for this prompt class, so the route's backend
+    /// without a draft model served it.
+    DraftingOff,
 }
 
 impl Reason {
@@ -59,6 +62,7 @@ impl Reason {
             Reason::BudgetUnmeetable => "budget-unmeetable",
             Reason::Fastest => "fastest",
             Reason::Hedge => "hedge",
+            Reason::DraftingOff => "drafting-off",
         }
     }
 }
@@ -78,6 +82,8 @@ pub struct Decision {
     pub features: Features,
     /// The first backend's predicted time to first token (p50), ms.
     pub predicted_ttft_ms: f64,
+    /// On routes with speculative settings: whether this request drafts.
+    pub drafting: Option<bool>,
 }
 
 impl Decision {

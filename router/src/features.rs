@@ -1,7 +1,7 @@
 //! What the router knows about a request: the gateway's small view of it,
 //! and the features derived from that view, including a complexity score.
 
-use switchyard_policies::Profile;
+use switchyard_policies::{Profile, PromptClass};
 
 use crate::signals::{Signals, signals};
 
@@ -49,7 +49,13 @@ pub struct Features {
     pub profile: Option<Profile>,
     /// How demanding the request looks, 0 (trivial) to 1 (hard).
     pub score: f64,
+    /// A hash of the session id, when the request names a session.
+    #[serde(skip)]
+    pub session: Option<u64>,
 }
+
+/// The code signal of two keyword hits (see `signals::saturate`).
+const CODE_SIGNAL: f64 = 0.6;
 
 /// Prompts above this many tokens count as long-context.
 const LONG_CONTEXT_TOKENS: u32 = 8192;
@@ -77,9 +83,20 @@ impl Features {
             long_context: view.prompt_tokens > LONG_CONTEXT_TOKENS,
             profile: view.profile.or(route_profile),
             score: 0.0,
+            session: view.session.map(crate::split::hash_key),
         };
         features.score = features.complexity();
         features
+    }
+
+    /// Code or prose, for speculative decoding: code when the last user
+    /// turn shows at least two signs of code.
+    pub fn prompt_class(&self) -> PromptClass {
+        if self.signals.code >= CODE_SIGNAL {
+            PromptClass::Code
+        } else {
+            PromptClass::Prose
+        }
     }
 
     /// A weighted sum of bounded parts: prompt length (log-scaled up to

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use switchyard_policies::{
     Backend, BackendAdapter, CascadeCheck, Config, Hedge, LatencyBudget, Pricing, Profile,
-    RouteStrategy,
+    RouteStrategy, Speculative,
 };
 
 use crate::budgeted::{Candidate, DEFAULT_EXPECTED_OUTPUT, budget_for, expected_cost, rank};
@@ -16,6 +16,7 @@ use crate::embed::embed;
 use crate::explain::{Explanation, RuleTrace};
 use crate::features::{Features, RequestView};
 use crate::latency::{LatencyHints, LatencyStore, LocalLatency, Prediction};
+use crate::speculation::SpeculationStats;
 use crate::split::{SplitPolicy, unit_from_key};
 use crate::target_share::{ShareTracker, WindowTracker};
 
@@ -43,6 +44,13 @@ struct CompiledRoute {
     budget: Option<LatencyBudget>,
     retries: u32,
     hedge: Option<Hedge>,
+    speculative: Option<CompiledSpeculative>,
+}
+
+struct CompiledSpeculative {
+    settings: Speculative,
+    /// The draft-less backend, by index.
+    instead: Option<usize>,
 }
 
 enum Policy {
@@ -93,6 +101,7 @@ pub struct Router {
     header_names: Vec<String>,
     pricing: Vec<Pricing>,
     latency: Arc<dyn LatencyStore>,
+    speculation: Arc<SpeculationStats>,
 }
 
 impl Router {
@@ -186,6 +195,10 @@ impl Router {
                 budget: route.budget,
                 retries: route.retries,
                 hedge: route.hedge,
+                speculative: route.speculative.as_ref().map(|s| CompiledSpeculative {
+                    settings: s.clone(),
+                    instead: s.instead.as_deref().map(at),
+                }),
             });
         }
         header_names.sort();
@@ -199,12 +212,23 @@ impl Router {
             header_names,
             pricing: config.backends.values().map(|b| b.pricing).collect(),
             latency: Arc::new(latency),
+            speculation: Arc::new(SpeculationStats::new(config.backends.len())),
         }
     }
 
     /// The latency models, for the gateway to report each call to.
     pub fn latency(&self) -> &Arc<dyn LatencyStore> {
         &self.latency
+    }
+
+    /// Speculative-decoding acceptance, per backend and prompt class.
+    pub fn speculation(&self) -> &Arc<SpeculationStats> {
+        &self.speculation
+    }
+
+    /// The route's speculative-decoding settings, if it has any.
+    pub fn speculative(&self, route: usize) -> Option<&Speculative> {
+        self.routes[route].speculative.as_ref().map(|s| &s.settings)
     }
 
     /// Retries of a failed backend on this route (1 for backends named directly).
@@ -297,7 +321,34 @@ impl Router {
     /// Decides where a request goes. `unit`, uniform in [0, 1), drives the
     /// random choices (a split without a session, target-share ties).
     pub fn decide(&self, view: &RequestView<'_>, unit: f64) -> Result<Decision, RouteError> {
-        self.decide_inner(view, unit, None)
+        let mut decision = self.decide_inner(view, unit, None)?;
+        self.decide_drafting(&mut decision);
+        Ok(decision)
+    }
+
+    /// On routes with speculative settings: whether this request drafts
+    /// (not for a class the route excludes, nor, apart from re-probes, for
+    /// one whose acceptance on the chosen backend fell below the floor),
+    /// and when it does not, the route's draft-less backend instead.
+    fn decide_drafting(&self, decision: &mut Decision) {
+        let Some(route) = decision.route else { return };
+        let Some(spec) = &self.routes[route].speculative else {
+            return;
+        };
+        let class = decision.features.prompt_class();
+        let primary = decision.primary();
+        let drafting = !spec.settings.disable_for.contains(&class)
+            && spec
+                .settings
+                .min_acceptance
+                .is_none_or(|floor| self.speculation.should_draft(primary, class, floor));
+        decision.drafting = Some(drafting);
+        if let Some(instead) = spec.instead.filter(|&b| !drafting && b != primary) {
+            decision.targets.retain(|&b| b != instead);
+            decision.targets.insert(0, instead);
+            decision.reason = Reason::DraftingOff;
+            decision.predicted_ttft_ms = self.predict(instead, &decision.features).ttft_p50_ms;
+        }
     }
 
     fn decide_inner(
@@ -317,6 +368,7 @@ impl Router {
                     rule: None,
                     predicted_ttft_ms: self.predict(backend, &features).ttft_p50_ms,
                     features,
+                    drafting: None,
                 });
             }
             None => {
@@ -430,6 +482,7 @@ impl Router {
             reason,
             rule,
             features,
+            drafting: None,
         })
     }
 
@@ -439,6 +492,7 @@ impl Router {
             features.prompt_tokens,
             0,
             expected_output(features),
+            features.prompt_class(),
         )
     }
 

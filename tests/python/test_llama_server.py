@@ -31,7 +31,9 @@ def free_port():
 def llama():
     port = free_port()
     proc = subprocess.Popen(
-        [LLAMA_SERVER, "-m", MODEL, "--host", "127.0.0.1", "--port", str(port), "-t", "1", "-c", "4096", "--no-webui"],
+        # n-gram speculation (no draft model) and the Prometheus page.
+        [LLAMA_SERVER, "-m", MODEL, "--host", "127.0.0.1", "--port", str(port), "-t", "1", "-c", "4096", "--no-webui",
+         "--spec-type", "ngram-simple", "--metrics"],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
@@ -58,9 +60,13 @@ def gateway(llama):
 backends:
   smollm2:
     tier: small
-    openai: {{base_url: "{llama}/v1"}}
+    openai: {{base_url: "{llama}/v1", engine: llamacpp, slots: 1, metrics_interval_ms: 200}}
     max_concurrency: 1
     max_queue: 8
+routes:
+  local:
+    strategy: {{split: {{weights: {{smollm2: 1}}}}}}
+    speculative: {{n_max: 16, p_min: 0.5, min_acceptance: 0.3}}
 """)
     yield gw
     gw.stop()
@@ -107,15 +113,57 @@ def test_an_over_long_prompt_is_the_backends_400(gateway):
     assert "exceed" in str(refused.value).lower() or "context" in str(refused.value).lower(), refused.value
 
 
+def metrics(gateway):
+    with urllib.request.urlopen(gateway.url + "/metrics", timeout=5) as r:
+        return r.read().decode()
+
+
+def sample(text, prefix):
+    """The value of the first exposition line starting with `prefix`."""
+    return next((float(line.split()[-1]) for line in text.splitlines() if line.startswith(prefix)), None)
+
+
+def test_speculation_is_measured_per_prompt_class(gateway):
+    client = openai.OpenAI(base_url=gateway.url + "/v1", api_key="unused", max_retries=0, timeout=120)
+    # Prompts whose answers repeat themselves enough for n-gram drafts.
+    code = (
+        "Write a Python class Point with methods add, sub, mul and div, each returning a new Point. "
+        "Then write unit tests for each method."
+    )
+    prose = "Tell me a short story about a cat on a boat."
+    for prompt in (code, prose):
+        raw = client.chat.completions.with_raw_response.create(
+            model="local", messages=[{"role": "user", "content": prompt}], max_tokens=200, temperature=0
+        )
+        assert raw.headers["x-switchyard-route"] == "local"
+        assert raw.parse().model_extra["timings"]["draft_n"] > 0, "llama-server drafted (n-gram speculation)"
+    # The gateway's figures, and the engine's own read from its /metrics.
+    deadline = time.time() + 10
+    while time.time() < deadline:
+        text = metrics(gateway)
+        if sample(text, 'switchyard_engine_draft_acceptance_ratio{backend="smollm2"}') is not None:
+            break
+        time.sleep(0.2)
+    assert sample(text, 'switchyard_draft_tokens_total{backend="smollm2",class="code"}') > 0, text
+    assert sample(text, 'switchyard_draft_tokens_total{backend="smollm2",class="prose"}') > 0, text
+    acceptance = sample(text, 'switchyard_draft_acceptance_ratio{backend="smollm2",class="code"}')
+    assert 0 < acceptance <= 1, text
+    assert 0 < sample(text, 'switchyard_engine_draft_acceptance_ratio{backend="smollm2"}') <= 1, text
+    assert sample(text, 'switchyard_decode_tokens_per_second{backend="smollm2",class="code"}') > 0, text
+
+
 def test_the_ledger_holds_what_the_model_server_reported(gateway):
     gateway.stop(keep_dir=True)  # flushes the ledger
     rows = sqlite3.connect(os.path.join(gateway.dir, "switchyard-ledger.db")).execute(
-        "SELECT input_tokens, cached_tokens, output_tokens, estimated, ttft_ms, decode_tokens_per_s, status FROM requests ORDER BY id"
+        "SELECT input_tokens, cached_tokens, output_tokens, estimated, ttft_ms, decode_tokens_per_s, status,"
+        " prompt_class, draft_tokens, draft_accepted_tokens FROM requests ORDER BY id"
     ).fetchall()
     served = [row for row in rows if row[6] == "ok"]
-    assert len(served) == 4, rows
+    assert len(served) == 6, rows
+    assert [r[7] for r in served[-2:]] == ["code", "prose"], "the router's prompt class"
+    assert all(r[8] > 0 and 0 <= r[9] <= r[8] for r in served[-2:]), "drafted and accepted tokens, from timings"
     assert all(not row[3] for row in served), "usage as the model server reported it"
     assert [row[6] for row in rows if row[6] != "ok"] == ["upstream_rejected"], "the refused prompt has its row, unbilled"
-    assert served[-1][1] > 1000, "the cache hit is in the ledger"
+    assert served[3][1] > 1000, "the cache hit is in the ledger"
     assert all(r[4] is not None and r[4] > 0 for r in served), "time to first token measured"
     assert any(r[5] is not None and r[5] > 0 for r in served), "decode rate measured"

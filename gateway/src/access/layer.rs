@@ -14,10 +14,10 @@ use super::{KeyStore, RateLimits};
 use crate::error::Dialect;
 use crate::http::Body;
 
-/// Paths that answer without a key: probes, and the admin API (which checks
-/// the admin key itself).
+/// Paths that answer without a key: probes, Prometheus scrapes, and the
+/// admin API (which checks the admin key itself).
 fn is_open(path: &str) -> bool {
-    matches!(path, "/healthz" | "/readyz" | "/") || path.starts_with("/admin/")
+    matches!(path, "/healthz" | "/readyz" | "/metrics" | "/") || path.starts_with("/admin/")
 }
 
 #[derive(Clone)]

@@ -111,6 +111,10 @@ impl Endpoint for Chat {
         model.clone_into(&mut req.model);
     }
 
+    fn body_extra(req: &mut ChatRequest) -> Option<&mut Extra> {
+        Some(&mut req.extra)
+    }
+
     fn validate(req: &ChatRequest) -> Result<(), GatewayError> {
         if req.messages.is_empty() {
             return Err(GatewayError::InvalidField {

@@ -14,6 +14,9 @@ macro_rules! chat_backed {
         fn set_model(req: &mut ChatRequest, model: &str) {
             Chat::set_model(req, model);
         }
+        fn body_extra(req: &mut ChatRequest) -> Option<&mut Extra> {
+            Chat::body_extra(req)
+        }
         fn model_name(req: &ChatRequest) -> &str {
             Chat::model_name(req)
         }

@@ -61,6 +61,10 @@ impl Endpoint for Completions {
         model.clone_into(&mut req.model);
     }
 
+    fn body_extra(req: &mut CompletionRequest) -> Option<&mut Extra> {
+        Some(&mut req.extra)
+    }
+
     fn validate(req: &CompletionRequest) -> Result<(), GatewayError> {
         let empty = match &req.prompt {
             Value::String(_) => false,

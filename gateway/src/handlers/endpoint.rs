@@ -17,6 +17,7 @@ use switchyard_adapters::{AdapterError, Provider};
 use switchyard_policies::{OnExhausted, Pricing, TokenCounts};
 use switchyard_router::{AnswerSummary, Decision, Reason, RequestView, Target, failed_check};
 
+use super::engine;
 use super::hedge::{self, Leg};
 use super::record::{RequestContext, RequestRecord};
 use super::stream::{self, StreamEncoder};
@@ -62,6 +63,11 @@ pub trait Endpoint: Sized + 'static {
     fn view(req: &Self::Request) -> RequestView<'_>;
     fn hints(req: &Self::Request) -> BodyHints<'_>;
     fn set_model(req: &mut Self::Request, model: &str);
+    /// The request body's fields the canonical type does not model, where
+    /// engine extras go; `None` for endpoints that take none.
+    fn body_extra(_req: &mut Self::Request) -> Option<&mut Extra> {
+        None
+    }
     /// The model name the caller asked for.
     fn model_name(req: &Self::Request) -> &str;
     /// Checks serde cannot express (empty lists, zero counts).
@@ -332,14 +338,14 @@ async fn dispatch<E: Endpoint>(
         };
         // Clone only when another try (a fallback or a retry) may need it.
         let may_try_again = !is_last || retries_used < retries;
-        let mut req = match (may_try_again, &request) {
+        let req = match (may_try_again, &request) {
             (true, Some(r)) => r.clone(),
             _ => match request.take() {
                 Some(r) => r,
                 None => break,
             },
         };
-        E::set_model(&mut req, &backend.upstream_model);
+        let mut req = prepared::<E>(app, decision, backend_index, req);
         let predicted = (backend_index == decision.primary()).then_some(decision.predicted_ttft_ms);
         let mut record = RequestRecord::new(
             app,
@@ -372,7 +378,7 @@ async fn dispatch<E: Endpoint>(
                     leg,
                     req,
                     other,
-                    original.clone(),
+                    prepared::<E>(app, decision, other, original.clone()),
                     streaming,
                     hedge.max_usd_per_key_per_day,
                 )
@@ -465,6 +471,24 @@ async fn dispatch<E: Endpoint>(
         message: "no backend to try".into(),
     });
     (Err(err), served)
+}
+
+/// The request as backend `backend` takes it: its model name, and the
+/// engine's extra fields (llama.cpp's speculative settings and slot).
+fn prepared<E: Endpoint>(
+    app: &App,
+    decision: &Decision,
+    backend: usize,
+    mut req: E::Request,
+) -> E::Request {
+    E::set_model(&mut req, &app.backends[backend].upstream_model);
+    let fields = engine::body_fields(app, decision, backend);
+    if !fields.is_empty()
+        && let Some(extra) = E::body_extra(&mut req)
+    {
+        engine::apply(extra, &fields);
+    }
+    req
 }
 
 /// The wait before retry `n` (1-based): 50 ms doubling, jittered by ±50% so

@@ -1,6 +1,10 @@
-//! Liveness and readiness for load balancers and Kubernetes probes.
+//! Liveness and readiness for load balancers and Kubernetes probes, and
+//! the Prometheus scrape.
 
-use http::{Response, StatusCode};
+use bytes::Bytes;
+use http::header::CONTENT_TYPE;
+use http::{HeaderValue, Response, StatusCode};
+use http_body_util::{BodyExt, Full};
 use serde_json::json;
 
 use crate::app::App;
@@ -22,4 +26,15 @@ pub fn ready(app: &App) -> Response<Body> {
         StatusCode::OK,
         &json!({"status": "ready", "backends": app.backends.len()}),
     )
+}
+
+/// Prometheus text exposition of the gateway's metrics.
+pub fn metrics(app: &App) -> Response<Body> {
+    let text = app.metrics.render(app.router.speculation());
+    let mut response = Response::new(Full::new(Bytes::from(text)).boxed_unsync());
+    response.headers_mut().insert(
+        CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; version=0.0.4"),
+    );
+    response
 }

@@ -119,8 +119,8 @@ async fn hedge_leg(
     })
 }
 
-/// Runs the primary leg, hedging with `hedge_backend` if it has not produced
-/// output by its p90 first-token time. Returns the answer and the leg that
+/// Runs the primary leg, hedging with `hedge_backend` (`hedge_req` prepared
+/// for it) if it has not produced output by its p90 first-token time. Returns the answer and the leg that
 /// gave it (or the primary's failure).
 #[allow(clippy::too_many_arguments)]
 pub async fn race<E: Endpoint>(
@@ -139,6 +139,7 @@ pub async fn race<E: Endpoint>(
         size.prompt_tokens,
         0,
         size.max_tokens.unwrap_or(256),
+        context.class,
     );
     let delay = Duration::from_secs_f64(predicted.ttft_p90_ms.max(0.0) / 1000.0).max(MIN_DELAY);
     let primary_backend = app.backends[primary.backend].provider.clone();
@@ -152,7 +153,6 @@ pub async fn race<E: Endpoint>(
         return (first.await, primary);
     };
     primary.record.hedged();
-    E::set_model(&mut hedge_req, &app.backends[hedge_backend].upstream_model);
     if streaming {
         E::request_stream_usage(&mut hedge_req);
     }

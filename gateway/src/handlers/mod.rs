@@ -7,6 +7,7 @@ mod chat_backed;
 mod completions;
 mod embeddings;
 mod endpoint;
+mod engine;
 mod explain;
 mod health;
 mod hedge;
@@ -74,6 +75,7 @@ pub async fn handle(app: Arc<App>, req: Request<Incoming>) -> Response<Body> {
             Err(err) => Err(err),
         },
         "/healthz" => Ok(health::live()),
+        "/metrics" => allow(&req, Method::GET, "GET").map(|()| health::metrics(&app)),
         "/readyz" => Ok(health::ready(&app)),
         _ => Err(GatewayError::NotFound {
             path: path.to_owned(),

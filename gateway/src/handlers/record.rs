@@ -10,15 +10,17 @@ use http::request::Parts;
 use switchyard_adapters::AdapterError;
 use switchyard_adapters::tokens;
 use switchyard_adapters::types::Usage;
-use switchyard_policies::{Pricing, Reference, TokenCounts};
+use switchyard_policies::{Pricing, PromptClass, Reference, TokenCounts};
 use switchyard_router::latency::{LatencyStore, Observation};
+use switchyard_router::speculation::SpeculationStats;
 use switchyard_router::{Decision, Reason};
 
 use crate::access::{Caller, RateLimits, Reservation};
 use crate::app::App;
 use crate::breaker::Breaker;
 use crate::error::{Dialect, GatewayError};
-use crate::ledger::{Ledger, LedgerRow};
+use crate::ledger::{Drafts, Ledger, LedgerRow};
+use crate::metrics::Metrics;
 
 /// Who asked and how the request was routed: the same for every backend a
 /// request tries.
@@ -37,6 +39,8 @@ pub struct RequestContext {
     pub prompt: Arc<(String, usize)>,
     /// Tokens estimated at admission (for the tokens-per-minute limit).
     pub estimated_tokens: u32,
+    /// Code or prose, for speculative-decoding figures.
+    pub class: PromptClass,
 }
 
 impl RequestContext {
@@ -67,6 +71,7 @@ impl RequestContext {
                 .features
                 .prompt_tokens
                 .saturating_add(decision.features.max_tokens.unwrap_or(0)),
+            class: decision.features.prompt_class(),
         }
     }
 }
@@ -80,6 +85,10 @@ pub struct RequestRecord {
     predicted_ttft_ms: Option<f64>,
     /// Prefill and decode rates the backend reported (llama.cpp `timings`).
     reported_rates: (Option<f64>, Option<f64>),
+    /// Speculative drafts the backend reported.
+    drafts: Option<Drafts>,
+    speculation: Arc<SpeculationStats>,
+    metrics: Arc<Metrics>,
     tier: &'static str,
     pricing: Pricing,
     reference: Option<Reference>,
@@ -126,6 +135,9 @@ impl RequestRecord {
             breaker: backend.breaker.clone(),
             predicted_ttft_ms,
             reported_rates: (None, None),
+            drafts: None,
+            speculation: app.router.speculation().clone(),
+            metrics: app.metrics.clone(),
             tier: backend.tier.as_str(),
             pricing: backend.pricing,
             reference: app.reference.clone(),
@@ -156,7 +168,8 @@ impl RequestRecord {
     }
 
     /// Reads llama.cpp-style `timings` (`prompt_n`/`prompt_ms`,
-    /// `predicted_n`/`predicted_ms`) from a response's extra fields.
+    /// `predicted_n`/`predicted_ms`, `draft_n`/`draft_n_accepted`) from a
+    /// response's extra fields.
     pub fn timings(&mut self, extra: &serde_json::Map<String, serde_json::Value>) {
         let Some(timings) = extra.get("timings") else {
             return;
@@ -170,6 +183,13 @@ impl RequestRecord {
             rate("prompt_n", "prompt_ms"),
             rate("predicted_n", "predicted_ms"),
         );
+        let count = |n: &str| timings.get(n).and_then(serde_json::Value::as_u64);
+        if let Some(drafted) = count("draft_n") {
+            self.drafts = Some(Drafts {
+                drafted,
+                accepted: count("draft_n_accepted").unwrap_or(0).min(drafted),
+            });
+        }
     }
 
     /// Output text seen on a stream.
@@ -322,9 +342,18 @@ impl RequestRecord {
                 total,
                 reported_prefill_tokens_per_s: self.reported_rates.0,
                 reported_decode_tokens_per_s: self.reported_rates.1,
+                class: self.context.class,
                 failed: upstream_failure,
             },
         );
+        if let Some(drafts) = self.drafts {
+            self.speculation.observe(
+                self.backend_index,
+                self.context.class,
+                drafts.drafted,
+                drafts.accepted,
+            );
+        }
         let row = LedgerRow {
             ts_ms: self.ts_ms,
             request_id: self.context.request_id.clone(),
@@ -349,7 +378,10 @@ impl RequestRecord {
             fallback: self.reason == Reason::Fallback,
             cache_hit: false,
             estimated,
+            prompt_class: self.context.class.as_str(),
+            drafts: self.drafts,
         };
+        self.metrics.record(self.backend_index, &row);
         tracing::info!(
             target: "switchyard::request",
             endpoint = row.endpoint,

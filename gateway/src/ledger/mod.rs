@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 pub use report::{Dimension, SpendLine, SpendReport, now_ms, spend_report, spend_since};
-pub use row::LedgerRow;
+pub use row::{Drafts, LedgerRow};
 use switchyard_policies::{Durability, LedgerSettings};
 use tokio::sync::{Notify, mpsc, oneshot};
 

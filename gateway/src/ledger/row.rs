@@ -33,4 +33,16 @@ pub struct LedgerRow {
     pub cache_hit: bool,
     /// Usage as the backend reported it, or counted here.
     pub estimated: bool,
+    /// `code` or `prose`, as the router classed the prompt.
+    pub prompt_class: &'static str,
+    /// Speculative decoding: tokens drafted and accepted, when the backend
+    /// reported them (llama.cpp `timings.draft_n`, `draft_n_accepted`).
+    pub drafts: Option<Drafts>,
+}
+
+/// Speculative-decoding counts of one request.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct Drafts {
+    pub drafted: u64,
+    pub accepted: u64,
 }

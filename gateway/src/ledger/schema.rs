@@ -31,7 +31,10 @@ CREATE TABLE IF NOT EXISTS requests (
     hedge INTEGER NOT NULL,
     fallback INTEGER NOT NULL,
     cache_hit INTEGER NOT NULL,
-    estimated INTEGER NOT NULL
+    estimated INTEGER NOT NULL,
+    prompt_class TEXT,
+    draft_tokens INTEGER,
+    draft_accepted_tokens INTEGER
 );
 -- Report queries filter by time and group by one dimension.
 CREATE INDEX IF NOT EXISTS requests_ts ON requests (ts_ms);
@@ -53,9 +56,12 @@ pub fn open(path: &str) -> anyhow::Result<Connection> {
 }
 
 /// Columns added after the first release, added to older ledgers in place.
-const ADDED_COLUMNS: [(&str, &str); 2] = [
+const ADDED_COLUMNS: [(&str, &str); 5] = [
     ("predicted_ttft_ms", "REAL"),
     ("decode_tokens_per_s", "REAL"),
+    ("prompt_class", "TEXT"),
+    ("draft_tokens", "INTEGER"),
+    ("draft_accepted_tokens", "INTEGER"),
 ];
 
 fn migrate(conn: &Connection) -> rusqlite::Result<()> {

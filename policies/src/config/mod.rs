@@ -193,6 +193,38 @@ pub struct OpenAiBackend {
     /// The server speaks the Responses API itself: `/v1/responses` requests
     /// go to it untranslated (OpenAI's hosted tools included).
     pub native_responses: bool,
+    pub engine: Engine,
+    /// llama.cpp's slot count (`--parallel`): a session is pinned to one
+    /// slot (`id_slot`) so its prefix stays cached there.
+    pub slots: Option<u32>,
+    /// The engine's Prometheus endpoint, read for speculative acceptance
+    /// (vLLM, SGLang, llama.cpp started with `--metrics`).
+    pub metrics_url: Option<String>,
+    pub metrics_interval: Duration,
+}
+
+/// The server software behind an OpenAI-compatible backend.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Engine {
+    /// Anything OpenAI-compatible; no engine extras are sent.
+    #[default]
+    Generic,
+    /// llama.cpp's llama-server: `timings`, `speculative.*`, `id_slot`.
+    Llamacpp,
+    Vllm,
+    Sglang,
+}
+
+impl Engine {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Engine::Generic => "generic",
+            Engine::Llamacpp => "llamacpp",
+            Engine::Vllm => "vllm",
+            Engine::Sglang => "sglang",
+        }
+    }
 }
 
 /// Upstream timeouts.

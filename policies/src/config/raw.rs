@@ -132,6 +132,14 @@ pub(super) struct RawOpenAi {
     /// Whether the server speaks the Responses API itself.
     #[serde(default)]
     pub responses: bool,
+    /// The serving engine, for its extras: `llamacpp`, `vllm` or `sglang`.
+    pub engine: Option<super::Engine>,
+    /// llama.cpp: the server's `--parallel` slots, so a session keeps its slot.
+    pub slots: Option<u32>,
+    /// Where the engine's Prometheus metrics are; `<origin>/metrics` when unset.
+    pub metrics_url: Option<String>,
+    /// How often they are read (10 s when unset).
+    pub metrics_interval_ms: Option<u64>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -200,6 +208,19 @@ pub(super) struct RawRoute {
     /// Retries of a failed backend before moving on (before the first byte).
     pub retries: Option<u32>,
     pub hedge: Option<RawHedge>,
+    pub speculative: Option<RawSpeculative>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawSpeculative {
+    pub n_max: Option<u32>,
+    pub n_min: Option<u32>,
+    pub p_min: Option<f64>,
+    #[serde(default)]
+    pub disable_for: Vec<crate::speculation::PromptClass>,
+    pub min_acceptance: Option<f64>,
+    pub instead: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]

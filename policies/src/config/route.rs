@@ -21,6 +21,7 @@ pub struct Route {
     /// Retries of a backend that failed before answering, before moving on.
     pub retries: u32,
     pub hedge: Option<Hedge>,
+    pub speculative: Option<crate::speculation::Speculative>,
 }
 
 /// How long a waiting person (or job) will wait.

@@ -107,6 +107,10 @@ fn validate_backend(ck: &Checker<'_>, name: &str, raw: RawBackend) -> Result<Bac
                     base_url: anthropic.base_url,
                     api_key: anthropic.api_key,
                     responses: false,
+                    engine: None,
+                    slots: None,
+                    metrics_url: None,
+                    metrics_interval_ms: None,
                 },
             )
             .map_err(|e| ConfigError {
@@ -224,11 +228,44 @@ fn validate_openai(
             }
         },
     };
+    let engine = raw.engine.unwrap_or_default();
+    if raw.slots.is_some() && engine != super::Engine::Llamacpp {
+        return Err(ck.error(
+            &["backends", name, "openai", "slots"],
+            "slots are llama.cpp's: set `engine: llamacpp`",
+        ));
+    }
+    if raw.slots == Some(0) {
+        return Err(ck.error(&["backends", name, "openai", "slots"], "must be positive"));
+    }
+    if let Some(metrics) = &raw.metrics_url
+        && !(metrics.starts_with("http://") || metrics.starts_with("https://"))
+    {
+        return Err(ck.error(
+            &["backends", name, "openai", "metrics_url"],
+            format!("`{metrics}` is not an http:// or https:// URL"),
+        ));
+    }
     Ok(OpenAiBackend {
+        metrics_url: raw.metrics_url.or_else(|| {
+            (engine != super::Engine::Generic).then(|| format!("{}/metrics", origin(&url)))
+        }),
         base_url: url,
         api_key_env,
         native_responses: raw.responses,
+        engine,
+        slots: raw.slots,
+        metrics_interval: Duration::from_millis(raw.metrics_interval_ms.unwrap_or(10_000).max(100)),
     })
+}
+
+/// `scheme://host:port` of a URL.
+fn origin(url: &str) -> &str {
+    let after_scheme = url.find("://").map_or(0, |i| i + 3);
+    match url[after_scheme..].find('/') {
+        Some(i) => &url[..after_scheme + i],
+        None => url,
+    }
 }
 
 /// Simulator parameters from their raw form: the preset (small by default)

@@ -10,6 +10,7 @@ use super::{
     Backend, CascadeCheck, Condition, ConfigError, HeaderMatch, Pattern, Route, RouteStrategy,
     Rule, Similar,
 };
+use crate::speculation::Speculative;
 
 /// Checks that a name is a backend, reporting `path` when it is not.
 type KnownBackend<'a> = dyn Fn(&[&str], &str) -> Result<String, ConfigError> + 'a;
@@ -214,6 +215,15 @@ pub(super) fn validate_route(
         }
         _ => None,
     };
+    let speculative = match raw.speculative {
+        None => None,
+        Some(s) => {
+            if let Some(instead) = &s.instead {
+                known(&["routes", name, "speculative", "instead"], instead)?;
+            }
+            Some(speculative(ck, name, s)?)
+        }
+    };
     Ok(Route {
         name: name.to_owned(),
         aliases: raw.aliases,
@@ -223,6 +233,39 @@ pub(super) fn validate_route(
         budget,
         retries,
         hedge,
+        speculative,
+    })
+}
+
+fn speculative(
+    ck: &Checker<'_>,
+    name: &str,
+    raw: super::raw::RawSpeculative,
+) -> Result<Speculative, ConfigError> {
+    let error =
+        |field: &str, message: String| ck.error(&["routes", name, "speculative", field], message);
+    let outside_unit = |v: Option<f64>| v.is_some_and(|p| !(0.0..=1.0).contains(&p));
+    if outside_unit(raw.p_min) {
+        return Err(error("p_min", "a probability from 0 to 1".to_owned()));
+    }
+    if outside_unit(raw.min_acceptance) {
+        return Err(error(
+            "min_acceptance",
+            "a share of drafted tokens from 0 to 1".to_owned(),
+        ));
+    }
+    if let (Some(min), Some(max)) = (raw.n_min, raw.n_max)
+        && min > max
+    {
+        return Err(error("n_min", format!("{min} is above n_max ({max})")));
+    }
+    Ok(Speculative {
+        n_max: raw.n_max,
+        n_min: raw.n_min,
+        p_min: raw.p_min,
+        disable_for: raw.disable_for,
+        min_acceptance: raw.min_acceptance,
+        instead: raw.instead,
     })
 }
 

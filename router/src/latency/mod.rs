@@ -6,6 +6,8 @@ mod stat;
 
 use std::sync::Mutex;
 
+use switchyard_policies::PromptClass;
+
 pub use model::{BackendLatency, LatencyHints, Observation, Prediction};
 
 /// Where latency models live.
@@ -18,6 +20,7 @@ pub trait LatencyStore: Send + Sync {
         prompt_tokens: u32,
         cached_tokens: u32,
         output_tokens: u32,
+        class: PromptClass,
     ) -> Prediction;
 }
 
@@ -59,9 +62,10 @@ impl LatencyStore for LocalLatency {
         prompt_tokens: u32,
         cached_tokens: u32,
         output_tokens: u32,
+        class: PromptClass,
     ) -> Prediction {
         self.with(backend, |m| {
-            m.predict(prompt_tokens, cached_tokens, output_tokens)
+            m.predict(prompt_tokens, cached_tokens, output_tokens, class)
         })
         .unwrap_or(Prediction {
             ttft_p50_ms: f64::INFINITY,

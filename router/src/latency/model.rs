@@ -5,6 +5,8 @@
 
 use std::time::Duration;
 
+use switchyard_policies::PromptClass;
+
 use super::stat::Stat;
 
 /// Context-length buckets for decode speed: <2k, 2-8k, 8-32k, >32k tokens.
@@ -52,6 +54,8 @@ pub struct Observation {
     /// Rates the backend reported itself (llama.cpp `timings`).
     pub reported_prefill_tokens_per_s: Option<f64>,
     pub reported_decode_tokens_per_s: Option<f64>,
+    /// What the prompt asked for: speculative decoding speeds code up more.
+    pub class: PromptClass,
     pub failed: bool,
 }
 
@@ -73,6 +77,9 @@ pub struct BackendLatency {
     base_ttft_ms: Stat,
     prefill_tps: Stat,
     decode_tps: [Stat; 4],
+    /// Each prompt class's decode speed relative to the backend's at the
+    /// same context (above 1 where drafts are accepted more often).
+    class_decode_ratio: [Stat; 2],
     /// Whole TTFT as observed, for its spread.
     ttft_ms: Stat,
     error_rate: f64,
@@ -95,6 +102,7 @@ impl BackendLatency {
             base_ttft_ms: Stat::new(hints.base_ttft.as_secs_f64() * 1000.0),
             prefill_tps: Stat::new(hints.prefill_tokens_per_s),
             decode_tps: [decode(0), decode(1), decode(2), decode(3)],
+            class_decode_ratio: [Stat::new(1.0), Stat::new(1.0)],
             ttft_ms: Stat::new(hints.base_ttft.as_secs_f64() * 1000.0),
             error_rate: 0.0,
             concurrency: hints.concurrency.max(1),
@@ -138,7 +146,9 @@ impl BackendLatency {
                     .then(|| f64::from(o.output_tokens - 1) / decoding)
             });
             if let Some(rate) = rate {
-                self.decode_tps[bucket(context)].observe(rate);
+                let bucket = &mut self.decode_tps[bucket(context)];
+                self.class_decode_ratio[o.class.index()].observe(rate / bucket.mean().max(1e-3));
+                bucket.observe(rate);
             }
         }
     }
@@ -149,11 +159,14 @@ impl BackendLatency {
         prompt_tokens: u32,
         cached_tokens: u32,
         output_tokens: u32,
+        class: PromptClass,
     ) -> Prediction {
         let uncached = f64::from(prompt_tokens.saturating_sub(cached_tokens));
         let prefill = self.prefill_tps.mean().max(1e-3);
         let decode_bucket = bucket(prompt_tokens + output_tokens / 2);
-        let tokens_per_s = self.decode_tps[decode_bucket].mean().max(1e-3);
+        let tokens_per_s = (self.decode_tps[decode_bucket].mean()
+            * self.class_decode_ratio[class.index()].mean())
+        .max(1e-3);
         let service_ms = self.ttft_ms.mean() + f64::from(output_tokens) / tokens_per_s * 1000.0;
         // Requests beyond the backend's concurrency wait for a slot: about
         // one service time per full round ahead of this one.
@@ -206,13 +219,18 @@ mod tests {
             model.started();
             model.observe(&observation(1000, 550, 11, 550 + 100));
         }
-        let short = model.predict(20, 0, 100);
-        let long = model.predict(1000, 0, 100);
+        let short = model.predict(20, 0, 100, PromptClass::Prose);
+        let long = model.predict(1000, 0, 100, PromptClass::Prose);
         assert!((short.ttft_p50_ms - 60.0).abs() < 15.0, "{short:?}");
         assert!((long.ttft_p50_ms - 550.0).abs() < 60.0, "{long:?}");
         assert!((short.tokens_per_s - 100.0).abs() < 10.0, "{short:?}");
         // Cached tokens skip prefill.
-        assert!(model.predict(1000, 960, 100).ttft_p50_ms < long.ttft_p50_ms / 3.0);
+        assert!(
+            model
+                .predict(1000, 960, 100, PromptClass::Prose)
+                .ttft_p50_ms
+                < long.ttft_p50_ms / 3.0
+        );
     }
 
     #[test]
@@ -221,12 +239,12 @@ mod tests {
             base_ttft: ms(50),
             ..LatencyHints::default()
         });
-        let before = model.predict(10, 0, 10).ttft_p90_ms;
+        let before = model.predict(10, 0, 10, PromptClass::Prose).ttft_p90_ms;
         for _ in 0..20 {
             model.started();
             model.observe(&observation(10, 2000, 10, 2100));
         }
-        assert!(model.predict(10, 0, 10).ttft_p90_ms > before * 10.0);
+        assert!(model.predict(10, 0, 10, PromptClass::Prose).ttft_p90_ms > before * 10.0);
     }
 
     #[test]
@@ -235,9 +253,9 @@ mod tests {
             concurrency: 1,
             ..LatencyHints::default()
         });
-        let idle = model.predict(10, 0, 10).ttft_p50_ms;
+        let idle = model.predict(10, 0, 10, PromptClass::Prose).ttft_p50_ms;
         model.started();
         model.started();
-        assert!(model.predict(10, 0, 10).ttft_p50_ms > idle * 2.0);
+        assert!(model.predict(10, 0, 10, PromptClass::Prose).ttft_p50_ms > idle * 2.0);
     }
 }

@@ -1,0 +1,236 @@
+//! Prometheus metrics at `GET /metrics`: per backend, requests, tokens,
+//! spend, first-token time, decode speed and speculative acceptance per
+//! prompt class, and what the engines themselves report. Counters are
+//! atomics bumped once per finished call; the text is built per scrape.
+
+use std::fmt::Write;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use switchyard_policies::PromptClass;
+use switchyard_router::speculation::SpeculationStats;
+
+use crate::ledger::LedgerRow;
+
+#[derive(Default)]
+struct BackendCounters {
+    ok: AtomicU64,
+    failed: AtomicU64,
+    prompt_tokens: AtomicU64,
+    cached_tokens: AtomicU64,
+    completion_tokens: AtomicU64,
+    cost_nano_usd: AtomicU64,
+    ttft_us_sum: AtomicU64,
+    ttft_count: AtomicU64,
+    /// Per prompt class: tokens after the first, and the time they took.
+    decode_tokens: [AtomicU64; 2],
+    decode_us: [AtomicU64; 2],
+    /// What the engine's own `/metrics` says of drafts, as f64 bits
+    /// (NaN until read).
+    engine_acceptance: AtomicU64,
+}
+
+pub struct Metrics {
+    names: Vec<String>,
+    backends: Vec<BackendCounters>,
+}
+
+impl Metrics {
+    pub fn new(names: Vec<String>) -> Self {
+        let backends = names
+            .iter()
+            .map(|_| {
+                let counters = BackendCounters::default();
+                counters
+                    .engine_acceptance
+                    .store(f64::NAN.to_bits(), Ordering::Relaxed);
+                counters
+            })
+            .collect();
+        Metrics { names, backends }
+    }
+
+    /// Counts one finished call from its ledger row.
+    pub fn record(&self, backend: usize, row: &LedgerRow) {
+        let Some(c) = self.backends.get(backend) else {
+            return;
+        };
+        let add = |counter: &AtomicU64, v: u64| counter.fetch_add(v, Ordering::Relaxed);
+        add(if row.status == "ok" { &c.ok } else { &c.failed }, 1);
+        add(&c.prompt_tokens, row.tokens.prompt());
+        add(&c.cached_tokens, row.tokens.cached_input);
+        add(&c.completion_tokens, row.tokens.output);
+        add(&c.cost_nano_usd, (row.cost_usd.max(0.0) * 1e9) as u64);
+        if let Some(ttft) = row.ttft_ms {
+            add(&c.ttft_us_sum, (ttft * 1000.0) as u64);
+            add(&c.ttft_count, 1);
+        }
+        if let (Some(rate), Some(ttft)) = (row.decode_tokens_per_s, row.ttft_ms)
+            && rate > 0.0
+        {
+            let class = if row.prompt_class == PromptClass::Code.as_str() {
+                PromptClass::Code
+            } else {
+                PromptClass::Prose
+            };
+            let decoding_ms = row.duration_ms - ttft;
+            add(
+                &c.decode_tokens[class.index()],
+                row.tokens.output.saturating_sub(1),
+            );
+            add(&c.decode_us[class.index()], (decoding_ms * 1000.0) as u64);
+        }
+    }
+
+    /// The share of drafted tokens the engine reports it accepted.
+    pub fn set_engine_acceptance(&self, backend: usize, acceptance: f64) {
+        if let Some(c) = self.backends.get(backend) {
+            c.engine_acceptance
+                .store(acceptance.to_bits(), Ordering::Relaxed);
+        }
+    }
+
+    /// The exposition text (Prometheus 0.0.4).
+    pub fn render(&self, speculation: &SpeculationStats) -> String {
+        let mut out = String::with_capacity(4096);
+        let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        let per_backend =
+            |out: &mut String,
+             name: &str,
+             kind: &str,
+             help: &str,
+             value: &dyn Fn(&BackendCounters) -> Option<f64>| {
+                let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
+                for (backend, c) in self.names.iter().zip(&self.backends) {
+                    if let Some(v) = value(c) {
+                        let _ = writeln!(out, "{name}{{backend=\"{backend}\"}} {v}");
+                    }
+                }
+            };
+        let _ = writeln!(
+            out,
+            "# HELP switchyard_requests_total Calls to a backend by outcome.\n# TYPE switchyard_requests_total counter"
+        );
+        for (backend, c) in self.names.iter().zip(&self.backends) {
+            for (outcome, v) in [("ok", get(&c.ok)), ("error", get(&c.failed))] {
+                let _ = writeln!(
+                    out,
+                    "switchyard_requests_total{{backend=\"{backend}\",outcome=\"{outcome}\"}} {v}"
+                );
+            }
+        }
+        let _ = writeln!(
+            out,
+            "# HELP switchyard_tokens_total Tokens by kind (prompt includes cached).\n# TYPE switchyard_tokens_total counter"
+        );
+        for (backend, c) in self.names.iter().zip(&self.backends) {
+            for (kind, v) in [
+                ("prompt", get(&c.prompt_tokens)),
+                ("cached", get(&c.cached_tokens)),
+                ("completion", get(&c.completion_tokens)),
+            ] {
+                let _ = writeln!(
+                    out,
+                    "switchyard_tokens_total{{backend=\"{backend}\",kind=\"{kind}\"}} {v}"
+                );
+            }
+        }
+        per_backend(
+            &mut out,
+            "switchyard_cost_usd_total",
+            "counter",
+            "Spend, cloud list price or local hardware share.",
+            &|c| Some(get(&c.cost_nano_usd) as f64 / 1e9),
+        );
+        per_backend(
+            &mut out,
+            "switchyard_ttft_seconds_sum",
+            "counter",
+            "Time to first token, summed over calls with output.",
+            &|c| Some(get(&c.ttft_us_sum) as f64 / 1e6),
+        );
+        per_backend(
+            &mut out,
+            "switchyard_ttft_seconds_count",
+            "counter",
+            "Calls with a first token.",
+            &|c| Some(get(&c.ttft_count) as f64),
+        );
+        per_backend(
+            &mut out,
+            "switchyard_engine_draft_acceptance_ratio",
+            "gauge",
+            "Accepted / drafted tokens as the engine's own /metrics report it.",
+            &|c| Some(f64::from_bits(get(&c.engine_acceptance))).filter(|v| v.is_finite()),
+        );
+        let _ = writeln!(
+            out,
+            "# HELP switchyard_decode_tokens_per_second Effective decode speed (drafting included) by prompt class.\n# TYPE switchyard_decode_tokens_per_second gauge"
+        );
+        for (backend, c) in self.names.iter().zip(&self.backends) {
+            for class in PromptClass::ALL {
+                let us = get(&c.decode_us[class.index()]);
+                if us > 0 {
+                    let rate = get(&c.decode_tokens[class.index()]) as f64 / (us as f64 / 1e6);
+                    let _ = writeln!(
+                        out,
+                        "switchyard_decode_tokens_per_second{{backend=\"{backend}\",class=\"{}\"}} {rate:.3}",
+                        class.as_str()
+                    );
+                }
+            }
+        }
+        self.render_speculation(&mut out, speculation);
+        out
+    }
+
+    fn render_speculation(&self, out: &mut String, speculation: &SpeculationStats) {
+        let mut lines = [String::new(), String::new(), String::new()];
+        for (index, backend) in self.names.iter().enumerate() {
+            for class in PromptClass::ALL {
+                let s = speculation.get(index, class);
+                if s.requests == 0 {
+                    continue;
+                }
+                let labels = format!("backend=\"{backend}\",class=\"{}\"", class.as_str());
+                let _ = writeln!(
+                    lines[0],
+                    "switchyard_draft_tokens_total{{{labels}}} {}",
+                    s.drafted
+                );
+                let _ = writeln!(
+                    lines[1],
+                    "switchyard_draft_accepted_tokens_total{{{labels}}} {}",
+                    s.accepted
+                );
+                if let Some(rate) = s.recent {
+                    let _ = writeln!(
+                        lines[2],
+                        "switchyard_draft_acceptance_ratio{{{labels}}} {rate:.4}"
+                    );
+                }
+            }
+        }
+        for ((name, kind, help), body) in [
+            (
+                "switchyard_draft_tokens_total",
+                "counter",
+                "Tokens drafted by speculative decoding.",
+            ),
+            (
+                "switchyard_draft_accepted_tokens_total",
+                "counter",
+                "Drafted tokens the target model kept.",
+            ),
+            (
+                "switchyard_draft_acceptance_ratio",
+                "gauge",
+                "Recent accepted / drafted, weighted to the newest requests.",
+            ),
+        ]
+        .into_iter()
+        .zip(lines)
+        {
+            let _ = write!(out, "# HELP {name} {help}\n# TYPE {name} {kind}\n{body}");
+        }
+    }
+}
