@@ -185,6 +185,31 @@ impl App {
 }
 
 fn build_backend(backend: &Backend) -> anyhow::Result<BackendHandle> {
+    let provider = build_provider(backend)?;
+    let openai = match &backend.adapter {
+        BackendAdapter::OpenAi(openai) => Some(openai),
+        _ => None,
+    };
+    Ok(BackendHandle {
+        name: backend.name.clone(),
+        tier: backend.tier,
+        upstream_model: backend.upstream_model.clone(),
+        provider,
+        engine: openai.map_or(Engine::Generic, |o| o.engine),
+        slots: openai.and_then(|o| o.slots),
+        pricing: backend.pricing,
+        first_byte_timeout: backend.timeouts.first_byte,
+        in_flight: Arc::new(AtomicU32::new(0)),
+        limit: backend.max_concurrency.map(|n| Arc::new(Semaphore::new(n))),
+        max_queue: backend.max_queue,
+        waiting: AtomicUsize::new(0),
+        breaker: Arc::new(Breaker::new(backend.breaker)),
+    })
+}
+
+/// The client for a backend: its adapter with the API key from the
+/// environment.
+pub fn build_provider(backend: &Backend) -> anyhow::Result<Arc<dyn Provider>> {
     // Keys come from the environment at start-up; a missing one stops the start.
     let key = |env: &Option<String>| -> anyhow::Result<Option<String>> {
         env.as_ref()
@@ -218,25 +243,7 @@ fn build_backend(backend: &Backend) -> anyhow::Result<BackendHandle> {
             .map_err(failed)?,
         ),
     };
-    let openai = match &backend.adapter {
-        BackendAdapter::OpenAi(openai) => Some(openai),
-        _ => None,
-    };
-    Ok(BackendHandle {
-        name: backend.name.clone(),
-        tier: backend.tier,
-        upstream_model: backend.upstream_model.clone(),
-        provider,
-        engine: openai.map_or(Engine::Generic, |o| o.engine),
-        slots: openai.and_then(|o| o.slots),
-        pricing: backend.pricing,
-        first_byte_timeout: backend.timeouts.first_byte,
-        in_flight: Arc::new(AtomicU32::new(0)),
-        limit: backend.max_concurrency.map(|n| Arc::new(Semaphore::new(n))),
-        max_queue: backend.max_queue,
-        waiting: AtomicUsize::new(0),
-        breaker: Arc::new(Breaker::new(backend.breaker)),
-    })
+    Ok(provider)
 }
 
 /// Starts budgets from what the ledger says was spent today and this month,

@@ -29,6 +29,27 @@ pub enum Command {
         /// YAML config file.
         file: PathBuf,
     },
+    /// Measure backends as a waiting person feels them: first-token time
+    /// against prompt length, decode speed against context, the speed-up of
+    /// a repeated prefix, drafting on code and prose. Writes report.md, a
+    /// plot per backend and latency-hints.yaml.
+    Probe {
+        /// YAML config file (the embedded default when absent).
+        #[arg(long)]
+        config: Option<PathBuf>,
+        /// A backend to probe (repeatable); every non-cloud backend when absent.
+        #[arg(long = "backend")]
+        backends: Vec<String>,
+        /// Folder for the report.
+        #[arg(long, default_value = "probe")]
+        out: PathBuf,
+        /// Cold prompt lengths in tokens, comma-separated.
+        #[arg(long, default_value = "128,1024,4096", value_delimiter = ',')]
+        lengths: Vec<u32>,
+        /// Output tokens per request.
+        #[arg(long, default_value_t = 64)]
+        output_tokens: u32,
+    },
     /// Explain how a chat request would be routed, without calling a model.
     Explain {
         /// A chat completions request body (JSON).

@@ -11,11 +11,20 @@ pub fn load(path: Option<&Path>) -> anyhow::Result<Config> {
     match path {
         None => Ok(Config::from_yaml(EMBEDDED_DEFAULT, "<embedded default>")?),
         Some(path) => {
-            let text = std::fs::read_to_string(path)
-                .map_err(|err| anyhow::anyhow!("cannot read {}: {err}", path.display()))?;
-            Ok(Config::from_yaml(&text, &path.display().to_string())?)
+            let mut config = Config::from_yaml(&read(path)?, &path.display().to_string())?;
+            if let Some(hints) = config.latency_hints.clone() {
+                // Relative to the config file, as a user reading it expects.
+                let hints = path.parent().unwrap_or(Path::new(".")).join(hints);
+                config.apply_latency_hints(&read(&hints)?, &hints.display().to_string())?;
+            }
+            Ok(config)
         }
     }
+}
+
+fn read(path: &Path) -> anyhow::Result<String> {
+    std::fs::read_to_string(path)
+        .map_err(|err| anyhow::anyhow!("cannot read {}: {err}", path.display()))
 }
 
 #[cfg(test)]

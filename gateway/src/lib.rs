@@ -13,6 +13,7 @@ pub mod handlers;
 pub mod http;
 pub mod ledger;
 pub mod metrics;
+pub mod probe;
 pub mod receipts;
 pub mod routing;
 pub mod sim_cli;

@@ -57,6 +57,30 @@ fn run() -> anyhow::Result<()> {
             headers,
         } => explain(&file, config.as_deref(), &headers),
         Command::Serve { config, listen } => runtime()?.block_on(serve(config, listen)),
+        Command::Probe {
+            config,
+            backends,
+            out,
+            lengths,
+            output_tokens,
+        } => {
+            let source = config
+                .as_ref()
+                .map_or("<embedded default>".to_owned(), |p| p.display().to_string());
+            let config = config_file::load(config.as_deref())?;
+            switchyard_adapters::tokens::warm_up();
+            let options = switchyard::probe::Options {
+                backends,
+                out: out.clone(),
+                lengths,
+                output_tokens,
+            };
+            let report = runtime()?.block_on(switchyard::probe::run(&config, &source, &options))?;
+            let mut stdout = std::io::stdout().lock();
+            writeln!(stdout, "{report}")?;
+            writeln!(stdout, "(written to {})", out.join("report.md").display())?;
+            Ok(())
+        }
         Command::Sim {
             listen,
             profile,
@@ -98,6 +122,16 @@ fn check(file: &std::path::Path) -> anyhow::Result<()> {
             backend.tier.as_str(),
             backend.upstream_model
         )?;
+        let hints = &backend.latency;
+        if let Some(ttft) = hints.ttft {
+            writeln!(out, "    latency hint: ttft {} ms", ttft.as_millis())?;
+        }
+        if let Some(rate) = hints.prefill_tokens_per_s {
+            writeln!(out, "    latency hint: prefill {rate} tokens/s")?;
+        }
+        if let Some(rate) = hints.decode_tokens_per_s {
+            writeln!(out, "    latency hint: decode {rate} tokens/s")?;
+        }
     }
     for route in config.routes.values() {
         writeln!(out, "  route {}", route.name)?;

@@ -246,3 +246,69 @@ async fn semantic_rules_can_use_an_encoder_backend() {
     assert_eq!(reply.status, 200);
     assert_eq!(reply.header("x-switchyard-backend"), Some("small"));
 }
+
+/// Drafting off: statically for a prompt class, and once measured
+/// acceptance falls below the route's floor; both send the request to the
+/// route's draft-less backend, and /metrics shows the acceptance.
+#[tokio::test]
+async fn drafting_stops_where_acceptance_is_poor() {
+    let drafting = |rate: f64| {
+        format!(
+            "preset: mid, {FAST_SIM_FIELDS}, speculative: {{acceptance_rate: {rate}, draft_tokens: 4}}"
+        )
+    };
+    let gateway = GatewayBuilder::new()
+        .in_process_sim("poor-draft", "mid", &drafting(0.2))
+        .in_process_sim("good-draft", "mid", &drafting(0.9))
+        .in_process_sim("plain", "mid", &format!("preset: mid, {FAST_SIM_FIELDS}"))
+        .route(
+            "measured",
+            "strategy: {split: {weights: {poor-draft: 1}}}\nspeculative: {min_acceptance: 0.5, instead: plain}",
+        )
+        .route(
+            "static",
+            "strategy: {split: {weights: {good-draft: 1}}}\nspeculative: {disable_for: [prose], instead: plain}",
+        )
+        .start();
+    let url = gateway.url("/v1/chat/completions");
+    let code = "Fix this Python bug: def f(x): return x + 1";
+    let prose = "Tell me about the weather in spring.";
+
+    let on = post_json(&url, &chat("static", code)).await;
+    assert_eq!(on.header("x-switchyard-backend"), Some("good-draft"));
+    let off = post_json(&url, &chat("static", prose)).await;
+    assert_eq!(off.header("x-switchyard-backend"), Some("plain"));
+    assert_eq!(off.header("x-switchyard-reason"), Some("drafting-off"));
+
+    // Poor acceptance is trusted after 256 drafted tokens; from then on the
+    // class goes to the draft-less backend but for one re-probe in 16.
+    let mut backends = Vec::new();
+    for _ in 0..40 {
+        let mut body = chat("measured", code);
+        body["max_tokens"] = json!(64);
+        let reply = post_json(&url, &body).await;
+        backends.push(reply.header("x-switchyard-backend").unwrap().to_owned());
+    }
+    let first_plain = backends.iter().position(|b| b == "plain").unwrap();
+    assert!((2..=8).contains(&first_plain), "{backends:?}");
+    let drafted_after = backends[first_plain..]
+        .iter()
+        .filter(|b| *b == "poor-draft")
+        .count();
+    assert!(
+        (1..=3).contains(&drafted_after),
+        "re-probes only: {backends:?}"
+    );
+
+    let metrics = support::get(&gateway.url("/metrics")).await;
+    let text = String::from_utf8(metrics.body.to_vec()).unwrap();
+    let ratio: f64 = text
+        .lines()
+        .find(|l| {
+            l.starts_with(r#"switchyard_draft_acceptance_ratio{backend="poor-draft",class="code"}"#)
+        })
+        .and_then(|l| l.split(' ').next_back()?.parse().ok())
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!((ratio - 0.2).abs() < 0.05, "{ratio}");
+    assert!(text.contains(r#"switchyard_requests_total{backend="plain",outcome="ok"}"#));
+}

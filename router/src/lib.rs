@@ -17,6 +17,7 @@ pub mod speculation;
 mod split;
 mod target_share;
 
+pub use budgeted::budget_for;
 pub use cascade::{AnswerSummary, failed_check};
 pub use decision::{Decision, Reason};
 pub use explain::{Explanation, RuleTrace};

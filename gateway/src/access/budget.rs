@@ -39,12 +39,13 @@ impl Window {
 /// Days since the epoch, and months since year 0, for a UTC timestamp.
 fn periods(now_ms: i64) -> (i64, i64) {
     let day = now_ms.div_euclid(86_400_000);
-    let (year, month) = civil_from_days(day);
+    let (year, month, _) = civil_from_days(day);
     (day, year * 12 + month - 1)
 }
 
-/// Year and month of a day count (Howard Hinnant's civil-from-days).
-fn civil_from_days(days: i64) -> (i64, i64) {
+/// Year, month and day of a day count since 1970-01-01 (Howard Hinnant's
+/// civil-from-days).
+pub fn civil_from_days(days: i64) -> (i64, i64, i64) {
     let z = days + 719_468;
     let era = z.div_euclid(146_097);
     let doe = z - era * 146_097;
@@ -52,13 +53,14 @@ fn civil_from_days(days: i64) -> (i64, i64) {
     let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
     let mp = (5 * doy + 2) / 153;
     let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    (yoe + era * 400 + i64::from(month <= 2), month)
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    (yoe + era * 400 + i64::from(month <= 2), month, day)
 }
 
 /// The first millisecond of the current UTC day and month.
 pub fn period_starts(now_ms: i64) -> (i64, i64) {
     let day = now_ms.div_euclid(86_400_000);
-    let (_, month) = civil_from_days(day);
+    let (_, month, _) = civil_from_days(day);
     let mut first = day;
     while civil_from_days(first - 1).1 == month {
         first -= 1;
@@ -325,6 +327,6 @@ mod tests {
         let (day_start, month_start) = period_starts(ms);
         assert_eq!(day_start, 1_795_910_400_000); // 2026-11-29T00:00Z
         assert_eq!(month_start, 1_793_491_200_000); // 2026-11-01T00:00Z
-        assert_eq!(civil_from_days(0), (1970, 1));
+        assert_eq!(civil_from_days(0), (1970, 1, 1));
     }
 }

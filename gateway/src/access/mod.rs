@@ -7,7 +7,7 @@ mod keys;
 mod layer;
 mod rate;
 
-pub use budget::{Budgets, Exhausted, Reservation, period_starts};
+pub use budget::{Budgets, Exhausted, Reservation, civil_from_days, period_starts};
 pub use keys::{Caller, KeyStore, hash_key};
 pub use layer::AuthLayer;
 pub use rate::RateLimits;

@@ -45,6 +45,10 @@ pub struct Config {
     pub reference: Option<Reference>,
     pub ledger: LedgerSettings,
     pub auth: Auth,
+    /// The latency-hints file the config names, as written (relative to
+    /// the config file); the caller reads it and calls
+    /// [`Config::apply_latency_hints`].
+    pub latency_hints: Option<String>,
 }
 
 impl Config {
@@ -53,6 +57,14 @@ impl Config {
     pub fn from_yaml(text: &str, source: &str) -> Result<Self, ConfigError> {
         let raw = raw::parse(text, source)?;
         validate::validate(raw, text, source)
+    }
+
+    /// Fills each backend's unset latency hints from a hints file (YAML:
+    /// backend name to `ttft_ms`, `prefill_tokens_per_s`,
+    /// `decode_tokens_per_s`, `concurrency`). Hints for a backend the config
+    /// does not have are an error.
+    pub fn apply_latency_hints(&mut self, text: &str, source: &str) -> Result<(), ConfigError> {
+        validate::apply_latency_hints(self, text, source)
     }
 
     /// The model names a caller may use: every route (then its aliases),

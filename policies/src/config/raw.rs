@@ -56,6 +56,8 @@ pub(super) struct RawConfig {
     pub ledger: RawLedger,
     #[serde(default)]
     pub auth: RawAuth,
+    /// A file of latency hints per backend (as `switchyard probe` writes).
+    pub latency_hints: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -52,6 +52,7 @@ pub(super) fn validate(raw: RawConfig, text: &str, source: &str) -> Result<Confi
         reference: super::validate_accounting::reference(&ck, raw.accounting)?,
         ledger: super::validate_accounting::ledger(&ck, raw.ledger)?,
         auth: super::validate_accounting::auth(&ck, raw.auth)?,
+        latency_hints: raw.latency_hints,
     })
 }
 
@@ -359,4 +360,39 @@ pub(super) fn sim_params_from_yaml(text: &str, source: &str) -> Result<SimParams
     let ck = Checker { text, source };
     let raw: RawSim = super::raw::parse_any(text, source)?;
     sim_params(&ck, &[], raw)
+}
+
+pub(super) fn apply_latency_hints(
+    config: &mut Config,
+    text: &str,
+    source: &str,
+) -> Result<(), ConfigError> {
+    let hints: BTreeMap<String, super::raw::RawLatencyHints> = super::raw::parse_any(text, source)?;
+    let ck = Checker { text, source };
+    for (name, hint) in hints {
+        let Some(backend) = config.backends.get_mut(&name) else {
+            let known: Vec<&str> = config.backends.keys().map(String::as_str).collect();
+            return Err(ck.error(
+                &[&name],
+                format!(
+                    "no such backend in the config (it has {})",
+                    known.join(", ")
+                ),
+            ));
+        };
+        for (field, value) in [
+            ("prefill_tokens_per_s", hint.prefill_tokens_per_s),
+            ("decode_tokens_per_s", hint.decode_tokens_per_s),
+        ] {
+            if value.is_some_and(|v| !v.is_finite() || v <= 0.0) {
+                return Err(ck.error(&[&name, field], "must be a positive number"));
+            }
+        }
+        let own = &mut backend.latency;
+        own.ttft = own.ttft.or(hint.ttft_ms.map(Duration::from_millis));
+        own.prefill_tokens_per_s = own.prefill_tokens_per_s.or(hint.prefill_tokens_per_s);
+        own.decode_tokens_per_s = own.decode_tokens_per_s.or(hint.decode_tokens_per_s);
+        own.concurrency = own.concurrency.or(hint.concurrency);
+    }
+    Ok(())
 }
