@@ -76,11 +76,109 @@ impl Line {
     }
 }
 
+/// First-token time of a prompt: a fixed overhead plus prefill, where a
+/// prompt token costs more the further in it sits (it attends to all before
+/// it): a token at position `c` costs `p + q c` ms, so a cold prompt of `x`
+/// tokens takes `o + p x + q x^2 / 2` ms.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Prefill {
+    pub overhead_ms: f64,
+    pub p: f64,
+    pub q: f64,
+}
+
+impl Prefill {
+    /// Least squares with every coefficient >= 0: of the fits over each
+    /// subset of the terms, the best one whose coefficients are all >= 0.
+    pub fn fit(points: &[(f64, f64)]) -> Option<Prefill> {
+        let terms: [fn(f64) -> f64; 3] = [|_| 1.0, |x| x, |x| x * x / 2.0];
+        let subsets: [&[usize]; 7] = [&[0, 1, 2], &[0, 1], &[1, 2], &[0, 2], &[1], &[2], &[0]];
+        let mut best: Option<(f64, Prefill)> = None;
+        for subset in subsets {
+            if subset.len() > points.len() {
+                continue;
+            }
+            let Some(coef) = least_squares(points, subset, &terms) else {
+                continue;
+            };
+            if coef.iter().any(|c| *c < 0.0 || !c.is_finite()) {
+                continue;
+            }
+            let mut full = [0.0; 3];
+            for (i, &term) in subset.iter().enumerate() {
+                full[term] = coef[i];
+            }
+            let fit = Prefill {
+                overhead_ms: full[0],
+                p: full[1],
+                q: full[2],
+            };
+            let sse: f64 = points
+                .iter()
+                .map(|(x, y)| (fit.cold_ms(*x) - y).powi(2))
+                .sum();
+            if best.is_none_or(|(b, _)| sse < b) {
+                best = Some((sse, fit));
+            }
+        }
+        best.map(|(_, fit)| fit)
+    }
+
+    pub fn cold_ms(&self, tokens: f64) -> f64 {
+        self.overhead_ms + self.p * tokens + self.q * tokens * tokens / 2.0
+    }
+
+    /// A new turn of `new` tokens on top of `context` tokens already cached.
+    pub fn turn_ms(&self, context: f64, new: f64) -> f64 {
+        self.overhead_ms + new * (self.p + self.q * (context + new / 2.0))
+    }
+
+    /// Mean prefill speed over a cold prompt of `tokens` tokens.
+    pub fn tokens_per_s(&self, tokens: f64) -> Option<f64> {
+        let ms = self.cold_ms(tokens) - self.overhead_ms;
+        (ms > 0.0).then(|| tokens / ms * 1000.0)
+    }
+}
+
+/// Solves the normal equations for the chosen terms (Gaussian elimination).
+fn least_squares(
+    points: &[(f64, f64)],
+    subset: &[usize],
+    terms: &[fn(f64) -> f64; 3],
+) -> Option<Vec<f64>> {
+    let n = subset.len();
+    let mut m = vec![vec![0.0; n + 1]; n];
+    for (x, y) in points {
+        let f: Vec<f64> = subset.iter().map(|&t| terms[t](*x)).collect();
+        for r in 0..n {
+            for c in 0..n {
+                m[r][c] += f[r] * f[c];
+            }
+            m[r][n] += f[r] * y;
+        }
+    }
+    for col in 0..n {
+        let pivot = (col..n).max_by(|&a, &b| m[a][col].abs().total_cmp(&m[b][col].abs()))?;
+        if m[pivot][col].abs() < 1e-12 {
+            return None;
+        }
+        m.swap(col, pivot);
+        for r in 0..n {
+            if r != col {
+                let factor = m[r][col] / m[col][col];
+                for c in col..=n {
+                    m[r][c] -= factor * m[col][c];
+                }
+            }
+        }
+    }
+    Some((0..n).map(|r| m[r][n] / m[r][r]).collect())
+}
+
 /// The fitted behaviour of one backend.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Fitted {
-    /// First-token ms against uncached prompt tokens.
-    pub ttft_ms: Line,
+    pub prefill: Prefill,
     /// Seconds per output token against context tokens.
     pub seconds_per_token: Option<Line>,
 }
@@ -96,7 +194,7 @@ impl Fitted {
             .filter_map(|p| Some((f64::from(p.prompt_tokens), 1.0 / p.decode_tokens_per_s?)))
             .collect();
         Some(Fitted {
-            ttft_ms: Line::fit(&ttft)?,
+            prefill: Prefill::fit(&ttft)?,
             seconds_per_token: Line::fit(&per_token),
         })
     }
@@ -105,16 +203,6 @@ impl Fitted {
     pub fn decode_at(&self, context: u32) -> Option<f64> {
         let s = self.seconds_per_token?.at(f64::from(context));
         (s > 0.0).then(|| 1.0 / s)
-    }
-
-    /// First-token time with this many uncached prompt tokens.
-    pub fn ttft_at(&self, uncached: u32) -> f64 {
-        self.ttft_ms.at(f64::from(uncached)).max(0.0)
-    }
-
-    /// Prefill speed implied by the fit.
-    pub fn prefill_tokens_per_s(&self) -> Option<f64> {
-        (self.ttft_ms.b > 0.0).then(|| 1000.0 / self.ttft_ms.b)
     }
 }
 
@@ -152,12 +240,16 @@ pub fn verdict(fit: &Fitted, window: Option<u32>, profile: Profile, context: u32
     if profile == Profile::Batch {
         return Verdict::TokensPerHour(tokens_per_s * 3600.0);
     }
-    let uncached = if profile == Profile::Rag {
-        context
+    let (uncached, ttft_ms) = if profile == Profile::Rag {
+        (context, fit.prefill.cold_ms(f64::from(context)))
     } else {
-        NEW_TURN_TOKENS
+        let new = NEW_TURN_TOKENS;
+        (
+            new,
+            fit.prefill
+                .turn_ms(f64::from(context - new), f64::from(new)),
+        )
     };
-    let ttft_ms = fit.ttft_at(uncached);
     let Some(budget) = budget_for(None, Some(profile), uncached) else {
         return Verdict::Unknown;
     };
@@ -204,21 +296,25 @@ mod tests {
 
     #[test]
     fn fits_recover_prefill_and_decode_slowdown() {
-        // 100 ms overhead, 500 tokens/s prefill; 20 ms per token plus
-        // 5 us per context token.
+        // 100 ms overhead, prefill 2 ms per token plus 0.1 us per token
+        // before it; decode 20 ms per token plus 5 us per context token.
+        let cold = |x: f64| 100.0 + 2.0 * x + 1e-4 * x * x / 2.0;
         let points: Vec<Point> = [128u32, 1024, 4096]
             .iter()
             .map(|&n| {
-                point(
-                    n,
-                    100.0 + f64::from(n) * 2.0,
-                    1.0 / (0.02 + 5e-6 * f64::from(n)),
-                )
+                let x = f64::from(n);
+                point(n, cold(x), 1.0 / (0.02 + 5e-6 * x))
             })
             .collect();
         let fit = Fitted::of(&points).unwrap();
-        assert!((fit.prefill_tokens_per_s().unwrap() - 500.0).abs() < 1.0);
-        assert!((fit.ttft_at(0) - 100.0).abs() < 1.0);
+        assert!((fit.prefill.overhead_ms - 100.0).abs() < 1.0, "{fit:?}");
+        assert!((fit.prefill.cold_ms(32_768.0) - cold(32_768.0)).abs() < 10.0);
+        // A new turn on a cached 4k context: 128 tokens at the cost there.
+        let turn = fit.prefill.turn_ms(4096.0, 128.0);
+        assert!(
+            (turn - (100.0 + 128.0 * (2.0 + 1e-4 * 4160.0))).abs() < 5.0,
+            "{turn}"
+        );
         let at_32k = fit.decode_at(32_768).unwrap();
         assert!(
             (at_32k - 1.0 / (0.02 + 5e-6 * 32_768.0)).abs() < 0.01,
@@ -227,8 +323,21 @@ mod tests {
     }
 
     #[test]
+    fn fits_never_go_negative() {
+        // Prefill that grows faster than linearly would give a linear fit a
+        // negative overhead; the overhead is then zero, not below.
+        let points = [(209.0, 878.0), (1437.0, 6292.0), (5816.0, 30025.0)];
+        let fit = Prefill::fit(&points).unwrap();
+        assert!(
+            fit.overhead_ms >= 0.0 && fit.p >= 0.0 && fit.q >= 0.0,
+            "{fit:?}"
+        );
+        assert!(fit.turn_ms(4096.0, 128.0) > 100.0, "{fit:?}");
+    }
+
+    #[test]
     fn verdicts_follow_the_profile_budgets() {
-        let fast = Fitted::of(&[point(128, 200.0, 80.0), point(4096, 2200.0, 70.0)]).unwrap();
+        let fast = Fitted::of(&[point(128, 200.0, 80.0), point(4096, 2100.0, 70.0)]).unwrap();
         assert!(matches!(
             verdict(&fast, None, Profile::Agentic, 4096),
             Verdict::Meets { .. }

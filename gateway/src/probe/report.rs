@@ -203,12 +203,12 @@ pub fn hints_yaml(probes: &[BackendProbe], header: &str) -> String {
             .filter_map(|p| p.reported_prefill_tokens_per_s)
             .collect();
         let prefill = if reported.is_empty() {
-            fit.prefill_tokens_per_s()
+            fit.prefill.tokens_per_s(2048.0)
         } else {
             Some(reported.iter().sum::<f64>() / reported.len() as f64)
         };
         let _ = writeln!(out, "{}:", probe.name);
-        let _ = writeln!(out, "  ttft_ms: {:.0}", fit.ttft_at(0).max(1.0));
+        let _ = writeln!(out, "  ttft_ms: {:.0}", fit.prefill.overhead_ms.max(1.0));
         if let Some(prefill) = prefill {
             let _ = writeln!(out, "  prefill_tokens_per_s: {prefill:.1}");
         }

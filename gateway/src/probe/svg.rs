@@ -115,7 +115,7 @@ pub fn plot(name: &str, points: &[Point], fit: &Fitted, context: u32) -> String 
         .iter()
         .map(|p| f64::from(p.prompt_tokens))
         .fold(0.0, f64::max);
-    let ttft_max = fit.ttft_at(context).max(1.0) * 1.1;
+    let ttft_max = fit.prefill.cold_ms(f64::from(context)).max(1.0) * 1.1;
     let decode_max = points
         .iter()
         .filter_map(|p| p.decode_tokens_per_s)
@@ -135,7 +135,7 @@ pub fn plot(name: &str, points: &[Point], fit: &Fitted, context: u32) -> String 
         y_max: ttft_max,
     };
     ttft.axes(&mut out);
-    ttft.curve(&mut out, |x| Some(fit.ttft_ms.at(x)), measured_to);
+    ttft.curve(&mut out, |x| Some(fit.prefill.cold_ms(x)), measured_to);
     ttft.dots(
         &mut out,
         points
