@@ -9,8 +9,11 @@ use switchyard_adapters::anthropic::AnthropicClient;
 use switchyard_adapters::openai::OpenAiClient;
 use switchyard_adapters::sim::SimBackend;
 use switchyard_adapters::{AdapterError, Provider};
-use switchyard_policies::{Backend, BackendAdapter, Config, Engine, Pricing, Reference, Tier};
+use switchyard_policies::{
+    Backend, BackendAdapter, Balance, Config, Engine, Pricing, Reference, Tier,
+};
 use switchyard_router::Router;
+use switchyard_router::prefix::{PrefixChain, ReplicaLoad, choose_replica};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use crate::access::{Budgets, KeyStore, RateLimits};
@@ -25,7 +28,12 @@ pub struct BackendHandle {
     pub name: String,
     pub tier: Tier,
     pub upstream_model: String,
-    pub provider: Arc<dyn Provider>,
+    /// Servers of this model (one unless the config lists replicas).
+    pub replicas: Vec<ReplicaHandle>,
+    balance: Balance,
+    max_imbalance: u32,
+    /// Round-robin position.
+    turn: AtomicUsize,
     /// The server software, for its extra request fields.
     pub engine: Engine,
     /// llama.cpp's slot count, when declared.
@@ -80,18 +88,33 @@ impl BackendHandle {
 }
 
 /// Slots a request holds while it runs (its whole stream, when streaming).
+/// One server of a backend.
+pub struct ReplicaHandle {
+    pub provider: Arc<dyn Provider>,
+    in_flight: Arc<AtomicU32>,
+}
+
 pub struct Admission {
     _gateway: OwnedSemaphorePermit,
     _backend: Option<OwnedSemaphorePermit>,
     in_flight: Arc<AtomicU32>,
+    replica_in_flight: Arc<AtomicU32>,
     /// Requests the backend was serving when this one started, itself
     /// included: how many share its hourly cost.
     pub sharing: u32,
+    /// The replica chosen, and its client.
+    pub provider: Arc<dyn Provider>,
+    /// The replica's number in the prefix index.
+    pub replica: usize,
+    /// Leading blocks of the prompt's prefix chain the replica is thought
+    /// to hold.
+    pub cached_blocks: usize,
 }
 
 impl Drop for Admission {
     fn drop(&mut self) {
         self.in_flight.fetch_sub(1, Ordering::AcqRel);
+        self.replica_in_flight.fetch_sub(1, Ordering::AcqRel);
     }
 }
 
@@ -150,8 +173,13 @@ impl App {
     }
 
     /// Takes a slot in the gateway and in the backend (waiting in the
-    /// backend's bounded queue), or says it is full.
-    pub async fn admit(&self, backend_index: usize) -> Result<Admission, GatewayError> {
+    /// backend's bounded queue), or says it is full; then picks the
+    /// backend's replica, by the prompt's prefix chain when there is one.
+    pub async fn admit(
+        &self,
+        backend_index: usize,
+        prefix: Option<&PrefixChain>,
+    ) -> Result<Admission, GatewayError> {
         let gateway =
             self.in_flight
                 .clone()
@@ -167,11 +195,42 @@ impl App {
         let sharing = backend.in_flight.fetch_add(1, Ordering::AcqRel) + 1;
         // The latency model counts it until its record reports the outcome.
         self.router.latency().started(backend_index);
+        let ids = self.router.replicas(backend_index);
+        let index = self.router.prefix_index();
+        let loads: Vec<ReplicaLoad> = backend
+            .replicas
+            .iter()
+            .zip(ids.clone())
+            .map(|(replica, id)| ReplicaLoad {
+                cached_blocks: prefix.map_or(0, |chain| index.cached_blocks(id, chain)),
+                in_flight: replica.in_flight.load(Ordering::Acquire),
+            })
+            .collect();
+        let chosen = if loads.len() == 1 {
+            0
+        } else {
+            // Spread by the prompt's first block: a new prompt lands on the
+            // same replica as others that start like it.
+            let spread = prefix.and_then(|c| c.hash_at(1)).unwrap_or(0);
+            choose_replica(
+                &loads,
+                backend.balance,
+                backend.max_imbalance,
+                spread,
+                &backend.turn,
+            )
+        };
+        let replica = &backend.replicas[chosen];
+        replica.in_flight.fetch_add(1, Ordering::AcqRel);
         Ok(Admission {
             _gateway: gateway,
             _backend: backend_permit,
             in_flight: backend.in_flight.clone(),
+            replica_in_flight: replica.in_flight.clone(),
             sharing,
+            provider: replica.provider.clone(),
+            replica: ids.start + chosen,
+            cached_blocks: loads[chosen].cached_blocks,
         })
     }
 
@@ -185,16 +244,38 @@ impl App {
 }
 
 fn build_backend(backend: &Backend) -> anyhow::Result<BackendHandle> {
-    let provider = build_provider(backend)?;
     let openai = match &backend.adapter {
         BackendAdapter::OpenAi(openai) => Some(openai),
         _ => None,
+    };
+    let replicas = match openai {
+        Some(openai) if openai.replicas.len() > 1 => openai
+            .replicas
+            .iter()
+            .map(|url| {
+                let mut one = backend.clone();
+                if let BackendAdapter::OpenAi(o) = &mut one.adapter {
+                    o.base_url.clone_from(url);
+                }
+                build_provider(&one)
+            })
+            .collect::<anyhow::Result<Vec<_>>>()?,
+        _ => vec![build_provider(backend)?],
     };
     Ok(BackendHandle {
         name: backend.name.clone(),
         tier: backend.tier,
         upstream_model: backend.upstream_model.clone(),
-        provider,
+        replicas: replicas
+            .into_iter()
+            .map(|provider| ReplicaHandle {
+                provider,
+                in_flight: Arc::new(AtomicU32::new(0)),
+            })
+            .collect(),
+        balance: backend.prefix_cache.balance,
+        max_imbalance: backend.prefix_cache.max_imbalance,
+        turn: AtomicUsize::new(0),
         engine: openai.map_or(Engine::Generic, |o| o.engine),
         slots: openai.and_then(|o| o.slots),
         pricing: backend.pricing,

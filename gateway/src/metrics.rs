@@ -27,6 +27,12 @@ struct BackendCounters {
     /// What the engine's own `/metrics` says of drafts, as f64 bits
     /// (NaN until read).
     engine_acceptance: AtomicU64,
+    /// Prefix reuse: calls the index expected a cached prefix for, the
+    /// tokens it expected, and the first-token time the cached tokens saved.
+    prefix_hits: AtomicU64,
+    prefix_misses: AtomicU64,
+    expected_cached_tokens: AtomicU64,
+    ttft_saved_us: AtomicU64,
 }
 
 pub struct Metrics {
@@ -49,8 +55,9 @@ impl Metrics {
         Metrics { names, backends }
     }
 
-    /// Counts one finished call from its ledger row.
-    pub fn record(&self, backend: usize, row: &LedgerRow) {
+    /// Counts one finished call from its ledger row; `saved_ms` is the
+    /// first-token time its cached prompt tokens saved, by the latency model.
+    pub fn record(&self, backend: usize, row: &LedgerRow, saved_ms: f64) {
         let Some(c) = self.backends.get(backend) else {
             return;
         };
@@ -60,6 +67,16 @@ impl Metrics {
         add(&c.cached_tokens, row.tokens.cached_input);
         add(&c.completion_tokens, row.tokens.output);
         add(&c.cost_nano_usd, (row.cost_usd.max(0.0) * 1e9) as u64);
+        if row.expected_cached_tokens > 0 {
+            add(&c.prefix_hits, 1);
+        } else {
+            add(&c.prefix_misses, 1);
+        }
+        add(
+            &c.expected_cached_tokens,
+            u64::from(row.expected_cached_tokens),
+        );
+        add(&c.ttft_saved_us, (saved_ms * 1000.0) as u64);
         if let Some(ttft) = row.ttft_ms {
             add(&c.ttft_us_sum, (ttft * 1000.0) as u64);
             add(&c.ttft_count, 1);
@@ -154,6 +171,35 @@ impl Metrics {
             "counter",
             "Calls with a first token.",
             &|c| Some(get(&c.ttft_count) as f64),
+        );
+        let _ = writeln!(
+            out,
+            "# HELP switchyard_prefix_lookups_total Calls by whether the prefix index expected part of the prompt cached.\n# TYPE switchyard_prefix_lookups_total counter"
+        );
+        for (backend, c) in self.names.iter().zip(&self.backends) {
+            for (result, v) in [
+                ("hit", get(&c.prefix_hits)),
+                ("miss", get(&c.prefix_misses)),
+            ] {
+                let _ = writeln!(
+                    out,
+                    "switchyard_prefix_lookups_total{{backend=\"{backend}\",result=\"{result}\"}} {v}"
+                );
+            }
+        }
+        per_backend(
+            &mut out,
+            "switchyard_prefix_expected_cached_tokens_total",
+            "counter",
+            "Prompt tokens the prefix index expected cached (compare switchyard_tokens_total{kind=\"cached\"}, as reported).",
+            &|c| Some(get(&c.expected_cached_tokens) as f64),
+        );
+        per_backend(
+            &mut out,
+            "switchyard_prefix_ttft_saved_seconds_total",
+            "counter",
+            "First-token time the reported cached tokens saved, by the latency model.",
+            &|c| Some(get(&c.ttft_saved_us) as f64 / 1e6),
         );
         per_backend(
             &mut out,

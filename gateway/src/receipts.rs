@@ -11,12 +11,25 @@ pub const BACKEND: &str = "x-switchyard-backend";
 pub const TIER: &str = "x-switchyard-tier";
 pub const REASON: &str = "x-switchyard-reason";
 pub const PREDICTED_TTFT: &str = "x-switchyard-predicted-ttft-ms";
+/// `hit` (the response cache answered), `prefix=N` (N prompt tokens were
+/// expected cached on the replica that served) or `miss`.
+pub const CACHE: &str = "x-switchyard-cache";
 
 /// Which backend served (or last failed) and why it was that one.
 #[derive(Debug, Clone, Copy)]
 pub struct Served {
     pub backend: usize,
     pub reason: Reason,
+    /// What the cache did for this request.
+    pub cache: CacheUse,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CacheUse {
+    /// Answered from the response cache.
+    Hit,
+    /// Prompt tokens expected in the serving replica's prefix cache.
+    Prefix(u32),
 }
 
 impl Served {
@@ -24,6 +37,7 @@ impl Served {
         Served {
             backend: decision.primary(),
             reason: decision.reason,
+            cache: CacheUse::Prefix(0),
         }
     }
 }
@@ -40,6 +54,13 @@ pub fn apply(app: &App, decision: &Decision, served: Served, headers: &mut Heade
     }
     headers.insert(TIER, HeaderValue::from_static(backend.tier.as_str()));
     headers.insert(REASON, HeaderValue::from_static(served.reason.as_str()));
+    let cache = match served.cache {
+        CacheUse::Hit => HeaderValue::from_static("hit"),
+        CacheUse::Prefix(0) => HeaderValue::from_static("miss"),
+        CacheUse::Prefix(n) => HeaderValue::from_str(&format!("prefix={n}"))
+            .unwrap_or(HeaderValue::from_static("miss")),
+    };
+    headers.insert(CACHE, cache);
     if decision.predicted_ttft_ms.is_finite() {
         headers.insert(
             PREDICTED_TTFT,

@@ -118,7 +118,7 @@ async fn embed_texts(app: &App, encoder: usize, texts: &[String]) -> Option<Vec<
         user: None,
         extra: serde_json::Map::new(),
     };
-    let response = match backend.provider.embeddings(request).await {
+    let response = match backend.replicas[0].provider.embeddings(request).await {
         Ok(response) => response,
         Err(err) => {
             tracing::warn!(encoder = %backend.name, error = %err, "routing encoder failed; its rules will not match");

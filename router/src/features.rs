@@ -3,6 +3,9 @@
 
 use switchyard_policies::{Profile, PromptClass};
 
+use std::sync::Arc;
+
+use crate::prefix::PrefixChain;
 use crate::signals::{Signals, signals};
 
 /// The request as the router sees it; the gateway builds it from whatever
@@ -31,6 +34,8 @@ pub struct RequestView<'a> {
     /// The last user message embedded by encoder backends that semantic
     /// rules name: `(backend, vector)`.
     pub encoded: &'a [(usize, Vec<f32>)],
+    /// The canonical prompt's prefix chain, when the gateway built one.
+    pub prefix: Option<Arc<PrefixChain>>,
 }
 
 /// Features derived from a request view, computed once per request.
@@ -52,6 +57,9 @@ pub struct Features {
     /// A hash of the session id, when the request names a session.
     #[serde(skip)]
     pub session: Option<u64>,
+    /// The prompt's prefix chain, for what backends hold cached.
+    #[serde(skip)]
+    pub prefix: Option<Arc<PrefixChain>>,
 }
 
 /// The code signal of two keyword hits (see `signals::saturate`).
@@ -84,6 +92,7 @@ impl Features {
             profile: view.profile.or(route_profile),
             score: 0.0,
             session: view.session.map(crate::split::hash_key),
+            prefix: view.prefix.clone(),
         };
         features.score = features.complexity();
         features

@@ -11,6 +11,7 @@ mod embed;
 mod explain;
 mod features;
 pub mod latency;
+pub mod prefix;
 mod router;
 mod signals;
 pub mod speculation;

@@ -16,6 +16,7 @@ use crate::embed::embed;
 use crate::explain::{Explanation, RuleTrace};
 use crate::features::{Features, RequestView};
 use crate::latency::{LatencyHints, LatencyStore, LocalLatency, Prediction};
+use crate::prefix::{LocalPrefixIndex, PrefixIndex, ReplicaCache};
 use crate::speculation::SpeculationStats;
 use crate::split::{SplitPolicy, unit_from_key};
 use crate::target_share::{ShareTracker, WindowTracker};
@@ -102,6 +103,9 @@ pub struct Router {
     pricing: Vec<Pricing>,
     latency: Arc<dyn LatencyStore>,
     speculation: Arc<SpeculationStats>,
+    prefix: Arc<dyn PrefixIndex>,
+    /// Each backend's replicas in the prefix index.
+    replica_ranges: Vec<std::ops::Range<usize>>,
 }
 
 impl Router {
@@ -204,6 +208,20 @@ impl Router {
         header_names.sort();
         header_names.dedup();
         let latency = LocalLatency::new(config.backends.values().map(hints_of));
+        let mut replica_ranges = Vec::new();
+        let mut caches = Vec::new();
+        for backend in config.backends.values() {
+            let count = match &backend.adapter {
+                BackendAdapter::OpenAi(openai) => openai.replicas.len().max(1),
+                _ => 1,
+            };
+            let cache = ReplicaCache {
+                kv_tokens: backend.prefix_cache.kv_tokens,
+                ttl: backend.prefix_cache.ttl,
+            };
+            replica_ranges.push(caches.len()..caches.len() + count);
+            caches.extend(std::iter::repeat_n(cache, count));
+        }
         Router {
             backends,
             models,
@@ -213,12 +231,37 @@ impl Router {
             pricing: config.backends.values().map(|b| b.pricing).collect(),
             latency: Arc::new(latency),
             speculation: Arc::new(SpeculationStats::new(config.backends.len())),
+            prefix: Arc::new(LocalPrefixIndex::new(caches)),
+            replica_ranges,
         }
     }
 
     /// The latency models, for the gateway to report each call to.
     pub fn latency(&self) -> &Arc<dyn LatencyStore> {
         &self.latency
+    }
+
+    /// Tokens of this prompt the backend's best replica is thought to hold.
+    pub fn expected_cached_tokens(&self, backend: usize, features: &Features) -> u32 {
+        let Some(chain) = &features.prefix else {
+            return 0;
+        };
+        let blocks = self
+            .replicas(backend)
+            .map(|replica| self.prefix.cached_blocks(replica, chain))
+            .max()
+            .unwrap_or(0);
+        chain.tokens_in(blocks, features.prompt_tokens)
+    }
+
+    /// The prefix index: what each replica holds.
+    pub fn prefix_index(&self) -> &Arc<dyn PrefixIndex> {
+        &self.prefix
+    }
+
+    /// A backend's replicas, as numbered in the prefix index.
+    pub fn replicas(&self, backend: usize) -> std::ops::Range<usize> {
+        self.replica_ranges.get(backend).cloned().unwrap_or(0..0)
     }
 
     /// Speculative-decoding acceptance, per backend and prompt class.
@@ -490,7 +533,7 @@ impl Router {
         self.latency.predict(
             backend,
             features.prompt_tokens,
-            0,
+            self.expected_cached_tokens(backend, features),
             expected_output(features),
             features.prompt_class(),
         )

@@ -7,6 +7,7 @@ use switchyard_adapters::types::{
     ChatChunk, ChatRequest, ChatResponse, Content, Extra, Role, StreamOptions, Usage,
 };
 use switchyard_adapters::{AdapterError, Provider};
+use switchyard_router::prefix::PrefixChain;
 use switchyard_router::{AnswerSummary, RequestView};
 
 use super::endpoint::{Chunks, Endpoint};
@@ -113,6 +114,10 @@ impl Endpoint for Chat {
 
     fn body_extra(req: &mut ChatRequest) -> Option<&mut Extra> {
         Some(&mut req.extra)
+    }
+
+    fn prefix_chain(req: &ChatRequest) -> Option<PrefixChain> {
+        Some(super::prefix::chat_chain(req))
     }
 
     fn validate(req: &ChatRequest) -> Result<(), GatewayError> {

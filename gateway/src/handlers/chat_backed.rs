@@ -17,6 +17,9 @@ macro_rules! chat_backed {
         fn body_extra(req: &mut ChatRequest) -> Option<&mut Extra> {
             Chat::body_extra(req)
         }
+        fn prefix_chain(req: &ChatRequest) -> Option<switchyard_router::prefix::PrefixChain> {
+            Chat::prefix_chain(req)
+        }
         fn model_name(req: &ChatRequest) -> &str {
             Chat::model_name(req)
         }

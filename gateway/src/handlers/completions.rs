@@ -7,6 +7,7 @@ use switchyard_adapters::types::{
     CompletionRequest, CompletionResponse, Extra, StreamOptions, Usage,
 };
 use switchyard_adapters::{AdapterError, Provider};
+use switchyard_router::prefix::PrefixChain;
 use switchyard_router::{AnswerSummary, RequestView};
 
 use super::endpoint::{Chunks, Endpoint};
@@ -63,6 +64,10 @@ impl Endpoint for Completions {
 
     fn body_extra(req: &mut CompletionRequest) -> Option<&mut Extra> {
         Some(&mut req.extra)
+    }
+
+    fn prefix_chain(req: &CompletionRequest) -> Option<PrefixChain> {
+        Some(super::prefix::completion_chain(req))
     }
 
     fn validate(req: &CompletionRequest) -> Result<(), GatewayError> {

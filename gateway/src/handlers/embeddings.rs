@@ -76,7 +76,7 @@ pub async fn serve(app: &App, req: Request<Incoming>) -> Result<Response<Body>, 
                 Some(reservation)
             }
         };
-        let admission = app.admit(served.backend).await?;
+        let admission = app.admit(served.backend, None).await?;
         request.model.clone_from(&backend.upstream_model);
         let mut record = RequestRecord::new(
             app,
@@ -84,10 +84,10 @@ pub async fn serve(app: &App, req: Request<Incoming>) -> Result<Response<Body>, 
             served.backend,
             served.reason,
             reservation,
-            admission.sharing,
+            &admission,
             Some(decision.predicted_ttft_ms),
         );
-        let embedded = backend.provider.embeddings(request).await;
+        let embedded = admission.provider.embeddings(request).await;
         let response = record
             .settle_whole(embedded, |r| {
                 r.usage.as_ref().map(|u| Usage::new(u.prompt_tokens, 0))

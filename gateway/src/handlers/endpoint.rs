@@ -3,6 +3,7 @@
 //! before the first byte, escalation for cascades), answer with receipts.
 
 use std::collections::VecDeque;
+use std::sync::Arc;
 
 use futures_util::StreamExt;
 use futures_util::future::BoxFuture;
@@ -15,6 +16,7 @@ use serde::de::DeserializeOwned;
 use switchyard_adapters::types::{Extra, Usage};
 use switchyard_adapters::{AdapterError, Provider};
 use switchyard_policies::{OnExhausted, Pricing, TokenCounts};
+use switchyard_router::prefix::PrefixChain;
 use switchyard_router::{AnswerSummary, Decision, Reason, RequestView, Target, failed_check};
 
 use super::engine;
@@ -25,7 +27,7 @@ use crate::access::{Caller, Exhausted};
 use crate::app::{App, BackendHandle};
 use crate::error::{Dialect, GatewayError};
 use crate::http::{Body, json_response, parse_json, read_json_body, sse_response};
-use crate::receipts::{self, Served};
+use crate::receipts::{self, CacheUse, Served};
 use crate::routing::{BodyHints, complete_view, encode_for_routing};
 
 /// A backend's chunks.
@@ -66,6 +68,10 @@ pub trait Endpoint: Sized + 'static {
     /// The request body's fields the canonical type does not model, where
     /// engine extras go; `None` for endpoints that take none.
     fn body_extra(_req: &mut Self::Request) -> Option<&mut Extra> {
+        None
+    }
+    /// The canonical prompt's prefix chain, for endpoints with a prompt.
+    fn prefix_chain(_req: &Self::Request) -> Option<PrefixChain> {
         None
     }
     /// The model name the caller asked for.
@@ -143,6 +149,7 @@ pub async fn decide<E: Endpoint>(
         view.key = Some(&caller.key.name);
         view.team = caller.key.team.as_deref();
     }
+    view.prefix = E::prefix_chain(request).map(Arc::new);
     let encoded = encode_for_routing(app, &view).await;
     let decision = app.decide(&RequestView {
         encoded: &encoded,
@@ -328,7 +335,10 @@ async fn dispatch<E: Endpoint>(
                 }
             },
         };
-        let mut admission = match app.admit(backend_index).await {
+        let mut admission = match app
+            .admit(backend_index, decision.features.prefix.as_deref())
+            .await
+        {
             Ok(admission) => admission,
             Err(err) if !is_last => {
                 last_error = Some(err);
@@ -353,9 +363,10 @@ async fn dispatch<E: Endpoint>(
             backend_index,
             served.reason,
             reservation,
-            admission.sharing,
+            &admission,
             predicted,
         );
+        served.cache = CacheUse::Prefix(record.expected_cached_tokens());
         let client_wants_usage = streaming && E::request_stream_usage(&mut req);
         let checked = cascade.filter(|_| !is_last);
         // Hedge the first choice with the next, on routes that hedge.
@@ -387,19 +398,20 @@ async fn dispatch<E: Endpoint>(
                     served = Served {
                         backend: winner.backend,
                         reason: Reason::Hedge,
+                        cache: CacheUse::Prefix(winner.record.expected_cached_tokens()),
                     };
                 }
                 record = winner.record;
                 admission = winner.admission;
                 answer
             }
-            (false, _, _, _) => E::call(&*backend.provider, req)
+            (false, _, _, _) => E::call(&*admission.provider, req)
                 .await
                 .map(Answer::<E>::Whole),
-            (true, None, _, _) => E::call_stream(&*backend.provider, req)
+            (true, None, _, _) => E::call_stream(&*admission.provider, req)
                 .await
                 .map(Answer::Stream),
-            (true, Some(_), _, _) => match E::call_stream(&*backend.provider, req).await {
+            (true, Some(_), _, _) => match E::call_stream(&*admission.provider, req).await {
                 Ok(chunks) => collect(chunks).await.map(Answer::Collected),
                 Err(err) => Err(err),
             },

@@ -100,15 +100,17 @@ async fn hedge_leg(
             Some(app.budgets.reserve(key, backend.is_cloud(), worst).ok()?)
         }
     };
-    let admission = app.admit(backend_index).await.ok()?;
-    let sharing = admission.sharing;
+    let admission = app
+        .admit(backend_index, context.prefix.as_deref())
+        .await
+        .ok()?;
     let mut record = RequestRecord::new(
         app,
         context.clone(),
         backend_index,
         switchyard_router::Reason::Hedge,
         reservation,
-        sharing,
+        &admission,
         None,
     );
     record.hedged();
@@ -142,7 +144,7 @@ pub async fn race<E: Endpoint>(
         context.class,
     );
     let delay = Duration::from_secs_f64(predicted.ttft_p90_ms.max(0.0) / 1000.0).max(MIN_DELAY);
-    let primary_backend = app.backends[primary.backend].provider.clone();
+    let primary_backend = primary.admission.provider.clone();
     let first = until_output::<E>(&*primary_backend, primary_req, streaming);
     tokio::pin!(first);
     tokio::select! {
@@ -157,7 +159,7 @@ pub async fn race<E: Endpoint>(
         E::request_stream_usage(&mut hedge_req);
     }
     tracing::info!(primary = %app.backends[primary.backend].name, hedge = %app.backends[hedge_backend].name, ?delay, "hedging");
-    let hedge_provider = app.backends[hedge_backend].provider.clone();
+    let hedge_provider = hedge.admission.provider.clone();
     let second = until_output::<E>(&*hedge_provider, hedge_req, streaming);
     tokio::pin!(second);
     let (answer, winner, loser) = tokio::select! {

@@ -13,6 +13,7 @@ mod health;
 mod hedge;
 mod messages;
 mod models;
+mod prefix;
 mod record;
 mod responses;
 mod stream;

@@ -12,11 +12,12 @@ use switchyard_adapters::tokens;
 use switchyard_adapters::types::Usage;
 use switchyard_policies::{Pricing, PromptClass, Reference, TokenCounts};
 use switchyard_router::latency::{LatencyStore, Observation};
+use switchyard_router::prefix::{PrefixChain, PrefixIndex};
 use switchyard_router::speculation::SpeculationStats;
 use switchyard_router::{Decision, Reason};
 
 use crate::access::{Caller, RateLimits, Reservation};
-use crate::app::App;
+use crate::app::{Admission, App};
 use crate::breaker::Breaker;
 use crate::error::{Dialect, GatewayError};
 use crate::ledger::{Drafts, Ledger, LedgerRow};
@@ -41,6 +42,10 @@ pub struct RequestContext {
     pub estimated_tokens: u32,
     /// Code or prose, for speculative-decoding figures.
     pub class: PromptClass,
+    /// The prompt's prefix chain, for the prefix index.
+    pub prefix: Option<Arc<PrefixChain>>,
+    /// Prompt tokens as estimated at routing.
+    pub prompt_tokens: u32,
 }
 
 impl RequestContext {
@@ -72,6 +77,8 @@ impl RequestContext {
                 .prompt_tokens
                 .saturating_add(decision.features.max_tokens.unwrap_or(0)),
             class: decision.features.prompt_class(),
+            prefix: decision.features.prefix.clone(),
+            prompt_tokens: decision.features.prompt_tokens,
         }
     }
 }
@@ -96,6 +103,11 @@ pub struct RequestRecord {
     rates: Arc<RateLimits>,
     reservation: Option<Reservation>,
     sharing: u32,
+    /// The replica served, by its number in the prefix index.
+    replica: usize,
+    /// Prompt tokens that replica was expected to have cached.
+    expected_cached_tokens: u32,
+    prefix_index: Arc<dyn PrefixIndex>,
     reason: Reason,
     ts_ms: i64,
     started: Instant,
@@ -119,7 +131,7 @@ impl RequestRecord {
         backend_index: usize,
         reason: Reason,
         reservation: Option<Reservation>,
-        sharing: u32,
+        admission: &Admission,
         predicted_ttft_ms: Option<f64>,
     ) -> Self {
         let backend = &app.backends[backend_index];
@@ -127,6 +139,9 @@ impl RequestRecord {
             .duration_since(UNIX_EPOCH)
             .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
             .unwrap_or(0);
+        let expected_cached_tokens = context.prefix.as_ref().map_or(0, |chain| {
+            chain.tokens_in(admission.cached_blocks, context.prompt_tokens)
+        });
         RequestRecord {
             context,
             backend_index,
@@ -144,7 +159,10 @@ impl RequestRecord {
             ledger: app.ledger.clone(),
             rates: app.rates.clone(),
             reservation,
-            sharing,
+            sharing: admission.sharing,
+            replica: admission.replica,
+            expected_cached_tokens,
+            prefix_index: app.router.prefix_index().clone(),
             reason,
             ts_ms,
             started: Instant::now(),
@@ -155,6 +173,11 @@ impl RequestRecord {
             hedge: false,
             written: false,
         }
+    }
+
+    /// Prompt tokens the serving replica was expected to hold cached.
+    pub fn expected_cached_tokens(&self) -> u32 {
+        self.expected_cached_tokens
     }
 
     pub fn first_output(&mut self) {
@@ -380,8 +403,30 @@ impl RequestRecord {
             estimated,
             prompt_class: self.context.class.as_str(),
             drafts: self.drafts,
+            expected_cached_tokens: self.expected_cached_tokens,
         };
-        self.metrics.record(self.backend_index, &row);
+        if matches!(self.outcome, "ok" | "escalated")
+            && let Some(chain) = &self.context.prefix
+        {
+            self.prefix_index.served(self.replica, chain);
+        }
+        let saved_ms = if tokens.cached_input > 0 {
+            let predict = |cached| {
+                self.latency
+                    .predict(
+                        self.backend_index,
+                        clamp(tokens.prompt()),
+                        cached,
+                        1,
+                        self.context.class,
+                    )
+                    .ttft_p50_ms
+            };
+            (predict(0) - predict(clamp(tokens.cached_input))).max(0.0)
+        } else {
+            0.0
+        };
+        self.metrics.record(self.backend_index, &row, saved_ms);
         tracing::info!(
             target: "switchyard::request",
             endpoint = row.endpoint,

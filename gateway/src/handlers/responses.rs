@@ -82,7 +82,9 @@ pub async fn serve(app: &App, req: Request<Incoming>) -> Result<Response<Body>, 
             ..RequestView::default()
         })?,
     };
-    let native = app.backends[decision.primary()].provider.speaks_responses();
+    let native = app.backends[decision.primary()].replicas[0]
+        .provider
+        .speaks_responses();
     let mut response = match (native, translated) {
         (true, _) => passthrough(app, &parts, raw, &decision)
             .await
@@ -133,7 +135,7 @@ async fn passthrough(
                 })?,
         ),
     };
-    let admission = app.admit(backend_index).await?;
+    let admission = app.admit(backend_index, None).await?;
     raw["model"] = Value::String(backend.upstream_model.clone());
     let streaming = raw.get("stream").and_then(Value::as_bool).unwrap_or(false);
     let model = decision.route.map_or_else(
@@ -154,16 +156,16 @@ async fn passthrough(
         backend_index,
         decision.reason,
         reservation,
-        admission.sharing,
+        &admission,
         Some(decision.predicted_ttft_ms),
     );
     if !streaming {
         let response = record
-            .settle_whole(backend.provider.responses(raw).await, usage_of)
+            .settle_whole(admission.provider.responses(raw).await, usage_of)
             .await?;
         return Ok(json_response(StatusCode::OK, &response));
     }
-    let events = match backend.provider.responses_stream(raw).await {
+    let events = match admission.provider.responses_stream(raw).await {
         Ok(events) => events,
         Err(err) => {
             let err = GatewayError::from(err);

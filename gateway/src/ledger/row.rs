@@ -38,6 +38,8 @@ pub struct LedgerRow {
     /// Speculative decoding: tokens drafted and accepted, when the backend
     /// reported them (llama.cpp `timings.draft_n`, `draft_n_accepted`).
     pub drafts: Option<Drafts>,
+    /// Prompt tokens the prefix index expected the replica to hold.
+    pub expected_cached_tokens: u32,
 }
 
 /// Speculative-decoding counts of one request.

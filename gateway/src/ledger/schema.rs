@@ -34,7 +34,8 @@ CREATE TABLE IF NOT EXISTS requests (
     estimated INTEGER NOT NULL,
     prompt_class TEXT,
     draft_tokens INTEGER,
-    draft_accepted_tokens INTEGER
+    draft_accepted_tokens INTEGER,
+    expected_cached_tokens INTEGER
 );
 -- Report queries filter by time and group by one dimension.
 CREATE INDEX IF NOT EXISTS requests_ts ON requests (ts_ms);
@@ -56,12 +57,13 @@ pub fn open(path: &str) -> anyhow::Result<Connection> {
 }
 
 /// Columns added after the first release, added to older ledgers in place.
-const ADDED_COLUMNS: [(&str, &str); 5] = [
+const ADDED_COLUMNS: [(&str, &str); 6] = [
     ("predicted_ttft_ms", "REAL"),
     ("decode_tokens_per_s", "REAL"),
     ("prompt_class", "TEXT"),
     ("draft_tokens", "INTEGER"),
     ("draft_accepted_tokens", "INTEGER"),
+    ("expected_cached_tokens", "INTEGER"),
 ];
 
 fn migrate(conn: &Connection) -> rusqlite::Result<()> {

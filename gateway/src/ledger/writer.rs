@@ -62,9 +62,10 @@ fn commit(conn: &mut Connection, batch: &[Entry]) -> rusqlite::Result<()> {
             "INSERT INTO requests (ts_ms, request_id, key, team, route, backend, tier, profile, dialect, endpoint,
                 input_tokens, cached_tokens, cache_write_tokens, output_tokens, reasoning_tokens,
                 cost_usd, counterfactual_usd, ttft_ms, duration_ms, status, reason, hedge, fallback, cache_hit, estimated,
-                predicted_ttft_ms, decode_tokens_per_s, prompt_class, draft_tokens, draft_accepted_tokens)
+                predicted_ttft_ms, decode_tokens_per_s, prompt_class, draft_tokens, draft_accepted_tokens,
+                expected_cached_tokens)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20,
-                ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28, ?29, ?30)",
+                ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28, ?29, ?30, ?31)",
         )?;
         for Entry { row, .. } in batch {
             insert_row(&mut insert, row)?;
@@ -110,5 +111,6 @@ fn insert_row(
         r.prompt_class,
         r.drafts.map(|d| n(d.drafted)),
         r.drafts.map(|d| n(d.accepted)),
+        r.expected_cached_tokens,
     ])
 }

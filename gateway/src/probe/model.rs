@@ -163,11 +163,12 @@ fn least_squares(
             return None;
         }
         m.swap(col, pivot);
-        for r in 0..n {
+        let pivot_row = m[col].clone();
+        for (r, row) in m.iter_mut().enumerate() {
             if r != col {
-                let factor = m[r][col] / m[col][col];
-                for c in col..=n {
-                    m[r][c] -= factor * m[col][c];
+                let factor = row[col] / pivot_row[col];
+                for (value, p) in row.iter_mut().zip(&pivot_row).skip(col) {
+                    *value -= factor * p;
                 }
             }
         }

@@ -141,6 +141,7 @@ pub struct Backend {
     /// parameters for `sim` backends when unset).
     pub latency: LatencyHintsConfig,
     pub breaker: BreakerSettings,
+    pub prefix_cache: PrefixCacheSettings,
 }
 
 /// Starting figures for a backend's latency model; unset ones use defaults.
@@ -213,6 +214,47 @@ pub struct OpenAiBackend {
     /// (vLLM, SGLang, llama.cpp started with `--metrics`).
     pub metrics_url: Option<String>,
     pub metrics_interval: Duration,
+    /// Base URLs of every server of this model: `base_url` first, then
+    /// `replicas`.
+    pub replicas: Vec<String>,
+}
+
+/// How a backend with several replicas picks one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Balance {
+    /// The replica holding the longest prefix of the prompt, unless it is
+    /// loaded beyond the least loaded by more than `max_imbalance`.
+    #[default]
+    CacheAffinity,
+    RoundRobin,
+    LeastLoaded,
+}
+
+/// What the prefix index assumes of a backend's caches, and how its
+/// replicas are chosen.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PrefixCacheSettings {
+    /// KV cache per replica, in tokens.
+    pub kv_tokens: u64,
+    /// How long an unused prefix stays cached.
+    pub ttl: Duration,
+    pub balance: Balance,
+    /// Requests in flight a cached replica may be ahead of the least loaded.
+    pub max_imbalance: u32,
+}
+
+impl Default for PrefixCacheSettings {
+    fn default() -> Self {
+        PrefixCacheSettings {
+            kv_tokens: 65_536,
+            // Anthropic's and OpenAI's prompt caches keep an idle prefix
+            // about five minutes; local servers until evicted.
+            ttl: Duration::from_secs(300),
+            balance: Balance::CacheAffinity,
+            max_imbalance: 2,
+        }
+    }
 }
 
 /// The server software behind an OpenAI-compatible backend.

@@ -98,6 +98,16 @@ pub(super) struct RawBackend {
     /// Starting figures for the latency model.
     pub latency: Option<RawLatencyHints>,
     pub breaker: Option<RawBreaker>,
+    pub prefix_cache: Option<RawPrefixCache>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawPrefixCache {
+    pub kv_tokens: Option<u64>,
+    pub ttl_s: Option<u64>,
+    pub balance: Option<super::Balance>,
+    pub max_imbalance: Option<u32>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -142,6 +152,9 @@ pub(super) struct RawOpenAi {
     pub metrics_url: Option<String>,
     /// How often they are read (10 s when unset).
     pub metrics_interval_ms: Option<u64>,
+    /// More servers of the same model, beside `base_url`.
+    #[serde(default)]
+    pub replicas: Vec<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -112,6 +112,7 @@ fn validate_backend(ck: &Checker<'_>, name: &str, raw: RawBackend) -> Result<Bac
                     slots: None,
                     metrics_url: None,
                     metrics_interval_ms: None,
+                    replicas: Vec::new(),
                 },
             )
             .map_err(|e| ConfigError {
@@ -188,7 +189,17 @@ fn validate_backend(ck: &Checker<'_>, name: &str, raw: RawBackend) -> Result<Bac
             .map(Duration::from_millis)
             .unwrap_or(defaults.cooldown),
     });
+    let defaults = super::PrefixCacheSettings::default();
+    let prefix_cache = raw
+        .prefix_cache
+        .map_or(defaults, |p| super::PrefixCacheSettings {
+            kv_tokens: p.kv_tokens.unwrap_or(defaults.kv_tokens),
+            ttl: p.ttl_s.map_or(defaults.ttl, Duration::from_secs),
+            balance: p.balance.unwrap_or(defaults.balance),
+            max_imbalance: p.max_imbalance.unwrap_or(defaults.max_imbalance),
+        });
     Ok(Backend {
+        prefix_cache,
         name: name.to_owned(),
         tier: raw.tier,
         upstream_model,
@@ -207,14 +218,26 @@ fn validate_openai(
     name: &str,
     raw: super::raw::RawOpenAi,
 ) -> Result<OpenAiBackend, ConfigError> {
-    let url = raw.base_url.trim_end_matches('/').to_owned();
-    let scheme_ok = url.starts_with("http://") || url.starts_with("https://");
-    let host_ok = url.split("://").nth(1).is_some_and(|rest| !rest.is_empty());
-    if !scheme_ok || !host_ok {
-        return Err(ck.error(
-            &["backends", name, "openai", "base_url"],
-            format!("`{}` is not an http:// or https:// URL", raw.base_url),
-        ));
+    let checked_url = |url: &str, field: &str| {
+        let trimmed = url.trim_end_matches('/').to_owned();
+        let scheme_ok = trimmed.starts_with("http://") || trimmed.starts_with("https://");
+        let host_ok = trimmed
+            .split("://")
+            .nth(1)
+            .is_some_and(|rest| !rest.is_empty());
+        if scheme_ok && host_ok {
+            Ok(trimmed)
+        } else {
+            Err(ck.error(
+                &["backends", name, "openai", field],
+                format!("`{url}` is not an http:// or https:// URL"),
+            ))
+        }
+    };
+    let url = checked_url(&raw.base_url, "base_url")?;
+    let mut replicas = vec![url.clone()];
+    for replica in &raw.replicas {
+        replicas.push(checked_url(replica, "replicas")?);
     }
     let api_key_env = match raw.api_key {
         None => None,
@@ -256,6 +279,7 @@ fn validate_openai(
         native_responses: raw.responses,
         engine,
         slots: raw.slots,
+        replicas,
         metrics_interval: Duration::from_millis(raw.metrics_interval_ms.unwrap_or(10_000).max(100)),
     })
 }
