@@ -20,6 +20,7 @@ use crate::access::{Budgets, KeyStore, RateLimits};
 use crate::breaker::Breaker;
 use crate::error::GatewayError;
 use crate::handlers::HedgeSpend;
+use crate::handlers::PromptCache;
 use crate::ledger::{Ledger, now_ms, spend_since};
 use crate::metrics::Metrics;
 
@@ -38,6 +39,8 @@ pub struct BackendHandle {
     pub engine: Engine,
     /// llama.cpp's slot count, when declared.
     pub slots: Option<u32>,
+    /// What the provider's prompt cache needs from us.
+    pub prompt_cache: PromptCache,
     pub pricing: Pricing,
     /// The longest a request may take to start answering (for reserving
     /// the worst-case cost of hourly-priced backends).
@@ -278,6 +281,11 @@ fn build_backend(backend: &Backend) -> anyhow::Result<BackendHandle> {
         turn: AtomicUsize::new(0),
         engine: openai.map_or(Engine::Generic, |o| o.engine),
         slots: openai.and_then(|o| o.slots),
+        prompt_cache: match &backend.adapter {
+            BackendAdapter::OpenAi(o) if o.prompt_cache_key => PromptCache::OpenAiKey,
+            BackendAdapter::Anthropic(a) if a.prompt_caching => PromptCache::AnthropicMarkers,
+            _ => PromptCache::None,
+        },
         pricing: backend.pricing,
         first_byte_timeout: backend.timeouts.first_byte,
         in_flight: Arc::new(AtomicU32::new(0)),

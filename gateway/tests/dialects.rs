@@ -149,48 +149,10 @@ async fn anthropic_version_and_beta_headers_reach_an_anthropic_backend_unchanged
     );
 }
 
-/// A bare server that records one request (head and body) and answers `body`.
-async fn recording_server(
-    reply: &'static str,
-) -> (std::net::SocketAddr, tokio::task::JoinHandle<String>) {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let seen = tokio::spawn(async move {
-        let (mut socket, _) = listener.accept().await.unwrap();
-        let mut request = Vec::new();
-        let mut buf = [0u8; 8192];
-        loop {
-            let n = socket.read(&mut buf).await.unwrap();
-            request.extend_from_slice(&buf[..n]);
-            let text = String::from_utf8_lossy(&request).to_string();
-            if let Some((head, body)) = text.split_once("\r\n\r\n") {
-                let length = head
-                    .lines()
-                    .find_map(|l| {
-                        l.to_lowercase()
-                            .strip_prefix("content-length:")
-                            .map(|v| v.trim().parse::<usize>().unwrap())
-                    })
-                    .unwrap_or(0);
-                if body.len() >= length {
-                    break;
-                }
-            }
-        }
-        let response = format!(
-            "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{reply}",
-            reply.len()
-        );
-        socket.write_all(response.as_bytes()).await.unwrap();
-        String::from_utf8_lossy(&request).to_string()
-    });
-    (addr, seen)
-}
-
 #[tokio::test]
 async fn responses_reach_a_native_backend_untranslated() {
-    let (addr, seen) = recording_server(
+    let (addr, seen) = support::recording_server(
+        1,
         r#"{"id":"resp_1","object":"response","status":"completed","model":"gpt-x","output":[{"type":"message","id":"m","role":"assistant","status":"completed","content":[{"type":"output_text","text":"native","annotations":[]}]}],"usage":{"input_tokens":9,"output_tokens":1,"total_tokens":10,"input_tokens_details":{"cached_tokens":0}}}"#,
     )
     .await;
@@ -206,7 +168,7 @@ async fn responses_reach_a_native_backend_untranslated() {
     assert_eq!(reply.status, 200, "{:?}", reply.body);
     assert_eq!(reply.json()["output"][0]["content"][0]["text"], "native");
     assert_eq!(reply.header("x-switchyard-backend"), Some("native"));
-    let seen = seen.await.unwrap();
+    let seen = seen.await.unwrap().remove(0);
     let body: Value = serde_json::from_str(seen.split_once("\r\n\r\n").unwrap().1).unwrap();
     let mut expected = request.clone();
     expected["model"] = json!("gpt-x");

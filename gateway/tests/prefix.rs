@@ -117,3 +117,52 @@ async fn cache_affinity_keeps_sessions_on_the_replica_that_holds_their_prefix() 
         "expected {expected} vs reported {reported}"
     );
 }
+
+/// Provider prompt caching on the wire: an Anthropic backend gets a
+/// `cache_control` breakpoint on the long system prompt once it has been
+/// sent that prefix; an OpenAI backend gets one `prompt_cache_key` for every
+/// request that starts the same.
+#[tokio::test]
+async fn provider_prompt_caching_reaches_the_wire() {
+    let message = r#"{"id":"m1","type":"message","role":"assistant","model":"x","content":[{"type":"text","text":"ok"}],"stop_reason":"end_turn","stop_sequence":null,"usage":{"input_tokens":3,"output_tokens":1}}"#;
+    let completion = r#"{"id":"c1","object":"chat.completion","created":1,"model":"x","choices":[{"index":0,"message":{"role":"assistant","content":"ok"},"finish_reason":"stop"}],"usage":{"prompt_tokens":3,"completion_tokens":1,"total_tokens":4}}"#;
+    let (anthropic, anthropic_seen) = support::recording_server(2, message).await;
+    let (openai, openai_seen) = support::recording_server(2, completion).await;
+    let gateway = GatewayBuilder::new()
+        .backend_yaml(&format!(
+            "  claude:\n    tier: cloud\n    anthropic: {{base_url: 'http://{anthropic}/v1', prompt_caching: true}}\n    price: {{input_per_mtok: 3, output_per_mtok: 15, cached_input_per_mtok: 0.3, cache_write_per_mtok: 3.75}}\n  gpt:\n    tier: cloud\n    openai: {{base_url: 'http://{openai}/v1', prompt_cache_key: true}}\n    price: {{input_per_mtok: 2.5, output_per_mtok: 10}}\n"
+        ))
+        .start();
+    let system = "Follow the house rules carefully and cite them. ".repeat(160);
+    let ask = |model: &str, question: &str| {
+        json!({
+            "model": model,
+            "max_tokens": 5,
+            "messages": [{"role": "system", "content": system}, {"role": "user", "content": question}]
+        })
+    };
+    let url = gateway.url("/v1/chat/completions");
+    for question in ["first", "second"] {
+        for model in ["claude", "gpt"] {
+            let reply = post_json(&url, &ask(model, question)).await;
+            assert_eq!(reply.status, 200, "{}", String::from_utf8_lossy(&reply.body));
+        }
+    }
+    let bodies = |seen: Vec<String>| -> Vec<Value> {
+        seen.iter()
+            .map(|r| serde_json::from_str(r.split_once("\r\n\r\n").unwrap().1).unwrap())
+            .collect()
+    };
+    let sent = bodies(anthropic_seen.await.unwrap());
+    assert!(!sent[0].to_string().contains("cache_control"), "first sight: no marker");
+    assert_eq!(
+        sent[1]["system"][0]["cache_control"],
+        json!({"type": "ephemeral"}),
+        "{}",
+        sent[1]["system"]
+    );
+    let sent = bodies(openai_seen.await.unwrap());
+    let key = sent[0]["prompt_cache_key"].as_str().unwrap();
+    assert!(key.starts_with("sy-"), "{key}");
+    assert_eq!(sent[1]["prompt_cache_key"], sent[0]["prompt_cache_key"]);
+}

@@ -55,12 +55,16 @@ pub struct Candidate {
 /// The expected cost of a request on a backend.
 pub fn expected_cost(
     pricing: &Pricing,
-    prompt_tokens: u32,
+    (prompt_tokens, cached_tokens): (u32, u32),
     output_tokens: u32,
     p: &Prediction,
 ) -> f64 {
+    // Prompt tokens a provider's prompt cache is expected to hold are
+    // priced at its cached-input rate.
+    let cached = cached_tokens.min(prompt_tokens);
     let tokens = TokenCounts {
-        input: u64::from(prompt_tokens),
+        input: u64::from(prompt_tokens - cached),
+        cached_input: u64::from(cached),
         output: u64::from(output_tokens),
         ..TokenCounts::default()
     };

@@ -499,7 +499,10 @@ impl Router {
                         let prediction = self.predict(backend, &features);
                         let cost_usd = expected_cost(
                             &self.pricing[backend],
-                            features.prompt_tokens,
+                            (
+                                features.prompt_tokens,
+                                self.expected_cached_tokens(backend, &features),
+                            ),
                             output,
                             &prediction,
                         );

@@ -21,6 +21,7 @@ use switchyard_router::{AnswerSummary, Decision, Reason, RequestView, Target, fa
 
 use super::engine;
 use super::hedge::{self, Leg};
+use super::prompt_cache::{self, PromptCache};
 use super::record::{RequestContext, RequestRecord};
 use super::stream::{self, StreamEncoder};
 use crate::access::{Caller, Exhausted};
@@ -355,7 +356,13 @@ async fn dispatch<E: Endpoint>(
                 None => break,
             },
         };
-        let mut req = prepared::<E>(app, decision, backend_index, req);
+        let mut req = prepared::<E>(
+            app,
+            decision,
+            backend_index,
+            req,
+            Some(admission.cached_blocks),
+        );
         let predicted = (backend_index == decision.primary()).then_some(decision.predicted_ttft_ms);
         let mut record = RequestRecord::new(
             app,
@@ -389,7 +396,7 @@ async fn dispatch<E: Endpoint>(
                     leg,
                     req,
                     other,
-                    prepared::<E>(app, decision, other, original.clone()),
+                    prepared::<E>(app, decision, other, original.clone(), None),
                     streaming,
                     hedge.max_usd_per_key_per_day,
                 )
@@ -485,20 +492,43 @@ async fn dispatch<E: Endpoint>(
     (Err(err), served)
 }
 
-/// The request as backend `backend` takes it: its model name, and the
-/// engine's extra fields (llama.cpp's speculative settings and slot).
+/// The request as backend `backend` takes it: its model name, the engine's
+/// extra fields (llama.cpp's speculative settings and slot), and provider
+/// prompt caching (`cached_blocks`: what the chosen replica holds).
 fn prepared<E: Endpoint>(
     app: &App,
     decision: &Decision,
     backend: usize,
     mut req: E::Request,
+    cached_blocks: Option<usize>,
 ) -> E::Request {
-    E::set_model(&mut req, &app.backends[backend].upstream_model);
+    let handle = &app.backends[backend];
+    E::set_model(&mut req, &handle.upstream_model);
     let fields = engine::body_fields(app, decision, backend);
     if !fields.is_empty()
         && let Some(extra) = E::body_extra(&mut req)
     {
         engine::apply(extra, &fields);
+    }
+    if let Some(chain) = &decision.features.prefix {
+        match handle.prompt_cache {
+            PromptCache::OpenAiKey => {
+                if let Some(extra) = E::body_extra(&mut req) {
+                    prompt_cache::openai_key(extra, chain);
+                }
+            }
+            PromptCache::AnthropicMarkers => {
+                if let Some(cached) = cached_blocks {
+                    prompt_cache::anthropic_markers(
+                        &mut req,
+                        chain,
+                        decision.features.prompt_tokens,
+                        cached,
+                    );
+                }
+            }
+            PromptCache::None => {}
+        }
     }
     req
 }

@@ -14,6 +14,7 @@ mod hedge;
 mod messages;
 mod models;
 mod prefix;
+mod prompt_cache;
 mod record;
 mod responses;
 mod stream;
@@ -30,6 +31,7 @@ use crate::http::Body;
 pub use admin::{parse_dimension, parse_since};
 pub use explain::{decide_chat, explain_chat};
 pub use hedge::HedgeSpend;
+pub use prompt_cache::PromptCache;
 
 pub async fn handle(app: Arc<App>, req: Request<Incoming>) -> Response<Body> {
     // Accept both `/v1/...` and bare paths: clients disagree on whether the

@@ -192,6 +192,10 @@ pub struct AnthropicBackend {
     pub api_key_env: Option<String>,
     /// The `anthropic-version` header; 2023-06-01 when unset.
     pub version: Option<String>,
+    /// Mark long stable prefixes (tools and system) with `cache_control`
+    /// once the prefix index has seen them within the cache lifetime, when
+    /// the client set no markers itself.
+    pub prompt_caching: bool,
 }
 
 /// An OpenAI-compatible upstream.
@@ -217,6 +221,8 @@ pub struct OpenAiBackend {
     /// Base URLs of every server of this model: `base_url` first, then
     /// `replicas`.
     pub replicas: Vec<String>,
+    /// Send `prompt_cache_key` when the client did not.
+    pub prompt_cache_key: bool,
 }
 
 /// How a backend with several replicas picks one.

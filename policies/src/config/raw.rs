@@ -133,6 +133,9 @@ pub(super) struct RawAnthropic {
     /// `env:NAME`.
     pub api_key: Option<String>,
     pub version: Option<String>,
+    /// Mark long stable prefixes with `cache_control` when the client set none.
+    #[serde(default)]
+    pub prompt_caching: bool,
 }
 
 #[derive(Debug, Deserialize)]
@@ -155,6 +158,9 @@ pub(super) struct RawOpenAi {
     /// More servers of the same model, beside `base_url`.
     #[serde(default)]
     pub replicas: Vec<String>,
+    /// Send `prompt_cache_key` (from the prompt's prefix chain) when the
+    /// client did not; on by default for api.openai.com.
+    pub prompt_cache_key: Option<bool>,
 }
 
 #[derive(Debug, Default, Deserialize)]

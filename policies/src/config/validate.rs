@@ -113,6 +113,7 @@ fn validate_backend(ck: &Checker<'_>, name: &str, raw: RawBackend) -> Result<Bac
                     metrics_url: None,
                     metrics_interval_ms: None,
                     replicas: Vec::new(),
+                    prompt_cache_key: None,
                 },
             )
             .map_err(|e| ConfigError {
@@ -123,6 +124,7 @@ fn validate_backend(ck: &Checker<'_>, name: &str, raw: RawBackend) -> Result<Bac
                 base_url: openai.base_url,
                 api_key_env: openai.api_key_env,
                 version: anthropic.version,
+                prompt_caching: anthropic.prompt_caching,
             })
         }
         (None, None, Some(sim)) => {
@@ -235,6 +237,7 @@ fn validate_openai(
         }
     };
     let url = checked_url(&raw.base_url, "base_url")?;
+    let official = url.contains("://api.openai.com");
     let mut replicas = vec![url.clone()];
     for replica in &raw.replicas {
         replicas.push(checked_url(replica, "replicas")?);
@@ -279,6 +282,7 @@ fn validate_openai(
         native_responses: raw.responses,
         engine,
         slots: raw.slots,
+        prompt_cache_key: raw.prompt_cache_key.unwrap_or(official),
         replicas,
         metrics_interval: Duration::from_millis(raw.metrics_interval_ms.unwrap_or(10_000).max(100)),
     })
