@@ -20,7 +20,7 @@ use crate::access::{Budgets, KeyStore, RateLimits};
 use crate::breaker::Breaker;
 use crate::error::GatewayError;
 use crate::handlers::HedgeSpend;
-use crate::handlers::PromptCache;
+use crate::handlers::{PromptCache, ResponseCache};
 use crate::ledger::{Ledger, now_ms, spend_since};
 use crate::metrics::Metrics;
 
@@ -135,6 +135,8 @@ pub struct App {
     pub reference: Option<Reference>,
     pub hedges: HedgeSpend,
     pub metrics: Arc<Metrics>,
+    /// Each route's response cache, where it has one (by route index).
+    pub response_caches: Vec<Option<Arc<ResponseCache>>>,
     in_flight: Arc<Semaphore>,
     shutting_down: AtomicBool,
 }
@@ -170,6 +172,11 @@ impl App {
             reference: config.reference.clone(),
             hedges: HedgeSpend::default(),
             metrics: Arc::new(Metrics::new(config.backends.keys().cloned().collect())),
+            response_caches: config
+                .routes
+                .values()
+                .map(|r| r.response_cache.map(|c| Arc::new(ResponseCache::new(c))))
+                .collect(),
             in_flight: Arc::new(Semaphore::new(config.server.max_concurrent_requests)),
             shutting_down: AtomicBool::new(false),
         })

@@ -145,7 +145,12 @@ async fn provider_prompt_caching_reaches_the_wire() {
     for question in ["first", "second"] {
         for model in ["claude", "gpt"] {
             let reply = post_json(&url, &ask(model, question)).await;
-            assert_eq!(reply.status, 200, "{}", String::from_utf8_lossy(&reply.body));
+            assert_eq!(
+                reply.status,
+                200,
+                "{}",
+                String::from_utf8_lossy(&reply.body)
+            );
         }
     }
     let bodies = |seen: Vec<String>| -> Vec<Value> {
@@ -154,7 +159,10 @@ async fn provider_prompt_caching_reaches_the_wire() {
             .collect()
     };
     let sent = bodies(anthropic_seen.await.unwrap());
-    assert!(!sent[0].to_string().contains("cache_control"), "first sight: no marker");
+    assert!(
+        !sent[0].to_string().contains("cache_control"),
+        "first sight: no marker"
+    );
     assert_eq!(
         sent[1]["system"][0]["cache_control"],
         json!({"type": "ephemeral"}),

@@ -23,6 +23,7 @@ use super::engine;
 use super::hedge::{self, Leg};
 use super::prompt_cache::{self, PromptCache};
 use super::record::{RequestContext, RequestRecord};
+use super::response_cache::{Slot, replay};
 use super::stream::{self, StreamEncoder};
 use crate::access::{Caller, Exhausted};
 use crate::app::{App, BackendHandle};
@@ -205,7 +206,20 @@ pub async fn serve_decided<E: Endpoint>(
         &decision,
         E::prompt_for_count(&request),
     );
-    let (result, served) = dispatch::<E>(app, &decision, request, context, size).await;
+    let slot = Slot::of(app, parts, &request, &decision);
+    if let Some(cached) = slot.as_ref().and_then(Slot::get)
+        && let Some(mut response) =
+            replay::<E>(app, request.clone(), context.clone(), &cached, &decision).await
+    {
+        let served = Served {
+            backend: cached.backend,
+            reason: decision.reason,
+            cache: CacheUse::Hit,
+        };
+        receipts::apply(app, &decision, served, response.headers_mut());
+        return Ok(response);
+    }
+    let (result, served) = dispatch::<E>(app, &decision, request, context, size, slot).await;
     let mut response = result.unwrap_or_else(|err| err.into_response_for(E::DIALECT));
     receipts::apply(app, &decision, served, response.headers_mut());
     Ok(response)
@@ -269,6 +283,7 @@ async fn dispatch<E: Endpoint>(
     request: E::Request,
     context: RequestContext,
     size: Size,
+    mut slot: Option<Slot>,
 ) -> (Result<Response<Body>, GatewayError>, Served) {
     let cascade = decision.route.and_then(|r| app.router.cascade(r));
     let streaming = E::is_stream(&request);
@@ -466,13 +481,20 @@ async fn dispatch<E: Endpoint>(
             record.finish("ok");
             record.write().await;
         }
+        let keep = slot.take().map(|slot| (slot, served.backend));
         let response = match answer {
-            Answer::Whole(resp) => E::respond(&resp),
+            Answer::Whole(resp) => {
+                if let Some((slot, backend)) = keep {
+                    slot.put_whole(&resp, backend);
+                }
+                E::respond(&resp)
+            }
             Answer::Stream(chunks) => sse_response(stream::encode::<E>(
                 chunks,
                 E::encoder(client_wants_usage, &context.model, size.prompt_tokens),
                 record,
-                admission,
+                Some(admission),
+                keep,
             )),
             Answer::Collected(chunks) => {
                 let replay = futures_util::stream::iter(chunks.into_iter().map(Ok)).boxed();
@@ -480,7 +502,8 @@ async fn dispatch<E: Endpoint>(
                     replay,
                     E::encoder(client_wants_usage, &context.model, size.prompt_tokens),
                     record,
-                    admission,
+                    Some(admission),
+                    keep,
                 ))
             }
         };

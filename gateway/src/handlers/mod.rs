@@ -16,6 +16,7 @@ mod models;
 mod prefix;
 mod prompt_cache;
 mod record;
+mod response_cache;
 mod responses;
 mod stream;
 
@@ -32,6 +33,7 @@ pub use admin::{parse_dimension, parse_since};
 pub use explain::{decide_chat, explain_chat};
 pub use hedge::HedgeSpend;
 pub use prompt_cache::PromptCache;
+pub use response_cache::ResponseCache;
 
 pub async fn handle(app: Arc<App>, req: Request<Incoming>) -> Response<Body> {
     // Accept both `/v1/...` and bare paths: clients disagree on whether the

@@ -4,7 +4,7 @@
 //! marked estimated).
 
 use std::sync::Arc;
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use http::request::Parts;
 use switchyard_adapters::AdapterError;
@@ -119,6 +119,8 @@ pub struct RequestRecord {
     outcome: &'static str,
     /// One of two backends raced for this request.
     hedge: bool,
+    /// Answered from the response cache: no backend was called.
+    from_cache: bool,
     written: bool,
 }
 
@@ -134,21 +136,44 @@ impl RequestRecord {
         admission: &Admission,
         predicted_ttft_ms: Option<f64>,
     ) -> Self {
+        let mut record = Self::blank(app, context, backend_index, reason);
+        record.reservation = reservation;
+        record.sharing = admission.sharing;
+        record.replica = admission.replica;
+        record.predicted_ttft_ms = predicted_ttft_ms;
+        record.expected_cached_tokens = record.context.prefix.as_ref().map_or(0, |chain| {
+            chain.tokens_in(admission.cached_blocks, record.context.prompt_tokens)
+        });
+        record
+    }
+
+    /// A record of an answer served from the response cache, first made by
+    /// `backend_index`: free, and no backend's figures change.
+    pub fn cache_hit(
+        app: &App,
+        context: RequestContext,
+        backend_index: usize,
+        reason: Reason,
+    ) -> Self {
+        let mut record = Self::blank(app, context, backend_index, reason);
+        record.from_cache = true;
+        record.pricing = Pricing::Free;
+        record
+    }
+
+    fn blank(app: &App, context: RequestContext, backend_index: usize, reason: Reason) -> Self {
         let backend = &app.backends[backend_index];
         let ts_ms = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
             .unwrap_or(0);
-        let expected_cached_tokens = context.prefix.as_ref().map_or(0, |chain| {
-            chain.tokens_in(admission.cached_blocks, context.prompt_tokens)
-        });
         RequestRecord {
             context,
             backend_index,
             backend: backend.name.clone(),
             latency: app.router.latency().clone(),
             breaker: backend.breaker.clone(),
-            predicted_ttft_ms,
+            predicted_ttft_ms: None,
             reported_rates: (None, None),
             drafts: None,
             speculation: app.router.speculation().clone(),
@@ -158,10 +183,10 @@ impl RequestRecord {
             reference: app.reference.clone(),
             ledger: app.ledger.clone(),
             rates: app.rates.clone(),
-            reservation,
-            sharing: admission.sharing,
-            replica: admission.replica,
-            expected_cached_tokens,
+            reservation: None,
+            sharing: 1,
+            replica: 0,
+            expected_cached_tokens: 0,
             prefix_index: app.router.prefix_index().clone(),
             reason,
             ts_ms,
@@ -171,6 +196,7 @@ impl RequestRecord {
             output: String::new(),
             outcome: "cancelled",
             hedge: false,
+            from_cache: false,
             written: false,
         }
     }
@@ -338,6 +364,60 @@ impl RequestRecord {
             let decoding = total.saturating_sub(ttft).as_secs_f64();
             (tokens.output > 1 && decoding > 0.0).then(|| (tokens.output - 1) as f64 / decoding)
         });
+        if !self.from_cache {
+            self.inform_backend_models(&tokens, ttft, total);
+        }
+        let row = LedgerRow {
+            ts_ms: self.ts_ms,
+            request_id: self.context.request_id.clone(),
+            key: key.as_ref().map(|k| k.name.clone()),
+            team: key.as_ref().and_then(|k| k.team.clone()),
+            route: self.context.route.clone(),
+            backend: self.backend.clone(),
+            tier: self.tier,
+            profile: self.context.profile,
+            dialect: self.context.dialect.name(),
+            endpoint: self.context.endpoint,
+            tokens,
+            cost_usd: cost,
+            counterfactual_usd: counterfactual,
+            ttft_ms: self.first_output.map(ms),
+            predicted_ttft_ms: self.predicted_ttft_ms,
+            decode_tokens_per_s,
+            duration_ms: ms(Instant::now()),
+            status: self.outcome,
+            reason: self.reason.as_str(),
+            hedge: self.hedge,
+            fallback: self.reason == Reason::Fallback,
+            cache_hit: self.from_cache,
+            estimated,
+            prompt_class: self.context.class.as_str(),
+            drafts: self.drafts,
+            expected_cached_tokens: self.expected_cached_tokens,
+        };
+        let saved_ms = self.ttft_saved_ms(&tokens);
+        self.metrics.record(self.backend_index, &row, saved_ms);
+        tracing::info!(
+            target: "switchyard::request",
+            endpoint = row.endpoint,
+            route = row.route.as_deref().unwrap_or("-"),
+            backend = %row.backend,
+            reason = row.reason,
+            status = row.status,
+            ttft_ms = row.ttft_ms,
+            duration_ms = row.duration_ms,
+            prompt_tokens = tokens.prompt(),
+            cached_tokens = tokens.cached_input,
+            completion_tokens = tokens.output,
+            cost_usd = row.cost_usd,
+            estimated = row.estimated,
+        );
+        Some(row)
+    }
+
+    /// What this call tells the backend's breaker, latency model,
+    /// speculation figures and the prefix index.
+    fn inform_backend_models(&self, tokens: &TokenCounts, ttft: Option<Duration>, total: Duration) {
         // The backend's own failures trip its breaker; a caller's bad request
         // or a client that left says nothing about the backend.
         let upstream_failure = matches!(
@@ -377,72 +457,31 @@ impl RequestRecord {
                 drafts.accepted,
             );
         }
-        let row = LedgerRow {
-            ts_ms: self.ts_ms,
-            request_id: self.context.request_id.clone(),
-            key: key.as_ref().map(|k| k.name.clone()),
-            team: key.as_ref().and_then(|k| k.team.clone()),
-            route: self.context.route.clone(),
-            backend: self.backend.clone(),
-            tier: self.tier,
-            profile: self.context.profile,
-            dialect: self.context.dialect.name(),
-            endpoint: self.context.endpoint,
-            tokens,
-            cost_usd: cost,
-            counterfactual_usd: counterfactual,
-            ttft_ms: self.first_output.map(ms),
-            predicted_ttft_ms: self.predicted_ttft_ms,
-            decode_tokens_per_s,
-            duration_ms: ms(Instant::now()),
-            status: self.outcome,
-            reason: self.reason.as_str(),
-            hedge: self.hedge,
-            fallback: self.reason == Reason::Fallback,
-            cache_hit: false,
-            estimated,
-            prompt_class: self.context.class.as_str(),
-            drafts: self.drafts,
-            expected_cached_tokens: self.expected_cached_tokens,
-        };
         if matches!(self.outcome, "ok" | "escalated")
             && let Some(chain) = &self.context.prefix
         {
             self.prefix_index.served(self.replica, chain);
         }
-        let saved_ms = if tokens.cached_input > 0 {
-            let predict = |cached| {
-                self.latency
-                    .predict(
-                        self.backend_index,
-                        clamp(tokens.prompt()),
-                        cached,
-                        1,
-                        self.context.class,
-                    )
-                    .ttft_p50_ms
-            };
-            (predict(0) - predict(clamp(tokens.cached_input))).max(0.0)
-        } else {
-            0.0
+    }
+
+    /// First-token time the reported cached tokens saved, by the latency model.
+    fn ttft_saved_ms(&self, tokens: &TokenCounts) -> f64 {
+        if tokens.cached_input == 0 || self.from_cache {
+            return 0.0;
+        }
+        let clamp = |n: u64| u32::try_from(n).unwrap_or(u32::MAX);
+        let predict = |cached| {
+            self.latency
+                .predict(
+                    self.backend_index,
+                    clamp(tokens.prompt()),
+                    cached,
+                    1,
+                    self.context.class,
+                )
+                .ttft_p50_ms
         };
-        self.metrics.record(self.backend_index, &row, saved_ms);
-        tracing::info!(
-            target: "switchyard::request",
-            endpoint = row.endpoint,
-            route = row.route.as_deref().unwrap_or("-"),
-            backend = %row.backend,
-            reason = row.reason,
-            status = row.status,
-            ttft_ms = row.ttft_ms,
-            duration_ms = row.duration_ms,
-            prompt_tokens = tokens.prompt(),
-            cached_tokens = tokens.cached_input,
-            completion_tokens = tokens.output,
-            cost_usd = row.cost_usd,
-            estimated = row.estimated,
-        );
-        Some(row)
+        (predict(0) - predict(clamp(tokens.cached_input))).max(0.0)
     }
 }
 

@@ -1,6 +1,7 @@
 //! A backend's chunk stream as the SSE bytes the caller receives, in the
 //! caller's dialect.
 
+use std::any::Any;
 use std::marker::PhantomData;
 
 use bytes::{Bytes, BytesMut};
@@ -15,6 +16,7 @@ use switchyard_adapters::types::ChatChunk;
 
 use super::endpoint::Endpoint;
 use super::record::RequestRecord;
+use super::response_cache::Slot;
 use crate::app::Admission;
 use crate::error::GatewayError;
 
@@ -123,8 +125,11 @@ struct State<C, W> {
     encoder: W,
     record: RequestRecord,
     done: bool,
-    /// Held until the stream ends or the client goes away.
-    _admission: Admission,
+    /// Held until the stream ends or the client goes away (none for a
+    /// stream replayed from the response cache).
+    _admission: Option<Admission>,
+    /// Chunks kept for the response cache, and the backend they came from.
+    keep: Option<(Slot, Vec<ChatChunk>, usize)>,
 }
 
 /// Streams the chunks as the encoder writes them. A backend failure after
@@ -134,7 +139,8 @@ pub fn encode<E: Endpoint>(
     upstream: BoxStream<'static, Result<E::Chunk, AdapterError>>,
     encoder: E::Encoder,
     record: RequestRecord,
-    admission: Admission,
+    admission: Option<Admission>,
+    keep: Option<(Slot, usize)>,
 ) -> impl Stream<Item = Bytes> + Send + 'static {
     let state = State {
         upstream,
@@ -142,6 +148,7 @@ pub fn encode<E: Endpoint>(
         record,
         done: false,
         _admission: admission,
+        keep: keep.map(|(slot, backend)| (slot, Vec::new(), backend)),
     };
     futures_util::stream::unfold(state, |mut st| async move {
         if st.done {
@@ -156,6 +163,11 @@ pub fn encode<E: Endpoint>(
                     st.record.usage(E::chunk_usage(&chunk));
                     E::chunk_output(&chunk, st.record.output());
                     st.record.timings(E::chunk_extra(&chunk));
+                    if let Some((_, kept, _)) = &mut st.keep
+                        && let Some(chunk) = (&chunk as &dyn Any).downcast_ref::<ChatChunk>()
+                    {
+                        kept.push(chunk.clone());
+                    }
                     match st.encoder.chunk(&chunk) {
                         Some(bytes) => return Some((bytes, st)),
                         None => continue,
@@ -170,6 +182,9 @@ pub fn encode<E: Endpoint>(
                     return Some((event, st));
                 }
                 None => {
+                    if let Some((slot, kept, backend)) = st.keep.take() {
+                        slot.put_stream(kept, backend);
+                    }
                     st.record.finish("ok");
                     // Before the last bytes: in strict mode the row is
                     // committed before the client sees the stream end.

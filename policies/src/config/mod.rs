@@ -27,10 +27,10 @@ pub use accounting::{
     VirtualKey,
 };
 pub use error::ConfigError;
+pub use route::{CacheShare, Hedge, LatencyBudget, ResponseCacheSettings};
 pub use route::{
     CascadeCheck, Condition, HeaderMatch, Pattern, Route, RouteStrategy, Rule, Similar,
 };
-pub use route::{Hedge, LatencyBudget};
 pub use sim::{SimFaults, SimParams, SimPreset, SimSpeculation};
 
 /// A validated configuration.

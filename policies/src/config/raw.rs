@@ -230,6 +230,17 @@ pub(super) struct RawRoute {
     pub retries: Option<u32>,
     pub hedge: Option<RawHedge>,
     pub speculative: Option<RawSpeculative>,
+    pub response_cache: Option<RawResponseCache>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawResponseCache {
+    pub ttl_s: Option<u64>,
+    pub max_entries: Option<u64>,
+    pub share: Option<super::route::CacheShare>,
+    #[serde(default)]
+    pub any_temperature: bool,
 }
 
 #[derive(Debug, Default, Deserialize)]

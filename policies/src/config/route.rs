@@ -22,6 +22,31 @@ pub struct Route {
     pub retries: u32,
     pub hedge: Option<Hedge>,
     pub speculative: Option<crate::speculation::Speculative>,
+    pub response_cache: Option<ResponseCacheSettings>,
+}
+
+/// The exact response cache of a route (opt-in).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ResponseCacheSettings {
+    pub ttl: std::time::Duration,
+    pub max_entries: u64,
+    /// Who may be served an answer another caller got.
+    pub share: CacheShare,
+    /// Cache sampled answers too (by default only temperature 0 or a seed).
+    pub any_temperature: bool,
+}
+
+/// Whose answers a caller may be served from the cache.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CacheShare {
+    /// Only answers to the same virtual key.
+    #[default]
+    Key,
+    /// Answers to any key of the same team.
+    Team,
+    /// Every caller's (for public, non-personal prompts).
+    Everyone,
 }
 
 /// How long a waiting person (or job) will wait.

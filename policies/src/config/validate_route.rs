@@ -4,7 +4,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::raw::{RawCondition, RawRoute, RawStrategy};
-use super::route::{Hedge, LatencyBudget};
+use super::route::{Hedge, LatencyBudget, ResponseCacheSettings};
 use super::validate::{Checker, check_name};
 use super::{
     Backend, CascadeCheck, Condition, ConfigError, HeaderMatch, Pattern, Route, RouteStrategy,
@@ -234,6 +234,12 @@ pub(super) fn validate_route(
         retries,
         hedge,
         speculative,
+        response_cache: raw.response_cache.map(|c| ResponseCacheSettings {
+            ttl: std::time::Duration::from_secs(c.ttl_s.unwrap_or(300).max(1)),
+            max_entries: c.max_entries.unwrap_or(10_000).max(1),
+            share: c.share.unwrap_or_default(),
+            any_temperature: c.any_temperature,
+        }),
     })
 }
 
