@@ -34,7 +34,7 @@ pub struct Cached {
 }
 
 pub enum CachedAnswer {
-    Whole(ChatResponse),
+    Whole(Box<ChatResponse>),
     Stream(Vec<ChatChunk>),
 }
 
@@ -103,7 +103,7 @@ impl Slot {
     /// Keeps a whole answer (chat-shaped ones only).
     pub fn put_whole(&self, answer: &dyn Any, backend: usize) {
         if let Some(resp) = answer.downcast_ref::<ChatResponse>() {
-            self.put(CachedAnswer::Whole(resp.clone()), backend);
+            self.put(CachedAnswer::Whole(Box::new(resp.clone())), backend);
         }
     }
 
@@ -160,7 +160,7 @@ pub async fn replay<E: Endpoint>(
     let mut record = RequestRecord::cache_hit(app, context, cached.backend, decision.reason);
     match &cached.answer {
         CachedAnswer::Whole(resp) => {
-            let resp: E::Response = downcast(resp.clone())?;
+            let resp: E::Response = downcast(ChatResponse::clone(resp))?;
             record.first_output();
             record.usage(E::response_usage(&resp));
             record.finish("ok");
