@@ -7,8 +7,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)] // a benchmark's job is to print
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
+mod common;
+
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -16,44 +16,11 @@ use http_body_util::{BodyExt, Full};
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 
+use common::{Proc, quantile, spawn};
+
 const REQUESTS: usize = 400;
 const CONCURRENCY: usize = 8;
 const ROUNDS: usize = 2;
-
-struct Proc {
-    child: Child,
-    url: String,
-    _dir: Option<std::path::PathBuf>,
-}
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn spawn(args: &[&str], dir: Option<std::path::PathBuf>) -> Proc {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_switchyard"));
-    command
-        .args(args)
-        .env("SWITCHYARD_LOG", "error")
-        .stdout(Stdio::piped());
-    if let Some(dir) = &dir {
-        command.current_dir(dir);
-    }
-    let mut child = command.spawn().unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let url = line.trim().rsplit(' ').next().unwrap().to_owned();
-    Proc {
-        child,
-        url,
-        _dir: dir,
-    }
-}
 
 fn straggling_sim(seed: u32) -> Proc {
     let seed = format!("seed={seed}");
@@ -142,11 +109,6 @@ async fn load(url: &str) -> Vec<f64> {
         }
     }
     ttfts
-}
-
-fn quantile(values: &mut [f64], q: f64) -> f64 {
-    values.sort_by(f64::total_cmp);
-    values[((values.len() - 1) as f64 * q).round() as usize]
 }
 
 #[tokio::main]

@@ -107,8 +107,9 @@ pub fn markdown(probes: &[BackendProbe], header: &str) -> String {
          helps. Use cases: chat, code and agentic keep the conversation in the prefix cache, so \
          only a new turn of 128 tokens is prefilled; RAG prefills its whole prompt against its \
          longer first-token budget; batch is tokens per hour of one stream. Figures past the \
-         longest prompt measured are extrapolated from the fits (first-token time linear in \
-         uncached prompt tokens, time per output token linear in context).\n\n",
+         longest prompt measured are extrapolated from the fits: first-token time is an \
+         overhead plus prefill whose cost per token grows linearly with its position, and time \
+         per output token grows linearly with the context.\n\n",
     );
     for probe in probes {
         backend_section(probe, &mut out);

@@ -1,0 +1,227 @@
+//! Cache-affinity routing against round robin, on real model servers: two
+//! llama-server replicas of SmolLM2-135M behind one backend, and ten agent
+//! sessions that each resend their own ~2k-token system prompt, turn after
+//! turn, in a shuffled order. Prints median and p90 time to first token for
+//! both and the replicas' reported cached tokens.
+//!
+//! Needs llama.cpp's llama-server and SmolLM2 (scripts/test.sh installs
+//! both under ~/.cache/switchyard/venv-llama and exports these):
+//!   LLAMA_SERVER=... SMOLLM2_GGUF=... cargo bench -p switchyard --bench prefix_affinity
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)] // a benchmark's job is to print
+
+mod common;
+
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::TokioExecutor;
+use rand::SeedableRng;
+use rand::seq::SliceRandom;
+use serde_json::{Value, json};
+
+use common::{Proc, quantile, spawn};
+
+const SESSIONS: usize = 10;
+const TURNS: usize = 4;
+/// Slots per replica: room for six sessions' prompts, so one replica cannot
+/// hold all ten, but half of them fit.
+const SLOTS: usize = 6;
+const CONTEXT_PER_SLOT: usize = 2560;
+
+struct LlamaServer {
+    child: Child,
+    url: String,
+}
+
+impl Drop for LlamaServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+async fn llama_server(binary: &str, model: &str) -> LlamaServer {
+    let port = free_port().to_string();
+    let context = (SLOTS * CONTEXT_PER_SLOT).to_string();
+    let slots = SLOTS.to_string();
+    let child = Command::new(binary)
+        .args([
+            "-m",
+            model,
+            "--host",
+            "127.0.0.1",
+            "--port",
+            &port,
+            "-t",
+            "2",
+            "--no-webui",
+        ])
+        .args(["-c", &context, "-np", &slots])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let server = LlamaServer {
+        child,
+        url: format!("http://127.0.0.1:{port}"),
+    };
+    let client = Client::builder(TokioExecutor::new()).build_http::<Full<Bytes>>();
+    for _ in 0..240 {
+        let health = http::Request::get(format!("{}/health", server.url))
+            .body(Full::new(Bytes::new()))
+            .unwrap();
+        if let Ok(response) = client.request(health).await
+            && response.status() == 200
+        {
+            return server;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    panic!("llama-server did not become healthy");
+}
+
+fn gateway(replicas: &[LlamaServer], balance: &str) -> Proc {
+    let dir = std::env::temp_dir().join(format!(
+        "switchyard-prefix-bench-{}-{balance}",
+        std::process::id()
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    let kv_tokens = SLOTS * CONTEXT_PER_SLOT;
+    let config = format!(
+        "backends:\n  smollm2:\n    tier: small\n    openai:\n      base_url: '{}/v1'\n      replicas: ['{}/v1']\n      engine: llamacpp\n    prefix_cache: {{kv_tokens: {kv_tokens}, balance: {balance}}}\n    timeouts: {{first_byte_ms: 300000}}\n",
+        replicas[0].url, replicas[1].url
+    );
+    let path = dir.join("config.yaml");
+    std::fs::write(&path, config).unwrap();
+    spawn(
+        &[
+            "serve",
+            "--config",
+            path.to_str().unwrap(),
+            "--listen",
+            "127.0.0.1:0",
+        ],
+        Some(dir),
+    )
+}
+
+/// Session `s`'s system prompt: its own ~2k tokens of tools and rules.
+fn system_prompt(session: usize) -> String {
+    let mut text = format!("You are agent {session} of the maintenance crew. Rules follow.\n");
+    for rule in 0..110 {
+        text.push_str(&format!(
+            "Rule {session}.{rule}: check valve {} before opening line {}.\n",
+            (rule * 7 + session) % 97,
+            (rule * 13 + session) % 89
+        ));
+    }
+    text
+}
+
+/// One streamed turn: time to the first output chunk, and cached tokens.
+async fn turn(url: &str, session: usize, n: usize) -> (f64, u64) {
+    let client = Client::builder(TokioExecutor::new()).build_http::<Full<Bytes>>();
+    let body = json!({
+        "model": "smollm2",
+        "stream": true,
+        "stream_options": {"include_usage": true},
+        "max_tokens": 8,
+        "temperature": 0,
+        "messages": [
+            {"role": "system", "content": system_prompt(session)},
+            {"role": "user", "content": format!("Step {n}: which valve first?")}
+        ]
+    });
+    let request = http::Request::post(format!("{url}/v1/chat/completions"))
+        .header("content-type", "application/json")
+        .body(Full::new(Bytes::from(body.to_string())))
+        .unwrap();
+    let start = Instant::now();
+    let response = client.request(request).await.unwrap();
+    assert_eq!(response.status(), 200);
+    let mut body = response.into_body();
+    let mut ttft = None;
+    let mut text = String::new();
+    while let Some(frame) = body.frame().await {
+        if let Ok(data) = frame.unwrap().into_data() {
+            let chunk = String::from_utf8_lossy(&data).to_string();
+            if ttft.is_none()
+                && chunk.contains("\"content\":\"")
+                && !chunk.contains("\"content\":\"\"")
+            {
+                ttft = Some(start.elapsed());
+            }
+            text.push_str(&chunk);
+        }
+    }
+    let cached = text
+        .split("data: ")
+        .filter_map(|e| serde_json::from_str::<Value>(e.trim()).ok())
+        .filter_map(|c| c["usage"]["prompt_tokens_details"]["cached_tokens"].as_u64())
+        .last()
+        .unwrap_or(0);
+    let ttft = ttft.unwrap_or_else(|| start.elapsed());
+    (ttft.as_secs_f64() * 1000.0, cached)
+}
+
+/// Every session's turns, in an order shuffled per round (the same for both
+/// systems), one request at a time.
+async fn workload(url: &str) -> (Vec<f64>, u64) {
+    let mut rng = rand::rngs::StdRng::seed_from_u64(7);
+    let (mut ttfts, mut cached) = (Vec::new(), 0);
+    for n in 0..TURNS {
+        let mut order: Vec<usize> = (0..SESSIONS).collect();
+        order.shuffle(&mut rng);
+        for session in order {
+            let (ttft, c) = turn(url, session, n).await;
+            ttfts.push(ttft);
+            cached += c;
+        }
+    }
+    (ttfts, cached)
+}
+
+#[tokio::main]
+async fn main() {
+    let (Ok(binary), Ok(model)) = (std::env::var("LLAMA_SERVER"), std::env::var("SMOLLM2_GGUF"))
+    else {
+        println!(
+            "LLAMA_SERVER and SMOLLM2_GGUF are not set; see the top of benches/prefix_affinity.rs"
+        );
+        return;
+    };
+    let mut results = Vec::new();
+    for balance in ["cache_affinity", "round_robin"] {
+        // Fresh replicas for each system, so neither inherits a warm cache.
+        let replicas = [
+            llama_server(&binary, &model).await,
+            llama_server(&binary, &model).await,
+        ];
+        let gateway = gateway(&replicas, balance);
+        let started = Instant::now();
+        let (mut ttfts, cached) = workload(&gateway.url).await;
+        let p50 = quantile(&mut ttfts, 0.5);
+        let p90 = quantile(&mut ttfts, 0.9);
+        println!(
+            "{balance:>14}: TTFT p50 {p50:.0} ms, p90 {p90:.0} ms; {cached} prompt tokens reported cached; {:.0} s",
+            started.elapsed().as_secs_f64()
+        );
+        results.push(p50);
+    }
+    println!(
+        "{SESSIONS} sessions x {TURNS} turns, 2 replicas x {SLOTS} slots: median TTFT {:.1}x lower with cache affinity",
+        results[1] / results[0]
+    );
+}
