@@ -27,9 +27,9 @@ use common::{Proc, quantile, spawn};
 
 const SESSIONS: usize = 10;
 const TURNS: usize = 4;
-/// Slots per replica: room for six sessions' prompts, so one replica cannot
-/// hold all ten, but half of them fit.
-const SLOTS: usize = 6;
+/// Slots per replica: room for five sessions' prompts, so one replica
+/// cannot hold all ten, but half of them fit.
+const SLOTS: usize = 5;
 const CONTEXT_PER_SLOT: usize = 2560;
 
 struct LlamaServer {
@@ -100,7 +100,7 @@ fn gateway(replicas: &[LlamaServer], balance: &str) -> Proc {
     std::fs::create_dir_all(&dir).unwrap();
     let kv_tokens = SLOTS * CONTEXT_PER_SLOT;
     let config = format!(
-        "backends:\n  smollm2:\n    tier: small\n    openai:\n      base_url: '{}/v1'\n      replicas: ['{}/v1']\n      engine: llamacpp\n    prefix_cache: {{kv_tokens: {kv_tokens}, balance: {balance}}}\n    timeouts: {{first_byte_ms: 300000}}\n",
+        "backends:\n  smollm2:\n    tier: small\n    openai:\n      base_url: '{}/v1'\n      replicas: ['{}/v1']\n      engine: llamacpp\n      slots: {SLOTS}\n    prefix_cache: {{kv_tokens: {kv_tokens}, balance: {balance}}}\n    timeouts: {{first_byte_ms: 300000}}\n",
         replicas[0].url, replicas[1].url
     );
     let path = dir.join("config.yaml");

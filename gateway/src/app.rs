@@ -107,8 +107,11 @@ pub struct Admission {
     pub sharing: u32,
     /// The replica chosen, and its client.
     pub provider: Arc<dyn Provider>,
-    /// The replica's number in the prefix index.
+    /// The replica's (or its slot's) number in the prefix index.
     pub replica: usize,
+    /// The llama.cpp slot to send the request to (`id_slot`), for backends
+    /// that declare their slots.
+    pub slot: Option<u32>,
     /// Leading blocks of the prompt's prefix chain the replica is thought
     /// to hold.
     pub cached_blocks: usize,
@@ -205,23 +208,60 @@ impl App {
         let sharing = backend.in_flight.fetch_add(1, Ordering::AcqRel) + 1;
         // The latency model counts it until its record reports the outcome.
         self.router.latency().started(backend_index);
-        let ids = self.router.replicas(backend_index);
+        let (replica, slot, cached_blocks) = self.choose_replica(backend_index, prefix);
+        let chosen = &backend.replicas[replica];
+        chosen.in_flight.fetch_add(1, Ordering::AcqRel);
+        let per = self.router.slots_per_replica(backend_index);
+        Ok(Admission {
+            _gateway: gateway,
+            _backend: backend_permit,
+            in_flight: backend.in_flight.clone(),
+            replica_in_flight: chosen.in_flight.clone(),
+            sharing,
+            provider: chosen.provider.clone(),
+            replica: self.router.replicas(backend_index).start + replica * per + slot,
+            slot: backend.slots.map(|_| slot as u32),
+            cached_blocks,
+        })
+    }
+
+    /// The replica (and, for llama.cpp backends with slots, the slot) for
+    /// a prompt: by the backend's balance over what each is thought to
+    /// hold. Returns the replica, the slot and the blocks cached there.
+    fn choose_replica(
+        &self,
+        backend_index: usize,
+        prefix: Option<&PrefixChain>,
+    ) -> (usize, usize, usize) {
+        let backend = &self.backends[backend_index];
         let index = self.router.prefix_index();
-        let loads: Vec<ReplicaLoad> = backend
-            .replicas
-            .iter()
-            .zip(ids.clone())
-            .map(|(replica, id)| ReplicaLoad {
+        let per = self.router.slots_per_replica(backend_index);
+        // Per slot (or per replica when it has no slots): cached and held blocks.
+        let slots: Vec<ReplicaLoad> = self
+            .router
+            .replicas(backend_index)
+            .map(|id| ReplicaLoad {
                 cached_blocks: prefix.map_or(0, |chain| index.cached_blocks(id, chain)),
-                in_flight: replica.in_flight.load(Ordering::Acquire),
+                in_flight: 0,
+                held_blocks: index.held_blocks(id),
             })
             .collect();
-        let chosen = if loads.len() == 1 {
+        // Spread by the prompt's first block: a new prompt lands where
+        // others that start like it went.
+        let spread = prefix.and_then(|c| c.hash_at(1)).unwrap_or(0);
+        let replica = if backend.replicas.len() == 1 {
             0
         } else {
-            // Spread by the prompt's first block: a new prompt lands on the
-            // same replica as others that start like it.
-            let spread = prefix.and_then(|c| c.hash_at(1)).unwrap_or(0);
+            let loads: Vec<ReplicaLoad> = backend
+                .replicas
+                .iter()
+                .zip(slots.chunks(per))
+                .map(|(replica, slots)| ReplicaLoad {
+                    cached_blocks: slots.iter().map(|s| s.cached_blocks).max().unwrap_or(0),
+                    in_flight: replica.in_flight.load(Ordering::Acquire),
+                    held_blocks: slots.iter().map(|s| s.held_blocks).sum(),
+                })
+                .collect();
             choose_replica(
                 &loads,
                 backend.balance,
@@ -230,18 +270,13 @@ impl App {
                 &backend.turn,
             )
         };
-        let replica = &backend.replicas[chosen];
-        replica.in_flight.fetch_add(1, Ordering::AcqRel);
-        Ok(Admission {
-            _gateway: gateway,
-            _backend: backend_permit,
-            in_flight: backend.in_flight.clone(),
-            replica_in_flight: replica.in_flight.clone(),
-            sharing,
-            provider: replica.provider.clone(),
-            replica: ids.start + chosen,
-            cached_blocks: loads[chosen].cached_blocks,
-        })
+        let own = &slots[replica * per..(replica + 1) * per];
+        let slot = if per == 1 {
+            0
+        } else {
+            choose_replica(own, Balance::CacheAffinity, 0, spread, &backend.turn)
+        };
+        (replica, slot, own[slot].cached_blocks)
     }
 
     pub fn begin_shutdown(&self) {

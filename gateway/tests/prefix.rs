@@ -174,3 +174,43 @@ async fn provider_prompt_caching_reaches_the_wire() {
     assert!(key.starts_with("sy-"), "{key}");
     assert_eq!(sent[1]["prompt_cache_key"], sent[0]["prompt_cache_key"]);
 }
+
+/// llama.cpp slots: each prompt goes to the slot that holds its prefix
+/// (`id_slot` on the wire); a new prompt to the emptiest slot.
+#[tokio::test]
+async fn llama_cpp_slots_are_chosen_from_the_index() {
+    let completion = r#"{"id":"c1","object":"chat.completion","created":1,"model":"x","choices":[{"index":0,"message":{"role":"assistant","content":"ok"},"finish_reason":"stop"}],"usage":{"prompt_tokens":3,"completion_tokens":1,"total_tokens":4}}"#;
+    // The recording server answers four chats; the engine's metrics page is
+    // elsewhere (nothing listens there), so the watcher takes none of them.
+    let (server, seen) = support::recording_server(4, completion).await;
+    let gateway = GatewayBuilder::new()
+        .backend_yaml(&format!(
+            "  local:\n    tier: small\n    openai: {{base_url: 'http://{server}/v1', engine: llamacpp, slots: 2, metrics_url: 'http://127.0.0.1:9/metrics'}}\n    price: {{free: true}}\n"
+        ))
+        .start();
+    let url = gateway.url("/v1/chat/completions");
+    for (session, question) in [(0, "a"), (1, "b"), (0, "c"), (1, "d")] {
+        let reply = post_json(&url, &turn(session, question.len())).await;
+        assert_eq!(
+            reply.status,
+            200,
+            "{}",
+            String::from_utf8_lossy(&reply.body)
+        );
+    }
+    let slots: Vec<i64> = seen
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| {
+            let body: Value = serde_json::from_str(r.split_once("\r\n\r\n").unwrap().1).unwrap();
+            body["id_slot"].as_i64().unwrap()
+        })
+        .collect();
+    assert_ne!(slots[0], slots[1], "two new sessions, two slots: {slots:?}");
+    assert_eq!(
+        (slots[2], slots[3]),
+        (slots[0], slots[1]),
+        "each back to its slot: {slots:?}"
+    );
+}

@@ -54,9 +54,6 @@ pub struct Features {
     pub profile: Option<Profile>,
     /// How demanding the request looks, 0 (trivial) to 1 (hard).
     pub score: f64,
-    /// A hash of the session id, when the request names a session.
-    #[serde(skip)]
-    pub session: Option<u64>,
     /// The prompt's prefix chain, for what backends hold cached.
     #[serde(skip)]
     pub prefix: Option<Arc<PrefixChain>>,
@@ -91,7 +88,6 @@ impl Features {
             long_context: view.prompt_tokens > LONG_CONTEXT_TOKENS,
             profile: view.profile.or(route_profile),
             score: 0.0,
-            session: view.session.map(crate::split::hash_key),
             prefix: view.prefix.clone(),
         };
         features.score = features.complexity();

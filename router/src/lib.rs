@@ -25,7 +25,7 @@ pub use explain::{Explanation, RuleTrace};
 pub use features::{Features, RequestView};
 pub use router::{RouteError, Router, Target};
 pub use signals::Signals;
-pub use split::{SplitPolicy, hash_key, unit_from_key};
+pub use split::{SplitPolicy, unit_from_key};
 pub use target_share::{ShareTracker, WindowTracker};
 
 #[cfg(test)]

@@ -104,8 +104,9 @@ pub struct Router {
     latency: Arc<dyn LatencyStore>,
     speculation: Arc<SpeculationStats>,
     prefix: Arc<dyn PrefixIndex>,
-    /// Each backend's replicas in the prefix index.
+    /// Each backend's replicas (or their slots) in the prefix index.
     replica_ranges: Vec<std::ops::Range<usize>>,
+    slots_per_replica: Vec<usize>,
 }
 
 impl Router {
@@ -208,18 +209,27 @@ impl Router {
         header_names.sort();
         header_names.dedup();
         let latency = LocalLatency::new(config.backends.values().map(hints_of));
+        // One index entry per replica, or per slot of each replica where
+        // a llama.cpp backend declares its slots (each slot holds its own
+        // prompt, and the gateway picks the slot).
         let mut replica_ranges = Vec::new();
+        let mut slots_per_replica = Vec::new();
         let mut caches = Vec::new();
         for backend in config.backends.values() {
-            let count = match &backend.adapter {
-                BackendAdapter::OpenAi(openai) => openai.replicas.len().max(1),
-                _ => 1,
+            let (replicas, slots) = match &backend.adapter {
+                BackendAdapter::OpenAi(openai) => (
+                    openai.replicas.len().max(1),
+                    openai.slots.map_or(1, |s| s.max(1) as usize),
+                ),
+                _ => (1, 1),
             };
             let cache = ReplicaCache {
-                kv_tokens: backend.prefix_cache.kv_tokens,
+                kv_tokens: backend.prefix_cache.kv_tokens / slots as u64,
                 ttl: backend.prefix_cache.ttl,
             };
+            let count = replicas * slots;
             replica_ranges.push(caches.len()..caches.len() + count);
+            slots_per_replica.push(slots);
             caches.extend(std::iter::repeat_n(cache, count));
         }
         Router {
@@ -233,6 +243,7 @@ impl Router {
             speculation: Arc::new(SpeculationStats::new(config.backends.len())),
             prefix: Arc::new(LocalPrefixIndex::new(caches)),
             replica_ranges,
+            slots_per_replica,
         }
     }
 
@@ -259,9 +270,16 @@ impl Router {
         &self.prefix
     }
 
-    /// A backend's replicas, as numbered in the prefix index.
+    /// A backend's entries in the prefix index: its replicas, each as
+    /// [`Router::slots_per_replica`] consecutive slots.
     pub fn replicas(&self, backend: usize) -> std::ops::Range<usize> {
         self.replica_ranges.get(backend).cloned().unwrap_or(0..0)
+    }
+
+    /// Slots per replica of a backend in the prefix index (1 unless it is a
+    /// llama.cpp backend that declares `slots`).
+    pub fn slots_per_replica(&self, backend: usize) -> usize {
+        self.slots_per_replica.get(backend).copied().unwrap_or(1)
     }
 
     /// Speculative-decoding acceptance, per backend and prompt class.

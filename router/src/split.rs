@@ -65,11 +65,6 @@ impl SplitPolicy {
 /// A stable number in `[0, 1)` for a key such as a session id, so the same
 /// session lands on the same target in every replica and every run.
 pub fn unit_from_key(key: &str) -> f64 {
-    (hash_key(key) >> 11) as f64 / (1u64 << 53) as f64
-}
-
-/// A stable, well-spread 64-bit hash of a key (the same in every process).
-pub fn hash_key(key: &str) -> u64 {
     // FNV-1a then a splitmix64 finaliser to spread nearby keys.
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
     for b in key.bytes() {
@@ -80,7 +75,8 @@ pub fn hash_key(key: &str) -> u64 {
     h = h.wrapping_mul(0xbf58_476d_1ce4_e5b9);
     h ^= h >> 27;
     h = h.wrapping_mul(0x94d0_49bb_1331_11eb);
-    h ^ (h >> 31)
+    h ^= h >> 31;
+    (h >> 11) as f64 / (1u64 << 53) as f64
 }
 
 #[cfg(test)]

@@ -26,7 +26,7 @@ use super::record::{RequestContext, RequestRecord};
 use super::response_cache::{Slot, replay};
 use super::stream::{self, StreamEncoder};
 use crate::access::{Caller, Exhausted};
-use crate::app::{App, BackendHandle};
+use crate::app::{Admission, App, BackendHandle};
 use crate::error::{Dialect, GatewayError};
 use crate::http::{Body, json_response, parse_json, read_json_body, sse_response};
 use crate::receipts::{self, CacheUse, Served};
@@ -371,13 +371,7 @@ async fn dispatch<E: Endpoint>(
                 None => break,
             },
         };
-        let mut req = prepared::<E>(
-            app,
-            decision,
-            backend_index,
-            req,
-            Some(admission.cached_blocks),
-        );
+        let mut req = prepared::<E>(app, decision, backend_index, req, Some(&admission));
         let predicted = (backend_index == decision.primary()).then_some(decision.predicted_ttft_ms);
         let mut record = RequestRecord::new(
             app,
@@ -516,18 +510,22 @@ async fn dispatch<E: Endpoint>(
 }
 
 /// The request as backend `backend` takes it: its model name, the engine's
-/// extra fields (llama.cpp's speculative settings and slot), and provider
-/// prompt caching (`cached_blocks`: what the chosen replica holds).
+/// extra fields (llama.cpp's speculative settings, and the slot chosen at
+/// admission), and provider prompt caching (from what the admitted replica
+/// holds).
 fn prepared<E: Endpoint>(
     app: &App,
     decision: &Decision,
     backend: usize,
     mut req: E::Request,
-    cached_blocks: Option<usize>,
+    admission: Option<&Admission>,
 ) -> E::Request {
     let handle = &app.backends[backend];
     E::set_model(&mut req, &handle.upstream_model);
-    let fields = engine::body_fields(app, decision, backend);
+    let mut fields = engine::body_fields(app, decision, backend);
+    if let Some(slot) = admission.and_then(|a| a.slot) {
+        fields.insert("id_slot".into(), slot.into());
+    }
     if !fields.is_empty()
         && let Some(extra) = E::body_extra(&mut req)
     {
@@ -541,12 +539,12 @@ fn prepared<E: Endpoint>(
                 }
             }
             PromptCache::AnthropicMarkers => {
-                if let Some(cached) = cached_blocks {
+                if let Some(admission) = admission {
                     prompt_cache::anthropic_markers(
                         &mut req,
                         chain,
                         decision.features.prompt_tokens,
-                        cached,
+                        admission.cached_blocks,
                     );
                 }
             }

@@ -1,5 +1,6 @@
 //! Fields an engine takes in the request body: llama.cpp's per-request
-//! speculative-decoding settings and the slot that holds a session's prefix.
+//! speculative-decoding settings (the slot, `id_slot`, is chosen with the
+//! replica, from the prefix index).
 //! Fields the caller set are never overwritten. (llama.cpp builds since the
 //! `--spec-type` rework accept the speculative fields and ignore them; a
 //! route's `speculative.instead` backend is how drafting stops there.)
@@ -21,11 +22,6 @@ pub fn body_fields(app: &App, decision: &Decision, backend: usize) -> Extra {
     let speculative = decision.route.and_then(|r| app.router.speculative(r));
     if let (Some(spec), Some(drafting)) = (speculative, decision.drafting) {
         speculative_fields(&mut fields, spec, drafting);
-    }
-    if let (Some(slots), Some(session)) = (handle.slots, decision.features.session) {
-        // The same session always reaches the same slot, whose KV cache
-        // still holds the conversation so far.
-        fields.insert("id_slot".into(), json!(session % u64::from(slots)));
     }
     fields
 }

@@ -11,6 +11,8 @@ use switchyard_policies::Balance;
 pub struct ReplicaLoad {
     pub cached_blocks: usize,
     pub in_flight: u32,
+    /// How full the replica's cache is thought to be, in blocks.
+    pub held_blocks: u64,
 }
 
 /// The replica to use (an index into `replicas`, which is not empty).
@@ -25,21 +27,26 @@ pub fn choose_replica(
 ) -> usize {
     let least = replicas.iter().map(|r| r.in_flight).min().unwrap_or(0);
     let best_of = |eligible: &dyn Fn(&ReplicaLoad) -> bool,
-                   key: &dyn Fn(&ReplicaLoad) -> (usize, u32)| {
+                   key: &dyn Fn(&ReplicaLoad) -> (usize, u32, u64)| {
         let best = replicas.iter().filter(|r| eligible(r)).map(key).max()?;
         let tied: Vec<usize> = (0..replicas.len())
             .filter(|&i| eligible(&replicas[i]) && key(&replicas[i]) == best)
             .collect();
         Some(tied[(spread % tied.len() as u64) as usize])
     };
-    let least_loaded = || best_of(&|_| true, &|r| (0, u32::MAX - r.in_flight)).unwrap_or(0);
+    let least_loaded = || best_of(&|_| true, &|r| (0, u32::MAX - r.in_flight, 0)).unwrap_or(0);
     match balance {
         Balance::RoundRobin => turn.fetch_add(1, Ordering::Relaxed) % replicas.len().max(1),
         Balance::LeastLoaded => least_loaded(),
         // Longest cached prefix among replicas within the load margin; then
-        // least loaded.
+        // least loaded; then the emptiest cache, so new prompts spread the
+        // way their caches have room.
         Balance::CacheAffinity => best_of(&|r| r.in_flight <= least + max_imbalance, &|r| {
-            (r.cached_blocks, u32::MAX - r.in_flight)
+            (
+                r.cached_blocks,
+                u32::MAX - r.in_flight,
+                u64::MAX - r.held_blocks,
+            )
         })
         .unwrap_or_else(least_loaded),
     }
@@ -53,6 +60,7 @@ mod tests {
         ReplicaLoad {
             cached_blocks,
             in_flight,
+            held_blocks: 0,
         }
     }
 
@@ -72,6 +80,14 @@ mod tests {
             .map(|h| choose_replica(&tie, Balance::CacheAffinity, 2, h, &turn))
             .collect();
         assert_eq!(spread, [0, 1, 2, 0, 1, 2]);
+        // A new prompt goes where the cache has most room.
+        let mut fuller = tie;
+        fuller[0].held_blocks = 90;
+        fuller[2].held_blocks = 40;
+        assert_eq!(
+            choose_replica(&fuller, Balance::CacheAffinity, 2, 0, &turn),
+            1
+        );
     }
 
     #[test]

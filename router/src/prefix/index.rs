@@ -6,6 +6,10 @@
 
 use std::time::Duration;
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use moka::notification::RemovalCause;
 use moka::sync::Cache;
 
 use super::chain::{BLOCK_BYTES, PrefixChain};
@@ -24,11 +28,19 @@ pub trait PrefixIndex: Send + Sync {
     fn cached_blocks(&self, replica: usize, chain: &PrefixChain) -> usize;
     /// `replica` has just processed `chain`: it holds all of it now.
     fn served(&self, replica: usize, chain: &PrefixChain);
+    /// Blocks `replica` is thought to hold in all: how full its cache is.
+    fn held_blocks(&self, replica: usize) -> u64;
 }
 
 /// The index in this process.
 pub struct LocalPrefixIndex {
-    replicas: Vec<Cache<u64, ()>>,
+    replicas: Vec<ReplicaBlocks>,
+}
+
+struct ReplicaBlocks {
+    blocks: Cache<u64, ()>,
+    /// Blocks inserted and not yet evicted (moka's own count lags).
+    held: Arc<AtomicU64>,
 }
 
 /// Tokens per block, for sizing: about four bytes per token.
@@ -41,10 +53,18 @@ impl LocalPrefixIndex {
             replicas: replicas
                 .into_iter()
                 .map(|r| {
-                    Cache::builder()
+                    let held = Arc::new(AtomicU64::new(0));
+                    let evicted = held.clone();
+                    let blocks = Cache::builder()
                         .max_capacity((r.kv_tokens / BLOCK_TOKENS).max(1))
                         .time_to_idle(r.ttl)
-                        .build()
+                        .eviction_listener(move |_, _, cause| {
+                            if cause != RemovalCause::Replaced {
+                                evicted.fetch_sub(1, Ordering::Relaxed);
+                            }
+                        })
+                        .build();
+                    ReplicaBlocks { blocks, held }
                 })
                 .collect(),
         }
@@ -53,7 +73,7 @@ impl LocalPrefixIndex {
 
 impl PrefixIndex for LocalPrefixIndex {
     fn cached_blocks(&self, replica: usize, chain: &PrefixChain) -> usize {
-        let Some(cache) = self.replicas.get(replica) else {
+        let Some(replica) = self.replicas.get(replica) else {
             return 0;
         };
         // A chain hash implies its whole prefix, so the longest present
@@ -62,16 +82,24 @@ impl PrefixIndex for LocalPrefixIndex {
         chain
             .hashes()
             .iter()
-            .take_while(|h| cache.contains_key(*h))
+            .take_while(|h| replica.blocks.contains_key(*h))
             .count()
     }
 
     fn served(&self, replica: usize, chain: &PrefixChain) {
-        if let Some(cache) = self.replicas.get(replica) {
+        if let Some(replica) = self.replicas.get(replica) {
             for hash in chain.hashes() {
-                cache.insert(*hash, ());
+                if replica.blocks.entry(*hash).or_insert(()).is_fresh() {
+                    replica.held.fetch_add(1, Ordering::Relaxed);
+                }
             }
         }
+    }
+
+    fn held_blocks(&self, replica: usize) -> u64 {
+        self.replicas
+            .get(replica)
+            .map_or(0, |r| r.held.load(Ordering::Relaxed))
     }
 }
 
@@ -103,6 +131,8 @@ mod tests {
         assert_eq!(index.cached_blocks(1, &second), 0);
         assert_eq!(index.cached_blocks(0, &first), first.len());
         assert_eq!(index.cached_blocks(9, &first), 0);
+        assert_eq!(index.held_blocks(0), second.len() as u64);
+        assert_eq!(index.held_blocks(1), 0);
     }
 
     #[test]
@@ -114,7 +144,8 @@ mod tests {
         for i in 0..50 {
             index.served(0, &chain(&format!("{i} {}", "x".repeat(BLOCK_BYTES * 4))));
         }
-        index.replicas[0].run_pending_tasks();
-        assert!(index.replicas[0].entry_count() <= 8);
+        index.replicas[0].blocks.run_pending_tasks();
+        assert!(index.replicas[0].blocks.entry_count() <= 8);
+        assert!(index.held_blocks(0) <= 8, "{}", index.held_blocks(0));
     }
 }
