@@ -31,8 +31,23 @@ pub struct Target<'a> {
 }
 
 impl Target<'_> {
-    /// Streams one chat call and times it.
+    /// Streams one chat call and times it; once more if the connection
+    /// broke before an answer (a pooled connection the server had closed).
     pub async fn run(
+        &self,
+        messages: Value,
+        max_tokens: u32,
+        fill: bool,
+    ) -> Result<Run, AdapterError> {
+        match self.run_once(messages.clone(), max_tokens, fill).await {
+            Err(AdapterError::Reset { .. } | AdapterError::Connect { .. }) => {
+                self.run_once(messages, max_tokens, fill).await
+            }
+            result => result,
+        }
+    }
+
+    async fn run_once(
         &self,
         messages: Value,
         max_tokens: u32,

@@ -1,0 +1,659 @@
+//! Gateway overhead, side by side on loopback: the same chat load sent to
+//! the upstream directly, through a bare hyper pass-through, through
+//! Switchyard with its default features on (auth, router, rate limits,
+//! ledger, metrics) and through LiteLLM's proxy. Systems are interleaved
+//! and repeated; medians with min and max are reported, with CPU time per
+//! request (from /proc, all threads and child processes), peak RSS, and
+//! Switchyard's RSS idle and with 10,000 slow streams open.
+//!
+//! Run: `scripts/bench-overhead.sh` (installs LiteLLM into a cached venv,
+//! raises the open-file limit, then runs this with `LITELLM` set).
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)] // a benchmark's job is to print
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioExecutor;
+
+use common::quantile;
+
+const ROUNDS: usize = 3;
+const LEVELS: [usize; 3] = [1, 16, 64];
+const STREAMS: usize = 10_000;
+/// The system under test runs on this core, the load and the upstream on the other.
+const SUT_CORE: &str = "1";
+
+type HttpClient = Client<HttpConnector, Full<Bytes>>;
+
+fn client(concurrency: usize) -> HttpClient {
+    let mut connector = HttpConnector::new();
+    connector.set_nodelay(true);
+    Client::builder(TokioExecutor::new())
+        .pool_max_idle_per_host(concurrency)
+        .build(connector)
+}
+
+/// A process of ours; ended (by its PID) when dropped.
+struct Server {
+    child: Child,
+    url: String,
+    _dir: Option<tempdir::Dir>,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+mod tempdir {
+    pub struct Dir(pub std::path::PathBuf);
+    impl Dir {
+        pub fn new(what: &str) -> Self {
+            let path = std::env::temp_dir()
+                .join(format!("switchyard-overhead-{}-{what}", std::process::id()));
+            std::fs::create_dir_all(&path).unwrap();
+            Dir(path)
+        }
+    }
+    impl Drop for Dir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+}
+
+/// Starts `program args` pinned to `core` and waits until `health` answers.
+async fn start(
+    program: &str,
+    args: &[&str],
+    core: &str,
+    url: String,
+    health: &str,
+    dir: Option<tempdir::Dir>,
+    env: &[(&str, &str)],
+) -> Server {
+    let mut command = Command::new("taskset");
+    command
+        .args(["-c", core, program])
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    for (k, v) in env {
+        command.env(k, v);
+    }
+    if let Some(dir) = &dir {
+        command.current_dir(&dir.0);
+    }
+    let server = Server {
+        child: command.spawn().unwrap(),
+        url,
+        _dir: dir,
+    };
+    let client = client(1);
+    for _ in 0..600 {
+        let probe = http::Request::get(format!("{}{health}", server.url))
+            .body(Full::new(Bytes::new()))
+            .unwrap();
+        if let Ok(r) = client.request(probe).await
+            && r.status().is_success()
+        {
+            return server;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("{program} did not come up");
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn switchyard_bin() -> &'static str {
+    env!("CARGO_BIN_EXE_switchyard")
+}
+
+/// The upstream: Switchyard's model-server simulator, fast and steady.
+async fn upstream(settings: &[&str]) -> Server {
+    let port = free_port();
+    let listen = format!("127.0.0.1:{port}");
+    let mut args = vec!["sim", "--listen", &listen, "--profile", "small"];
+    for s in settings {
+        args.extend(["--set", s]);
+    }
+    start(
+        switchyard_bin(),
+        &args,
+        "0",
+        format!("http://{listen}"),
+        "/health",
+        None,
+        &[("SWITCHYARD_LOG", "error")],
+    )
+    .await
+}
+
+const FAST: &[&str] = &[
+    "base_ttft_ms=1",
+    "prefill_tokens_per_s=10000000",
+    "decode_tokens_per_s=20000",
+    "jitter=0",
+    "max_concurrency=100000",
+    "max_queue=100000",
+];
+
+/// The floor: a minimal hyper pass-through (this benchmark's own binary).
+async fn bare_hop(upstream: &str) -> Server {
+    let port = free_port();
+    let exe = std::env::current_exe().unwrap();
+    let url = format!("http://127.0.0.1:{port}");
+    start(
+        exe.to_str().unwrap(),
+        &[],
+        SUT_CORE,
+        url,
+        "/health",
+        None,
+        &[
+            ("BARE_HOP_LISTEN", &format!("127.0.0.1:{port}")),
+            ("BARE_HOP_UPSTREAM", upstream),
+        ],
+    )
+    .await
+}
+
+const KEY: &str = "sk-bench-0123456789";
+
+/// Switchyard with the default feature set: a virtual key with rate limits,
+/// a split route, the SQLite ledger, metrics.
+async fn switchyard(upstream: &str) -> Server {
+    let dir = tempdir::Dir::new("switchyard");
+    let hash = String::from_utf8(
+        Command::new(switchyard_bin())
+            .args(["key-hash", KEY])
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .unwrap();
+    let config = format!(
+        "backends:\n  sim:\n    tier: small\n    openai: {{base_url: '{upstream}/v1'}}\n    price: {{usd_per_hour: 0.1}}\nroutes:\n  auto:\n    strategy: {{split: {{weights: {{sim: 1}}}}}}\nauth:\n  keys:\n    - {{name: bench, hash: '{}', requests_per_minute: 10000000, tokens_per_minute: 1000000000}}\nserver:\n  max_concurrent_requests: 100000\n",
+        hash.trim()
+    );
+    std::fs::write(dir.0.join("switchyard.yaml"), config).unwrap();
+    let port = free_port();
+    let listen = format!("127.0.0.1:{port}");
+    let config_path = dir.0.join("switchyard.yaml");
+    start(
+        switchyard_bin(),
+        &[
+            "serve",
+            "--config",
+            config_path.to_str().unwrap(),
+            "--listen",
+            &listen,
+        ],
+        SUT_CORE,
+        format!("http://{listen}"),
+        "/healthz",
+        Some(dir),
+        &[("SWITCHYARD_LOG", "error")],
+    )
+    .await
+}
+
+/// LiteLLM's proxy, one worker, a master key, the local cost map.
+async fn litellm(program: &str, upstream: &str) -> Server {
+    let dir = tempdir::Dir::new("litellm");
+    let config = format!(
+        "model_list:\n  - model_name: auto\n    litellm_params:\n      model: openai/sim\n      api_base: {upstream}/v1\n      api_key: unused\ngeneral_settings:\n  master_key: {KEY}\n"
+    );
+    std::fs::write(dir.0.join("litellm.yaml"), config).unwrap();
+    let port = free_port().to_string();
+    let config_path = dir.0.join("litellm.yaml");
+    start(
+        program,
+        &[
+            "--config",
+            config_path.to_str().unwrap(),
+            "--port",
+            &port,
+            "--host",
+            "127.0.0.1",
+            "--num_workers",
+            "1",
+        ],
+        SUT_CORE,
+        format!("http://127.0.0.1:{port}"),
+        "/health/liveliness",
+        Some(dir),
+        &[
+            ("LITELLM_LOCAL_MODEL_COST_MAP", "True"),
+            ("LITELLM_LOG", "ERROR"),
+        ],
+    )
+    .await
+}
+
+/// CPU time (ns) of a process, its threads and its descendants.
+fn cpu_ns(root: u32) -> u64 {
+    tree(root)
+        .iter()
+        .map(|pid| {
+            std::fs::read_dir(format!("/proc/{pid}/task"))
+                .into_iter()
+                .flatten()
+                .flatten()
+                .filter_map(|t| std::fs::read_to_string(t.path().join("schedstat")).ok())
+                .filter_map(|s| s.split_whitespace().next()?.parse::<u64>().ok())
+                .sum::<u64>()
+        })
+        .sum()
+}
+
+/// Resident set (kB) of a process and its descendants: now, or its peak.
+fn rss_kb(root: u32, field: &str) -> u64 {
+    tree(root)
+        .iter()
+        .filter_map(|pid| {
+            let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+            status
+                .lines()
+                .find(|l| l.starts_with(field))?
+                .split_whitespace()
+                .nth(1)?
+                .parse()
+                .ok()
+        })
+        .sum()
+}
+
+fn tree(root: u32) -> Vec<u32> {
+    let parents: Vec<(u32, u32)> = std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter_map(|pid| {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+            let after = stat.rsplit_once(')')?.1;
+            Some((pid, after.split_whitespace().nth(1)?.parse().ok()?))
+        })
+        .collect();
+    let mut out = vec![root];
+    let mut i = 0;
+    while i < out.len() {
+        let p = out[i];
+        out.extend(parents.iter().filter(|(_, pp)| *pp == p).map(|(c, _)| *c));
+        i += 1;
+    }
+    out
+}
+
+fn body(stream: bool) -> Bytes {
+    Bytes::from(format!(
+        r#"{{"model":"auto","stream":{stream},"max_tokens":16,"temperature":0.7,"messages":[{{"role":"system","content":"You are a helpful assistant."}},{{"role":"user","content":"Say something short about rivers and the sea."}}]}}"#
+    ))
+}
+
+/// One measured run: latencies (ms) of `n` requests at `concurrency`, and
+/// for streams the first-chunk times too.
+struct Run {
+    latency: Vec<f64>,
+    ttft: Vec<f64>,
+    elapsed: Duration,
+}
+
+async fn load(
+    client: &HttpClient,
+    url: &str,
+    auth: bool,
+    stream: bool,
+    concurrency: usize,
+    n: usize,
+) -> Run {
+    let url = Arc::new(format!("{url}/v1/chat/completions"));
+    let next = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let started = Instant::now();
+    let workers: Vec<_> = (0..concurrency)
+        .map(|_| {
+            let (client, url, next) = (client.clone(), url.clone(), next.clone());
+            tokio::spawn(async move {
+                let (mut latency, mut ttft) = (Vec::new(), Vec::new());
+                while next.fetch_add(1, std::sync::atomic::Ordering::Relaxed) < n {
+                    let mut request = http::Request::post(url.as_str())
+                        .header("content-type", "application/json");
+                    if auth {
+                        request = request.header("authorization", format!("Bearer {KEY}"));
+                    }
+                    let start = Instant::now();
+                    let response = client
+                        .request(request.body(Full::new(body(stream))).unwrap())
+                        .await
+                        .unwrap();
+                    assert!(response.status().is_success(), "{}", response.status());
+                    let mut body = response.into_body();
+                    let mut first = None;
+                    while let Some(frame) = body.frame().await {
+                        if frame.unwrap().is_data() && first.is_none() {
+                            first = Some(start.elapsed());
+                        }
+                    }
+                    latency.push(start.elapsed().as_secs_f64() * 1000.0);
+                    if let Some(first) = first {
+                        ttft.push(first.as_secs_f64() * 1000.0);
+                    }
+                }
+                (latency, ttft)
+            })
+        })
+        .collect();
+    let mut run = Run {
+        latency: Vec::new(),
+        ttft: Vec::new(),
+        elapsed: Duration::ZERO,
+    };
+    for w in workers {
+        let (l, t) = w.await.unwrap();
+        run.latency.extend(l);
+        run.ttft.extend(t);
+    }
+    run.elapsed = started.elapsed();
+    run
+}
+
+/// One system's figures for one round at one level.
+#[derive(Default, Clone, Copy)]
+struct Figures {
+    rps: f64,
+    p50: f64,
+    p99: f64,
+    cpu_us: f64,
+    ttft_p50: f64,
+    stream_p50: f64,
+}
+
+struct System {
+    name: &'static str,
+    server: Option<Server>,
+    url: String,
+    auth: bool,
+    results: BTreeMap<usize, Vec<Figures>>,
+    peak_rss_kb: u64,
+}
+
+fn requests_at(concurrency: usize, slow: bool) -> usize {
+    match (concurrency, slow) {
+        (1, false) => 2000,
+        (_, false) => 6000,
+        (1, true) => 200,
+        (_, true) => 1000,
+    }
+}
+
+async fn measure(system: &mut System) {
+    let slow = system.name == "litellm";
+    for level in LEVELS {
+        let client = client(level);
+        let n = requests_at(level, slow);
+        // Warm the connection pool and caches.
+        load(&client, &system.url, system.auth, false, level, level * 4).await;
+        let pid = system.server.as_ref().map(|s| s.child.id());
+        let cpu_before = pid.map_or(0, cpu_ns);
+        let whole = load(&client, &system.url, system.auth, false, level, n).await;
+        let cpu_after = pid.map_or(0, cpu_ns);
+        let streams = load(&client, &system.url, system.auth, true, level, n / 4).await;
+        let mut latency = whole.latency;
+        let (mut ttft, mut stream_total) = (streams.ttft, streams.latency);
+        let figures = Figures {
+            rps: n as f64 / whole.elapsed.as_secs_f64(),
+            p50: quantile(&mut latency, 0.5),
+            p99: quantile(&mut latency, 0.99),
+            cpu_us: (cpu_after - cpu_before) as f64 / 1000.0 / n as f64,
+            ttft_p50: quantile(&mut ttft, 0.5),
+            stream_p50: quantile(&mut stream_total, 0.5),
+        };
+        system.results.entry(level).or_default().push(figures);
+        if let Some(pid) = pid {
+            system.peak_rss_kb = system.peak_rss_kb.max(rss_kb(pid, "VmHWM:"));
+        }
+    }
+}
+
+/// Median, min and max of one figure over the rounds.
+fn spread(values: impl Iterator<Item = f64>) -> (f64, f64, f64) {
+    let mut v: Vec<f64> = values.collect();
+    let median = quantile(&mut v, 0.5);
+    (median, v[0], v[v.len() - 1])
+}
+
+fn report(systems: &[System]) {
+    let median = |s: &System, level: usize, f: fn(&Figures) -> f64| {
+        spread(s.results[&level].iter().map(f)).0
+    };
+    println!(
+        "\nmedians over {ROUNDS} rounds (min-max); latency in ms, CPU in us per non-streaming request"
+    );
+    for level in LEVELS {
+        println!("\nconcurrency {level}:");
+        println!(
+            "{:<11} {:>18} {:>22} {:>10} {:>22} {:>10} {:>10} {:>9}",
+            "system", "req/s", "p50", "p99", "CPU us/req", "+p50", "TTFT p50", "stream"
+        );
+        let direct_p50 = median(&systems[0], level, |f| f.p50);
+        for s in systems {
+            let (rps, rps_lo, rps_hi) = spread(s.results[&level].iter().map(|f| f.rps));
+            let (p50, p50_lo, p50_hi) = spread(s.results[&level].iter().map(|f| f.p50));
+            let (cpu, cpu_lo, cpu_hi) = spread(s.results[&level].iter().map(|f| f.cpu_us));
+            println!(
+                "{:<11} {rps:>8.0} ({rps_lo:.0}-{rps_hi:.0}) {p50:>9.3} ({p50_lo:.3}-{p50_hi:.3}) {:>10.3} {cpu:>8.1} ({cpu_lo:.1}-{cpu_hi:.1}) {:>10.3} {:>10.3} {:>9.3}",
+                s.name,
+                median(s, level, |f| f.p99),
+                p50 - direct_p50,
+                median(s, level, |f| f.ttft_p50),
+                median(s, level, |f| f.stream_p50),
+            );
+        }
+    }
+    let by_name = |name: &str| systems.iter().find(|s| s.name == name);
+    let (Some(bare), Some(sy)) = (by_name("bare-hop"), by_name("switchyard")) else {
+        return;
+    };
+    let direct = &systems[0];
+    println!();
+    for level in LEVELS {
+        let cpu = |s: &System| median(s, level, |f| f.cpu_us);
+        println!(
+            "c={level}: Switchyard/bare-hop CPU per request {:.2}x",
+            cpu(sy) / cpu(bare)
+        );
+        if let Some(lite) = by_name("litellm") {
+            println!(
+                "c={level}: LiteLLM/Switchyard CPU per request {:.0}x",
+                cpu(lite) / cpu(sy)
+            );
+        }
+    }
+    let added = |s: &System, f: fn(&Figures) -> f64| median(s, 1, f) - median(direct, 1, f);
+    println!(
+        "c=1: added p50 Switchyard {:.1} us vs bare hop {:.1} us (difference {:.1} us)",
+        added(sy, |f| f.p50) * 1000.0,
+        added(bare, |f| f.p50) * 1000.0,
+        (added(sy, |f| f.p50) - added(bare, |f| f.p50)) * 1000.0
+    );
+    println!(
+        "c=1: added stream TTFT Switchyard {:.1} us vs bare hop {:.1} us ({:.2}x)",
+        added(sy, |f| f.ttft_p50) * 1000.0,
+        added(bare, |f| f.ttft_p50) * 1000.0,
+        added(sy, |f| f.ttft_p50) / added(bare, |f| f.ttft_p50)
+    );
+    for s in systems.iter().filter(|s| s.server.is_some()) {
+        println!(
+            "peak RSS {}: {:.1} MB",
+            s.name,
+            s.peak_rss_kb as f64 / 1024.0
+        );
+    }
+}
+
+/// Switchyard's memory idle and with STREAMS slow streams open at once.
+async fn open_streams() {
+    let slow = upstream(&[
+        "base_ttft_ms=1",
+        "decode_tokens_per_s=1",
+        "jitter=0",
+        "max_concurrency=100000",
+        "max_queue=100000",
+    ])
+    .await;
+    let gateway = switchyard(&slow.url).await;
+    let pid = gateway.child.id();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let idle = rss_kb(pid, "VmRSS:");
+    let client = client(STREAMS);
+    let url = format!("{}/v1/chat/completions", gateway.url);
+    let body = Bytes::from(
+        r#"{"model":"auto","stream":true,"max_tokens":1000,"messages":[{"role":"user","content":"Tell a long story."}]}"#,
+    );
+    let mut open = Vec::with_capacity(STREAMS);
+    for _ in 0..STREAMS {
+        let request = http::Request::post(&url)
+            .header("content-type", "application/json")
+            .header("authorization", format!("Bearer {KEY}"))
+            .body(Full::new(body.clone()))
+            .unwrap();
+        open.push(client.request(request));
+    }
+    let responses = futures_util::future::join_all(open).await;
+    let streaming = responses
+        .iter()
+        .filter(|r| r.as_ref().is_ok_and(|r| r.status().is_success()))
+        .count();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let busy = rss_kb(pid, "VmRSS:");
+    println!("\nSwitchyard RSS idle: {:.1} MB", idle as f64 / 1024.0);
+    println!(
+        "Switchyard RSS with {streaming} slow streams open: {:.1} MB",
+        busy as f64 / 1024.0
+    );
+    drop(responses);
+}
+
+/// The bare pass-through, when this binary is started as one.
+async fn serve_bare_hop(listen: String, upstream: String) {
+    use hyper::service::service_fn;
+    let listener = tokio::net::TcpListener::bind(&listen).await.unwrap();
+    let client = client(1024);
+    loop {
+        let (socket, _) = listener.accept().await.unwrap();
+        socket.set_nodelay(true).unwrap();
+        let (client, upstream) = (client.clone(), upstream.clone());
+        tokio::spawn(async move {
+            let service = service_fn(move |req: http::Request<hyper::body::Incoming>| {
+                let (client, upstream) = (client.clone(), upstream.clone());
+                async move {
+                    let (parts, body) = req.into_parts();
+                    let body = body.collect().await?.to_bytes();
+                    let uri = format!("{upstream}{}", parts.uri.path());
+                    let mut forward = http::Request::builder().method(parts.method).uri(uri);
+                    for (name, value) in &parts.headers {
+                        if name != http::header::HOST {
+                            forward = forward.header(name, value);
+                        }
+                    }
+                    let response = client
+                        .request(forward.body(Full::new(body)).unwrap())
+                        .await
+                        .unwrap();
+                    Ok::<_, hyper::Error>(response)
+                }
+            });
+            let _ = hyper::server::conn::http1::Builder::new()
+                .serve_connection(hyper_util::rt::TokioIo::new(socket), service)
+                .await;
+        });
+    }
+}
+
+#[tokio::main]
+async fn main() {
+    if let (Ok(listen), Ok(upstream)) = (
+        std::env::var("BARE_HOP_LISTEN"),
+        std::env::var("BARE_HOP_UPSTREAM"),
+    ) {
+        return serve_bare_hop(listen, upstream).await;
+    }
+    // The load generator shares core 0 with the upstream.
+    let _ = Command::new("taskset")
+        .args(["-cp", "0", &std::process::id().to_string()])
+        .output();
+    let sim = upstream(FAST).await;
+    let litellm_bin = std::env::var("LITELLM").ok();
+    let mut systems = vec![
+        System {
+            name: "direct",
+            server: None,
+            url: sim.url.clone(),
+            auth: false,
+            results: BTreeMap::new(),
+            peak_rss_kb: 0,
+        },
+        System {
+            name: "bare-hop",
+            url: String::new(),
+            server: Some(bare_hop(&sim.url).await),
+            auth: false,
+            results: BTreeMap::new(),
+            peak_rss_kb: 0,
+        },
+        System {
+            name: "switchyard",
+            url: String::new(),
+            server: Some(switchyard(&sim.url).await),
+            auth: true,
+            results: BTreeMap::new(),
+            peak_rss_kb: 0,
+        },
+    ];
+    match &litellm_bin {
+        Some(bin) => systems.push(System {
+            name: "litellm",
+            url: String::new(),
+            server: Some(litellm(bin, &sim.url).await),
+            auth: true,
+            results: BTreeMap::new(),
+            peak_rss_kb: 0,
+        }),
+        None => println!(
+            "LITELLM is not set: LiteLLM is left out (scripts/bench-overhead.sh installs it)"
+        ),
+    }
+    for s in &mut systems {
+        if let Some(server) = &s.server {
+            s.url = server.url.clone();
+        }
+    }
+    for round in 0..ROUNDS {
+        // Interleaved, so drift on the machine hits every system alike.
+        for s in &mut systems {
+            measure(s).await;
+        }
+        println!("round {}/{ROUNDS} done", round + 1);
+    }
+    report(&systems);
+    drop(systems);
+    open_streams().await;
+}

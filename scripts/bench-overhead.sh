@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# The overhead benchmark (gateway/benches/overhead.rs): the upstream direct,
+# a bare hyper hop, Switchyard and LiteLLM's proxy, measured side by side.
+# Installs LiteLLM (pinned, with its proxy extras) into a venv cached under
+# ~/.cache/switchyard, raises the open-file limit for 10,000 open streams,
+# and prints the figures.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+cache="${SWITCHYARD_CACHE:-$HOME/.cache/switchyard}"
+venv="$cache/venv-litellm"
+requirements=scripts/requirements-litellm.txt
+want=$(sha256sum "$requirements" | cut -d' ' -f1)
+if [ ! -x "$venv/bin/litellm" ] || [ "$(cat "$venv/.requirements.sha256" 2>/dev/null)" != "$want" ]; then
+  echo "== installing LiteLLM into $venv"
+  rm -rf "$venv"
+  python3 -m venv "$venv"
+  "$venv/bin/pip" install --quiet --disable-pip-version-check -r "$requirements"
+  echo "$want" > "$venv/.requirements.sha256"
+fi
+ulimit -n 65536
+LITELLM="$venv/bin/litellm" cargo bench -p switchyard --bench overhead
