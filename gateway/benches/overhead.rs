@@ -276,7 +276,7 @@ fn rss_kb(root: u32, field: &str) -> u64 {
                 .find(|l| l.starts_with(field))?
                 .split_whitespace()
                 .nth(1)?
-                .parse()
+                .parse::<u64>()
                 .ok()
         })
         .sum()
