@@ -16,7 +16,7 @@ use http_body_util::{BodyExt, Full};
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 
-use common::{Proc, quantile, spawn};
+use common::{Proc, quantile, serve, spawn};
 
 const REQUESTS: usize = 400;
 const CONCURRENCY: usize = 8;
@@ -51,31 +51,15 @@ fn straggling_sim(seed: u32) -> Proc {
 }
 
 fn gateway(a: &str, b: &str, hedge: bool) -> Proc {
-    let dir = std::env::temp_dir().join(format!(
-        "switchyard-hedge-bench-{}-{hedge}",
-        std::process::id()
-    ));
-    std::fs::create_dir_all(&dir).unwrap();
-    let hedge = if hedge {
+    let hedge_yaml = if hedge {
         "    hedge: {enabled: true}\n"
     } else {
         ""
     };
     let config = format!(
-        "backends:\n  a:\n    tier: small\n    openai: {{base_url: '{a}/v1'}}\n    latency: {{ttft_ms: 20}}\n  b:\n    tier: small\n    openai: {{base_url: '{b}/v1'}}\n    latency: {{ttft_ms: 20}}\nroutes:\n  auto:\n{hedge}    retries: 0\n    strategy:\n      split:\n        weights: {{a: 1}}\n    fallbacks: [b]\n"
+        "backends:\n  a:\n    tier: small\n    openai: {{base_url: '{a}/v1'}}\n    latency: {{ttft_ms: 20}}\n  b:\n    tier: small\n    openai: {{base_url: '{b}/v1'}}\n    latency: {{ttft_ms: 20}}\nroutes:\n  auto:\n{hedge_yaml}    retries: 0\n    strategy:\n      split:\n        weights: {{a: 1}}\n    fallbacks: [b]\n"
     );
-    let path = dir.join("config.yaml");
-    std::fs::write(&path, config).unwrap();
-    spawn(
-        &[
-            "serve",
-            "--config",
-            path.to_str().unwrap(),
-            "--listen",
-            "127.0.0.1:0",
-        ],
-        Some(dir),
-    )
+    serve(&config, &format!("hedge-{hedge}"))
 }
 
 /// Time to the first streamed byte of each request, in ms.

@@ -24,7 +24,7 @@ use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 
-use common::quantile;
+use common::{free_port, quantile};
 
 const ROUNDS: usize = 3;
 const LEVELS: [usize; 3] = [1, 16, 64];
@@ -113,14 +113,6 @@ async fn start(
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     panic!("{program} did not come up");
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 fn switchyard_bin() -> &'static str {

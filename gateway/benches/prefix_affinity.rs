@@ -28,7 +28,7 @@ use rand::SeedableRng;
 use rand::seq::SliceRandom;
 use serde_json::{Value, json};
 
-use common::{Proc, quantile, spawn};
+use common::{Proc, free_port, quantile, serve};
 
 const SESSIONS: usize = 10;
 const TURNS: usize = 4;
@@ -47,14 +47,6 @@ impl Drop for LlamaServer {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 async fn llama_server(binary: &str, model: &str, cache_ram_mib: &str) -> LlamaServer {
@@ -98,28 +90,12 @@ async fn llama_server(binary: &str, model: &str, cache_ram_mib: &str) -> LlamaSe
 }
 
 fn gateway(replicas: &[LlamaServer], balance: &str) -> Proc {
-    let dir = std::env::temp_dir().join(format!(
-        "switchyard-prefix-bench-{}-{balance}",
-        std::process::id()
-    ));
-    std::fs::create_dir_all(&dir).unwrap();
     let kv_tokens = SLOTS * CONTEXT_PER_SLOT;
     let config = format!(
         "backends:\n  smollm2:\n    tier: small\n    openai:\n      base_url: '{}/v1'\n      replicas: ['{}/v1']\n      engine: llamacpp\n      slots: {SLOTS}\n    prefix_cache: {{kv_tokens: {kv_tokens}, balance: {balance}}}\n    timeouts: {{first_byte_ms: 300000}}\n",
         replicas[0].url, replicas[1].url
     );
-    let path = dir.join("config.yaml");
-    std::fs::write(&path, config).unwrap();
-    spawn(
-        &[
-            "serve",
-            "--config",
-            path.to_str().unwrap(),
-            "--listen",
-            "127.0.0.1:0",
-        ],
-        Some(dir),
-    )
+    serve(&config, &format!("prefix-{balance}"))
 }
 
 /// Session `s`'s system prompt: its own ~2k tokens of tools and rules.

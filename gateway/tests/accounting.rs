@@ -10,15 +10,6 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use support::{FAST_SIM_FIELDS, GatewayBuilder, Proc, chat, get, get_with, post_with};
 
-/// `sha256:` of `key`, as `switchyard key-hash` prints it.
-fn hash(key: &str) -> String {
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_switchyard"))
-        .args(["key-hash", key])
-        .output()
-        .unwrap();
-    String::from_utf8(out.stdout).unwrap().trim().to_owned()
-}
-
 /// A free local backend, and a cloud one priced at $1,000 per million
 /// tokens (a cent per ten tokens) so budgets run out within a few requests.
 fn priced(cloud_sim_extra: &str) -> GatewayBuilder {
@@ -53,7 +44,7 @@ async fn keys_are_required_checked_and_rate_limited() {
     let gateway = priced("")
         .section(&format!(
             "auth:\n  keys:\n    - {{name: alice, hash: '{}', requests_per_minute: 3}}\n",
-            hash("sk-alice")
+            support::key_hash("sk-alice")
         ))
         .start();
     let url = gateway.url("/v1/chat/completions");
@@ -99,7 +90,7 @@ async fn spent_budgets_refuse_or_downgrade_and_never_block_local() {
     let budget = |name: &str, on: &str| {
         format!(
             "    - {{name: {name}, hash: '{}', budget: {{daily_usd: 0.25, on_exhausted: {on}}}}}\n",
-            hash(&format!("sk-{name}"))
+            support::key_hash(&format!("sk-{name}"))
         )
     };
     let gateway = priced("")
@@ -170,7 +161,7 @@ async fn a_thousand_concurrent_requests_cannot_overshoot_a_budget() {
     let mut gateway = priced(", max_concurrency: 1000, max_queue: 1000")
         .section(&format!(
             "auth:\n  keys:\n    - {{name: dave, hash: '{}', budget: {{daily_usd: 0.5}}}}\n",
-            hash("sk-dave")
+            support::key_hash("sk-dave")
         ))
         .start();
     let url = Arc::new(gateway.url("/v1/chat/completions"));
@@ -349,7 +340,7 @@ async fn strict_durability_survives_kill_9() {
 #[tokio::test]
 async fn spend_reports_split_cloud_local_and_savings() {
     let ledger = support::unique_path("ledger.db");
-    let admin = hash("sk-admin");
+    let admin = support::key_hash("sk-admin");
     let builder = priced("").section(&format!(
         "ledger: {{path: '{}'}}\naccounting: {{reference_model: gpt-4o}}\nauth:\n  admin_key_hash: '{admin}'\n",
         ledger.display()
@@ -424,7 +415,7 @@ async fn tokens_per_minute_count_the_estimated_request() {
     let gateway = priced("")
         .section(&format!(
             "auth:\n  keys:\n    - {{name: erin, hash: '{}', tokens_per_minute: 200}}\n",
-            hash("sk-erin")
+            support::key_hash("sk-erin")
         ))
         .start();
     let url = gateway.url("/v1/chat/completions");

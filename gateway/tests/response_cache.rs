@@ -9,15 +9,6 @@ mod support;
 use serde_json::{Value, json};
 use support::{FAST_SIM_FIELDS, GatewayBuilder, Proc, post_with};
 
-/// `sha256:` of `key`, as `switchyard key-hash` prints it.
-fn hash(key: &str) -> String {
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_switchyard"))
-        .args(["key-hash", key])
-        .output()
-        .unwrap();
-    String::from_utf8(out.stdout).unwrap().trim().to_owned()
-}
-
 fn gateway() -> Proc {
     GatewayBuilder::new()
         .in_process_sim(
@@ -31,8 +22,8 @@ fn gateway() -> Proc {
         )
         .section(&format!(
             "auth:\n  keys:\n    - {{name: alice, hash: '{}'}}\n    - {{name: bob, hash: '{}'}}\n",
-            hash("sk-alice"),
-            hash("sk-bob")
+            support::key_hash("sk-alice"),
+            support::key_hash("sk-bob")
         ))
         .start()
 }

@@ -45,3 +45,30 @@ pub fn quantile(values: &mut [f64], q: f64) -> f64 {
     values.sort_by(f64::total_cmp);
     values[((values.len() - 1) as f64 * q).round() as usize]
 }
+
+/// `switchyard serve` on `config` (YAML), from a folder of its own (for the
+/// ledger) named after `what`.
+pub fn serve(config: &str, what: &str) -> Proc {
+    let dir = std::env::temp_dir().join(format!("switchyard-bench-{}-{what}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("config.yaml");
+    std::fs::write(&path, config).unwrap();
+    spawn(
+        &[
+            "serve",
+            "--config",
+            path.to_str().unwrap(),
+            "--listen",
+            "127.0.0.1:0",
+        ],
+        Some(dir),
+    )
+}
+
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}

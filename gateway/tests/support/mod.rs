@@ -450,3 +450,12 @@ pub async fn recording_server(
     });
     (addr, seen)
 }
+
+/// `sha256:` of `key`, as `switchyard key-hash` prints it.
+pub fn key_hash(key: &str) -> String {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_switchyard"))
+        .args(["key-hash", key])
+        .output()
+        .expect("switchyard key-hash");
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+}
