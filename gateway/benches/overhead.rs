@@ -515,19 +515,27 @@ async fn open_streams() {
     let pid = gateway.child.id();
     tokio::time::sleep(Duration::from_millis(500)).await;
     let idle = rss_kb(pid, "VmRSS:");
-    let client = client(STREAMS);
+    // HTTP/2 to the gateway: a few connections carry all the streams, so
+    // the gateway's descriptors go to its upstream connections.
+    let clients: Vec<HttpClient> = (0..64)
+        .map(|_| {
+            Client::builder(TokioExecutor::new())
+                .http2_only(true)
+                .build(HttpConnector::new())
+        })
+        .collect();
     let url = format!("{}/v1/chat/completions", gateway.url);
     let body = Bytes::from(
         r#"{"model":"auto","stream":true,"max_tokens":1000,"messages":[{"role":"user","content":"Tell a long story."}]}"#,
     );
     let mut open = Vec::with_capacity(STREAMS);
-    for _ in 0..STREAMS {
+    for i in 0..STREAMS {
         let request = http::Request::post(&url)
             .header("content-type", "application/json")
             .header("authorization", format!("Bearer {KEY}"))
             .body(Full::new(body.clone()))
             .unwrap();
-        open.push(client.request(request));
+        open.push(clients[i % clients.len()].request(request));
     }
     let responses = futures_util::future::join_all(open).await;
     let streaming = responses
