@@ -56,6 +56,11 @@ pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, GatewayError> 
             message: "the request body is empty; send a JSON object".into(),
         });
     }
+    // The fast path tracks no field path; only a body that fails is parsed
+    // again, to name the field in the error.
+    if let Ok(value) = serde_json::from_slice(bytes) {
+        return Ok(value);
+    }
     let mut de = serde_json::Deserializer::from_slice(bytes);
     let parsed: Result<T, _> = serde_path_to_error::deserialize(&mut de);
     let value = parsed.map_err(|err| {

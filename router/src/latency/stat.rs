@@ -12,9 +12,9 @@ const ALPHA: f64 = 0.2;
 pub struct Stat {
     ewma: f64,
     window: VecDeque<f64>,
-    /// The window sorted, rebuilt when a quantile is asked after new samples.
+    /// The window's samples in order, kept as samples come and go (a
+    /// quantile is then a lookup, asked on every routing decision).
     sorted: Vec<f64>,
-    dirty: bool,
 }
 
 impl Stat {
@@ -25,7 +25,6 @@ impl Stat {
             ewma: prior,
             window: VecDeque::from([prior]),
             sorted: vec![prior],
-            dirty: false,
         }
     }
 
@@ -34,11 +33,17 @@ impl Stat {
             return;
         }
         self.ewma = ALPHA * value + (1.0 - ALPHA) * self.ewma;
-        if self.window.len() == WINDOW {
-            self.window.pop_front();
+        if self.window.len() == WINDOW
+            && let Some(oldest) = self.window.pop_front()
+        {
+            let at = self
+                .sorted
+                .partition_point(|v| v.total_cmp(&oldest).is_lt());
+            self.sorted.remove(at);
         }
         self.window.push_back(value);
-        self.dirty = true;
+        let at = self.sorted.partition_point(|v| v.total_cmp(&value).is_lt());
+        self.sorted.insert(at, value);
     }
 
     pub fn mean(&self) -> f64 {
@@ -46,13 +51,7 @@ impl Stat {
     }
 
     /// The q-quantile (0..=1) of the recent window.
-    pub fn quantile(&mut self, q: f64) -> f64 {
-        if self.dirty {
-            self.sorted.clear();
-            self.sorted.extend(self.window.iter().copied());
-            self.sorted.sort_by(f64::total_cmp);
-            self.dirty = false;
-        }
+    pub fn quantile(&self, q: f64) -> f64 {
         let last = self.sorted.len().saturating_sub(1);
         let index = ((last as f64) * q.clamp(0.0, 1.0)).round() as usize;
         self.sorted.get(index).copied().unwrap_or(self.ewma)
@@ -80,5 +79,20 @@ mod tests {
         }
         assert!(stat.quantile(0.99) >= 900.0);
         assert_eq!(stat.quantile(0.0), 10.0);
+    }
+
+    #[test]
+    fn the_window_slides_and_stays_sorted() {
+        let mut stat = Stat::new(0.0);
+        // Shuffled values 1..=300: the window keeps the last 128 observed.
+        let values: Vec<f64> = (1..=300).map(|i| f64::from((i * 7919) % 300 + 1)).collect();
+        for v in &values {
+            stat.observe(*v);
+        }
+        let mut last: Vec<f64> = values[values.len() - WINDOW..].to_vec();
+        last.sort_by(f64::total_cmp);
+        assert_eq!(stat.sorted, last);
+        assert_eq!(stat.quantile(0.0), last[0]);
+        assert_eq!(stat.quantile(1.0), last[WINDOW - 1]);
     }
 }
