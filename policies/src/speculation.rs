@@ -51,7 +51,7 @@ pub struct Speculative {
     pub min_acceptance: Option<f64>,
     /// The backend that serves a request when drafting is off for it: the
     /// same model started without a draft. Engines that take no per-request
-    /// drafting settings (llama.cpp builds since its `--spec-type` rework
-    /// accept and ignore them) can only stop drafting this way.
+    /// drafting settings (the llama-server build tested, 0.10434.0 from
+    /// PyPI, accepts them and ignores them) can only stop drafting this way.
     pub instead: Option<String>,
 }

@@ -1,9 +1,9 @@
 //! Fields an engine takes in the request body: llama.cpp's per-request
 //! speculative-decoding settings (the slot, `id_slot`, is chosen with the
 //! replica, from the prefix index).
-//! Fields the caller set are never overwritten. (llama.cpp builds since the
-//! `--spec-type` rework accept the speculative fields and ignore them; a
-//! route's `speculative.instead` backend is how drafting stops there.)
+//! Fields the caller set are never overwritten. (The llama-server build
+//! tested, 0.10434.0 from PyPI, accepts the speculative fields and ignores
+//! them; a route's `speculative.instead` backend is how drafting stops there.)
 
 use serde_json::{Value, json};
 use switchyard_adapters::types::Extra;
@@ -28,7 +28,7 @@ pub fn body_fields(app: &App, decision: &Decision, backend: usize) -> Extra {
 
 fn speculative_fields(fields: &mut Extra, spec: &Speculative, drafting: bool) {
     if !drafting {
-        // llama-server drafts nothing when at most zero tokens may be drafted.
+        // For builds that honour per-request settings: draft nothing.
         fields.insert("speculative.n_max".into(), json!(0));
         fields.insert("speculative.n_min".into(), json!(0));
         return;
