@@ -8,6 +8,7 @@ use http::header::{ALLOW, RETRY_AFTER};
 use http::{HeaderValue, Response, StatusCode};
 use serde_json::{Value, json};
 use switchyard_adapters::AdapterError;
+use switchyard_adapters::anthropic::TranslateError;
 
 use crate::http::{Body, json_response};
 
@@ -84,6 +85,16 @@ pub enum GatewayError {
     Upstream(#[from] AdapterError),
     #[error("internal error: {message}")]
     Internal { message: String },
+}
+
+/// A field of the caller's dialect that has no canonical equivalent.
+impl From<TranslateError> for GatewayError {
+    fn from(err: TranslateError) -> Self {
+        GatewayError::InvalidField {
+            param: err.param,
+            message: err.message,
+        }
+    }
 }
 
 /// How an error is shown to the caller.

@@ -8,8 +8,7 @@ use http::{Request, Response, StatusCode};
 use hyper::body::Incoming;
 use serde_json::json;
 use switchyard_adapters::anthropic::{
-    CountTokensRequest, MessageStream, MessagesRequest, TranslateError, chat_from_messages,
-    message_from_chat,
+    CountTokensRequest, MessageStream, MessagesRequest, chat_from_messages, message_from_chat,
 };
 use switchyard_adapters::tokens;
 use switchyard_adapters::types::{ChatChunk, ChatRequest, ChatResponse, Extra, Usage};
@@ -27,13 +26,6 @@ use crate::routing::BodyHints;
 
 pub struct Messages;
 
-fn translate_error(err: TranslateError) -> GatewayError {
-    GatewayError::InvalidField {
-        param: err.param,
-        message: err.message,
-    }
-}
-
 /// Everything but the dialect is the chat endpoint's.
 impl Endpoint for Messages {
     const NAME: &'static str = "messages";
@@ -45,7 +37,7 @@ impl Endpoint for Messages {
 
     fn decode(body: &[u8]) -> Result<ChatRequest, GatewayError> {
         let request: MessagesRequest = parse_json(body)?;
-        chat_from_messages(request).map_err(translate_error)
+        Ok(chat_from_messages(request)?)
     }
 
     /// `anthropic-version` and `anthropic-beta` go on to Anthropic backends
@@ -85,7 +77,7 @@ pub async fn count_tokens(
             available: app.router.model_names().to_vec(),
         });
     }
-    let chat = chat_from_messages(request.into_messages()).map_err(translate_error)?;
+    let chat = chat_from_messages(request.into_messages())?;
     let input_tokens = tokens::count_chat_prompt(&chat);
     Ok(json_response(
         StatusCode::OK,

@@ -40,10 +40,7 @@ impl Endpoint for Responses {
 
     fn decode(body: &[u8]) -> Result<ChatRequest, GatewayError> {
         let value: Value = parse_json(body)?;
-        chat_from_responses(&value).map_err(|err| GatewayError::InvalidField {
-            param: err.param,
-            message: err.message,
-        })
+        Ok(chat_from_responses(&value)?)
     }
 
     fn respond(resp: &ChatResponse) -> Response<Body> {
