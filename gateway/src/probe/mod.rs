@@ -146,7 +146,7 @@ async fn context_window(backend: &Backend) -> Option<u32> {
     match &backend.adapter {
         BackendAdapter::Sim(sim) => Some(sim.context_window),
         BackendAdapter::OpenAi(openai) if openai.engine == Engine::Llamacpp => {
-            let origin = openai.metrics_url.as_deref()?.strip_suffix("/metrics")?;
+            let origin = openai.origin();
             let client = http_client(Duration::from_secs(3)).ok()?;
             let text =
                 engine_metrics::fetch(&client, &format!("{origin}/props"), Duration::from_secs(5))

@@ -225,6 +225,23 @@ pub struct OpenAiBackend {
     pub prompt_cache_key: bool,
 }
 
+impl OpenAiBackend {
+    /// `scheme://host:port` of the server, where engines keep their own
+    /// pages (`/metrics`, llama.cpp's `/props`).
+    pub fn origin(&self) -> &str {
+        origin(&self.base_url)
+    }
+}
+
+/// `scheme://host:port` of a URL.
+fn origin(url: &str) -> &str {
+    let after_scheme = url.find("://").map_or(0, |i| i + 3);
+    match url[after_scheme..].find('/') {
+        Some(i) => &url[..after_scheme + i],
+        None => url,
+    }
+}
+
 /// How a backend with several replicas picks one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]

@@ -275,7 +275,7 @@ fn validate_openai(
     }
     Ok(OpenAiBackend {
         metrics_url: raw.metrics_url.or_else(|| {
-            (engine != super::Engine::Generic).then(|| format!("{}/metrics", origin(&url)))
+            (engine != super::Engine::Generic).then(|| format!("{}/metrics", super::origin(&url)))
         }),
         base_url: url,
         api_key_env,
@@ -286,15 +286,6 @@ fn validate_openai(
         replicas,
         metrics_interval: Duration::from_millis(raw.metrics_interval_ms.unwrap_or(10_000).max(100)),
     })
-}
-
-/// `scheme://host:port` of a URL.
-fn origin(url: &str) -> &str {
-    let after_scheme = url.find("://").map_or(0, |i| i + 3);
-    match url[after_scheme..].find('/') {
-        Some(i) => &url[..after_scheme + i],
-        None => url,
-    }
 }
 
 /// Simulator parameters from their raw form: the preset (small by default)
