@@ -84,17 +84,15 @@ impl Metrics {
         if let (Some(rate), Some(ttft)) = (row.decode_tokens_per_s, row.ttft_ms)
             && rate > 0.0
         {
-            let class = if row.prompt_class == PromptClass::Code.as_str() {
-                PromptClass::Code
-            } else {
-                PromptClass::Prose
-            };
             let decoding_ms = row.duration_ms - ttft;
             add(
-                &c.decode_tokens[class.index()],
+                &c.decode_tokens[row.prompt_class.index()],
                 row.tokens.output.saturating_sub(1),
             );
-            add(&c.decode_us[class.index()], (decoding_ms * 1000.0) as u64);
+            add(
+                &c.decode_us[row.prompt_class.index()],
+                (decoding_ms * 1000.0) as u64,
+            );
         }
     }
 

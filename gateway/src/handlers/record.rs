@@ -391,7 +391,7 @@ impl RequestRecord {
             fallback: self.reason == Reason::Fallback,
             cache_hit: self.from_cache,
             estimated,
-            prompt_class: self.context.class.as_str(),
+            prompt_class: self.context.class,
             drafts: self.drafts,
             expected_cached_tokens: self.expected_cached_tokens,
         };

@@ -1,4 +1,4 @@
-use switchyard_policies::TokenCounts;
+use switchyard_policies::{PromptClass, TokenCounts};
 
 /// One request's record.
 #[derive(Debug, Clone, PartialEq)]
@@ -33,8 +33,8 @@ pub struct LedgerRow {
     pub cache_hit: bool,
     /// Usage as the backend reported it, or counted here.
     pub estimated: bool,
-    /// `code` or `prose`, as the router classed the prompt.
-    pub prompt_class: &'static str,
+    /// Code or prose, as the router classed the prompt.
+    pub prompt_class: PromptClass,
     /// Speculative decoding: tokens drafted and accepted, when the backend
     /// reported them (llama.cpp `timings.draft_n`, `draft_n_accepted`).
     pub drafts: Option<Drafts>,

@@ -108,7 +108,7 @@ fn insert_row(
         r.estimated,
         r.predicted_ttft_ms,
         r.decode_tokens_per_s,
-        r.prompt_class,
+        r.prompt_class.as_str(),
         r.drafts.map(|d| n(d.drafted)),
         r.drafts.map(|d| n(d.accepted)),
         r.expected_cached_tokens,
