@@ -14,7 +14,8 @@
 mod common;
 
 use std::collections::BTreeMap;
-use std::process::{Child, Command, Stdio};
+use std::path::PathBuf;
+use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -24,7 +25,7 @@ use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 
-use common::{free_port, quantile};
+use common::{Proc, free_port, quantile, start, temp_dir};
 
 const ROUNDS: usize = 3;
 const LEVELS: [usize; 3] = [1, 16, 64];
@@ -42,77 +43,22 @@ fn client(concurrency: usize) -> HttpClient {
         .build(connector)
 }
 
-/// A process of ours; ended (by its PID) when dropped.
-struct Server {
-    child: Child,
-    url: String,
-    _dir: Option<tempdir::Dir>,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-mod tempdir {
-    pub struct Dir(pub std::path::PathBuf);
-    impl Dir {
-        pub fn new(what: &str) -> Self {
-            let path = std::env::temp_dir()
-                .join(format!("switchyard-overhead-{}-{what}", std::process::id()));
-            std::fs::create_dir_all(&path).unwrap();
-            Dir(path)
-        }
-    }
-    impl Drop for Dir {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_dir_all(&self.0);
-        }
-    }
-}
-
 /// Starts `program args` pinned to `core` and waits until `health` answers.
-async fn start(
+async fn pinned(
     program: &str,
     args: &[&str],
     core: &str,
     url: String,
     health: &str,
-    dir: Option<tempdir::Dir>,
+    dir: Option<PathBuf>,
     env: &[(&str, &str)],
-) -> Server {
+) -> Proc {
     let mut command = Command::new("taskset");
     command
         .args(["-c", core, program])
         .args(args)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null());
-    for (k, v) in env {
-        command.env(k, v);
-    }
-    if let Some(dir) = &dir {
-        command.current_dir(&dir.0);
-    }
-    let server = Server {
-        child: command.spawn().unwrap(),
-        url,
-        _dir: dir,
-    };
-    let client = client(1);
-    for _ in 0..600 {
-        let probe = http::Request::get(format!("{}{health}", server.url))
-            .body(Full::new(Bytes::new()))
-            .unwrap();
-        if let Ok(r) = client.request(probe).await
-            && r.status().is_success()
-        {
-            return server;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    panic!("{program} did not come up");
+        .envs(env.iter().copied());
+    start(command, url, health, dir).await
 }
 
 fn switchyard_bin() -> &'static str {
@@ -120,14 +66,14 @@ fn switchyard_bin() -> &'static str {
 }
 
 /// The upstream: Switchyard's model-server simulator, fast and steady.
-async fn upstream(settings: &[&str]) -> Server {
+async fn upstream(settings: &[&str]) -> Proc {
     let port = free_port();
     let listen = format!("127.0.0.1:{port}");
     let mut args = vec!["sim", "--listen", &listen, "--profile", "small"];
     for s in settings {
         args.extend(["--set", s]);
     }
-    start(
+    pinned(
         switchyard_bin(),
         &args,
         "0",
@@ -149,11 +95,11 @@ const FAST: &[&str] = &[
 ];
 
 /// The floor: a minimal hyper pass-through (this benchmark's own binary).
-async fn bare_hop(upstream: &str) -> Server {
+async fn bare_hop(upstream: &str) -> Proc {
     let port = free_port();
     let exe = std::env::current_exe().unwrap();
     let url = format!("http://127.0.0.1:{port}");
-    start(
+    pinned(
         exe.to_str().unwrap(),
         &[],
         SUT_CORE,
@@ -172,8 +118,8 @@ const KEY: &str = "sk-bench-0123456789";
 
 /// Switchyard with the default feature set: a virtual key with rate limits,
 /// a split route, the SQLite ledger, metrics.
-async fn switchyard(upstream: &str) -> Server {
-    let dir = tempdir::Dir::new("switchyard");
+async fn switchyard(upstream: &str) -> Proc {
+    let dir = temp_dir("switchyard");
     let hash = String::from_utf8(
         Command::new(switchyard_bin())
             .args(["key-hash", KEY])
@@ -186,11 +132,11 @@ async fn switchyard(upstream: &str) -> Server {
         "backends:\n  sim:\n    tier: small\n    openai: {{base_url: '{upstream}/v1'}}\n    price: {{usd_per_hour: 0.1}}\nroutes:\n  auto:\n    strategy: {{split: {{weights: {{sim: 1}}}}}}\nauth:\n  keys:\n    - {{name: bench, hash: '{}', requests_per_minute: 10000000, tokens_per_minute: 1000000000}}\nserver:\n  max_concurrent_requests: 100000\n",
         hash.trim()
     );
-    std::fs::write(dir.0.join("switchyard.yaml"), config).unwrap();
+    std::fs::write(dir.join("switchyard.yaml"), config).unwrap();
     let port = free_port();
     let listen = format!("127.0.0.1:{port}");
-    let config_path = dir.0.join("switchyard.yaml");
-    start(
+    let config_path = dir.join("switchyard.yaml");
+    pinned(
         switchyard_bin(),
         &[
             "serve",
@@ -209,15 +155,15 @@ async fn switchyard(upstream: &str) -> Server {
 }
 
 /// LiteLLM's proxy, one worker, a master key, the local cost map.
-async fn litellm(program: &str, upstream: &str) -> Server {
-    let dir = tempdir::Dir::new("litellm");
+async fn litellm(program: &str, upstream: &str) -> Proc {
+    let dir = temp_dir("litellm");
     let config = format!(
         "model_list:\n  - model_name: auto\n    litellm_params:\n      model: openai/sim\n      api_base: {upstream}/v1\n      api_key: unused\ngeneral_settings:\n  master_key: {KEY}\n"
     );
-    std::fs::write(dir.0.join("litellm.yaml"), config).unwrap();
+    std::fs::write(dir.join("litellm.yaml"), config).unwrap();
     let port = free_port().to_string();
-    let config_path = dir.0.join("litellm.yaml");
-    start(
+    let config_path = dir.join("litellm.yaml");
+    pinned(
         program,
         &[
             "--config",
@@ -380,7 +326,7 @@ struct Figures {
 
 struct System {
     name: &'static str,
-    server: Option<Server>,
+    server: Option<Proc>,
     url: String,
     auth: bool,
     results: BTreeMap<usize, Vec<Figures>>,
@@ -403,7 +349,7 @@ async fn measure(system: &mut System) {
         let n = requests_at(level, slow);
         // Warm the connection pool and caches.
         load(&client, &system.url, system.auth, false, level, level * 4).await;
-        let pid = system.server.as_ref().map(|s| s.child.id());
+        let pid = system.server.as_ref().map(|s| s.pid());
         let cpu_before = pid.map_or(0, cpu_ns);
         let whole = load(&client, &system.url, system.auth, false, level, n).await;
         let cpu_after = pid.map_or(0, cpu_ns);
@@ -512,7 +458,7 @@ async fn open_streams() {
     ])
     .await;
     let gateway = switchyard(&slow.url).await;
-    let pid = gateway.child.id();
+    let pid = gateway.pid();
     tokio::time::sleep(Duration::from_millis(500)).await;
     let idle = rss_kb(pid, "VmRSS:");
     // HTTP/2 to the gateway: a few connections carry all the streams, so

@@ -17,8 +17,8 @@
 
 mod common;
 
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Instant;
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
@@ -28,7 +28,7 @@ use rand::SeedableRng;
 use rand::seq::SliceRandom;
 use serde_json::{Value, json};
 
-use common::{Proc, free_port, quantile, serve};
+use common::{Proc, free_port, quantile, serve, start};
 
 const SESSIONS: usize = 10;
 const TURNS: usize = 4;
@@ -37,23 +37,12 @@ const TURNS: usize = 4;
 const SLOTS: usize = 5;
 const CONTEXT_PER_SLOT: usize = 2560;
 
-struct LlamaServer {
-    child: Child,
-    url: String,
-}
-
-impl Drop for LlamaServer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-async fn llama_server(binary: &str, model: &str, cache_ram_mib: &str) -> LlamaServer {
+async fn llama_server(binary: &str, model: &str, cache_ram_mib: &str) -> Proc {
     let port = free_port().to_string();
     let context = (SLOTS * CONTEXT_PER_SLOT).to_string();
     let slots = SLOTS.to_string();
-    let child = Command::new(binary)
+    let mut command = Command::new(binary);
+    command
         .args([
             "-m",
             model,
@@ -65,31 +54,11 @@ async fn llama_server(binary: &str, model: &str, cache_ram_mib: &str) -> LlamaSe
             "2",
             "--no-webui",
         ])
-        .args(["-c", &context, "-np", &slots, "--cache-ram", cache_ram_mib])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let server = LlamaServer {
-        child,
-        url: format!("http://127.0.0.1:{port}"),
-    };
-    let client = Client::builder(TokioExecutor::new()).build_http::<Full<Bytes>>();
-    for _ in 0..240 {
-        let health = http::Request::get(format!("{}/health", server.url))
-            .body(Full::new(Bytes::new()))
-            .unwrap();
-        if let Ok(response) = client.request(health).await
-            && response.status() == 200
-        {
-            return server;
-        }
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
-    panic!("llama-server did not become healthy");
+        .args(["-c", &context, "-np", &slots, "--cache-ram", cache_ram_mib]);
+    start(command, format!("http://127.0.0.1:{port}"), "/health", None).await
 }
 
-fn gateway(replicas: &[LlamaServer], balance: &str) -> Proc {
+fn gateway(replicas: &[Proc], balance: &str) -> Proc {
     let kv_tokens = SLOTS * CONTEXT_PER_SLOT;
     let config = format!(
         "backends:\n  smollm2:\n    tier: small\n    openai:\n      base_url: '{}/v1'\n      replicas: ['{}/v1']\n      engine: llamacpp\n      slots: {SLOTS}\n    prefix_cache: {{kv_tokens: {kv_tokens}, balance: {balance}}}\n    timeouts: {{first_byte_ms: 300000}}\n",

@@ -1,25 +1,78 @@
-//! What the process-level benchmarks share: starting `switchyard`
-//! processes that print their address, and quantiles.
+//! What the process-level benchmarks share: starting processes (a
+//! `switchyard` that prints its address, or any server polled until healthy),
+//! ending them by their PID when dropped, and quantiles.
 
 #![allow(dead_code)] // each benchmark uses part of it
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 
+use std::path::PathBuf;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::TokioExecutor;
+
+/// A process of ours, and the folder it runs in (removed with it).
 pub struct Proc {
     child: Child,
     pub url: String,
-    _dir: Option<std::path::PathBuf>,
+    dir: Option<PathBuf>,
+}
+
+impl Proc {
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
 }
 
 impl Drop for Proc {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+        if let Some(dir) = &self.dir {
+            let _ = std::fs::remove_dir_all(dir);
+        }
     }
 }
 
-pub fn spawn(args: &[&str], dir: Option<std::path::PathBuf>) -> Proc {
+/// A folder of this run's own, named after `what`.
+pub fn temp_dir(what: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("switchyard-bench-{}-{what}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// Starts `command` (in `dir`, when given) and waits until `url` + `health`
+/// answers with success.
+pub async fn start(mut command: Command, url: String, health: &str, dir: Option<PathBuf>) -> Proc {
+    if let Some(dir) = &dir {
+        command.current_dir(dir);
+    }
+    command.stdout(Stdio::null()).stderr(Stdio::null());
+    let proc = Proc {
+        child: command.spawn().unwrap(),
+        url,
+        dir,
+    };
+    let client = Client::builder(TokioExecutor::new()).build_http::<Full<Bytes>>();
+    for _ in 0..600 {
+        let probe = http::Request::get(format!("{}{health}", proc.url))
+            .body(Full::new(Bytes::new()))
+            .unwrap();
+        if let Ok(response) = client.request(probe).await
+            && response.status().is_success()
+        {
+            return proc;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("{:?} did not come up", command.get_program());
+}
+
+pub fn spawn(args: &[&str], dir: Option<PathBuf>) -> Proc {
     let mut command = Command::new(env!("CARGO_BIN_EXE_switchyard"));
     command
         .args(args)
@@ -34,11 +87,7 @@ pub fn spawn(args: &[&str], dir: Option<std::path::PathBuf>) -> Proc {
         .read_line(&mut line)
         .unwrap();
     let url = line.trim().rsplit(' ').next().unwrap().to_owned();
-    Proc {
-        child,
-        url,
-        _dir: dir,
-    }
+    Proc { child, url, dir }
 }
 
 pub fn quantile(values: &mut [f64], q: f64) -> f64 {
@@ -49,8 +98,7 @@ pub fn quantile(values: &mut [f64], q: f64) -> f64 {
 /// `switchyard serve` on `config` (YAML), from a folder of its own (for the
 /// ledger) named after `what`.
 pub fn serve(config: &str, what: &str) -> Proc {
-    let dir = std::env::temp_dir().join(format!("switchyard-bench-{}-{what}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = temp_dir(what);
     let path = dir.join("config.yaml");
     std::fs::write(&path, config).unwrap();
     spawn(
