@@ -12,7 +12,9 @@ use hyper::body::Incoming;
 use tokio::net::TcpListener;
 use tower::ServiceBuilder;
 use tower_http::catch_panic::CatchPanicLayer;
-use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
+use tower_http::request_id::{
+    MakeRequestId, PropagateRequestIdLayer, RequestId, SetRequestIdLayer,
+};
 use tower_http::sensitive_headers::SetSensitiveRequestHeadersLayer;
 use tower_http::trace::{DefaultOnFailure, TraceLayer};
 
@@ -54,7 +56,7 @@ pub async fn serve(
     let handler_app = app.clone();
     let service = ServiceBuilder::new()
         .layer(CatchPanicLayer::custom(panic_response))
-        .layer(SetRequestIdLayer::new(REQUEST_ID, MakeRequestUuid))
+        .layer(SetRequestIdLayer::new(REQUEST_ID, RandomUuid))
         .layer(TraceLayer::new_for_http().make_span_with(|req: &Request<Incoming>| {
             let id = req.headers().get(REQUEST_ID).and_then(|v| v.to_str().ok()).unwrap_or("-");
             tracing::info_span!("request", method = %req.method(), path = %req.uri().path(), id = %id)
@@ -78,6 +80,21 @@ pub async fn serve(
     crate::http::server::serve(listener, service, draining, grace).await;
     // Every row of every finished request reaches the disk before exit.
     ledger.close().await;
+}
+
+/// Request ids are random (version 4) UUIDs drawn from the thread's
+/// generator, which the OS reseeds: tower-http's `MakeRequestUuid` asks the
+/// kernel for fresh bytes on every request, a system call each time.
+#[derive(Clone, Copy)]
+struct RandomUuid;
+
+impl MakeRequestId for RandomUuid {
+    fn make_request_id<B>(&mut self, _request: &Request<B>) -> Option<RequestId> {
+        let uuid = uuid::Builder::from_random_bytes(rand::random()).into_uuid();
+        let mut text = [0u8; uuid::fmt::Hyphenated::LENGTH];
+        let text = uuid.hyphenated().encode_lower(&mut text);
+        http::HeaderValue::from_str(text).ok().map(RequestId::new)
+    }
 }
 
 fn panic_response(panic: Box<dyn Any + Send + 'static>) -> Response<Body> {
