@@ -208,8 +208,14 @@ pub async fn serve_decided<E: Endpoint>(
     );
     let slot = Slot::of(app, parts, &request, &decision);
     if let Some(cached) = slot.as_ref().and_then(Slot::get)
-        && let Some(mut response) =
-            replay::<E>(app, request.clone(), context.clone(), &cached, &decision).await
+        && let Some(mut response) = Box::pin(replay::<E>(
+            app,
+            request.clone(),
+            context.clone(),
+            &cached,
+            &decision,
+        ))
+        .await
     {
         let served = Served {
             backend: cached.backend,
@@ -398,7 +404,9 @@ async fn dispatch<E: Endpoint>(
                     record,
                     admission,
                 };
-                let (answer, winner) = hedge::race::<E>(
+                // Boxed: the race's state is large and most requests never
+                // hedge; inline, every request's future would carry it.
+                let (answer, winner) = Box::pin(hedge::race::<E>(
                     app,
                     &context,
                     size,
@@ -408,7 +416,7 @@ async fn dispatch<E: Endpoint>(
                     prepared::<E>(app, decision, other, original.clone(), None),
                     streaming,
                     hedge.max_usd_per_key_per_day,
-                )
+                ))
                 .await;
                 if winner.backend != backend_index {
                     served = Served {
