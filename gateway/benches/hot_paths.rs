@@ -1,6 +1,7 @@
 //! The per-chunk and per-request pure functions behind a call: one streamed
 //! chunk re-encoded for each caller dialect (OpenAI `data:` events, Anthropic
-//! Messages events, Responses events), the prompt's prefix chain, and the
+//! Messages events, Responses events), a chat request and answer decoded and
+//! encoded, the prompt's prefix chain, and the
 //! cost of a finished call (token prices and a local hourly price).
 //! Run: `cargo bench -p switchyard --bench hot_paths`.
 
@@ -12,7 +13,7 @@ use criterion::{Criterion, criterion_group, criterion_main};
 use switchyard_adapters::anthropic::MessageStream;
 use switchyard_adapters::responses::ResponseStream;
 use switchyard_adapters::sse::{data_event, named_event};
-use switchyard_adapters::types::{ChatChunk, ChatRequest};
+use switchyard_adapters::types::{ChatChunk, ChatRequest, ChatResponse};
 use switchyard_policies::{Pricing, TokenCounts, TokenPrice};
 use switchyard_router::prefix::ChainBuilder;
 
@@ -97,5 +98,22 @@ fn cost(c: &mut Criterion) {
     });
 }
 
-criterion_group!(benches, reencoding, prefix_chain, cost);
+/// A short chat request and a model server's answer to it, as the overhead
+/// benchmark sends and gets them: decoded on the way in, encoded on the way out.
+fn json(c: &mut Criterion) {
+    let request = br#"{"model":"auto","stream":false,"max_tokens":16,"temperature":0.7,"messages":[{"role":"system","content":"You are a helpful assistant."},{"role":"user","content":"Say something short about rivers and the sea."}]}"#;
+    let answer = br#"{"id":"chatcmpl-sim0000000","object":"chat.completion","created":1796015271,"model":"sim","choices":[{"index":0,"message":{"role":"assistant","content":"[sim] prompt on fast slow and it with and queue first when answer it"},"finish_reason":"length"}],"usage":{"prompt_tokens":15,"completion_tokens":16,"total_tokens":31,"prompt_tokens_details":{"cached_tokens":0}},"system_fingerprint":"switchyard-sim","timings":{"cache_n":0,"predicted_ms":0.786921,"predicted_n":16,"prompt_ms":11.50845,"prompt_n":15}}"#;
+    c.bench_function("json: decode a chat request", |b| {
+        b.iter(|| serde_json::from_slice::<ChatRequest>(black_box(request)).unwrap())
+    });
+    c.bench_function("json: decode a chat answer", |b| {
+        b.iter(|| serde_json::from_slice::<ChatResponse>(black_box(answer)).unwrap())
+    });
+    let decoded: ChatResponse = serde_json::from_slice(answer).unwrap();
+    c.bench_function("json: encode a chat answer", |b| {
+        b.iter(|| serde_json::to_vec(black_box(&decoded)).unwrap())
+    });
+}
+
+criterion_group!(benches, json, reencoding, prefix_chain, cost);
 criterion_main!(benches);

@@ -1,43 +1,45 @@
 use serde::{Deserialize, Serialize};
+
+use super::with_extra::with_extra;
 use serde_json::Value;
 
 use super::{Extra, Usage};
 
 /// `POST /v1/chat/completions`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ChatRequest {
     pub model: String,
     pub messages: Vec<Message>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub stream: Option<bool>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub stream_options: Option<StreamOptions>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub max_tokens: Option<u32>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub max_completion_tokens: Option<u32>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub temperature: Option<f64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub n: Option<u32>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub seed: Option<i64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub tools: Option<Vec<Tool>>,
     /// `"none"`, `"auto"`, `"required"` or `{"type":"function","function":{"name":..}}`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub tool_choice: Option<Value>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub parallel_tool_calls: Option<bool>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub response_format: Option<Value>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub logprobs: Option<bool>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub top_logprobs: Option<u32>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub user: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub metadata: Option<Extra>,
     /// Everything else: `top_p`, `stop`, `presence_penalty`, vendor extensions.
     #[serde(flatten)]
@@ -48,6 +50,8 @@ pub struct ChatRequest {
     #[serde(skip)]
     pub forward_headers: Vec<(String, String)>,
 }
+
+with_extra!(ChatRequest { model = "model": required, messages = "messages": required, stream = "stream": optional, stream_options = "stream_options": optional, max_tokens = "max_tokens": optional, max_completion_tokens = "max_completion_tokens": optional, temperature = "temperature": optional, n = "n": optional, seed = "seed": optional, tools = "tools": optional, tool_choice = "tool_choice": optional, parallel_tool_calls = "parallel_tool_calls": optional, response_format = "response_format": optional, logprobs = "logprobs": optional, top_logprobs = "top_logprobs": optional, user = "user": optional, metadata = "metadata": optional } skip: forward_headers);
 
 impl ChatRequest {
     pub fn is_stream(&self) -> bool {
@@ -69,13 +73,15 @@ impl ChatRequest {
 }
 
 /// `stream_options`.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct StreamOptions {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub include_usage: Option<bool>,
     #[serde(flatten)]
     pub extra: Extra,
 }
+
+with_extra!(StreamOptions { include_usage = "include_usage": optional });
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -88,21 +94,22 @@ pub enum Role {
     Function,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Message {
     pub role: Role,
     /// Absent (or null) on assistant messages that only call tools.
-    #[serde(default)]
     pub content: Option<Content>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub tool_calls: Option<Vec<ToolCall>>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub tool_call_id: Option<String>,
     #[serde(flatten)]
     pub extra: Extra,
 }
+
+with_extra!(Message { role = "role": required, content = "content": optional, name = "name": optional, tool_calls = "tool_calls": optional, tool_call_id = "tool_call_id": optional });
 
 impl Message {
     /// A message with content and nothing else.
@@ -140,17 +147,19 @@ pub enum Content {
 }
 
 /// One part of multi-part content (`text`, `image_url`, `input_audio`, `file`, ...).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ContentPart {
     #[serde(rename = "type")]
     pub kind: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub text: Option<String>,
     #[serde(flatten)]
     pub extra: Extra,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+with_extra!(ContentPart { kind = "type": required, text = "text": optional });
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Tool {
     #[serde(rename = "type")]
     pub kind: String,
@@ -159,33 +168,39 @@ pub struct Tool {
     pub extra: Extra,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+with_extra!(Tool { kind = "type": required, function = "function": required });
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct FunctionDef {
     pub name: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
     /// JSON Schema of the arguments.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub parameters: Option<Value>,
     #[serde(flatten)]
     pub extra: Extra,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+with_extra!(FunctionDef { name = "name": required, description = "description": optional, parameters = "parameters": optional });
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ToolCall {
     pub id: String,
-    #[serde(rename = "type", default = "function")]
+    #[serde(rename = "type")]
     pub kind: String,
     pub function: FunctionCall,
     #[serde(flatten)]
     pub extra: Extra,
 }
 
-fn function() -> String {
+with_extra!(ToolCall { id = "id": required, kind = "type": or(function_kind()), function = "function": required });
+
+fn function_kind() -> String {
     "function".to_owned()
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct FunctionCall {
     pub name: String,
     /// JSON text, exactly as the model wrote it.
@@ -194,61 +209,60 @@ pub struct FunctionCall {
     pub extra: Extra,
 }
 
+with_extra!(FunctionCall { name = "name": required, arguments = "arguments": required });
+
 /// A non-streamed chat completion.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ChatResponse {
     pub id: String,
-    #[serde(default = "chat_completion")]
     pub object: String,
-    #[serde(default)]
     pub created: u64,
-    #[serde(default)]
     pub model: String,
     pub choices: Vec<Choice>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub usage: Option<Usage>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub system_fingerprint: Option<String>,
     #[serde(flatten)]
     pub extra: Extra,
 }
+
+with_extra!(ChatResponse { id = "id": required, object = "object": or(chat_completion()), created = "created": optional, model = "model": optional, choices = "choices": required, usage = "usage": optional, system_fingerprint = "system_fingerprint": optional });
 
 fn chat_completion() -> String {
     "chat.completion".to_owned()
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Choice {
-    #[serde(default)]
     pub index: u32,
     pub message: Message,
-    #[serde(default)]
     pub finish_reason: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub logprobs: Option<Value>,
     #[serde(flatten)]
     pub extra: Extra,
 }
 
+with_extra!(Choice { index = "index": optional, message = "message": required, finish_reason = "finish_reason": optional, logprobs = "logprobs": optional });
+
 /// One streamed chat completion chunk.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ChatChunk {
     pub id: String,
-    #[serde(default = "chat_completion_chunk")]
     pub object: String,
-    #[serde(default)]
     pub created: u64,
-    #[serde(default)]
     pub model: String,
-    #[serde(default)]
     pub choices: Vec<ChunkChoice>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub usage: Option<Usage>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub system_fingerprint: Option<String>,
     #[serde(flatten)]
     pub extra: Extra,
 }
+
+with_extra!(ChatChunk { id = "id": required, object = "object": or(chat_completion_chunk()), created = "created": optional, model = "model": optional, choices = "choices": optional, usage = "usage": optional, system_fingerprint = "system_fingerprint": optional });
 
 fn chat_completion_chunk() -> String {
     "chat.completion.chunk".to_owned()
@@ -261,32 +275,33 @@ impl ChatChunk {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ChunkChoice {
-    #[serde(default)]
     pub index: u32,
-    #[serde(default)]
     pub delta: Delta,
     /// Always written, as `null` until the last chunk: some clients require it.
-    #[serde(default)]
     pub finish_reason: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub logprobs: Option<Value>,
     #[serde(flatten)]
     pub extra: Extra,
 }
 
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+with_extra!(ChunkChoice { index = "index": optional, delta = "delta": optional, finish_reason = "finish_reason": optional, logprobs = "logprobs": optional });
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct Delta {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub role: Option<Role>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub content: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub tool_calls: Option<Vec<ToolCallDelta>>,
     #[serde(flatten)]
     pub extra: Extra,
 }
+
+with_extra!(Delta { role = "role": optional, content = "content": optional, tool_calls = "tool_calls": optional });
 
 impl ContentPart {
     /// An `image_url` part (a URL, or a `data:` URL with the image inline).
@@ -342,28 +357,32 @@ impl ToolCallDelta {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ToolCallDelta {
     pub index: u32,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub id: Option<String>,
-    #[serde(rename = "type", default, skip_serializing_if = "Option::is_none")]
+    #[serde(rename = "type", skip_serializing_if = "Option::is_none")]
     pub kind: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub function: Option<FunctionCallDelta>,
     #[serde(flatten)]
     pub extra: Extra,
 }
 
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+with_extra!(ToolCallDelta { index = "index": required, id = "id": optional, kind = "type": optional, function = "function": optional });
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct FunctionCallDelta {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub arguments: Option<String>,
     #[serde(flatten)]
     pub extra: Extra,
 }
+
+with_extra!(FunctionCallDelta { name = "name": optional, arguments = "arguments": optional });
 
 #[cfg(test)]
 mod tests {
@@ -383,6 +402,41 @@ mod tests {
         let req: ChatRequest = serde_json::from_value(body.clone()).unwrap();
         assert_eq!(req.extra["id_slot"], 2);
         assert_eq!(serde_json::to_value(&req).unwrap(), body);
+    }
+
+    #[test]
+    fn missing_and_repeated_fields_are_refused_as_serde_would() {
+        let missing = serde_json::from_str::<ChatRequest>(r#"{"messages": []}"#).unwrap_err();
+        assert!(
+            missing.to_string().contains("missing field `model`"),
+            "{missing}"
+        );
+        let twice =
+            serde_json::from_str::<ChatRequest>(r#"{"model": "a", "model": "b", "messages": []}"#)
+                .unwrap_err();
+        assert!(
+            twice.to_string().contains("duplicate field `model`"),
+            "{twice}"
+        );
+        let wrong =
+            serde_json::from_str::<ChatRequest>(r#"{"model": 1, "messages": []}"#).unwrap_err();
+        assert!(wrong.to_string().contains("invalid type"), "{wrong}");
+    }
+
+    #[test]
+    fn nulls_defaults_and_escaped_keys() {
+        let req: ChatRequest = serde_json::from_str(
+            r#"{"model": "m", "messages": [{"role": "assistant", "content": null, "tool_calls": [{"id": "c", "function": {"name": "f", "arguments": "{}"}}]}], "max_tokens": null, "x\u0041": 1}"#,
+        )
+        .unwrap();
+        assert_eq!(req.max_tokens, None);
+        assert_eq!(req.messages[0].content, None);
+        let call = &req.messages[0].tool_calls.as_ref().unwrap()[0];
+        assert_eq!(call.kind, "function");
+        assert_eq!(req.extra["xA"], 1);
+        let chunk: ChatChunk = serde_json::from_str(r#"{"id": "c"}"#).unwrap();
+        assert_eq!(chunk.object, "chat.completion.chunk");
+        assert!(chunk.choices.is_empty());
     }
 
     #[test]

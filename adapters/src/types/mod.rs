@@ -1,13 +1,14 @@
 //! Canonical request and response types, shaped like OpenAI's wire format.
 //!
-//! Every type keeps the fields it does not model in `extra` (`#[serde(flatten)]`),
-//! so vendor extensions (`cache_prompt`, `id_slot`, `timings`,
+//! Every type keeps the fields it does not model in `extra` (`#[serde(flatten)]`
+//! when written; read by `with_extra!` on the hot chat types), so vendor extensions (`cache_prompt`, `id_slot`, `timings`,
 //! `prompt_cache_key`, ...) pass through the gateway untouched.
 
 mod chat;
 mod completion;
 mod embedding;
 mod usage;
+pub(crate) mod with_extra;
 
 pub use chat::{
     ChatChunk, ChatRequest, ChatResponse, Choice, ChunkChoice, Content, ContentPart, Delta,

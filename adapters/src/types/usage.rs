@@ -1,25 +1,26 @@
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
+
+use super::with_extra::with_extra;
 
 use super::Extra;
 
 /// Token usage as OpenAI-compatible servers report it.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct Usage {
-    #[serde(default)]
     pub prompt_tokens: u64,
-    #[serde(default)]
     pub completion_tokens: u64,
-    #[serde(default)]
     pub total_tokens: u64,
     /// `cached_tokens` lives here (OpenAI, vLLM, llama.cpp).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub prompt_tokens_details: Option<UsageDetails>,
     /// `reasoning_tokens` lives here.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub completion_tokens_details: Option<UsageDetails>,
     #[serde(flatten)]
     pub extra: Extra,
 }
+
+with_extra!(Usage { prompt_tokens = "prompt_tokens": optional, completion_tokens = "completion_tokens": optional, total_tokens = "total_tokens": optional, prompt_tokens_details = "prompt_tokens_details": optional, completion_tokens_details = "completion_tokens_details": optional });
 
 impl Usage {
     pub fn new(prompt_tokens: u64, completion_tokens: u64) -> Self {
@@ -53,12 +54,14 @@ impl Usage {
 }
 
 /// The `*_tokens_details` objects.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct UsageDetails {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub cached_tokens: Option<u64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub reasoning_tokens: Option<u64>,
     #[serde(flatten)]
     pub extra: Extra,
 }
+
+with_extra!(UsageDetails { cached_tokens = "cached_tokens": optional, reasoning_tokens = "reasoning_tokens": optional });
