@@ -498,6 +498,33 @@ async fn open_streams() {
     drop(responses);
 }
 
+/// For profiling: Switchyard (or the bare hop, with `OVERHEAD_PROFILE_BARE`)
+/// alone under steady load at `concurrency`, printing CPU per request as it
+/// goes; its PID is printed so `perf record -p` or `strace -p` can attach.
+async fn profile_load(sim: &Proc, concurrency: usize) {
+    let bare = std::env::var("OVERHEAD_PROFILE_BARE").is_ok();
+    let gateway = if bare {
+        bare_hop(&sim.url).await
+    } else {
+        switchyard(&sim.url).await
+    };
+    println!("pid {}", gateway.pid());
+    let client = client(concurrency);
+    let stream = std::env::var("OVERHEAD_PROFILE_STREAM").is_ok();
+    let started = Instant::now();
+    let seconds = std::env::var("OVERHEAD_PROFILE_SECS").map_or(60, |s| s.parse().unwrap());
+    while started.elapsed() < Duration::from_secs(seconds) {
+        let before = cpu_ns(gateway.pid());
+        let mut run = load(&client, &gateway.url, !bare, stream, concurrency, 4000).await;
+        let cpu = (cpu_ns(gateway.pid()) - before) as f64 / 1000.0 / 4000.0;
+        println!(
+            "{:.0} req/s, p50 {:.3} ms, {cpu:.1} us CPU per request",
+            4000.0 / run.elapsed.as_secs_f64(),
+            quantile(&mut run.latency, 0.5)
+        );
+    }
+}
+
 /// The bare pass-through, when this binary is started as one.
 async fn serve_bare_hop(listen: String, upstream: String) {
     use hyper::service::service_fn;
@@ -546,7 +573,13 @@ async fn main() {
     let _ = Command::new("taskset")
         .args(["-cp", "0", &std::process::id().to_string()])
         .output();
+    if std::env::var("OVERHEAD_STREAMS_ONLY").is_ok() {
+        return open_streams().await;
+    }
     let sim = upstream(FAST).await;
+    if let Ok(level) = std::env::var("OVERHEAD_PROFILE") {
+        return profile_load(&sim, level.parse().unwrap()).await;
+    }
     let litellm_bin = std::env::var("LITELLM").ok();
     let mut systems = vec![
         System {
