@@ -1,19 +1,20 @@
 //! Decision receipts: `x-switchyard-*` response headers that tell the caller
 //! (and dashboards) how a request was routed. The names are a contract.
+//! They are `HeaderName`s, not strings, so inserting one does not parse it.
 
-use http::{HeaderMap, HeaderValue};
+use http::{HeaderMap, HeaderName, HeaderValue};
 use switchyard_router::{Decision, Reason};
 
 use crate::app::App;
 
-pub const ROUTE: &str = "x-switchyard-route";
-pub const BACKEND: &str = "x-switchyard-backend";
-pub const TIER: &str = "x-switchyard-tier";
-pub const REASON: &str = "x-switchyard-reason";
-pub const PREDICTED_TTFT: &str = "x-switchyard-predicted-ttft-ms";
+pub const ROUTE: HeaderName = HeaderName::from_static("x-switchyard-route");
+pub const BACKEND: HeaderName = HeaderName::from_static("x-switchyard-backend");
+pub const TIER: HeaderName = HeaderName::from_static("x-switchyard-tier");
+pub const REASON: HeaderName = HeaderName::from_static("x-switchyard-reason");
+pub const PREDICTED_TTFT: HeaderName = HeaderName::from_static("x-switchyard-predicted-ttft-ms");
 /// `hit` (the response cache answered), `prefix=N` (N prompt tokens were
 /// expected cached on the replica that served) or `miss`.
-pub const CACHE: &str = "x-switchyard-cache";
+pub const CACHE: HeaderName = HeaderName::from_static("x-switchyard-cache");
 
 /// Which backend served (or last failed) and why it was that one.
 #[derive(Debug, Clone, Copy)]
