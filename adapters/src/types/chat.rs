@@ -139,11 +139,36 @@ impl Message {
 }
 
 /// Message content: a string or a list of typed parts.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(untagged)]
 pub enum Content {
     Text(String),
     Parts(Vec<ContentPart>),
+}
+
+/// Read by the JSON type it has (serde's `untagged` would first copy every
+/// message's content into its generic `Content` tree, then try each form).
+impl<'de> Deserialize<'de> for Content {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct ContentVisitor;
+        impl<'de> serde::de::Visitor<'de> for ContentVisitor {
+            type Value = Content;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a string or an array of content parts")
+            }
+            fn visit_str<E: serde::de::Error>(self, text: &str) -> Result<Content, E> {
+                Ok(Content::Text(text.to_owned()))
+            }
+            fn visit_string<E: serde::de::Error>(self, text: String) -> Result<Content, E> {
+                Ok(Content::Text(text))
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(self, seq: A) -> Result<Content, A::Error> {
+                Vec::deserialize(serde::de::value::SeqAccessDeserializer::new(seq))
+                    .map(Content::Parts)
+            }
+        }
+        deserializer.deserialize_any(ContentVisitor)
+    }
 }
 
 /// One part of multi-part content (`text`, `image_url`, `input_audio`, `file`, ...).
@@ -437,6 +462,21 @@ mod tests {
         let chunk: ChatChunk = serde_json::from_str(r#"{"id": "c"}"#).unwrap();
         assert_eq!(chunk.object, "chat.completion.chunk");
         assert!(chunk.choices.is_empty());
+    }
+
+    #[test]
+    fn content_is_a_string_or_parts_and_nothing_else() {
+        let text: Content = serde_json::from_str(r#""hi""#).unwrap();
+        assert_eq!(text, Content::Text("hi".into()));
+        let parts: Content = serde_json::from_str(r#"[{"type": "text", "text": "hi"}]"#).unwrap();
+        assert!(matches!(parts, Content::Parts(p) if p[0].text.as_deref() == Some("hi")));
+        let number = serde_json::from_str::<Content>("3").unwrap_err();
+        assert!(
+            number
+                .to_string()
+                .contains("a string or an array of content parts"),
+            "{number}"
+        );
     }
 
     #[test]
