@@ -2,11 +2,11 @@
 //! requests-per-minute limit, before any body is read.
 
 use std::convert::Infallible;
+use std::future::Ready;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use futures_util::FutureExt;
-use futures_util::future::BoxFuture;
+use futures_util::future::Either;
 use http::{Request, Response};
 use tower::{Layer, Service};
 
@@ -59,7 +59,9 @@ where
 {
     type Response = Response<Body>;
     type Error = Infallible;
-    type Future = BoxFuture<'static, Result<Response<Body>, Infallible>>;
+    /// Not boxed: the handler's future is large, and hyper keeps it in the
+    /// connection's own state; a box would allocate and copy it per request.
+    type Future = Either<S::Future, Ready<Result<Response<Body>, Infallible>>>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
         self.inner.poll_ready(cx)
@@ -67,7 +69,7 @@ where
 
     fn call(&mut self, mut req: Request<B>) -> Self::Future {
         if !self.keys.enabled() || is_open(req.uri().path()) {
-            return self.inner.call(req).boxed();
+            return Either::Left(self.inner.call(req));
         }
         let checked = self
             .keys
@@ -76,11 +78,11 @@ where
         match checked {
             Ok(caller) => {
                 req.extensions_mut().insert(caller);
-                self.inner.call(req).boxed()
+                Either::Left(self.inner.call(req))
             }
             Err(err) => {
                 let dialect = Dialect::of_path(req.uri().path());
-                std::future::ready(Ok(err.into_response_for(dialect))).boxed()
+                Either::Right(std::future::ready(Ok(err.into_response_for(dialect))))
             }
         }
     }
