@@ -4,7 +4,8 @@
 
 mod events;
 
-use std::time::{Duration, Instant};
+use std::future::Future;
+use std::time::Duration;
 
 use bytes::Bytes;
 use futures_util::stream::BoxStream;
@@ -71,14 +72,14 @@ impl Upstream {
         })
     }
 
-    /// Sends a POST and waits for the response head, within the first-byte
-    /// timeout. Error statuses are read and turned into errors here.
+    /// Sends a POST and waits for the response head; error statuses are read
+    /// and turned into errors here. No deadline of its own: callers put one
+    /// timer around all of their exchange.
     async fn send<B: Serialize>(
         &self,
         path: &str,
         body: &B,
         extra_headers: &[(HeaderName, HeaderValue)],
-        deadline: Instant,
     ) -> Result<Incoming, AdapterError> {
         let json = serde_json::to_vec(body).map_err(|err| AdapterError::Internal {
             message: err.to_string(),
@@ -86,8 +87,11 @@ impl Upstream {
         let mut request = Request::builder()
             .method(Method::POST)
             .uri(format!("{}{path}", self.base_url))
-            .header(CONTENT_TYPE, "application/json")
-            .header(ACCEPT, "application/json, text/event-stream");
+            .header(CONTENT_TYPE, HeaderValue::from_static("application/json"))
+            .header(
+                ACCEPT,
+                HeaderValue::from_static("application/json, text/event-stream"),
+            );
         // A per-request header replaces the backend's default of that name.
         for (name, value) in &self.headers {
             if !extra_headers.iter().any(|(n, _)| n == name) {
@@ -103,12 +107,10 @@ impl Upstream {
                 .map_err(|err| AdapterError::Internal {
                     message: err.to_string(),
                 })?;
-        let response = tokio::time::timeout_at(deadline.into(), self.http.request(request))
+        let response = self
+            .http
+            .request(request)
             .await
-            .map_err(|_| AdapterError::Timeout {
-                phase: TimeoutPhase::FirstByte,
-                after: self.timeouts.first_byte,
-            })?
             .map_err(|err| client_error(err, self.timeouts.connect))?;
         let status = response.status();
         if status.is_success() {
@@ -120,8 +122,21 @@ impl Upstream {
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.trim().parse::<u64>().ok())
             .map(Duration::from_secs);
-        let body = read_body(response.into_body(), deadline, self.timeouts.first_byte).await?;
+        let body = read_body(response.into_body()).await?;
         Err(status_error(status.as_u16(), retry_after, &body))
+    }
+
+    /// Runs `exchange` within the first-byte timeout (one timer for all of it).
+    async fn within_first_byte<T>(
+        &self,
+        exchange: impl Future<Output = Result<T, AdapterError>>,
+    ) -> Result<T, AdapterError> {
+        tokio::time::timeout(self.timeouts.first_byte, exchange)
+            .await
+            .map_err(|_| AdapterError::Timeout {
+                phase: TimeoutPhase::FirstByte,
+                after: self.timeouts.first_byte,
+            })?
     }
 
     /// POSTs and reads the whole answer, within the first-byte timeout.
@@ -132,9 +147,11 @@ impl Upstream {
         body: &B,
         extra_headers: &[(HeaderName, HeaderValue)],
     ) -> Result<Bytes, AdapterError> {
-        let deadline = Instant::now() + self.timeouts.first_byte;
-        let incoming = self.send(path, body, extra_headers, deadline).await?;
-        read_body(incoming, deadline, self.timeouts.first_byte).await
+        self.within_first_byte(async {
+            let incoming = self.send(path, body, extra_headers).await?;
+            read_body(incoming).await
+        })
+        .await
     }
 
     /// POSTs and decodes the SSE answer as it arrives.
@@ -150,23 +167,16 @@ impl Upstream {
         T: Send + 'static,
         D: EventDecoder<T>,
     {
-        let deadline = Instant::now() + self.timeouts.first_byte;
-        let incoming = self.send(path, body, extra_headers, deadline).await?;
+        let incoming = self
+            .within_first_byte(self.send(path, body, extra_headers))
+            .await?;
         Ok(decode_events(incoming, self.timeouts.idle, decoder))
     }
 }
 
-async fn read_body(
-    body: Incoming,
-    deadline: Instant,
-    limit: Duration,
-) -> Result<Bytes, AdapterError> {
-    tokio::time::timeout_at(deadline.into(), body.collect())
+async fn read_body(body: Incoming) -> Result<Bytes, AdapterError> {
+    body.collect()
         .await
-        .map_err(|_| AdapterError::Timeout {
-            phase: TimeoutPhase::FirstByte,
-            after: limit,
-        })?
         .map(|collected| collected.to_bytes())
         .map_err(|err| AdapterError::Reset {
             message: err.to_string(),
