@@ -69,7 +69,9 @@ pub async fn serve(
         .layer(AuthLayer::new(app.keys.clone(), app.rates.clone()))
         .service_fn(move |req: Request<Incoming>| {
             let app = handler_app.clone();
-            async move { Ok::<_, Infallible>(handlers::handle(app, req).await) }
+            // Boxed here, once: the handler's state is kilobytes, and each
+            // layer above wraps the future it gets by value.
+            Box::pin(async move { Ok::<_, Infallible>(handlers::handle(app, req).await) })
         });
     let ledger = app.ledger.clone();
     let draining = async move {

@@ -59,8 +59,7 @@ where
 {
     type Response = Response<Body>;
     type Error = Infallible;
-    /// Not boxed: the handler's future is large, and hyper keeps it in the
-    /// connection's own state; a box would allocate and copy it per request.
+    /// Not boxed again: the handler's future comes boxed (see `stack`).
     type Future = Either<S::Future, Ready<Result<Response<Body>, Infallible>>>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
