@@ -118,3 +118,96 @@ fn insert_row(
         r.expected_cached_tokens,
     ])
 }
+
+#[cfg(test)]
+mod tests {
+    use switchyard_policies::{PromptClass, TokenCounts};
+
+    use super::super::Drafts;
+    use super::*;
+
+    fn row(i: usize) -> LedgerRow {
+        LedgerRow {
+            ts_ms: i64::try_from(i).unwrap_or(0),
+            request_id: Some(format!("req-{i}")),
+            key: Some("alice".into()),
+            team: None,
+            route: Some("auto".into()),
+            backend: "local".into(),
+            tier: "small",
+            profile: None,
+            dialect: "openai",
+            endpoint: "chat",
+            tokens: TokenCounts {
+                input: i as u64,
+                output: 2 * i as u64,
+                ..TokenCounts::default()
+            },
+            cost_usd: 0.5,
+            counterfactual_usd: 1.0,
+            ttft_ms: Some(1.0),
+            predicted_ttft_ms: None,
+            decode_tokens_per_s: None,
+            duration_ms: 2.0,
+            status: "ok",
+            reason: "split",
+            hedge: false,
+            fallback: false,
+            cache_hit: false,
+            estimated: false,
+            prompt_class: PromptClass::Code,
+            drafts: Some(Drafts {
+                drafted: 7,
+                accepted: 5,
+            }),
+            expected_cached_tokens: 3,
+        }
+    }
+
+    /// Every row of a batch lands whole, each value in its own column.
+    #[test]
+    fn every_row_of_a_batch_lands_in_its_columns() {
+        let dir = std::env::temp_dir().join(format!("switchyard-writer-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("ledger.db");
+        let mut conn = super::super::schema::open(path.to_str().unwrap()).unwrap();
+        let rows = 69;
+        let batch: Vec<Entry> = (0..rows)
+            .map(|i| Entry {
+                row: row(i),
+                committed: None,
+            })
+            .collect();
+        commit(&mut conn, &batch).unwrap();
+        let (count, inputs, outputs): (i64, i64, i64) = conn
+            .query_row(
+                "SELECT COUNT(*), SUM(input_tokens), SUM(output_tokens) FROM requests",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+            )
+            .unwrap();
+        let expected = i64::try_from(rows * (rows - 1) / 2).unwrap();
+        assert_eq!(
+            (count, inputs, outputs),
+            (i64::try_from(rows).unwrap(), expected, 2 * expected)
+        );
+        let last: (String, i64, String, i64, i64) = conn
+            .query_row(
+                "SELECT request_id, ts_ms, prompt_class, draft_accepted_tokens, expected_cached_tokens FROM requests WHERE ts_ms = ?1",
+                [i64::try_from(rows - 1).unwrap()],
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)),
+            )
+            .unwrap();
+        assert_eq!(
+            last,
+            (
+                format!("req-{}", rows - 1),
+                i64::try_from(rows - 1).unwrap(),
+                "code".into(),
+                5,
+                3
+            )
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
