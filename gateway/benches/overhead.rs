@@ -8,6 +8,12 @@
 //!
 //! Run: `scripts/bench-overhead.sh` (installs LiteLLM into a cached venv,
 //! raises the open-file limit, then runs this with `LITELLM` set).
+//!
+//! For profiling, `OVERHEAD_PROFILE=<concurrency>` runs Switchyard alone (the
+//! bare hop with `OVERHEAD_PROFILE_BARE` set; streams with
+//! `OVERHEAD_PROFILE_STREAM`) under steady load for `OVERHEAD_PROFILE_SECS`
+//! (60), printing its PID and CPU per request as it goes, for
+//! `perf record -p`; `OVERHEAD_STREAMS_ONLY` runs only the memory check.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)] // a benchmark's job is to print
 
