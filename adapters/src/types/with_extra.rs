@@ -1,11 +1,11 @@
 //! `Deserialize` for structs that keep unmodelled fields in `extra`, without
 //! `#[serde(flatten)]`. Flatten makes serde read the whole object into its
 //! generic `Content` tree first (every key and value allocated), then
-//! deserialize the fields from that copy: on the gateway's hot path, a chat
-//! request and answer decoded that way cost several times what a direct
-//! visitor does. `with_extra!` writes the visitor: known fields straight into
-//! their types, everything else into `extra`, with serde's own messages for
-//! missing and duplicate fields.
+//! deserialize the fields from that copy (on a short chat answer, decoding
+//! took 2.17 us that way and 1.86 us with this; `--bench hot_paths`).
+//! `with_extra!` writes the visitor: known fields straight into their types,
+//! everything else into `extra`, with serde's own messages for missing and
+//! duplicate fields.
 
 use std::borrow::Cow;
 use std::fmt;
