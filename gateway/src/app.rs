@@ -90,13 +90,13 @@ impl BackendHandle {
     }
 }
 
-/// Slots a request holds while it runs (its whole stream, when streaming).
 /// One server of a backend.
 pub struct ReplicaHandle {
     pub provider: Arc<dyn Provider>,
     in_flight: Arc<AtomicU32>,
 }
 
+/// Slots a request holds while it runs (its whole stream, when streaming).
 pub struct Admission {
     _gateway: OwnedSemaphorePermit,
     _backend: Option<OwnedSemaphorePermit>,
