@@ -12,11 +12,7 @@ pub fn chat_chain(req: &ChatRequest) -> PrefixChain {
     for tool in req.tools.iter().flatten() {
         segment(&mut builder, &mut buf, tool);
     }
-    let stable = req
-        .messages
-        .iter()
-        .take_while(|m| matches!(m.role, Role::System | Role::Developer))
-        .count();
+    let stable = stable_messages(req);
     for message in &req.messages[..stable] {
         segment(&mut builder, &mut buf, message);
     }
@@ -25,6 +21,15 @@ pub fn chat_chain(req: &ChatRequest) -> PrefixChain {
         segment(&mut builder, &mut buf, message);
     }
     builder.finish()
+}
+
+/// How many messages open the conversation as system or developer
+/// messages: with the tools, the stable part of the prompt.
+pub fn stable_messages(req: &ChatRequest) -> usize {
+    req.messages
+        .iter()
+        .take_while(|m| matches!(m.role, Role::System | Role::Developer))
+        .count()
 }
 
 pub fn completion_chain(req: &CompletionRequest) -> PrefixChain {

@@ -7,8 +7,10 @@
 use std::any::Any;
 
 use serde_json::json;
-use switchyard_adapters::types::{ChatRequest, Content, ContentPart, Extra, Role};
+use switchyard_adapters::types::{ChatRequest, Content, ContentPart, Extra};
 use switchyard_router::prefix::PrefixChain;
+
+use super::prefix::stable_messages;
 
 /// Anthropic caches prompts of at least this many tokens (Sonnet and Opus;
 /// Haiku needs more, and simply does not cache shorter ones).
@@ -56,14 +58,10 @@ pub fn anthropic_markers(
         return false;
     }
     let marker = json!({"type": "ephemeral"});
-    let last_system = req
-        .messages
-        .iter_mut()
-        .take_while(|m| matches!(m.role, Role::System | Role::Developer))
-        .last();
-    match last_system {
+    let stable_messages = stable_messages(req);
+    match req.messages[..stable_messages].last_mut() {
         Some(message) => {
-            let parts = match message.content.take() {
+            let mut parts = match message.content.take() {
                 Some(Content::Text(text)) => vec![ContentPart {
                     kind: "text".into(),
                     text: Some(text),
@@ -72,7 +70,6 @@ pub fn anthropic_markers(
                 Some(Content::Parts(parts)) => parts,
                 None => Vec::new(),
             };
-            let mut parts = parts;
             if let Some(last) = parts.last_mut() {
                 last.extra.insert("cache_control".into(), marker);
             }
@@ -165,7 +162,7 @@ mod tests {
         let other_question = {
             let mut r = request(&system, false);
             r.messages[1] = switchyard_adapters::types::Message::new(
-                Role::User,
+                switchyard_adapters::types::Role::User,
                 Content::Text("something else".into()),
             );
             chat_chain(&r)
