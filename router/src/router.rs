@@ -514,13 +514,11 @@ impl Router {
                 let candidates = candidates
                     .iter()
                     .map(|&backend| {
-                        let prediction = self.predict(backend, &features);
+                        let cached = self.expected_cached_tokens(backend, &features);
+                        let prediction = self.predict_with_cached(backend, &features, cached);
                         let cost_usd = expected_cost(
                             &self.pricing[backend],
-                            (
-                                features.prompt_tokens,
-                                self.expected_cached_tokens(backend, &features),
-                            ),
+                            (features.prompt_tokens, cached),
                             output,
                             &prediction,
                         );
@@ -551,10 +549,17 @@ impl Router {
     }
 
     fn predict(&self, backend: usize, features: &Features) -> Prediction {
+        let cached = self.expected_cached_tokens(backend, features);
+        self.predict_with_cached(backend, features, cached)
+    }
+
+    /// The prediction when `cached` prompt tokens are expected cached
+    /// (for callers that already looked them up in the prefix index).
+    fn predict_with_cached(&self, backend: usize, features: &Features, cached: u32) -> Prediction {
         self.latency.predict(
             backend,
             features.prompt_tokens,
-            self.expected_cached_tokens(backend, features),
+            cached,
             expected_output(features),
             features.prompt_class(),
         )
