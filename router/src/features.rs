@@ -1,9 +1,9 @@
 //! What the router knows about a request: the gateway's small view of it,
 //! and the features derived from that view, including a complexity score.
 
-use switchyard_policies::{Profile, PromptClass};
-
 use std::sync::Arc;
+
+use switchyard_policies::{Profile, PromptClass};
 
 use crate::prefix::PrefixChain;
 use crate::signals::{Signals, signals};

@@ -5,9 +5,8 @@
 #![allow(dead_code)] // each benchmark uses part of it
 
 use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
-
 use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use bytes::Bytes;

@@ -201,7 +201,6 @@ fn validate_backend(ck: &Checker<'_>, name: &str, raw: RawBackend) -> Result<Bac
             max_imbalance: p.max_imbalance.unwrap_or(defaults.max_imbalance),
         });
     Ok(Backend {
-        prefix_cache,
         name: name.to_owned(),
         tier: raw.tier,
         upstream_model,
@@ -209,6 +208,7 @@ fn validate_backend(ck: &Checker<'_>, name: &str, raw: RawBackend) -> Result<Bac
         max_queue: raw.max_queue.unwrap_or(0),
         latency,
         breaker,
+        prefix_cache,
         adapter,
         timeouts,
         max_concurrency: raw.max_concurrency,

@@ -4,10 +4,9 @@
 //! cache) keeps an idle prefix, so it approximates what the replica still
 //! holds. Behind a trait so replicas of the gateway can share one (Redis).
 
-use std::time::Duration;
-
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
 
 use moka::notification::RemovalCause;
 use moka::sync::Cache;
