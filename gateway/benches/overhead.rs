@@ -567,18 +567,30 @@ async fn serve_bare_hop(listen: String, upstream: String) {
     }
 }
 
-#[tokio::main]
-async fn main() {
-    if let (Ok(listen), Ok(upstream)) = (
+fn main() {
+    let bare_hop = (
         std::env::var("BARE_HOP_LISTEN"),
         std::env::var("BARE_HOP_UPSTREAM"),
-    ) {
-        return serve_bare_hop(listen, upstream).await;
+    );
+    if bare_hop.0.is_err() {
+        // The load generator shares core 0 with the upstream. Pinned before
+        // the runtime starts, so its worker threads inherit the pinning and
+        // never take time from the system under test.
+        let _ = Command::new("taskset")
+            .args(["-cp", "0", &std::process::id().to_string()])
+            .output();
     }
-    // The load generator shares core 0 with the upstream.
-    let _ = Command::new("taskset")
-        .args(["-cp", "0", &std::process::id().to_string()])
-        .output();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    match bare_hop {
+        (Ok(listen), Ok(upstream)) => runtime.block_on(serve_bare_hop(listen, upstream)),
+        _ => runtime.block_on(run()),
+    }
+}
+
+async fn run() {
     if std::env::var("OVERHEAD_STREAMS_ONLY").is_ok() {
         return open_streams().await;
     }
