@@ -44,6 +44,51 @@ async fn chat_is_proxied_with_receipts_and_model_rewrite() {
     assert_eq!(direct.header("x-switchyard-route"), None);
 }
 
+/// An answer as llama-server writes it: spaces after colons, a float with
+/// all its digits, a vendor field.
+const LLAMA_ANSWER: &str = r#"{"id": "chatcmpl-1", "object": "chat.completion", "created": 1764480000, "model": "qwen", "choices": [{"index": 0, "message": {"role": "assistant", "content": "Rivers run."}, "finish_reason": "stop"}], "usage": {"prompt_tokens": 9, "completion_tokens": 3, "total_tokens": 12}, "timings": {"prompt_ms": 17.785786000000001}}"#;
+
+#[tokio::test]
+async fn an_openai_answer_reaches_an_openai_caller_byte_for_byte() {
+    let (addr, _seen) = support::recording_server(1, LLAMA_ANSWER).await;
+    let gateway = GatewayBuilder::new()
+        .openai("local", "small", &format!("http://{addr}/v1"), &[])
+        .start();
+    let reply = post_json(&gateway.url("/v1/chat/completions"), &chat("local", "hi")).await;
+    assert_eq!(reply.status, 200, "{:?}", reply.body);
+    assert_eq!(reply.body, LLAMA_ANSWER.as_bytes());
+    assert_eq!(reply.header("content-type"), Some("application/json"));
+    let usage = support::eventually(async || {
+        gateway
+            .ledger()
+            .query_row(
+                "SELECT input_tokens, output_tokens FROM requests",
+                [],
+                |r| Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?)),
+            )
+            .is_ok_and(|tokens| tokens == (9, 3))
+    })
+    .await;
+    assert!(usage, "the ledger has the answer's usage");
+}
+
+#[tokio::test]
+async fn an_answer_without_its_object_field_is_completed() {
+    let (addr, _seen) = support::recording_server(
+        1,
+        r#"{"id":"c","choices":[{"index":0,"message":{"role":"assistant","content":"ok"},"finish_reason":"stop"}]}"#,
+    )
+    .await;
+    let gateway = GatewayBuilder::new()
+        .openai("local", "small", &format!("http://{addr}/v1"), &[])
+        .start();
+    let reply = post_json(&gateway.url("/v1/chat/completions"), &chat("local", "hi")).await;
+    assert_eq!(reply.status, 200, "{:?}", reply.body);
+    let body = reply.json();
+    assert_eq!(body["object"], "chat.completion");
+    assert_eq!(body["choices"][0]["message"]["content"], "ok");
+}
+
 #[tokio::test]
 async fn unknown_request_fields_reach_the_backend() {
     let upstream = fast_sim(&[]);

@@ -182,6 +182,7 @@ fn response(
         }),
         system_fingerprint: None,
         extra: Map::new(),
+        verbatim: None,
     }
 }
 

@@ -90,6 +90,7 @@ pub fn chat_from_message(resp: MessagesResponse) -> ChatResponse {
         usage: Some(usage_to_chat(&resp.usage)),
         system_fingerprint: None,
         extra: Map::new(),
+        verbatim: None,
     }
 }
 

@@ -85,7 +85,11 @@ impl OpenAiClient {
 
 impl Provider for OpenAiClient {
     fn chat(&self, req: ChatRequest) -> BoxFuture<'_, Result<ChatResponse, AdapterError>> {
-        async move { self.call("/chat/completions", &req).await }.boxed()
+        async move {
+            let body = self.upstream.call("/chat/completions", &req, &[]).await?;
+            Ok(parse_json::<ChatResponse>(&body)?.with_verbatim(body))
+        }
+        .boxed()
     }
 
     fn chat_stream(&self, req: ChatRequest) -> BoxFuture<'_, Result<ChatStream, AdapterError>> {

@@ -184,6 +184,7 @@ impl SimBackend {
             usage: Some(plan.usage()),
             system_fingerprint: Some("switchyard-sim".into()),
             extra,
+            verbatim: None,
         })
     }
 

@@ -1,7 +1,8 @@
-use serde::{Deserialize, Serialize};
+use bytes::Bytes;
+use serde::{Deserialize, Serialize, Serializer};
+use serde_json::Value;
 
 use super::with_extra::with_extra;
-use serde_json::Value;
 
 use super::{Extra, Usage};
 
@@ -240,6 +241,8 @@ with_extra!(FunctionCall { name = "name": required, arguments = "arguments": req
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ChatResponse {
     pub id: String,
+    /// Empty when the backend left it out; written as `chat.completion`.
+    #[serde(serialize_with = "object_or_chat_completion")]
     pub object: String,
     pub created: u64,
     pub model: String,
@@ -250,12 +253,35 @@ pub struct ChatResponse {
     pub system_fingerprint: Option<String>,
     #[serde(flatten)]
     pub extra: Extra,
+    /// The backend's body this answer was read from, when the backend spoke
+    /// OpenAI's dialect and left out none of the fields written above the
+    /// choices: an OpenAI-dialect caller gets these bytes as they came
+    /// instead of a re-encoding of the same answer (see [`Self::with_verbatim`]).
+    #[serde(skip)]
+    pub verbatim: Option<Bytes>,
 }
 
-with_extra!(ChatResponse { id = "id": required, object = "object": or(chat_completion()), created = "created": optional, model = "model": optional, choices = "choices": required, usage = "usage": optional, system_fingerprint = "system_fingerprint": optional });
+with_extra!(ChatResponse { id = "id": required, object = "object": optional, created = "created": optional, model = "model": optional, choices = "choices": required, usage = "usage": optional, system_fingerprint = "system_fingerprint": optional } skip: verbatim);
 
-fn chat_completion() -> String {
-    "chat.completion".to_owned()
+fn object_or_chat_completion<S: Serializer>(object: &str, out: S) -> Result<S::Ok, S::Error> {
+    out.serialize_str(if object.is_empty() {
+        "chat.completion"
+    } else {
+        object
+    })
+}
+
+impl ChatResponse {
+    /// Keeps `body`, the OpenAI-dialect answer this was read from, to be sent
+    /// on as it is; unless the backend left out `object`, `created` or
+    /// `model`, which a re-encoding fills in (async-openai and other strict
+    /// clients reject an answer without them).
+    pub fn with_verbatim(mut self, body: Bytes) -> Self {
+        if !self.object.is_empty() && self.created != 0 && !self.model.is_empty() {
+            self.verbatim = Some(body);
+        }
+        self
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -490,5 +516,36 @@ mod tests {
         let resp: ChatResponse = serde_json::from_value(body.clone()).unwrap();
         assert_eq!(resp.usage.as_ref().unwrap().cached_tokens(), 2);
         assert_eq!(serde_json::to_value(&resp).unwrap(), body);
+    }
+
+    #[test]
+    fn a_whole_answer_keeps_its_bytes() {
+        let body = Bytes::from_static(
+            br#"{"id": "x", "object": "chat.completion", "created": 7, "model": "m", "choices": [], "timings": {"prompt_ms": 17.785786000000001}}"#,
+        );
+        let resp = serde_json::from_slice::<ChatResponse>(&body)
+            .unwrap()
+            .with_verbatim(body.clone());
+        assert_eq!(resp.verbatim, Some(body));
+    }
+
+    #[test]
+    fn an_answer_missing_top_fields_is_reencoded_with_them() {
+        for body in [
+            r#"{"id": "x", "created": 7, "model": "m", "choices": []}"#,
+            r#"{"id": "x", "object": "chat.completion", "model": "m", "choices": []}"#,
+            r#"{"id": "x", "object": "chat.completion", "created": 7, "choices": []}"#,
+        ] {
+            let resp = serde_json::from_str::<ChatResponse>(body)
+                .unwrap()
+                .with_verbatim(Bytes::from_static(body.as_bytes()));
+            assert_eq!(resp.verbatim, None, "{body}");
+            let written = serde_json::to_value(&resp).unwrap();
+            assert_eq!(written["object"], "chat.completion", "{body}");
+            assert!(
+                written["created"].is_u64() && written["model"].is_string(),
+                "{body}"
+            );
+        }
     }
 }

@@ -1,6 +1,7 @@
 //! `POST /v1/chat/completions`.
 
 use futures_util::future::BoxFuture;
+use http::{Response, StatusCode};
 use serde_json::Value;
 use switchyard_adapters::tokens;
 use switchyard_adapters::types::{
@@ -13,6 +14,7 @@ use switchyard_router::{AnswerSummary, RequestView};
 use super::endpoint::{Chunks, Endpoint};
 use super::stream::OpenAiEvents;
 use crate::error::{Dialect, GatewayError};
+use crate::http::{Body, json_bytes_response, json_response};
 use crate::routing::BodyHints;
 
 pub struct Chat;
@@ -95,6 +97,15 @@ impl Endpoint for Chat {
         BodyHints {
             user: req.user.as_deref().or(metadata("user_id")),
             profile: metadata("profile"),
+        }
+    }
+
+    /// The backend's own bytes when it spoke this dialect (the answer is
+    /// not changed on the way), else the answer encoded.
+    fn respond(resp: &ChatResponse) -> Response<Body> {
+        match &resp.verbatim {
+            Some(body) => json_bytes_response(StatusCode::OK, body.clone()),
+            None => json_response(StatusCode::OK, resp),
         }
     }
 

@@ -11,6 +11,7 @@
 use std::any::Any;
 use std::sync::Arc;
 
+use bytes::Bytes;
 use futures_util::StreamExt;
 use http::Response;
 use http::request::Parts;
@@ -103,7 +104,11 @@ impl Slot {
     /// Keeps a whole answer (chat-shaped ones only).
     pub fn put_whole(&self, answer: &dyn Any, backend: usize) {
         if let Some(resp) = answer.downcast_ref::<ChatResponse>() {
-            self.put(CachedAnswer::Whole(Box::new(resp.clone())), backend);
+            let mut resp = resp.clone();
+            // The backend's bytes may be a slice of a larger read buffer;
+            // a cached copy holds only the answer.
+            resp.verbatim = resp.verbatim.map(|b| Bytes::copy_from_slice(&b));
+            self.put(CachedAnswer::Whole(Box::new(resp)), backend);
         }
     }
 

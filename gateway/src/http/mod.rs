@@ -6,4 +6,4 @@ mod response;
 pub mod server;
 
 pub use request::{parse_json, read_json_body};
-pub use response::{Body, json_response, sse_response};
+pub use response::{Body, json_bytes_response, json_response, sse_response};

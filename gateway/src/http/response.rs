@@ -16,7 +16,12 @@ pub type Body = UnsyncBoxBody<Bytes, Infallible>;
 pub fn json_response<T: Serialize>(status: StatusCode, value: &T) -> Response<Body> {
     // Serializing our own types to a Vec cannot fail (no maps with non-string keys).
     let bytes = serde_json::to_vec(value).unwrap_or_else(|_| b"{}".to_vec());
-    let mut response = Response::new(Full::new(Bytes::from(bytes)).boxed_unsync());
+    json_bytes_response(status, Bytes::from(bytes))
+}
+
+/// A response whose body is JSON already encoded.
+pub fn json_bytes_response(status: StatusCode, json: Bytes) -> Response<Body> {
+    let mut response = Response::new(Full::new(json).boxed_unsync());
     *response.status_mut() = status;
     response
         .headers_mut()
