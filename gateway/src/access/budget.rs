@@ -134,6 +134,10 @@ impl Budgets {
 
     /// The budgets a request by `key` to a cloud (or local) backend falls under.
     fn applicable(&self, key: &VirtualKey, cloud: bool) -> Vec<String> {
+        if self.holders.is_empty() {
+            // No budgets configured: nothing to name (nor to format per request).
+            return Vec::new();
+        }
         let mut names: Vec<String> = std::iter::once(format!("key:{}", key.name))
             .chain(key.team.iter().map(|t| format!("team:{t}")))
             .filter(|name| {
