@@ -158,6 +158,103 @@ async fn a_stream_cut_mid_way_ends_with_an_error_event() {
     );
 }
 
+/// An OpenAI-style SSE upstream for one request: a content chunk after each
+/// of `gaps`, then the end of the answer (`finish`) or silence for 10 s.
+async fn pausing_stream(gaps: Vec<Duration>, finish: bool) -> std::net::SocketAddr {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        let (mut socket, _) = listener.accept().await.unwrap();
+        let mut request = Vec::new();
+        let mut buf = [0u8; 8192];
+        // The gateway's request: its head, then a body whose last byte is `}`.
+        while !request.ends_with(b"}") {
+            let n = socket.read(&mut buf).await.unwrap();
+            request.extend_from_slice(&buf[..n]);
+        }
+        let chunk = |delta: &str, finish: &str| {
+            format!(
+                "data: {{\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"m\",\"choices\":[{{\"index\":0,\"delta\":{delta},\"finish_reason\":{finish}}}]}}\n\n"
+            )
+        };
+        let head =
+            "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n";
+        socket.write_all(head.as_bytes()).await.unwrap();
+        for gap in gaps {
+            tokio::time::sleep(gap).await;
+            let event = chunk(r#"{"content":"x"}"#, "null");
+            if socket.write_all(event.as_bytes()).await.is_err() {
+                return;
+            }
+        }
+        if finish {
+            let end = chunk("{}", r#""stop""#) + "data: [DONE]\n\n";
+            let _ = socket.write_all(end.as_bytes()).await;
+        } else {
+            tokio::time::sleep(Duration::from_secs(10)).await;
+        }
+    });
+    addr
+}
+
+#[tokio::test]
+async fn a_stream_that_goes_quiet_ends_with_a_timeout_event() {
+    let quiet = pausing_stream(vec![Duration::ZERO], false).await;
+    let gateway = GatewayBuilder::new()
+        .openai(
+            "quiet",
+            "small",
+            &format!("http://{quiet}/v1"),
+            &["timeouts: {idle_ms: 300}"],
+        )
+        .start();
+    let mut body = chat("quiet", "hi");
+    body["stream"] = json!(true);
+    let started = std::time::Instant::now();
+    let reply = post_json(&gateway.url("/v1/chat/completions"), &body).await;
+    assert_eq!(reply.status, 200);
+    let events = reply.events();
+    assert!(events[0].contains(r#""content":"x""#), "{events:?}");
+    let last: serde_json::Value = serde_json::from_str(events.last().unwrap()).unwrap();
+    assert_eq!(last["error"]["code"], "upstream_timeout", "{events:?}");
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "ended by the idle timeout, not by the upstream's 10 s of silence"
+    );
+}
+
+#[tokio::test]
+async fn a_stream_with_short_pauses_outlasts_the_idle_timeout() {
+    // Each pause is under the 300 ms idle limit; the stream as a whole is
+    // well over it.
+    let gaps = vec![Duration::from_millis(150); 6];
+    let steady = pausing_stream(gaps, true).await;
+    let gateway = GatewayBuilder::new()
+        .openai(
+            "steady",
+            "small",
+            &format!("http://{steady}/v1"),
+            &["timeouts: {idle_ms: 300}"],
+        )
+        .start();
+    let mut body = chat("steady", "hi");
+    body["stream"] = json!(true);
+    let reply = post_json(&gateway.url("/v1/chat/completions"), &body).await;
+    assert_eq!(reply.status, 200);
+    let events = reply.events();
+    let content = events
+        .iter()
+        .filter(|e| e.contains(r#""content":"x""#))
+        .count();
+    assert_eq!(content, 6, "{events:?}");
+    assert_eq!(
+        events.last().map(String::as_str),
+        Some("[DONE]"),
+        "{events:?}"
+    );
+}
+
 #[tokio::test]
 async fn slow_upstream_is_504() {
     let stalling = fast_sim(&["faults.stall_rate=1", "faults.stall_ms=3000"]);

@@ -1,12 +1,14 @@
 //! An upstream SSE body as a stream of decoded items.
 
 use std::collections::VecDeque;
+use std::pin::Pin;
 use std::time::Duration;
 
 use futures_util::StreamExt;
 use futures_util::stream::BoxStream;
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
+use tokio::time::{Instant, Sleep};
 
 use crate::error::{AdapterError, TimeoutPhase};
 use crate::sse::{SseEvent, SseParser};
@@ -26,6 +28,11 @@ struct State<T, D> {
     pending: VecDeque<Result<T, AdapterError>>,
     done: bool,
     idle: Duration,
+    /// One timer for the whole stream, not one per frame: it is due
+    /// `idle` after the frame it was last set from, and when it fires early
+    /// (frames came since) it is moved to `idle` after the latest one.
+    idle_timer: Pin<Box<Sleep>>,
+    last_frame: Instant,
 }
 
 /// Items from an SSE body, ended by the decoder or a clean end of body. A
@@ -46,6 +53,8 @@ where
         pending: VecDeque::new(),
         done: false,
         idle,
+        idle_timer: Box::pin(tokio::time::sleep(idle)),
+        last_frame: Instant::now(),
     };
     futures_util::stream::unfold(state, |mut st| async move {
         loop {
@@ -56,8 +65,20 @@ where
                 return None;
             }
             let body = st.body.as_mut()?;
-            match tokio::time::timeout(st.idle, body.frame()).await {
-                Err(_) => {
+            let frame = tokio::select! {
+                biased;
+                frame = body.frame() => Ok(frame),
+                () = st.idle_timer.as_mut() => Err(()),
+            };
+            if frame.is_ok() {
+                st.last_frame = Instant::now();
+            }
+            match frame {
+                Err(()) if st.last_frame.elapsed() < st.idle => {
+                    let due = st.last_frame + st.idle;
+                    st.idle_timer.as_mut().reset(due);
+                }
+                Err(()) => {
                     st.done = true;
                     return Some((
                         Err(AdapterError::Timeout {
