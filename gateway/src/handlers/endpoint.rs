@@ -225,7 +225,11 @@ pub async fn serve_decided<E: Endpoint>(
         receipts::apply(app, &decision, served, response.headers_mut());
         return Ok(response);
     }
-    let (result, served) = dispatch::<E>(app, &decision, request, context, size, slot).await;
+    // Boxed: dispatch's state is most of a request's future, and a future
+    // is copied whole into its parent's at each level that awaits it
+    // (boxed, this function's future went from 6.7 KB to 0.9 KB).
+    let (result, served) =
+        Box::pin(dispatch::<E>(app, &decision, request, context, size, slot)).await;
     let mut response = result.unwrap_or_else(|err| err.into_response_for(E::DIALECT));
     receipts::apply(app, &decision, served, response.headers_mut());
     Ok(response)

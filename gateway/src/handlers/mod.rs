@@ -58,8 +58,10 @@ pub async fn handle(app: Arc<App>, req: Request<Incoming>) -> Response<Body> {
             Err(err) => Err(err),
         },
         "/" if req.method() == Method::HEAD => Ok(health::live()),
+        // Boxed, as is embeddings: the two largest endpoint futures would
+        // otherwise set the size of (and be copied with) every request's.
         "/responses" => match allow(&req, Method::POST, "POST") {
-            Ok(()) => responses::serve(&app, req).await,
+            Ok(()) => Box::pin(responses::serve(&app, req)).await,
             Err(err) => Err(err),
         },
         "/completions" => match allow(&req, Method::POST, "POST") {
@@ -67,7 +69,7 @@ pub async fn handle(app: Arc<App>, req: Request<Incoming>) -> Response<Body> {
             Err(err) => Err(err),
         },
         "/embeddings" => match allow(&req, Method::POST, "POST") {
-            Ok(()) => embeddings::serve(&app, req).await,
+            Ok(()) => Box::pin(embeddings::serve(&app, req)).await,
             Err(err) => Err(err),
         },
         "/route/explain" => match allow(&req, Method::POST, "POST") {

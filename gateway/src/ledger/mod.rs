@@ -9,19 +9,31 @@ mod row;
 mod schema;
 mod writer;
 
+use std::future::Ready;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use futures_util::future::{BoxFuture, Either};
 pub use report::{Dimension, SpendLine, SpendReport, now_ms, spend_report, spend_since};
 pub use row::{Drafts, LedgerRow};
 use switchyard_policies::{Durability, LedgerSettings};
+use tokio::sync::mpsc::error::TrySendError;
 use tokio::sync::{Notify, mpsc, oneshot};
 
 /// What goes to the writer: a row and, in strict mode, who waits for it.
 struct Entry {
     row: LedgerRow,
     committed: Option<oneshot::Sender<()>>,
+}
+
+/// Where `Ledger::write` got with a row before any waiting.
+enum Queued {
+    Now,
+    /// The queue is full: the row waits with a sender of its own.
+    Later(mpsc::Sender<Entry>, Entry),
+    /// The writer has stopped.
+    Lost(Entry),
 }
 
 pub struct Ledger {
@@ -67,25 +79,49 @@ impl Ledger {
             .clone()
     }
 
-    /// Queues a row, waiting while the queue is full; in strict mode, also
-    /// until the row is committed.
-    pub async fn write(&self, row: LedgerRow) {
-        let Some(sender) = self.sender() else {
-            tracing::error!(?row, "ledger closed; row not written");
-            return;
-        };
+    /// Queues a row; the future waits while the queue is full and, in strict
+    /// mode, until the row is committed. A row is queued here, before the
+    /// future is polled, when the queue has room: the usual case then needs
+    /// no waiting state, and the future is a few bytes rather than the row
+    /// and a channel send (inline, that state would be part of, and copied
+    /// with, every request's future).
+    pub fn write(&self, row: LedgerRow) -> Either<Ready<()>, BoxFuture<'static, ()>> {
         let (committed, wait) = if self.strict {
             let (tx, rx) = oneshot::channel();
             (Some(tx), Some(rx))
         } else {
             (None, None)
         };
-        if sender.send(Entry { row, committed }).await.is_err() {
-            tracing::error!("ledger writer stopped; row not written");
-            return;
-        }
-        if let Some(wait) = wait {
-            let _ = wait.await;
+        let entry = Entry { row, committed };
+        let queued = {
+            let sender = self.sender.lock().unwrap_or_else(|p| p.into_inner());
+            match sender.as_ref() {
+                None => Queued::Lost(entry),
+                Some(sender) => match sender.try_send(entry) {
+                    Ok(()) => Queued::Now,
+                    Err(TrySendError::Full(entry)) => Queued::Later(sender.clone(), entry),
+                    Err(TrySendError::Closed(entry)) => Queued::Lost(entry),
+                },
+            }
+        };
+        match (queued, wait) {
+            (Queued::Now, None) => Either::Left(std::future::ready(())),
+            (Queued::Now, Some(wait)) => Either::Right(Box::pin(async move {
+                let _ = wait.await;
+            })),
+            (Queued::Later(sender, entry), wait) => Either::Right(Box::pin(async move {
+                if let Err(lost) = sender.send(entry).await {
+                    tracing::error!(row = ?lost.0.row, "ledger writer stopped; row not written");
+                    return;
+                }
+                if let Some(wait) = wait {
+                    let _ = wait.await;
+                }
+            })),
+            (Queued::Lost(entry), _) => {
+                tracing::error!(row = ?entry.row, "ledger closed; row not written");
+                Either::Left(std::future::ready(()))
+            }
         }
     }
 
