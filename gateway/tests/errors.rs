@@ -211,31 +211,27 @@ async fn a_stream_that_goes_quiet_ends_with_a_timeout_event() {
         .start();
     let mut body = chat("quiet", "hi");
     body["stream"] = json!(true);
-    let started = std::time::Instant::now();
     let reply = post_json(&gateway.url("/v1/chat/completions"), &body).await;
     assert_eq!(reply.status, 200);
     let events = reply.events();
     assert!(events[0].contains(r#""content":"x""#), "{events:?}");
+    // Had the upstream's close ended it, the stream would end without an error.
     let last: serde_json::Value = serde_json::from_str(events.last().unwrap()).unwrap();
     assert_eq!(last["error"]["code"], "upstream_timeout", "{events:?}");
-    assert!(
-        started.elapsed() < Duration::from_secs(5),
-        "ended by the idle timeout, not by the upstream's 10 s of silence"
-    );
 }
 
 #[tokio::test]
 async fn a_stream_with_short_pauses_outlasts_the_idle_timeout() {
-    // Each pause is under the 300 ms idle limit; the stream as a whole is
-    // well over it.
-    let gaps = vec![Duration::from_millis(150); 6];
+    // Each pause is well under the 500 ms idle limit; the stream as a whole
+    // is over it.
+    let gaps = vec![Duration::from_millis(100); 8];
     let steady = pausing_stream(gaps, true).await;
     let gateway = GatewayBuilder::new()
         .openai(
             "steady",
             "small",
             &format!("http://{steady}/v1"),
-            &["timeouts: {idle_ms: 300}"],
+            &["timeouts: {idle_ms: 500}"],
         )
         .start();
     let mut body = chat("steady", "hi");
@@ -247,7 +243,7 @@ async fn a_stream_with_short_pauses_outlasts_the_idle_timeout() {
         .iter()
         .filter(|e| e.contains(r#""content":"x""#))
         .count();
-    assert_eq!(content, 6, "{events:?}");
+    assert_eq!(content, 8, "{events:?}");
     assert_eq!(
         events.last().map(String::as_str),
         Some("[DONE]"),
