@@ -198,22 +198,28 @@ async fn pausing_stream(gaps: Vec<Duration>, finish: bool) -> std::net::SocketAd
     addr
 }
 
-#[tokio::test]
-async fn a_stream_that_goes_quiet_ends_with_a_timeout_event() {
-    let quiet = pausing_stream(vec![Duration::ZERO], false).await;
+/// The events of a streamed chat through a gateway whose one backend is
+/// `upstream`, with the given idle timeout.
+async fn stream_events(upstream: std::net::SocketAddr, idle_ms: u64) -> Vec<String> {
     let gateway = GatewayBuilder::new()
         .openai(
-            "quiet",
+            "paused",
             "small",
-            &format!("http://{quiet}/v1"),
-            &["timeouts: {idle_ms: 300}"],
+            &format!("http://{upstream}/v1"),
+            &[&format!("timeouts: {{idle_ms: {idle_ms}}}")],
         )
         .start();
-    let mut body = chat("quiet", "hi");
+    let mut body = chat("paused", "hi");
     body["stream"] = json!(true);
     let reply = post_json(&gateway.url("/v1/chat/completions"), &body).await;
     assert_eq!(reply.status, 200);
-    let events = reply.events();
+    reply.events()
+}
+
+#[tokio::test]
+async fn a_stream_that_goes_quiet_ends_with_a_timeout_event() {
+    let quiet = pausing_stream(vec![Duration::ZERO], false).await;
+    let events = stream_events(quiet, 300).await;
     assert!(events[0].contains(r#""content":"x""#), "{events:?}");
     // Had the upstream's close ended it, the stream would end without an error.
     let last: serde_json::Value = serde_json::from_str(events.last().unwrap()).unwrap();
@@ -226,19 +232,7 @@ async fn a_stream_with_short_pauses_outlasts_the_idle_timeout() {
     // is over it.
     let gaps = vec![Duration::from_millis(100); 8];
     let steady = pausing_stream(gaps, true).await;
-    let gateway = GatewayBuilder::new()
-        .openai(
-            "steady",
-            "small",
-            &format!("http://{steady}/v1"),
-            &["timeouts: {idle_ms: 500}"],
-        )
-        .start();
-    let mut body = chat("steady", "hi");
-    body["stream"] = json!(true);
-    let reply = post_json(&gateway.url("/v1/chat/completions"), &body).await;
-    assert_eq!(reply.status, 200);
-    let events = reply.events();
+    let events = stream_events(steady, 500).await;
     let content = events
         .iter()
         .filter(|e| e.contains(r#""content":"x""#))

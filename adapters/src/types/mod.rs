@@ -1,7 +1,8 @@
 //! Canonical request and response types, shaped like OpenAI's wire format.
 //!
-//! Every type keeps the fields it does not model in `extra` (`#[serde(flatten)]`
-//! when written; read by `with_extra!` on the hot chat types), so vendor extensions (`cache_prompt`, `id_slot`, `timings`,
+//! Every type keeps the fields it does not model in `extra` (written with
+//! `#[serde(flatten)]`; read by `with_extra!` on the hot chat types), so
+//! vendor extensions (`cache_prompt`, `id_slot`, `timings`,
 //! `prompt_cache_key`, ...) pass through the gateway untouched.
 
 mod chat;
