@@ -78,7 +78,7 @@ pub async fn serve(app: &App, req: Request<Incoming>) -> Result<Response<Body>, 
         };
         let admission = app.admit(served.backend, None).await?;
         request.model.clone_from(&backend.upstream_model);
-        let mut record = RequestRecord::new(
+        let record = RequestRecord::new(
             app,
             context,
             served.backend,

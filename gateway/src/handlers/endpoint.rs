@@ -480,16 +480,13 @@ async fn dispatch<E: Endpoint>(
                 continue;
             }
         }
-        if let Answer::Whole(_) = &answer {
-            // Written before the answer goes out: in strict mode the row is
-            // committed before the client sees the last byte.
-            record_answer::<E>(&mut record, &answer);
-            record.finish("ok");
-            record.write().await;
-        }
         let keep = slot.take().map(|slot| (slot, served.backend));
         let response = match answer {
             Answer::Whole(resp) => {
+                record.first_output();
+                record_whole::<E>(&mut record, &resp);
+                record.finish("ok");
+                record.write_after_reply().await;
                 if let Some((slot, backend)) = keep {
                     slot.put_whole(&resp, backend);
                 }
@@ -586,13 +583,7 @@ async fn collect<C>(mut chunks: Chunks<C>) -> Result<Vec<C>, AdapterError> {
 fn record_answer<E: Endpoint>(record: &mut RequestRecord, answer: &Answer<E>) {
     record.first_output();
     match answer {
-        Answer::Whole(resp) => {
-            record.timings(E::response_extra(resp));
-            record.usage(E::response_usage(resp));
-            if E::response_usage(resp).is_none() {
-                record.output().push_str(&E::output_text(resp));
-            }
-        }
+        Answer::Whole(resp) => record_whole::<E>(record, resp),
         Answer::Collected(chunks) => {
             for chunk in chunks {
                 record.timings(E::chunk_extra(chunk));
@@ -601,5 +592,13 @@ fn record_answer<E: Endpoint>(record: &mut RequestRecord, answer: &Answer<E>) {
             }
         }
         Answer::Stream(_) => {}
+    }
+}
+
+fn record_whole<E: Endpoint>(record: &mut RequestRecord, resp: &E::Response) {
+    record.timings(E::response_extra(resp));
+    record.usage(E::response_usage(resp));
+    if E::response_usage(resp).is_none() {
+        record.output().push_str(&E::output_text(resp));
     }
 }

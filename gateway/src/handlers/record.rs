@@ -3,9 +3,11 @@
 //! client went away (then from `Drop`, with usage counted here and the row
 //! marked estimated).
 
+use std::future::Ready;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use futures_util::future::{BoxFuture, Either};
 use http::request::Parts;
 use switchyard_adapters::AdapterError;
 use switchyard_adapters::tokens;
@@ -255,28 +257,45 @@ impl RequestRecord {
         self.outcome = outcome;
     }
 
-    /// Records a whole (not streamed) call's outcome and writes the row,
-    /// before the answer goes out.
+    /// Records a whole (not streamed) call's outcome, and writes the row as
+    /// the answer goes out.
     pub async fn settle_whole<T>(
-        &mut self,
+        mut self,
         result: Result<T, AdapterError>,
         usage: impl FnOnce(&T) -> Option<Usage>,
     ) -> Result<T, GatewayError> {
-        match result {
+        let result = match result {
             Ok(answer) => {
                 self.first_output();
                 self.usage(usage(&answer).as_ref());
                 self.finish("ok");
-                self.write().await;
                 Ok(answer)
             }
             Err(err) => {
                 let err = GatewayError::from(err);
                 self.finish(err.kind());
-                self.write().await;
                 Err(err)
             }
+        };
+        self.write_after_reply().await;
+        result
+    }
+
+    /// Writes the row of a call whose answer is about to go out. In strict
+    /// mode the row is committed first, so the client never sees an answer
+    /// the ledger lacks. Otherwise the bookkeeping (pricing, budgets, rate
+    /// limits, metrics, the latency model and the row) runs in a task of its
+    /// own: spawned here, it runs once this request's task has sent the
+    /// answer, and so adds nothing to the answer's latency.
+    /// (Not an `async fn`: its state would hold the record and grow every
+    /// request's future by as much.)
+    pub fn write_after_reply(mut self) -> Either<Ready<()>, BoxFuture<'static, ()>> {
+        if self.ledger.is_strict() {
+            return Either::Right(Box::pin(async move { self.write().await }));
         }
+        let ledger = self.ledger.clone();
+        ledger.detach(async move { self.write().await });
+        Either::Left(std::future::ready(()))
     }
 
     /// Writes the row now, waiting as the ledger's durability requires.

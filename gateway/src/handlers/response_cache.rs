@@ -169,7 +169,7 @@ pub async fn replay<E: Endpoint>(
             record.first_output();
             record.usage(E::response_usage(&resp));
             record.finish("ok");
-            record.write().await;
+            record.write_after_reply().await;
             Some(E::respond(&resp))
         }
         CachedAnswer::Stream(chunks) => {

@@ -125,6 +125,11 @@ impl Ledger {
         }
     }
 
+    /// Whether a request waits for its row's commit before it is answered.
+    pub fn is_strict(&self) -> bool {
+        self.strict
+    }
+
     /// Writes a row from code that cannot wait (a dropped stream): a task
     /// does the waiting, and `close` waits for such tasks.
     pub fn write_detached(self: &Arc<Self>, row: LedgerRow) {
@@ -138,10 +143,25 @@ impl Ledger {
             }
             return;
         };
+        let ledger = self.clone();
+        self.detach_on(&runtime, async move { ledger.write(row).await });
+    }
+
+    /// Runs `work`, which ends by writing a row, in a task of its own on the
+    /// current runtime; `close` waits for it as for a detached row.
+    pub fn detach(self: &Arc<Self>, work: impl Future<Output = ()> + Send + 'static) {
+        self.detach_on(&tokio::runtime::Handle::current(), work);
+    }
+
+    fn detach_on(
+        self: &Arc<Self>,
+        runtime: &tokio::runtime::Handle,
+        work: impl Future<Output = ()> + Send + 'static,
+    ) {
         self.detached.fetch_add(1, Ordering::AcqRel);
         let ledger = self.clone();
         runtime.spawn(async move {
-            ledger.write(row).await;
+            work.await;
             if ledger.detached.fetch_sub(1, Ordering::AcqRel) == 1 {
                 ledger.detached_done.notify_waiters();
             }
