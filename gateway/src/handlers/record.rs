@@ -284,10 +284,10 @@ impl RequestRecord {
     /// Writes the row of a call whose answer is about to go out. In strict
     /// mode the row is committed first, so the client never sees an answer
     /// the ledger lacks. Otherwise the bookkeeping (pricing, budgets, rate
-    /// limits, metrics, the latency model and the row) goes to the ledger's
-    /// bookkeeping task, which runs once this request's task has sent the
-    /// answer, and so adds nothing to the answer's latency; unless the
-    /// ledger is backed up, when the request waits for it as before.
+    /// limits, metrics, the latency model and the row) runs in a task of its
+    /// own, which runs once this request's task has sent the answer, and so
+    /// adds nothing to the answer's latency; unless the ledger is backed up,
+    /// when the request waits for it as before.
     /// (Not an `async fn`: its state would hold the record and grow every
     /// request's future by as much.)
     pub fn write_after_reply(mut self) -> Either<Ready<()>, BoxFuture<'static, ()>> {
@@ -295,7 +295,7 @@ impl RequestRecord {
             return Either::Right(Box::pin(async move { self.write().await }));
         }
         let ledger = self.ledger.clone();
-        match ledger.after_reply(Box::new(move || self.take_row())) {
+        match ledger.after_reply(move || self.take_row()) {
             None => Either::Left(std::future::ready(())),
             Some(work) => Either::Right(Box::pin(async move {
                 if let Some(row) = work() {

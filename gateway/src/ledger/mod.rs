@@ -11,7 +11,7 @@ mod writer;
 
 use std::future::Ready;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures_util::future::{BoxFuture, Either};
@@ -45,11 +45,7 @@ pub struct Ledger {
     detached_done: Notify,
     /// The queue's size: also how many rows may wait in background tasks.
     queue: usize,
-    bookkeeper: OnceLock<mpsc::UnboundedSender<AfterReply>>,
 }
-
-/// A request's bookkeeping, run after its answer went out; returns its row.
-pub type AfterReply = Box<dyn FnOnce() -> Option<LedgerRow> + Send>;
 
 impl Ledger {
     /// Opens (creating) the database and starts the writer thread.
@@ -76,7 +72,6 @@ impl Ledger {
             detached: AtomicUsize::new(0),
             detached_done: Notify::new(),
             queue: settings.queue,
-            bookkeeper: OnceLock::new(),
         }))
     }
 
@@ -159,58 +154,30 @@ impl Ledger {
         });
     }
 
-    /// Runs `work` (a request's bookkeeping, ending in its row) after the
-    /// caller's task yields, in the ledger's bookkeeping task, and writes the
-    /// row; `close` waits for it as for a detached row. `None` when that many
-    /// rows already wait that the caller should do the work itself and wait
-    /// for the queue, as with `write`.
+    /// Runs `work` (a request's bookkeeping, ending in its row) in a task of
+    /// its own, which runs once the caller's task yields, and writes the row;
+    /// `close` waits for it as for a detached row. When as many rows already
+    /// wait in such tasks as the queue holds, `work` comes back: the caller
+    /// does it and waits for the queue, as with `write`.
     ///
-    /// One long-lived task fed by a channel rather than a task per request:
-    /// under load it settles many records per wake-up, and a channel send
-    /// costs a fraction of a spawn (callgrind: about 5,000 instructions per
-    /// request for the spawn).
-    pub fn after_reply(self: &Arc<Self>, work: AfterReply) -> Option<AfterReply> {
+    /// (A single long-lived task fed by a channel instead measured no
+    /// cheaper under load, and slower at c=1.)
+    pub fn after_reply<W>(self: &Arc<Self>, work: W) -> Option<W>
+    where
+        W: FnOnce() -> Option<LedgerRow> + Send + 'static,
+    {
         if self.detached.load(Ordering::Acquire) >= self.queue {
             return Some(work);
         }
         self.detached.fetch_add(1, Ordering::AcqRel);
-        let bookkeeper = self.bookkeeper.get_or_init(|| self.start_bookkeeper());
-        if let Err(unsent) = bookkeeper.send(work) {
-            // The runtime that ran the bookkeeper has stopped.
-            let row = (unsent.0)();
-            self.detached_done();
-            if let Some(row) = row {
-                self.write_detached(row);
-            }
-        }
-        None
-    }
-
-    /// The task behind `after_reply`, on the current runtime. Woken by a
-    /// record, it first yields until the runtime has looked for I/O, so the
-    /// answers that are ready go out first and, under load, the records of
-    /// many requests are settled in one wake-up rather than one each. It
-    /// holds the ledger weakly, so that dropping the ledger ends it.
-    fn start_bookkeeper(self: &Arc<Self>) -> mpsc::UnboundedSender<AfterReply> {
-        let (sender, mut receiver) = mpsc::unbounded_channel::<AfterReply>();
-        let ledger = Arc::downgrade(self);
+        let ledger = self.clone();
         tokio::spawn(async move {
-            while let Some(first) = receiver.recv().await {
-                tokio::task::yield_now().await;
-                let mut next = Some(first);
-                while let Some(work) = next.take().or_else(|| receiver.try_recv().ok()) {
-                    let row = work();
-                    let Some(ledger) = ledger.upgrade() else {
-                        continue;
-                    };
-                    if let Some(row) = row {
-                        ledger.write(row).await;
-                    }
-                    ledger.detached_done();
-                }
+            if let Some(row) = work() {
+                ledger.write(row).await;
             }
+            ledger.detached_done();
         });
-        sender
+        None
     }
 
     fn detached_done(&self) {
