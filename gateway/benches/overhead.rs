@@ -339,6 +339,8 @@ struct System {
     auth: bool,
     results: BTreeMap<usize, Vec<Figures>>,
     peak_rss_kb: u64,
+    /// c=1 latencies (ms) from the turn-by-turn phase.
+    turns: Vec<f64>,
 }
 
 fn requests_at(concurrency: usize, slow: bool) -> usize {
@@ -377,6 +379,34 @@ async fn measure(system: &mut System) {
         system.results.entry(level).or_default().push(figures);
         if let Some(pid) = pid {
             system.peak_rss_kb = system.peak_rss_kb.max(rss_kb(pid, "VmHWM:"));
+        }
+    }
+}
+
+/// Turns of this many requests at c=1, taken by the direct path, the bare
+/// hop and Switchyard in rotation, TURNS times per round.
+const TURN: usize = 100;
+const TURNS: usize = 10;
+
+/// The c=1 latency of the fast systems, taken turn by turn: a round's
+/// figures of one system are seconds apart from another's, and on a shared
+/// VM the latency drifts by more than the difference sought within that
+/// time (round medians of the same build differ by 100 us); in turns of a
+/// third of a second each, drift hits every system alike. LiteLLM, at
+/// 15 ms a request, is left out.
+async fn take_turns(systems: &mut [System]) {
+    let mut fast: Vec<(&mut System, HttpClient)> = systems
+        .iter_mut()
+        .filter(|s| s.name != "litellm")
+        .map(|s| (s, client(1)))
+        .collect();
+    for (s, client) in &fast {
+        load(client, &s.url, s.auth, false, 1, 8).await;
+    }
+    for _ in 0..TURNS {
+        for (s, client) in &mut fast {
+            let run = load(client, &s.url, s.auth, false, 1, TURN).await;
+            s.turns.extend(run.latency);
         }
     }
 }
@@ -441,6 +471,15 @@ fn report(systems: &[System]) {
         added(sy, |f| f.p50) * 1000.0,
         added(bare, |f| f.p50) * 1000.0,
         (added(sy, |f| f.p50) - added(bare, |f| f.p50)) * 1000.0
+    );
+    let turn_p50 = |s: &System| quantile(&mut s.turns.clone(), 0.5) * 1000.0;
+    let (direct_p50, bare_p50, sy_p50) = (turn_p50(direct), turn_p50(bare), turn_p50(sy));
+    println!(
+        "c=1, turn by turn ({} requests each, in turns of {TURN}): added p50 Switchyard {:.1} us vs bare hop {:.1} us (difference {:.1} us)",
+        sy.turns.len(),
+        sy_p50 - direct_p50,
+        bare_p50 - direct_p50,
+        sy_p50 - bare_p50
     );
     println!(
         "c=1: added stream TTFT Switchyard {:.1} us vs bare hop {:.1} us ({:.2}x)",
@@ -611,6 +650,7 @@ async fn run() {
             auth: false,
             results: BTreeMap::new(),
             peak_rss_kb: 0,
+            turns: Vec::new(),
         },
         System {
             name: "bare-hop",
@@ -619,6 +659,7 @@ async fn run() {
             auth: false,
             results: BTreeMap::new(),
             peak_rss_kb: 0,
+            turns: Vec::new(),
         },
         System {
             name: "switchyard",
@@ -627,6 +668,7 @@ async fn run() {
             auth: true,
             results: BTreeMap::new(),
             peak_rss_kb: 0,
+            turns: Vec::new(),
         },
     ];
     match &litellm_bin {
@@ -637,6 +679,7 @@ async fn run() {
             auth: true,
             results: BTreeMap::new(),
             peak_rss_kb: 0,
+            turns: Vec::new(),
         }),
         None => println!(
             "LITELLM is not set: LiteLLM is left out (scripts/bench-overhead.sh installs it)"
@@ -652,6 +695,7 @@ async fn run() {
         for s in &mut systems {
             measure(s).await;
         }
+        take_turns(&mut systems).await;
         println!("round {}/{ROUNDS} done", round + 1);
     }
     report(&systems);
