@@ -123,6 +123,8 @@ pub struct RequestRecord {
     hedge: bool,
     /// Answered from the response cache: no backend was called.
     from_cache: bool,
+    /// The breaker and the prefix index have heard of this call's outcome.
+    routing_told: bool,
     written: bool,
 }
 
@@ -199,6 +201,7 @@ impl RequestRecord {
             outcome: "cancelled",
             hedge: false,
             from_cache: false,
+            routing_told: false,
             written: false,
         }
     }
@@ -294,6 +297,10 @@ impl RequestRecord {
         if self.ledger.is_strict() {
             return Either::Right(Box::pin(async move { self.write().await }));
         }
+        // What the next request's routing reads is told now: an agent sends
+        // its next turn as soon as it has this answer, and that turn should
+        // find its prefix in the index.
+        self.tell_routing();
         let ledger = self.ledger.clone();
         match ledger.after_reply(move || self.take_row()) {
             None => Either::Left(std::future::ready(())),
@@ -383,7 +390,8 @@ impl RequestRecord {
                 tokens.prompt() + tokens.output,
             );
         }
-        let ms = |t: Instant| t.duration_since(self.started).as_secs_f64() * 1000.0;
+        let started = self.started;
+        let ms = |t: Instant| t.duration_since(started).as_secs_f64() * 1000.0;
         let total = self.started.elapsed();
         let ttft = self.first_output.map(|t| t.duration_since(self.started));
         let decode_tokens_per_s = ttft.and_then(|ttft| {
@@ -391,6 +399,7 @@ impl RequestRecord {
             (tokens.output > 1 && decoding > 0.0).then(|| (tokens.output - 1) as f64 / decoding)
         });
         if !self.from_cache {
+            self.tell_routing();
             self.inform_backend_models(&tokens, ttft, total);
         }
         let row = LedgerRow {
@@ -441,12 +450,29 @@ impl RequestRecord {
         Some(row)
     }
 
-    /// What this call tells the backend's breaker, latency model,
-    /// speculation figures and the prefix index.
-    fn inform_backend_models(&self, tokens: &TokenCounts, ttft: Option<Duration>, total: Duration) {
-        // The backend's own failures trip its breaker; a caller's bad request
-        // or a client that left says nothing about the backend.
-        let upstream_failure = matches!(
+    /// Tells the backend's breaker and the prefix index how the call went,
+    /// once (not for cache hits: no backend was called).
+    fn tell_routing(&mut self) {
+        if self.routing_told || self.from_cache {
+            return;
+        }
+        self.routing_told = true;
+        match self.outcome {
+            "ok" | "escalated" => self.breaker.success(),
+            _ if self.upstream_failure() => self.breaker.failure(),
+            _ => {}
+        }
+        if matches!(self.outcome, "ok" | "escalated")
+            && let Some(chain) = &self.context.prefix
+        {
+            self.prefix_index.served(self.replica, chain);
+        }
+    }
+
+    /// The backend's own failures trip its breaker; a caller's bad request
+    /// or a client that left says nothing about the backend.
+    fn upstream_failure(&self) -> bool {
+        matches!(
             self.outcome,
             "upstream_connect"
                 | "upstream_reset"
@@ -454,12 +480,13 @@ impl RequestRecord {
                 | "upstream_timeout"
                 | "upstream_overloaded"
                 | "upstream_error"
-        );
-        match self.outcome {
-            "ok" | "escalated" => self.breaker.success(),
-            _ if upstream_failure => self.breaker.failure(),
-            _ => {}
-        }
+        )
+    }
+
+    /// What this call tells the backend's latency model and speculation
+    /// figures.
+    fn inform_backend_models(&self, tokens: &TokenCounts, ttft: Option<Duration>, total: Duration) {
+        let upstream_failure = self.upstream_failure();
         let clamp = |n: u64| u32::try_from(n).unwrap_or(u32::MAX);
         self.latency.observe(
             self.backend_index,
@@ -482,11 +509,6 @@ impl RequestRecord {
                 drafts.drafted,
                 drafts.accepted,
             );
-        }
-        if matches!(self.outcome, "ok" | "escalated")
-            && let Some(chain) = &self.context.prefix
-        {
-            self.prefix_index.served(self.replica, chain);
         }
     }
 
