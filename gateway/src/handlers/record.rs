@@ -294,7 +294,7 @@ impl RequestRecord {
     /// (Not an `async fn`: its state would hold the record and grow every
     /// request's future by as much.)
     pub fn write_after_reply(mut self) -> Either<Ready<()>, BoxFuture<'static, ()>> {
-        if self.ledger.is_strict() {
+        if self.ledger.is_strict() || self.ledger.backed_up() {
             return Either::Right(Box::pin(async move { self.write().await }));
         }
         // What the next request's routing reads is told now: an agent sends
@@ -302,14 +302,8 @@ impl RequestRecord {
         // find its prefix in the index.
         self.tell_routing();
         let ledger = self.ledger.clone();
-        match ledger.after_reply(move || self.take_row()) {
-            None => Either::Left(std::future::ready(())),
-            Some(work) => Either::Right(Box::pin(async move {
-                if let Some(row) = work() {
-                    ledger.write(row).await;
-                }
-            })),
-        }
+        ledger.after_reply(move || self.take_row());
+        Either::Left(std::future::ready(()))
     }
 
     /// Writes the row now, waiting as the ledger's durability requires.

@@ -146,38 +146,42 @@ impl Ledger {
             }
             return;
         };
-        self.detached.fetch_add(1, Ordering::AcqRel);
-        let ledger = self.clone();
-        runtime.spawn(async move {
-            ledger.write(row).await;
-            ledger.detached_done();
-        });
+        self.spawn_counted(&runtime, move || Some(row));
+    }
+
+    /// Whether as many rows already wait in background tasks as the queue
+    /// holds: a caller that can wait should then write its row itself.
+    pub fn backed_up(&self) -> bool {
+        self.detached.load(Ordering::Acquire) >= self.queue
     }
 
     /// Runs `work` (a request's bookkeeping, ending in its row) in a task of
     /// its own, which runs once the caller's task yields, and writes the row;
-    /// `close` waits for it as for a detached row. When as many rows already
-    /// wait in such tasks as the queue holds, `work` comes back: the caller
-    /// does it and waits for the queue, as with `write`.
+    /// `close` waits for it as for a detached row.
     ///
     /// (A single long-lived task fed by a channel instead measured no
     /// cheaper under load, and slower at c=1.)
-    pub fn after_reply<W>(self: &Arc<Self>, work: W) -> Option<W>
-    where
-        W: FnOnce() -> Option<LedgerRow> + Send + 'static,
-    {
-        if self.detached.load(Ordering::Acquire) >= self.queue {
-            return Some(work);
-        }
+    pub fn after_reply(
+        self: &Arc<Self>,
+        work: impl FnOnce() -> Option<LedgerRow> + Send + 'static,
+    ) {
+        self.spawn_counted(&tokio::runtime::Handle::current(), work);
+    }
+
+    /// Spawns `work` and writes its row, counted in `detached` until then.
+    fn spawn_counted(
+        self: &Arc<Self>,
+        runtime: &tokio::runtime::Handle,
+        work: impl FnOnce() -> Option<LedgerRow> + Send + 'static,
+    ) {
         self.detached.fetch_add(1, Ordering::AcqRel);
         let ledger = self.clone();
-        tokio::spawn(async move {
+        runtime.spawn(async move {
             if let Some(row) = work() {
                 ledger.write(row).await;
             }
             ledger.detached_done();
         });
-        None
     }
 
     fn detached_done(&self) {
