@@ -174,6 +174,7 @@ impl MessageStream {
                 choices: Vec::new(),
                 usage: None,
                 system_fingerprint: None,
+                timings: None,
                 extra: serde_json::Map::new(),
             };
             self.start(&empty, &mut events);

@@ -181,6 +181,7 @@ fn response(
             ..Usage::new(prompt, completion)
         }),
         system_fingerprint: None,
+        timings: None,
         extra: Map::new(),
         verbatim: None,
     }
@@ -204,6 +205,7 @@ fn chunks_of(resp: &ChatResponse, step: usize) -> Vec<ChatChunk> {
         }],
         usage: None,
         system_fingerprint: None,
+        timings: None,
         extra: Map::new(),
     };
     let mut out = vec![chunk(

@@ -89,6 +89,7 @@ pub fn chat_from_message(resp: MessagesResponse) -> ChatResponse {
         }],
         usage: Some(usage_to_chat(&resp.usage)),
         system_fingerprint: None,
+        timings: None,
         extra: Map::new(),
         verbatim: None,
     }
@@ -120,6 +121,7 @@ impl EventsToChunks {
             }],
             usage: None,
             system_fingerprint: None,
+            timings: None,
             extra: Map::new(),
         }
     }

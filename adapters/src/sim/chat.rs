@@ -156,15 +156,12 @@ impl SimBackend {
             .map(|(_, g)| g.completion_tokens)
             .max()
             .unwrap_or(0);
-        extra.insert(
-            "timings".into(),
-            self.timings(
-                plan.prompt_tokens,
-                plan.cached,
-                longest,
-                plan.first,
-                &plan.gaps,
-            ),
+        let timings = self.timings(
+            plan.prompt_tokens,
+            plan.cached,
+            longest,
+            plan.first,
+            &plan.gaps,
         );
         if !req.extra.is_empty() {
             // Says which request fields reached the simulator without it
@@ -183,6 +180,7 @@ impl SimBackend {
             choices,
             usage: Some(plan.usage()),
             system_fingerprint: Some("switchyard-sim".into()),
+            timings: Some(timings),
             extra,
             verbatim: None,
         })
@@ -199,6 +197,7 @@ impl SimBackend {
             choices: Vec::new(),
             usage: None,
             system_fingerprint: Some("switchyard-sim".into()),
+            timings: None,
             extra: Map::new(),
         };
         let chunk =
@@ -283,7 +282,7 @@ impl SimBackend {
             script.push((Duration::ZERO, Ok(usage_chunk)));
         }
         if let Some((_, Ok(last))) = script.last_mut() {
-            last.extra.insert("timings".into(), timings);
+            last.timings = Some(timings);
         }
         if plan.luck.reset {
             script::cut_with_reset(&mut script);

@@ -99,6 +99,7 @@ impl SimBackend {
             model: req.model.clone(),
             choices: Vec::new(),
             usage: None,
+            timings: None,
             extra: Map::new(),
         }
     }

@@ -19,7 +19,7 @@ use crate::error::AdapterError;
 use crate::provider::{ChatStream, CompletionStream, Provider};
 use crate::types::{
     ChatRequest, ChatResponse, CompletionRequest, CompletionResponse, EmbeddingRequest,
-    EmbeddingResponse,
+    EmbeddingResponse, Timings,
 };
 
 /// One simulated model server.
@@ -204,19 +204,18 @@ impl SimBackend {
         outputs: usize,
         first: Duration,
         gaps: &[Duration],
-    ) -> Value {
-        let mut timings = json!({
-            "prompt_n": prompt_tokens - cached.min(prompt_tokens),
-            "prompt_ms": first.as_secs_f64() * 1000.0,
-            "cache_n": cached,
-            "predicted_n": outputs,
-            "predicted_ms": gaps.iter().sum::<Duration>().as_secs_f64() * 1000.0,
-        });
-        if let Some((drafted, accepted)) = timing::draft_counts(&self.params, outputs) {
-            timings["draft_n"] = json!(drafted);
-            timings["draft_n_accepted"] = json!(accepted);
+    ) -> Timings {
+        let drafts = timing::draft_counts(&self.params, outputs);
+        Timings {
+            prompt_n: Some(json!(prompt_tokens - cached.min(prompt_tokens))),
+            prompt_ms: Some(json!(first.as_secs_f64() * 1000.0)),
+            cache_n: Some(json!(cached)),
+            predicted_n: Some(json!(outputs)),
+            predicted_ms: Some(json!(gaps.iter().sum::<Duration>().as_secs_f64() * 1000.0)),
+            draft_n: drafts.map(|(drafted, _)| json!(drafted)),
+            draft_n_accepted: drafts.map(|(_, accepted)| json!(accepted)),
+            ..Timings::default()
         }
-        timings
     }
 }
 

@@ -4,7 +4,7 @@ use serde_json::Value;
 
 use super::with_extra::with_extra;
 
-use super::{Extra, Usage};
+use super::{Extra, Timings, Usage};
 
 /// `POST /v1/chat/completions`.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -251,6 +251,9 @@ pub struct ChatResponse {
     pub usage: Option<Usage>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub system_fingerprint: Option<String>,
+    /// llama.cpp's measurements of this answer.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub timings: Option<Timings>,
     #[serde(flatten)]
     pub extra: Extra,
     /// The backend's body this answer was read from, when the backend spoke
@@ -261,7 +264,7 @@ pub struct ChatResponse {
     pub verbatim: Option<Bytes>,
 }
 
-with_extra!(ChatResponse { id = "id": required, object = "object": optional, created = "created": optional, model = "model": optional, choices = "choices": required, usage = "usage": optional, system_fingerprint = "system_fingerprint": optional } skip: verbatim);
+with_extra!(ChatResponse { id = "id": required, object = "object": optional, created = "created": optional, model = "model": optional, choices = "choices": required, usage = "usage": optional, system_fingerprint = "system_fingerprint": optional, timings = "timings": optional } skip: verbatim);
 
 fn object_or_chat_completion<S: Serializer>(object: &str, out: S) -> Result<S::Ok, S::Error> {
     out.serialize_str(if object.is_empty() {
@@ -309,11 +312,14 @@ pub struct ChatChunk {
     pub usage: Option<Usage>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub system_fingerprint: Option<String>,
+    /// llama.cpp's measurements, on a stream's last chunk.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub timings: Option<Timings>,
     #[serde(flatten)]
     pub extra: Extra,
 }
 
-with_extra!(ChatChunk { id = "id": required, object = "object": or(chat_completion_chunk()), created = "created": optional, model = "model": optional, choices = "choices": optional, usage = "usage": optional, system_fingerprint = "system_fingerprint": optional });
+with_extra!(ChatChunk { id = "id": required, object = "object": or(chat_completion_chunk()), created = "created": optional, model = "model": optional, choices = "choices": optional, usage = "usage": optional, system_fingerprint = "system_fingerprint": optional, timings = "timings": optional });
 
 fn chat_completion_chunk() -> String {
     "chat.completion.chunk".to_owned()
@@ -515,6 +521,8 @@ mod tests {
         });
         let resp: ChatResponse = serde_json::from_value(body.clone()).unwrap();
         assert_eq!(resp.usage.as_ref().unwrap().cached_tokens(), 2);
+        assert_eq!(resp.timings.as_ref().unwrap().drafts(), Some((4, 0)));
+        assert!(resp.extra.is_empty());
         assert_eq!(serde_json::to_value(&resp).unwrap(), body);
     }
 

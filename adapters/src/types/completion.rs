@@ -1,7 +1,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::{Extra, StreamOptions, Usage};
+use super::{Extra, StreamOptions, Timings, Usage};
 
 /// `POST /v1/completions` (the legacy text completion API).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -63,6 +63,9 @@ pub struct CompletionResponse {
     pub choices: Vec<CompletionChoice>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub usage: Option<Usage>,
+    /// llama.cpp's measurements (of a whole answer, or on a stream's last chunk).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timings: Option<Timings>,
     #[serde(flatten)]
     pub extra: Extra,
 }

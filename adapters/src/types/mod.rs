@@ -2,12 +2,13 @@
 //!
 //! Every type keeps the fields it does not model in `extra` (written with
 //! `#[serde(flatten)]`; read by `with_extra!` on the hot chat types), so
-//! vendor extensions (`cache_prompt`, `id_slot`, `timings`,
-//! `prompt_cache_key`, ...) pass through the gateway untouched.
+//! vendor extensions (`cache_prompt`, `id_slot`, `prompt_cache_key`,
+//! ...) pass through the gateway untouched.
 
 mod chat;
 mod completion;
 mod embedding;
+mod timings;
 mod usage;
 pub(crate) mod with_extra;
 
@@ -18,6 +19,7 @@ pub use chat::{
 };
 pub use completion::{CompletionChoice, CompletionRequest, CompletionResponse};
 pub use embedding::{Embedding, EmbeddingRequest, EmbeddingResponse, EmbeddingUsage};
+pub use timings::Timings;
 pub use usage::{Usage, UsageDetails};
 
 /// Fields a type does not model, kept as they came.

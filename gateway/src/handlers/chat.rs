@@ -5,7 +5,7 @@ use http::{Response, StatusCode};
 use serde_json::Value;
 use switchyard_adapters::tokens;
 use switchyard_adapters::types::{
-    ChatChunk, ChatRequest, ChatResponse, Content, Extra, Role, StreamOptions, Usage,
+    ChatChunk, ChatRequest, ChatResponse, Content, Extra, Role, StreamOptions, Timings, Usage,
 };
 use switchyard_adapters::{AdapterError, Provider};
 use switchyard_router::prefix::PrefixChain;
@@ -206,12 +206,12 @@ impl Endpoint for Chat {
         }
     }
 
-    fn response_extra(resp: &ChatResponse) -> &Extra {
-        &resp.extra
+    fn response_timings(resp: &ChatResponse) -> Option<&Timings> {
+        resp.timings.as_ref()
     }
 
-    fn chunk_extra(chunk: &ChatChunk) -> &Extra {
-        &chunk.extra
+    fn chunk_timings(chunk: &ChatChunk) -> Option<&Timings> {
+        chunk.timings.as_ref()
     }
 
     fn summarize(resp: &ChatResponse) -> AnswerSummary {

@@ -53,11 +53,11 @@ macro_rules! chat_backed {
         fn chunk_output(chunk: &ChatChunk, out: &mut String) {
             Chat::chunk_output(chunk, out);
         }
-        fn response_extra(resp: &ChatResponse) -> &Extra {
-            Chat::response_extra(resp)
+        fn response_timings(resp: &ChatResponse) -> Option<&Timings> {
+            Chat::response_timings(resp)
         }
-        fn chunk_extra(chunk: &ChatChunk) -> &Extra {
-            Chat::chunk_extra(chunk)
+        fn chunk_timings(chunk: &ChatChunk) -> Option<&Timings> {
+            Chat::chunk_timings(chunk)
         }
         fn summarize(resp: &ChatResponse) -> AnswerSummary {
             Chat::summarize(resp)

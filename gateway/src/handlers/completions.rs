@@ -4,7 +4,7 @@ use futures_util::future::BoxFuture;
 use serde_json::Value;
 use switchyard_adapters::tokens;
 use switchyard_adapters::types::{
-    CompletionRequest, CompletionResponse, Extra, StreamOptions, Usage,
+    CompletionRequest, CompletionResponse, Extra, StreamOptions, Timings, Usage,
 };
 use switchyard_adapters::{AdapterError, Provider};
 use switchyard_router::prefix::PrefixChain;
@@ -132,12 +132,12 @@ impl Endpoint for Completions {
         chunk.choices.iter().for_each(|c| out.push_str(&c.text));
     }
 
-    fn response_extra(resp: &CompletionResponse) -> &Extra {
-        &resp.extra
+    fn response_timings(resp: &CompletionResponse) -> Option<&Timings> {
+        resp.timings.as_ref()
     }
 
-    fn chunk_extra(chunk: &CompletionResponse) -> &Extra {
-        &chunk.extra
+    fn chunk_timings(chunk: &CompletionResponse) -> Option<&Timings> {
+        chunk.timings.as_ref()
     }
 
     fn summarize(resp: &CompletionResponse) -> AnswerSummary {

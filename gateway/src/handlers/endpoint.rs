@@ -13,7 +13,7 @@ use http::{Request, Response, StatusCode};
 use hyper::body::Incoming;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
-use switchyard_adapters::types::{Extra, Usage};
+use switchyard_adapters::types::{Extra, Timings, Usage};
 use switchyard_adapters::{AdapterError, Provider};
 use switchyard_policies::{OnExhausted, Pricing, TokenCounts};
 use switchyard_router::prefix::PrefixChain;
@@ -98,10 +98,9 @@ pub trait Endpoint: Sized + 'static {
     fn output_text(resp: &Self::Response) -> String;
     /// Appends a chunk's generated text (content, tool-call arguments).
     fn chunk_output(chunk: &Self::Chunk, out: &mut String);
-    /// Fields of an answer or chunk the canonical types do not model
-    /// (where llama.cpp puts `timings`).
-    fn response_extra(resp: &Self::Response) -> &Extra;
-    fn chunk_extra(chunk: &Self::Chunk) -> &Extra;
+    /// llama.cpp's `timings` of an answer, or on a chunk.
+    fn response_timings(resp: &Self::Response) -> Option<&Timings>;
+    fn chunk_timings(chunk: &Self::Chunk) -> Option<&Timings>;
     /// What cascade checks look at, from a whole answer or a streamed one.
     fn summarize(resp: &Self::Response) -> AnswerSummary;
     fn summarize_chunks(chunks: &[Self::Chunk]) -> AnswerSummary;
@@ -586,7 +585,7 @@ fn record_answer<E: Endpoint>(record: &mut RequestRecord, answer: &Answer<E>) {
         Answer::Whole(resp) => record_whole::<E>(record, resp),
         Answer::Collected(chunks) => {
             for chunk in chunks {
-                record.timings(E::chunk_extra(chunk));
+                record.timings(E::chunk_timings(chunk));
                 record.usage(E::chunk_usage(chunk));
                 E::chunk_output(chunk, record.output());
             }
@@ -596,7 +595,7 @@ fn record_answer<E: Endpoint>(record: &mut RequestRecord, answer: &Answer<E>) {
 }
 
 fn record_whole<E: Endpoint>(record: &mut RequestRecord, resp: &E::Response) {
-    record.timings(E::response_extra(resp));
+    record.timings(E::response_timings(resp));
     record.usage(E::response_usage(resp));
     if E::response_usage(resp).is_none() {
         record.output().push_str(&E::output_text(resp));

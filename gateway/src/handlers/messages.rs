@@ -11,7 +11,7 @@ use switchyard_adapters::anthropic::{
     CountTokensRequest, MessageStream, MessagesRequest, chat_from_messages, message_from_chat,
 };
 use switchyard_adapters::tokens;
-use switchyard_adapters::types::{ChatChunk, ChatRequest, ChatResponse, Extra, Usage};
+use switchyard_adapters::types::{ChatChunk, ChatRequest, ChatResponse, Extra, Timings, Usage};
 use switchyard_adapters::{AdapterError, Provider};
 use switchyard_router::{AnswerSummary, RequestView};
 

@@ -11,7 +11,7 @@ use futures_util::future::{BoxFuture, Either};
 use http::request::Parts;
 use switchyard_adapters::AdapterError;
 use switchyard_adapters::tokens;
-use switchyard_adapters::types::Usage;
+use switchyard_adapters::types::{Timings, Usage};
 use switchyard_policies::{Pricing, PromptClass, Reference, TokenCounts};
 use switchyard_router::latency::{LatencyStore, Observation};
 use switchyard_router::prefix::{PrefixChain, PrefixIndex};
@@ -221,28 +221,15 @@ impl RequestRecord {
         }
     }
 
-    /// Reads llama.cpp-style `timings` (`prompt_n`/`prompt_ms`,
-    /// `predicted_n`/`predicted_ms`, `draft_n`/`draft_n_accepted`) from a
-    /// response's extra fields.
-    pub fn timings(&mut self, extra: &serde_json::Map<String, serde_json::Value>) {
-        let Some(timings) = extra.get("timings") else {
+    /// Notes llama.cpp's `timings` of an answer: the prefill and decode
+    /// rates it measured, and its speculative drafts.
+    pub fn timings(&mut self, timings: Option<&Timings>) {
+        let Some(timings) = timings else {
             return;
         };
-        let rate = |n: &str, ms: &str| {
-            let n = timings.get(n)?.as_f64()?;
-            let ms = timings.get(ms)?.as_f64()?;
-            (n > 0.0 && ms > 0.0).then(|| n / ms * 1000.0)
-        };
-        self.reported_rates = (
-            rate("prompt_n", "prompt_ms"),
-            rate("predicted_n", "predicted_ms"),
-        );
-        let count = |n: &str| timings.get(n).and_then(serde_json::Value::as_u64);
-        if let Some(drafted) = count("draft_n") {
-            self.drafts = Some(Drafts {
-                drafted,
-                accepted: count("draft_n_accepted").unwrap_or(0).min(drafted),
-            });
+        self.reported_rates = (timings.prompt_rate(), timings.predicted_rate());
+        if let Some((drafted, accepted)) = timings.drafts() {
+            self.drafts = Some(Drafts { drafted, accepted });
         }
     }
 

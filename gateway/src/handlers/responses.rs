@@ -12,7 +12,7 @@ use serde_json::Value;
 use switchyard_adapters::EventStream;
 use switchyard_adapters::responses::{ResponseStream, chat_from_responses, response_from_chat};
 use switchyard_adapters::sse::{data_event, named_event};
-use switchyard_adapters::types::{ChatChunk, ChatRequest, ChatResponse, Extra, Usage};
+use switchyard_adapters::types::{ChatChunk, ChatRequest, ChatResponse, Extra, Timings, Usage};
 use switchyard_adapters::{AdapterError, Provider};
 use switchyard_router::{AnswerSummary, Decision, RequestView};
 

@@ -162,7 +162,7 @@ pub fn encode<E: Endpoint>(
                     }
                     st.record.usage(E::chunk_usage(&chunk));
                     E::chunk_output(&chunk, st.record.output());
-                    st.record.timings(E::chunk_extra(&chunk));
+                    st.record.timings(E::chunk_timings(&chunk));
                     if let Some((_, kept, _)) = &mut st.keep
                         && let Some(chunk) = (&chunk as &dyn Any).downcast_ref::<ChatChunk>()
                     {

@@ -6,7 +6,7 @@ use std::time::Instant;
 
 use futures_util::StreamExt;
 use serde_json::{Value, json};
-use switchyard_adapters::types::{ChatRequest, Extra};
+use switchyard_adapters::types::{ChatRequest, Timings};
 use switchyard_adapters::{AdapterError, Provider};
 use switchyard_policies::{Engine, PromptClass};
 
@@ -96,7 +96,7 @@ impl Target<'_> {
                 run.cached_tokens = usage.cached_tokens();
                 completion_tokens = Some(usage.completion_tokens);
             }
-            read_timings(&chunk.extra, &mut run);
+            read_timings(chunk.timings.as_ref(), &mut run);
         }
         let Some(first) = first else {
             return Err(AdapterError::Internal {
@@ -113,16 +113,15 @@ impl Target<'_> {
 }
 
 /// llama.cpp's `timings`: its prefill rate and drafts.
-fn read_timings(extra: &Extra, run: &mut Run) {
-    let Some(t) = extra.get("timings") else {
+fn read_timings(timings: Option<&Timings>, run: &mut Run) {
+    let Some(timings) = timings else {
         return;
     };
-    let n = |k: &str| t.get(k).and_then(Value::as_f64);
-    if let Some(rate) = n("prompt_per_second").filter(|r| r.is_finite() && *r > 0.0) {
+    if let Some(rate) = timings.prompt_per_second() {
         run.reported_prefill_tokens_per_s = Some(rate);
     }
-    if let Some(drafted) = n("draft_n") {
-        run.drafts = Some((drafted as u64, n("draft_n_accepted").unwrap_or(0.0) as u64));
+    if let Some(drafts) = timings.drafts() {
+        run.drafts = Some(drafts);
     }
 }
 
