@@ -90,6 +90,28 @@ async fn an_answer_without_its_object_field_is_completed() {
 }
 
 #[tokio::test]
+async fn a_success_status_that_is_no_chat_answer_is_a_bad_gateway() {
+    // Well-formed JSON with the top fields, but no choices: not passed on.
+    let (addr, _seen) = support::recording_server(
+        1,
+        r#"{"id":"c","object":"chat.completion","created":7,"model":"m","usage":{"prompt_tokens":1,"completion_tokens":1,"total_tokens":2}}"#,
+    )
+    .await;
+    let gateway = GatewayBuilder::new()
+        .openai("local", "small", &format!("http://{addr}/v1"), &[])
+        .start();
+    let reply = post_json(&gateway.url("/v1/chat/completions"), &chat("local", "hi")).await;
+    assert_eq!(reply.status, 502, "{:?}", reply.body);
+    assert!(
+        reply.error()["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("choices")),
+        "{:?}",
+        reply.body
+    );
+}
+
+#[tokio::test]
 async fn unknown_request_fields_reach_the_backend() {
     let upstream = fast_sim(&[]);
     let gateway = GatewayBuilder::new()

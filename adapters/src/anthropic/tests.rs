@@ -184,6 +184,7 @@ fn response(
         timings: None,
         extra: Map::new(),
         verbatim: None,
+        outlined: false,
     }
 }
 

@@ -183,6 +183,7 @@ impl SimBackend {
             timings: Some(timings),
             extra,
             verbatim: None,
+            outlined: false,
         })
     }
 

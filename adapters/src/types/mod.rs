@@ -8,6 +8,7 @@
 mod chat;
 mod completion;
 mod embedding;
+mod outline;
 mod timings;
 mod usage;
 pub(crate) mod with_extra;

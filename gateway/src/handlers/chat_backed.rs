@@ -69,7 +69,8 @@ macro_rules! chat_backed {
             provider: &dyn Provider,
             req: ChatRequest,
         ) -> BoxFuture<'_, Result<ChatResponse, AdapterError>> {
-            Chat::call(provider, req)
+            // Converted to another dialect: the whole answer is read.
+            provider.chat(req)
         }
         fn call_stream(
             provider: &dyn Provider,

@@ -104,7 +104,8 @@ impl Slot {
     /// Keeps a whole answer (chat-shaped ones only).
     pub fn put_whole(&self, answer: &dyn Any, backend: usize) {
         if let Some(resp) = answer.downcast_ref::<ChatResponse>() {
-            let mut resp = resp.clone();
+            // Whole, since another dialect's caller may be the one it answers.
+            let mut resp = resp.whole().into_owned();
             // The backend's bytes may be a slice of a larger read buffer;
             // a cached copy holds only the answer.
             resp.verbatim = resp.verbatim.map(|b| Bytes::copy_from_slice(&b));
