@@ -24,13 +24,6 @@ pub type CompletionStream = BoxStream<'static, Result<CompletionResponse, Adapte
 pub trait Provider: Send + Sync + 'static {
     fn chat(&self, req: ChatRequest) -> BoxFuture<'_, Result<ChatResponse, AdapterError>>;
 
-    /// The same, for a caller of OpenAI's dialect, which gets the backend's
-    /// bytes when they are in that dialect: a backend may then read only
-    /// the answer's outline ([`ChatResponse::outline`]).
-    fn chat_relayed(&self, req: ChatRequest) -> BoxFuture<'_, Result<ChatResponse, AdapterError>> {
-        self.chat(req)
-    }
-
     fn chat_stream(&self, req: ChatRequest) -> BoxFuture<'_, Result<ChatStream, AdapterError>>;
 
     fn completion(

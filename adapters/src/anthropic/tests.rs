@@ -184,7 +184,6 @@ fn response(
         timings: None,
         extra: Map::new(),
         verbatim: None,
-        outlined: false,
     }
 }
 

@@ -92,7 +92,6 @@ pub fn chat_from_message(resp: MessagesResponse) -> ChatResponse {
         timings: None,
         extra: Map::new(),
         verbatim: None,
-        outlined: false,
     }
 }
 

@@ -92,17 +92,6 @@ impl Provider for OpenAiClient {
         .boxed()
     }
 
-    fn chat_relayed(&self, req: ChatRequest) -> BoxFuture<'_, Result<ChatResponse, AdapterError>> {
-        async move {
-            let body = self.upstream.call("/chat/completions", &req, &[]).await?;
-            match ChatResponse::outline(body.clone()) {
-                Some(outline) => Ok(outline),
-                None => Ok(parse_json::<ChatResponse>(&body)?.with_verbatim(body)),
-            }
-        }
-        .boxed()
-    }
-
     fn chat_stream(&self, req: ChatRequest) -> BoxFuture<'_, Result<ChatStream, AdapterError>> {
         async move {
             self.upstream

@@ -183,7 +183,6 @@ impl SimBackend {
             timings: Some(timings),
             extra,
             verbatim: None,
-            outlined: false,
         })
     }
 

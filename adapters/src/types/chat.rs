@@ -262,13 +262,9 @@ pub struct ChatResponse {
     /// instead of a re-encoding of the same answer (see [`Self::with_verbatim`]).
     #[serde(skip)]
     pub verbatim: Option<Bytes>,
-    /// Only the outline was read (see [`Self::outline`]): `choices` and
-    /// `extra` are empty until [`Self::whole`] reads the bytes.
-    #[serde(skip)]
-    pub outlined: bool,
 }
 
-with_extra!(ChatResponse { id = "id": required, object = "object": optional, created = "created": optional, model = "model": optional, choices = "choices": required, usage = "usage": optional, system_fingerprint = "system_fingerprint": optional, timings = "timings": optional } skip: verbatim, outlined);
+with_extra!(ChatResponse { id = "id": required, object = "object": optional, created = "created": optional, model = "model": optional, choices = "choices": required, usage = "usage": optional, system_fingerprint = "system_fingerprint": optional, timings = "timings": optional } skip: verbatim);
 
 fn object_or_chat_completion<S: Serializer>(object: &str, out: S) -> Result<S::Ok, S::Error> {
     out.serialize_str(if object.is_empty() {

@@ -8,7 +8,6 @@
 mod chat;
 mod completion;
 mod embedding;
-mod outline;
 mod timings;
 mod usage;
 pub(crate) mod with_extra;

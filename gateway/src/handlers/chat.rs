@@ -183,7 +183,6 @@ impl Endpoint for Chat {
     }
 
     fn output_text(resp: &ChatResponse) -> String {
-        let resp = resp.whole();
         let mut out = String::new();
         for choice in &resp.choices {
             out.push_str(&choice.message.text());
@@ -216,7 +215,6 @@ impl Endpoint for Chat {
     }
 
     fn summarize(resp: &ChatResponse) -> AnswerSummary {
-        let resp = resp.whole();
         AnswerSummary {
             finish_reasons: resp
                 .choices
@@ -276,9 +274,7 @@ impl Endpoint for Chat {
         provider: &dyn Provider,
         req: ChatRequest,
     ) -> BoxFuture<'_, Result<ChatResponse, AdapterError>> {
-        // The caller gets the backend's own bytes when it spoke OpenAI's
-        // dialect too, so the choices are read only when asked for.
-        provider.chat_relayed(req)
+        provider.chat(req)
     }
 
     fn call_stream(

@@ -69,8 +69,7 @@ macro_rules! chat_backed {
             provider: &dyn Provider,
             req: ChatRequest,
         ) -> BoxFuture<'_, Result<ChatResponse, AdapterError>> {
-            // Converted to another dialect: the whole answer is read.
-            provider.chat(req)
+            Chat::call(provider, req)
         }
         fn call_stream(
             provider: &dyn Provider,

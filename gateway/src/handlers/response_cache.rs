@@ -104,8 +104,7 @@ impl Slot {
     /// Keeps a whole answer (chat-shaped ones only).
     pub fn put_whole(&self, answer: &dyn Any, backend: usize) {
         if let Some(resp) = answer.downcast_ref::<ChatResponse>() {
-            // Whole, since another dialect's caller may be the one it answers.
-            let mut resp = resp.whole().into_owned();
+            let mut resp = resp.clone();
             // The backend's bytes may be a slice of a larger read buffer;
             // a cached copy holds only the answer.
             resp.verbatim = resp.verbatim.map(|b| Bytes::copy_from_slice(&b));
