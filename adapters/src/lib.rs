@@ -4,6 +4,7 @@
 pub mod anthropic;
 pub mod engine_metrics;
 pub mod error;
+pub mod json;
 pub mod openai;
 pub mod provider;
 pub mod responses;

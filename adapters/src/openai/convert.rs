@@ -38,7 +38,7 @@ pub(crate) fn status_error(
 /// Parses one JSON document from the backend; an `{"error":...}` document
 /// (as servers send mid-stream) becomes the error it reports.
 pub(crate) fn parse_json<T: DeserializeOwned>(body: &[u8]) -> Result<T, AdapterError> {
-    serde_json::from_slice(body).map_err(|err| match serde_json::from_slice::<Value>(body) {
+    crate::json::from_bytes(body).map_err(|err| match serde_json::from_slice::<Value>(body) {
         Ok(value) if value.get("error").is_some() => {
             let status = value["error"]
                 .get("code")

@@ -58,7 +58,7 @@ pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, GatewayError> 
     }
     // The fast path tracks no field path; only a body that fails is parsed
     // again, to name the field in the error.
-    if let Ok(value) = serde_json::from_slice(bytes) {
+    if let Ok(value) = switchyard_adapters::json::from_bytes(bytes) {
         return Ok(value);
     }
     let mut de = serde_json::Deserializer::from_slice(bytes);
