@@ -76,7 +76,7 @@ impl OpenAiClient {
 
     async fn call<B: serde::Serialize, T: DeserializeOwned>(
         &self,
-        path: &str,
+        path: &'static str,
         body: &B,
     ) -> Result<T, AdapterError> {
         parse_json(&self.upstream.call(path, body, &[]).await?)
