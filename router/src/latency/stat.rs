@@ -33,17 +33,27 @@ impl Stat {
             return;
         }
         self.ewma = ALPHA * value + (1.0 - ALPHA) * self.ewma;
+        let place = |sorted: &[f64], x: f64| sorted.partition_point(|v| v.total_cmp(&x).is_lt());
         if self.window.len() == WINDOW
             && let Some(oldest) = self.window.pop_front()
         {
-            let at = self
-                .sorted
-                .partition_point(|v| v.total_cmp(&oldest).is_lt());
-            self.sorted.remove(at);
+            // The new sample takes the oldest one's place, shifting only the
+            // samples between the two (a remove then an insert shifts up to
+            // the whole window twice).
+            let from = place(&self.sorted, oldest);
+            let to = place(&self.sorted, value);
+            if to > from {
+                self.sorted.copy_within(from + 1..to, from);
+                self.sorted[to - 1] = value;
+            } else {
+                self.sorted.copy_within(to..from, to + 1);
+                self.sorted[to] = value;
+            }
+        } else {
+            let to = place(&self.sorted, value);
+            self.sorted.insert(to, value);
         }
         self.window.push_back(value);
-        let at = self.sorted.partition_point(|v| v.total_cmp(&value).is_lt());
-        self.sorted.insert(at, value);
     }
 
     pub fn mean(&self) -> f64 {
@@ -94,5 +104,20 @@ mod tests {
         assert_eq!(stat.sorted, last);
         assert_eq!(stat.quantile(0.0), last[0]);
         assert_eq!(stat.quantile(1.0), last[WINDOW - 1]);
+    }
+
+    #[test]
+    fn repeated_values_come_and_go_in_order() {
+        let mut stat = Stat::new(5.0);
+        let values: Vec<f64> = (1..=1000).map(|i| f64::from((i * 37) % 11)).collect();
+        for (n, v) in values.iter().enumerate() {
+            stat.observe(*v);
+            let mut expected: Vec<f64> = std::iter::once(5.0)
+                .chain(values[..=n].iter().copied())
+                .collect();
+            expected.drain(..expected.len().saturating_sub(WINDOW));
+            expected.sort_by(f64::total_cmp);
+            assert_eq!(stat.sorted, expected, "after {} samples", n + 1);
+        }
     }
 }
