@@ -11,6 +11,7 @@ use std::hint::black_box;
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use switchyard_adapters::anthropic::MessageStream;
+use switchyard_adapters::json::from_bytes;
 use switchyard_adapters::responses::ResponseStream;
 use switchyard_adapters::sse::{data_event, named_event};
 use switchyard_adapters::types::{ChatChunk, ChatRequest, ChatResponse};
@@ -104,11 +105,15 @@ fn json(c: &mut Criterion) {
     let request = br#"{"model":"auto","stream":false,"max_tokens":16,"temperature":0.7,"messages":[{"role":"system","content":"You are a helpful assistant."},{"role":"user","content":"Say something short about rivers and the sea."}]}"#;
     let answer = br#"{"id":"chatcmpl-sim0000000","object":"chat.completion","created":1796015271,"model":"sim","choices":[{"index":0,"message":{"role":"assistant","content":"[sim] prompt on fast slow and it with and queue first when answer it"},"finish_reason":"length"}],"usage":{"prompt_tokens":15,"completion_tokens":16,"total_tokens":31,"prompt_tokens_details":{"cached_tokens":0}},"system_fingerprint":"switchyard-sim","timings":{"cache_n":0,"predicted_ms":0.786921,"predicted_n":16,"prompt_ms":11.50845,"prompt_n":15}}"#;
     c.bench_function("json: decode a chat request", |b| {
-        b.iter(|| serde_json::from_slice::<ChatRequest>(black_box(request)).unwrap())
+        b.iter(|| from_bytes::<ChatRequest>(black_box(request)).unwrap())
     });
     c.bench_function("json: decode a chat answer", |b| {
-        b.iter(|| serde_json::from_slice::<ChatResponse>(black_box(answer)).unwrap())
+        b.iter(|| from_bytes::<ChatResponse>(black_box(answer)).unwrap())
     });
+    c.bench_function(
+        "json: decode a chat answer, UTF-8 checked per string",
+        |b| b.iter(|| serde_json::from_slice::<ChatResponse>(black_box(answer)).unwrap()),
+    );
     let decoded: ChatResponse = serde_json::from_slice(answer).unwrap();
     c.bench_function("json: encode a chat answer", |b| {
         b.iter(|| serde_json::to_vec(black_box(&decoded)).unwrap())
