@@ -180,7 +180,7 @@ impl SimBackend {
             choices,
             usage: Some(plan.usage()),
             system_fingerprint: Some("switchyard-sim".into()),
-            timings: Some(timings),
+            timings: Some(Box::new(timings)),
             extra,
             verbatim: None,
         })
@@ -282,7 +282,7 @@ impl SimBackend {
             script.push((Duration::ZERO, Ok(usage_chunk)));
         }
         if let Some((_, Ok(last))) = script.last_mut() {
-            last.timings = Some(timings);
+            last.timings = Some(Box::new(timings));
         }
         if plan.luck.reset {
             script::cut_with_reset(&mut script);

@@ -251,9 +251,10 @@ pub struct ChatResponse {
     pub usage: Option<Usage>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub system_fingerprint: Option<String>,
-    /// llama.cpp's measurements of this answer.
+    /// llama.cpp's measurements of this answer (boxed: most answers and
+    /// chunks have none, and chunks are held by the thousand).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub timings: Option<Timings>,
+    pub timings: Option<Box<Timings>>,
     #[serde(flatten)]
     pub extra: Extra,
     /// The backend's body this answer was read from, when the backend spoke
@@ -312,9 +313,9 @@ pub struct ChatChunk {
     pub usage: Option<Usage>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub system_fingerprint: Option<String>,
-    /// llama.cpp's measurements, on a stream's last chunk.
+    /// llama.cpp's measurements, on a stream's last chunk (boxed, as above).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub timings: Option<Timings>,
+    pub timings: Option<Box<Timings>>,
     #[serde(flatten)]
     pub extra: Extra,
 }

@@ -65,7 +65,7 @@ pub struct CompletionResponse {
     pub usage: Option<Usage>,
     /// llama.cpp's measurements (of a whole answer, or on a stream's last chunk).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub timings: Option<Timings>,
+    pub timings: Option<Box<Timings>>,
     #[serde(flatten)]
     pub extra: Extra,
 }

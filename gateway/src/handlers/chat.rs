@@ -207,11 +207,11 @@ impl Endpoint for Chat {
     }
 
     fn response_timings(resp: &ChatResponse) -> Option<&Timings> {
-        resp.timings.as_ref()
+        resp.timings.as_deref()
     }
 
     fn chunk_timings(chunk: &ChatChunk) -> Option<&Timings> {
-        chunk.timings.as_ref()
+        chunk.timings.as_deref()
     }
 
     fn summarize(resp: &ChatResponse) -> AnswerSummary {

@@ -133,11 +133,11 @@ impl Endpoint for Completions {
     }
 
     fn response_timings(resp: &CompletionResponse) -> Option<&Timings> {
-        resp.timings.as_ref()
+        resp.timings.as_deref()
     }
 
     fn chunk_timings(chunk: &CompletionResponse) -> Option<&Timings> {
-        chunk.timings.as_ref()
+        chunk.timings.as_deref()
     }
 
     fn summarize(resp: &CompletionResponse) -> AnswerSummary {

@@ -96,7 +96,7 @@ impl Target<'_> {
                 run.cached_tokens = usage.cached_tokens();
                 completion_tokens = Some(usage.completion_tokens);
             }
-            read_timings(chunk.timings.as_ref(), &mut run);
+            read_timings(chunk.timings.as_deref(), &mut run);
         }
         let Some(first) = first else {
             return Err(AdapterError::Internal {

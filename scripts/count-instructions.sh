@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# Instructions per request, counted by callgrind: a figure the host's noise
+# does not move, to check a change that timing runs cannot resolve. Runs a
+# release `switchyard sim` as the upstream and, under callgrind, a release
+# gateway with the overhead benchmark's feature set (auth with rate limits, a
+# split route, the SQLite ledger, metrics); sends 200 warm-up requests, then
+# counts 1,000 sequential ones. With `bare`, counts the benchmark's bare
+# hyper hop instead. Needs valgrind (apt-get install valgrind) and a release
+# build (cargo build --release; cargo bench --bench overhead --no-run for
+# the bare hop). Takes under a minute.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bin=target/release/switchyard
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+sim_port=19101
+gateway_port=19102
+key=sk-count-0123456789
+cat > "$work/gateway.yaml" <<YAML
+backends:
+  sim:
+    tier: small
+    openai: {base_url: 'http://127.0.0.1:$sim_port/v1'}
+    price: {usd_per_hour: 0.1}
+routes:
+  auto:
+    strategy: {split: {weights: {sim: 1}}}
+auth:
+  keys:
+    - {name: count, hash: '$("$bin" key-hash "$key")', requests_per_minute: 10000000, tokens_per_minute: 1000000000}
+ledger: {path: '$work/ledger.db'}
+YAML
+"$bin" sim --listen "127.0.0.1:$sim_port" --profile small --set base_ttft_ms=1 --set jitter=0 \
+  --set decode_tokens_per_s=20000 --set prefill_tokens_per_s=10000000 > "$work/sim.log" 2>&1 &
+sim=$!
+if [ "${1:-}" = bare ]; then
+  hop=$(ls -t target/release/deps/overhead-* | grep -v '\.d$' | head -1)
+  BARE_HOP_LISTEN="127.0.0.1:$gateway_port" BARE_HOP_UPSTREAM="http://127.0.0.1:$sim_port" \
+    valgrind --tool=callgrind --callgrind-out-file="$work/out" "$hop" > "$work/gateway.log" 2>&1 &
+else
+  SWITCHYARD_LOG=error valgrind --tool=callgrind --callgrind-out-file="$work/out" \
+    "$bin" serve --config "$work/gateway.yaml" --listen "127.0.0.1:$gateway_port" > "$work/gateway.log" 2>&1 &
+fi
+gateway=$!
+requests() {
+  python3 - "$1" "$gateway_port" "$key" <<'PY'
+import http.client, json, sys, time
+n, port, key = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+body = json.dumps({"model": "auto", "stream": False, "max_tokens": 16, "temperature": 0.7, "messages": [
+    {"role": "system", "content": "You are a helpful assistant."},
+    {"role": "user", "content": "Say something short about rivers and the sea."}]})
+for _ in range(120):
+    try:
+        c = http.client.HTTPConnection("127.0.0.1", port); c.request("GET", "/healthz"); c.getresponse().read(); break
+    except OSError:
+        time.sleep(0.5)
+c = http.client.HTTPConnection("127.0.0.1", port)
+for _ in range(n):
+    c.request("POST", "/v1/chat/completions", body, {"content-type": "application/json", "authorization": f"Bearer {key}"})
+    r = c.getresponse(); r.read()
+    assert r.status == 200, (r.status, r.read())
+PY
+}
+requests 200
+callgrind_control -z "$gateway" > /dev/null 2>&1
+requests 1000
+callgrind_control -d "$gateway" > /dev/null 2>&1
+sleep 1
+kill -TERM "$gateway" "$sim"
+wait "$gateway" "$sim" 2> /dev/null || true
+dump=$(ls "$work"/out.* | sort -t. -k2 -n | tail -1)
+total=$(callgrind_annotate "$dump" 2> /dev/null | grep -m1 'PROGRAM TOTALS' | awk '{print $1}' | tr -d ,)
+echo "$((total / 1000)) instructions per request (${1:-switchyard}; 1,000 sequential requests after 200)"
