@@ -24,16 +24,19 @@ pub fn json_bytes_response(status: StatusCode, json: Bytes) -> Response<Body> {
     let mut response = Response::new(Full::new(json).boxed_unsync());
     *response.status_mut() = status;
     let headers = response.headers_mut();
-    *headers = receipt_sized_headers();
+    *headers = with_room_for_receipts(1);
     headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
     response
 }
 
-/// Room for a model answer's headers: content type, six decision receipts
-/// and the request id. A map that starts empty grows (and rehashes) on the
+/// The six decision receipts and the request id, added on the way out.
+const RECEIPTS_AND_REQUEST_ID: usize = 7;
+
+/// A header map with room for a model answer's `own` headers and those
+/// added on the way out: one that starts empty grows (and rehashes) on the
 /// seventh header.
-fn receipt_sized_headers() -> HeaderMap {
-    HeaderMap::with_capacity(8)
+fn with_room_for_receipts(own: usize) -> HeaderMap {
+    HeaderMap::with_capacity(own + RECEIPTS_AND_REQUEST_ID)
 }
 
 /// A `text/event-stream` response whose events come from `events`, sent as
@@ -45,7 +48,7 @@ where
     let body = StreamBody::new(events.map(|bytes| Ok::<_, Infallible>(Frame::data(bytes))));
     let mut response = Response::new(BodyExt::boxed_unsync(body));
     let headers = response.headers_mut();
-    *headers = receipt_sized_headers();
+    *headers = with_room_for_receipts(3);
     headers.insert(CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
     headers.insert(CACHE_CONTROL, HeaderValue::from_static("no-cache"));
     // Tells nginx-style proxies in front of us not to buffer the stream.
