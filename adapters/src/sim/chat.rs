@@ -12,7 +12,7 @@ use crate::provider::ChatStream;
 use crate::tokens;
 use crate::types::{
     ChatChunk, ChatRequest, ChatResponse, Choice, ChunkChoice, Content, Delta, Message, Role,
-    ToolCallDelta, Usage, unix_now,
+    Timings, ToolCallDelta, Usage, unix_now,
 };
 
 /// Tool-call arguments are streamed in fragments of this many characters.
@@ -123,6 +123,24 @@ impl SimBackend {
         })
     }
 
+    /// The `timings` of a planned answer: its longest choice is what the
+    /// engine decoded for.
+    fn chat_timings(&self, plan: &ChatPlan) -> Timings {
+        let longest = plan
+            .choices
+            .iter()
+            .map(|(_, g)| g.completion_tokens)
+            .max()
+            .unwrap_or(0);
+        self.timings(
+            plan.prompt_tokens,
+            plan.cached,
+            longest,
+            plan.first,
+            &plan.gaps,
+        )
+    }
+
     pub(super) async fn chat_response(
         &self,
         req: ChatRequest,
@@ -150,19 +168,7 @@ impl SimBackend {
             })
             .collect();
         let mut extra = Map::new();
-        let longest = plan
-            .choices
-            .iter()
-            .map(|(_, g)| g.completion_tokens)
-            .max()
-            .unwrap_or(0);
-        let timings = self.timings(
-            plan.prompt_tokens,
-            plan.cached,
-            longest,
-            plan.first,
-            &plan.gaps,
-        );
+        let timings = self.chat_timings(&plan);
         if !req.extra.is_empty() {
             // Says which request fields reached the simulator without it
             // modelling them: how a caller sees its extensions arrived.
@@ -261,19 +267,7 @@ impl SimBackend {
                 Ok(chunk(index, Delta::default(), Some(g.finish_reason), None)),
             ));
         }
-        let longest = plan
-            .choices
-            .iter()
-            .map(|(_, g)| g.completion_tokens)
-            .max()
-            .unwrap_or(0);
-        let timings = self.timings(
-            plan.prompt_tokens,
-            plan.cached,
-            longest,
-            plan.first,
-            &plan.gaps,
-        );
+        let timings = self.chat_timings(&plan);
         if req.wants_stream_usage() {
             let usage_chunk = ChatChunk {
                 usage: Some(plan.usage()),
