@@ -4,7 +4,10 @@
 //! ledger, metrics) and through LiteLLM's proxy. Systems are interleaved
 //! and repeated; medians with min and max are reported, with CPU time per
 //! request (from /proc, all threads and child processes), peak RSS, and
-//! Switchyard's RSS idle and with 10,000 slow streams open.
+//! Switchyard's RSS idle and with 10,000 slow streams open. Each round also
+//! takes the fast systems' c=1 latency and their CPU per request at every
+//! level turn by turn (short turns in rotation), and reports Switchyard's
+//! ratio to the bare hop round by round.
 //!
 //! Run: `scripts/bench-overhead.sh` (installs LiteLLM into a cached venv,
 //! raises the open-file limit, then runs this with `LITELLM` set).
@@ -341,6 +344,8 @@ struct System {
     peak_rss_kb: u64,
     /// c=1 latencies (ms) from the turn-by-turn phase.
     turns: Vec<f64>,
+    /// CPU us per request from the turn-by-turn phase, one per round, by level.
+    turn_cpu: BTreeMap<usize, Vec<f64>>,
 }
 
 fn requests_at(concurrency: usize, slow: bool) -> usize {
@@ -387,26 +392,47 @@ async fn measure(system: &mut System) {
 /// hop and Switchyard in rotation, TURNS times per round.
 const TURN: usize = 100;
 const TURNS: usize = 10;
+/// Turns of this many requests at c=16 and c=64 (a tenth of a second or
+/// so each), for CPU per request taken the same way.
+const CPU_TURN: usize = 2000;
+const CPU_TURNS: usize = 8;
 
-/// The c=1 latency of the fast systems, taken turn by turn: a round's
-/// figures of one system are seconds apart from another's, and on a shared
-/// VM the latency drifts by more than the difference sought within that
-/// time (round medians of the same build differ by 100 us); in turns of a
-/// third of a second each, drift hits every system alike. LiteLLM, at
-/// 15 ms a request, is left out.
+/// The fast systems' figures taken turn by turn: a round's figures of one
+/// system are seconds apart from another's, and on a shared VM latency and
+/// CPU per request drift by more than the differences sought within that
+/// time (round medians of the same build differ by 100 us, and CPU at c=16
+/// by a third); in turns of a fraction of a second each, drift hits every
+/// system alike. At c=1 the turns give latency and CPU, at c=16 and c=64
+/// CPU. LiteLLM, at 15 ms a request, is left out.
 async fn take_turns(systems: &mut [System]) {
-    let mut fast: Vec<(&mut System, HttpClient)> = systems
-        .iter_mut()
-        .filter(|s| s.name != "litellm")
-        .map(|s| (s, client(1)))
-        .collect();
-    for (s, client) in &fast {
-        load(client, &s.url, s.auth, false, 1, 8).await;
-    }
-    for _ in 0..TURNS {
-        for (s, client) in &mut fast {
-            let run = load(client, &s.url, s.auth, false, 1, TURN).await;
-            s.turns.extend(run.latency);
+    for level in LEVELS {
+        let (turn, turns) = if level == 1 {
+            (TURN, TURNS)
+        } else {
+            (CPU_TURN, CPU_TURNS)
+        };
+        let mut fast: Vec<(&mut System, HttpClient, u64)> = systems
+            .iter_mut()
+            .filter(|s| s.name != "litellm")
+            .map(|s| (s, client(level), 0))
+            .collect();
+        for (s, client, _) in &fast {
+            load(client, &s.url, s.auth, false, level, level * 4).await;
+        }
+        for _ in 0..turns {
+            for (s, client, cpu) in &mut fast {
+                let pid = s.server.as_ref().map(|p| p.pid());
+                let before = pid.map_or(0, cpu_ns);
+                let run = load(client, &s.url, s.auth, false, level, turn).await;
+                *cpu += pid.map_or(0, cpu_ns) - before;
+                if level == 1 {
+                    s.turns.extend(run.latency);
+                }
+            }
+        }
+        for (s, _, cpu) in fast {
+            let per_request = cpu as f64 / 1000.0 / (turn * turns) as f64;
+            s.turn_cpu.entry(level).or_default().push(per_request);
         }
     }
 }
@@ -457,6 +483,17 @@ fn report(systems: &[System]) {
         println!(
             "c={level}: Switchyard/bare-hop CPU per request {:.2}x",
             cpu(sy) / cpu(bare)
+        );
+        // Each round's turns pair the two systems in time: the ratio per
+        // round, then its median.
+        let paired = sy.turn_cpu[&level].iter().zip(&bare.turn_cpu[&level]);
+        let (ratio, lo, hi) = spread(paired.clone().map(|(s, b)| s / b));
+        let (sy_cpu, bare_cpu) = (
+            spread(sy.turn_cpu[&level].iter().copied()).0,
+            spread(bare.turn_cpu[&level].iter().copied()).0,
+        );
+        println!(
+            "c={level}, turn by turn: Switchyard {sy_cpu:.1} us, bare hop {bare_cpu:.1} us CPU per request; Switchyard/bare-hop {ratio:.2}x ({lo:.2}-{hi:.2} over rounds)"
         );
         if let Some(lite) = by_name("litellm") {
             println!(
@@ -651,6 +688,7 @@ async fn run() {
             results: BTreeMap::new(),
             peak_rss_kb: 0,
             turns: Vec::new(),
+            turn_cpu: BTreeMap::new(),
         },
         System {
             name: "bare-hop",
@@ -660,6 +698,7 @@ async fn run() {
             results: BTreeMap::new(),
             peak_rss_kb: 0,
             turns: Vec::new(),
+            turn_cpu: BTreeMap::new(),
         },
         System {
             name: "switchyard",
@@ -669,6 +708,7 @@ async fn run() {
             results: BTreeMap::new(),
             peak_rss_kb: 0,
             turns: Vec::new(),
+            turn_cpu: BTreeMap::new(),
         },
     ];
     match &litellm_bin {
@@ -680,6 +720,7 @@ async fn run() {
             results: BTreeMap::new(),
             peak_rss_kb: 0,
             turns: Vec::new(),
+            turn_cpu: BTreeMap::new(),
         }),
         None => println!(
             "LITELLM is not set: LiteLLM is left out (scripts/bench-overhead.sh installs it)"
