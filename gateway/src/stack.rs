@@ -12,9 +12,6 @@ use hyper::body::Incoming;
 use tokio::net::TcpListener;
 use tower::ServiceBuilder;
 use tower_http::catch_panic::CatchPanicLayer;
-use tower_http::request_id::{
-    MakeRequestId, PropagateRequestIdLayer, RequestId, SetRequestIdLayer,
-};
 use tower_http::sensitive_headers::SetSensitiveRequestHeadersLayer;
 use tower_http::trace::{DefaultOnFailure, TraceLayer};
 
@@ -23,8 +20,8 @@ use crate::app::App;
 use crate::error::GatewayError;
 use crate::handlers;
 use crate::http::Body;
+use crate::http::request_id::{REQUEST_ID, RequestIdLayer};
 
-const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 const X_API_KEY: HeaderName = HeaderName::from_static("x-api-key");
 
 /// Serves the gateway on `listener` until `shutdown` resolves, then drains
@@ -33,14 +30,14 @@ const X_API_KEY: HeaderName = HeaderName::from_static("x-api-key");
 /// Middleware, outermost first:
 /// 1. `CatchPanicLayer`: a panic anywhere below becomes a 500 in the OpenAI
 ///    error shape instead of a dropped connection.
-/// 2. `SetRequestIdLayer`: every request gets an `x-request-id` (the caller's
-///    own when it sent one), so logs and support tickets can name it.
+/// 2. `RequestIdLayer`: every request gets an `x-request-id` (the caller's
+///    own when it sent one), so logs and support tickets can name it, and
+///    its response carries the same id.
 /// 3. `TraceLayer`: one span per request, carrying that id; everything logged
 ///    while serving it is inside the span.
 /// 4. `SetSensitiveRequestHeadersLayer`: API keys and cookies are marked
 ///    sensitive so no layer or log below prints them.
-/// 5. `PropagateRequestIdLayer`: echoes `x-request-id` on the response.
-/// 6. `AuthLayer`: resolves the virtual key (401 when missing or unknown,
+/// 5. `AuthLayer`: resolves the virtual key (401 when missing or unknown,
 ///    when keys are configured) and applies its requests-per-minute limit
 ///    (429), before any body is read. Tokens-per-minute and budgets need the
 ///    body and are applied at admission.
@@ -56,7 +53,7 @@ pub async fn serve(
     let handler_app = app.clone();
     let service = ServiceBuilder::new()
         .layer(CatchPanicLayer::custom(panic_response))
-        .layer(SetRequestIdLayer::new(REQUEST_ID, RandomUuid))
+        .layer(RequestIdLayer)
         .layer(TraceLayer::new_for_http().make_span_with(|req: &Request<Incoming>| {
             let id = req.headers().get(REQUEST_ID).and_then(|v| v.to_str().ok()).unwrap_or("-");
             tracing::info_span!("request", method = %req.method(), path = %req.uri().path(), id = %id)
@@ -65,7 +62,6 @@ pub async fn serve(
         // request record; it is not an error of the gateway's own.
         .on_failure(DefaultOnFailure::new().level(tracing::Level::WARN)))
         .layer(SetSensitiveRequestHeadersLayer::new([AUTHORIZATION, PROXY_AUTHORIZATION, COOKIE, X_API_KEY]))
-        .layer(PropagateRequestIdLayer::new(REQUEST_ID))
         .layer(AuthLayer::new(app.keys.clone(), app.rates.clone()))
         .service_fn(move |req: Request<Incoming>| {
             let app = handler_app.clone();
@@ -87,18 +83,6 @@ pub async fn serve(
 /// Request ids are random (version 4) UUIDs drawn from the thread's
 /// generator, which the OS reseeds: tower-http's `MakeRequestUuid` asks the
 /// kernel for fresh bytes on every request, a system call each time.
-#[derive(Clone, Copy)]
-struct RandomUuid;
-
-impl MakeRequestId for RandomUuid {
-    fn make_request_id<B>(&mut self, _request: &Request<B>) -> Option<RequestId> {
-        let uuid = uuid::Builder::from_random_bytes(rand::random()).into_uuid();
-        let mut text = [0u8; uuid::fmt::Hyphenated::LENGTH];
-        let text = uuid.hyphenated().encode_lower(&mut text);
-        http::HeaderValue::from_str(text).ok().map(RequestId::new)
-    }
-}
-
 fn panic_response(panic: Box<dyn Any + Send + 'static>) -> Response<Body> {
     let detail = panic
         .downcast_ref::<String>()

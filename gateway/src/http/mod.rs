@@ -2,6 +2,7 @@
 //! JSON and SSE responses, reading request bodies within limits.
 
 mod request;
+pub mod request_id;
 mod response;
 pub mod server;
 
