@@ -5,7 +5,7 @@ use std::sync::OnceLock;
 
 use tiktoken_rs::CoreBPE;
 
-use crate::types::ChatRequest;
+use crate::types::{ChatRequest, Message};
 
 /// Tokens the chat template adds per message, as OpenAI documents for its
 /// chat models.
@@ -171,14 +171,16 @@ pub fn estimate(text: &str) -> usize {
 /// The text a chat request's prompt is made of, in order, and the tokens
 /// the chat template adds around it. Used for counting and prefix hashing.
 pub fn prompt_text_and_overhead(req: &ChatRequest) -> (String, usize) {
-    let mut text = String::new();
+    // Sized for the messages' text, so appending them does not regrow it.
+    let texts: usize = req.messages.iter().map(Message::text_len).sum();
+    let mut text = String::with_capacity(texts);
     if let Some(tools) = &req.tools {
         for tool in tools {
             text.push_str(&serde_json::to_string(&tool.function).unwrap_or_default());
         }
     }
     for message in &req.messages {
-        text.push_str(&message.text());
+        message.push_text(&mut text);
         for call in message.tool_calls.iter().flatten() {
             text.push_str(&call.function.name);
             text.push_str(&call.function.arguments);

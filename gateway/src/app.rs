@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 use std::time::Duration;
 
+use http::HeaderValue;
 use switchyard_adapters::anthropic::AnthropicClient;
 use switchyard_adapters::openai::OpenAiClient;
 use switchyard_adapters::sim::SimBackend;
@@ -27,6 +28,8 @@ use crate::metrics::Metrics;
 /// A backend ready to call.
 pub struct BackendHandle {
     pub name: String,
+    /// `name` as the backend receipt's value, made once.
+    pub name_receipt: Option<HeaderValue>,
     pub tier: Tier,
     pub upstream_model: String,
     /// Servers of this model (one unless the config lists replicas).
@@ -140,6 +143,8 @@ pub struct App {
     pub metrics: Arc<Metrics>,
     /// Each route's response cache, where it has one (by route index).
     pub response_caches: Vec<Option<Arc<ResponseCache>>>,
+    /// Each route's name as the route receipt's value (by route index).
+    pub route_receipts: Vec<Option<HeaderValue>>,
     in_flight: Arc<Semaphore>,
     shutting_down: AtomicBool,
 }
@@ -179,6 +184,11 @@ impl App {
                 .routes
                 .values()
                 .map(|r| r.response_cache.map(|c| Arc::new(ResponseCache::new(c))))
+                .collect(),
+            route_receipts: config
+                .routes
+                .keys()
+                .map(|name| HeaderValue::from_str(name).ok())
                 .collect(),
             in_flight: Arc::new(Semaphore::new(config.server.max_concurrent_requests)),
             shutting_down: AtomicBool::new(false),
@@ -309,6 +319,8 @@ fn build_backend(backend: &Backend) -> anyhow::Result<BackendHandle> {
     };
     Ok(BackendHandle {
         name: backend.name.clone(),
+        // Config validation keeps names to a header-safe alphabet.
+        name_receipt: HeaderValue::from_str(&backend.name).ok(),
         tier: backend.tier,
         upstream_model: backend.upstream_model.clone(),
         replicas: replicas

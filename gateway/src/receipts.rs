@@ -45,12 +45,11 @@ impl Served {
 
 pub fn apply(app: &App, decision: &Decision, served: Served, headers: &mut HeaderMap) {
     let backend = &app.backends[served.backend];
-    // Config validation keeps names to a header-safe alphabet.
-    let value = |s: &str| HeaderValue::from_str(s).ok();
-    if let Some(route) = decision.route.and_then(|r| value(app.router.route_name(r))) {
+    let route = decision.route.and_then(|r| app.route_receipts[r].clone());
+    if let Some(route) = route {
         headers.insert(ROUTE, route);
     }
-    if let Some(name) = value(&backend.name) {
+    if let Some(name) = backend.name_receipt.clone() {
         headers.insert(BACKEND, name);
     }
     headers.insert(TIER, HeaderValue::from_static(backend.tier.as_str()));

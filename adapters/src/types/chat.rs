@@ -127,14 +127,38 @@ impl Message {
 
     /// The text of the message: its string content, or its text parts joined.
     pub fn text(&self) -> String {
+        let mut text = String::new();
+        self.push_text(&mut text);
+        text
+    }
+
+    /// The length of [`Self::text`] in bytes, without making it.
+    pub fn text_len(&self) -> usize {
         match &self.content {
-            None => String::new(),
-            Some(Content::Text(text)) => text.clone(),
-            Some(Content::Parts(parts)) => parts
-                .iter()
-                .filter_map(|p| p.text.as_deref())
-                .collect::<Vec<_>>()
-                .join("\n"),
+            None => 0,
+            Some(Content::Text(text)) => text.len(),
+            Some(Content::Parts(parts)) => {
+                let texts = parts.iter().filter_map(|p| p.text.as_deref());
+                let (count, bytes) = texts.fold((0usize, 0), |(n, len), t| (n + 1, len + t.len()));
+                bytes + count.saturating_sub(1)
+            }
+        }
+    }
+
+    /// Appends [`Self::text`] to `out`, without a string of its own.
+    pub fn push_text(&self, out: &mut String) {
+        match &self.content {
+            None => {}
+            Some(Content::Text(text)) => out.push_str(text),
+            Some(Content::Parts(parts)) => {
+                let texts = parts.iter().filter_map(|p| p.text.as_deref());
+                for (i, text) in texts.enumerate() {
+                    if i > 0 {
+                        out.push('\n');
+                    }
+                    out.push_str(text);
+                }
+            }
         }
     }
 }
@@ -445,6 +469,35 @@ with_extra!(FunctionCallDelta { name = "name": optional, arguments = "arguments"
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A message's text is its string, or its text parts joined by newlines
+    /// (other parts left out); its length and appending agree with it.
+    #[test]
+    fn text_joins_text_parts_and_its_length_agrees() {
+        let message = |content: serde_json::Value| -> Message {
+            serde_json::from_value(serde_json::json!({"role": "user", "content": content})).unwrap()
+        };
+        let cases = [
+            (message(serde_json::json!("héllo")), "héllo"),
+            (message(serde_json::json!(null)), ""),
+            (message(serde_json::json!([])), ""),
+            (
+                message(serde_json::json!([
+                    {"type": "text", "text": "one"},
+                    {"type": "image_url", "image_url": {"url": "data:,"}},
+                    {"type": "text", "text": "two"}
+                ])),
+                "one\ntwo",
+            ),
+        ];
+        for (message, text) in cases {
+            assert_eq!(message.text(), text);
+            assert_eq!(message.text_len(), text.len());
+            let mut out = String::from(">");
+            message.push_text(&mut out);
+            assert_eq!(out, format!(">{text}"));
+        }
+    }
 
     #[test]
     fn unknown_fields_survive_a_round_trip() {

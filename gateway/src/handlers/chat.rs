@@ -185,7 +185,7 @@ impl Endpoint for Chat {
     fn output_text(resp: &ChatResponse) -> String {
         let mut out = String::new();
         for choice in &resp.choices {
-            out.push_str(&choice.message.text());
+            choice.message.push_text(&mut out);
             for call in choice.message.tool_calls.iter().flatten() {
                 out.push_str(&call.function.name);
                 out.push_str(&call.function.arguments);

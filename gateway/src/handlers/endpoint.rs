@@ -290,7 +290,7 @@ async fn dispatch<E: Endpoint>(
     app: &App,
     decision: &Decision,
     request: E::Request,
-    context: RequestContext,
+    context: Arc<RequestContext>,
     size: Size,
     mut slot: Option<Slot>,
 ) -> (Result<Response<Body>, GatewayError>, Served) {

@@ -6,7 +6,7 @@
 //! by the worst case of the hedges it started.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures_util::StreamExt;
@@ -79,7 +79,7 @@ async fn until_output<E: Endpoint>(
 /// allowance and the backend's capacity all allow.
 async fn hedge_leg(
     app: &App,
-    context: &RequestContext,
+    context: &Arc<RequestContext>,
     size: Size,
     backend_index: usize,
     cap: Option<f64>,
@@ -127,7 +127,7 @@ async fn hedge_leg(
 #[allow(clippy::too_many_arguments)]
 pub async fn race<E: Endpoint>(
     app: &App,
-    context: &RequestContext,
+    context: &Arc<RequestContext>,
     size: Size,
     mut primary: Leg,
     primary_req: E::Request,

@@ -39,12 +39,13 @@ pub async fn handle(app: Arc<App>, req: Request<Incoming>) -> Response<Body> {
     // Accept both `/v1/...` and bare paths: clients disagree on whether the
     // base URL they are given ends in /v1.
     let path = req.uri().path();
-    let endpoint = path
-        .strip_prefix("/v1")
-        .filter(|rest| rest.starts_with('/'))
-        .unwrap_or(path)
-        .to_owned();
-    let result = match endpoint.as_str() {
+    let dialect = Dialect::of_path(path);
+    let endpoint = known_endpoint(
+        path.strip_prefix("/v1")
+            .filter(|rest| rest.starts_with('/'))
+            .unwrap_or(path),
+    );
+    let result = match endpoint {
         "/chat/completions" => match allow(&req, Method::POST, "POST") {
             Ok(()) => endpoint::serve::<chat::Chat>(&app, req).await,
             Err(err) => Err(err),
@@ -85,10 +86,33 @@ pub async fn handle(app: Arc<App>, req: Request<Incoming>) -> Response<Body> {
         "/metrics" => allow(&req, Method::GET, "GET").map(|()| health::metrics(&app)),
         "/readyz" => Ok(health::ready(&app)),
         _ => Err(GatewayError::NotFound {
-            path: path.to_owned(),
+            path: req.uri().path().to_owned(),
         }),
     };
-    result.unwrap_or_else(|err| err.into_response_for(Dialect::of_path(&endpoint)))
+    result.unwrap_or_else(|err| err.into_response_for(dialect))
+}
+
+/// The paths served (after any `/v1`), as `'static` strings: the request
+/// itself moves into its endpoint, and a copy of its path would cost an
+/// allocation on every request.
+const ENDPOINTS: [&str; 13] = [
+    "/chat/completions",
+    "/messages",
+    "/messages/count_tokens",
+    "/",
+    "/responses",
+    "/completions",
+    "/embeddings",
+    "/route/explain",
+    "/models",
+    "/admin/spend",
+    "/healthz",
+    "/metrics",
+    "/readyz",
+];
+
+fn known_endpoint(path: &str) -> &'static str {
+    ENDPOINTS.iter().copied().find(|e| *e == path).unwrap_or("")
 }
 
 fn allow(

@@ -26,8 +26,7 @@ use crate::ledger::{Drafts, Ledger, LedgerRow};
 use crate::metrics::Metrics;
 
 /// Who asked and how the request was routed: the same for every backend a
-/// request tries.
-#[derive(Clone)]
+/// request tries, so shared among their records.
 pub struct RequestContext {
     pub endpoint: &'static str,
     pub dialect: Dialect,
@@ -60,8 +59,8 @@ impl RequestContext {
         model: String,
         decision: &Decision,
         prompt: (String, usize),
-    ) -> Self {
-        RequestContext {
+    ) -> Arc<Self> {
+        Arc::new(RequestContext {
             endpoint,
             dialect,
             model,
@@ -81,12 +80,12 @@ impl RequestContext {
             class: decision.features.prompt_class(),
             prefix: decision.features.prefix.clone(),
             prompt_tokens: decision.features.prompt_tokens,
-        }
+        })
     }
 }
 
 pub struct RequestRecord {
-    context: RequestContext,
+    context: Arc<RequestContext>,
     backend_index: usize,
     backend: String,
     latency: Arc<dyn LatencyStore>,
@@ -133,7 +132,7 @@ impl RequestRecord {
     /// is what the router expected of it, when it predicted this backend.
     pub fn new(
         app: &App,
-        context: RequestContext,
+        context: Arc<RequestContext>,
         backend_index: usize,
         reason: Reason,
         reservation: Option<Reservation>,
@@ -155,7 +154,7 @@ impl RequestRecord {
     /// `backend_index`: free, and no backend's figures change.
     pub fn cache_hit(
         app: &App,
-        context: RequestContext,
+        context: Arc<RequestContext>,
         backend_index: usize,
         reason: Reason,
     ) -> Self {
@@ -165,7 +164,12 @@ impl RequestRecord {
         record
     }
 
-    fn blank(app: &App, context: RequestContext, backend_index: usize, reason: Reason) -> Self {
+    fn blank(
+        app: &App,
+        context: Arc<RequestContext>,
+        backend_index: usize,
+        reason: Reason,
+    ) -> Self {
         let backend = &app.backends[backend_index];
         let ts_ms = SystemTime::now()
             .duration_since(UNIX_EPOCH)

@@ -158,7 +158,7 @@ fn key(scope: &str, request: &ChatRequest) -> u128 {
 pub async fn replay<E: Endpoint>(
     app: &App,
     mut request: E::Request,
-    context: RequestContext,
+    context: Arc<RequestContext>,
     cached: &Cached,
     decision: &Decision,
 ) -> Option<Response<Body>> {
