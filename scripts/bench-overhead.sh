@@ -3,7 +3,7 @@
 # a bare hyper hop, Switchyard and LiteLLM's proxy, measured side by side.
 # Installs LiteLLM (pinned, with its proxy extras) into a venv cached under
 # ~/.cache/switchyard, raises the open-file limit for 10,000 open streams,
-# and prints the figures. Takes about fourteen minutes.
+# and prints the figures. Takes about seventeen minutes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cache="${SWITCHYARD_CACHE:-$HOME/.cache/switchyard}"
