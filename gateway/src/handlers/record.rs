@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use futures_util::future::{BoxFuture, Either};
+use http::HeaderValue;
 use http::request::Parts;
 use switchyard_adapters::AdapterError;
 use switchyard_adapters::tokens;
@@ -22,6 +23,7 @@ use crate::access::{Caller, RateLimits, Reservation};
 use crate::app::{Admission, App};
 use crate::breaker::Breaker;
 use crate::error::{Dialect, GatewayError};
+use crate::http::request_id::REQUEST_ID;
 use crate::ledger::{Drafts, Ledger, LedgerRow};
 use crate::metrics::Metrics;
 
@@ -32,9 +34,10 @@ pub struct RequestContext {
     pub dialect: Dialect,
     /// The model name the caller asked for.
     pub model: String,
-    pub request_id: Option<String>,
+    /// The request's `x-request-id` (a shared copy of the header's bytes).
+    pub request_id: Option<HeaderValue>,
     pub caller: Option<Caller>,
-    pub route: Option<String>,
+    pub route: Option<Arc<str>>,
     pub profile: Option<&'static str>,
     /// The prompt as text, and the tokens the chat template adds, for
     /// counting when the backend reports no usage.
@@ -64,13 +67,9 @@ impl RequestContext {
             endpoint,
             dialect,
             model,
-            request_id: parts
-                .headers
-                .get("x-request-id")
-                .and_then(|v| v.to_str().ok())
-                .map(str::to_owned),
+            request_id: parts.headers.get(REQUEST_ID).cloned(),
             caller: parts.extensions.get::<Caller>().cloned(),
-            route: decision.route.map(|r| app.router.route_name(r).to_owned()),
+            route: decision.route.map(|r| app.route_names[r].clone()),
             profile: decision.features.profile.map(|p| p.name()),
             prompt: Arc::new(prompt),
             estimated_tokens: decision
@@ -389,11 +388,14 @@ impl RequestRecord {
         }
         let row = LedgerRow {
             ts_ms: self.ts_ms,
-            request_id: self.context.request_id.clone(),
+            request_id: (self.context.request_id.as_ref())
+                .and_then(|id| id.to_str().ok())
+                .map(str::to_owned),
             key: key.as_ref().map(|k| k.name.clone()),
             team: key.as_ref().and_then(|k| k.team.clone()),
             route: self.context.route.clone(),
-            backend: self.backend.clone(),
+            // Taken: the row is made once, and the record needs no name after.
+            backend: std::mem::take(&mut self.backend),
             tier: self.tier,
             profile: self.context.profile,
             dialect: self.context.dialect.name(),

@@ -1,3 +1,5 @@
+use std::sync::Arc;
+
 use switchyard_policies::{PromptClass, TokenCounts};
 
 /// One request's record.
@@ -8,7 +10,7 @@ pub struct LedgerRow {
     pub request_id: Option<String>,
     pub key: Option<String>,
     pub team: Option<String>,
-    pub route: Option<String>,
+    pub route: Option<Arc<str>>,
     pub backend: String,
     pub tier: &'static str,
     pub profile: Option<&'static str>,
