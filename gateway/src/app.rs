@@ -145,8 +145,6 @@ pub struct App {
     pub response_caches: Vec<Option<Arc<ResponseCache>>>,
     /// Each route's name as the route receipt's value (by route index).
     pub route_receipts: Vec<Option<HeaderValue>>,
-    /// Each route's name, shared by the records and rows that name it.
-    pub route_names: Vec<Arc<str>>,
     in_flight: Arc<Semaphore>,
     shutting_down: AtomicBool,
 }
@@ -191,11 +189,6 @@ impl App {
                 .routes
                 .keys()
                 .map(|name| HeaderValue::from_str(name).ok())
-                .collect(),
-            route_names: config
-                .routes
-                .keys()
-                .map(|name| Arc::from(name.as_str()))
                 .collect(),
             in_flight: Arc::new(Semaphore::new(config.server.max_concurrent_requests)),
             shutting_down: AtomicBool::new(false),

@@ -38,7 +38,8 @@ pub enum RouteError {
 }
 
 struct CompiledRoute {
-    name: String,
+    /// Shared: every request record and ledger row of the route names it.
+    name: Arc<str>,
     profile: Option<Profile>,
     policy: Policy,
     fallbacks: Vec<usize>,
@@ -193,7 +194,7 @@ impl Router {
                 models.insert(name.clone(), Target::Route(number));
             }
             routes.push(CompiledRoute {
-                name: route.name.clone(),
+                name: Arc::from(route.name.as_str()),
                 profile: route.profile,
                 policy,
                 fallbacks: route.fallbacks.iter().map(|b| at(b)).collect(),
@@ -309,6 +310,11 @@ impl Router {
 
     pub fn route_name(&self, route: usize) -> &str {
         &self.routes[route].name
+    }
+
+    /// The route's name as a shared string, for records that keep it.
+    pub fn shared_route_name(&self, route: usize) -> Arc<str> {
+        self.routes[route].name.clone()
     }
 
     /// Every model name a caller may use, routes first.
@@ -576,7 +582,7 @@ impl Router {
         });
         Ok(Explanation {
             model: view.model.to_owned(),
-            route: route.map(|r| r.name.clone()),
+            route: route.map(|r| r.name.to_string()),
             strategy: route.map_or("direct", |r| r.policy.name()),
             backend: self.backends[decision.primary()].clone(),
             targets: decision

@@ -69,7 +69,7 @@ impl RequestContext {
             model,
             request_id: parts.headers.get(REQUEST_ID).cloned(),
             caller: parts.extensions.get::<Caller>().cloned(),
-            route: decision.route.map(|r| app.route_names[r].clone()),
+            route: decision.route.map(|r| app.router.shared_route_name(r)),
             profile: decision.features.profile.map(|p| p.name()),
             prompt: Arc::new(prompt),
             estimated_tokens: decision
@@ -388,7 +388,10 @@ impl RequestRecord {
         }
         let row = LedgerRow {
             ts_ms: self.ts_ms,
-            request_id: (self.context.request_id.as_ref())
+            request_id: self
+                .context
+                .request_id
+                .as_ref()
                 .and_then(|id| id.to_str().ok())
                 .map(str::to_owned),
             key: key.as_ref().map(|k| k.name.clone()),
