@@ -17,6 +17,8 @@
 //! `OVERHEAD_PROFILE_STREAM`) under steady load for `OVERHEAD_PROFILE_SECS`
 //! (60), printing its PID and CPU per request as it goes, for
 //! `perf record -p`; `OVERHEAD_STREAMS_ONLY` runs only the memory check.
+//! `OVERHEAD_AB=<path to another switchyard binary>` compares this build
+//! with that one in turns only (see `compare_builds`).
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)] // a benchmark's job is to print
 
@@ -129,7 +131,7 @@ const KEY: &str = "sk-bench-0123456789";
 
 /// Switchyard with the default feature set: a virtual key with rate limits,
 /// a split route, the SQLite ledger, metrics.
-async fn switchyard(upstream: &str) -> Proc {
+async fn switchyard(upstream: &str, bin: &str) -> Proc {
     let dir = temp_dir("switchyard");
     let hash = String::from_utf8(
         Command::new(switchyard_bin())
@@ -148,7 +150,7 @@ async fn switchyard(upstream: &str) -> Proc {
     let listen = format!("127.0.0.1:{port}");
     let config_path = dir.join("switchyard.yaml");
     pinned(
-        switchyard_bin(),
+        bin,
         &[
             "serve",
             "--config",
@@ -348,6 +350,22 @@ struct System {
     turn_cpu: BTreeMap<usize, Vec<f64>>,
 }
 
+impl System {
+    fn new(name: &'static str, url: String, server: Option<Proc>, auth: bool) -> Self {
+        let url = server.as_ref().map_or(url, |s| s.url.clone());
+        System {
+            name,
+            server,
+            url,
+            auth,
+            results: BTreeMap::new(),
+            peak_rss_kb: 0,
+            turns: Vec::new(),
+            turn_cpu: BTreeMap::new(),
+        }
+    }
+}
+
 fn requests_at(concurrency: usize, slow: bool) -> usize {
     match (concurrency, slow) {
         (1, false) => 2000,
@@ -543,7 +561,7 @@ async fn open_streams() {
         "max_queue=100000",
     ])
     .await;
-    let gateway = switchyard(&slow.url).await;
+    let gateway = switchyard(&slow.url, switchyard_bin()).await;
     let pid = gateway.pid();
     tokio::time::sleep(Duration::from_millis(500)).await;
     let idle = rss_kb(pid, "VmRSS:");
@@ -592,7 +610,7 @@ async fn profile_load(sim: &Proc, concurrency: usize) {
     let gateway = if bare {
         bare_hop(&sim.url).await
     } else {
-        switchyard(&sim.url).await
+        switchyard(&sim.url, switchyard_bin()).await
     };
     println!("pid {}", gateway.pid());
     let client = client(concurrency);
@@ -609,6 +627,80 @@ async fn profile_load(sim: &Proc, concurrency: usize) {
             quantile(&mut run.latency, 0.5)
         );
     }
+}
+
+/// Rounds of the quick comparison of two builds.
+const AB_ROUNDS: usize = 9;
+
+/// This build against another Switchyard binary (`OVERHEAD_AB=<path>`, a
+/// copy of an earlier build), in turns only: a few minutes, for a change
+/// too small for the full run's noise to show. Each round takes both builds
+/// and the bare hop in rotation; per round, the ratio of this build's CPU
+/// per request to the other's, and the c=1 latency of each.
+async fn compare_builds(sim: &Proc, base_bin: &str) {
+    let mut systems = vec![
+        System::new("direct", sim.url.clone(), None, false),
+        System::new(
+            "bare-hop",
+            String::new(),
+            Some(bare_hop(&sim.url).await),
+            false,
+        ),
+        System::new(
+            "base",
+            String::new(),
+            Some(switchyard(&sim.url, base_bin).await),
+            true,
+        ),
+        System::new(
+            "this",
+            String::new(),
+            Some(switchyard(&sim.url, switchyard_bin()).await),
+            true,
+        ),
+    ];
+    for round in 0..AB_ROUNDS {
+        take_turns(&mut systems).await;
+        // The builds swap places in the rotation each round, so neither
+        // always follows the other.
+        systems.swap(2, 3);
+        println!("round {}/{AB_ROUNDS} done", round + 1);
+    }
+    let by_name = |name: &str| systems.iter().find(|s| s.name == name).unwrap();
+    let (direct, bare, base, this) = (
+        by_name("direct"),
+        by_name("bare-hop"),
+        by_name("base"),
+        by_name("this"),
+    );
+    for level in LEVELS {
+        let ratio = |a: &System, b: &System| {
+            spread(
+                a.turn_cpu[&level]
+                    .iter()
+                    .zip(&b.turn_cpu[&level])
+                    .map(|(a, b)| a / b),
+            )
+        };
+        let (r, lo, hi) = ratio(this, base);
+        let median_cpu = |s: &System| spread(s.turn_cpu[&level].iter().copied()).0;
+        println!(
+            "c={level}: CPU per request this {:.1} us, base {:.1} us, bare hop {:.1} us; this/base {r:.3}x ({lo:.3}-{hi:.3}), this/bare {:.2}x, base/bare {:.2}x",
+            median_cpu(this),
+            median_cpu(base),
+            median_cpu(bare),
+            ratio(this, bare).0,
+            ratio(base, bare).0,
+        );
+    }
+    let turn_p50 = |s: &System| quantile(&mut s.turns.clone(), 0.5) * 1000.0;
+    let direct_p50 = turn_p50(direct);
+    println!(
+        "c=1 added p50 over direct: this {:.1} us, base {:.1} us, bare hop {:.1} us",
+        turn_p50(this) - direct_p50,
+        turn_p50(base) - direct_p50,
+        turn_p50(bare) - direct_p50,
+    );
 }
 
 /// The bare pass-through, when this binary is started as one.
@@ -678,58 +770,35 @@ async fn run() {
     if let Ok(level) = std::env::var("OVERHEAD_PROFILE") {
         return profile_load(&sim, level.parse().unwrap()).await;
     }
+    if let Ok(base) = std::env::var("OVERHEAD_AB") {
+        return compare_builds(&sim, &base).await;
+    }
     let litellm_bin = std::env::var("LITELLM").ok();
     let mut systems = vec![
-        System {
-            name: "direct",
-            server: None,
-            url: sim.url.clone(),
-            auth: false,
-            results: BTreeMap::new(),
-            peak_rss_kb: 0,
-            turns: Vec::new(),
-            turn_cpu: BTreeMap::new(),
-        },
-        System {
-            name: "bare-hop",
-            url: String::new(),
-            server: Some(bare_hop(&sim.url).await),
-            auth: false,
-            results: BTreeMap::new(),
-            peak_rss_kb: 0,
-            turns: Vec::new(),
-            turn_cpu: BTreeMap::new(),
-        },
-        System {
-            name: "switchyard",
-            url: String::new(),
-            server: Some(switchyard(&sim.url).await),
-            auth: true,
-            results: BTreeMap::new(),
-            peak_rss_kb: 0,
-            turns: Vec::new(),
-            turn_cpu: BTreeMap::new(),
-        },
+        System::new("direct", sim.url.clone(), None, false),
+        System::new(
+            "bare-hop",
+            String::new(),
+            Some(bare_hop(&sim.url).await),
+            false,
+        ),
+        System::new(
+            "switchyard",
+            String::new(),
+            Some(switchyard(&sim.url, switchyard_bin()).await),
+            true,
+        ),
     ];
     match &litellm_bin {
-        Some(bin) => systems.push(System {
-            name: "litellm",
-            url: String::new(),
-            server: Some(litellm(bin, &sim.url).await),
-            auth: true,
-            results: BTreeMap::new(),
-            peak_rss_kb: 0,
-            turns: Vec::new(),
-            turn_cpu: BTreeMap::new(),
-        }),
+        Some(bin) => systems.push(System::new(
+            "litellm",
+            String::new(),
+            Some(litellm(bin, &sim.url).await),
+            true,
+        )),
         None => println!(
             "LITELLM is not set: LiteLLM is left out (scripts/bench-overhead.sh installs it)"
         ),
-    }
-    for s in &mut systems {
-        if let Some(server) = &s.server {
-            s.url = server.url.clone();
-        }
     }
     for round in 0..ROUNDS {
         // Interleaved, so drift on the machine hits every system alike.
