@@ -2,6 +2,7 @@
 //! formats, the upstream clients, and the model-server simulator.
 
 pub mod anthropic;
+pub mod body;
 pub mod engine_metrics;
 pub mod error;
 pub mod json;

@@ -2,6 +2,8 @@
 //! (and dashboards) how a request was routed. The names are a contract.
 //! They are `HeaderName`s, not strings, so inserting one does not parse it.
 
+use std::io::Write;
+
 use http::{HeaderMap, HeaderName, HeaderValue};
 use switchyard_router::{Decision, Reason};
 
@@ -43,6 +45,20 @@ impl Served {
     }
 }
 
+/// `prefix=N`, written on the stack: `format!` would allocate a string
+/// only for the header value to copy it.
+fn prefix_value(n: u32) -> HeaderValue {
+    const LONGEST: usize = "prefix=4294967295".len();
+    let mut buffer = [0u8; LONGEST];
+    let written = {
+        let mut rest = &mut buffer[..];
+        // Cannot fail: the buffer holds the longest value.
+        let _ = write!(rest, "prefix={n}");
+        LONGEST - rest.len()
+    };
+    HeaderValue::from_bytes(&buffer[..written]).unwrap_or(HeaderValue::from_static("miss"))
+}
+
 pub fn apply(app: &App, decision: &Decision, served: Served, headers: &mut HeaderMap) {
     let backend = &app.backends[served.backend];
     let route = decision.route.and_then(|r| app.route_receipts[r].clone());
@@ -57,8 +73,7 @@ pub fn apply(app: &App, decision: &Decision, served: Served, headers: &mut Heade
     let cache = match served.cache {
         CacheUse::Hit => HeaderValue::from_static("hit"),
         CacheUse::Prefix(0) => HeaderValue::from_static("miss"),
-        CacheUse::Prefix(n) => HeaderValue::from_str(&format!("prefix={n}"))
-            .unwrap_or(HeaderValue::from_static("miss")),
+        CacheUse::Prefix(n) => prefix_value(n),
     };
     headers.insert(CACHE, cache);
     if decision.predicted_ttft_ms.is_finite() {
@@ -66,5 +81,16 @@ pub fn apply(app: &App, decision: &Decision, served: Served, headers: &mut Heade
             PREDICTED_TTFT,
             HeaderValue::from(decision.predicted_ttft_ms.round() as u64),
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prefix_values_fit_up_to_the_largest_count() {
+        assert_eq!(prefix_value(12), "prefix=12");
+        assert_eq!(prefix_value(u32::MAX), "prefix=4294967295");
     }
 }

@@ -82,9 +82,6 @@ pub async fn serve(
     ledger.close().await;
 }
 
-/// Request ids are random (version 4) UUIDs drawn from the thread's
-/// generator, which the OS reseeds: tower-http's `MakeRequestUuid` asks the
-/// kernel for fresh bytes on every request, a system call each time.
 /// Keeps a timer pending while the gateway serves. Tokio's time driver
 /// wakes its parked thread (an eventfd write, then one more trip through
 /// epoll) whenever a new timer is due sooner than every pending one. At low

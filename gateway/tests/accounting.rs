@@ -247,14 +247,14 @@ async fn a_client_that_leaves_mid_stream_leaves_an_estimated_row() {
             "preset: small, base_ttft_ms: 1, decode_tokens_per_s: 5, jitter: 0",
         )
         .start();
-    let body = json!({"model": "slow", "stream": true, "messages": [{"role": "user", "content": "a long story"}]});
+    let sent = json!({"model": "slow", "stream": true, "messages": [{"role": "user", "content": "a long story"}]});
     let request = http::Request::builder()
         .method("POST")
         .uri(gateway.url("/v1/chat/completions"))
         .header("content-type", "application/json")
         .header("x-request-id", "leaver")
         .body(http_body_util::Full::new(bytes::Bytes::from(
-            serde_json::to_vec(&body).unwrap(),
+            serde_json::to_vec(&sent).unwrap(),
         )))
         .unwrap();
     let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
@@ -271,16 +271,20 @@ async fn a_client_that_leaves_mid_stream_leaves_an_estimated_row() {
     drop(client);
     tokio::time::sleep(Duration::from_millis(300)).await;
     gateway.terminate();
-    let (status, output, estimated): (String, i64, bool) = gateway
+    let (status, input, output, estimated): (String, i64, i64, bool) = gateway
         .ledger()
         .query_row(
-            "SELECT status, output_tokens, estimated FROM requests WHERE request_id = 'leaver'",
+            "SELECT status, input_tokens, output_tokens, estimated FROM requests WHERE request_id = 'leaver'",
             [],
-            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
         )
         .unwrap();
     assert_eq!(status, "cancelled");
     assert!(estimated);
+    // The prompt is counted from the request the record still shares.
+    let prompt =
+        switchyard_adapters::tokens::count_chat_prompt(&serde_json::from_value(sent).unwrap());
+    assert_eq!(input, i64::try_from(prompt).unwrap());
     assert!(output > 0, "the tokens that were streamed are counted");
 }
 

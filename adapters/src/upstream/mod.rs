@@ -12,7 +12,7 @@ use bytes::Bytes;
 use futures_util::stream::BoxStream;
 use http::header::{ACCEPT, CONTENT_TYPE, RETRY_AFTER};
 use http::{HeaderName, HeaderValue, Method, Request, Uri};
-use http_body_util::{BodyExt, Full};
+use http_body_util::Full;
 use hyper::body::Incoming;
 use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::Client;
@@ -203,9 +203,8 @@ impl Upstream {
 }
 
 async fn read_body(body: Incoming) -> Result<Bytes, AdapterError> {
-    body.collect()
+    crate::body::collect(body)
         .await
-        .map(|collected| collected.to_bytes())
         .map_err(|err| AdapterError::Reset {
             message: err.to_string(),
         })

@@ -2,6 +2,8 @@
 //! backend as the caller sent it. Routed like any request; a cascade route
 //! uses its first backend (there is no answer to check).
 
+use std::sync::Arc;
+
 use http::{Request, Response, StatusCode};
 use hyper::body::Incoming;
 use serde_json::Value;
@@ -49,7 +51,7 @@ pub async fn serve(app: &App, req: Request<Incoming>) -> Result<Response<Body>, 
         ("embeddings", Dialect::OpenAi),
         request.model.clone(),
         &decision,
-        (request.texts().join("\n"), 0),
+        Arc::new((request.texts().join("\n"), 0)),
     );
     if let Some(caller) = &caller {
         app.rates.check_tokens(&caller.key.name, prompt_tokens)?;

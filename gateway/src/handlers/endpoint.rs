@@ -22,7 +22,7 @@ use switchyard_router::{AnswerSummary, Decision, Reason, RequestView, Target, fa
 use super::engine;
 use super::hedge::{self, Leg};
 use super::prompt_cache::{self, PromptCache};
-use super::record::{RequestContext, RequestRecord};
+use super::record::{PromptSource, RequestContext, RequestRecord};
 use super::response_cache::{Slot, replay};
 use super::stream::{self, StreamEncoder};
 use crate::access::{Caller, Exhausted};
@@ -41,7 +41,7 @@ pub trait Endpoint: Sized + 'static {
     const NAME: &'static str;
     /// The caller's dialect: errors and the ledger's `dialect` follow it.
     const DIALECT: Dialect;
-    type Request: DeserializeOwned + Clone + Send + 'static;
+    type Request: DeserializeOwned + Clone + Send + Sync + 'static;
     type Response: Serialize + Send + 'static;
     type Chunk: Serialize + Send + 'static;
     /// Writes streamed chunks in the caller's dialect.
@@ -113,6 +113,17 @@ pub trait Endpoint: Sized + 'static {
         provider: &dyn Provider,
         req: Self::Request,
     ) -> BoxFuture<'_, Result<Chunks<Self::Chunk>, AdapterError>>;
+}
+
+/// A decoded request, shared by the tries that each send a copy of it and
+/// by the request's records, which count its prompt only if a backend
+/// reports no usage.
+struct Shared<E: Endpoint>(E::Request);
+
+impl<E: Endpoint> PromptSource for Shared<E> {
+    fn prompt_for_count(&self) -> (String, usize) {
+        E::prompt_for_count(&self.0)
+    }
 }
 
 /// Output tokens reserved against budgets when a request sets no limit.
@@ -197,19 +208,20 @@ pub async fn serve_decided<E: Endpoint>(
     if let Some(caller) = &caller {
         app.rates.check_tokens(&caller.key.name, estimated_tokens)?;
     }
+    let request = Arc::new(Shared::<E>(request));
     let context = RequestContext::new(
         app,
         parts,
         (E::NAME, E::DIALECT),
-        E::model_name(&request).to_owned(),
+        E::model_name(&request.0).to_owned(),
         &decision,
-        E::prompt_for_count(&request),
+        request.clone(),
     );
-    let slot = Slot::of(app, parts, &request, &decision);
+    let slot = Slot::of(app, parts, &request.0, &decision);
     if let Some(cached) = slot.as_ref().and_then(Slot::get)
         && let Some(mut response) = Box::pin(replay::<E>(
             app,
-            request.clone(),
+            request.0.clone(),
             context.clone(),
             &cached,
             &decision,
@@ -289,14 +301,13 @@ fn local_targets(app: &App, decision: &Decision, tried: &[usize]) -> VecDeque<us
 async fn dispatch<E: Endpoint>(
     app: &App,
     decision: &Decision,
-    request: E::Request,
+    request: Arc<Shared<E>>,
     context: Arc<RequestContext>,
     size: Size,
     mut slot: Option<Slot>,
 ) -> (Result<Response<Body>, GatewayError>, Served) {
     let cascade = decision.route.and_then(|r| app.router.cascade(r));
-    let streaming = E::is_stream(&request);
-    let mut request = Some(request);
+    let streaming = E::is_stream(&request.0);
     let mut served = Served::first_choice(decision);
     let mut last_error = None;
     let mut targets: VecDeque<usize> = decision.targets.iter().copied().collect();
@@ -371,16 +382,15 @@ async fn dispatch<E: Endpoint>(
             }
             Err(err) => return (Err(err), served),
         };
-        // Clone only when another try (a fallback or a retry) may need it.
-        let may_try_again = !is_last || retries_used < retries;
-        let req = match (may_try_again, &request) {
-            (true, Some(r)) => r.clone(),
-            _ => match request.take() {
-                Some(r) => r,
-                None => break,
-            },
-        };
-        let mut req = prepared::<E>(app, decision, backend_index, req, Some(&admission));
+        // Each try sends its own copy: the original stays for the next try
+        // and for the records.
+        let mut req = prepared::<E>(
+            app,
+            decision,
+            backend_index,
+            request.0.clone(),
+            Some(&admission),
+        );
         let predicted = (backend_index == decision.primary()).then_some(decision.predicted_ttft_ms);
         let mut record = RequestRecord::new(
             app,
@@ -400,8 +410,8 @@ async fn dispatch<E: Endpoint>(
             .and_then(|r| app.router.hedge(r))
             .filter(|_| tried.len() == 1 && !retrying && checked.is_none())
             .zip(targets.front().copied());
-        let answer = match (streaming, checked, hedge_with, &request) {
-            (_, None, Some((hedge, other)), Some(original)) => {
+        let answer = match (streaming, checked, hedge_with) {
+            (_, None, Some((hedge, other))) => {
                 let leg = Leg {
                     backend: backend_index,
                     record,
@@ -416,7 +426,7 @@ async fn dispatch<E: Endpoint>(
                     leg,
                     req,
                     other,
-                    prepared::<E>(app, decision, other, original.clone(), None),
+                    prepared::<E>(app, decision, other, request.0.clone(), None),
                     streaming,
                     hedge.max_usd_per_key_per_day,
                 ))
@@ -432,13 +442,13 @@ async fn dispatch<E: Endpoint>(
                 admission = winner.admission;
                 answer
             }
-            (false, _, _, _) => E::call(&*admission.provider, req)
+            (false, _, _) => E::call(&*admission.provider, req)
                 .await
                 .map(Answer::<E>::Whole),
-            (true, None, _, _) => E::call_stream(&*admission.provider, req)
+            (true, None, _) => E::call_stream(&*admission.provider, req)
                 .await
                 .map(Answer::Stream),
-            (true, Some(_), _, _) => match E::call_stream(&*admission.provider, req).await {
+            (true, Some(_), _) => match E::call_stream(&*admission.provider, req).await {
                 Ok(chunks) => collect(chunks).await.map(Answer::Collected),
                 Err(err) => Err(err),
             },

@@ -27,6 +27,22 @@ use crate::http::request_id::REQUEST_ID;
 use crate::ledger::{Drafts, Ledger, LedgerRow};
 use crate::metrics::Metrics;
 
+/// Where a request's prompt text comes from when its tokens must be
+/// counted (the backend reported no usage): the request itself, so the
+/// text is built only then, not for every request.
+pub trait PromptSource: Send + Sync {
+    /// The prompt as text, and the tokens the chat template adds.
+    fn prompt_for_count(&self) -> (String, usize);
+}
+
+/// A prompt already in hand as text (embeddings' inputs; none at all for
+/// pass-through endpoints).
+impl PromptSource for (String, usize) {
+    fn prompt_for_count(&self) -> (String, usize) {
+        self.clone()
+    }
+}
+
 /// Who asked and how the request was routed: the same for every backend a
 /// request tries, so shared among their records.
 pub struct RequestContext {
@@ -39,9 +55,8 @@ pub struct RequestContext {
     pub caller: Option<Caller>,
     pub route: Option<Arc<str>>,
     pub profile: Option<&'static str>,
-    /// The prompt as text, and the tokens the chat template adds, for
-    /// counting when the backend reports no usage.
-    pub prompt: Arc<(String, usize)>,
+    /// The prompt, for counting when the backend reports no usage.
+    pub prompt: Arc<dyn PromptSource>,
     /// Tokens estimated at admission (for the tokens-per-minute limit).
     pub estimated_tokens: u32,
     /// Code or prose, for speculative-decoding figures.
@@ -61,7 +76,7 @@ impl RequestContext {
         (endpoint, dialect): (&'static str, Dialect),
         model: String,
         decision: &Decision,
-        prompt: (String, usize),
+        prompt: Arc<dyn PromptSource>,
     ) -> Arc<Self> {
         Arc::new(RequestContext {
             endpoint,
@@ -71,7 +86,7 @@ impl RequestContext {
             caller: parts.extensions.get::<Caller>().cloned(),
             route: decision.route.map(|r| app.router.shared_route_name(r)),
             profile: decision.features.profile.map(|p| p.name()),
-            prompt: Arc::new(prompt),
+            prompt,
             estimated_tokens: decision
                 .features
                 .prompt_tokens
@@ -335,8 +350,8 @@ impl RequestRecord {
                 (TokenCounts::default(), false)
             }
             None => {
-                let (prompt, overhead) = &*self.context.prompt;
-                let input = (tokens::count(prompt) + overhead) as u64;
+                let (prompt, overhead) = self.context.prompt.prompt_for_count();
+                let input = (tokens::count(&prompt) + overhead) as u64;
                 let output = tokens::count(&self.output) as u64;
                 (
                     TokenCounts {

@@ -2,6 +2,8 @@
 //! completions: the request is translated to chat, routed like any chat
 //! request, and the answer translated back, whole or as `response.*` events.
 
+use std::sync::Arc;
+
 use bytes::Bytes;
 use futures_util::StreamExt;
 use futures_util::future::BoxFuture;
@@ -145,7 +147,7 @@ async fn passthrough(
         ("responses", Dialect::OpenAi),
         model,
         decision,
-        (String::new(), 0),
+        Arc::new((String::new(), 0)),
     );
     let mut record = RequestRecord::new(
         app,

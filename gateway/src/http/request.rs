@@ -1,7 +1,7 @@
 use bytes::Bytes;
 use http::header::{CONTENT_LENGTH, CONTENT_TYPE};
 use http::request::Parts;
-use http_body_util::{BodyExt, Limited};
+use http_body_util::Limited;
 use hyper::body::Incoming;
 use serde::de::DeserializeOwned;
 use serde_json::error::Category;
@@ -37,15 +37,17 @@ pub async fn read_json_body(
     if declared.is_some_and(|n| n > limit as u64) {
         return Err(GatewayError::BodyTooLarge { limit });
     }
-    match Limited::new(body, limit).collect().await {
-        Ok(collected) => Ok(collected.to_bytes()),
-        Err(err) if err.is::<http_body_util::LengthLimitError>() => {
-            Err(GatewayError::BodyTooLarge { limit })
-        }
-        Err(err) => Err(GatewayError::BodyRead {
-            message: err.to_string(),
-        }),
-    }
+    switchyard_adapters::body::collect(Limited::new(body, limit))
+        .await
+        .map_err(|err| {
+            if err.is::<http_body_util::LengthLimitError>() {
+                GatewayError::BodyTooLarge { limit }
+            } else {
+                GatewayError::BodyRead {
+                    message: err.to_string(),
+                }
+            }
+        })
 }
 
 /// Parses a request body, naming the offending field when the JSON is valid

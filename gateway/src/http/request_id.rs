@@ -87,7 +87,9 @@ where
     }
 }
 
-/// A random (version 4) UUID, hyphenated.
+/// A random (version 4) UUID, hyphenated, from the thread's generator,
+/// which the OS reseeds: `Uuid::new_v4` asks the kernel for fresh bytes on
+/// every call, a system call per request.
 fn random_id() -> HeaderValue {
     let uuid = uuid::Builder::from_random_bytes(rand::random()).into_uuid();
     let mut text = [0u8; uuid::fmt::Hyphenated::LENGTH];
