@@ -1,7 +1,7 @@
 //! From a request to the router's view of it, and to a decision. The
 //! selection itself is the router crate's; this module feeds it.
 
-use http::HeaderMap;
+use http::{HeaderMap, HeaderName};
 use serde_json::Value;
 use switchyard_adapters::types::EmbeddingRequest;
 use switchyard_policies::Profile;
@@ -11,11 +11,15 @@ use crate::app::App;
 use crate::error::GatewayError;
 
 /// Names the request's use-case profile (chat, code, agentic, ...).
-pub const PROFILE_HEADER: &str = "x-switchyard-profile";
+pub static PROFILE_HEADER: HeaderName = HeaderName::from_static("x-switchyard-profile");
 
 /// Headers that carry a session id, most specific first (Claude Code sends
 /// its own).
-const SESSION_HEADERS: [&str; 2] = ["x-session-id", "x-claude-code-session-id"];
+/// `HeaderName`s, not strings: a lookup by string parses the name first.
+const SESSION_HEADERS: [HeaderName; 2] = [
+    HeaderName::from_static("x-session-id"),
+    HeaderName::from_static("x-claude-code-session-id"),
+];
 
 /// What the request body itself says about who calls and for what.
 #[derive(Debug, Clone, Copy, Default)]
@@ -36,7 +40,7 @@ pub fn complete_view<'a>(
 ) -> Result<RequestView<'a>, GatewayError> {
     view.session = SESSION_HEADERS
         .iter()
-        .find_map(|name| headers.get(*name).and_then(|v| v.to_str().ok()))
+        .find_map(|name| headers.get(name).and_then(|v| v.to_str().ok()))
         .or(hints.user)
         .filter(|s| !s.is_empty());
     view.profile = profile(headers, hints)?;
@@ -50,8 +54,8 @@ pub fn complete_view<'a>(
 
 /// The profile named by the header or, failing that, the body's metadata.
 fn profile(headers: &HeaderMap, hints: BodyHints<'_>) -> Result<Option<Profile>, GatewayError> {
-    let (named, param) = match headers.get(PROFILE_HEADER) {
-        Some(value) => (Some(value.to_str().unwrap_or("")), PROFILE_HEADER),
+    let (named, param) = match headers.get(&PROFILE_HEADER) {
+        Some(value) => (Some(value.to_str().unwrap_or("")), PROFILE_HEADER.as_str()),
         None => (hints.profile, "metadata.profile"),
     };
     let Some(named) = named else { return Ok(None) };

@@ -3,8 +3,8 @@
 
 use std::sync::Arc;
 
-use http::HeaderMap;
 use http::header::AUTHORIZATION;
+use http::{HeaderMap, HeaderName};
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 use switchyard_policies::{Auth, VirtualKey};
@@ -22,6 +22,8 @@ pub struct KeyStore {
     admin: Option<[u8; 32]>,
 }
 
+const X_API_KEY: HeaderName = HeaderName::from_static("x-api-key");
+
 /// SHA-256 of a key, as config stores it.
 pub fn hash_key(key: &str) -> [u8; 32] {
     Sha256::digest(key.as_bytes()).into()
@@ -38,7 +40,7 @@ fn presented(headers: &HeaderMap) -> Option<&str> {
                 .or_else(|| v.strip_prefix("bearer "))
         });
     bearer
-        .or_else(|| headers.get("x-api-key").and_then(|v| v.to_str().ok()))
+        .or_else(|| headers.get(X_API_KEY).and_then(|v| v.to_str().ok()))
         .map(str::trim)
 }
 
