@@ -352,7 +352,6 @@ struct System {
 
 impl System {
     fn new(name: &'static str, url: String, server: Option<Proc>, auth: bool) -> Self {
-        let url = server.as_ref().map_or(url, |s| s.url.clone());
         System {
             name,
             server,
@@ -364,6 +363,20 @@ impl System {
             turn_cpu: BTreeMap::new(),
         }
     }
+
+    /// A system of ours or LiteLLM's, reached at its server's URL.
+    fn served(name: &'static str, server: Proc, auth: bool) -> Self {
+        System::new(name, server.url.clone(), Some(server), auth)
+    }
+}
+
+/// The systems every comparison measures against: the upstream reached
+/// directly, and the bare hop.
+async fn floor(sim: &Proc) -> Vec<System> {
+    vec![
+        System::new("direct", sim.url.clone(), None, false),
+        System::served("bare-hop", bare_hop(&sim.url).await, false),
+    ]
 }
 
 fn requests_at(concurrency: usize, slow: bool) -> usize {
@@ -638,27 +651,17 @@ const AB_ROUNDS: usize = 9;
 /// and the bare hop in rotation; per round, the ratio of this build's CPU
 /// per request to the other's, and the c=1 latency of each.
 async fn compare_builds(sim: &Proc, base_bin: &str) {
-    let mut systems = vec![
-        System::new("direct", sim.url.clone(), None, false),
-        System::new(
-            "bare-hop",
-            String::new(),
-            Some(bare_hop(&sim.url).await),
-            false,
-        ),
-        System::new(
-            "base",
-            String::new(),
-            Some(switchyard(&sim.url, base_bin).await),
-            true,
-        ),
-        System::new(
-            "this",
-            String::new(),
-            Some(switchyard(&sim.url, switchyard_bin()).await),
-            true,
-        ),
-    ];
+    let mut systems = floor(sim).await;
+    systems.push(System::served(
+        "base",
+        switchyard(&sim.url, base_bin).await,
+        true,
+    ));
+    systems.push(System::served(
+        "this",
+        switchyard(&sim.url, switchyard_bin()).await,
+        true,
+    ));
     for round in 0..AB_ROUNDS {
         take_turns(&mut systems).await;
         // The builds swap places in the rotation each round, so neither
@@ -774,26 +777,16 @@ async fn run() {
         return compare_builds(&sim, &base).await;
     }
     let litellm_bin = std::env::var("LITELLM").ok();
-    let mut systems = vec![
-        System::new("direct", sim.url.clone(), None, false),
-        System::new(
-            "bare-hop",
-            String::new(),
-            Some(bare_hop(&sim.url).await),
-            false,
-        ),
-        System::new(
-            "switchyard",
-            String::new(),
-            Some(switchyard(&sim.url, switchyard_bin()).await),
-            true,
-        ),
-    ];
+    let mut systems = floor(&sim).await;
+    systems.push(System::served(
+        "switchyard",
+        switchyard(&sim.url, switchyard_bin()).await,
+        true,
+    ));
     match &litellm_bin {
-        Some(bin) => systems.push(System::new(
+        Some(bin) => systems.push(System::served(
             "litellm",
-            String::new(),
-            Some(litellm(bin, &sim.url).await),
+            litellm(bin, &sim.url).await,
             true,
         )),
         None => println!(
