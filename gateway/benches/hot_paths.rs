@@ -1,8 +1,9 @@
 //! The per-chunk and per-request pure functions behind a call: one streamed
 //! chunk re-encoded for each caller dialect (OpenAI `data:` events, Anthropic
 //! Messages events, Responses events), a chat request and answer decoded and
-//! encoded, the prompt's prefix chain, and the
-//! cost of a finished call (token prices and a local hourly price).
+//! encoded, the prompt's prefix chain, the
+//! cost of a finished call (token prices and a local hourly price), and an
+//! agent's request (twenty tools) decoded and copied for a try.
 //! Run: `cargo bench -p switchyard --bench hot_paths`.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // benchmark set-up
@@ -120,5 +121,56 @@ fn json(c: &mut Criterion) {
     });
 }
 
-criterion_group!(benches, json, reencoding, prefix_chain, cost);
+/// An agent's request: twenty tools with JSON Schema parameters (about
+/// 30 KB of definitions, as coding agents send on every turn) and a
+/// conversation of thirty messages.
+fn agent_request() -> Vec<u8> {
+    let property = |i: usize| {
+        serde_json::json!({
+            "type": if i.is_multiple_of(3) { "integer" } else { "string" },
+            "description": format!("Parameter {i}: what the tool does with it, in a sentence or two of plain prose."),
+        })
+    };
+    let tools: Vec<_> = (0..20)
+        .map(|t| {
+            let properties: serde_json::Map<String, serde_json::Value> =
+                (0..12).map(|i| (format!("arg_{i}"), property(i))).collect();
+            serde_json::json!({"type": "function", "function": {
+                "name": format!("tool_{t}"),
+                "description": "A tool an agent calls: reads, edits or searches files. ".repeat(6),
+                "parameters": {"type": "object", "properties": properties, "required": ["arg_0", "arg_1"]},
+            }})
+        })
+        .collect();
+    let mut messages = vec![
+        serde_json::json!({"role": "system", "content": "You are a coding agent. ".repeat(200)}),
+    ];
+    for turn in 0..30_u32 {
+        let role = if turn.is_multiple_of(2) {
+            "user"
+        } else {
+            "assistant"
+        };
+        messages.push(serde_json::json!({"role": role, "content": format!("Turn {turn}: ") + &"some code and prose ".repeat(60)}));
+    }
+    serde_json::to_vec(&serde_json::json!({"model": "auto", "tools": tools, "messages": messages}))
+        .unwrap()
+}
+
+/// What every try of an agent's request costs before it is sent: its copy
+/// (each try sends its own; the original stays for the next try), beside
+/// decoding it once.
+fn agent(c: &mut Criterion) {
+    let body = agent_request();
+    let request: ChatRequest = from_bytes(&body).unwrap();
+    c.bench_function("agent request (20 tools, 31 messages): decode", |b| {
+        b.iter(|| from_bytes::<ChatRequest>(black_box(&body)).unwrap())
+    });
+    c.bench_function(
+        "agent request (20 tools, 31 messages): copy for a try",
+        |b| b.iter(|| black_box(&request).clone()),
+    );
+}
+
+criterion_group!(benches, json, reencoding, prefix_chain, cost, agent);
 criterion_main!(benches);

@@ -2,6 +2,8 @@
 //! Anthropic -> OpenAI with nothing lost. Failures found are pinned below as
 //! regression cases.
 
+use std::sync::Arc;
+
 use proptest::prelude::*;
 use serde_json::{Map, Value, json};
 
@@ -81,7 +83,7 @@ fn chat_request() -> impl Strategy<Value = ChatRequest> {
                 n: None,
                 seed: None,
                 tools: with_tools.then(|| {
-                    vec![Tool {
+                    Arc::new(vec![Tool {
                         kind: "function".into(),
                         function: FunctionDef {
                             name: "lookup".into(),
@@ -92,7 +94,7 @@ fn chat_request() -> impl Strategy<Value = ChatRequest> {
                             extra: Map::new(),
                         },
                         extra: Map::new(),
-                    }]
+                    }])
                 }),
                 tool_choice: None,
                 parallel_tool_calls: None,
@@ -131,7 +133,7 @@ fn meaning(req: &ChatRequest) -> Value {
     let tools: Vec<Value> = req
         .tools
         .iter()
-        .flatten()
+        .flat_map(|t| t.iter())
         .map(|t| {
             json!([
                 t.function.name,

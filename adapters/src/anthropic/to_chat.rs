@@ -1,5 +1,7 @@
 //! Anthropic Messages request -> canonical chat request.
 
+use std::sync::Arc;
+
 use serde_json::{Map, Value, json};
 
 use super::types::{MessagesRequest, Role as AnthropicRole, Tool as AnthropicTool};
@@ -100,7 +102,8 @@ pub fn chat_from_messages(req: MessagesRequest) -> Result<ChatRequest, Translate
                     .into_iter()
                     .enumerate()
                     .map(|(i, t)| tool(t, i))
-                    .collect()
+                    .collect::<Result<Vec<_>, _>>()
+                    .map(Arc::new)
             })
             .transpose()?,
         tool_choice,

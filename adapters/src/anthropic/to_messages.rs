@@ -1,6 +1,8 @@
 //! Canonical chat request -> Anthropic Messages request (egress to an
 //! Anthropic backend).
 
+use std::sync::Arc;
+
 use serde_json::{Map, Value, json};
 
 use super::to_chat::{TranslateError, untranslatable};
@@ -111,7 +113,7 @@ pub fn messages_from_chat(req: ChatRequest) -> Result<MessagesRequest, Translate
             .and_then(Value::as_u64)
             .and_then(|k| u32::try_from(k).ok()),
         tools: req.tools.map(|tools| {
-            tools
+            Arc::unwrap_or_clone(tools)
                 .into_iter()
                 .map(|t| AnthropicTool {
                     name: t.function.name,

@@ -1,5 +1,7 @@
 //! Responses request -> canonical chat request.
 
+use std::sync::Arc;
+
 use serde_json::{Map, Value, json};
 
 use crate::anthropic::TranslateError;
@@ -134,7 +136,7 @@ pub fn chat_from_responses(body: &Value) -> Result<ChatRequest, TranslateError> 
         temperature: object.get("temperature").and_then(Value::as_f64),
         n: None,
         seed: None,
-        tools,
+        tools: tools.map(Arc::new),
         tool_choice,
         parallel_tool_calls: object.get("parallel_tool_calls").and_then(Value::as_bool),
         response_format,

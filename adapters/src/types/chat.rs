@@ -1,3 +1,5 @@
+use std::sync::Arc;
+
 use bytes::Bytes;
 use serde::{Deserialize, Serialize, Serializer};
 use serde_json::Value;
@@ -25,8 +27,11 @@ pub struct ChatRequest {
     pub n: Option<u32>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub seed: Option<i64>,
+    /// Shared, not copied, by the copies of a request each try sends: an
+    /// agent's tool definitions run to tens of kilobytes of JSON Schema, and
+    /// copying their trees cost more than half as much as decoding them.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub tools: Option<Vec<Tool>>,
+    pub tools: Option<Arc<Vec<Tool>>>,
     /// `"none"`, `"auto"`, `"required"` or `{"type":"function","function":{"name":..}}`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tool_choice: Option<Value>,

@@ -5,6 +5,7 @@
 //! never touched.
 
 use std::any::Any;
+use std::sync::Arc;
 
 use serde_json::json;
 use switchyard_adapters::types::{ChatRequest, Content, ContentPart, Extra};
@@ -77,7 +78,9 @@ pub fn anthropic_markers(
             true
         }
         // Tools alone are the stable part: mark the last tool.
-        None => match req.tools.as_mut().and_then(|t| t.last_mut()) {
+        // The request's own copy of the tools, made here: the original's
+        // are shared with every other try's copy.
+        None => match req.tools.as_mut().and_then(|t| Arc::make_mut(t).last_mut()) {
             Some(tool) => {
                 tool.extra.insert("cache_control".into(), marker);
                 true
@@ -89,7 +92,7 @@ pub fn anthropic_markers(
 
 fn has_markers(req: &ChatRequest) -> bool {
     let marked = |extra: &Extra| extra.contains_key("cache_control");
-    req.tools.iter().flatten().any(|t| marked(&t.extra))
+    req.tools.iter().flat_map(|t| t.iter()).any(|t| marked(&t.extra))
         || req.messages.iter().any(|m| {
             marked(&m.extra)
                 || matches!(&m.content, Some(Content::Parts(parts)) if parts.iter().any(|p| marked(&p.extra)))
