@@ -144,6 +144,29 @@ mod tests {
         );
     }
 
+    /// A request's copies share its tools; the copy that is marked takes its
+    /// own, and the original (which the next try copies) stays unmarked.
+    #[test]
+    fn marking_a_copys_tools_leaves_the_originals_alone() {
+        let description = "Reads a file from the workspace and returns its lines. ".repeat(150);
+        let original: ChatRequest = serde_json::from_value(json!({
+            "model": "m",
+            "tools": [{"type": "function", "function": {"name": "read", "description": description, "parameters": {"type": "object"}}}],
+            "messages": [{"role": "user", "content": "hi"}]
+        }))
+        .unwrap();
+        let chain = chat_chain(&original);
+        let mut copy = original.clone();
+        assert!(anthropic_markers(
+            &mut copy,
+            &chain,
+            2000,
+            chain.stable_blocks()
+        ));
+        assert!(has_markers(&copy));
+        assert!(!has_markers(&original));
+    }
+
     #[test]
     fn client_markers_and_short_prefixes_are_left_alone() {
         let system = "Follow the house rules carefully. ".repeat(200);
