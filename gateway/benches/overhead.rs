@@ -23,9 +23,9 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)] // a benchmark's job is to print
 
 mod common;
+mod overhead_systems;
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -36,222 +36,24 @@ use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 
-use common::{Proc, free_port, quantile, start, temp_dir};
+use common::{Proc, cpu_ns, quantile, rss_kb};
+use overhead_systems::{
+    FAST, KEY, bare_hop, litellm, serve_bare_hop, switchyard, switchyard_bin, upstream,
+};
 
 /// Rounds of every system; on a shared VM one round can run 30% slow, so
 /// the median of five is what is reported.
 const ROUNDS: usize = 5;
 const LEVELS: [usize; 3] = [1, 16, 64];
 const STREAMS: usize = 10_000;
-/// The system under test runs on this core, the load and the upstream on the other.
-const SUT_CORE: &str = "1";
-
 type HttpClient = Client<HttpConnector, Full<Bytes>>;
 
-fn client(concurrency: usize) -> HttpClient {
+pub fn client(concurrency: usize) -> HttpClient {
     let mut connector = HttpConnector::new();
     connector.set_nodelay(true);
     Client::builder(TokioExecutor::new())
         .pool_max_idle_per_host(concurrency)
         .build(connector)
-}
-
-/// Starts `program args` pinned to `core` and waits until `health` answers.
-async fn pinned(
-    program: &str,
-    args: &[&str],
-    core: &str,
-    url: String,
-    health: &str,
-    dir: Option<PathBuf>,
-    env: &[(&str, &str)],
-) -> Proc {
-    let mut command = Command::new("taskset");
-    command
-        .args(["-c", core, program])
-        .args(args)
-        .envs(env.iter().copied());
-    start(command, url, health, dir).await
-}
-
-fn switchyard_bin() -> &'static str {
-    env!("CARGO_BIN_EXE_switchyard")
-}
-
-/// The upstream: Switchyard's model-server simulator, fast and steady.
-async fn upstream(settings: &[&str]) -> Proc {
-    let port = free_port();
-    let listen = format!("127.0.0.1:{port}");
-    let mut args = vec!["sim", "--listen", &listen, "--profile", "small"];
-    for s in settings {
-        args.extend(["--set", s]);
-    }
-    pinned(
-        switchyard_bin(),
-        &args,
-        "0",
-        format!("http://{listen}"),
-        "/health",
-        None,
-        &[("SWITCHYARD_LOG", "error")],
-    )
-    .await
-}
-
-const FAST: &[&str] = &[
-    "base_ttft_ms=1",
-    "prefill_tokens_per_s=10000000",
-    "decode_tokens_per_s=20000",
-    "jitter=0",
-    "max_concurrency=100000",
-    "max_queue=100000",
-];
-
-/// The floor: a minimal hyper pass-through (this benchmark's own binary).
-async fn bare_hop(upstream: &str) -> Proc {
-    let port = free_port();
-    let exe = std::env::current_exe().unwrap();
-    let url = format!("http://127.0.0.1:{port}");
-    pinned(
-        exe.to_str().unwrap(),
-        &[],
-        SUT_CORE,
-        url,
-        "/health",
-        None,
-        &[
-            ("BARE_HOP_LISTEN", &format!("127.0.0.1:{port}")),
-            ("BARE_HOP_UPSTREAM", upstream),
-        ],
-    )
-    .await
-}
-
-const KEY: &str = "sk-bench-0123456789";
-
-/// Switchyard with the default feature set: a virtual key with rate limits,
-/// a split route, the SQLite ledger, metrics.
-async fn switchyard(upstream: &str, bin: &str) -> Proc {
-    let dir = temp_dir("switchyard");
-    let hash = String::from_utf8(
-        Command::new(switchyard_bin())
-            .args(["key-hash", KEY])
-            .output()
-            .unwrap()
-            .stdout,
-    )
-    .unwrap();
-    let config = format!(
-        "backends:\n  sim:\n    tier: small\n    openai: {{base_url: '{upstream}/v1'}}\n    price: {{usd_per_hour: 0.1}}\nroutes:\n  auto:\n    strategy: {{split: {{weights: {{sim: 1}}}}}}\nauth:\n  keys:\n    - {{name: bench, hash: '{}', requests_per_minute: 10000000, tokens_per_minute: 1000000000}}\nserver:\n  max_concurrent_requests: 100000\n",
-        hash.trim()
-    );
-    std::fs::write(dir.join("switchyard.yaml"), config).unwrap();
-    let port = free_port();
-    let listen = format!("127.0.0.1:{port}");
-    let config_path = dir.join("switchyard.yaml");
-    pinned(
-        bin,
-        &[
-            "serve",
-            "--config",
-            config_path.to_str().unwrap(),
-            "--listen",
-            &listen,
-        ],
-        SUT_CORE,
-        format!("http://{listen}"),
-        "/healthz",
-        Some(dir),
-        &[("SWITCHYARD_LOG", "error")],
-    )
-    .await
-}
-
-/// LiteLLM's proxy, one worker, a master key, the local cost map.
-async fn litellm(program: &str, upstream: &str) -> Proc {
-    let dir = temp_dir("litellm");
-    let config = format!(
-        "model_list:\n  - model_name: auto\n    litellm_params:\n      model: openai/sim\n      api_base: {upstream}/v1\n      api_key: unused\ngeneral_settings:\n  master_key: {KEY}\n"
-    );
-    std::fs::write(dir.join("litellm.yaml"), config).unwrap();
-    let port = free_port().to_string();
-    let config_path = dir.join("litellm.yaml");
-    pinned(
-        program,
-        &[
-            "--config",
-            config_path.to_str().unwrap(),
-            "--port",
-            &port,
-            "--host",
-            "127.0.0.1",
-            "--num_workers",
-            "1",
-        ],
-        SUT_CORE,
-        format!("http://127.0.0.1:{port}"),
-        "/health/liveliness",
-        Some(dir),
-        &[
-            ("LITELLM_LOCAL_MODEL_COST_MAP", "True"),
-            ("LITELLM_LOG", "ERROR"),
-        ],
-    )
-    .await
-}
-
-/// CPU time (ns) of a process, its threads and its descendants.
-fn cpu_ns(root: u32) -> u64 {
-    tree(root)
-        .iter()
-        .map(|pid| {
-            std::fs::read_dir(format!("/proc/{pid}/task"))
-                .into_iter()
-                .flatten()
-                .flatten()
-                .filter_map(|t| std::fs::read_to_string(t.path().join("schedstat")).ok())
-                .filter_map(|s| s.split_whitespace().next()?.parse::<u64>().ok())
-                .sum::<u64>()
-        })
-        .sum()
-}
-
-/// Resident set (kB) of a process and its descendants: now, or its peak.
-fn rss_kb(root: u32, field: &str) -> u64 {
-    tree(root)
-        .iter()
-        .filter_map(|pid| {
-            let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-            status
-                .lines()
-                .find(|l| l.starts_with(field))?
-                .split_whitespace()
-                .nth(1)?
-                .parse::<u64>()
-                .ok()
-        })
-        .sum()
-}
-
-fn tree(root: u32) -> Vec<u32> {
-    let parents: Vec<(u32, u32)> = std::fs::read_dir("/proc")
-        .unwrap()
-        .flatten()
-        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
-        .filter_map(|pid| {
-            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-            let after = stat.rsplit_once(')')?.1;
-            Some((pid, after.split_whitespace().nth(1)?.parse().ok()?))
-        })
-        .collect();
-    let mut out = vec![root];
-    let mut i = 0;
-    while i < out.len() {
-        let p = out[i];
-        out.extend(parents.iter().filter(|(_, pp)| *pp == p).map(|(c, _)| *c));
-        i += 1;
-    }
-    out
 }
 
 fn body(stream: bool) -> Bytes {
@@ -704,42 +506,6 @@ async fn compare_builds(sim: &Proc, base_bin: &str) {
         turn_p50(base) - direct_p50,
         turn_p50(bare) - direct_p50,
     );
-}
-
-/// The bare pass-through, when this binary is started as one.
-async fn serve_bare_hop(listen: String, upstream: String) {
-    use hyper::service::service_fn;
-    let listener = tokio::net::TcpListener::bind(&listen).await.unwrap();
-    let client = client(1024);
-    loop {
-        let (socket, _) = listener.accept().await.unwrap();
-        socket.set_nodelay(true).unwrap();
-        let (client, upstream) = (client.clone(), upstream.clone());
-        tokio::spawn(async move {
-            let service = service_fn(move |req: http::Request<hyper::body::Incoming>| {
-                let (client, upstream) = (client.clone(), upstream.clone());
-                async move {
-                    let (parts, body) = req.into_parts();
-                    let body = body.collect().await?.to_bytes();
-                    let uri = format!("{upstream}{}", parts.uri.path());
-                    let mut forward = http::Request::builder().method(parts.method).uri(uri);
-                    for (name, value) in &parts.headers {
-                        if name != http::header::HOST {
-                            forward = forward.header(name, value);
-                        }
-                    }
-                    let response = client
-                        .request(forward.body(Full::new(body)).unwrap())
-                        .await
-                        .unwrap();
-                    Ok::<_, hyper::Error>(response)
-                }
-            });
-            let _ = hyper::server::conn::http1::Builder::new()
-                .serve_connection(hyper_util::rt::TokioIo::new(socket), service)
-                .await;
-        });
-    }
 }
 
 fn main() {

@@ -1,6 +1,7 @@
 //! What the process-level benchmarks share: starting processes (a
 //! `switchyard` that prints its address, or any server polled until healthy),
-//! ending them by their PID when dropped, and quantiles.
+//! ending them by their PID when dropped, the CPU time and resident memory
+//! of a process and its descendants (from /proc), and quantiles.
 
 #![allow(dead_code)] // each benchmark uses part of it
 
@@ -118,4 +119,58 @@ pub fn free_port() -> u16 {
         .local_addr()
         .unwrap()
         .port()
+}
+
+/// CPU time (ns) of a process, its threads and its descendants.
+pub fn cpu_ns(root: u32) -> u64 {
+    tree(root)
+        .iter()
+        .map(|pid| {
+            std::fs::read_dir(format!("/proc/{pid}/task"))
+                .into_iter()
+                .flatten()
+                .flatten()
+                .filter_map(|t| std::fs::read_to_string(t.path().join("schedstat")).ok())
+                .filter_map(|s| s.split_whitespace().next()?.parse::<u64>().ok())
+                .sum::<u64>()
+        })
+        .sum()
+}
+
+/// Resident set (kB) of a process and its descendants: now, or its peak.
+pub fn rss_kb(root: u32, field: &str) -> u64 {
+    tree(root)
+        .iter()
+        .filter_map(|pid| {
+            let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+            status
+                .lines()
+                .find(|l| l.starts_with(field))?
+                .split_whitespace()
+                .nth(1)?
+                .parse::<u64>()
+                .ok()
+        })
+        .sum()
+}
+
+fn tree(root: u32) -> Vec<u32> {
+    let parents: Vec<(u32, u32)> = std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter_map(|pid| {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+            let after = stat.rsplit_once(')')?.1;
+            Some((pid, after.split_whitespace().nth(1)?.parse().ok()?))
+        })
+        .collect();
+    let mut out = vec![root];
+    let mut i = 0;
+    while i < out.len() {
+        let p = out[i];
+        out.extend(parents.iter().filter(|(_, pp)| *pp == p).map(|(c, _)| *c));
+        i += 1;
+    }
+    out
 }

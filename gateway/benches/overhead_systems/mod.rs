@@ -1,0 +1,196 @@
+//! The systems the overhead benchmark measures, started as processes of
+//! their own: the upstream (a `switchyard sim`), the bare hyper hop (this
+//! benchmark's own binary, run as a server), Switchyard with its default
+//! features, and LiteLLM's proxy. Each system under test is pinned to
+//! `SUT_CORE`, the upstream to the other core.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+use http_body_util::{BodyExt, Full};
+
+use super::client;
+use super::common::{Proc, free_port, start, temp_dir};
+
+/// The system under test runs on this core, the load and the upstream on the other.
+const SUT_CORE: &str = "1";
+
+/// Starts `program args` pinned to `core` and waits until `health` answers.
+async fn pinned(
+    program: &str,
+    args: &[&str],
+    core: &str,
+    url: String,
+    health: &str,
+    dir: Option<PathBuf>,
+    env: &[(&str, &str)],
+) -> Proc {
+    let mut command = Command::new("taskset");
+    command
+        .args(["-c", core, program])
+        .args(args)
+        .envs(env.iter().copied());
+    start(command, url, health, dir).await
+}
+
+pub fn switchyard_bin() -> &'static str {
+    env!("CARGO_BIN_EXE_switchyard")
+}
+
+/// The upstream: Switchyard's model-server simulator, fast and steady.
+pub async fn upstream(settings: &[&str]) -> Proc {
+    let port = free_port();
+    let listen = format!("127.0.0.1:{port}");
+    let mut args = vec!["sim", "--listen", &listen, "--profile", "small"];
+    for s in settings {
+        args.extend(["--set", s]);
+    }
+    pinned(
+        switchyard_bin(),
+        &args,
+        "0",
+        format!("http://{listen}"),
+        "/health",
+        None,
+        &[("SWITCHYARD_LOG", "error")],
+    )
+    .await
+}
+
+pub const FAST: &[&str] = &[
+    "base_ttft_ms=1",
+    "prefill_tokens_per_s=10000000",
+    "decode_tokens_per_s=20000",
+    "jitter=0",
+    "max_concurrency=100000",
+    "max_queue=100000",
+];
+
+/// The floor: a minimal hyper pass-through (this benchmark's own binary).
+pub async fn bare_hop(upstream: &str) -> Proc {
+    let port = free_port();
+    let exe = std::env::current_exe().unwrap();
+    let url = format!("http://127.0.0.1:{port}");
+    pinned(
+        exe.to_str().unwrap(),
+        &[],
+        SUT_CORE,
+        url,
+        "/health",
+        None,
+        &[
+            ("BARE_HOP_LISTEN", &format!("127.0.0.1:{port}")),
+            ("BARE_HOP_UPSTREAM", upstream),
+        ],
+    )
+    .await
+}
+
+pub const KEY: &str = "sk-bench-0123456789";
+
+/// Switchyard with the default feature set: a virtual key with rate limits,
+/// a split route, the SQLite ledger, metrics.
+pub async fn switchyard(upstream: &str, bin: &str) -> Proc {
+    let dir = temp_dir("switchyard");
+    let hash = String::from_utf8(
+        Command::new(switchyard_bin())
+            .args(["key-hash", KEY])
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .unwrap();
+    let config = format!(
+        "backends:\n  sim:\n    tier: small\n    openai: {{base_url: '{upstream}/v1'}}\n    price: {{usd_per_hour: 0.1}}\nroutes:\n  auto:\n    strategy: {{split: {{weights: {{sim: 1}}}}}}\nauth:\n  keys:\n    - {{name: bench, hash: '{}', requests_per_minute: 10000000, tokens_per_minute: 1000000000}}\nserver:\n  max_concurrent_requests: 100000\n",
+        hash.trim()
+    );
+    std::fs::write(dir.join("switchyard.yaml"), config).unwrap();
+    let port = free_port();
+    let listen = format!("127.0.0.1:{port}");
+    let config_path = dir.join("switchyard.yaml");
+    pinned(
+        bin,
+        &[
+            "serve",
+            "--config",
+            config_path.to_str().unwrap(),
+            "--listen",
+            &listen,
+        ],
+        SUT_CORE,
+        format!("http://{listen}"),
+        "/healthz",
+        Some(dir),
+        &[("SWITCHYARD_LOG", "error")],
+    )
+    .await
+}
+
+/// LiteLLM's proxy, one worker, a master key, the local cost map.
+pub async fn litellm(program: &str, upstream: &str) -> Proc {
+    let dir = temp_dir("litellm");
+    let config = format!(
+        "model_list:\n  - model_name: auto\n    litellm_params:\n      model: openai/sim\n      api_base: {upstream}/v1\n      api_key: unused\ngeneral_settings:\n  master_key: {KEY}\n"
+    );
+    std::fs::write(dir.join("litellm.yaml"), config).unwrap();
+    let port = free_port().to_string();
+    let config_path = dir.join("litellm.yaml");
+    pinned(
+        program,
+        &[
+            "--config",
+            config_path.to_str().unwrap(),
+            "--port",
+            &port,
+            "--host",
+            "127.0.0.1",
+            "--num_workers",
+            "1",
+        ],
+        SUT_CORE,
+        format!("http://127.0.0.1:{port}"),
+        "/health/liveliness",
+        Some(dir),
+        &[
+            ("LITELLM_LOCAL_MODEL_COST_MAP", "True"),
+            ("LITELLM_LOG", "ERROR"),
+        ],
+    )
+    .await
+}
+
+/// The bare pass-through, when this binary is started as one.
+pub async fn serve_bare_hop(listen: String, upstream: String) {
+    use hyper::service::service_fn;
+    let listener = tokio::net::TcpListener::bind(&listen).await.unwrap();
+    let client = client(1024);
+    loop {
+        let (socket, _) = listener.accept().await.unwrap();
+        socket.set_nodelay(true).unwrap();
+        let (client, upstream) = (client.clone(), upstream.clone());
+        tokio::spawn(async move {
+            let service = service_fn(move |req: http::Request<hyper::body::Incoming>| {
+                let (client, upstream) = (client.clone(), upstream.clone());
+                async move {
+                    let (parts, body) = req.into_parts();
+                    let body = body.collect().await?.to_bytes();
+                    let uri = format!("{upstream}{}", parts.uri.path());
+                    let mut forward = http::Request::builder().method(parts.method).uri(uri);
+                    for (name, value) in &parts.headers {
+                        if name != http::header::HOST {
+                            forward = forward.header(name, value);
+                        }
+                    }
+                    let response = client
+                        .request(forward.body(Full::new(body)).unwrap())
+                        .await
+                        .unwrap();
+                    Ok::<_, hyper::Error>(response)
+                }
+            });
+            let _ = hyper::server::conn::http1::Builder::new()
+                .serve_connection(hyper_util::rt::TokioIo::new(socket), service)
+                .await;
+        });
+    }
+}
