@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use http::header::{AUTHORIZATION, COOKIE, PROXY_AUTHORIZATION};
-use http::{HeaderName, Request, Response};
+use http::{Request, Response};
 use hyper::body::Incoming;
 use tokio::net::TcpListener;
 use tower::ServiceBuilder;
@@ -15,14 +15,12 @@ use tower_http::catch_panic::CatchPanicLayer;
 use tower_http::sensitive_headers::SetSensitiveRequestHeadersLayer;
 use tower_http::trace::{DefaultOnFailure, TraceLayer};
 
-use crate::access::AuthLayer;
+use crate::access::{AuthLayer, X_API_KEY};
 use crate::app::App;
 use crate::error::GatewayError;
 use crate::handlers;
 use crate::http::Body;
 use crate::http::request_id::{REQUEST_ID, RequestIdLayer};
-
-const X_API_KEY: HeaderName = HeaderName::from_static("x-api-key");
 
 /// Serves the gateway on `listener` until `shutdown` resolves, then drains
 /// for up to `grace`.

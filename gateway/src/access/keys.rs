@@ -22,7 +22,8 @@ pub struct KeyStore {
     admin: Option<[u8; 32]>,
 }
 
-const X_API_KEY: HeaderName = HeaderName::from_static("x-api-key");
+/// The header anthropic SDK 1.x sends its key in.
+pub const X_API_KEY: HeaderName = HeaderName::from_static("x-api-key");
 
 /// SHA-256 of a key, as config stores it.
 pub fn hash_key(key: &str) -> [u8; 32] {

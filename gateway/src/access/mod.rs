@@ -8,6 +8,6 @@ mod layer;
 mod rate;
 
 pub use budget::{Budgets, Exhausted, Reservation, civil_from_days, period_starts};
-pub use keys::{Caller, KeyStore, hash_key};
+pub use keys::{Caller, KeyStore, X_API_KEY, hash_key};
 pub use layer::AuthLayer;
 pub use rate::RateLimits;
