@@ -10,7 +10,9 @@
 # the bare hop). Takes under a minute.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bin=target/release/switchyard
+# CARGO_TARGET_DIR picks another build (target/pgo/optimized: scripts/build-pgo.sh).
+release=${CARGO_TARGET_DIR:-target}/release
+bin=$release/switchyard
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 sim_port=19101
@@ -34,7 +36,7 @@ YAML
   --set decode_tokens_per_s=20000 --set prefill_tokens_per_s=10000000 > "$work/sim.log" 2>&1 &
 sim=$!
 if [ "${1:-}" = bare ]; then
-  hop=$(ls -t target/release/deps/overhead-* | grep -v '\.d$' | head -1)
+  hop=$(ls -t "$release"/deps/overhead-* | grep -v '\.d$' | head -1)
   BARE_HOP_LISTEN="127.0.0.1:$gateway_port" BARE_HOP_UPSTREAM="http://127.0.0.1:$sim_port" \
     valgrind --tool=callgrind --callgrind-out-file="$work/out" "$hop" > "$work/gateway.log" 2>&1 &
 else

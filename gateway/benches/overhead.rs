@@ -35,6 +35,7 @@ use http_body_util::{BodyExt, Full};
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
+use tokio::signal::unix::{SignalKind, signal};
 
 use common::{Proc, cpu_ns, quantile, rss_kb};
 use overhead_systems::{
@@ -526,7 +527,15 @@ fn main() {
         .build()
         .unwrap();
     match bare_hop {
-        (Ok(listen), Ok(upstream)) => runtime.block_on(serve_bare_hop(listen, upstream)),
+        // Until SIGTERM, and then a normal exit: a profiling build
+        // (scripts/build-pgo.sh) writes its profile only when main returns.
+        (Ok(listen), Ok(upstream)) => runtime.block_on(async {
+            let mut stop = signal(SignalKind::terminate()).unwrap();
+            tokio::select! {
+                () = serve_bare_hop(listen, upstream) => {}
+                _ = stop.recv() => {}
+            }
+        }),
         _ => runtime.block_on(run()),
     }
 }
