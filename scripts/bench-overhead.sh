@@ -6,6 +6,13 @@
 # and prints the figures. Takes about seventeen minutes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# --pgo: measure the profile-guided build of scripts/build-pgo.sh (the
+# gateway and the bare hop both), built first if it is not there yet.
+if [ "${1:-}" = --pgo ]; then
+  [ -x target/pgo/optimized/release/switchyard ] || scripts/build-pgo.sh
+  export CARGO_TARGET_DIR=$PWD/target/pgo/optimized
+  export RUSTFLAGS="-Cprofile-use=$PWD/target/pgo/switchyard.profdata"
+fi
 cache="${SWITCHYARD_CACHE:-$HOME/.cache/switchyard}"
 venv="$cache/venv-litellm"
 requirements=scripts/requirements-litellm.txt

@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# A profile-guided release build: the gateway, and the overhead benchmark
+# (whose bare hyper hop is the floor the gateway is measured against, so it
+# is built the same way). Builds both instrumented, runs training traffic
+# (scripts/pgo-train.py) through each against an instrumented
+# `switchyard sim`, merges the profiles, and builds both again with them.
+# The result is target/pgo/optimized/release/switchyard; run the benchmark
+# on it with `scripts/bench-overhead.sh --pgo`. Takes about twenty minutes
+# on 2 cores. Needs the toolchain's llvm-profdata (the llvm-tools rustup
+# component) and python3.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+out=$PWD/target/pgo
+host=$(rustc -vV | sed -n 's/^host: //p')
+profdata_tool=$(rustc --print sysroot)/lib/rustlib/$host/bin/llvm-profdata
+if [ ! -x "$profdata_tool" ]; then
+  echo "build-pgo: $profdata_tool is missing (rustup component add llvm-tools)" >&2
+  exit 1
+fi
+profiles=$out/profiles
+rm -rf "$profiles"
+mkdir -p "$profiles"
+
+build() { # build TARGET_DIR RUSTFLAGS
+  # The benchmark's build builds the `switchyard` binary too (it runs it).
+  CARGO_TARGET_DIR=$1 RUSTFLAGS=$2 cargo bench --locked -p switchyard --bench overhead --no-run
+}
+
+echo "== instrumented build"
+# Build scripts and proc macros are instrumented too; their profiles land
+# here and are not used.
+build "$out/instrumented" "-Cprofile-generate=$out/instrumented/build-profiles"
+instrumented=$out/instrumented/release
+bare_hop=$(ls -t "$instrumented"/deps/overhead-* | grep -v '\.d$' | head -1)
+
+echo "== training"
+work=$(mktemp -d)
+pids=()
+cleanup() {
+  for pid in "${pids[@]}"; do kill -TERM "$pid" 2> /dev/null || true; done
+  wait 2> /dev/null || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+# Each process writes its own profile when it exits (%p: its PID).
+export LLVM_PROFILE_FILE="$profiles/%p.profraw"
+free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+sim_port=$(free_port)
+SWITCHYARD_LOG=error "$instrumented/switchyard" sim --listen "127.0.0.1:$sim_port" --profile small \
+  --set base_ttft_ms=1 --set jitter=0 --set decode_tokens_per_s=20000 \
+  --set prefill_tokens_per_s=10000000 --set max_concurrency=1000 > "$work/sim.log" 2>&1 &
+pids+=($!)
+key=sk-pgo-0123456789
+cat > "$work/gateway.yaml" << YAML
+backends:
+  sim:
+    tier: small
+    openai: {base_url: 'http://127.0.0.1:$sim_port/v1'}
+    price: {usd_per_hour: 0.1}
+routes:
+  auto:
+    strategy: {split: {weights: {sim: 1}}}
+auth:
+  keys:
+    - {name: pgo, hash: '$("$instrumented/switchyard" key-hash "$key")', requests_per_minute: 10000000, tokens_per_minute: 1000000000}
+ledger: {path: '$work/ledger.db'}
+YAML
+gateway_port=$(free_port)
+SWITCHYARD_LOG=error "$instrumented/switchyard" serve --config "$work/gateway.yaml" \
+  --listen "127.0.0.1:$gateway_port" > "$work/gateway.log" 2>&1 &
+gateway=$!
+pids+=("$gateway")
+python3 scripts/pgo-train.py "$gateway_port" "$key" 16000
+hop_port=$(free_port)
+BARE_HOP_LISTEN="127.0.0.1:$hop_port" BARE_HOP_UPSTREAM="http://127.0.0.1:$sim_port" "$bare_hop" > "$work/hop.log" 2>&1 &
+hop=$!
+pids+=("$hop")
+python3 scripts/pgo-train.py "$hop_port" "$key" 16000
+# The profiles are written at exit: stop everything, gracefully.
+cleanup
+trap - EXIT
+unset LLVM_PROFILE_FILE
+"$profdata_tool" merge -o "$out/switchyard.profdata" "$profiles"/*.profraw
+
+echo "== optimized build"
+build "$out/optimized" "-Cprofile-use=$out/switchyard.profdata"
+echo "built $out/optimized/release/switchyard"
