@@ -10,6 +10,8 @@
 # component) and python3.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=scripts/bench-gateway-config.sh
+source scripts/bench-gateway-config.sh
 out=$PWD/target/pgo
 host=$(rustc -vV | sed -n 's/^host: //p')
 profdata_tool=$(rustc --print sysroot)/lib/rustlib/$host/bin/llvm-profdata
@@ -51,20 +53,7 @@ SWITCHYARD_LOG=error "$instrumented/switchyard" sim --listen "127.0.0.1:$sim_por
   --set prefill_tokens_per_s=10000000 --set max_concurrency=1000 > "$work/sim.log" 2>&1 &
 pids+=($!)
 key=sk-pgo-0123456789
-cat > "$work/gateway.yaml" << YAML
-backends:
-  sim:
-    tier: small
-    openai: {base_url: 'http://127.0.0.1:$sim_port/v1'}
-    price: {usd_per_hour: 0.1}
-routes:
-  auto:
-    strategy: {split: {weights: {sim: 1}}}
-auth:
-  keys:
-    - {name: pgo, hash: '$("$instrumented/switchyard" key-hash "$key")', requests_per_minute: 10000000, tokens_per_minute: 1000000000}
-ledger: {path: '$work/ledger.db'}
-YAML
+bench_gateway_config "$instrumented/switchyard" "$sim_port" "$key" "$work/ledger.db" > "$work/gateway.yaml"
 gateway_port=$(free_port)
 SWITCHYARD_LOG=error "$instrumented/switchyard" serve --config "$work/gateway.yaml" \
   --listen "127.0.0.1:$gateway_port" > "$work/gateway.log" 2>&1 &

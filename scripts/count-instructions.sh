@@ -10,6 +10,8 @@
 # the bare hop). Takes under a minute.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=scripts/bench-gateway-config.sh
+source scripts/bench-gateway-config.sh
 # CARGO_TARGET_DIR picks another build (target/pgo/optimized: scripts/build-pgo.sh).
 release=${CARGO_TARGET_DIR:-target}/release
 bin=$release/switchyard
@@ -18,20 +20,7 @@ trap 'rm -rf "$work"' EXIT
 sim_port=19101
 gateway_port=19102
 key=sk-count-0123456789
-cat > "$work/gateway.yaml" <<YAML
-backends:
-  sim:
-    tier: small
-    openai: {base_url: 'http://127.0.0.1:$sim_port/v1'}
-    price: {usd_per_hour: 0.1}
-routes:
-  auto:
-    strategy: {split: {weights: {sim: 1}}}
-auth:
-  keys:
-    - {name: count, hash: '$("$bin" key-hash "$key")', requests_per_minute: 10000000, tokens_per_minute: 1000000000}
-ledger: {path: '$work/ledger.db'}
-YAML
+bench_gateway_config "$bin" "$sim_port" "$key" "$work/ledger.db" > "$work/gateway.yaml"
 "$bin" sim --listen "127.0.0.1:$sim_port" --profile small --set base_ttft_ms=1 --set jitter=0 \
   --set decode_tokens_per_s=20000 --set prefill_tokens_per_s=10000000 > "$work/sim.log" 2>&1 &
 sim=$!
