@@ -57,13 +57,11 @@ bench_gateway_config "$instrumented/switchyard" "$sim_port" "$key" "$work/ledger
 gateway_port=$(free_port)
 SWITCHYARD_LOG=error "$instrumented/switchyard" serve --config "$work/gateway.yaml" \
   --listen "127.0.0.1:$gateway_port" > "$work/gateway.log" 2>&1 &
-gateway=$!
-pids+=("$gateway")
+pids+=($!)
 python3 scripts/pgo-train.py "$gateway_port" "$key" 16000
 hop_port=$(free_port)
 BARE_HOP_LISTEN="127.0.0.1:$hop_port" BARE_HOP_UPSTREAM="http://127.0.0.1:$sim_port" "$bare_hop" > "$work/hop.log" 2>&1 &
-hop=$!
-pids+=("$hop")
+pids+=($!)
 python3 scripts/pgo-train.py "$hop_port" "$key" 16000
 # The profiles are written at exit: stop everything, gracefully.
 cleanup
