@@ -53,7 +53,7 @@ pub fn count_chat_prompt(req: &ChatRequest) -> usize {
 /// at a fraction of the cost, without building the prompt text.
 pub fn estimate_chat_prompt(req: &ChatRequest) -> usize {
     let mut tokens = req.messages.len() * TOKENS_PER_MESSAGE + REPLY_PRIMER_TOKENS;
-    for tool in req.tools.iter().flat_map(|t| t.iter()) {
+    for tool in req.tool_defs() {
         tokens += estimate(&tool.function.name);
         tokens += tool.function.description.as_deref().map_or(0, estimate);
         // Schemas are small next to prompts; their JSON text is estimated
@@ -174,10 +174,8 @@ pub fn prompt_text_and_overhead(req: &ChatRequest) -> (String, usize) {
     // Sized for the messages' text, so appending them does not regrow it.
     let texts: usize = req.messages.iter().map(Message::text_len).sum();
     let mut text = String::with_capacity(texts);
-    if let Some(tools) = &req.tools {
-        for tool in tools.iter() {
-            text.push_str(&serde_json::to_string(&tool.function).unwrap_or_default());
-        }
+    for tool in req.tool_defs() {
+        text.push_str(&serde_json::to_string(&tool.function).unwrap_or_default());
     }
     for message in &req.messages {
         message.push_text(&mut text);

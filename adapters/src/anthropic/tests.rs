@@ -131,9 +131,8 @@ fn meaning(req: &ChatRequest) -> Value {
         })
         .collect();
     let tools: Vec<Value> = req
-        .tools
+        .tool_defs()
         .iter()
-        .flat_map(|t| t.iter())
         .map(|t| {
             json!([
                 t.function.name,

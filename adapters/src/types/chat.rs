@@ -60,6 +60,11 @@ pub struct ChatRequest {
 with_extra!(ChatRequest { model = "model": required, messages = "messages": required, stream = "stream": optional, stream_options = "stream_options": optional, max_tokens = "max_tokens": optional, max_completion_tokens = "max_completion_tokens": optional, temperature = "temperature": optional, n = "n": optional, seed = "seed": optional, tools = "tools": optional, tool_choice = "tool_choice": optional, parallel_tool_calls = "parallel_tool_calls": optional, response_format = "response_format": optional, logprobs = "logprobs": optional, top_logprobs = "top_logprobs": optional, user = "user": optional, metadata = "metadata": optional } skip: forward_headers);
 
 impl ChatRequest {
+    /// The tool definitions, none when the request has no `tools`.
+    pub fn tool_defs(&self) -> &[Tool] {
+        self.tools.as_deref().map_or(&[], Vec::as_slice)
+    }
+
     pub fn is_stream(&self) -> bool {
         self.stream.unwrap_or(false)
     }

@@ -9,7 +9,7 @@ use switchyard_router::prefix::{ChainBuilder, PrefixChain};
 pub fn chat_chain(req: &ChatRequest) -> PrefixChain {
     let mut builder = ChainBuilder::new();
     let mut buf = Vec::with_capacity(1024);
-    for tool in req.tools.iter().flat_map(|t| t.iter()) {
+    for tool in req.tool_defs() {
         segment(&mut builder, &mut buf, tool);
     }
     let stable = stable_messages(req);

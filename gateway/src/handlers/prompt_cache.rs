@@ -92,7 +92,7 @@ pub fn anthropic_markers(
 
 fn has_markers(req: &ChatRequest) -> bool {
     let marked = |extra: &Extra| extra.contains_key("cache_control");
-    req.tools.iter().flat_map(|t| t.iter()).any(|t| marked(&t.extra))
+    req.tool_defs().iter().any(|t| marked(&t.extra))
         || req.messages.iter().any(|m| {
             marked(&m.extra)
                 || matches!(&m.content, Some(Content::Parts(parts)) if parts.iter().any(|p| marked(&p.extra)))
