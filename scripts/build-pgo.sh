@@ -48,9 +48,8 @@ trap cleanup EXIT
 export LLVM_PROFILE_FILE="$profiles/%p.profraw"
 free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 sim_port=$(free_port)
-SWITCHYARD_LOG=error "$instrumented/switchyard" sim --listen "127.0.0.1:$sim_port" --profile small \
-  --set base_ttft_ms=1 --set jitter=0 --set decode_tokens_per_s=20000 \
-  --set prefill_tokens_per_s=10000000 --set max_concurrency=1000 > "$work/sim.log" 2>&1 &
+SWITCHYARD_LOG=error "$instrumented/switchyard" sim --listen "127.0.0.1:$sim_port" \
+  "${BENCH_SIM_SETTINGS[@]}" --set max_concurrency=1000 > "$work/sim.log" 2>&1 &
 pids+=($!)
 key=sk-pgo-0123456789
 bench_gateway_config "$instrumented/switchyard" "$sim_port" "$key" "$work/ledger.db" > "$work/gateway.yaml"

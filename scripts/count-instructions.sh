@@ -21,8 +21,7 @@ sim_port=19101
 gateway_port=19102
 key=sk-count-0123456789
 bench_gateway_config "$bin" "$sim_port" "$key" "$work/ledger.db" > "$work/gateway.yaml"
-"$bin" sim --listen "127.0.0.1:$sim_port" --profile small --set base_ttft_ms=1 --set jitter=0 \
-  --set decode_tokens_per_s=20000 --set prefill_tokens_per_s=10000000 > "$work/sim.log" 2>&1 &
+"$bin" sim --listen "127.0.0.1:$sim_port" "${BENCH_SIM_SETTINGS[@]}" > "$work/sim.log" 2>&1 &
 sim=$!
 if [ "${1:-}" = bare ]; then
   hop=$(ls -t "$release"/deps/overhead-* | grep -v '\.d$' | head -1)
