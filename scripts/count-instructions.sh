@@ -59,5 +59,7 @@ sleep 1
 kill -TERM "$gateway" "$sim"
 wait "$gateway" "$sim" 2> /dev/null || true
 dump=$(ls "$work"/out.* | sort -t. -k2 -n | tail -1)
+# CALLGRIND_KEEP=<file>: keep the counted part's profile (scripts/hot-symbols.sh).
+if [ -n "${CALLGRIND_KEEP:-}" ]; then cp "$dump" "$CALLGRIND_KEEP"; fi
 total=$(callgrind_annotate "$dump" 2> /dev/null | grep -m1 'PROGRAM TOTALS' | awk '{print $1}' | tr -d ,)
 echo "$((total / 1000)) instructions per request (${1:-switchyard}; 1,000 sequential requests after 200)"
