@@ -23,3 +23,9 @@ auth:
 ledger: {path: '$4'}
 YAML
 }
+
+# bench_bare_hop RELEASE_DIR: the newest overhead benchmark binary there,
+# which is the bare hop when started with BARE_HOP_LISTEN/BARE_HOP_UPSTREAM.
+bench_bare_hop() {
+  ls -t "$1"/deps/overhead-* | grep -v '\.d$' | head -1
+}

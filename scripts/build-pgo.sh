@@ -33,7 +33,7 @@ echo "== instrumented build"
 # here and are not used.
 build "$out/instrumented" "-Cprofile-generate=$out/instrumented/build-profiles"
 instrumented=$out/instrumented/release
-bare_hop=$(ls -t "$instrumented"/deps/overhead-* | grep -v '\.d$' | head -1)
+bare_hop=$(bench_bare_hop "$instrumented")
 
 echo "== training"
 work=$(mktemp -d)

@@ -24,7 +24,7 @@ bench_gateway_config "$bin" "$sim_port" "$key" "$work/ledger.db" > "$work/gatewa
 "$bin" sim --listen "127.0.0.1:$sim_port" "${BENCH_SIM_SETTINGS[@]}" > "$work/sim.log" 2>&1 &
 sim=$!
 if [ "${1:-}" = bare ]; then
-  hop=$(ls -t "$release"/deps/overhead-* | grep -v '\.d$' | head -1)
+  hop=$(bench_bare_hop "$release")
   BARE_HOP_LISTEN="127.0.0.1:$gateway_port" BARE_HOP_UPSTREAM="http://127.0.0.1:$sim_port" \
     valgrind --tool=callgrind --callgrind-out-file="$work/out" "$hop" > "$work/gateway.log" 2>&1 &
 else

@@ -10,6 +10,8 @@
 # with the new list; needs valgrind. Takes about fifteen minutes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=scripts/bench-gateway-config.sh
+source scripts/bench-gateway-config.sh
 release=${CARGO_TARGET_DIR:-target}/release
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -33,7 +35,7 @@ hottest "$work/release.out" "$release/switchyard" > "$work/release.txt"
 cargo bench -p switchyard --bench overhead --no-run
 CALLGRIND_KEEP="$work/bench.out" scripts/count-instructions.sh
 CALLGRIND_KEEP="$work/bare.out" scripts/count-instructions.sh bare
-hop=$(ls -t "$release"/deps/overhead-* | grep -v '\.d$' | head -1)
+hop=$(bench_bare_hop "$release")
 hottest "$work/bench.out" "$release/switchyard" > "$work/bench.txt"
 hottest "$work/bare.out" "$hop" > "$work/bare.txt"
 cat "$work/release.txt" "$work/bench.txt" "$work/bare.txt" | awk '!seen[$0]++' > gateway/hot-symbols.txt
