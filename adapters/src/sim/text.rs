@@ -130,10 +130,10 @@ pub fn text_reply(seed: u64, natural_max: u32, limit: Option<u32>, json_mode: bo
 /// when offered and allowed, unless the last message is a tool result (then
 /// it answers in text, closing the agent loop).
 pub fn tools_to_call(req: &ChatRequest) -> Vec<&Tool> {
-    let tools = match &req.tools {
-        Some(tools) if !tools.is_empty() => tools,
-        _ => return Vec::new(),
-    };
+    let tools = req.tool_defs();
+    if tools.is_empty() {
+        return Vec::new();
+    }
     if req.messages.last().is_some_and(|m| m.role == Role::Tool) {
         return Vec::new();
     }

@@ -75,10 +75,7 @@ impl Endpoint for Chat {
             model: &req.model,
             prompt_tokens: u32::try_from(tokens::estimate_chat_prompt(req)).unwrap_or(u32::MAX),
             max_tokens: req.output_limit(),
-            tool_count: req
-                .tools
-                .as_ref()
-                .map_or(0, |t| u32::try_from(t.len()).unwrap_or(u32::MAX)),
+            tool_count: u32::try_from(req.tool_defs().len()).unwrap_or(u32::MAX),
             images: has_images(req),
             streaming: req.is_stream(),
             turns: u32::try_from(req.messages.len()).unwrap_or(u32::MAX),
