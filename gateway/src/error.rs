@@ -10,6 +10,7 @@ use serde_json::{Value, json};
 use switchyard_adapters::AdapterError;
 use switchyard_adapters::anthropic::TranslateError;
 
+use crate::access::Exhausted;
 use crate::http::{Body, json_response};
 
 /// The API dialect a caller speaks, which decides the shape of its errors.
@@ -74,8 +75,8 @@ pub enum GatewayError {
         message: String,
         retry_after: Duration,
     },
-    #[error("budget `{holder}` is spent; raise it or wait for the next period")]
-    BudgetExhausted { holder: String },
+    #[error("{0}")]
+    BudgetExhausted(Box<Exhausted>),
     #[error("this key may not name backend `{backend}` directly; use a route: {}", routes.join(", "))]
     BackendNotAllowed {
         backend: String,
@@ -87,6 +88,12 @@ pub enum GatewayError {
     Internal { message: String },
 }
 
+impl From<Exhausted> for GatewayError {
+    fn from(exhausted: Exhausted) -> Self {
+        GatewayError::BudgetExhausted(Box::new(exhausted))
+    }
+}
+
 /// A field of the caller's dialect that has no canonical equivalent.
 impl From<TranslateError> for GatewayError {
     fn from(err: TranslateError) -> Self {
@@ -95,6 +102,14 @@ impl From<TranslateError> for GatewayError {
             message: err.message,
         }
     }
+}
+
+/// What an error answer said, kept on the response for whoever records the
+/// request after it was answered (a refusal's ledger row).
+#[derive(Debug, Clone)]
+pub struct ErrorNote {
+    pub kind: &'static str,
+    pub message: String,
 }
 
 /// How an error is shown to the caller.
@@ -197,7 +212,7 @@ impl GatewayError {
                     Some("rate_limit_exceeded"),
                 )
             },
-            GatewayError::BudgetExhausted { .. } => shape(
+            GatewayError::BudgetExhausted(_) => shape(
                 StatusCode::TOO_MANY_REQUESTS,
                 "budget_exhausted",
                 "insufficient_quota",
@@ -280,6 +295,10 @@ impl GatewayError {
     fn respond_with(self, body: &Value) -> Response<Body> {
         let shape = self.shape();
         let mut response = json_response(shape.status, body);
+        response.extensions_mut().insert(ErrorNote {
+            kind: shape.kind,
+            message: self.to_string(),
+        });
         if let Some(after) = shape.retry_after {
             // Whole seconds, rounded up: retrying early only fails again.
             let seconds = after.as_secs() + u64::from(after.subsec_nanos() > 0);

@@ -3,7 +3,9 @@
 //! prompt class, and what the engines themselves report. Counters are
 //! atomics bumped once per finished call; the text is built per scrape.
 
+use std::collections::BTreeMap;
 use std::fmt::Write;
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use switchyard_policies::PromptClass;
@@ -15,6 +17,10 @@ use crate::ledger::LedgerRow;
 struct BackendCounters {
     ok: AtomicU64,
     failed: AtomicU64,
+    /// Calls stopped on purpose: the client left, or the hedge's other leg won.
+    cancelled: AtomicU64,
+    /// Cascade answers that failed a check and were escalated.
+    escalated: AtomicU64,
     prompt_tokens: AtomicU64,
     cached_tokens: AtomicU64,
     completion_tokens: AtomicU64,
@@ -38,6 +44,11 @@ struct BackendCounters {
 pub struct Metrics {
     names: Vec<String>,
     backends: Vec<BackendCounters>,
+    /// Model requests refused before any backend call, by error kind (few
+    /// kinds, and rare next to calls: a lock is cheap enough).
+    refused: Mutex<BTreeMap<&'static str, u64>>,
+    /// Requests turned away for a missing or unknown key.
+    unauthenticated: AtomicU64,
 }
 
 impl Metrics {
@@ -52,7 +63,27 @@ impl Metrics {
                 counters
             })
             .collect();
-        Metrics { names, backends }
+        Metrics {
+            names,
+            backends,
+            refused: Mutex::default(),
+            unauthenticated: AtomicU64::new(0),
+        }
+    }
+
+    /// Counts a model request refused before any backend call.
+    pub fn refused(&self, kind: &'static str) {
+        *self
+            .refused
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .entry(kind)
+            .or_default() += 1;
+    }
+
+    /// Counts a request refused for its key (missing, unknown).
+    pub fn unauthenticated(&self) {
+        self.unauthenticated.fetch_add(1, Ordering::Relaxed);
     }
 
     /// Counts one finished call from its ledger row; `saved_ms` is the
@@ -62,7 +93,13 @@ impl Metrics {
             return;
         };
         let add = |counter: &AtomicU64, v: u64| counter.fetch_add(v, Ordering::Relaxed);
-        add(if row.status == "ok" { &c.ok } else { &c.failed }, 1);
+        let outcome = match row.status {
+            "ok" => &c.ok,
+            "cancelled" | "hedge-lost" => &c.cancelled,
+            "escalated" => &c.escalated,
+            _ => &c.failed,
+        };
+        add(outcome, 1);
         add(&c.prompt_tokens, row.tokens.prompt());
         add(&c.cached_tokens, row.tokens.cached_input);
         add(&c.completion_tokens, row.tokens.output);
@@ -126,7 +163,12 @@ impl Metrics {
             "# HELP switchyard_requests_total Calls to a backend by outcome.\n# TYPE switchyard_requests_total counter"
         );
         for (backend, c) in self.names.iter().zip(&self.backends) {
-            for (outcome, v) in [("ok", get(&c.ok)), ("error", get(&c.failed))] {
+            for (outcome, v) in [
+                ("ok", get(&c.ok)),
+                ("error", get(&c.failed)),
+                ("cancelled", get(&c.cancelled)),
+                ("escalated", get(&c.escalated)),
+            ] {
                 let _ = writeln!(
                     out,
                     "switchyard_requests_total{{backend=\"{backend}\",outcome=\"{outcome}\"}} {v}"
@@ -223,8 +265,28 @@ impl Metrics {
                 }
             }
         }
+        self.render_refusals(&mut out);
         self.render_speculation(&mut out, speculation);
         out
+    }
+
+    fn render_refusals(&self, out: &mut String) {
+        let _ = writeln!(
+            out,
+            "# HELP switchyard_refused_requests_total Model requests refused before any backend call, by error kind.\n# TYPE switchyard_refused_requests_total counter"
+        );
+        let refused = self.refused.lock().unwrap_or_else(|p| p.into_inner());
+        for (kind, n) in refused.iter() {
+            let _ = writeln!(
+                out,
+                "switchyard_refused_requests_total{{kind=\"{kind}\"}} {n}"
+            );
+        }
+        let _ = writeln!(
+            out,
+            "# HELP switchyard_unauthenticated_requests_total Requests refused for a missing or unknown key.\n# TYPE switchyard_unauthenticated_requests_total counter\nswitchyard_unauthenticated_requests_total {}",
+            self.unauthenticated.load(Ordering::Relaxed)
+        );
     }
 
     fn render_speculation(&self, out: &mut String, speculation: &SpeculationStats) {

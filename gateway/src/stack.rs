@@ -36,9 +36,11 @@ use crate::http::request_id::{REQUEST_ID, RequestIdLayer};
 /// 4. `SetSensitiveRequestHeadersLayer`: API keys and cookies are marked
 ///    sensitive so no layer or log below prints them.
 /// 5. `AuthLayer`: resolves the virtual key (401 when missing or unknown,
-///    when keys are configured) and applies its requests-per-minute limit
-///    (429), before any body is read. Tokens-per-minute and budgets need the
-///    body and are applied at admission.
+///    when keys are configured), before any body is read. The handler then
+///    applies its requests-per-minute limit (429), still before the body is
+///    read, where a refused model request gets its ledger row.
+///    Tokens-per-minute and budgets need the body and are applied at
+///    admission.
 ///
 /// Body size and media-type limits are applied by the handler while it reads
 /// the body, so their errors come in the endpoint's own dialect.
@@ -60,7 +62,7 @@ pub async fn serve(
         // request record; it is not an error of the gateway's own.
         .on_failure(DefaultOnFailure::new().level(tracing::Level::WARN)))
         .layer(SetSensitiveRequestHeadersLayer::new([AUTHORIZATION, PROXY_AUTHORIZATION, COOKIE, X_API_KEY]))
-        .layer(AuthLayer::new(app.keys.clone(), app.rates.clone()))
+        .layer(AuthLayer::new(app.keys.clone(), app.metrics.clone()))
         .service_fn(move |req: Request<Incoming>| {
             let app = handler_app.clone();
             // Boxed here, once: the handler's state is kilobytes, and each

@@ -202,8 +202,13 @@ async fn a_thousand_concurrent_requests_cannot_overshoot_a_budget() {
     // with margin plus max_tokens, at $1,000 per million).
     let one_reservation = (20.0 * 1.25 + 64.0 + 20.0) * 1000.0 / 1e6;
     assert!(spent <= 0.5 + one_reservation, "spent {spent}");
+    let served = ledger_sum(
+        &gateway,
+        "SELECT COUNT(*) FROM requests WHERE key = 'dave' AND refusal IS NULL",
+    );
+    assert_eq!(served as u32, ok, "one row per served request");
     let rows = ledger_sum(&gateway, "SELECT COUNT(*) FROM requests WHERE key = 'dave'");
-    assert_eq!(rows as u32, ok, "one row per served request");
+    assert_eq!(rows as u32, 1000, "and one per refused request");
 }
 
 #[tokio::test]
@@ -444,5 +449,249 @@ async fn tokens_per_minute_count_the_estimated_request() {
     assert!(
         statuses.contains(&429),
         "about 50 tokens a request: the minute's 200 run out: {statuses:?}"
+    );
+}
+
+/// An Anthropic backend's cache write is billed once, as cache write, not
+/// also as input: through the chat endpoint and the Messages endpoint.
+#[tokio::test]
+async fn anthropic_cache_writes_are_billed_once() {
+    let message = r#"{"id":"m1","type":"message","role":"assistant","model":"x","content":[{"type":"text","text":"ok"}],"stop_reason":"end_turn","stop_sequence":null,"usage":{"input_tokens":100,"output_tokens":50,"cache_read_input_tokens":400,"cache_creation_input_tokens":2000}}"#;
+    let (server, _seen) = support::recording_server(2, message).await;
+    let gateway = GatewayBuilder::new()
+        .backend_yaml(&format!(
+            "  claude:\n    tier: cloud\n    anthropic: {{base_url: 'http://{server}/v1'}}\n    price: {{input_per_mtok: 3, output_per_mtok: 15, cached_input_per_mtok: 0.3, cache_write_per_mtok: 3.75}}\n"
+        ))
+        .start();
+    let chat = post_with(
+        &gateway.url("/v1/chat/completions"),
+        &short("hello", "claude"),
+        &[],
+    )
+    .await;
+    assert_eq!(chat.status, 200, "{}", String::from_utf8_lossy(&chat.body));
+    assert_eq!(
+        chat.json()["usage"]["prompt_tokens"],
+        2500,
+        "OpenAI's prompt_tokens is every prompt token"
+    );
+    let messages = post_with(
+        &gateway.url("/v1/messages"),
+        &json!({"model": "claude", "max_tokens": 20, "messages": [{"role": "user", "content": "hello"}]}),
+        &[],
+    )
+    .await;
+    assert_eq!(
+        messages.status,
+        200,
+        "{}",
+        String::from_utf8_lossy(&messages.body)
+    );
+    assert_eq!(messages.json()["usage"]["input_tokens"], 100);
+    assert_eq!(
+        messages.json()["usage"]["cache_creation_input_tokens"],
+        2000
+    );
+    let by_hand = (100.0 * 3.0 + 400.0 * 0.3 + 2000.0 * 3.75 + 50.0 * 15.0) / 1e6;
+    let rows: Vec<(i64, i64, i64, i64, f64)> = {
+        let ledger = gateway.ledger();
+        let mut rows = Vec::new();
+        assert!(
+            support::eventually(async || {
+                let mut statement = ledger
+                    .prepare("SELECT input_tokens, cached_tokens, cache_write_tokens, output_tokens, cost_usd FROM requests")
+                    .unwrap();
+                rows = statement
+                    .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)))
+                    .unwrap()
+                    .collect::<Result<_, _>>()
+                    .unwrap();
+                rows.len() == 2
+            })
+            .await
+        );
+        rows
+    };
+    for (input, cached, write, output, cost) in rows {
+        assert_eq!((input, cached, write, output), (100, 400, 2000, 50));
+        assert!((cost - by_hand).abs() < 1e-12, "{cost} vs {by_hand}");
+    }
+}
+
+/// The ledger's refusal rows: `(status, refusal, key, backend, cost)`.
+type RefusalRow = (String, String, Option<String>, String, f64);
+
+fn refusals(gateway: &Proc) -> Vec<RefusalRow> {
+    let ledger = gateway.ledger();
+    let mut statement = ledger
+        .prepare("SELECT status, refusal, key, backend, cost_usd FROM requests WHERE refusal IS NOT NULL")
+        .unwrap();
+    statement
+        .query_map([], |r| {
+            Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
+        })
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap()
+}
+
+/// Every model request that passed authentication has a row, refused ones
+/// too: each says why and costs nothing. A request without a valid key has
+/// none (it is counted in the metrics).
+#[tokio::test]
+async fn every_refused_request_has_a_row() {
+    let gateway = priced("")
+        .backend_yaml(
+            "  slow:\n    tier: small\n    sim: {preset: small, base_ttft_ms: 1500, jitter: 0}\n    max_concurrency: 1\n    max_queue: 1\n",
+        )
+        .section(&format!(
+            "auth:\n  keys:\n    - {{name: erin, hash: '{}', requests_per_minute: 7, budget: {{daily_usd: 0.002}}}}\n",
+            support::key_hash("sk-erin")
+        ))
+        .start();
+    let url = gateway.url("/v1/chat/completions");
+    let erin = [("authorization", "Bearer sk-erin")];
+    // 1: the budget cannot hold a 1,000-token answer at $1,000 per million.
+    let mut big = short("hello", "cloud");
+    big["max_tokens"] = json!(1000);
+    let reply = post_with(&url, &big, &erin).await;
+    assert_eq!(reply.status, 429);
+    let message = reply.error()["message"].as_str().unwrap().to_owned();
+    assert!(message.contains("may cost up to $1.0"), "{message}");
+    assert!(
+        message.contains("$0.002 of its $0.002 daily limit remains"),
+        "{message}"
+    );
+    // 2: a model that does not exist.
+    assert_eq!(
+        post_with(&url, &short("hi", "nope"), &erin).await.status,
+        404
+    );
+    // 3: a body that is not JSON, on the Anthropic endpoint.
+    let reply = support::request(
+        http::Method::POST,
+        &gateway.url("/v1/messages"),
+        &[
+            ("content-type", "application/json"),
+            ("x-api-key", "sk-erin"),
+        ],
+        b"{not json".to_vec(),
+        false,
+    )
+    .await;
+    assert_eq!(reply.status, 400);
+    // 4 and 5: the slow backend's one slot is taken, its one queue place
+    // too; the next is refused, and a client that gives up while queued
+    // leaves a row of its own.
+    let holder = tokio::spawn({
+        let url = url.clone();
+        async move {
+            post_with(
+                &url,
+                &short("hold", "slow"),
+                &[("authorization", "Bearer sk-erin")],
+            )
+            .await
+            .status
+        }
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let queued = tokio::spawn({
+        let url = url.clone();
+        async move {
+            post_with(
+                &url,
+                &short("queued", "slow"),
+                &[("authorization", "Bearer sk-erin")],
+            )
+            .await
+            .status
+        }
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(
+        post_with(&url, &short("full", "slow"), &erin).await.status,
+        503
+    );
+    queued.abort();
+    assert_eq!(holder.await.unwrap(), 200);
+    // 6, 7: the per-minute limit of 7 is reached; the 8th is refused.
+    assert_eq!(
+        post_with(&url, &short("hi", "local"), &erin).await.status,
+        200
+    );
+    assert_eq!(
+        post_with(&url, &short("hi", "local"), &erin).await.status,
+        429
+    );
+    // Without a valid key: no row, but a count.
+    assert_eq!(
+        post_with(
+            &url,
+            &short("hi", "local"),
+            &[("authorization", "Bearer sk-nobody")]
+        )
+        .await
+        .status,
+        401
+    );
+
+    let mut rows = Vec::new();
+    assert!(
+        support::eventually(async || {
+            rows = refusals(&gateway);
+            rows.len() == 6
+        })
+        .await,
+        "{rows:#?}"
+    );
+    // Rows of refusals are written by tasks of their own: in any order.
+    let row = |status: &str| {
+        rows.iter()
+            .find(|r| r.0 == status)
+            .unwrap_or_else(|| panic!("no {status} row: {rows:#?}"))
+    };
+    let mut statuses: Vec<&str> = rows.iter().map(|r| r.0.as_str()).collect();
+    statuses.sort_unstable();
+    assert_eq!(
+        statuses,
+        [
+            "budget_exhausted",
+            "cancelled",
+            "malformed_json",
+            "overloaded",
+            "rate_limited",
+            "unknown_model"
+        ]
+    );
+    assert!(
+        rows.iter()
+            .all(|r| r.2.as_deref() == Some("erin") && r.4 == 0.0),
+        "{rows:#?}"
+    );
+    assert_eq!(
+        row("budget_exhausted").3,
+        "cloud",
+        "a refusal after routing names the backend"
+    );
+    assert!(
+        row("budget_exhausted").1.contains("may cost up to"),
+        "{rows:#?}"
+    );
+    assert_eq!(row("overloaded").3, "slow");
+    assert!(row("cancelled").1.contains("client left"), "{rows:#?}");
+    let total: i64 = gateway
+        .ledger()
+        .query_row("SELECT COUNT(*) FROM requests", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(total, 8, "six refusals and the two answered requests");
+    let metrics = String::from_utf8_lossy(&get(&gateway.url("/metrics")).await.body).to_string();
+    assert!(
+        metrics.contains("switchyard_unauthenticated_requests_total 1"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("switchyard_refused_requests_total{kind=\"rate_limited\"} 1"),
+        "{metrics}"
     );
 }

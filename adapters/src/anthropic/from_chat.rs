@@ -17,19 +17,12 @@ pub fn finish_to_stop_reason(finish: &str) -> &'static str {
 
 /// Usage in Anthropic's terms: input excludes cache reads and writes.
 pub fn usage_from_chat(usage: &ChatUsage) -> Usage {
-    let cache_read = usage.cached_tokens().min(usage.prompt_tokens);
-    let cache_creation = usage
-        .extra
-        .get("cache_creation_input_tokens")
-        .and_then(Value::as_u64)
-        .unwrap_or(0);
+    let counts = usage.token_counts();
     Usage {
-        input_tokens: usage
-            .prompt_tokens
-            .saturating_sub(cache_read + cache_creation),
-        output_tokens: usage.completion_tokens,
-        cache_read_input_tokens: cache_read,
-        cache_creation_input_tokens: cache_creation,
+        input_tokens: counts.input,
+        output_tokens: counts.output,
+        cache_read_input_tokens: counts.cached_input,
+        cache_creation_input_tokens: counts.cache_write,
     }
 }
 

@@ -1,4 +1,5 @@
 use serde::Serialize;
+use switchyard_policies::TokenCounts;
 
 use super::with_extra::with_extra;
 
@@ -50,6 +51,40 @@ impl Usage {
             .as_ref()
             .and_then(|d| d.cached_tokens)
             .unwrap_or(0)
+    }
+
+    /// Prompt tokens written to the provider's cache (Anthropic's
+    /// `cache_creation_input_tokens`, kept beside OpenAI's fields).
+    pub fn cache_write_tokens(&self) -> u64 {
+        self.extra
+            .get("cache_creation_input_tokens")
+            .and_then(serde_json::Value::as_u64)
+            .unwrap_or(0)
+    }
+
+    /// Output tokens spent on reasoning (part of `completion_tokens`).
+    pub fn reasoning_tokens(&self) -> u64 {
+        self.completion_tokens_details
+            .as_ref()
+            .and_then(|d| d.reasoning_tokens)
+            .unwrap_or(0)
+    }
+
+    /// The tokens by the kind each is billed as, each token in exactly one
+    /// kind. `prompt_tokens` counts every prompt token (OpenAI's meaning,
+    /// which Anthropic usage is translated to), so cache reads and cache
+    /// writes come out of it rather than on top of it. Reasoning stays part
+    /// of `output`, as `TokenCounts` keeps it.
+    pub fn token_counts(&self) -> TokenCounts {
+        let cached = self.cached_tokens().min(self.prompt_tokens);
+        let cache_write = self.cache_write_tokens().min(self.prompt_tokens - cached);
+        TokenCounts {
+            input: self.prompt_tokens - cached - cache_write,
+            cached_input: cached,
+            cache_write,
+            output: self.completion_tokens,
+            reasoning: self.reasoning_tokens().min(self.completion_tokens),
+        }
     }
 }
 

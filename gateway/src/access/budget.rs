@@ -77,11 +77,47 @@ pub struct Budgets {
     holders: HashMap<String, Holder>,
 }
 
-/// Why a request may not spend.
+/// Why a request may not spend: the budget, and the numbers that refused it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Exhausted {
     pub holder: String,
     pub on_exhausted: OnExhausted,
+    /// `daily` or `monthly`.
+    pub period: &'static str,
+    pub limit_usd: f64,
+    /// Spent in the period plus what requests in flight hold.
+    pub committed_usd: f64,
+    /// The most this request could cost, which it would have had to hold.
+    pub request_usd: f64,
+}
+
+impl std::fmt::Display for Exhausted {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let (holder, period, limit) = (&self.holder, self.period, usd(self.limit_usd));
+        let left = self.limit_usd - self.committed_usd;
+        if left <= 1e-12 {
+            write!(
+                f,
+                "budget `{holder}` is spent: {} of its {limit} {period} limit is spent or held by requests in flight; raise it or wait for the next period",
+                usd(self.committed_usd)
+            )
+        } else {
+            write!(
+                f,
+                "budget `{holder}` cannot cover this request: it may cost up to {}, and {} of its {limit} {period} limit remains (the rest is spent or held by requests in flight); ask for fewer tokens or wait for the next period",
+                usd(self.request_usd),
+                usd(left)
+            )
+        }
+    }
+}
+
+/// Dollars with enough places to show a fraction of a cent.
+fn usd(amount: f64) -> String {
+    let text = format!("{amount:.6}");
+    let text = text.trim_end_matches('0');
+    let places = text.split_once('.').map_or(0, |(_, p)| p.len());
+    format!("${text}{}", "0".repeat(2usize.saturating_sub(places)))
 }
 
 fn slot(cloud: bool) -> [bool; 2] {
@@ -166,16 +202,23 @@ impl Budgets {
             let mut window = holder.window.lock().unwrap_or_else(|p| p.into_inner());
             window.roll(now);
             let i = usize::from(holder.limit.scope == SpendScope::Total);
-            let over = |spent: [f64; 2], cap: Option<f64>| {
-                cap.is_some_and(|cap| spent[i] + window.reserved[i] + amount > cap + 1e-12)
-            };
-            if over(window.day_spent, holder.limit.daily_usd)
-                || over(window.month_spent, holder.limit.monthly_usd)
-            {
-                return Err(Exhausted {
-                    holder: name.clone(),
-                    on_exhausted: holder.limit.on_exhausted,
-                });
+            for (period, spent, cap) in [
+                ("daily", window.day_spent, holder.limit.daily_usd),
+                ("monthly", window.month_spent, holder.limit.monthly_usd),
+            ] {
+                let committed = spent[i] + window.reserved[i];
+                if let Some(cap) = cap
+                    && committed + amount > cap + 1e-12
+                {
+                    return Err(Exhausted {
+                        holder: name.clone(),
+                        on_exhausted: holder.limit.on_exhausted,
+                        period,
+                        limit_usd: cap,
+                        committed_usd: committed,
+                        request_usd: amount,
+                    });
+                }
             }
             guards.push(window);
         }
@@ -304,6 +347,25 @@ mod tests {
         assert_eq!(budgets.spent_today("key:k"), Some([0.3, 0.3]));
         assert!(budgets.reserve(&key, true, 0.7).is_ok());
         assert!(budgets.reserve(&key, true, 0.71).is_err());
+    }
+
+    #[test]
+    fn a_refusal_gives_the_numbers() {
+        let (budgets, key) = key(DAILY_ONE);
+        budgets.reserve(&key, true, 0.9905).unwrap().settle(0.9905);
+        let refused = budgets.reserve(&key, true, 0.04).err().unwrap();
+        assert_eq!(
+            refused.to_string(),
+            "budget `key:k` cannot cover this request: it may cost up to $0.04, and $0.0095 of its $1.00 daily limit remains (the rest is spent or held by requests in flight); ask for fewer tokens or wait for the next period"
+        );
+        budgets.reserve(&key, true, 0.0095).unwrap().settle(0.0095);
+        let spent = budgets.reserve(&key, true, 0.04).err().unwrap();
+        assert!(
+            spent
+                .to_string()
+                .starts_with("budget `key:k` is spent: $1.00 of its $1.00 daily limit"),
+            "{spent}"
+        );
     }
 
     #[test]

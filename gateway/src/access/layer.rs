@@ -1,5 +1,6 @@
-//! The tower layer that authenticates virtual keys and applies their
-//! requests-per-minute limit, before any body is read.
+//! The tower layer that authenticates virtual keys before any body is read.
+//! (Their requests-per-minute limit is applied by the handler, so that a
+//! refused model request gets its ledger row.)
 
 use std::convert::Infallible;
 use std::future::Ready;
@@ -10,9 +11,10 @@ use futures_util::future::Either;
 use http::{Request, Response};
 use tower::{Layer, Service};
 
-use super::{KeyStore, RateLimits};
+use super::KeyStore;
 use crate::error::Dialect;
 use crate::http::Body;
+use crate::metrics::Metrics;
 
 /// Paths that answer without a key: probes, Prometheus scrapes, and the
 /// admin API (which checks the admin key itself).
@@ -23,12 +25,12 @@ fn is_open(path: &str) -> bool {
 #[derive(Clone)]
 pub struct AuthLayer {
     keys: Arc<KeyStore>,
-    rates: Arc<RateLimits>,
+    metrics: Arc<Metrics>,
 }
 
 impl AuthLayer {
-    pub fn new(keys: Arc<KeyStore>, rates: Arc<RateLimits>) -> Self {
-        AuthLayer { keys, rates }
+    pub fn new(keys: Arc<KeyStore>, metrics: Arc<Metrics>) -> Self {
+        AuthLayer { keys, metrics }
     }
 }
 
@@ -39,7 +41,7 @@ impl<S> Layer<S> for AuthLayer {
         AuthService {
             inner,
             keys: self.keys.clone(),
-            rates: self.rates.clone(),
+            metrics: self.metrics.clone(),
         }
     }
 }
@@ -48,7 +50,7 @@ impl<S> Layer<S> for AuthLayer {
 pub struct AuthService<S> {
     inner: S,
     keys: Arc<KeyStore>,
-    rates: Arc<RateLimits>,
+    metrics: Arc<Metrics>,
 }
 
 impl<S, B> Service<Request<B>> for AuthService<S>
@@ -70,16 +72,13 @@ where
         if !self.keys.enabled() || is_open(req.uri().path()) {
             return Either::Left(self.inner.call(req));
         }
-        let checked = self
-            .keys
-            .authenticate(req.headers())
-            .and_then(|caller| self.rates.check_request(&caller.key.name).map(|()| caller));
-        match checked {
+        match self.keys.authenticate(req.headers()) {
             Ok(caller) => {
                 req.extensions_mut().insert(caller);
                 Either::Left(self.inner.call(req))
             }
             Err(err) => {
+                self.metrics.unauthenticated();
                 let dialect = Dialect::of_path(req.uri().path());
                 Either::Right(std::future::ready(Ok(err.into_response_for(dialect))))
             }

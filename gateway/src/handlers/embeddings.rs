@@ -20,6 +20,9 @@ use crate::http::{Body, json_response, parse_json, read_json_body};
 use crate::receipts::{self, Served};
 use crate::routing::{BodyHints, complete_view};
 
+/// The endpoint's name in ledger rows and logs.
+pub const NAME: &str = "embeddings";
+
 pub async fn serve(app: &App, req: Request<Incoming>) -> Result<Response<Body>, GatewayError> {
     let (parts, body) = req.into_parts();
     let bytes = read_json_body(&parts, body, app.max_body_bytes).await?;
@@ -48,7 +51,7 @@ pub async fn serve(app: &App, req: Request<Incoming>) -> Result<Response<Body>, 
     let context = RequestContext::new(
         app,
         &parts,
-        ("embeddings", Dialect::OpenAi),
+        (NAME, Dialect::OpenAi),
         request.model.clone(),
         &decision,
         Arc::new((request.texts().join("\n"), 0)),
@@ -71,10 +74,7 @@ pub async fn serve(app: &App, req: Request<Incoming>) -> Result<Response<Body>, 
                 );
                 let reservation = app
                     .budgets
-                    .reserve(&caller.key, backend.is_cloud(), worst)
-                    .map_err(|exhausted| GatewayError::BudgetExhausted {
-                        holder: exhausted.holder,
-                    })?;
+                    .reserve(&caller.key, backend.is_cloud(), worst)?;
                 Some(reservation)
             }
         };

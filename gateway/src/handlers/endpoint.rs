@@ -25,7 +25,7 @@ use super::prompt_cache::{self, PromptCache};
 use super::record::{PromptSource, RequestContext, RequestRecord};
 use super::response_cache::{Slot, replay};
 use super::stream::{self, StreamEncoder};
-use crate::access::{Caller, Exhausted};
+use crate::access::Caller;
 use crate::app::{Admission, App, BackendHandle};
 use crate::error::{Dialect, GatewayError};
 use crate::http::{Body, json_response, parse_json, read_json_body, sse_response};
@@ -205,9 +205,6 @@ pub async fn serve_decided<E: Endpoint>(
     let estimated_tokens = size
         .prompt_tokens
         .saturating_add(size.max_tokens.unwrap_or(0));
-    if let Some(caller) = &caller {
-        app.rates.check_tokens(&caller.key.name, estimated_tokens)?;
-    }
     let request = Arc::new(Shared::<E>(request));
     let context = RequestContext::new(
         app,
@@ -217,6 +214,9 @@ pub async fn serve_decided<E: Endpoint>(
         &decision,
         request.clone(),
     );
+    if let Some(caller) = &caller {
+        app.rates.check_tokens(&caller.key.name, estimated_tokens)?;
+    }
     let slot = Slot::of(app, parts, &request.0, &decision);
     if let Some(cached) = slot.as_ref().and_then(Slot::get)
         && let Some(mut response) = Box::pin(replay::<E>(
@@ -350,25 +350,15 @@ async fn dispatch<E: Endpoint>(
                 worst_cost(backend, size),
             ) {
                 Ok(reservation) => Some(reservation),
-                Err(Exhausted {
-                    on_exhausted: OnExhausted::Downgrade,
-                    ..
-                }) if backend.is_cloud() => {
+                Err(exhausted)
+                    if exhausted.on_exhausted == OnExhausted::Downgrade && backend.is_cloud() =>
+                {
                     targets = local_targets(app, decision, &tried);
                     served.reason = Reason::BudgetDowngrade;
-                    last_error = Some(GatewayError::BudgetExhausted {
-                        holder: format!("key:{}", caller.key.name),
-                    });
+                    last_error = Some(exhausted.into());
                     continue;
                 }
-                Err(exhausted) => {
-                    return (
-                        Err(GatewayError::BudgetExhausted {
-                            holder: exhausted.holder,
-                        }),
-                        served,
-                    );
-                }
+                Err(exhausted) => return (Err(exhausted.into()), served),
             },
         };
         let mut admission = match app

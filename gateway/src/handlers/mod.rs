@@ -16,6 +16,7 @@ mod models;
 mod prefix;
 mod prompt_cache;
 mod record;
+mod refusal;
 mod response_cache;
 mod responses;
 mod stream;
@@ -25,17 +26,20 @@ use std::sync::Arc;
 use http::{Method, Request, Response};
 use hyper::body::Incoming;
 
+use crate::access::Caller;
 use crate::app::App;
 use crate::error::{Dialect, GatewayError};
 use crate::http::Body;
 
 pub use admin::{parse_dimension, parse_since};
+use endpoint::Endpoint;
 pub use explain::{decide_chat, explain_chat};
 pub use hedge::HedgeSpend;
 pub use prompt_cache::PromptCache;
+use refusal::RefusalGuard;
 pub use response_cache::ResponseCache;
 
-pub async fn handle(app: Arc<App>, req: Request<Incoming>) -> Response<Body> {
+pub async fn handle(app: Arc<App>, mut req: Request<Incoming>) -> Response<Body> {
     // Accept both `/v1/...` and bare paths: clients disagree on whether the
     // base URL they are given ends in /v1.
     let path = req.uri().path();
@@ -45,51 +49,91 @@ pub async fn handle(app: Arc<App>, req: Request<Incoming>) -> Response<Body> {
             .filter(|rest| rest.starts_with('/'))
             .unwrap_or(path),
     );
-    let result = match endpoint {
+    // Made before anything can refuse the request, so every refusal of a
+    // model request (and a client that leaves) leaves a ledger row.
+    let guard =
+        model_endpoint(endpoint).map(|name| RefusalGuard::new(&app, &mut req, name, dialect));
+    let result = match requests_per_minute(&app, &req) {
+        Ok(()) => serve_endpoint(&app, endpoint, req).await,
+        Err(err) => Err(err),
+    };
+    let response = result.unwrap_or_else(|err| err.into_response_for(dialect));
+    if let Some(guard) = guard {
+        guard.answered(&response);
+    }
+    response
+}
+
+/// Counts the request against its key's requests-per-minute limit (here,
+/// not in the auth layer, so a refusal of a model request has its row).
+fn requests_per_minute(app: &App, req: &Request<Incoming>) -> Result<(), GatewayError> {
+    match req.extensions().get::<Caller>() {
+        Some(caller) => app.rates.check_request(&caller.key.name),
+        None => Ok(()),
+    }
+}
+
+/// The endpoints that call models, by the name their ledger rows give.
+fn model_endpoint(endpoint: &str) -> Option<&'static str> {
+    Some(match endpoint {
+        "/chat/completions" => chat::Chat::NAME,
+        "/messages" => messages::Messages::NAME,
+        "/responses" => responses::Responses::NAME,
+        "/completions" => completions::Completions::NAME,
+        "/embeddings" => embeddings::NAME,
+        _ => return None,
+    })
+}
+
+async fn serve_endpoint(
+    app: &App,
+    endpoint: &'static str,
+    req: Request<Incoming>,
+) -> Result<Response<Body>, GatewayError> {
+    match endpoint {
         "/chat/completions" => match allow(&req, Method::POST, "POST") {
-            Ok(()) => endpoint::serve::<chat::Chat>(&app, req).await,
+            Ok(()) => endpoint::serve::<chat::Chat>(app, req).await,
             Err(err) => Err(err),
         },
         "/messages" => match allow(&req, Method::POST, "POST") {
-            Ok(()) => endpoint::serve::<messages::Messages>(&app, req).await,
+            Ok(()) => endpoint::serve::<messages::Messages>(app, req).await,
             Err(err) => Err(err),
         },
         "/messages/count_tokens" => match allow(&req, Method::POST, "POST") {
-            Ok(()) => messages::count_tokens(&app, req).await,
+            Ok(()) => messages::count_tokens(app, req).await,
             Err(err) => Err(err),
         },
         "/" if req.method() == Method::HEAD => Ok(health::live()),
         // Boxed, as is embeddings: the two largest endpoint futures would
         // otherwise set the size of (and be copied with) every request's.
         "/responses" => match allow(&req, Method::POST, "POST") {
-            Ok(()) => Box::pin(responses::serve(&app, req)).await,
+            Ok(()) => Box::pin(responses::serve(app, req)).await,
             Err(err) => Err(err),
         },
         "/completions" => match allow(&req, Method::POST, "POST") {
-            Ok(()) => endpoint::serve::<completions::Completions>(&app, req).await,
+            Ok(()) => endpoint::serve::<completions::Completions>(app, req).await,
             Err(err) => Err(err),
         },
         "/embeddings" => match allow(&req, Method::POST, "POST") {
-            Ok(()) => Box::pin(embeddings::serve(&app, req)).await,
+            Ok(()) => Box::pin(embeddings::serve(app, req)).await,
             Err(err) => Err(err),
         },
         "/route/explain" => match allow(&req, Method::POST, "POST") {
-            Ok(()) => explain::serve(&app, req).await,
+            Ok(()) => explain::serve(app, req).await,
             Err(err) => Err(err),
         },
-        "/models" => allow(&req, Method::GET, "GET").map(|()| models::list(&app)),
+        "/models" => allow(&req, Method::GET, "GET").map(|()| models::list(app)),
         "/admin/spend" => match allow(&req, Method::GET, "GET") {
-            Ok(()) => admin::spend(&app, req).await,
+            Ok(()) => admin::spend(app, req).await,
             Err(err) => Err(err),
         },
         "/healthz" => Ok(health::live()),
-        "/metrics" => allow(&req, Method::GET, "GET").map(|()| health::metrics(&app)),
-        "/readyz" => Ok(health::ready(&app)),
+        "/metrics" => allow(&req, Method::GET, "GET").map(|()| health::metrics(app)),
+        "/readyz" => Ok(health::ready(app)),
         _ => Err(GatewayError::NotFound {
             path: req.uri().path().to_owned(),
         }),
-    };
-    result.unwrap_or_else(|err| err.into_response_for(dialect))
+    }
 }
 
 /// The paths served (after any `/v1`), as `'static` strings: the request

@@ -19,6 +19,7 @@ use switchyard_router::prefix::{PrefixChain, PrefixIndex};
 use switchyard_router::speculation::SpeculationStats;
 use switchyard_router::{Decision, Reason};
 
+use super::refusal::Accounted;
 use crate::access::{Caller, RateLimits, Reservation};
 use crate::app::{Admission, App};
 use crate::breaker::Breaker;
@@ -65,6 +66,8 @@ pub struct RequestContext {
     pub prefix: Option<Arc<PrefixChain>>,
     /// Prompt tokens as estimated at routing.
     pub prompt_tokens: u32,
+    /// The request's refusal guard, told when a record takes over its row.
+    accounted: Option<Arc<Accounted>>,
 }
 
 impl RequestContext {
@@ -78,6 +81,10 @@ impl RequestContext {
         decision: &Decision,
         prompt: Arc<dyn PromptSource>,
     ) -> Arc<Self> {
+        let accounted = parts.extensions.get::<Arc<Accounted>>().cloned();
+        if let Some(accounted) = &accounted {
+            accounted.decided(app, decision);
+        }
         Arc::new(RequestContext {
             endpoint,
             dialect,
@@ -94,6 +101,7 @@ impl RequestContext {
             class: decision.features.prompt_class(),
             prefix: decision.features.prefix.clone(),
             prompt_tokens: decision.features.prompt_tokens,
+            accounted,
         })
     }
 }
@@ -184,6 +192,9 @@ impl RequestRecord {
         backend_index: usize,
         reason: Reason,
     ) -> Self {
+        if let Some(accounted) = &context.accounted {
+            accounted.recorded();
+        }
         let backend = &app.backends[backend_index];
         let ts_ms = SystemTime::now()
             .duration_since(UNIX_EPOCH)
@@ -321,27 +332,7 @@ impl RequestRecord {
     /// Tokens by kind: as reported, or counted from the prompt and output.
     fn tokens(&self) -> (TokenCounts, bool) {
         match &self.usage {
-            Some(usage) => {
-                let cached = usage.cached_tokens().min(usage.prompt_tokens);
-                let cache_write = usage
-                    .extra
-                    .get("cache_creation_input_tokens")
-                    .and_then(|v| v.as_u64())
-                    .unwrap_or(0);
-                let reasoning = usage
-                    .completion_tokens_details
-                    .as_ref()
-                    .and_then(|d| d.reasoning_tokens)
-                    .unwrap_or(0);
-                let counts = TokenCounts {
-                    input: usage.prompt_tokens - cached,
-                    cached_input: cached,
-                    cache_write,
-                    output: usage.completion_tokens,
-                    reasoning,
-                };
-                (counts, false)
-            }
+            Some(usage) => (usage.token_counts(), false),
             // A call that failed before any output: nothing was generated,
             // and a failed call is not billed.
             None if self.first_output.is_none()
@@ -426,6 +417,7 @@ impl RequestRecord {
             decode_tokens_per_s,
             duration_ms: ms(Instant::now()),
             status: self.outcome,
+            refusal: None,
             reason: self.reason.as_str(),
             hedge: self.hedge,
             fallback: self.reason == Reason::Fallback,

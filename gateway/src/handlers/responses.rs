@@ -123,20 +123,6 @@ async fn passthrough(
         prompt_tokens: decision.features.prompt_tokens,
         max_tokens: decision.features.max_tokens,
     };
-    let caller = parts.extensions.get::<Caller>().cloned();
-    let reservation = match &caller {
-        None => None,
-        Some(caller) => Some(
-            app.budgets
-                .reserve(&caller.key, backend.is_cloud(), worst_cost(backend, size))
-                .map_err(|exhausted| GatewayError::BudgetExhausted {
-                    holder: exhausted.holder,
-                })?,
-        ),
-    };
-    let admission = app.admit(backend_index, None).await?;
-    raw["model"] = Value::String(backend.upstream_model.clone());
-    let streaming = raw.get("stream").and_then(Value::as_bool).unwrap_or(false);
     let model = decision.route.map_or_else(
         || backend.name.clone(),
         |r| app.router.route_name(r).to_owned(),
@@ -144,11 +130,23 @@ async fn passthrough(
     let context = RequestContext::new(
         app,
         parts,
-        ("responses", Dialect::OpenAi),
+        (Responses::NAME, Dialect::OpenAi),
         model,
         decision,
         Arc::new((String::new(), 0)),
     );
+    let caller = parts.extensions.get::<Caller>().cloned();
+    let reservation = match &caller {
+        None => None,
+        Some(caller) => Some(app.budgets.reserve(
+            &caller.key,
+            backend.is_cloud(),
+            worst_cost(backend, size),
+        )?),
+    };
+    let admission = app.admit(backend_index, None).await?;
+    raw["model"] = Value::String(backend.upstream_model.clone());
+    let streaming = raw.get("stream").and_then(Value::as_bool).unwrap_or(false);
     let mut record = RequestRecord::new(
         app,
         context,

@@ -29,6 +29,10 @@ pub struct LedgerRow {
     pub duration_ms: f64,
     /// `ok`, an error kind, `cancelled`, `escalated`.
     pub status: &'static str,
+    /// For a request refused before any backend was called (budget, rate
+    /// limit, open breaker, full queue, bad request, client gone): why, in
+    /// the words the caller was given. Such a row costs nothing.
+    pub refusal: Option<String>,
     pub reason: &'static str,
     pub hedge: bool,
     pub fallback: bool,

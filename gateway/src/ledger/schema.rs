@@ -35,7 +35,8 @@ CREATE TABLE IF NOT EXISTS requests (
     prompt_class TEXT,
     draft_tokens INTEGER,
     draft_accepted_tokens INTEGER,
-    expected_cached_tokens INTEGER
+    expected_cached_tokens INTEGER,
+    refusal TEXT
 );
 -- Report queries filter by time and group by one dimension: they read the
 -- time range from this index and group what it finds. (Indexes on a
@@ -60,13 +61,14 @@ pub fn open(path: &str) -> anyhow::Result<Connection> {
 }
 
 /// Columns added after the first release, added to older ledgers in place.
-const ADDED_COLUMNS: [(&str, &str); 6] = [
+const ADDED_COLUMNS: [(&str, &str); 7] = [
     ("predicted_ttft_ms", "REAL"),
     ("decode_tokens_per_s", "REAL"),
     ("prompt_class", "TEXT"),
     ("draft_tokens", "INTEGER"),
     ("draft_accepted_tokens", "INTEGER"),
     ("expected_cached_tokens", "INTEGER"),
+    ("refusal", "TEXT"),
 ];
 
 fn migrate(conn: &Connection) -> rusqlite::Result<()> {

@@ -67,9 +67,9 @@ fn commit(conn: &mut Connection, batch: &[Entry]) -> rusqlite::Result<()> {
                 input_tokens, cached_tokens, cache_write_tokens, output_tokens, reasoning_tokens,
                 cost_usd, counterfactual_usd, ttft_ms, duration_ms, status, reason, hedge, fallback, cache_hit, estimated,
                 predicted_ttft_ms, decode_tokens_per_s, prompt_class, draft_tokens, draft_accepted_tokens,
-                expected_cached_tokens)
+                expected_cached_tokens, refusal)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20,
-                ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28, ?29, ?30, ?31)",
+                ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28, ?29, ?30, ?31, ?32)",
         )?;
         for Entry { row, .. } in batch {
             insert_row(&mut insert, row)?;
@@ -116,6 +116,7 @@ fn insert_row(
         r.drafts.map(|d| n(d.drafted)),
         r.drafts.map(|d| n(d.accepted)),
         r.expected_cached_tokens,
+        r.refusal,
     ])
 }
 
@@ -150,6 +151,7 @@ mod tests {
             decode_tokens_per_s: None,
             duration_ms: 2.0,
             status: "ok",
+            refusal: None,
             reason: "split",
             hedge: false,
             fallback: false,
