@@ -11,7 +11,7 @@ use switchyard_adapters::openai::OpenAiClient;
 use switchyard_adapters::sim::SimBackend;
 use switchyard_adapters::{AdapterError, Provider};
 use switchyard_policies::{
-    Backend, BackendAdapter, Balance, Config, Engine, Pricing, Reference, Tier,
+    Backend, BackendAdapter, Balance, Config, Engine, Limits, Pricing, Reference, Tier,
 };
 use switchyard_router::Router;
 use switchyard_router::prefix::{PrefixChain, ReplicaLoad, choose_replica};
@@ -132,6 +132,7 @@ pub struct App {
     pub backends: Vec<BackendHandle>,
     pub router: Router,
     pub max_body_bytes: usize,
+    pub limits: Limits,
     pub keys: Arc<KeyStore>,
     pub rates: Arc<RateLimits>,
     pub budgets: Arc<Budgets>,
@@ -172,6 +173,7 @@ impl App {
             backends,
             router,
             max_body_bytes: config.server.max_body_bytes,
+            limits: config.limits,
             keys: Arc::new(KeyStore::new(&config.auth)),
             rates: Arc::new(RateLimits::new(&config.auth)),
             budgets,
@@ -287,6 +289,21 @@ impl App {
             choose_replica(own, Balance::CacheAffinity, 0, spread, &backend.turn)
         };
         (replica, slot, own[slot].cached_blocks)
+    }
+
+    /// Refuses a request for more answers (`n`, `best_of`) than
+    /// `limits.max_n` allows: each is generated and billed.
+    pub fn check_choices(&self, choices: u32) -> Result<(), GatewayError> {
+        if choices <= self.limits.max_n {
+            return Ok(());
+        }
+        Err(GatewayError::InvalidField {
+            param: "n".into(),
+            message: format!(
+                "asks for {choices} answers (n, best_of, for each prompt); this gateway allows at most {} (limits.max_n)",
+                self.limits.max_n
+            ),
+        })
     }
 
     pub fn begin_shutdown(&self) {

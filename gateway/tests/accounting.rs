@@ -695,3 +695,104 @@ async fn every_refused_request_has_a_row() {
         "{metrics}"
     );
 }
+
+/// `n` answers are `n` answers' worth of output: the reservation counts
+/// each, and more than `limits.max_n` is a 400 naming `n` (a key with a
+/// small budget once spent 28 times it by asking for `n: 100`).
+#[tokio::test]
+async fn every_answer_asked_for_is_reserved() {
+    let gateway = priced("")
+        .section(&format!(
+            "auth:\n  keys:\n    - {{name: frank, hash: '{}', budget: {{daily_usd: 0.15}}}}\nlimits: {{max_n: 8}}\n",
+            support::key_hash("sk-frank")
+        ))
+        .start();
+    let url = gateway.url("/v1/chat/completions");
+    let frank = [("authorization", "Bearer sk-frank")];
+    let with_n = |n: u32| {
+        let mut request = short("hello", "cloud");
+        request["n"] = json!(n);
+        request
+    };
+    let one = post_with(&url, &with_n(1), &frank).await;
+    assert_eq!(one.status, 200, "{}", String::from_utf8_lossy(&one.body));
+    // Eight answers of up to 20 tokens at $1,000 per million cannot fit in
+    // what is left of $0.15.
+    let eight = post_with(&url, &with_n(8), &frank).await;
+    assert_eq!(
+        eight.status,
+        429,
+        "{}",
+        String::from_utf8_lossy(&eight.body)
+    );
+    assert!(
+        eight.error()["message"]
+            .as_str()
+            .unwrap()
+            .contains("may cost up to")
+    );
+    let hundred = post_with(&url, &with_n(100), &frank).await;
+    assert_eq!(hundred.status, 400);
+    assert_eq!(hundred.error()["param"], "n");
+    assert!(
+        hundred.error()["message"]
+            .as_str()
+            .unwrap()
+            .contains("limits.max_n")
+    );
+    // Completions: best_of answers are generated for each prompt of a batch.
+    let completions = gateway.url("/v1/completions");
+    for body in [
+        json!({"model": "local", "prompt": "a", "max_tokens": 5, "best_of": 9}),
+        json!({"model": "local", "prompt": ["a", "b", "c"], "max_tokens": 5, "n": 3}),
+    ] {
+        let reply = post_with(&completions, &body, &frank).await;
+        assert_eq!(
+            reply.status,
+            400,
+            "{body}: {}",
+            String::from_utf8_lossy(&reply.body)
+        );
+        assert_eq!(reply.error()["param"], "n");
+    }
+    let batch = post_with(
+        &completions,
+        &json!({"model": "local", "prompt": ["a", "b"], "max_tokens": 5, "n": 2}),
+        &frank,
+    )
+    .await;
+    assert_eq!(
+        batch.status,
+        200,
+        "{}",
+        String::from_utf8_lossy(&batch.body)
+    );
+}
+
+/// An embeddings batch reserves for every input, not only the first.
+#[tokio::test]
+async fn an_embeddings_batch_reserves_every_input() {
+    let gateway = GatewayBuilder::new()
+        .backend_yaml(&format!(
+            "  cloud:\n    tier: cloud\n    sim: {{preset: large, {FAST_SIM_FIELDS}}}\n    price: {{input_per_mtok: 1000, output_per_mtok: 1000}}\n"
+        ))
+        .section(&format!(
+            "auth:\n  keys:\n    - {{name: gina, hash: '{}', budget: {{daily_usd: 0.5}}}}\n",
+            support::key_hash("sk-gina")
+        ))
+        .start();
+    let url = gateway.url("/v1/embeddings");
+    let gina = [("authorization", "Bearer sk-gina")];
+    let word = "tokens ".repeat(40);
+    // One input fits ($0.05 at most); two hundred of them cannot ($10).
+    let one = post_with(
+        &url,
+        &json!({"model": "cloud", "input": [word.clone()]}),
+        &gina,
+    )
+    .await;
+    assert_eq!(one.status, 200, "{}", String::from_utf8_lossy(&one.body));
+    let batch: Vec<&str> = std::iter::repeat_n(word.as_str(), 200).collect();
+    let many = post_with(&url, &json!({"model": "cloud", "input": batch}), &gina).await;
+    assert_eq!(many.status, 429, "{}", String::from_utf8_lossy(&many.body));
+}

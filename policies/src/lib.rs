@@ -11,7 +11,7 @@ pub mod speculation;
 pub use config::{
     AnthropicBackend, Auth, Backend, BackendAdapter, Balance, BreakerSettings, CacheShare,
     CascadeCheck, Condition, Config, ConfigError, Durability, Engine, HeaderMatch, Hedge,
-    LatencyBudget, LatencyHintsConfig, LedgerSettings, OnExhausted, OpenAiBackend, Pattern,
+    LatencyBudget, LatencyHintsConfig, LedgerSettings, Limits, OnExhausted, OpenAiBackend, Pattern,
     PrefixCacheSettings, Reference, ResponseCacheSettings, Route, RouteStrategy, Rule,
     ServerSettings, SimFaults, SimParams, SimPreset, SimSpeculation, Similar, SpendLimit,
     SpendScope, Team, Tier, Timeouts, VirtualKey, sim_params_from_yaml,

@@ -16,6 +16,9 @@ pub struct RequestView<'a> {
     pub model: &'a str,
     pub prompt_tokens: u32,
     pub max_tokens: Option<u32>,
+    /// Answers the backend generates (`n`; on completions `best_of`, for
+    /// each prompt of a batch); 0 counts as 1.
+    pub choices: u32,
     pub tool_count: u32,
     pub images: bool,
     pub streaming: bool,
@@ -43,6 +46,8 @@ pub struct RequestView<'a> {
 pub struct Features {
     pub prompt_tokens: u32,
     pub max_tokens: Option<u32>,
+    /// Answers the backend generates, at least 1: each is billed output.
+    pub choices: u32,
     pub tools: u32,
     pub images: bool,
     pub streaming: bool,
@@ -80,6 +85,7 @@ impl Features {
         let mut features = Features {
             prompt_tokens: view.prompt_tokens,
             max_tokens: view.max_tokens,
+            choices: view.choices.max(1),
             tools: view.tool_count,
             images: view.images,
             streaming: view.streaming,

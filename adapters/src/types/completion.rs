@@ -32,6 +32,29 @@ impl CompletionRequest {
         self.stream.unwrap_or(false)
     }
 
+    /// Completions the backend generates, each billed: `best_of` (or `n`,
+    /// when larger) for every prompt of a batch.
+    pub fn choices(&self) -> u32 {
+        let best_of = self
+            .extra
+            .get("best_of")
+            .and_then(Value::as_u64)
+            .map_or(1, |b| u32::try_from(b).unwrap_or(u32::MAX));
+        let per_prompt = self.n.unwrap_or(1).max(best_of);
+        per_prompt.saturating_mul(self.prompt_count())
+    }
+
+    /// Prompts in the request: an array of strings (or of token arrays) is
+    /// a batch; a string or one token array is one prompt.
+    pub fn prompt_count(&self) -> u32 {
+        match &self.prompt {
+            Value::Array(items) if items.iter().all(|i| i.is_string() || i.is_array()) => {
+                u32::try_from(items.len()).unwrap_or(u32::MAX).max(1)
+            }
+            _ => 1,
+        }
+    }
+
     /// The prompt as one text (array prompts joined by newlines).
     pub fn prompt_text(&self) -> String {
         match &self.prompt {

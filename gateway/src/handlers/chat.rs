@@ -75,6 +75,7 @@ impl Endpoint for Chat {
             model: &req.model,
             prompt_tokens: u32::try_from(tokens::estimate_chat_prompt(req)).unwrap_or(u32::MAX),
             max_tokens: req.output_limit(),
+            choices: req.n.unwrap_or(1),
             tool_count: u32::try_from(req.tool_defs().len()).unwrap_or(u32::MAX),
             images: has_images(req),
             streaming: req.is_stream(),

@@ -34,6 +34,7 @@ impl Endpoint for Completions {
             model: &req.model,
             prompt_tokens: u32::try_from(tokens::estimate(&req.prompt_text())).unwrap_or(u32::MAX),
             max_tokens: req.max_tokens,
+            choices: req.choices(),
             streaming: req.is_stream(),
             turns: 1,
             last_user_text: prompt,

@@ -33,9 +33,13 @@ pub async fn serve(app: &App, req: Request<Incoming>) -> Result<Response<Body>, 
         Value::Array(items) => items.iter().find_map(Value::as_str).unwrap_or(""),
         _ => "",
     };
+    // Every input of a batch is billed: all of them are reserved for and
+    // counted against tokens-per-minute, not only the first.
+    let texts = request.texts();
+    let all_inputs: usize = texts.iter().map(|t| tokens::estimate(t)).sum();
     let view = RequestView {
         model: &request.model,
-        prompt_tokens: u32::try_from(tokens::estimate(text)).unwrap_or(u32::MAX),
+        prompt_tokens: u32::try_from(all_inputs).unwrap_or(u32::MAX),
         turns: 1,
         last_user_text: text,
         ..RequestView::default()
@@ -54,7 +58,7 @@ pub async fn serve(app: &App, req: Request<Incoming>) -> Result<Response<Body>, 
         (NAME, Dialect::OpenAi),
         request.model.clone(),
         &decision,
-        Arc::new((request.texts().join("\n"), 0)),
+        Arc::new((texts.join("\n"), 0)),
     );
     if let Some(caller) = &caller {
         app.rates.check_tokens(&caller.key.name, prompt_tokens)?;
@@ -70,6 +74,7 @@ pub async fn serve(app: &App, req: Request<Incoming>) -> Result<Response<Body>, 
                     Size {
                         prompt_tokens,
                         max_tokens: Some(0),
+                        choices: 1,
                     },
                 );
                 let reservation = app

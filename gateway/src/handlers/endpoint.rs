@@ -17,7 +17,9 @@ use switchyard_adapters::types::{Extra, Timings, Usage};
 use switchyard_adapters::{AdapterError, Provider};
 use switchyard_policies::{OnExhausted, Pricing, TokenCounts};
 use switchyard_router::prefix::PrefixChain;
-use switchyard_router::{AnswerSummary, Decision, Reason, RequestView, Target, failed_check};
+use switchyard_router::{
+    AnswerSummary, Decision, Features, Reason, RequestView, Target, failed_check,
+};
 
 use super::engine;
 use super::hedge::{self, Leg};
@@ -198,13 +200,7 @@ pub async fn serve_decided<E: Endpoint>(
     decision: Decision,
 ) -> Result<Response<Body>, GatewayError> {
     let caller = parts.extensions.get::<Caller>().cloned();
-    let size = Size {
-        prompt_tokens: decision.features.prompt_tokens,
-        max_tokens: decision.features.max_tokens,
-    };
-    let estimated_tokens = size
-        .prompt_tokens
-        .saturating_add(size.max_tokens.unwrap_or(0));
+    let size = Size::of(&decision.features);
     let request = Arc::new(Shared::<E>(request));
     let context = RequestContext::new(
         app,
@@ -214,8 +210,10 @@ pub async fn serve_decided<E: Endpoint>(
         &decision,
         request.clone(),
     );
+    app.check_choices(size.choices)?;
     if let Some(caller) = &caller {
-        app.rates.check_tokens(&caller.key.name, estimated_tokens)?;
+        app.rates
+            .check_tokens(&caller.key.name, size.estimated_tokens())?;
     }
     let slot = Slot::of(app, parts, &request.0, &decision);
     if let Some(cached) = slot.as_ref().and_then(Slot::get)
@@ -250,16 +248,38 @@ pub async fn serve_decided<E: Endpoint>(
 #[derive(Debug, Clone, Copy)]
 pub struct Size {
     pub prompt_tokens: u32,
+    /// The limit on each answer's output.
     pub max_tokens: Option<u32>,
+    /// Answers generated (`n`, `best_of`), each up to `max_tokens`.
+    pub choices: u32,
+}
+
+impl Size {
+    pub fn of(features: &Features) -> Self {
+        Size {
+            prompt_tokens: features.prompt_tokens,
+            max_tokens: features.max_tokens,
+            choices: features.choices,
+        }
+    }
+
+    /// Tokens counted against tokens-per-minute before the call: the
+    /// prompt, and every answer's output limit.
+    pub fn estimated_tokens(self) -> u32 {
+        let output = self.max_tokens.unwrap_or(0).saturating_mul(self.choices);
+        self.prompt_tokens.saturating_add(output)
+    }
 }
 
 /// The most a request could cost on `backend`: what budgets reserve.
 pub fn worst_cost(backend: &BackendHandle, size: Size) -> f64 {
     match backend.pricing {
-        // The prompt estimate gets a margin; output is the request's limit.
+        // The prompt estimate gets a margin; output is the request's limit,
+        // for each answer it asks for.
         Pricing::Tokens(price) => price.cost(&TokenCounts {
             input: u64::from(size.prompt_tokens) * 5 / 4 + 64,
-            output: u64::from(size.max_tokens.unwrap_or(DEFAULT_RESERVED_OUTPUT)),
+            output: u64::from(size.max_tokens.unwrap_or(DEFAULT_RESERVED_OUTPUT))
+                * u64::from(size.choices.max(1)),
             ..TokenCounts::default()
         }),
         Pricing::Hourly { usd_per_hour } => {

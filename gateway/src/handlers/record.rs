@@ -19,6 +19,7 @@ use switchyard_router::prefix::{PrefixChain, PrefixIndex};
 use switchyard_router::speculation::SpeculationStats;
 use switchyard_router::{Decision, Reason};
 
+use super::endpoint::Size;
 use super::refusal::Accounted;
 use crate::access::{Caller, RateLimits, Reservation};
 use crate::app::{Admission, App};
@@ -94,10 +95,7 @@ impl RequestContext {
             route: decision.route.map(|r| app.router.shared_route_name(r)),
             profile: decision.features.profile.map(|p| p.name()),
             prompt,
-            estimated_tokens: decision
-                .features
-                .prompt_tokens
-                .saturating_add(decision.features.max_tokens.unwrap_or(0)),
+            estimated_tokens: Size::of(&decision.features).estimated_tokens(),
             class: decision.features.prompt_class(),
             prefix: decision.features.prefix.clone(),
             prompt_tokens: decision.features.prompt_tokens,

@@ -119,10 +119,7 @@ async fn passthrough(
 ) -> Result<Response<Body>, GatewayError> {
     let backend_index = decision.primary();
     let backend = &app.backends[backend_index];
-    let size = Size {
-        prompt_tokens: decision.features.prompt_tokens,
-        max_tokens: decision.features.max_tokens,
-    };
+    let size = Size::of(&decision.features);
     let model = decision.route.map_or_else(
         || backend.name.clone(),
         |r| app.router.route_name(r).to_owned(),

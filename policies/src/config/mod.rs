@@ -45,6 +45,7 @@ pub struct Config {
     pub reference: Option<Reference>,
     pub ledger: LedgerSettings,
     pub auth: Auth,
+    pub limits: Limits,
     /// The latency-hints file the config names, as written (relative to
     /// the config file); the caller reads it and calls
     /// [`Config::apply_latency_hints`].
@@ -95,6 +96,15 @@ pub struct ServerSettings {
     /// How long in-flight requests and streams may run after a shutdown
     /// signal before the process exits anyway.
     pub shutdown_grace: Duration,
+}
+
+/// Limits on what one request may ask for.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Limits {
+    /// The most answers one request may ask for (`n`, and `best_of` on
+    /// completions); each is generated and billed, so a larger `n` is a
+    /// larger bill.
+    pub max_n: u32,
 }
 
 /// What a backend is for.

@@ -56,6 +56,8 @@ pub(super) struct RawConfig {
     pub ledger: RawLedger,
     #[serde(default)]
     pub auth: RawAuth,
+    #[serde(default)]
+    pub limits: RawLimits,
     /// A file of latency hints per backend (as `switchyard probe` writes).
     pub latency_hints: Option<String>,
 }
@@ -67,6 +69,18 @@ pub(super) struct RawServer {
     pub max_body_bytes: usize,
     pub max_concurrent_requests: usize,
     pub shutdown_grace_ms: u64,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub(super) struct RawLimits {
+    pub max_n: u32,
+}
+
+impl Default for RawLimits {
+    fn default() -> Self {
+        RawLimits { max_n: 8 }
+    }
 }
 
 impl Default for RawServer {

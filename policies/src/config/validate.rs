@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use super::raw::{RawBackend, RawConfig, RawSim};
 use super::{
-    Backend, BackendAdapter, Config, ConfigError, OpenAiBackend, ServerSettings, SimFaults,
+    Backend, BackendAdapter, Config, ConfigError, Limits, OpenAiBackend, ServerSettings, SimFaults,
     SimParams, SimPreset, SimSpeculation, Timeouts,
 };
 
@@ -52,6 +52,7 @@ pub(super) fn validate(raw: RawConfig, text: &str, source: &str) -> Result<Confi
         reference: super::validate_accounting::reference(&ck, raw.accounting)?,
         ledger: super::validate_accounting::ledger(&ck, raw.ledger)?,
         auth: super::validate_accounting::auth(&ck, raw.auth)?,
+        limits: validate_limits(&ck, raw.limits)?,
         latency_hints: raw.latency_hints,
     })
 }
@@ -78,6 +79,13 @@ fn validate_server(
         max_concurrent_requests: raw.max_concurrent_requests,
         shutdown_grace: Duration::from_millis(raw.shutdown_grace_ms),
     })
+}
+
+fn validate_limits(ck: &Checker<'_>, raw: super::raw::RawLimits) -> Result<Limits, ConfigError> {
+    if raw.max_n == 0 {
+        return Err(ck.error(&["limits", "max_n"], "must be at least 1"));
+    }
+    Ok(Limits { max_n: raw.max_n })
 }
 
 /// Names appear in URLs, headers and metrics: keep them to a safe alphabet.
