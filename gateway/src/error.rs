@@ -242,23 +242,47 @@ impl GatewayError {
         self.shape().kind
     }
 
+    /// The message the caller is given. A backend's own words never reach
+    /// the caller (they can hold internal URLs and key fragments): its
+    /// failures are told in fixed words, and their detail goes to the log.
+    pub fn caller_message(&self) -> String {
+        match self {
+            GatewayError::Upstream(err) => upstream_message(err),
+            other => other.to_string(),
+        }
+    }
+
+    /// Logs what the caller is not told: a backend's own words (at debug,
+    /// redacted).
+    pub fn log_detail(&self) {
+        if let GatewayError::Upstream(err) = self {
+            log_upstream_detail(err);
+        }
+    }
+
     /// The OpenAI error object (the value of `"error"`).
     pub fn error_object(&self) -> Value {
         let shape = self.shape();
-        // An upstream 4xx is the caller's to fix: show the backend's own
-        // error object (type, code, param) with our message.
+        let message = self.caller_message();
+        // An upstream 4xx is the caller's to fix: give the backend's error
+        // type, code and param when they are plain identifiers.
         if let GatewayError::Upstream(AdapterError::Status {
             status,
             body: Some(body),
             ..
         }) = self
             && *status < 500
+            && !credentials_refused(*status)
         {
-            let mut object = body.clone();
-            object["message"] = json!(self.to_string());
-            return object;
+            let field = |name: &str| body.get(name).and_then(identifier);
+            return json!({
+                "message": message,
+                "type": field("type").unwrap_or(shape.error_type),
+                "param": field("param"),
+                "code": known_code(body).or_else(|| field("code")),
+            });
         }
-        json!({"message": self.to_string(), "type": shape.error_type, "param": shape.param, "code": shape.code})
+        json!({"message": message, "type": shape.error_type, "param": shape.param, "code": shape.code})
     }
 
     /// Anthropic's error object: `{"type": ..., "message": ...}`, typed by status.
@@ -273,11 +297,12 @@ impl GatewayError {
             503 | 529 => "overloaded_error",
             _ => "api_error",
         };
-        json!({"type": kind, "message": self.to_string()})
+        json!({"type": kind, "message": self.caller_message()})
     }
 
     /// The error as the caller's dialect writes it.
     pub fn into_response_for(self, dialect: Dialect) -> Response<Body> {
+        self.log_detail();
         match dialect {
             Dialect::OpenAi => self.into_response(),
             Dialect::Anthropic => {
@@ -297,7 +322,7 @@ impl GatewayError {
         let mut response = json_response(shape.status, body);
         response.extensions_mut().insert(ErrorNote {
             kind: shape.kind,
-            message: self.to_string(),
+            message: self.caller_message(),
         });
         if let Some(after) = shape.retry_after {
             // Whole seconds, rounded up: retrying early only fails again.
@@ -367,6 +392,14 @@ fn upstream_shape(err: &AdapterError) -> Shape {
                 Some("upstream_overloaded"),
             )
         },
+        // The backend refused the gateway's own credentials: the operator's
+        // fault, not the caller's, and another backend may still answer.
+        AdapterError::Status { status, .. } if credentials_refused(*status) => shape(
+            StatusCode::BAD_GATEWAY,
+            "upstream_auth",
+            "upstream_error",
+            Some("upstream_credentials_refused"),
+        ),
         AdapterError::Status { status, .. } if *status < 500 => {
             // Pass the backend's verdict on the request through as it was.
             let status = StatusCode::from_u16(*status).unwrap_or(StatusCode::BAD_REQUEST);
@@ -401,6 +434,76 @@ fn upstream_shape(err: &AdapterError) -> Shape {
     }
 }
 
+/// 401 and 403 from a backend answer the gateway's credentials (callers'
+/// keys never reach a backend).
+pub fn credentials_refused(status: u16) -> bool {
+    matches!(status, 401 | 403)
+}
+
+/// An upstream failure in fixed words: what happened, never what the
+/// backend said.
+fn upstream_message(err: &AdapterError) -> String {
+    match err {
+        AdapterError::Connect { .. } => "could not connect to the backend".into(),
+        AdapterError::Timeout { .. } | AdapterError::Overloaded { .. } => err.to_string(),
+        AdapterError::Reset { .. } => "the backend closed the connection".into(),
+        AdapterError::Status { status, .. } if credentials_refused(*status) => format!(
+            "the backend refused the gateway's credentials (HTTP {status}); the gateway's operator must fix the backend's api_key"
+        ),
+        AdapterError::Status { status: 429, .. } => {
+            "the backend is rate limiting requests (HTTP 429)".into()
+        }
+        AdapterError::Status { status, .. } if *status < 500 => {
+            format!("the backend rejected the request (HTTP {status})")
+        }
+        AdapterError::Status { status, .. } => format!("the backend failed (HTTP {status})"),
+        AdapterError::Protocol { .. } => "the backend sent an answer that could not be read".into(),
+        // Made here, not by the backend: the caller's to read.
+        AdapterError::InvalidRequest { .. } | AdapterError::Internal { .. } => err.to_string(),
+    }
+}
+
+/// The whole story of an upstream failure, for the operator: at debug, with
+/// secrets taken out.
+fn log_upstream_detail(err: &AdapterError) {
+    if tracing::enabled!(tracing::Level::DEBUG) {
+        let body = match err {
+            AdapterError::Status {
+                body: Some(body), ..
+            } => body.to_string(),
+            _ => String::new(),
+        };
+        tracing::debug!(
+            detail = %crate::redact::redact(&err.to_string()),
+            body = %crate::redact::redact(&body),
+            "upstream error"
+        );
+    }
+}
+
+/// A backend error field that is a plain identifier (`invalid_request_error`,
+/// `context_length_exceeded`), safe to show; free text is not.
+fn identifier(value: &Value) -> Option<&str> {
+    value.as_str().filter(|s| {
+        !s.is_empty()
+            && s.len() <= 64
+            && s.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'))
+    })
+}
+
+/// The one code clients act on, whatever the engine calls it: a prompt
+/// longer than the backend's context is `context_length_exceeded`.
+fn known_code(body: &Value) -> Option<&'static str> {
+    let named = |field: &str| body.get(field).and_then(Value::as_str);
+    let context = ["context_length_exceeded", "exceed_context_size_error"];
+    [named("code"), named("type")]
+        .into_iter()
+        .flatten()
+        .any(|name| context.contains(&name))
+        .then_some("context_length_exceeded")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -417,6 +520,63 @@ mod tests {
         let object = err.error_object();
         assert_eq!(object["code"], "context_length_exceeded");
         assert_eq!(err.into_response().status(), StatusCode::BAD_REQUEST);
+    }
+
+    #[test]
+    fn a_backends_words_never_reach_the_caller() {
+        let leaky = "invalid key sk-proj-1234567890 at http://10.1.2.3:8000/internal";
+        let errors = [
+            AdapterError::Status {
+                status: 400,
+                message: leaky.into(),
+                body: Some(json!({"message": leaky, "type": leaky, "code": "bad_thing"})),
+            },
+            AdapterError::Status {
+                status: 500,
+                message: leaky.into(),
+                body: None,
+            },
+            AdapterError::Status {
+                status: 401,
+                message: leaky.into(),
+                body: Some(json!({"message": leaky, "type": "authentication_error"})),
+            },
+            AdapterError::Connect {
+                message: leaky.into(),
+            },
+            AdapterError::Reset {
+                message: leaky.into(),
+            },
+            AdapterError::Protocol {
+                message: leaky.into(),
+            },
+        ];
+        for err in errors {
+            let err = GatewayError::Upstream(err);
+            for body in [
+                err.error_object().to_string(),
+                err.anthropic_error_object().to_string(),
+            ] {
+                assert!(
+                    !body.contains("sk-proj") && !body.contains("10.1.2.3"),
+                    "{body}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn refused_gateway_credentials_are_a_502() {
+        for status in [401, 403] {
+            let err = GatewayError::Upstream(AdapterError::Status {
+                status,
+                message: "Incorrect API key provided: sk-abc***xyz".into(),
+                body: None,
+            });
+            assert_eq!(err.kind(), "upstream_auth");
+            assert_eq!(err.error_object()["code"], "upstream_credentials_refused");
+            assert_eq!(err.into_response().status(), StatusCode::BAD_GATEWAY);
+        }
     }
 
     #[test]

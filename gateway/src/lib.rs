@@ -15,6 +15,7 @@ pub mod ledger;
 pub mod metrics;
 pub mod probe;
 pub mod receipts;
+pub mod redact;
 pub mod routing;
 pub mod sim_cli;
 pub mod sim_server;

@@ -229,7 +229,7 @@ async fn streamed_and_whole_requests_cost_the_same() {
         gateway
             .ledger()
             .query_row(
-                "SELECT input_tokens, output_tokens, cost_usd, counterfactual_usd, estimated FROM requests WHERE request_id = ?1",
+                "SELECT input_tokens, output_tokens, cost_usd, counterfactual_usd, estimated FROM requests WHERE client_request_id = ?1",
                 [id],
                 |r| Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?, r.get::<_, f64>(2)?, r.get::<_, f64>(3)?, r.get::<_, bool>(4)?)),
             )
@@ -279,7 +279,7 @@ async fn a_client_that_leaves_mid_stream_leaves_an_estimated_row() {
     let (status, input, output, estimated): (String, i64, i64, bool) = gateway
         .ledger()
         .query_row(
-            "SELECT status, input_tokens, output_tokens, estimated FROM requests WHERE request_id = 'leaver'",
+            "SELECT status, input_tokens, output_tokens, estimated FROM requests WHERE client_request_id = 'leaver'",
             [],
             |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
         )
@@ -334,7 +334,7 @@ async fn strict_durability_survives_kill_9() {
     for id in &completed {
         let found: i64 = conn
             .query_row(
-                "SELECT COUNT(*) FROM requests WHERE request_id = ?1",
+                "SELECT COUNT(*) FROM requests WHERE client_request_id = ?1",
                 [id],
                 |r| r.get(0),
             )

@@ -36,13 +36,19 @@ fn presented(headers: &HeaderMap) -> Option<&str> {
     let bearer = headers
         .get(AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| {
-            v.strip_prefix("Bearer ")
-                .or_else(|| v.strip_prefix("bearer "))
-        });
+        .and_then(bearer_token);
     bearer
         .or_else(|| headers.get(X_API_KEY).and_then(|v| v.to_str().ok()))
         .map(str::trim)
+}
+
+/// The token of a `Bearer` credential: the scheme in any case, then one or
+/// more spaces or tabs (RFC 9110 section 11.1 and 11.4).
+fn bearer_token(value: &str) -> Option<&str> {
+    let value = value.trim_start_matches([' ', '\t']);
+    let (scheme, token) = value.split_once([' ', '\t'])?;
+    let token = token.trim_matches([' ', '\t']);
+    (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then_some(token)
 }
 
 impl KeyStore {
@@ -145,6 +151,32 @@ mod tests {
                 .is_err()
         );
         assert!(store.authenticate(&HeaderMap::new()).is_err());
+        for scheme in [
+            "bearer sk-alice",
+            "BEARER sk-alice",
+            "Bearer   sk-alice ",
+            "bEaReR\tsk-alice",
+        ] {
+            assert!(
+                store
+                    .authenticate(&headers("authorization", scheme))
+                    .is_ok(),
+                "{scheme}"
+            );
+        }
+        for wrong in [
+            "Basic sk-alice",
+            "Bearer",
+            "Bearersk-alice",
+            "Token sk-alice",
+        ] {
+            assert!(
+                store
+                    .authenticate(&headers("authorization", wrong))
+                    .is_err(),
+                "{wrong}"
+            );
+        }
         assert!(store.is_admin(&headers("authorization", "Bearer sk-admin")));
         assert!(!store.is_admin(&headers("authorization", "Bearer sk-alice")));
     }

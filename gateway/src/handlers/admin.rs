@@ -8,11 +8,16 @@ use crate::error::GatewayError;
 use crate::http::{Body, json_response};
 use crate::ledger::{Dimension, now_ms, spend_report};
 
+/// The answer to anyone without the admin key, on any admin path.
+pub fn unauthorized() -> GatewayError {
+    GatewayError::Unauthorized {
+        message: "the admin API needs the admin key (auth.admin_key_hash)".into(),
+    }
+}
+
 pub async fn spend(app: &App, req: Request<Incoming>) -> Result<Response<Body>, GatewayError> {
     if !app.keys.is_admin(req.headers()) {
-        return Err(GatewayError::Unauthorized {
-            message: "the admin API needs the admin key (auth.admin_key_hash)".into(),
-        });
+        return Err(unauthorized());
     }
     let query = req.uri().query().unwrap_or("");
     let param = |name: &str| {

@@ -477,7 +477,9 @@ async fn dispatch<E: Endpoint>(
                     last_error = Some(err);
                     continue;
                 }
-                if retryable && !is_last {
+                // Refused credentials are this backend's alone: another
+                // backend may answer, the same one will not.
+                if (retryable || err.kind() == "upstream_auth") && !is_last {
                     last_error = Some(err);
                     continue;
                 }

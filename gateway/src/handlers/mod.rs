@@ -122,7 +122,8 @@ async fn serve_endpoint(
             Ok(()) => explain::serve(app, req).await,
             Err(err) => Err(err),
         },
-        "/models" => allow(&req, Method::GET, "GET").map(|()| models::list(app)),
+        "/models" => allow(&req, Method::GET, "GET")
+            .map(|()| models::list(app, req.extensions().get::<Caller>())),
         "/admin/spend" => match allow(&req, Method::GET, "GET") {
             Ok(()) => admin::spend(app, req).await,
             Err(err) => Err(err),
@@ -130,10 +131,20 @@ async fn serve_endpoint(
         "/healthz" => Ok(health::live()),
         "/metrics" => allow(&req, Method::GET, "GET").map(|()| health::metrics(app)),
         "/readyz" => Ok(health::ready(app)),
+        // The admin API answers only the admin key, even about what it
+        // does not have: which admin paths exist is not for others to probe.
+        _ if is_admin_path(req.uri().path()) && !app.keys.is_admin(req.headers()) => {
+            Err(admin::unauthorized())
+        }
         _ => Err(GatewayError::NotFound {
             path: req.uri().path().to_owned(),
         }),
     }
+}
+
+fn is_admin_path(path: &str) -> bool {
+    let path = path.strip_prefix("/v1").unwrap_or(path);
+    path == "/admin" || path.starts_with("/admin/")
 }
 
 /// The paths served (after any `/v1`), as `'static` strings: the request

@@ -1,14 +1,18 @@
 //! `GET /v1/models`: every route (and alias) and backend a caller may name,
-//! readable by the openai and the anthropic SDKs alike.
+//! readable by the openai and the anthropic SDKs alike. A key that may not
+//! name backends is shown routes only: the names of the backends behind
+//! them are the operator's business.
 
 use http::{Response, StatusCode};
 use serde_json::json;
 use switchyard_router::Target;
 
+use crate::access::Caller;
 use crate::app::App;
 use crate::http::{Body, json_response};
 
-pub fn list(app: &App) -> Response<Body> {
+pub fn list(app: &App, caller: Option<&Caller>) -> Response<Body> {
+    let may_name_backends = caller.is_none_or(|c| c.key.may_name_backends);
     let data: Vec<_> = app
         .router
         .model_names()
@@ -16,9 +20,10 @@ pub fn list(app: &App) -> Response<Body> {
         .filter_map(|name| {
             let detail = match app.router.target(name)? {
                 Target::Route(r) => json!({"kind": "route", "route": app.router.route_name(r)}),
-                Target::Backend(i) => {
+                Target::Backend(i) if may_name_backends => {
                     json!({"kind": "backend", "tier": app.backends[i].tier.as_str()})
                 }
+                Target::Backend(_) => return None,
             };
             // OpenAI's fields and Anthropic's side by side: each SDK reads
             // its own and ignores the others.

@@ -25,7 +25,7 @@ use crate::access::{Caller, RateLimits, Reservation};
 use crate::app::{Admission, App};
 use crate::breaker::Breaker;
 use crate::error::{Dialect, GatewayError};
-use crate::http::request_id::REQUEST_ID;
+use crate::http::request_id::{ClientRequestId, REQUEST_ID};
 use crate::ledger::{Drafts, Ledger, LedgerRow};
 use crate::metrics::Metrics;
 
@@ -54,6 +54,8 @@ pub struct RequestContext {
     pub model: String,
     /// The request's `x-request-id` (a shared copy of the header's bytes).
     pub request_id: Option<HeaderValue>,
+    /// The caller's own id, when it was kept.
+    pub client_request_id: Option<HeaderValue>,
     pub caller: Option<Caller>,
     pub route: Option<Arc<str>>,
     pub profile: Option<&'static str>,
@@ -91,6 +93,10 @@ impl RequestContext {
             dialect,
             model,
             request_id: parts.headers.get(REQUEST_ID).cloned(),
+            client_request_id: parts
+                .extensions
+                .get::<ClientRequestId>()
+                .map(|c| c.0.clone()),
             caller: parts.extensions.get::<Caller>().cloned(),
             route: decision.route.map(|r| app.router.shared_route_name(r)),
             profile: decision.features.profile.map(|p| p.name()),
@@ -392,12 +398,8 @@ impl RequestRecord {
         }
         let row = LedgerRow {
             ts_ms: self.ts_ms,
-            request_id: self
-                .context
-                .request_id
-                .as_ref()
-                .and_then(|id| id.to_str().ok())
-                .map(str::to_owned),
+            request_id: header_text(self.context.request_id.as_ref()),
+            client_request_id: header_text(self.context.client_request_id.as_ref()),
             key: key.as_ref().map(|k| k.name.clone()),
             team: key.as_ref().and_then(|k| k.team.clone()),
             route: self.context.route.clone(),
@@ -470,6 +472,7 @@ impl RequestRecord {
         matches!(
             self.outcome,
             "upstream_connect"
+                | "upstream_auth"
                 | "upstream_reset"
                 | "upstream_protocol"
                 | "upstream_timeout"
@@ -526,6 +529,11 @@ impl RequestRecord {
         };
         (predict(0) - predict(clamp(tokens.cached_input))).max(0.0)
     }
+}
+
+/// A header value as ledger text (ids are ASCII by construction).
+pub fn header_text(value: Option<&HeaderValue>) -> Option<String> {
+    value.and_then(|v| v.to_str().ok()).map(str::to_owned)
 }
 
 impl Drop for RequestRecord {

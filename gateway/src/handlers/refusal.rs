@@ -13,11 +13,12 @@ use http::{HeaderValue, Request, Response};
 use switchyard_policies::{PromptClass, TokenCounts};
 use switchyard_router::Decision;
 
+use super::record::header_text;
 use crate::access::Caller;
 use crate::app::App;
 use crate::error::{Dialect, ErrorNote};
 use crate::http::Body;
-use crate::http::request_id::REQUEST_ID;
+use crate::http::request_id::{ClientRequestId, REQUEST_ID};
 use crate::ledger::{LedgerRow, now_ms};
 
 /// Shared by a request's guard and its records: whether a record has
@@ -51,6 +52,7 @@ pub struct RefusalGuard {
     dialect: Dialect,
     caller: Option<Caller>,
     request_id: Option<HeaderValue>,
+    client_request_id: Option<HeaderValue>,
     ts_ms: i64,
     started: Instant,
     answered: bool,
@@ -74,6 +76,10 @@ impl RefusalGuard {
             dialect,
             caller: req.extensions().get::<Caller>().cloned(),
             request_id: req.headers().get(REQUEST_ID).cloned(),
+            client_request_id: req
+                .extensions()
+                .get::<ClientRequestId>()
+                .map(|c| c.0.clone()),
             ts_ms: now_ms(),
             started: Instant::now(),
             answered: false,
@@ -103,11 +109,8 @@ impl RefusalGuard {
         let key = self.caller.as_ref().map(|c| &c.key);
         let row = LedgerRow {
             ts_ms: self.ts_ms,
-            request_id: self
-                .request_id
-                .as_ref()
-                .and_then(|id| id.to_str().ok())
-                .map(str::to_owned),
+            request_id: header_text(self.request_id.as_ref()),
+            client_request_id: header_text(self.client_request_id.as_ref()),
             key: key.map(|k| k.name.clone()),
             team: key.and_then(|k| k.team.clone()),
             route,

@@ -178,6 +178,7 @@ pub fn encode<E: Endpoint>(
                     st.record.finish(err.kind());
                     st.record.write().await;
                     st.done = true;
+                    err.log_detail();
                     let event = st.encoder.error(&err);
                     return Some((event, st));
                 }

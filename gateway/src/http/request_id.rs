@@ -1,6 +1,10 @@
-//! Request ids: every request carries `x-request-id` (the caller's, or a
-//! new random UUID) from the outermost layer in, and its response carries
-//! the same id back.
+//! Request ids: every request gets an id of the gateway's own, a random
+//! UUID, in `x-request-id` from the outermost layer in (logs and the
+//! ledger's `request_id` use it). A caller's own `x-request-id` is kept
+//! beside it (the ledger's `client_request_id`) and comes back on the
+//! response, but only when it is short and plain: at most 128 characters
+//! of `[A-Za-z0-9._-]`. Anything else is dropped, so a caller cannot write
+//! arbitrary text into logs and rows, nor make two requests share an id.
 //!
 //! tower-http's `SetRequestId` and `PropagateRequestId` do this too, and
 //! also copy the id into the request's and the response's extensions.
@@ -16,6 +20,23 @@ use pin_project_lite::pin_project;
 use tower::{Layer, Service};
 
 pub const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
+
+/// The longest caller's request id kept.
+const MAX_CLIENT_ID: usize = 128;
+
+/// The caller's own request id, when it sent a plain one.
+#[derive(Debug, Clone)]
+pub struct ClientRequestId(pub HeaderValue);
+
+/// Whether a caller's id is short and plain enough to keep.
+fn is_plain(id: &HeaderValue) -> bool {
+    let bytes = id.as_bytes();
+    !bytes.is_empty()
+        && bytes.len() <= MAX_CLIENT_ID
+        && bytes
+            .iter()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
+}
 
 #[derive(Clone, Copy)]
 pub struct RequestIdLayer;
@@ -46,17 +67,19 @@ where
     }
 
     fn call(&mut self, mut req: Request<B>) -> Self::Future {
-        let id = match req.headers().get(REQUEST_ID) {
-            Some(id) => id.clone(),
-            None => {
-                let id = random_id();
-                req.headers_mut().insert(REQUEST_ID, id.clone());
-                id
+        let own = random_id();
+        let client = req.headers_mut().insert(REQUEST_ID, own.clone());
+        // The answer carries the caller's id when it was kept, else ours.
+        let answer_id = match client.filter(is_plain) {
+            Some(client) => {
+                req.extensions_mut().insert(ClientRequestId(client.clone()));
+                client
             }
+            None => own,
         };
         WithRequestId {
             inner: self.inner.call(req),
-            id: Some(id),
+            id: Some(answer_id),
         }
     }
 }
@@ -106,14 +129,23 @@ mod tests {
 
     use super::*;
 
-    /// Answers with the id the request reached it with, in the body, and
-    /// with `x-request-id: own` when the request asks for that.
+    /// Answers with the id the request reached it with and the caller's id
+    /// kept beside it (`id client`), in the body, and with
+    /// `x-request-id: own` when the request asks for that.
     async fn echo(req: Request<()>) -> Result<Response<String>, Infallible> {
         let seen = req
             .headers()
             .get(REQUEST_ID)
             .map(|v| v.to_str().unwrap().to_owned());
-        let mut response = Response::new(seen.unwrap_or_default());
+        let client = req
+            .extensions()
+            .get::<ClientRequestId>()
+            .map(|c| c.0.to_str().unwrap().to_owned());
+        let body = match client {
+            Some(client) => format!("{} {client}", seen.unwrap_or_default()),
+            None => seen.unwrap_or_default(),
+        };
+        let mut response = Response::new(body);
         if req.uri().path() == "/own" {
             response
                 .headers_mut()
@@ -135,10 +167,32 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn the_callers_id_goes_in_and_comes_back() {
+    async fn the_callers_id_is_kept_beside_ours_and_comes_back() {
         let response = call("/", Some("abc-1")).await;
-        assert_eq!(response.body(), "abc-1");
+        let (own, client) = response.body().split_once(' ').unwrap();
+        assert!(uuid::Uuid::parse_str(own).is_ok(), "{own}");
+        assert_eq!(client, "abc-1");
         assert_eq!(response.headers()[REQUEST_ID], "abc-1");
+    }
+
+    #[tokio::test]
+    async fn a_long_or_odd_callers_id_is_replaced() {
+        let long = "a".repeat(129);
+        for id in [
+            long.as_str(),
+            "has space",
+            "semi;colon",
+            "quote\"",
+            "tab\there",
+        ] {
+            let response = call("/", Some(id)).await;
+            let answered = response.headers()[REQUEST_ID].to_str().unwrap();
+            assert!(uuid::Uuid::parse_str(answered).is_ok(), "{id}: {answered}");
+            assert_eq!(response.body(), answered, "{id}: not kept beside ours");
+        }
+        let longest = "a".repeat(128);
+        let response = call("/", Some(&longest)).await;
+        assert_eq!(response.headers()[REQUEST_ID], longest.as_str());
     }
 
     #[tokio::test]

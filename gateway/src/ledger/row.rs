@@ -7,7 +7,10 @@ use switchyard_policies::{PromptClass, TokenCounts};
 pub struct LedgerRow {
     /// Start of the request, Unix milliseconds.
     pub ts_ms: i64,
+    /// The gateway's own id of the request (`x-request-id` as logged).
     pub request_id: Option<String>,
+    /// The caller's own `x-request-id`, when it sent a short, plain one.
+    pub client_request_id: Option<String>,
     pub key: Option<String>,
     pub team: Option<String>,
     pub route: Option<Arc<str>>,

@@ -36,7 +36,8 @@ CREATE TABLE IF NOT EXISTS requests (
     draft_tokens INTEGER,
     draft_accepted_tokens INTEGER,
     expected_cached_tokens INTEGER,
-    refusal TEXT
+    refusal TEXT,
+    client_request_id TEXT
 );
 -- Report queries filter by time and group by one dimension: they read the
 -- time range from this index and group what it finds. (Indexes on a
@@ -49,6 +50,7 @@ DROP INDEX IF EXISTS requests_backend_ts;
 ";
 
 pub fn open(path: &str) -> anyhow::Result<Connection> {
+    create_private(path)?;
     let conn = Connection::open(path).map_err(|err| anyhow::anyhow!("ledger {path}: {err}"))?;
     // WAL: readers (reports) never block the writer; NORMAL sync is durable
     // at each commit's checkpoint boundary under WAL.
@@ -60,8 +62,25 @@ pub fn open(path: &str) -> anyhow::Result<Connection> {
     Ok(conn)
 }
 
+/// Creates the ledger file readable and writable by its owner only, when it
+/// does not exist yet: it holds who asked what, when, and at what cost.
+/// (SQLite gives its `-wal` and `-shm` files the database file's mode.)
+fn create_private(path: &str) -> anyhow::Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
+    match std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)
+    {
+        Ok(_) => Ok(()),
+        Err(err) if err.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+        Err(err) => Err(anyhow::anyhow!("ledger {path}: {err}")),
+    }
+}
+
 /// Columns added after the first release, added to older ledgers in place.
-const ADDED_COLUMNS: [(&str, &str); 7] = [
+const ADDED_COLUMNS: [(&str, &str); 8] = [
     ("predicted_ttft_ms", "REAL"),
     ("decode_tokens_per_s", "REAL"),
     ("prompt_class", "TEXT"),
@@ -69,6 +88,7 @@ const ADDED_COLUMNS: [(&str, &str); 7] = [
     ("draft_accepted_tokens", "INTEGER"),
     ("expected_cached_tokens", "INTEGER"),
     ("refusal", "TEXT"),
+    ("client_request_id", "TEXT"),
 ];
 
 fn migrate(conn: &Connection) -> rusqlite::Result<()> {

@@ -67,9 +67,9 @@ fn commit(conn: &mut Connection, batch: &[Entry]) -> rusqlite::Result<()> {
                 input_tokens, cached_tokens, cache_write_tokens, output_tokens, reasoning_tokens,
                 cost_usd, counterfactual_usd, ttft_ms, duration_ms, status, reason, hedge, fallback, cache_hit, estimated,
                 predicted_ttft_ms, decode_tokens_per_s, prompt_class, draft_tokens, draft_accepted_tokens,
-                expected_cached_tokens, refusal)
+                expected_cached_tokens, refusal, client_request_id)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20,
-                ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28, ?29, ?30, ?31, ?32)",
+                ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28, ?29, ?30, ?31, ?32, ?33)",
         )?;
         for Entry { row, .. } in batch {
             insert_row(&mut insert, row)?;
@@ -117,6 +117,7 @@ fn insert_row(
         r.drafts.map(|d| n(d.accepted)),
         r.expected_cached_tokens,
         r.refusal,
+        r.client_request_id,
     ])
 }
 
@@ -131,6 +132,7 @@ mod tests {
         LedgerRow {
             ts_ms: i64::try_from(i).unwrap_or(0),
             request_id: Some(format!("req-{i}")),
+            client_request_id: None,
             key: Some("alice".into()),
             team: None,
             route: Some("auto".into()),

@@ -412,6 +412,16 @@ pub async fn recording_server(
     count: usize,
     reply: &'static str,
 ) -> (std::net::SocketAddr, tokio::task::JoinHandle<Vec<String>>) {
+    canned_server(count, "200 OK", reply).await
+}
+
+/// A bare server that records `count` requests, answering each with
+/// `status` (such as `401 Unauthorized`) and the JSON `reply`.
+pub async fn canned_server(
+    count: usize,
+    status: &'static str,
+    reply: &'static str,
+) -> (std::net::SocketAddr, tokio::task::JoinHandle<Vec<String>>) {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
@@ -440,7 +450,7 @@ pub async fn recording_server(
                 }
             }
             let response = format!(
-                "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{reply}",
+                "HTTP/1.1 {status}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{reply}",
                 reply.len()
             );
             socket.write_all(response.as_bytes()).await.unwrap();

@@ -1,0 +1,264 @@
+//! Security cases, each named for the attack it stops, run against the real
+//! gateway with a valid key of a tenant's own (see SECURITY.md).
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is the failure report
+
+mod support;
+
+use std::os::unix::fs::PermissionsExt;
+
+use serde_json::json;
+use support::{FAST_SIM_FIELDS, GatewayBuilder, Proc, chat, get_with, post_with};
+
+/// What a leaky provider might say: a key fragment and an internal URL.
+const LEAKY_400: &str = r#"{"error":{"message":"Incorrect request; your key sk-proj-ABCDEFGH12345 was sent to http://10.9.8.7:8000/internal","type":"invalid_request_error","param":"messages","code":"context_length_exceeded"}}"#;
+const LEAKY_401: &str = r#"{"error":{"message":"Incorrect API key provided: sk-proj-ABCDEFGH12345","type":"invalid_request_error","code":"invalid_api_key"}}"#;
+
+fn leaks(body: &[u8]) -> bool {
+    let text = String::from_utf8_lossy(body);
+    text.contains("sk-proj") || text.contains("10.9.8.7")
+}
+
+/// Two keys: `alice` may name backends, `bob` may not.
+fn keys() -> String {
+    format!(
+        "auth:\n  admin_key_hash: '{}'\n  keys:\n    - {{name: alice, hash: '{}'}}\n    - {{name: bob, hash: '{}', may_name_backends: false}}\n",
+        support::key_hash("sk-admin"),
+        support::key_hash("sk-alice"),
+        support::key_hash("sk-bob"),
+    )
+}
+
+fn local_gateway() -> Proc {
+    GatewayBuilder::new()
+        .in_process_sim(
+            "local",
+            "small",
+            &format!("preset: small, {FAST_SIM_FIELDS}"),
+        )
+        .split("auto", &[("local", 1)])
+        .section(&keys())
+        .start()
+}
+
+#[tokio::test]
+async fn upstream_error_text_never_reaches_the_caller() {
+    let (server, _seen) = support::canned_server(2, "400 Bad Request", LEAKY_400).await;
+    let gateway = GatewayBuilder::new()
+        .openai("leaky", "small", &format!("http://{server}/v1"), &[])
+        .start();
+    let openai = post_with(
+        &gateway.url("/v1/chat/completions"),
+        &chat("leaky", "hi"),
+        &[],
+    )
+    .await;
+    assert_eq!(openai.status, 400);
+    assert!(
+        !leaks(&openai.body),
+        "{}",
+        String::from_utf8_lossy(&openai.body)
+    );
+    // What the caller can act on survives: the type and code.
+    assert_eq!(openai.error()["code"], "context_length_exceeded");
+    assert_eq!(openai.error()["type"], "invalid_request_error");
+    let anthropic = post_with(
+        &gateway.url("/v1/messages"),
+        &json!({"model": "leaky", "max_tokens": 5, "messages": [{"role": "user", "content": "hi"}]}),
+        &[],
+    )
+    .await;
+    assert_eq!(anthropic.status, 400);
+    assert!(
+        !leaks(&anthropic.body),
+        "{}",
+        String::from_utf8_lossy(&anthropic.body)
+    );
+    assert_eq!(anthropic.json()["type"], "error");
+}
+
+#[tokio::test]
+async fn refused_gateway_credentials_are_the_gateways_502_and_fall_back() {
+    let (server, _seen) = support::canned_server(2, "401 Unauthorized", LEAKY_401).await;
+    let gateway = GatewayBuilder::new()
+        .openai("keyless", "small", &format!("http://{server}/v1"), &[])
+        .in_process_sim(
+            "backup",
+            "small",
+            &format!("preset: small, {FAST_SIM_FIELDS}"),
+        )
+        .route(
+            "auto",
+            "retries: 2\nstrategy:\n  split:\n    weights: {keyless: 1}\nfallbacks: [backup]",
+        )
+        .start();
+    let url = gateway.url("/v1/chat/completions");
+    let direct = post_with(&url, &chat("keyless", "hi"), &[]).await;
+    assert_eq!(direct.status, 502);
+    assert!(
+        !leaks(&direct.body),
+        "{}",
+        String::from_utf8_lossy(&direct.body)
+    );
+    assert_eq!(direct.error()["code"], "upstream_credentials_refused");
+    let routed = post_with(&url, &chat("auto", "hi"), &[]).await;
+    assert_eq!(
+        routed.status,
+        200,
+        "{}",
+        String::from_utf8_lossy(&routed.body)
+    );
+    assert_eq!(routed.header("x-switchyard-backend"), Some("backup"));
+    // Not retried on the backend that refused: one call each, two in all.
+    let statuses: Vec<String> = {
+        let ledger = gateway.ledger();
+        let mut rows = Vec::new();
+        assert!(
+            support::eventually(async || {
+                let mut statement = ledger
+                    .prepare("SELECT status FROM requests WHERE backend = 'keyless' ORDER BY id")
+                    .unwrap();
+                rows = statement
+                    .query_map([], |r| r.get(0))
+                    .unwrap()
+                    .collect::<Result<_, _>>()
+                    .unwrap();
+                rows.len() == 2
+            })
+            .await
+        );
+        rows
+    };
+    assert_eq!(statuses, ["upstream_auth", "upstream_auth"]);
+}
+
+#[tokio::test]
+async fn any_case_of_bearer_authenticates_and_nothing_else_does() {
+    let gateway = local_gateway();
+    let url = gateway.url("/v1/chat/completions");
+    for value in [
+        "Bearer sk-alice",
+        "bearer sk-alice",
+        "BEARER sk-alice",
+        "Bearer \t sk-alice",
+    ] {
+        let reply = post_with(&url, &chat("auto", "hi"), &[("authorization", value)]).await;
+        assert_eq!(reply.status, 200, "{value}");
+    }
+    for value in ["Basic sk-alice", "Bearer", "sk-alice", "Bearer sk-alicex"] {
+        let reply = post_with(&url, &chat("auto", "hi"), &[("authorization", value)]).await;
+        assert_eq!(reply.status, 401, "{value}");
+    }
+}
+
+#[tokio::test]
+async fn admin_paths_are_not_probed_without_the_admin_key() {
+    let gateway = local_gateway();
+    for path in [
+        "/admin/spend",
+        "/admin/keys",
+        "/admin/",
+        "/v1/admin/anything",
+    ] {
+        let tenant = get_with(&gateway.url(path), &[("authorization", "Bearer sk-alice")]).await;
+        assert_eq!(tenant.status, 401, "{path} answered a tenant");
+    }
+    let admin = [("authorization", "Bearer sk-admin")];
+    assert_eq!(
+        get_with(&gateway.url("/admin/keys"), &admin).await.status,
+        404
+    );
+    assert_eq!(
+        get_with(&gateway.url("/admin/spend"), &admin).await.status,
+        200
+    );
+}
+
+#[tokio::test]
+async fn the_model_list_hides_backends_from_keys_that_may_not_name_them() {
+    let gateway = local_gateway();
+    let ids = |reply: &support::Reply| -> Vec<String> {
+        reply.json()["data"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| m["id"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    let alice = get_with(
+        &gateway.url("/v1/models"),
+        &[("authorization", "Bearer sk-alice")],
+    )
+    .await;
+    assert_eq!(ids(&alice), ["auto", "local"]);
+    let bob = get_with(
+        &gateway.url("/v1/models"),
+        &[("authorization", "Bearer sk-bob")],
+    )
+    .await;
+    assert_eq!(ids(&bob), ["auto"]);
+}
+
+#[tokio::test]
+async fn a_callers_request_id_cannot_forge_or_flood_the_ledger() {
+    let gateway = local_gateway();
+    let url = gateway.url("/v1/chat/completions");
+    let key = ("authorization", "Bearer sk-alice");
+    let plain = post_with(
+        &url,
+        &chat("auto", "hi"),
+        &[key, ("x-request-id", "trace-1.a_b")],
+    )
+    .await;
+    assert_eq!(plain.header("x-request-id"), Some("trace-1.a_b"));
+    let long = "x".repeat(4000);
+    for odd in [
+        long.as_str(),
+        "a b",
+        "<script>",
+        "id\"; DROP TABLE requests",
+    ] {
+        let reply = post_with(&url, &chat("auto", "hi"), &[key, ("x-request-id", odd)]).await;
+        assert_eq!(reply.status, 200);
+        assert_ne!(reply.header("x-request-id"), Some(odd), "{odd} was kept");
+    }
+    let ledger = gateway.ledger();
+    let mut rows: Vec<(String, Option<String>)> = Vec::new();
+    assert!(
+        support::eventually(async || {
+            let mut statement = ledger
+                .prepare("SELECT request_id, client_request_id FROM requests")
+                .unwrap();
+            rows = statement
+                .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+                .unwrap()
+                .collect::<Result<_, _>>()
+                .unwrap();
+            rows.len() == 5
+        })
+        .await
+    );
+    let clients: Vec<&str> = rows.iter().filter_map(|r| r.1.as_deref()).collect();
+    assert_eq!(clients, ["trace-1.a_b"], "only the plain id is kept");
+    let mut own: Vec<&str> = rows.iter().map(|r| r.0.as_str()).collect();
+    own.sort_unstable();
+    own.dedup();
+    assert_eq!(own.len(), 5, "every request has an id of the gateway's own");
+}
+
+#[tokio::test]
+async fn the_ledger_is_readable_by_its_owner_only() {
+    let gateway = local_gateway();
+    let reply = post_with(
+        &gateway.url("/v1/chat/completions"),
+        &chat("auto", "hi"),
+        &[("authorization", "Bearer sk-alice")],
+    )
+    .await;
+    assert_eq!(reply.status, 200);
+    let mode = std::fs::metadata(gateway.dir.join("switchyard-ledger.db"))
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o077, 0, "mode {mode:o}");
+}
