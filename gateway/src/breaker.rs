@@ -2,7 +2,16 @@
 //! failures it opens and the backend is skipped (its route falls back) for
 //! `cooldown`; then one probe request is let through, and its outcome closes
 //! or reopens the circuit.
+//!
+//! Only the backend's faults count (connection failures, timeouts, 5xx,
+//! malformed answers, refused gateway credentials); the record that reports
+//! them decides which. A fault a request could have caused itself (a prompt
+//! that crashes or stalls the server) is attributed to the caller's key, and
+//! such faults open the circuit only once they come from more than one key:
+//! one tenant's requests cannot take a shared backend away from the rest.
+//! A connection failure is nobody's request's doing and counts for all.
 
+use std::hash::{Hash, Hasher};
 use std::sync::Mutex;
 use std::time::Instant;
 
@@ -12,6 +21,11 @@ use switchyard_policies::BreakerSettings;
 enum State {
     Closed {
         failures: u32,
+        /// The key the run of failures started with (a hash of its name).
+        first_key: Option<u64>,
+        /// The run holds failures from more than one key, or one that no
+        /// request could have caused.
+        spread: bool,
     },
     Open {
         until: Instant,
@@ -20,6 +34,22 @@ enum State {
     HalfOpen {
         since: Instant,
     },
+}
+
+const CLOSED: State = State::Closed {
+    failures: 0,
+    first_key: None,
+    spread: false,
+};
+
+/// Who a backend fault is laid to.
+#[derive(Debug, Clone, Copy)]
+pub enum Blame<'a> {
+    /// Nothing a request did (the backend could not be reached), or no key
+    /// to tell callers apart (auth is off).
+    Backend,
+    /// Possibly the request of this key.
+    Key(&'a str),
 }
 
 pub struct Breaker {
@@ -31,7 +61,7 @@ impl Breaker {
     pub fn new(settings: BreakerSettings) -> Self {
         Breaker {
             settings,
-            state: Mutex::new(State::Closed { failures: 0 }),
+            state: Mutex::new(CLOSED),
         }
     }
 
@@ -59,19 +89,56 @@ impl Breaker {
     }
 
     pub fn success(&self) {
-        *self.lock() = State::Closed { failures: 0 };
+        *self.lock() = CLOSED;
     }
 
-    pub fn failure(&self) {
+    /// A call that said nothing about the backend's health (the caller's
+    /// bad request, a client that left): a probe that ended so frees the
+    /// way for the next request to probe, rather than holding the circuit
+    /// half-open until the cooldown passes.
+    pub fn inconclusive(&self) {
+        let mut state = self.lock();
+        if let State::HalfOpen { .. } = *state {
+            *state = State::Open {
+                until: Instant::now(),
+            };
+        }
+    }
+
+    pub fn failure(&self, blame: Blame<'_>) {
         let mut state = self.lock();
         let open = State::Open {
             until: Instant::now() + self.settings.cooldown,
         };
         *state = match *state {
-            State::Closed { failures } if failures + 1 < self.settings.failures => State::Closed {
-                failures: failures + 1,
-            },
-            _ => open,
+            State::Closed {
+                failures,
+                first_key,
+                spread,
+            } => {
+                let (first_key, spread) = match blame {
+                    Blame::Backend => (first_key, true),
+                    Blame::Key(name) => {
+                        let key = key_hash(name);
+                        (
+                            first_key.or(Some(key)),
+                            spread || first_key.is_some_and(|first| first != key),
+                        )
+                    }
+                };
+                let failures = failures + 1;
+                if failures >= self.settings.failures && spread {
+                    open
+                } else {
+                    State::Closed {
+                        failures,
+                        first_key,
+                        spread,
+                    }
+                }
+            }
+            // A failed probe reopens.
+            State::Open { .. } | State::HalfOpen { .. } => open,
         };
     }
 
@@ -83,6 +150,12 @@ impl Breaker {
             State::HalfOpen { .. } => "half-open",
         }
     }
+}
+
+fn key_hash(name: &str) -> u64 {
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    name.hash(&mut hasher);
+    hasher.finish()
 }
 
 #[cfg(test)]
@@ -97,24 +170,67 @@ mod tests {
             failures: 3,
             cooldown: Duration::from_millis(30),
         });
-        breaker.failure();
-        breaker.failure();
+        breaker.failure(Blame::Backend);
+        breaker.failure(Blame::Backend);
         assert!(breaker.allow(), "two failures: still closed");
         breaker.success();
         for _ in 0..3 {
-            breaker.failure();
+            breaker.failure(Blame::Backend);
         }
         assert_eq!(breaker.state(), "open");
         assert!(!breaker.allow());
         std::thread::sleep(Duration::from_millis(40));
         assert!(breaker.allow(), "the probe goes through");
         assert!(!breaker.allow(), "only one probe at a time");
-        breaker.failure();
+        breaker.failure(Blame::Backend);
         assert_eq!(breaker.state(), "open", "a failed probe reopens");
         std::thread::sleep(Duration::from_millis(40));
         assert!(breaker.allow());
         breaker.success();
         assert_eq!(breaker.state(), "closed");
         assert!(breaker.allow() && breaker.allow());
+    }
+
+    fn three_failures() -> Breaker {
+        Breaker::new(BreakerSettings {
+            failures: 3,
+            cooldown: Duration::from_millis(30),
+        })
+    }
+
+    #[test]
+    fn one_keys_faults_alone_never_open_it() {
+        let breaker = three_failures();
+        for _ in 0..10 {
+            breaker.failure(Blame::Key("mallory"));
+        }
+        assert_eq!(breaker.state(), "closed", "one tenant cannot trip it");
+        breaker.failure(Blame::Key("alice"));
+        assert_eq!(breaker.state(), "open", "a second key's fault confirms it");
+        let breaker = three_failures();
+        breaker.failure(Blame::Key("mallory"));
+        breaker.failure(Blame::Key("mallory"));
+        breaker.failure(Blame::Backend);
+        assert_eq!(
+            breaker.state(),
+            "open",
+            "an unreachable backend is nobody's doing"
+        );
+    }
+
+    #[test]
+    fn an_inconclusive_probe_lets_the_next_one_through() {
+        let breaker = three_failures();
+        for _ in 0..3 {
+            breaker.failure(Blame::Backend);
+        }
+        std::thread::sleep(Duration::from_millis(40));
+        assert!(breaker.allow(), "the probe");
+        assert!(!breaker.allow());
+        breaker.inconclusive();
+        assert!(
+            breaker.allow(),
+            "the probe's 400 said nothing; another may probe"
+        );
     }
 }

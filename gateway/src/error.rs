@@ -453,8 +453,13 @@ fn upstream_message(err: &AdapterError) -> String {
         AdapterError::Status { status: 429, .. } => {
             "the backend is rate limiting requests (HTTP 429)".into()
         }
-        AdapterError::Status { status, .. } if *status < 500 => {
-            format!("the backend rejected the request (HTTP {status})")
+        AdapterError::Status { status, body, .. } if *status < 500 => {
+            match body.as_ref().and_then(known_code) {
+                Some(code) => format!(
+                    "the prompt and output do not fit the backend's context window (HTTP {status}, {code})"
+                ),
+                None => format!("the backend rejected the request (HTTP {status})"),
+            }
         }
         AdapterError::Status { status, .. } => format!("the backend failed (HTTP {status})"),
         AdapterError::Protocol { .. } => "the backend sent an answer that could not be read".into(),

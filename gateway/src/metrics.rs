@@ -118,10 +118,10 @@ impl Metrics {
             add(&c.ttft_us_sum, (ttft * 1000.0) as u64);
             add(&c.ttft_count, 1);
         }
-        if let (Some(rate), Some(ttft)) = (row.decode_tokens_per_s, row.ttft_ms)
+        if let Some(rate) = row.decode_tokens_per_s
             && rate > 0.0
         {
-            let decoding_ms = row.duration_ms - ttft;
+            let decoding_ms = row.tokens.output.saturating_sub(1) as f64 / rate * 1000.0;
             add(
                 &c.decode_tokens[row.prompt_class.index()],
                 row.tokens.output.saturating_sub(1),

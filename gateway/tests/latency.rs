@@ -53,8 +53,10 @@ async fn a_backend_slower_than_its_hints_loses_traffic() {
     let url = gateway.url("/v1/chat/completions");
     let mut backends = Vec::new();
     for _ in 0..12 {
+        // Streamed: only a stream's first token is seen, and so measured.
         let mut body = chat("chat", "hi");
         body["max_tokens"] = json!(4);
+        body["stream"] = json!(true);
         backends.push(
             post_json(&url, &body)
                 .await
@@ -175,14 +177,17 @@ async fn hedging_rescues_stalled_requests_and_bills_both_legs() {
     let stally = support::fast_sim(&["faults.stall_rate=1", "faults.stall_ms=1500"]);
     let steady = support::fast_sim(&[]);
     let mut gateway = GatewayBuilder::new()
-        .openai("stally", "small", &stally.base_url(), &["latency: {ttft_ms: 20}"])
-        .openai("steady", "small", &steady.base_url(), &["latency: {ttft_ms: 20}"])
+        .openai("stally", "small", &stally.base_url(), &["latency: {ttft_ms: 20, decode_tokens_per_s: 5000}"])
+        .openai("steady", "small", &steady.base_url(), &["latency: {ttft_ms: 20, decode_tokens_per_s: 5000}"])
         .route("auto", "hedge: {enabled: true}\nstrategy:\n  split:\n    weights: {stally: 1}\nfallbacks: [steady]")
         .start();
     let url = gateway.url("/v1/chat/completions");
     for stream in [false, true] {
+        // A whole answer is hedged once the whole of it is late: here
+        // 16 tokens at 5,000/s after 20 ms.
         let mut body = chat("auto", "hi");
         body["stream"] = json!(stream);
+        body["max_tokens"] = json!(16);
         let reply = post_json(&url, &body).await;
         assert_eq!(reply.status, 200);
         assert_eq!(
@@ -236,7 +241,9 @@ async fn the_ledger_compares_predicted_and_measured_and_keeps_partial_usage() {
         )
         .start();
     let url = gateway.url("/v1/chat/completions");
-    post_json(&url, &chat("local", "measure me")).await;
+    let mut measured = chat("local", "measure me");
+    measured["stream"] = json!(true);
+    post_json(&url, &measured).await;
     let mut body = chat("strict", "cut me off");
     body["stream"] = json!(true);
     let cut = post_json(&url, &body).await;
@@ -340,4 +347,40 @@ async fn retryable_failures_are_retried_before_the_first_byte() {
         served > 10,
         "some requests needed retries: {served} calls for 10 requests"
     );
+}
+
+#[tokio::test]
+async fn a_slow_but_normal_whole_answer_is_not_hedged() {
+    // About 300 ms of decoding: far past the first-token p90 (20 ms), well
+    // inside the whole answer's predicted p90. A whole answer's first token
+    // is not seen, so only the whole answer's lateness may start a hedge.
+    let slowish = support::fast_sim(&["decode_tokens_per_s=100"]);
+    let steady = support::fast_sim(&[]);
+    let mut gateway = GatewayBuilder::new()
+        .openai(
+            "slowish",
+            "small",
+            &slowish.base_url(),
+            &["latency: {ttft_ms: 20, decode_tokens_per_s: 100}"],
+        )
+        .openai("steady", "small", &steady.base_url(), &["latency: {ttft_ms: 20}"])
+        .route("auto", "hedge: {enabled: true}\nstrategy:\n  split:\n    weights: {slowish: 1}\nfallbacks: [steady]")
+        .start();
+    let mut body = chat("auto", "write a while");
+    body["max_tokens"] = json!(30);
+    let reply = post_json(&gateway.url("/v1/chat/completions"), &body).await;
+    assert_eq!(reply.status, 200);
+    assert_eq!(reply.header("x-switchyard-backend"), Some("slowish"));
+    assert_eq!(reply.header("x-switchyard-reason"), Some("split"));
+    gateway.terminate();
+    let (rows, hedged, ttft): (i64, i64, Option<f64>) = gateway
+        .ledger()
+        .query_row(
+            "SELECT COUNT(*), SUM(hedge), MAX(ttft_ms) FROM requests",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+        )
+        .unwrap();
+    assert_eq!((rows, hedged), (1, 0), "one call, not hedged");
+    assert_eq!(ttft, None, "a whole answer records no first-token time");
 }

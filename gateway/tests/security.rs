@@ -262,3 +262,39 @@ async fn the_ledger_is_readable_by_its_owner_only() {
         .mode();
     assert_eq!(mode & 0o077, 0, "mode {mode:o}");
 }
+
+#[tokio::test]
+async fn one_tenants_failing_requests_cannot_open_the_breaker_for_all() {
+    const FAILED: &str = r#"{"error":{"message":"model crashed","type":"server_error"}}"#;
+    // Mallory's six requests fail (the breaker opens after 5 failures);
+    // Alice's request after them still reaches the backend.
+    let (server, seen) = support::canned_server(7, "500 Internal Server Error", FAILED).await;
+    let gateway = GatewayBuilder::new()
+        .openai("shared", "small", &format!("http://{server}/v1"), &[])
+        .route("auto", "retries: 0\nstrategy:\n  split:\n    weights: {shared: 1}")
+        .section(&format!(
+            "auth:\n  keys:\n    - {{name: mallory, hash: '{}'}}\n    - {{name: alice, hash: '{}'}}\n",
+            support::key_hash("sk-mallory"),
+            support::key_hash("sk-alice"),
+        ))
+        .start();
+    let url = gateway.url("/v1/chat/completions");
+    for _ in 0..6 {
+        let reply = post_with(
+            &url,
+            &chat("auto", "crash"),
+            &[("authorization", "Bearer sk-mallory")],
+        )
+        .await;
+        assert_eq!(reply.status, 502);
+    }
+    let alice = post_with(
+        &url,
+        &chat("auto", "hi"),
+        &[("authorization", "Bearer sk-alice")],
+    )
+    .await;
+    assert_eq!(alice.status, 502, "the backend answered alice itself");
+    let reached = tokio::time::timeout(std::time::Duration::from_secs(10), seen).await;
+    assert!(reached.is_ok(), "all seven requests reached the backend");
+}

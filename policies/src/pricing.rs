@@ -77,6 +77,12 @@ impl Pricing {
 /// Built-in list prices (USD per million tokens) for common cloud models,
 /// used when a backend's `model` matches and its config sets no price.
 /// Config overrides them; prices change, so check your provider's page.
+///
+/// A model matches its own name exactly, or a dated snapshot of it: the
+/// name followed by `-YYYY-MM-DD` (OpenAI), `-YYYYMMDD` or `@YYYYMMDD`
+/// (Anthropic, Vertex), or `-latest`. So `claude-opus-4-5-20251101` is
+/// `claude-opus-4-5`, while a shorter name never prices another model:
+/// `o3-pro` is not `o3`, nor `gpt-4o-audio-preview` `gpt-4o`.
 pub fn builtin_price(model: &str) -> Option<TokenPrice> {
     let p = |input, cached_input, cache_write, output| TokenPrice {
         input,
@@ -85,26 +91,60 @@ pub fn builtin_price(model: &str) -> Option<TokenPrice> {
         output,
         reasoning: output,
     };
-    // Longest prefix first, so `gpt-4o-mini` is not priced as `gpt-4o`.
+    // input, cached input, cache write, output.
     const TABLE: &[(&str, [f64; 4])] = &[
         ("gpt-4o-mini", [0.15, 0.075, 0.0, 0.60]),
         ("gpt-4o", [2.50, 1.25, 0.0, 10.00]),
         ("gpt-4.1-nano", [0.10, 0.025, 0.0, 0.40]),
         ("gpt-4.1-mini", [0.40, 0.10, 0.0, 1.60]),
         ("gpt-4.1", [2.00, 0.50, 0.0, 8.00]),
+        ("gpt-5-nano", [0.05, 0.005, 0.0, 0.40]),
+        ("gpt-5-mini", [0.25, 0.025, 0.0, 2.00]),
+        ("gpt-5", [1.25, 0.125, 0.0, 10.00]),
         ("o4-mini", [1.10, 0.275, 0.0, 4.40]),
         ("o3-mini", [1.10, 0.55, 0.0, 4.40]),
+        ("o3-pro", [20.00, 20.00, 0.0, 80.00]),
         ("o3", [2.00, 0.50, 0.0, 8.00]),
         ("claude-3-5-haiku", [0.80, 0.08, 1.00, 4.00]),
-        ("claude-haiku-4", [1.00, 0.10, 1.25, 5.00]),
+        ("claude-haiku-4-5", [1.00, 0.10, 1.25, 5.00]),
         ("claude-3-7-sonnet", [3.00, 0.30, 3.75, 15.00]),
         ("claude-sonnet-4", [3.00, 0.30, 3.75, 15.00]),
+        ("claude-sonnet-4-5", [3.00, 0.30, 3.75, 15.00]),
         ("claude-opus-4", [15.00, 1.50, 18.75, 75.00]),
+        ("claude-opus-4-1", [15.00, 1.50, 18.75, 75.00]),
+        ("claude-opus-4-5", [5.00, 0.50, 6.25, 25.00]),
     ];
+    let name = without_snapshot(model);
     TABLE
         .iter()
-        .find(|(prefix, _)| model.starts_with(prefix))
+        .find(|(known, _)| *known == name)
         .map(|(_, [input, cached, write, output])| p(*input, *cached, *write, *output))
+}
+
+/// A model name without its snapshot suffix: `-YYYY-MM-DD`, `-YYYYMMDD`,
+/// `@YYYYMMDD` or `-latest`.
+fn without_snapshot(model: &str) -> &str {
+    if let Some(base) = model.strip_suffix("-latest") {
+        return base;
+    }
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    let dashed_date = |s: &str| {
+        let parts: Vec<&str> = s.split('-').collect();
+        matches!(parts.as_slice(), [y, m, d] if y.len() == 4 && m.len() == 2 && d.len() == 2
+            && digits(y) && digits(m) && digits(d))
+    };
+    // `-YYYY-MM-DD`: the last eleven bytes.
+    if model.len() > 11
+        && let Some((base, date)) = model.split_at_checked(model.len() - 11)
+        && let Some(date) = date.strip_prefix('-')
+        && dashed_date(date)
+    {
+        return base;
+    }
+    match model.rfind(['-', '@']) {
+        Some(at) if model.len() - at == 9 && digits(&model[at + 1..]) => &model[..at],
+        _ => model,
+    }
 }
 
 #[cfg(test)]
@@ -177,9 +217,22 @@ mod tests {
     }
 
     #[test]
-    fn longest_model_prefix_wins() {
-        assert_eq!(builtin_price("gpt-4o-mini").unwrap().output, 0.60);
-        assert_eq!(builtin_price("gpt-4o").unwrap().output, 10.0);
-        assert!(builtin_price("llama-3-8b").is_none());
+    fn a_model_is_priced_by_its_own_name_or_a_dated_snapshot_of_it() {
+        let output = |model: &str| builtin_price(model).map(|p| p.output);
+        assert_eq!(output("gpt-4o-mini"), Some(0.60));
+        assert_eq!(output("gpt-4o"), Some(10.0));
+        assert_eq!(output("gpt-4o-2024-08-06"), Some(10.0));
+        assert_eq!(output("gpt-4o-mini-2024-07-18"), Some(0.60));
+        assert_eq!(output("claude-opus-4-5-20251101"), Some(25.0));
+        assert_eq!(output("claude-opus-4-20250514"), Some(75.0));
+        assert_eq!(output("claude-sonnet-4-5@20250929"), Some(15.0));
+        assert_eq!(output("claude-3-7-sonnet-latest"), Some(15.0));
+        assert_eq!(output("o3-pro"), Some(80.0), "o3-pro is not o3");
+        assert_eq!(output("o3-pro-2025-06-10"), Some(80.0));
+        // A shorter name never prices a longer one.
+        assert_eq!(output("gpt-4o-audio-preview"), None);
+        assert_eq!(output("gpt-4o-2024"), None);
+        assert_eq!(output("claude-opus-4-7"), None);
+        assert_eq!(output("llama-3-8b"), None);
     }
 }

@@ -110,7 +110,9 @@ def test_an_over_long_prompt_is_the_backends_400(gateway):
     too_long = "word " * 6000  # the server's context is 4,096 tokens
     with pytest.raises(openai.BadRequestError) as refused:
         client.chat.completions.create(model="smollm2", messages=[{"role": "user", "content": too_long}], max_tokens=4)
-    assert "exceed" in str(refused.value).lower() or "context" in str(refused.value).lower(), refused.value
+    # The backend's own words stay in the gateway's log; its code is normalized.
+    assert refused.value.code == "context_length_exceeded", refused.value
+    assert "context window" in str(refused.value), refused.value
 
 
 def metrics(gateway):
@@ -165,5 +167,8 @@ def test_the_ledger_holds_what_the_model_server_reported(gateway):
     assert all(not row[3] for row in served), "usage as the model server reported it"
     assert [row[6] for row in rows if row[6] != "ok"] == ["upstream_rejected"], "the refused prompt has its row, unbilled"
     assert served[3][1] > 1000, "the cache hit is in the ledger"
-    assert all(r[4] is not None and r[4] > 0 for r in served), "time to first token measured"
-    assert any(r[5] is not None and r[5] > 0 for r in served), "decode rate measured"
+    # Only the streamed answer (the second) shows its first token; a whole
+    # answer's first-token time is unknown, and none is made up for it.
+    assert served[1][4] is not None and served[1][4] > 0, "time to first token measured"
+    assert all(r[4] is None for i, r in enumerate(served) if i != 1), "no first-token time for whole answers"
+    assert all(r[5] is not None and r[5] > 0 for r in served), "decode rate measured, or as llama-server reported it"

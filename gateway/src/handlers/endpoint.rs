@@ -459,7 +459,9 @@ async fn dispatch<E: Endpoint>(
                 .await
                 .map(Answer::Stream),
             (true, Some(_), _) => match E::call_stream(&*admission.provider, req).await {
-                Ok(chunks) => collect(chunks).await.map(Answer::Collected),
+                Ok(chunks) => collect::<E>(chunks, &mut record)
+                    .await
+                    .map(Answer::Collected),
                 Err(err) => Err(err),
             },
         };
@@ -504,7 +506,7 @@ async fn dispatch<E: Endpoint>(
         let keep = slot.take().map(|slot| (slot, served.backend));
         let response = match answer {
             Answer::Whole(resp) => {
-                record.first_output();
+                record.whole_answer();
                 record_whole::<E>(&mut record, &resp);
                 record.finish("ok");
                 record.write_after_reply().await;
@@ -591,18 +593,28 @@ fn backoff(n: u32) -> std::time::Duration {
     std::time::Duration::from_secs_f64(base * (0.5 + rand::random::<f64>()) / 1000.0)
 }
 
-/// Reads a whole stream, for a cascade to check before anything is sent.
-async fn collect<C>(mut chunks: Chunks<C>) -> Result<Vec<C>, AdapterError> {
+/// Reads a whole stream, for a cascade to check before anything is sent;
+/// the first output it reads is the call's first token.
+async fn collect<E: Endpoint>(
+    mut chunks: Chunks<E::Chunk>,
+    record: &mut RequestRecord,
+) -> Result<Vec<E::Chunk>, AdapterError> {
     let mut all = Vec::new();
     while let Some(chunk) = chunks.next().await {
-        all.push(chunk?);
+        let chunk = chunk?;
+        if E::chunk_has_output(&chunk) {
+            record.first_output();
+        }
+        all.push(chunk);
     }
     Ok(all)
 }
 
 /// Notes an answer's output and usage in its record.
 fn record_answer<E: Endpoint>(record: &mut RequestRecord, answer: &Answer<E>) {
-    record.first_output();
+    // A whole answer's first token is not seen; a collected stream's was,
+    // as it was read.
+    record.whole_answer();
     match answer {
         Answer::Whole(resp) => record_whole::<E>(record, resp),
         Answer::Collected(chunks) => {

@@ -16,6 +16,7 @@ use super::endpoint::{Answer, Endpoint, Size, worst_cost};
 use super::record::{RequestContext, RequestRecord};
 use crate::access::Caller;
 use crate::app::{Admission, App};
+use crate::error::GatewayError;
 use crate::ledger::now_ms;
 
 /// Never hedge sooner than this: below it a hedge only doubles the load.
@@ -91,19 +92,18 @@ async fn hedge_leg(
     let worst = worst_cost(backend, size);
     let reservation = match &context.caller {
         None => None,
-        Some(Caller { key }) => {
-            if let Some(cap) = cap
-                && !app.hedges.take(&key.name, worst, cap)
-            {
-                return None;
-            }
-            Some(app.budgets.reserve(key, backend.is_cloud(), worst).ok()?)
-        }
+        Some(Caller { key }) => Some(app.budgets.reserve(key, backend.is_cloud(), worst).ok()?),
     };
     let admission = app
         .admit(backend_index, context.prefix.as_deref())
         .await
         .ok()?;
+    // Last: the allowance is spent only on a hedge that starts.
+    if let (Some(Caller { key }), Some(cap)) = (&context.caller, cap)
+        && !app.hedges.take(&key.name, worst, cap)
+    {
+        return None;
+    }
     let mut record = RequestRecord::new(
         app,
         context.clone(),
@@ -143,7 +143,14 @@ pub async fn race<E: Endpoint>(
         size.max_tokens.unwrap_or(256),
         context.class,
     );
-    let delay = Duration::from_secs_f64(predicted.ttft_p90_ms.max(0.0) / 1000.0).max(MIN_DELAY);
+    // A stream is late when its first token is; a whole answer only when
+    // the whole of it is (its first token is not seen).
+    let deadline_ms = if streaming {
+        predicted.ttft_p90_ms
+    } else {
+        predicted.total_p90_ms
+    };
+    let delay = Duration::from_secs_f64(deadline_ms.max(0.0) / 1000.0).max(MIN_DELAY);
     let primary_backend = primary.admission.provider.clone();
     let first = until_output::<E>(&*primary_backend, primary_req, streaming);
     tokio::pin!(first);
@@ -162,20 +169,24 @@ pub async fn race<E: Endpoint>(
     let hedge_provider = hedge.admission.provider.clone();
     let second = until_output::<E>(&*hedge_provider, hedge_req, streaming);
     tokio::pin!(second);
-    let (answer, winner, loser) = tokio::select! {
+    // The leg that did not serve: cancelled when the other answered first,
+    // or failed, which its record says as for any failed call (its breaker
+    // counts it; it is billed for what it consumed).
+    let (answer, winner, (mut loser, failure)) = tokio::select! {
         answer = &mut first => match answer {
-            Ok(answer) => (Ok(answer), primary, Some(hedge)),
+            Ok(answer) => (Ok(answer), primary, (hedge, None)),
             // The primary failed: the hedge is all there is.
-            Err(_) => ((&mut second).await, hedge, Some(primary)),
+            Err(err) => ((&mut second).await, hedge, (primary, Some(err))),
         },
         answer = &mut second => match answer {
-            Ok(answer) => (Ok(answer), hedge, Some(primary)),
-            Err(_) => ((&mut first).await, primary, Some(hedge)),
+            Ok(answer) => (Ok(answer), hedge, (primary, None)),
+            Err(err) => ((&mut first).await, primary, (hedge, Some(err))),
         },
     };
-    if let Some(mut loser) = loser {
-        loser.record.finish("hedge-lost");
-        loser.record.write().await;
+    match failure {
+        Some(err) => loser.record.finish(GatewayError::from(err).kind()),
+        None => loser.record.finish("hedge-lost"),
     }
+    loser.record.write().await;
     (answer, winner)
 }

@@ -23,7 +23,7 @@ use super::endpoint::Size;
 use super::refusal::Accounted;
 use crate::access::{Caller, RateLimits, Reservation};
 use crate::app::{Admission, App};
-use crate::breaker::Breaker;
+use crate::breaker::{Blame, Breaker};
 use crate::error::{Dialect, GatewayError};
 use crate::http::request_id::{ClientRequestId, REQUEST_ID};
 use crate::ledger::{Drafts, Ledger, LedgerRow};
@@ -139,6 +139,9 @@ pub struct RequestRecord {
     ts_ms: i64,
     started: Instant,
     first_output: Option<Instant>,
+    /// A whole (not streamed) answer arrived: output exists, but when its
+    /// first token was made is unknown.
+    answered_whole: bool,
     usage: Option<Usage>,
     /// Output as streamed so far, for counting when no usage is reported.
     output: String,
@@ -229,6 +232,7 @@ impl RequestRecord {
             ts_ms,
             started: Instant::now(),
             first_output: None,
+            answered_whole: false,
             usage: None,
             output: String::new(),
             outcome: "cancelled",
@@ -244,8 +248,17 @@ impl RequestRecord {
         self.expected_cached_tokens
     }
 
+    /// The first generated output is here (a streamed answer): the time to
+    /// first token.
     pub fn first_output(&mut self) {
         self.first_output.get_or_insert_with(Instant::now);
+    }
+
+    /// A whole answer arrived. Its first token came some time before, not
+    /// now: the record keeps no first-token time for it, so neither the
+    /// ledger nor the latency model takes the whole call's time for one.
+    pub fn whole_answer(&mut self) {
+        self.answered_whole = true;
     }
 
     pub fn usage(&mut self, usage: Option<&Usage>) {
@@ -289,7 +302,7 @@ impl RequestRecord {
     ) -> Result<T, GatewayError> {
         let result = match result {
             Ok(answer) => {
-                self.first_output();
+                self.whole_answer();
                 self.usage(usage(&answer).as_ref());
                 self.finish("ok");
                 Ok(answer)
@@ -340,6 +353,7 @@ impl RequestRecord {
             // A call that failed before any output: nothing was generated,
             // and a failed call is not billed.
             None if self.first_output.is_none()
+                && !self.answered_whole
                 && !matches!(self.outcome, "cancelled" | "hedge-lost") =>
             {
                 (TokenCounts::default(), false)
@@ -388,10 +402,15 @@ impl RequestRecord {
         let ms = |t: Instant| t.duration_since(started).as_secs_f64() * 1000.0;
         let total = self.started.elapsed();
         let ttft = self.first_output.map(|t| t.duration_since(self.started));
-        let decode_tokens_per_s = ttft.and_then(|ttft| {
-            let decoding = total.saturating_sub(ttft).as_secs_f64();
-            (tokens.output > 1 && decoding > 0.0).then(|| (tokens.output - 1) as f64 / decoding)
-        });
+        // Measured from the first token on; a whole answer's, as the
+        // backend reported it (llama.cpp's timings), if it did.
+        let decode_tokens_per_s = match ttft {
+            Some(ttft) => {
+                let decoding = total.saturating_sub(ttft).as_secs_f64();
+                (tokens.output > 1 && decoding > 0.0).then(|| (tokens.output - 1) as f64 / decoding)
+            }
+            None => self.reported_rates.1.filter(|_| tokens.output > 1),
+        };
         if !self.from_cache {
             self.tell_routing();
             self.inform_backend_models(&tokens, ttft, total);
@@ -456,8 +475,8 @@ impl RequestRecord {
         self.routing_told = true;
         match self.outcome {
             "ok" | "escalated" => self.breaker.success(),
-            _ if self.upstream_failure() => self.breaker.failure(),
-            _ => {}
+            _ if self.upstream_failure() => self.breaker.failure(self.blame()),
+            _ => self.breaker.inconclusive(),
         }
         if matches!(self.outcome, "ok" | "escalated")
             && let Some(chain) = &self.context.prefix
@@ -479,6 +498,15 @@ impl RequestRecord {
                 | "upstream_overloaded"
                 | "upstream_error"
         )
+    }
+
+    /// Who the backend's fault may be laid to: the caller's key, unless no
+    /// request could have caused it (the backend was not reached).
+    fn blame(&self) -> Blame<'_> {
+        match (&self.context.caller, self.outcome) {
+            (_, "upstream_connect" | "upstream_auth") | (None, _) => Blame::Backend,
+            (Some(caller), _) => Blame::Key(&caller.key.name),
+        }
     }
 
     /// What this call tells the backend's latency model and speculation

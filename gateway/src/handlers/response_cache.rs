@@ -166,7 +166,7 @@ pub async fn replay<E: Endpoint>(
     match &cached.answer {
         CachedAnswer::Whole(resp) => {
             let resp: E::Response = downcast(ChatResponse::clone(resp))?;
-            record.first_output();
+            record.whole_answer();
             record.usage(E::response_usage(&resp));
             record.finish("ok");
             record.write_after_reply().await;

@@ -121,36 +121,50 @@ impl BackendLatency {
             return;
         }
         let uncached = o.prompt_tokens.saturating_sub(o.cached_tokens);
-        if let Some(ttft) = o.ttft {
-            let ttft_ms = ttft.as_secs_f64() * 1000.0;
-            self.ttft_ms.observe(ttft_ms);
-            match o.reported_prefill_tokens_per_s {
-                Some(rate) => self.prefill_tps.observe(rate),
-                None if uncached >= LARGE_PREFILL => {
-                    let prefill_ms = ttft_ms - self.base_ttft_ms.mean();
-                    if prefill_ms > 0.0 {
-                        self.prefill_tps
-                            .observe(f64::from(uncached) / prefill_ms * 1000.0);
-                    }
+        let Some(ttft) = o.ttft else {
+            // A whole answer: its first token was not seen. Only rates the
+            // backend itself reported are learned from it.
+            if let Some(rate) = o.reported_prefill_tokens_per_s {
+                self.prefill_tps.observe(rate);
+            }
+            if let Some(rate) = o.reported_decode_tokens_per_s {
+                self.observe_decode(rate, o);
+            }
+            return;
+        };
+        let ttft_ms = ttft.as_secs_f64() * 1000.0;
+        self.ttft_ms.observe(ttft_ms);
+        match o.reported_prefill_tokens_per_s {
+            Some(rate) => self.prefill_tps.observe(rate),
+            None if uncached >= LARGE_PREFILL => {
+                let prefill_ms = ttft_ms - self.base_ttft_ms.mean();
+                if prefill_ms > 0.0 {
+                    self.prefill_tps
+                        .observe(f64::from(uncached) / prefill_ms * 1000.0);
                 }
-                None => {}
             }
-            if uncached < SMALL_PREFILL || o.reported_prefill_tokens_per_s.is_some() {
-                let prefill_ms = f64::from(uncached) / self.prefill_tps.mean() * 1000.0;
-                self.base_ttft_ms.observe((ttft_ms - prefill_ms).max(0.0));
-            }
-            let decoding = o.total.saturating_sub(ttft).as_secs_f64();
-            let context = o.prompt_tokens + o.output_tokens / 2;
-            let rate = o.reported_decode_tokens_per_s.or_else(|| {
-                (o.output_tokens > 1 && decoding > 0.0)
-                    .then(|| f64::from(o.output_tokens - 1) / decoding)
-            });
-            if let Some(rate) = rate {
-                let bucket = &mut self.decode_tps[bucket(context)];
-                self.class_decode_ratio[o.class.index()].observe(rate / bucket.mean().max(1e-3));
-                bucket.observe(rate);
-            }
+            None => {}
         }
+        if uncached < SMALL_PREFILL || o.reported_prefill_tokens_per_s.is_some() {
+            let prefill_ms = f64::from(uncached) / self.prefill_tps.mean() * 1000.0;
+            self.base_ttft_ms.observe((ttft_ms - prefill_ms).max(0.0));
+        }
+        let decoding = o.total.saturating_sub(ttft).as_secs_f64();
+        let rate = o.reported_decode_tokens_per_s.or_else(|| {
+            (o.output_tokens > 1 && decoding > 0.0)
+                .then(|| f64::from(o.output_tokens - 1) / decoding)
+        });
+        if let Some(rate) = rate {
+            self.observe_decode(rate, o);
+        }
+    }
+
+    /// A decode rate at the call's context length and prompt class.
+    fn observe_decode(&mut self, rate: f64, o: &Observation) {
+        let context = o.prompt_tokens + o.output_tokens / 2;
+        let bucket = &mut self.decode_tps[bucket(context)];
+        self.class_decode_ratio[o.class.index()].observe(rate / bucket.mean().max(1e-3));
+        bucket.observe(rate);
     }
 
     /// Expected figures for a request of this shape, now.
