@@ -14,7 +14,7 @@ use switchyard_policies::{
     Backend, BackendAdapter, Balance, Config, Engine, Limits, Pricing, Reference, Tier,
 };
 use switchyard_router::Router;
-use switchyard_router::prefix::{PrefixChain, ReplicaLoad, choose_replica};
+use switchyard_router::prefix::{PrefixChain, ReplicaLoad, Tenant, choose_replica};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use crate::access::{Budgets, KeyStore, RateLimits};
@@ -204,7 +204,11 @@ impl App {
         &self,
         backend_index: usize,
         prefix: Option<&PrefixChain>,
+        tenant: Tenant,
     ) -> Result<Admission, GatewayError> {
+        // The chain as this backend's cache keys it for this caller.
+        let prefix = prefix.map(|chain| self.router.chain_for(backend_index, chain, tenant));
+        let prefix = prefix.as_deref();
         let gateway =
             self.in_flight
                 .clone()

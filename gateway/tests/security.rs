@@ -19,13 +19,14 @@ fn leaks(body: &[u8]) -> bool {
     text.contains("sk-proj") || text.contains("10.9.8.7")
 }
 
-/// Two keys: `alice` may name backends, `bob` may not.
+/// Three keys: `alice` and `carol` may name backends, `bob` may not.
 fn keys() -> String {
     format!(
-        "auth:\n  admin_key_hash: '{}'\n  keys:\n    - {{name: alice, hash: '{}'}}\n    - {{name: bob, hash: '{}', may_name_backends: false}}\n",
+        "auth:\n  admin_key_hash: '{}'\n  keys:\n    - {{name: alice, hash: '{}'}}\n    - {{name: bob, hash: '{}', may_name_backends: false}}\n    - {{name: carol, hash: '{}'}}\n",
         support::key_hash("sk-admin"),
         support::key_hash("sk-alice"),
         support::key_hash("sk-bob"),
+        support::key_hash("sk-carol"),
     )
 }
 
@@ -297,4 +298,107 @@ async fn one_tenants_failing_requests_cannot_open_the_breaker_for_all() {
     assert_eq!(alice.status, 502, "the backend answered alice itself");
     let reached = tokio::time::timeout(std::time::Duration::from_secs(10), seen).await;
     assert!(reached.is_ok(), "all seven requests reached the backend");
+}
+
+/// The same long prompt, asked under a key.
+async fn ask_long(gateway: &Proc, model: &str, key: &str) -> support::Reply {
+    let system = "You are the support assistant of a company with many rules. ".repeat(40);
+    let body = json!({"model": model, "max_tokens": 4, "messages": [
+        {"role": "system", "content": system},
+        {"role": "user", "content": "What are the opening hours?"}]});
+    let auth = format!("Bearer {key}");
+    post_with(
+        &gateway.url("/v1/chat/completions"),
+        &body,
+        &[("authorization", auth.as_str())],
+    )
+    .await
+}
+
+#[tokio::test]
+async fn a_tenant_cannot_learn_what_another_sent_from_the_cache_receipt() {
+    let sim = format!("preset: small, {FAST_SIM_FIELDS}");
+    let gateway = GatewayBuilder::new()
+        .in_process_sim("private", "small", &sim)
+        .backend_yaml(&format!(
+            "  public:\n    tier: small\n    sim: {{{sim}}}\n    prefix_cache: {{share: everyone}}\n"
+        ))
+        .section(&keys())
+        .start();
+    for backend in ["private", "public"] {
+        assert_eq!(
+            ask_long(&gateway, backend, "sk-alice")
+                .await
+                .header("x-switchyard-cache"),
+            Some("miss")
+        );
+        let again = ask_long(&gateway, backend, "sk-alice").await;
+        assert!(
+            again
+                .header("x-switchyard-cache")
+                .unwrap()
+                .starts_with("prefix="),
+            "{backend}: alice's own prefix"
+        );
+    }
+    // Carol sends the very prompt alice sent: on the default (per key)
+    // backend nothing says alice sent it; where the operator shares
+    // prefixes with everyone, the receipt does.
+    let private = ask_long(&gateway, "private", "sk-carol").await;
+    assert_eq!(private.status, 200);
+    assert_eq!(private.header("x-switchyard-cache"), Some("miss"));
+    let public = ask_long(&gateway, "public", "sk-carol").await;
+    assert!(
+        public
+            .header("x-switchyard-cache")
+            .unwrap()
+            .starts_with("prefix=")
+    );
+}
+
+#[tokio::test]
+async fn a_tenant_cannot_choose_whose_vllm_cache_it_reads() {
+    let completion = r#"{"id":"c1","object":"chat.completion","created":1,"model":"x","choices":[{"index":0,"message":{"role":"assistant","content":"ok"},"finish_reason":"stop"}],"usage":{"prompt_tokens":3,"completion_tokens":1,"total_tokens":4}}"#;
+    // Three chats; the engine's metrics page is elsewhere (nothing listens).
+    let (server, seen) = support::recording_server(3, completion).await;
+    let gateway = GatewayBuilder::new()
+        .backend_yaml(&format!(
+            "  vllm:\n    tier: small\n    openai: {{base_url: 'http://{server}/v1', engine: vllm, metrics_url: 'http://127.0.0.1:9/metrics'}}\n"
+        ))
+        .section(&keys())
+        .start();
+    let url = gateway.url("/v1/chat/completions");
+    let mut forged = chat("vllm", "hi");
+    forged["cache_salt"] = json!("someone-elses-salt");
+    for (key, body) in [
+        ("Bearer sk-alice", chat("vllm", "hi")),
+        ("Bearer sk-alice", forged),
+        ("Bearer sk-carol", chat("vllm", "hi")),
+    ] {
+        let reply = post_with(&url, &body, &[("authorization", key)]).await;
+        assert_eq!(
+            reply.status,
+            200,
+            "{}",
+            String::from_utf8_lossy(&reply.body)
+        );
+    }
+    let salts: Vec<String> = seen
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| {
+            let body: serde_json::Value =
+                serde_json::from_str(r.split_once("\r\n\r\n").unwrap().1).unwrap();
+            body["cache_salt"].as_str().unwrap().to_owned()
+        })
+        .collect();
+    assert_eq!(
+        salts[0], salts[1],
+        "the gateway's salt, not the one the caller sent"
+    );
+    assert_ne!(
+        salts[0], salts[2],
+        "alice and carol have salts of their own"
+    );
 }

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use switchyard_policies::{Profile, PromptClass};
 
-use crate::prefix::PrefixChain;
+use crate::prefix::{PrefixChain, Tenant};
 use crate::signals::{Signals, signals};
 
 /// The request as the router sees it; the gateway builds it from whatever
@@ -39,6 +39,8 @@ pub struct RequestView<'a> {
     pub encoded: &'a [(usize, Vec<f32>)],
     /// The canonical prompt's prefix chain, when the gateway built one.
     pub prefix: Option<Arc<PrefixChain>>,
+    /// The caller's salts for prefixes shared per key or team.
+    pub tenant: Tenant,
 }
 
 /// Features derived from a request view, computed once per request.
@@ -62,6 +64,9 @@ pub struct Features {
     /// The prompt's prefix chain, for what backends hold cached.
     #[serde(skip)]
     pub prefix: Option<Arc<PrefixChain>>,
+    /// Whose cached prefixes the request may count on.
+    #[serde(skip)]
+    pub tenant: Tenant,
 }
 
 /// The code signal of two keyword hits (see `signals::saturate`).
@@ -95,6 +100,7 @@ impl Features {
             profile: view.profile.or(route_profile),
             score: 0.0,
             prefix: view.prefix.clone(),
+            tenant: view.tenant,
         };
         features.score = features.complexity();
         features

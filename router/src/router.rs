@@ -1,12 +1,13 @@
 //! The router: model names to routes and backends, and each route's policy
 //! compiled from config, ready to decide.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::Arc;
 
 use switchyard_policies::{
-    Backend, BackendAdapter, CascadeCheck, Config, Hedge, LatencyBudget, Pricing, Profile,
-    RouteStrategy, Speculative,
+    Backend, BackendAdapter, CacheShare, CascadeCheck, Config, Hedge, LatencyBudget, Pricing,
+    Profile, RouteStrategy, Speculative,
 };
 
 use crate::budgeted::{Candidate, DEFAULT_EXPECTED_OUTPUT, budget_for, expected_cost, rank};
@@ -16,7 +17,7 @@ use crate::embed::embed;
 use crate::explain::{Explanation, RuleTrace};
 use crate::features::{Features, RequestView};
 use crate::latency::{LatencyHints, LatencyStore, LocalLatency, Prediction};
-use crate::prefix::{LocalPrefixIndex, PrefixIndex, ReplicaCache};
+use crate::prefix::{LocalPrefixIndex, PrefixChain, PrefixIndex, ReplicaCache, Tenant};
 use crate::speculation::SpeculationStats;
 use crate::split::{SplitPolicy, unit_from_key};
 use crate::target_share::{ShareTracker, WindowTracker};
@@ -108,6 +109,8 @@ pub struct Router {
     /// Each backend's replicas (or their slots) in the prefix index.
     replica_ranges: Vec<std::ops::Range<usize>>,
     slots_per_replica: Vec<usize>,
+    /// Whose prefixes each backend's cache is shared by.
+    prefix_share: Vec<CacheShare>,
 }
 
 impl Router {
@@ -245,7 +248,29 @@ impl Router {
             prefix: Arc::new(LocalPrefixIndex::new(caches)),
             replica_ranges,
             slots_per_replica,
+            prefix_share: config
+                .backends
+                .values()
+                .map(|b| b.prefix_cache.share)
+                .collect(),
         }
+    }
+
+    /// A prompt's prefix chain as `backend`'s cache keys it for `tenant`:
+    /// salted unless the backend shares prefixes with everyone.
+    pub fn chain_for<'c>(
+        &self,
+        backend: usize,
+        chain: &'c PrefixChain,
+        tenant: Tenant,
+    ) -> Cow<'c, PrefixChain> {
+        chain.salted(self.prefix_salt(backend, tenant))
+    }
+
+    /// The salt of `tenant`'s prefixes on `backend` (0: shared by all).
+    pub fn prefix_salt(&self, backend: usize, tenant: Tenant) -> u64 {
+        let share = self.prefix_share.get(backend).copied().unwrap_or_default();
+        tenant.salt(share)
     }
 
     /// The latency models, for the gateway to report each call to.
@@ -258,9 +283,10 @@ impl Router {
         let Some(chain) = &features.prefix else {
             return 0;
         };
+        let chain = self.chain_for(backend, chain, features.tenant);
         let blocks = self
             .replicas(backend)
-            .map(|replica| self.prefix.cached_blocks(replica, chain))
+            .map(|replica| self.prefix.cached_blocks(replica, &chain))
             .max()
             .unwrap_or(0);
         chain.tokens_in(blocks, features.prompt_tokens)

@@ -8,6 +8,8 @@ use http::{HeaderMap, HeaderName};
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 use switchyard_policies::{Auth, VirtualKey};
+use switchyard_router::prefix::Tenant;
+use xxhash_rust::xxh3::{xxh3_64, xxh3_64_with_seed};
 
 use crate::error::GatewayError;
 
@@ -20,6 +22,9 @@ pub struct Caller {
 pub struct KeyStore {
     keys: Vec<Arc<VirtualKey>>,
     admin: Option<[u8; 32]>,
+    /// Seeds team salts: made of every key's stored hash, so it is the same
+    /// on every replica of one config and known to no tenant.
+    team_secret: u64,
 }
 
 /// The header anthropic SDK 1.x sends its key in.
@@ -53,9 +58,11 @@ fn bearer_token(value: &str) -> Option<&str> {
 
 impl KeyStore {
     pub fn new(auth: &Auth) -> Self {
+        let hashes: Vec<u8> = auth.keys.iter().flat_map(|k| k.hash).collect();
         KeyStore {
             keys: auth.keys.iter().cloned().map(Arc::new).collect(),
             admin: auth.admin_key_hash,
+            team_secret: xxh3_64(&hashes),
         }
     }
 
@@ -85,6 +92,17 @@ impl KeyStore {
             .ok_or_else(|| GatewayError::Unauthorized {
                 message: "invalid API key".into(),
             })
+    }
+
+    /// The caller's prefix-cache salts: its key's from the key's stored
+    /// hash (a secret of the key's own), its team's from the team's name
+    /// and every key's hash. Never 0, which means shared.
+    pub fn tenant(&self, caller: &Caller) -> Tenant {
+        let key = xxh3_64(&caller.key.hash).max(1);
+        let team = caller.key.team.as_ref().map_or(key, |team| {
+            xxh3_64_with_seed(team.as_bytes(), self.team_secret).max(1)
+        });
+        Tenant { key, team }
     }
 
     /// Whether the request carries the admin key.

@@ -10,6 +10,7 @@ use serde_json::Value;
 use switchyard_adapters::tokens;
 use switchyard_adapters::types::{EmbeddingRequest, Usage};
 use switchyard_router::RequestView;
+use switchyard_router::prefix::Tenant;
 
 use super::endpoint::{Size, worst_cost};
 use super::record::{RequestContext, RequestRecord};
@@ -83,7 +84,7 @@ pub async fn serve(app: &App, req: Request<Incoming>) -> Result<Response<Body>, 
                 Some(reservation)
             }
         };
-        let admission = app.admit(served.backend, None).await?;
+        let admission = app.admit(served.backend, None, Tenant::default()).await?;
         request.model.clone_from(&backend.upstream_model);
         let record = RequestRecord::new(
             app,

@@ -162,6 +162,7 @@ pub async fn decide<E: Endpoint>(
     if let Some(caller) = caller {
         view.key = Some(&caller.key.name);
         view.team = caller.key.team.as_deref();
+        view.tenant = app.keys.tenant(caller);
     }
     view.prefix = E::prefix_chain(request).map(Arc::new);
     let encoded = encode_for_routing(app, &view).await;
@@ -382,7 +383,11 @@ async fn dispatch<E: Endpoint>(
             },
         };
         let mut admission = match app
-            .admit(backend_index, decision.features.prefix.as_deref())
+            .admit(
+                backend_index,
+                decision.features.prefix.as_deref(),
+                decision.features.tenant,
+            )
             .await
         {
             Ok(admission) => admission,
@@ -563,18 +568,27 @@ fn prepared<E: Endpoint>(
     {
         engine::apply(extra, &fields);
     }
+    let tenant = decision.features.tenant;
+    if let Some(extra) = E::body_extra(&mut req) {
+        engine::cache_salt(
+            extra,
+            handle.engine,
+            app.router.prefix_salt(backend, tenant),
+        );
+    }
     if let Some(chain) = &decision.features.prefix {
+        let chain = app.router.chain_for(backend, chain, tenant);
         match handle.prompt_cache {
             PromptCache::OpenAiKey => {
                 if let Some(extra) = E::body_extra(&mut req) {
-                    prompt_cache::openai_key(extra, chain);
+                    prompt_cache::openai_key(extra, &chain);
                 }
             }
             PromptCache::AnthropicMarkers => {
                 if let Some(admission) = admission {
                     prompt_cache::anthropic_markers(
                         &mut req,
-                        chain,
+                        &chain,
                         decision.features.prompt_tokens,
                         admission.cached_blocks,
                     );

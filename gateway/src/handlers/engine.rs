@@ -44,6 +44,16 @@ fn speculative_fields(fields: &mut Extra, spec: &Speculative, drafting: bool) {
     }
 }
 
+/// Sets vLLM's `cache_salt` to the tenant's salt (when its prefixes are not
+/// shared with everyone), so the engine's KV cache itself is separated per
+/// tenant, not only the gateway's index. The gateway's value replaces any
+/// the caller sent: a caller does not choose whose cache it reads.
+pub fn cache_salt(extra: &mut Extra, engine: Engine, salt: u64) {
+    if engine == Engine::Vllm && salt != 0 {
+        extra.insert("cache_salt".into(), json!(format!("{salt:016x}")));
+    }
+}
+
 /// Adds `fields` to a request body's extra fields, keeping the caller's.
 pub fn apply(extra: &mut Extra, fields: &Extra) {
     for (name, value) in fields {

@@ -95,7 +95,7 @@ async fn hedge_leg(
         Some(Caller { key }) => Some(app.budgets.reserve(key, backend.is_cloud(), worst).ok()?),
     };
     let admission = app
-        .admit(backend_index, context.prefix.as_deref())
+        .admit(backend_index, context.prefix.as_deref(), context.tenant)
         .await
         .ok()?;
     // Last: the allowance is spent only on a hedge that starts.

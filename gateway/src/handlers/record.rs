@@ -15,7 +15,7 @@ use switchyard_adapters::tokens;
 use switchyard_adapters::types::{Timings, Usage};
 use switchyard_policies::{Pricing, PromptClass, Reference, TokenCounts};
 use switchyard_router::latency::{LatencyStore, Observation};
-use switchyard_router::prefix::{PrefixChain, PrefixIndex};
+use switchyard_router::prefix::{PrefixChain, PrefixIndex, Tenant};
 use switchyard_router::speculation::SpeculationStats;
 use switchyard_router::{Decision, Reason};
 
@@ -67,6 +67,8 @@ pub struct RequestContext {
     pub class: PromptClass,
     /// The prompt's prefix chain, for the prefix index.
     pub prefix: Option<Arc<PrefixChain>>,
+    /// The caller's salts for prefixes shared per key or team.
+    pub tenant: Tenant,
     /// Prompt tokens as estimated at routing.
     pub prompt_tokens: u32,
     /// The request's refusal guard, told when a record takes over its row.
@@ -104,6 +106,7 @@ impl RequestContext {
             estimated_tokens: Size::of(&decision.features).estimated_tokens(),
             class: decision.features.prompt_class(),
             prefix: decision.features.prefix.clone(),
+            tenant: decision.features.tenant,
             prompt_tokens: decision.features.prompt_tokens,
             accounted,
         })
@@ -132,6 +135,8 @@ pub struct RequestRecord {
     sharing: u32,
     /// The replica served, by its number in the prefix index.
     replica: usize,
+    /// The caller's salt on this backend's prefix cache.
+    prefix_salt: u64,
     /// Prompt tokens that replica was expected to have cached.
     expected_cached_tokens: u32,
     prefix_index: Arc<dyn PrefixIndex>,
@@ -203,6 +208,7 @@ impl RequestRecord {
             accounted.recorded();
         }
         let backend = &app.backends[backend_index];
+        let prefix_salt = app.router.prefix_salt(backend_index, context.tenant);
         let ts_ms = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
@@ -226,6 +232,7 @@ impl RequestRecord {
             reservation: None,
             sharing: 1,
             replica: 0,
+            prefix_salt,
             expected_cached_tokens: 0,
             prefix_index: app.router.prefix_index().clone(),
             reason,
@@ -481,7 +488,8 @@ impl RequestRecord {
         if matches!(self.outcome, "ok" | "escalated")
             && let Some(chain) = &self.context.prefix
         {
-            self.prefix_index.served(self.replica, chain);
+            self.prefix_index
+                .served(self.replica, &chain.salted(self.prefix_salt));
         }
     }
 

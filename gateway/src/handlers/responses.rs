@@ -16,6 +16,7 @@ use switchyard_adapters::responses::{ResponseStream, chat_from_responses, respon
 use switchyard_adapters::sse::{data_event, named_event};
 use switchyard_adapters::types::{ChatChunk, ChatRequest, ChatResponse, Extra, Timings, Usage};
 use switchyard_adapters::{AdapterError, Provider};
+use switchyard_router::prefix::Tenant;
 use switchyard_router::{AnswerSummary, Decision, RequestView};
 
 use super::chat::Chat;
@@ -141,7 +142,7 @@ async fn passthrough(
             worst_cost(backend, size),
         )?),
     };
-    let admission = app.admit(backend_index, None).await?;
+    let admission = app.admit(backend_index, None, Tenant::default()).await?;
     raw["model"] = Value::String(backend.upstream_model.clone());
     let streaming = raw.get("stream").and_then(Value::as_bool).unwrap_or(false);
     let mut record = RequestRecord::new(

@@ -275,6 +275,9 @@ pub struct PrefixCacheSettings {
     pub balance: Balance,
     /// Requests in flight a cached replica may be ahead of the least loaded.
     pub max_imbalance: u32,
+    /// Whose cached prefixes a request may count on (and, on engines that
+    /// take a cache salt, reuse): its key's only by default.
+    pub share: CacheShare,
 }
 
 impl Default for PrefixCacheSettings {
@@ -286,6 +289,7 @@ impl Default for PrefixCacheSettings {
             ttl: Duration::from_secs(300),
             balance: Balance::CacheAffinity,
             max_imbalance: 2,
+            share: CacheShare::Key,
         }
     }
 }

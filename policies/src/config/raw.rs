@@ -119,6 +119,7 @@ pub(super) struct RawBackend {
 #[serde(deny_unknown_fields)]
 pub(super) struct RawPrefixCache {
     pub kv_tokens: Option<u64>,
+    pub share: Option<super::CacheShare>,
     pub ttl_s: Option<u64>,
     pub balance: Option<super::Balance>,
     pub max_imbalance: Option<u32>,

@@ -207,6 +207,7 @@ fn validate_backend(ck: &Checker<'_>, name: &str, raw: RawBackend) -> Result<Bac
             ttl: p.ttl_s.map_or(defaults.ttl, Duration::from_secs),
             balance: p.balance.unwrap_or(defaults.balance),
             max_imbalance: p.max_imbalance.unwrap_or(defaults.max_imbalance),
+            share: p.share.unwrap_or(defaults.share),
         });
     Ok(Backend {
         name: name.to_owned(),

@@ -25,6 +25,10 @@ impl PrefixChain {
         &self.hashes
     }
 
+    pub(super) fn hashes_mut(&mut self) -> &mut [u64] {
+        &mut self.hashes
+    }
+
     pub fn len(&self) -> usize {
         self.hashes.len()
     }

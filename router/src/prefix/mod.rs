@@ -4,7 +4,9 @@
 mod chain;
 mod choose;
 mod index;
+mod tenant;
 
 pub use chain::{BLOCK_BYTES, ChainBuilder, PrefixChain};
 pub use choose::{ReplicaLoad, choose_replica};
 pub use index::{LocalPrefixIndex, PrefixIndex, ReplicaCache};
+pub use tenant::Tenant;
