@@ -243,6 +243,33 @@ async fn streamed_and_whole_requests_cost_the_same() {
     );
 }
 
+/// Streams `sent` to `url` with `x-request-id: id`, reads `frames` frames
+/// of the answer, then leaves; returns once the gateway had time to notice.
+async fn leave_after_frames(url: &str, sent: &Value, id: &str, frames: usize) {
+    let request = http::Request::builder()
+        .method("POST")
+        .uri(url)
+        .header("content-type", "application/json")
+        .header("x-request-id", id)
+        .body(http_body_util::Full::new(bytes::Bytes::from(
+            serde_json::to_vec(sent).unwrap(),
+        )))
+        .unwrap();
+    let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+        .build_http();
+    let response = client.request(request).await.unwrap();
+    let mut body = response.into_body();
+    for _ in 0..frames {
+        http_body_util::BodyExt::frame(&mut body)
+            .await
+            .unwrap()
+            .unwrap();
+    }
+    drop(body);
+    drop(client);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+}
+
 #[tokio::test]
 async fn a_client_that_leaves_mid_stream_leaves_an_estimated_row() {
     let mut gateway = GatewayBuilder::new()
@@ -253,28 +280,7 @@ async fn a_client_that_leaves_mid_stream_leaves_an_estimated_row() {
         )
         .start();
     let sent = json!({"model": "slow", "stream": true, "messages": [{"role": "user", "content": "a long story"}]});
-    let request = http::Request::builder()
-        .method("POST")
-        .uri(gateway.url("/v1/chat/completions"))
-        .header("content-type", "application/json")
-        .header("x-request-id", "leaver")
-        .body(http_body_util::Full::new(bytes::Bytes::from(
-            serde_json::to_vec(&sent).unwrap(),
-        )))
-        .unwrap();
-    let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
-        .build_http();
-    let response = client.request(request).await.unwrap();
-    let mut body = response.into_body();
-    for _ in 0..4 {
-        http_body_util::BodyExt::frame(&mut body)
-            .await
-            .unwrap()
-            .unwrap();
-    }
-    drop(body);
-    drop(client);
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    leave_after_frames(&gateway.url("/v1/chat/completions"), &sent, "leaver", 4).await;
     gateway.terminate();
     let (status, input, output, estimated): (String, i64, i64, bool) = gateway
         .ledger()
@@ -795,4 +801,37 @@ async fn an_embeddings_batch_reserves_every_input() {
     let batch: Vec<&str> = std::iter::repeat_n(word.as_str(), 200).collect();
     let many = post_with(&url, &json!({"model": "cloud", "input": batch}), &gina).await;
     assert_eq!(many.status, 429, "{}", String::from_utf8_lossy(&many.body));
+}
+
+/// A Responses stream passed through untranslated and dropped by its client
+/// still counts its prompt and what was streamed (no usage ever came).
+#[tokio::test]
+async fn a_dropped_native_responses_stream_counts_prompt_and_output() {
+    // The upstream gateway speaks Responses (translating to its simulator);
+    // the front one passes Responses through to it untranslated.
+    let upstream = GatewayBuilder::new()
+        .in_process_sim(
+            "sim",
+            "small",
+            "preset: small, base_ttft_ms: 1, decode_tokens_per_s: 5, jitter: 0",
+        )
+        .start();
+    let mut front = GatewayBuilder::new()
+        .backend_yaml(&format!("  native:\n    tier: small\n    model: sim\n    openai: {{base_url: '{}', responses: true}}\n", upstream.base_url()))
+        .start();
+    let sent = json!({"model": "native", "stream": true, "instructions": "Answer at length.", "input": "Tell me a long story about the sea"});
+    leave_after_frames(&front.url("/v1/responses"), &sent, "responses-leaver", 4).await;
+    front.terminate();
+    let (status, input, output, estimated): (String, i64, i64, bool) = front
+        .ledger()
+        .query_row(
+            "SELECT status, input_tokens, output_tokens, estimated FROM requests WHERE client_request_id = 'responses-leaver'",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
+        )
+        .unwrap();
+    assert_eq!(status, "cancelled");
+    assert!(estimated);
+    assert!(input >= 8, "instructions and input counted: {input}");
+    assert!(output > 0, "the streamed text is counted");
 }

@@ -3,6 +3,7 @@
 
 use std::collections::HashMap;
 use std::num::NonZeroU32;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use governor::clock::{Clock, DefaultClock};
@@ -15,6 +16,13 @@ use crate::error::GatewayError;
 struct KeyLimits {
     requests: Option<DefaultDirectRateLimiter>,
     tokens: Option<DefaultDirectRateLimiter>,
+    /// The tokens-per-minute allowance.
+    tokens_per_minute: u32,
+    /// Tokens used beyond the estimates that the limiter could not take
+    /// yet (it holds at most a minute's worth): paid before the key's next
+    /// request may start, so a request that overran its estimate makes the
+    /// next ones wait rather than going uncounted.
+    owed: AtomicU32,
 }
 
 pub struct RateLimits {
@@ -36,6 +44,8 @@ impl RateLimits {
                 let limits = KeyLimits {
                     requests: per_minute(k.requests_per_minute),
                     tokens: per_minute(k.tokens_per_minute),
+                    tokens_per_minute: k.tokens_per_minute.unwrap_or(0),
+                    owed: AtomicU32::new(0),
                 };
                 (k.name.clone(), limits)
             })
@@ -70,9 +80,14 @@ impl RateLimits {
     /// Counts `tokens` (estimated before the call) against tokens-per-minute.
     /// A request larger than the whole minute's allowance is refused outright.
     pub fn check_tokens(&self, key: &str, tokens: u32) -> Result<(), GatewayError> {
-        let Some(limiter) = self.by_key.get(key).and_then(|l| l.tokens.as_ref()) else {
+        let Some((limits, limiter)) = self
+            .by_key
+            .get(key)
+            .and_then(|l| Some((l, l.tokens.as_ref()?)))
+        else {
             return Ok(());
         };
+        self.repay(key, limits, limiter)?;
         let Some(n) = NonZeroU32::new(tokens) else {
             return Ok(());
         };
@@ -91,15 +106,94 @@ impl RateLimits {
         }
     }
 
-    /// Counts tokens used beyond the estimate, so the next requests pay for
-    /// them (governor cannot refund an over-estimate).
+    /// Counts tokens used beyond the estimate, all of them: what the
+    /// limiter cannot take now is owed, and paid before the key's next
+    /// request starts (governor cannot refund an over-estimate).
     pub fn settle_tokens(&self, key: &str, estimated: u32, actual: u64) {
         let extra = u32::try_from(actual.saturating_sub(u64::from(estimated))).unwrap_or(u32::MAX);
-        if let (Some(limiter), Some(n)) = (
-            self.by_key.get(key).and_then(|l| l.tokens.as_ref()),
-            NonZeroU32::new(extra),
-        ) {
-            let _ = limiter.check_n(n);
+        if let Some(limits) = self.by_key.get(key)
+            && limits.tokens.is_some()
+            && extra > 0
+        {
+            limits.owed.fetch_add(extra, Ordering::AcqRel);
+            if let Some(limiter) = &limits.tokens {
+                let _ = self.repay(key, limits, limiter);
+            }
         }
+    }
+
+    /// Takes what the key owes from its limiter, a minute's allowance at a
+    /// time; refuses while some is still owed.
+    fn repay(
+        &self,
+        key: &str,
+        limits: &KeyLimits,
+        limiter: &DefaultDirectRateLimiter,
+    ) -> Result<(), GatewayError> {
+        loop {
+            let owed = limits.owed.load(Ordering::Acquire);
+            let Some(n) = NonZeroU32::new(owed.min(limits.tokens_per_minute)) else {
+                return Ok(());
+            };
+            match limiter.check_n(n) {
+                Ok(Ok(())) => {
+                    limits.owed.fetch_sub(n.get(), Ordering::AcqRel);
+                }
+                Ok(Err(not_until)) => {
+                    return Err(self.limited(
+                        key,
+                        "tokens-per-minute (earlier requests used more than estimated)",
+                        not_until.wait_time_from(self.clock.now()),
+                    ));
+                }
+                // Never more than the allowance is asked for at once.
+                Err(_) => return Ok(()),
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use switchyard_policies::VirtualKey;
+
+    use super::*;
+
+    fn limits(tokens_per_minute: u32) -> RateLimits {
+        RateLimits::new(&Auth {
+            keys: vec![VirtualKey {
+                name: "k".into(),
+                hash: [0; 32],
+                team: None,
+                budget: None,
+                requests_per_minute: None,
+                tokens_per_minute: Some(tokens_per_minute),
+                may_name_backends: true,
+            }],
+            teams: vec![],
+            admin_key_hash: None,
+        })
+    }
+
+    #[test]
+    fn tokens_used_past_the_limit_are_owed_not_forgotten() {
+        let rates = limits(1000);
+        assert!(rates.check_tokens("k", 100).is_ok());
+        // The request used 5,000 tokens: five minutes' worth.
+        rates.settle_tokens("k", 100, 5000);
+        let refused = rates.check_tokens("k", 10).unwrap_err();
+        assert!(
+            refused.to_string().contains("more than estimated"),
+            "{refused}"
+        );
+    }
+
+    #[test]
+    fn an_overrun_within_the_allowance_is_taken_at_once() {
+        let rates = limits(1000);
+        assert!(rates.check_tokens("k", 100).is_ok());
+        rates.settle_tokens("k", 100, 300);
+        assert!(rates.check_tokens("k", 600).is_ok(), "100 + 200 + 600 fit");
+        assert!(rates.check_tokens("k", 200).is_err(), "1,100 do not");
     }
 }

@@ -14,7 +14,9 @@ use serde_json::Value;
 use switchyard_adapters::EventStream;
 use switchyard_adapters::responses::{ResponseStream, chat_from_responses, response_from_chat};
 use switchyard_adapters::sse::{data_event, named_event};
-use switchyard_adapters::types::{ChatChunk, ChatRequest, ChatResponse, Extra, Timings, Usage};
+use switchyard_adapters::types::{
+    ChatChunk, ChatRequest, ChatResponse, Extra, Timings, Usage, UsageDetails,
+};
 use switchyard_adapters::{AdapterError, Provider};
 use switchyard_router::prefix::Tenant;
 use switchyard_router::{AnswerSummary, Decision, RequestView};
@@ -101,15 +103,54 @@ pub async fn serve(app: &App, req: Request<Incoming>) -> Result<Response<Body>, 
     Ok(response)
 }
 
+/// A Responses request's prompt as text, for counting its tokens when the
+/// backend reports no usage: the instructions and every text in the input
+/// (messages, their content parts, tool calls and their outputs).
+fn prompt_text(raw: &Value) -> String {
+    fn collect(value: &Value, out: &mut String) {
+        match value {
+            Value::String(text) => {
+                out.push_str(text);
+                out.push('\n');
+            }
+            Value::Array(items) => items.iter().for_each(|item| collect(item, out)),
+            Value::Object(fields) => {
+                for (name, field) in fields {
+                    if matches!(
+                        name.as_str(),
+                        "text" | "content" | "arguments" | "output" | "name"
+                    ) {
+                        collect(field, out);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    let mut out = String::new();
+    collect(&raw["instructions"], &mut out);
+    collect(&raw["input"], &mut out);
+    out
+}
+
 /// Usage in a Responses object, in chat terms for the ledger.
 fn usage_of(response: &Value) -> Option<Usage> {
     let usage = response.get("usage")?;
     let count = |v: &Value| v.as_u64().unwrap_or(0);
-    Some(Usage::with_cached(
+    let mut usage_in_chat_terms = Usage::with_cached(
         count(&usage["input_tokens"]),
         count(&usage["output_tokens"]),
         count(&usage["input_tokens_details"]["cached_tokens"]),
-    ))
+    );
+    // Reasoning is part of the output, billed at its own rate where priced.
+    let reasoning = count(&usage["output_tokens_details"]["reasoning_tokens"]);
+    if reasoning > 0 {
+        usage_in_chat_terms.completion_tokens_details = Some(UsageDetails {
+            reasoning_tokens: Some(reasoning),
+            ..UsageDetails::default()
+        });
+    }
+    Some(usage_in_chat_terms)
 }
 
 async fn passthrough(
@@ -131,7 +172,7 @@ async fn passthrough(
         (Responses::NAME, Dialect::OpenAi),
         model,
         decision,
-        Arc::new((String::new(), 0)),
+        Arc::new((prompt_text(&raw), 0)),
     );
     let caller = parts.extensions.get::<Caller>().cloned();
     let reservation = match &caller {
@@ -187,8 +228,14 @@ fn relay(
             }
             match events.next().await {
                 Some(Ok(event)) => {
-                    if event.data.contains("\"delta\"") {
+                    // Output deltas (text, tool-call arguments): the first
+                    // token, and the text counted if no usage comes.
+                    if event.data.contains("\"delta\"")
+                        && let Ok(data) = serde_json::from_str::<Value>(&event.data)
+                        && let Some(delta) = data["delta"].as_str()
+                    {
                         record.first_output();
+                        record.output().push_str(delta);
                     }
                     let name = event.event.clone().unwrap_or_default();
                     if matches!(name.as_str(), "response.completed" | "response.incomplete")
@@ -222,4 +269,49 @@ fn relay(
             }
         },
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+    use switchyard_policies::TokenCounts;
+
+    use super::*;
+
+    #[test]
+    fn responses_usage_keeps_cached_and_reasoning_tokens_apart() {
+        let response = json!({"usage": {
+            "input_tokens": 10, "input_tokens_details": {"cached_tokens": 4},
+            "output_tokens": 7, "output_tokens_details": {"reasoning_tokens": 5}}});
+        let counts = usage_of(&response).unwrap().token_counts();
+        assert_eq!(
+            counts,
+            TokenCounts {
+                input: 6,
+                cached_input: 4,
+                cache_write: 0,
+                output: 7,
+                reasoning: 5,
+            }
+        );
+    }
+
+    #[test]
+    fn a_responses_prompt_is_every_text_of_its_input() {
+        let raw = json!({"instructions": "Be brief.", "input": [
+            {"role": "user", "content": [{"type": "input_text", "text": "What is the tide?"}]},
+            {"type": "function_call", "name": "tides", "arguments": "{\"port\":\"Brest\"}"},
+            {"type": "function_call_output", "output": "high at 14:02"}]});
+        let text = prompt_text(&raw);
+        for part in [
+            "Be brief.",
+            "What is the tide?",
+            "tides",
+            "Brest",
+            "high at 14:02",
+        ] {
+            assert!(text.contains(part), "{part} missing from {text:?}");
+        }
+        assert!(!text.contains("input_text"), "types are not prompt text");
+    }
 }
