@@ -1,134 +1,208 @@
 //! `POST /v1/embeddings`. `encoding_format` (float or base64) goes to the
-//! backend as the caller sent it. Routed like any request; a cascade route
-//! uses its first backend (there is no answer to check).
+//! backend as the caller sent it. An endpoint like the others: the same
+//! admission (keys, budgets, rate limits, breakers, fallbacks, retries);
+//! it answers whole, and a cascade's checks, which read an answer's text,
+//! do not apply to it.
 
-use std::sync::Arc;
-
-use http::{Request, Response, StatusCode};
-use hyper::body::Incoming;
+use futures_util::FutureExt;
+use futures_util::future::BoxFuture;
+use http::{Response, StatusCode};
+use serde::Serialize;
 use serde_json::Value;
-use switchyard_adapters::tokens;
-use switchyard_adapters::types::{EmbeddingRequest, Usage};
-use switchyard_router::RequestView;
-use switchyard_router::prefix::Tenant;
+use switchyard_adapters::types::{EmbeddingRequest, EmbeddingResponse, Timings, Usage};
+use switchyard_adapters::{AdapterError, Provider, tokens};
+use switchyard_router::{AnswerSummary, RequestView};
 
-use super::endpoint::{Size, worst_cost};
-use super::record::{RequestContext, RequestRecord};
-use crate::access::Caller;
-use crate::app::App;
+use super::endpoint::{Chunks, Endpoint};
+use super::stream::OpenAiEvents;
 use crate::error::{Dialect, GatewayError};
-use crate::http::{Body, json_response, parse_json, read_json_body};
-use crate::receipts::{self, Served};
-use crate::routing::{BodyHints, complete_view};
+use crate::http::{Body, json_response};
+use crate::routing::BodyHints;
 
-/// The endpoint's name in ledger rows and logs.
-pub const NAME: &str = "embeddings";
+pub struct Embeddings;
 
-pub async fn serve(app: &App, req: Request<Incoming>) -> Result<Response<Body>, GatewayError> {
-    let (parts, body) = req.into_parts();
-    let bytes = read_json_body(&parts, body, app.max_body_bytes).await?;
-    let mut request: EmbeddingRequest = parse_json(&bytes)?;
-    validate(&request)?;
-    let text = match &request.input {
-        Value::String(s) => s.as_str(),
-        Value::Array(items) => items.iter().find_map(Value::as_str).unwrap_or(""),
-        _ => "",
-    };
-    // Every input of a batch is billed: all of them are reserved for and
-    // counted against tokens-per-minute, not only the first.
-    let texts = request.texts();
-    let all_inputs: usize = texts.iter().map(|t| tokens::estimate(t)).sum();
-    let view = RequestView {
-        model: &request.model,
-        prompt_tokens: u32::try_from(all_inputs).unwrap_or(u32::MAX),
-        turns: 1,
-        last_user_text: text,
-        ..RequestView::default()
-    };
-    let hints = BodyHints {
-        user: request.user.as_deref(),
-        profile: None,
-    };
-    let caller = parts.extensions.get::<Caller>().cloned();
-    let decision = app.decide(&complete_view(view, &parts.headers, hints, &app.router)?)?;
-    let served = Served::first_choice(&decision);
-    let prompt_tokens = decision.features.prompt_tokens;
-    let context = RequestContext::new(
-        app,
-        &parts,
-        (NAME, Dialect::OpenAi),
-        request.model.clone(),
-        &decision,
-        Arc::new((texts.join("\n"), 0)),
-    );
-    if let Some(caller) = &caller {
-        app.rates.check_tokens(&caller.key.name, prompt_tokens)?;
-    }
-    let result = async {
-        let backend = &app.backends[served.backend];
-        let reservation = match &caller {
-            None => None,
-            Some(caller) => {
-                // An encoder only reads: no output to reserve for.
-                let worst = worst_cost(
-                    backend,
-                    Size {
-                        prompt_tokens,
-                        max_tokens: Some(0),
-                        choices: 1,
-                    },
-                );
-                let reservation = app
-                    .budgets
-                    .reserve(&caller.key, backend.is_cloud(), worst)?;
-                Some(reservation)
-            }
-        };
-        let admission = app.admit(served.backend, None, Tenant::default()).await?;
-        request.model.clone_from(&backend.upstream_model);
-        let record = RequestRecord::new(
-            app,
-            context,
-            served.backend,
-            served.reason,
-            reservation,
-            &admission,
-            Some(decision.predicted_ttft_ms),
-        );
-        let embedded = admission.provider.embeddings(request).await;
-        let response = record
-            .settle_whole(embedded, |r| {
-                r.usage.as_ref().map(|u| Usage::new(u.prompt_tokens, 0))
-            })
-            .await?;
-        Ok(json_response(StatusCode::OK, &response))
-    }
-    .await;
-    let mut response = result.unwrap_or_else(GatewayError::into_response);
-    receipts::apply(app, &decision, served, response.headers_mut());
-    Ok(response)
+/// A backend's embeddings with their usage in chat terms (prompt tokens
+/// only), which the records read.
+#[derive(Debug, Clone, Serialize)]
+pub struct Embedded {
+    #[serde(flatten)]
+    response: EmbeddingResponse,
+    #[serde(skip)]
+    usage: Option<Usage>,
 }
 
-fn validate(req: &EmbeddingRequest) -> Result<(), GatewayError> {
-    let empty = match &req.input {
-        Value::String(s) => s.is_empty(),
-        Value::Array(items) => items.is_empty(),
-        _ => true,
+/// The texts of an embeddings input: a string, or an array of strings;
+/// token arrays have no text.
+fn texts(input: &Value) -> impl Iterator<Item = &str> {
+    let items: &[Value] = match input {
+        Value::Array(items) => items,
+        single => std::slice::from_ref(single),
     };
-    if empty {
-        return Err(GatewayError::InvalidField {
-            param: "input".into(),
-            message: "must be a non-empty string or array".into(),
-        });
+    items.iter().filter_map(Value::as_str)
+}
+
+impl Endpoint for Embeddings {
+    const NAME: &'static str = "embeddings";
+    const DIALECT: Dialect = Dialect::OpenAi;
+    const CHECKED_BY_CASCADES: bool = false;
+    type Request = EmbeddingRequest;
+    type Response = Embedded;
+    /// Never streamed: the type only fills the trait.
+    type Chunk = Embedded;
+    type Encoder = OpenAiEvents<Self>;
+
+    fn respond(resp: &Embedded) -> Response<Body> {
+        json_response(StatusCode::OK, &resp.response)
     }
-    if let Some(format) = req.encoding_format.as_deref()
-        && format != "float"
-        && format != "base64"
-    {
-        return Err(GatewayError::InvalidField {
-            param: "encoding_format".into(),
-            message: format!("`{format}` is not one of float, base64"),
-        });
+
+    fn encoder(client_wants_usage: bool, _model: &str, _prompt_tokens: u32) -> Self::Encoder {
+        OpenAiEvents::new(client_wants_usage)
     }
-    Ok(())
+
+    /// Every input of a batch is billed: all are reserved for and counted
+    /// against tokens-per-minute, not only the first. (Token arrays count
+    /// by their JSON text, more than their tokens: a reservation errs high.)
+    fn view(req: &EmbeddingRequest) -> RequestView<'_> {
+        let prompt_tokens: usize = match &req.input {
+            Value::Array(items) if items.iter().all(Value::is_number) => items.len(),
+            Value::Array(items) => items
+                .iter()
+                .map(|item| match item {
+                    Value::String(text) => tokens::estimate(text),
+                    other => tokens::estimate(&other.to_string()),
+                })
+                .sum(),
+            Value::String(text) => tokens::estimate(text),
+            other => tokens::estimate(&other.to_string()),
+        };
+        RequestView {
+            model: &req.model,
+            prompt_tokens: u32::try_from(prompt_tokens).unwrap_or(u32::MAX),
+            // An encoder only reads: no output to reserve for.
+            max_tokens: Some(0),
+            turns: 1,
+            last_user_text: texts(&req.input).next().unwrap_or(""),
+            ..RequestView::default()
+        }
+    }
+
+    fn hints(req: &EmbeddingRequest) -> BodyHints<'_> {
+        BodyHints {
+            user: req.user.as_deref(),
+            profile: None,
+        }
+    }
+
+    fn set_model(req: &mut EmbeddingRequest, model: &str) {
+        model.clone_into(&mut req.model);
+    }
+
+    fn model_name(req: &EmbeddingRequest) -> &str {
+        &req.model
+    }
+
+    fn validate(req: &EmbeddingRequest) -> Result<(), GatewayError> {
+        let empty = match &req.input {
+            Value::String(s) => s.is_empty(),
+            Value::Array(items) => items.is_empty(),
+            _ => true,
+        };
+        if empty {
+            return Err(GatewayError::InvalidField {
+                param: "input".into(),
+                message: "must be a non-empty string or array".into(),
+            });
+        }
+        if let Some(format) = req.encoding_format.as_deref()
+            && format != "float"
+            && format != "base64"
+        {
+            return Err(GatewayError::InvalidField {
+                param: "encoding_format".into(),
+                message: format!("`{format}` is not one of float, base64"),
+            });
+        }
+        Ok(())
+    }
+
+    fn is_stream(_req: &EmbeddingRequest) -> bool {
+        false
+    }
+
+    fn request_stream_usage(_req: &mut EmbeddingRequest) -> bool {
+        false
+    }
+
+    fn response_usage(resp: &Embedded) -> Option<&Usage> {
+        resp.usage.as_ref()
+    }
+
+    fn chunk_usage(chunk: &Embedded) -> Option<&Usage> {
+        chunk.usage.as_ref()
+    }
+
+    fn chunk_is_usage_only(_chunk: &Embedded) -> bool {
+        false
+    }
+
+    fn chunk_has_output(_chunk: &Embedded) -> bool {
+        true
+    }
+
+    fn prompt_for_count(req: &EmbeddingRequest) -> (String, usize) {
+        (req.texts().join("\n"), 0)
+    }
+
+    fn output_text(_resp: &Embedded) -> String {
+        String::new()
+    }
+
+    fn chunk_output(_chunk: &Embedded, _out: &mut String) {}
+
+    fn response_timings(_resp: &Embedded) -> Option<&Timings> {
+        None
+    }
+
+    fn chunk_timings(_chunk: &Embedded) -> Option<&Timings> {
+        None
+    }
+
+    fn summarize(_resp: &Embedded) -> AnswerSummary {
+        AnswerSummary::default()
+    }
+
+    fn summarize_chunks(_chunks: &[Embedded]) -> AnswerSummary {
+        AnswerSummary::default()
+    }
+
+    fn call(
+        provider: &dyn Provider,
+        req: EmbeddingRequest,
+    ) -> BoxFuture<'_, Result<Embedded, AdapterError>> {
+        provider
+            .embeddings(req)
+            .map(|answer| {
+                answer.map(|response| Embedded {
+                    usage: response
+                        .usage
+                        .as_ref()
+                        .map(|u| Usage::new(u.prompt_tokens, 0)),
+                    response,
+                })
+            })
+            .boxed()
+    }
+
+    fn call_stream(
+        _provider: &dyn Provider,
+        _req: EmbeddingRequest,
+    ) -> BoxFuture<'_, Result<Chunks<Embedded>, AdapterError>> {
+        // `is_stream` is false: dispatch never asks for a stream.
+        async {
+            Err(AdapterError::Internal {
+                message: "embeddings are not streamed".into(),
+            })
+        }
+        .boxed()
+    }
 }

@@ -15,12 +15,11 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use switchyard_adapters::types::{Extra, Timings, Usage};
 use switchyard_adapters::{AdapterError, Provider};
-use switchyard_policies::{OnExhausted, Pricing, TokenCounts};
+use switchyard_policies::OnExhausted;
 use switchyard_router::prefix::PrefixChain;
-use switchyard_router::{
-    AnswerSummary, Decision, Features, Reason, RequestView, Target, failed_check,
-};
+use switchyard_router::{AnswerSummary, Decision, Reason, RequestView, failed_check};
 
+use super::admission::{self, NotAdmitted, Size};
 use super::engine;
 use super::hedge::{self, Leg};
 use super::prompt_cache::{self, PromptCache};
@@ -28,7 +27,7 @@ use super::record::{PromptSource, RequestContext, RequestRecord};
 use super::response_cache::{Slot, replay};
 use super::stream::{self, StreamEncoder};
 use crate::access::Caller;
-use crate::app::{Admission, App, BackendHandle};
+use crate::app::{Admission, App};
 use crate::error::{Dialect, GatewayError};
 use crate::http::{Body, json_response, parse_json, read_json_body, sse_response};
 use crate::receipts::{self, CacheUse, Served};
@@ -43,6 +42,9 @@ pub trait Endpoint: Sized + 'static {
     const NAME: &'static str;
     /// The caller's dialect: errors and the ledger's `dialect` follow it.
     const DIALECT: Dialect;
+    /// Whether a cascade's checks (which read an answer's text) apply; an
+    /// endpoint without text (embeddings) takes a cascade's first backend.
+    const CHECKED_BY_CASCADES: bool = true;
     type Request: DeserializeOwned + Clone + Send + Sync + 'static;
     type Response: Serialize + Send + 'static;
     type Chunk: Serialize + Send + 'static;
@@ -128,9 +130,6 @@ impl<E: Endpoint> PromptSource for Shared<E> {
     }
 }
 
-/// Output tokens reserved against budgets when a request sets no limit.
-const DEFAULT_RESERVED_OUTPUT: u32 = 4096;
-
 pub async fn serve<E: Endpoint>(
     app: &App,
     req: Request<Incoming>,
@@ -170,26 +169,7 @@ pub async fn decide<E: Endpoint>(
         encoded: &encoded,
         ..view
     })?;
-    if let Some(caller) = caller
-        && decision.reason == Reason::Direct
-        && !caller.key.may_name_backends
-    {
-        let routes = app
-            .router
-            .model_names()
-            .iter()
-            .filter(|m| {
-                app.router
-                    .target(m)
-                    .is_some_and(|t| matches!(t, Target::Route(_)))
-            })
-            .cloned()
-            .collect();
-        return Err(GatewayError::BackendNotAllowed {
-            backend: app.router.backends()[decision.primary()].clone(),
-            routes,
-        });
-    }
+    admission::check_direct(app, caller, &decision)?;
     Ok(decision)
 }
 
@@ -211,11 +191,7 @@ pub async fn serve_decided<E: Endpoint>(
         &decision,
         request.clone(),
     );
-    app.check_choices(size.choices)?;
-    if let Some(caller) = &caller {
-        app.rates
-            .check_tokens(&caller.key.name, size.estimated_tokens())?;
-    }
+    admission::admit_request(app, caller.as_ref(), size)?;
     let slot = Slot::of(app, parts, &request.0, &decision);
     if let Some(cached) = slot.as_ref().and_then(Slot::get)
         && let Some(mut response) = Box::pin(replay::<E>(
@@ -243,51 +219,6 @@ pub async fn serve_decided<E: Endpoint>(
     let mut response = result.unwrap_or_else(|err| err.into_response_for(E::DIALECT));
     receipts::apply(app, &decision, served, response.headers_mut());
     Ok(response)
-}
-
-/// A request's size as admission sees it.
-#[derive(Debug, Clone, Copy)]
-pub struct Size {
-    pub prompt_tokens: u32,
-    /// The limit on each answer's output.
-    pub max_tokens: Option<u32>,
-    /// Answers generated (`n`, `best_of`), each up to `max_tokens`.
-    pub choices: u32,
-}
-
-impl Size {
-    pub fn of(features: &Features) -> Self {
-        Size {
-            prompt_tokens: features.prompt_tokens,
-            max_tokens: features.max_tokens,
-            choices: features.choices,
-        }
-    }
-
-    /// Tokens counted against tokens-per-minute before the call: the
-    /// prompt, and every answer's output limit.
-    pub fn estimated_tokens(self) -> u32 {
-        let output = self.max_tokens.unwrap_or(0).saturating_mul(self.choices);
-        self.prompt_tokens.saturating_add(output)
-    }
-}
-
-/// The most a request could cost on `backend`: what budgets reserve.
-pub fn worst_cost(backend: &BackendHandle, size: Size) -> f64 {
-    match backend.pricing {
-        // The prompt estimate gets a margin; output is the request's limit,
-        // for each answer it asks for.
-        Pricing::Tokens(price) => price.cost(&TokenCounts {
-            input: u64::from(size.prompt_tokens) * 5 / 4 + 64,
-            output: u64::from(size.max_tokens.unwrap_or(DEFAULT_RESERVED_OUTPUT))
-                * u64::from(size.choices.max(1)),
-            ..TokenCounts::default()
-        }),
-        Pricing::Hourly { usd_per_hour } => {
-            usd_per_hour * backend.first_byte_timeout.as_secs_f64() / 3600.0
-        }
-        Pricing::Free => 0.0,
-    }
 }
 
 /// What one backend gave.
@@ -327,7 +258,10 @@ async fn dispatch<E: Endpoint>(
     size: Size,
     mut slot: Option<Slot>,
 ) -> (Result<Response<Body>, GatewayError>, Served) {
-    let cascade = decision.route.and_then(|r| app.router.cascade(r));
+    let cascade = decision
+        .route
+        .and_then(|r| app.router.cascade(r))
+        .filter(|_| E::CHECKED_BY_CASCADES);
     let streaming = E::is_stream(&request.0);
     let mut served = Served::first_choice(decision);
     let mut last_error = None;
@@ -352,51 +286,35 @@ async fn dispatch<E: Endpoint>(
             tried.push(backend_index);
         }
         served.backend = backend_index;
-        let backend = &app.backends[backend_index];
-        if !backend.breaker.allow() {
-            let err = GatewayError::Overloaded {
-                what: format!("backend `{}` is failing; its circuit is open", backend.name),
-            };
-            if is_last {
-                return (Err(err), served);
+        let admitted = admission::admit_call(
+            app,
+            context.caller.as_ref(),
+            backend_index,
+            size,
+            decision.features.prefix.as_deref(),
+            decision.features.tenant,
+        )
+        .await;
+        let (reservation, mut admission) = match admitted {
+            Ok(admitted) => admitted,
+            Err(NotAdmitted::Budget(exhausted))
+                if exhausted.on_exhausted == OnExhausted::Downgrade
+                    && app.backends[backend_index].is_cloud() =>
+            {
+                targets = local_targets(app, decision, &tried);
+                served.reason = Reason::BudgetDowngrade;
+                last_error = Some(exhausted.into());
+                continue;
             }
-            last_error = Some(err);
-            continue;
-        }
-        let reservation = match &context.caller {
-            None => None,
-            Some(caller) => match app.budgets.reserve(
-                &caller.key,
-                backend.is_cloud(),
-                worst_cost(backend, size),
-            ) {
-                Ok(reservation) => Some(reservation),
-                Err(exhausted)
-                    if exhausted.on_exhausted == OnExhausted::Downgrade && backend.is_cloud() =>
-                {
-                    targets = local_targets(app, decision, &tried);
-                    served.reason = Reason::BudgetDowngrade;
-                    last_error = Some(exhausted.into());
-                    continue;
-                }
-                Err(exhausted) => return (Err(exhausted.into()), served),
-            },
-        };
-        let mut admission = match app
-            .admit(
-                backend_index,
-                decision.features.prefix.as_deref(),
-                decision.features.tenant,
-            )
-            .await
-        {
-            Ok(admission) => admission,
-            Err(err) if !is_last => {
+            Err(NotAdmitted::Budget(exhausted)) => return (Err(exhausted.into()), served),
+            // An open circuit or a full backend: the next backend may take it.
+            Err(NotAdmitted::Unavailable(err)) if !is_last => {
                 last_error = Some(err);
                 continue;
             }
-            Err(err) => return (Err(err), served),
+            Err(NotAdmitted::Unavailable(err)) => return (Err(err), served),
         };
+        let backend = &app.backends[backend_index];
         // Each try sends its own copy: the original stays for the next try
         // and for the records.
         let mut req = prepared::<E>(

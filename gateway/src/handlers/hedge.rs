@@ -12,7 +12,8 @@ use std::time::Duration;
 use futures_util::StreamExt;
 use switchyard_adapters::{AdapterError, Provider};
 
-use super::endpoint::{Answer, Endpoint, Size, worst_cost};
+use super::admission::{Size, admit_call, worst_cost};
+use super::endpoint::{Answer, Endpoint};
 use super::record::{RequestContext, RequestRecord};
 use crate::access::Caller;
 use crate::app::{Admission, App};
@@ -85,20 +86,18 @@ async fn hedge_leg(
     backend_index: usize,
     cap: Option<f64>,
 ) -> Option<Leg> {
-    let backend = &app.backends[backend_index];
-    if !backend.breaker.allow() {
-        return None;
-    }
-    let worst = worst_cost(backend, size);
-    let reservation = match &context.caller {
-        None => None,
-        Some(Caller { key }) => Some(app.budgets.reserve(key, backend.is_cloud(), worst).ok()?),
-    };
-    let admission = app
-        .admit(backend_index, context.prefix.as_deref(), context.tenant)
-        .await
-        .ok()?;
+    let (reservation, admission) = admit_call(
+        app,
+        context.caller.as_ref(),
+        backend_index,
+        size,
+        context.prefix.as_deref(),
+        context.tenant,
+    )
+    .await
+    .ok()?;
     // Last: the allowance is spent only on a hedge that starts.
+    let worst = worst_cost(&app.backends[backend_index], size);
     if let (Some(Caller { key }), Some(cap)) = (&context.caller, cap)
         && !app.hedges.take(&key.name, worst, cap)
     {

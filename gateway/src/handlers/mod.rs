@@ -2,6 +2,7 @@
 //! OpenAI-compatible endpoints.
 
 mod admin;
+mod admission;
 mod chat;
 mod chat_backed;
 mod completions;
@@ -80,7 +81,7 @@ fn model_endpoint(endpoint: &str) -> Option<&'static str> {
         "/messages" => messages::Messages::NAME,
         "/responses" => responses::Responses::NAME,
         "/completions" => completions::Completions::NAME,
-        "/embeddings" => embeddings::NAME,
+        "/embeddings" => embeddings::Embeddings::NAME,
         _ => return None,
     })
 }
@@ -115,7 +116,7 @@ async fn serve_endpoint(
             Err(err) => Err(err),
         },
         "/embeddings" => match allow(&req, Method::POST, "POST") {
-            Ok(()) => Box::pin(embeddings::serve(app, req)).await,
+            Ok(()) => Box::pin(endpoint::serve::<embeddings::Embeddings>(app, req)).await,
             Err(err) => Err(err),
         },
         "/route/explain" => match allow(&req, Method::POST, "POST") {

@@ -19,7 +19,7 @@ use switchyard_router::prefix::{PrefixChain, PrefixIndex, Tenant};
 use switchyard_router::speculation::SpeculationStats;
 use switchyard_router::{Decision, Reason};
 
-use super::endpoint::Size;
+use super::admission::Size;
 use super::refusal::Accounted;
 use crate::access::{Caller, RateLimits, Reservation};
 use crate::app::{Admission, App};

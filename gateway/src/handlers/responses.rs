@@ -21,9 +21,10 @@ use switchyard_adapters::{AdapterError, Provider};
 use switchyard_router::prefix::Tenant;
 use switchyard_router::{AnswerSummary, Decision, RequestView};
 
+use super::admission::{Size, admit_call, admit_request, check_direct};
 use super::chat::Chat;
 use super::chat_backed::chat_backed;
-use super::endpoint::{Chunks, Endpoint, Size, decide, serve_decided, worst_cost};
+use super::endpoint::{Chunks, Endpoint, decide, serve_decided};
 use super::record::{RequestContext, RequestRecord};
 use super::stream::ResponsesEvents;
 use crate::access::Caller;
@@ -79,10 +80,14 @@ pub async fn serve(app: &App, req: Request<Incoming>) -> Result<Response<Body>, 
             decide::<Responses>(app, &parts, chat).await?
         }
         // Route on the model alone: only a native backend can take it.
-        Err(_) => app.decide(&RequestView {
-            model: &model,
-            ..RequestView::default()
-        })?,
+        Err(_) => {
+            let decision = app.decide(&RequestView {
+                model: &model,
+                ..RequestView::default()
+            })?;
+            check_direct(app, parts.extensions.get::<Caller>(), &decision)?;
+            decision
+        }
     };
     let native = app.backends[decision.primary()].replicas[0]
         .provider
@@ -174,16 +179,10 @@ async fn passthrough(
         decision,
         Arc::new((prompt_text(&raw), 0)),
     );
-    let caller = parts.extensions.get::<Caller>().cloned();
-    let reservation = match &caller {
-        None => None,
-        Some(caller) => Some(app.budgets.reserve(
-            &caller.key,
-            backend.is_cloud(),
-            worst_cost(backend, size),
-        )?),
-    };
-    let admission = app.admit(backend_index, None, Tenant::default()).await?;
+    let caller = parts.extensions.get::<Caller>();
+    admit_request(app, caller, size)?;
+    let (reservation, admission) =
+        admit_call(app, caller, backend_index, size, None, Tenant::default()).await?;
     raw["model"] = Value::String(backend.upstream_model.clone());
     let streaming = raw.get("stream").and_then(Value::as_bool).unwrap_or(false);
     let mut record = RequestRecord::new(

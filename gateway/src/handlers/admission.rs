@@ -1,0 +1,152 @@
+//! Admission: the checks every model request passes once routed, and the
+//! one step every backend call goes through before it is sent (the
+//! backend's breaker, the caller's budgets, the backend's capacity). The
+//! endpoints, fallbacks, hedges and the Responses pass-through all call
+//! these, so none can skip a policy.
+
+use switchyard_policies::{Pricing, TokenCounts};
+use switchyard_router::prefix::{PrefixChain, Tenant};
+use switchyard_router::{Decision, Features, Reason, Target};
+
+use crate::access::{Caller, Exhausted, Reservation};
+use crate::app::{Admission, App, BackendHandle};
+use crate::error::GatewayError;
+
+/// Output tokens reserved against budgets when a request sets no limit.
+const DEFAULT_RESERVED_OUTPUT: u32 = 4096;
+
+/// Refuses a backend named directly by a key that may only use routes.
+pub fn check_direct(
+    app: &App,
+    caller: Option<&Caller>,
+    decision: &Decision,
+) -> Result<(), GatewayError> {
+    let Some(caller) = caller else {
+        return Ok(());
+    };
+    if decision.reason != Reason::Direct || caller.key.may_name_backends {
+        return Ok(());
+    }
+    let routes = app
+        .router
+        .model_names()
+        .iter()
+        .filter(|m| {
+            app.router
+                .target(m)
+                .is_some_and(|t| matches!(t, Target::Route(_)))
+        })
+        .cloned()
+        .collect();
+    Err(GatewayError::BackendNotAllowed {
+        backend: app.router.backends()[decision.primary()].clone(),
+        routes,
+    })
+}
+
+/// The checks of a routed request as a whole, before any backend call:
+/// how many answers it asks for, and the key's tokens per minute.
+pub fn admit_request(app: &App, caller: Option<&Caller>, size: Size) -> Result<(), GatewayError> {
+    app.check_choices(size.choices)?;
+    if let Some(caller) = caller {
+        app.rates
+            .check_tokens(&caller.key.name, size.estimated_tokens())?;
+    }
+    Ok(())
+}
+
+/// Why a backend call could not start.
+pub enum NotAdmitted {
+    /// A budget cannot hold the call's worst case.
+    Budget(Exhausted),
+    /// The backend's circuit is open, or it is at its concurrency limit and
+    /// queue: another backend may take the request.
+    Unavailable(GatewayError),
+}
+
+/// Everything a backend call needs before it is sent: the backend's
+/// breaker allows it, the caller's budgets hold its worst case, and the
+/// gateway and the backend have room (waiting in the backend's queue).
+/// `prefix` and `tenant` choose the replica that holds the prompt.
+pub async fn admit_call(
+    app: &App,
+    caller: Option<&Caller>,
+    backend_index: usize,
+    size: Size,
+    prefix: Option<&PrefixChain>,
+    tenant: Tenant,
+) -> Result<(Option<Reservation>, Admission), NotAdmitted> {
+    let backend = &app.backends[backend_index];
+    if !backend.breaker.allow() {
+        return Err(NotAdmitted::Unavailable(GatewayError::Overloaded {
+            what: format!("backend `{}` is failing; its circuit is open", backend.name),
+        }));
+    }
+    let reservation = match caller {
+        None => None,
+        Some(caller) => Some(
+            app.budgets
+                .reserve(&caller.key, backend.is_cloud(), worst_cost(backend, size))
+                .map_err(NotAdmitted::Budget)?,
+        ),
+    };
+    let admission = app
+        .admit(backend_index, prefix, tenant)
+        .await
+        .map_err(NotAdmitted::Unavailable)?;
+    Ok((reservation, admission))
+}
+
+impl From<NotAdmitted> for GatewayError {
+    fn from(refused: NotAdmitted) -> Self {
+        match refused {
+            NotAdmitted::Budget(exhausted) => exhausted.into(),
+            NotAdmitted::Unavailable(err) => err,
+        }
+    }
+}
+
+/// A request's size as admission sees it.
+#[derive(Debug, Clone, Copy)]
+pub struct Size {
+    pub prompt_tokens: u32,
+    /// The limit on each answer's output.
+    pub max_tokens: Option<u32>,
+    /// Answers generated (`n`, `best_of`), each up to `max_tokens`.
+    pub choices: u32,
+}
+
+impl Size {
+    pub fn of(features: &Features) -> Self {
+        Size {
+            prompt_tokens: features.prompt_tokens,
+            max_tokens: features.max_tokens,
+            choices: features.choices,
+        }
+    }
+
+    /// Tokens counted against tokens-per-minute before the call: the
+    /// prompt, and every answer's output limit.
+    pub fn estimated_tokens(self) -> u32 {
+        let output = self.max_tokens.unwrap_or(0).saturating_mul(self.choices);
+        self.prompt_tokens.saturating_add(output)
+    }
+}
+
+/// The most a request could cost on `backend`: what budgets reserve.
+pub fn worst_cost(backend: &BackendHandle, size: Size) -> f64 {
+    match backend.pricing {
+        // The prompt estimate gets a margin; output is the request's limit,
+        // for each answer it asks for.
+        Pricing::Tokens(price) => price.cost(&TokenCounts {
+            input: u64::from(size.prompt_tokens) * 5 / 4 + 64,
+            output: u64::from(size.max_tokens.unwrap_or(DEFAULT_RESERVED_OUTPUT))
+                * u64::from(size.choices.max(1)),
+            ..TokenCounts::default()
+        }),
+        Pricing::Hourly { usd_per_hour } => {
+            usd_per_hour * backend.first_byte_timeout.as_secs_f64() / 3600.0
+        }
+        Pricing::Free => 0.0,
+    }
+}

@@ -1,0 +1,206 @@
+//! Every policy against every endpoint: the model endpoints share one
+//! admission path, so keys, backend naming, budgets and rate limits refuse
+//! the same way on chat, completions, embeddings, Messages, Responses
+//! translated through chat and Responses passed through to a native backend,
+//! and each refusal leaves its ledger row.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is the failure report
+
+mod support;
+
+use serde_json::{Value, json};
+use support::{FAST_SIM_FIELDS, GatewayBuilder, Proc, post_with};
+
+/// An endpoint: its path and a request to `model` on it.
+struct Endpoint {
+    name: &'static str,
+    path: &'static str,
+    body: fn(&str) -> Value,
+    /// The model that reaches this endpoint's backend directly, and a route to it.
+    backend: &'static str,
+    route: &'static str,
+}
+
+const ENDPOINTS: [Endpoint; 6] = [
+    Endpoint {
+        name: "chat",
+        path: "/v1/chat/completions",
+        body: |m| json!({"model": m, "max_tokens": 20, "messages": [{"role": "user", "content": "hello"}]}),
+        backend: "cloud",
+        route: "auto",
+    },
+    Endpoint {
+        name: "completions",
+        path: "/v1/completions",
+        body: |m| json!({"model": m, "max_tokens": 20, "prompt": "hello"}),
+        backend: "cloud",
+        route: "auto",
+    },
+    Endpoint {
+        name: "embeddings",
+        path: "/v1/embeddings",
+        body: |m| json!({"model": m, "input": ["hello", "world"]}),
+        backend: "cloud",
+        route: "auto",
+    },
+    Endpoint {
+        name: "messages",
+        path: "/v1/messages",
+        body: |m| json!({"model": m, "max_tokens": 20, "messages": [{"role": "user", "content": "hello"}]}),
+        backend: "cloud",
+        route: "auto",
+    },
+    Endpoint {
+        name: "responses",
+        path: "/v1/responses",
+        body: |m| json!({"model": m, "max_output_tokens": 20, "input": "hello"}),
+        backend: "cloud",
+        route: "auto",
+    },
+    Endpoint {
+        name: "responses passed through",
+        path: "/v1/responses",
+        body: |m| json!({"model": m, "max_output_tokens": 20, "input": "hello"}),
+        backend: "native",
+        route: "auto-native",
+    },
+];
+
+/// A key line of the auth section.
+fn key(name: &str, extra: &str) -> String {
+    format!(
+        "    - {{name: {name}, hash: '{}'{extra}}}\n",
+        support::key_hash(&format!("sk-{name}"))
+    )
+}
+
+/// The upstream (a gateway that speaks Responses, on a simulator) and the
+/// gateway under test: `cloud` (in-process, priced) and `native` (the
+/// upstream, taking Responses untranslated), a route to each, and keys for
+/// each policy; one requests-per-minute key per endpoint.
+fn gateways() -> (Proc, Proc) {
+    let upstream = GatewayBuilder::new()
+        .in_process_sim("sim", "small", &format!("preset: small, {FAST_SIM_FIELDS}"))
+        .start();
+    let price = "price: {input_per_mtok: 1000, output_per_mtok: 1000}";
+    let mut keys = key("alice", "") + &key("bob", ", may_name_backends: false");
+    keys += &key("poor", ", budget: {daily_usd: 0.000001}");
+    keys += &key("hasty", ", tokens_per_minute: 1");
+    for i in 0..ENDPOINTS.len() {
+        keys += &key(&format!("rpm{i}"), ", requests_per_minute: 1");
+    }
+    let gateway = GatewayBuilder::new()
+        .backend_yaml(&format!(
+            "  cloud:\n    tier: cloud\n    sim: {{preset: large, {FAST_SIM_FIELDS}}}\n    {price}\n  native:\n    tier: cloud\n    model: sim\n    openai: {{base_url: '{}', responses: true}}\n    {price}\n",
+            upstream.base_url()
+        ))
+        .split("auto", &[("cloud", 1)])
+        .split("auto-native", &[("native", 1)])
+        .section(&format!("auth:\n  keys:\n{keys}"))
+        .start();
+    (upstream, gateway)
+}
+
+async fn send(gateway: &Proc, endpoint: &Endpoint, model: &str, key: Option<&str>) -> u16 {
+    let auth = key.map(|k| format!("Bearer sk-{k}"));
+    let headers: Vec<(&str, &str)> = auth
+        .as_deref()
+        .map(|a| ("authorization", a))
+        .into_iter()
+        .collect();
+    let reply = post_with(
+        &gateway.url(endpoint.path),
+        &(endpoint.body)(model),
+        &headers,
+    )
+    .await;
+    reply.status.as_u16()
+}
+
+#[tokio::test]
+async fn every_policy_holds_on_every_endpoint() {
+    let (_upstream, gateway) = gateways();
+    let mut failures = Vec::new();
+    for (i, endpoint) in ENDPOINTS.iter().enumerate() {
+        let rpm = format!("rpm{i}");
+        // (policy, model, key, expected status)
+        let cases: [(&str, &str, Option<&str>, u16); 7] = [
+            (
+                "a key's request is served",
+                endpoint.route,
+                Some("alice"),
+                200,
+            ),
+            ("no key is refused", endpoint.route, None, 401),
+            (
+                "a backend named directly by a route-only key",
+                endpoint.backend,
+                Some("bob"),
+                403,
+            ),
+            (
+                "a route-only key through its route",
+                endpoint.route,
+                Some("bob"),
+                200,
+            ),
+            (
+                "a budget that cannot hold the worst case",
+                endpoint.route,
+                Some("poor"),
+                429,
+            ),
+            ("tokens per minute", endpoint.route, Some("hasty"), 429),
+            (
+                "the first request of the minute",
+                endpoint.route,
+                Some(rpm.as_str()),
+                200,
+            ),
+        ];
+        for (policy, model, key, expected) in cases {
+            let status = send(&gateway, endpoint, model, key).await;
+            if status != expected {
+                failures.push(format!(
+                    "{}: {policy}: {status}, not {expected}",
+                    endpoint.name
+                ));
+            }
+        }
+        let status = send(&gateway, endpoint, endpoint.route, Some(&rpm)).await;
+        if status != 429 {
+            failures.push(format!(
+                "{}: requests per minute: {status}, not 429",
+                endpoint.name
+            ));
+        }
+    }
+    assert!(failures.is_empty(), "{failures:#?}");
+    // Every refusal after authentication is a row: four per endpoint
+    // (backend named, budget, tokens per minute, requests per minute).
+    let ledger = gateway.ledger();
+    let mut refusals: Vec<(String, String)> = Vec::new();
+    assert!(
+        support::eventually(async || {
+            let mut statement = ledger
+                .prepare("SELECT endpoint, status FROM requests WHERE refusal IS NOT NULL")
+                .unwrap();
+            refusals = statement
+                .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+                .unwrap()
+                .collect::<Result<_, _>>()
+                .unwrap();
+            refusals.len() == 4 * ENDPOINTS.len()
+        })
+        .await,
+        "{refusals:#?}"
+    );
+    for status in ["backend_not_allowed", "budget_exhausted", "rate_limited"] {
+        for endpoint in ["chat", "completions", "embeddings", "messages", "responses"] {
+            assert!(
+                refusals.iter().any(|(e, s)| e == endpoint && s == status),
+                "no {status} row for {endpoint}: {refusals:#?}"
+            );
+        }
+    }
+}
