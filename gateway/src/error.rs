@@ -86,6 +86,12 @@ pub enum GatewayError {
     Upstream(#[from] AdapterError),
     #[error("internal error: {message}")]
     Internal { message: String },
+    /// Strict durability: the answer's ledger row could not be committed,
+    /// so the answer is withheld.
+    #[error(
+        "the request's ledger row could not be committed (strict durability); its answer is withheld, retry later"
+    )]
+    LedgerNotCommitted,
 }
 
 impl From<Exhausted> for GatewayError {
@@ -233,6 +239,12 @@ impl GatewayError {
                 "internal",
                 "server_error",
                 None,
+            ),
+            GatewayError::LedgerNotCommitted => shape(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "ledger_not_committed",
+                "server_error",
+                Some("ledger_not_committed"),
             ),
         }
     }

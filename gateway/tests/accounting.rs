@@ -835,3 +835,54 @@ async fn a_dropped_native_responses_stream_counts_prompt_and_output() {
     assert!(input >= 8, "instructions and input counted: {input}");
     assert!(output > 0, "the streamed text is counted");
 }
+
+/// Strict durability with a ledger that cannot commit (another process
+/// holds its write lock, as a backup tool might): no answer goes out as a
+/// success, whole or streamed; once the lock is gone, answers flow again.
+#[tokio::test]
+async fn strict_durability_never_answers_what_the_ledger_lacks() {
+    let gateway = priced("").section("ledger: {durability: strict}").start();
+    let url = gateway.url("/v1/chat/completions");
+    assert_eq!(
+        post_with(&url, &short("warm up", "local"), &[])
+            .await
+            .status,
+        200
+    );
+    let blocker = gateway.ledger();
+    blocker.execute_batch("BEGIN EXCLUSIVE").unwrap();
+    let mut streamed = short("streamed", "local");
+    streamed["stream"] = json!(true);
+    let whole = short("whole", "local");
+    // Both wait out the writer's lock timeout and its one retry together.
+    let (whole, stream) = tokio::join!(
+        post_with(&url, &whole, &[]),
+        post_with(&url, &streamed, &[])
+    );
+    assert_eq!(
+        whole.status,
+        500,
+        "{}",
+        String::from_utf8_lossy(&whole.body)
+    );
+    assert_eq!(whole.error()["code"], "ledger_not_committed");
+    let last: Value = serde_json::from_str(
+        stream
+            .events()
+            .iter()
+            .rev()
+            .find(|e| e.as_str() != "[DONE]")
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(last["error"]["code"], "ledger_not_committed", "{last}");
+    assert!(
+        !stream.events().iter().any(|e| e == "[DONE]"),
+        "the stream did not end as a success"
+    );
+    blocker.execute_batch("ROLLBACK").unwrap();
+    assert_eq!(
+        post_with(&url, &short("after", "local"), &[]).await.status,
+        200
+    );
+}

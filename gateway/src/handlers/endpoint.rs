@@ -393,7 +393,9 @@ async fn dispatch<E: Endpoint>(
             Err(err) => {
                 let err = GatewayError::from(err);
                 record.finish(err.kind());
-                record.write().await;
+                // The request fails or moves on either way; a row the
+                // ledger could not take is logged by its writer.
+                let _ = record.write().await;
                 let retryable = matches!(&err, GatewayError::Upstream(e) if e.retryable());
                 if retryable && retries_used < retries {
                     retries_used += 1;
@@ -421,7 +423,9 @@ async fn dispatch<E: Endpoint>(
                 tracing::info!(backend = %backend.name, check = failed.name(), "cascade escalates");
                 record_answer::<E>(&mut record, &answer);
                 record.finish("escalated");
-                record.write().await;
+                if let Err(err) = record.write().await {
+                    return (Err(err), served);
+                }
                 served.reason = Reason::CascadeEscalated;
                 continue;
             }
@@ -432,7 +436,9 @@ async fn dispatch<E: Endpoint>(
                 record.whole_answer();
                 record_whole::<E>(&mut record, &resp);
                 record.finish("ok");
-                record.write_after_reply().await;
+                if let Err(err) = record.write_after_reply().await {
+                    return (Err(err), served);
+                }
                 if let Some((slot, backend)) = keep {
                     slot.put_whole(&resp, backend);
                 }

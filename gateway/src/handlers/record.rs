@@ -26,7 +26,7 @@ use crate::app::{Admission, App};
 use crate::breaker::{Blame, Breaker};
 use crate::error::{Dialect, GatewayError};
 use crate::http::request_id::{ClientRequestId, REQUEST_ID};
-use crate::ledger::{Drafts, Ledger, LedgerRow};
+use crate::ledger::{Drafts, Ledger, LedgerRow, NotCommitted};
 use crate::metrics::Metrics;
 
 /// Where a request's prompt text comes from when its tokens must be
@@ -44,6 +44,11 @@ impl PromptSource for (String, usize) {
         self.clone()
     }
 }
+
+/// A row's write as an answer goes out: at once, or after a wait for the
+/// ledger; an error when strict durability's commit failed.
+pub type RowWritten =
+    Either<Ready<Result<(), GatewayError>>, BoxFuture<'static, Result<(), GatewayError>>>;
 
 /// Who asked and how the request was routed: the same for every backend a
 /// request tries, so shared among their records.
@@ -320,8 +325,10 @@ impl RequestRecord {
                 Err(err)
             }
         };
-        self.write_after_reply().await;
-        result
+        let written = self.write_after_reply().await;
+        let answer = result?;
+        written?;
+        Ok(answer)
     }
 
     /// Writes the row of a call whose answer is about to go out. In strict
@@ -331,9 +338,11 @@ impl RequestRecord {
     /// own, which runs once this request's task has sent the answer, and so
     /// adds nothing to the answer's latency; unless the ledger is backed up,
     /// when the request waits for it as before.
+    /// In strict mode a row that was not committed is an error: the answer
+    /// must not go out as a success.
     /// (Not an `async fn`: its state would hold the record and grow every
     /// request's future by as much.)
-    pub fn write_after_reply(mut self) -> Either<Ready<()>, BoxFuture<'static, ()>> {
+    pub fn write_after_reply(mut self) -> RowWritten {
         if self.ledger.is_strict() || self.ledger.backed_up() {
             return Either::Right(Box::pin(async move { self.write().await }));
         }
@@ -343,13 +352,19 @@ impl RequestRecord {
         self.tell_routing();
         let ledger = self.ledger.clone();
         ledger.after_reply(move || self.take_row());
-        Either::Left(std::future::ready(()))
+        Either::Left(std::future::ready(Ok(())))
     }
 
-    /// Writes the row now, waiting as the ledger's durability requires.
-    pub async fn write(&mut self) {
-        if let Some(row) = self.take_row() {
-            self.ledger.write(row).await;
+    /// Writes the row now, waiting as the ledger's durability requires; an
+    /// error when strict durability required a commit that failed.
+    pub async fn write(&mut self) -> Result<(), GatewayError> {
+        match self.take_row() {
+            Some(row) => self
+                .ledger
+                .write(row)
+                .await
+                .map_err(|NotCommitted| GatewayError::LedgerNotCommitted),
+            None => Ok(()),
         }
     }
 

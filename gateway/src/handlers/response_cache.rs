@@ -169,8 +169,10 @@ pub async fn replay<E: Endpoint>(
             record.whole_answer();
             record.usage(E::response_usage(&resp));
             record.finish("ok");
-            record.write_after_reply().await;
-            Some(E::respond(&resp))
+            Some(match record.write_after_reply().await {
+                Ok(()) => E::respond(&resp),
+                Err(err) => err.into_response_for(E::DIALECT),
+            })
         }
         CachedAnswer::Stream(chunks) => {
             let chunks: Vec<E::Chunk> = chunks

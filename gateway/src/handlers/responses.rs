@@ -205,7 +205,8 @@ async fn passthrough(
         Err(err) => {
             let err = GatewayError::from(err);
             record.finish(err.kind());
-            record.write().await;
+            // The call failed either way; the writer logs a lost row.
+            let _ = record.write().await;
             return Err(err);
         }
     };
@@ -237,10 +238,17 @@ fn relay(
                         record.output().push_str(delta);
                     }
                     let name = event.event.clone().unwrap_or_default();
-                    if matches!(name.as_str(), "response.completed" | "response.incomplete")
-                        && let Ok(data) = serde_json::from_str::<Value>(&event.data)
-                    {
-                        record.usage(usage_of(&data["response"]).as_ref());
+                    if matches!(name.as_str(), "response.completed" | "response.incomplete") {
+                        if let Ok(data) = serde_json::from_str::<Value>(&event.data) {
+                            record.usage(usage_of(&data["response"]).as_ref());
+                        }
+                        // The row before the final event: in strict mode it
+                        // is committed first, and if it cannot be, the
+                        // stream ends with an error instead.
+                        record.finish("ok");
+                        if let Err(err) = record.write().await {
+                            return Some((error_event(&err), (events, record, admission, true)));
+                        }
                     }
                     let bytes = if name.is_empty() {
                         data_event(event.data.as_bytes())
@@ -252,22 +260,29 @@ fn relay(
                 Some(Err(err)) => {
                     let err = GatewayError::from(err);
                     record.finish(err.kind());
-                    record.write().await;
-                    let object = err.error_object();
-                    let data = serde_json::json!({"type": "error", "code": object["code"], "message": object["message"]});
-                    Some((
-                        named_event("error", data.to_string().as_bytes()),
-                        (events, record, admission, true),
-                    ))
+                    // The stream ends with the backend's error either way.
+                    let _ = record.write().await;
+                    err.log_detail();
+                    Some((error_event(&err), (events, record, admission, true)))
                 }
                 None => {
+                    // A stream that ended without its final event (the row
+                    // is usually written by now, and is not written twice).
                     record.finish("ok");
-                    record.write().await;
+                    let _ = record.write().await;
                     None
                 }
             }
         },
     )
+}
+
+/// The Responses stream's `error` event.
+fn error_event(err: &GatewayError) -> Bytes {
+    let object = err.error_object();
+    let data =
+        serde_json::json!({"type": "error", "code": object["code"], "message": object["message"]});
+    named_event("error", data.to_string().as_bytes())
 }
 
 #[cfg(test)]

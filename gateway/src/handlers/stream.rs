@@ -176,7 +176,8 @@ pub fn encode<E: Endpoint>(
                 Some(Err(err)) => {
                     let err = GatewayError::from(err);
                     st.record.finish(err.kind());
-                    st.record.write().await;
+                    // The stream ends with the backend's error either way.
+                    let _ = st.record.write().await;
                     st.done = true;
                     err.log_detail();
                     let event = st.encoder.error(&err);
@@ -188,10 +189,14 @@ pub fn encode<E: Endpoint>(
                     }
                     st.record.finish("ok");
                     // Before the last bytes: in strict mode the row is
-                    // committed before the client sees the stream end.
-                    st.record.write().await;
+                    // committed before the client sees the stream end, and
+                    // a row that was not ends it with an error instead.
+                    let written = st.record.write().await;
                     st.done = true;
-                    let end = st.encoder.done();
+                    let end = match written {
+                        Ok(()) => st.encoder.done(),
+                        Err(err) => st.encoder.error(&err),
+                    };
                     return Some((end, st));
                 }
             }

@@ -21,11 +21,21 @@ use switchyard_policies::{Durability, LedgerSettings};
 use tokio::sync::mpsc::error::TrySendError;
 use tokio::sync::{Notify, mpsc, oneshot};
 
-/// What goes to the writer: a row and, in strict mode, who waits for it.
+/// What goes to the writer: a row and, in strict mode, who waits for it
+/// (told whether the row was committed).
 struct Entry {
     row: LedgerRow,
-    committed: Option<oneshot::Sender<()>>,
+    committed: Option<oneshot::Sender<bool>>,
 }
+
+/// A row that strict durability required committed was not: the request
+/// it records must not be answered as a success.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NotCommitted;
+
+/// Where a row stands once `Ledger::write` is done with it: committed (in
+/// strict mode) or queued for the next group commit.
+pub type Written = Result<(), NotCommitted>;
 
 /// Where `Ledger::write` got with a row before any waiting.
 enum Queued {
@@ -50,10 +60,10 @@ pub struct Ledger {
 impl Ledger {
     /// Opens (creating) the database and starts the writer thread.
     pub fn open(settings: &LedgerSettings) -> anyhow::Result<Arc<Ledger>> {
-        let conn = schema::open(&settings.path)?;
+        let strict = settings.durability == Durability::Strict;
+        let conn = schema::open(&settings.path, strict)?;
         schema::apply_retention(&conn, settings.retention_days)?;
         let (sender, receiver) = mpsc::channel(settings.queue);
-        let strict = settings.durability == Durability::Strict;
         let (flush, retention_days) = (settings.flush, settings.retention_days);
         let writer = std::thread::Builder::new()
             .name("ledger-writer".into())
@@ -83,12 +93,13 @@ impl Ledger {
     }
 
     /// Queues a row; the future waits while the queue is full and, in strict
-    /// mode, until the row is committed. A row is queued here, before the
+    /// mode, until the row is committed, and says whether it was (a row the
+    /// writer could not take is not committed either). A row is queued here, before the
     /// future is polled, when the queue has room: the usual case then needs
     /// no waiting state, and the future is a few bytes rather than the row
     /// and a channel send (inline, that state would be part of, and copied
     /// with, every request's future).
-    pub fn write(&self, row: LedgerRow) -> Either<Ready<()>, BoxFuture<'static, ()>> {
+    pub fn write(&self, row: LedgerRow) -> Either<Ready<Written>, BoxFuture<'static, Written>> {
         let (committed, wait) = if self.strict {
             let (tx, rx) = oneshot::channel();
             (Some(tx), Some(rx))
@@ -107,23 +118,28 @@ impl Ledger {
                 },
             }
         };
+        let committed = |answer: Result<bool, _>| match answer {
+            Ok(true) => Ok(()),
+            _ => Err(NotCommitted),
+        };
         match (queued, wait) {
-            (Queued::Now, None) => Either::Left(std::future::ready(())),
-            (Queued::Now, Some(wait)) => Either::Right(Box::pin(async move {
-                let _ = wait.await;
-            })),
+            (Queued::Now, None) => Either::Left(std::future::ready(Ok(()))),
+            (Queued::Now, Some(wait)) => {
+                Either::Right(Box::pin(async move { committed(wait.await) }))
+            }
             (Queued::Later(sender, entry), wait) => Either::Right(Box::pin(async move {
                 if let Err(lost) = sender.send(entry).await {
                     tracing::error!(row = ?lost.0.row, "ledger writer stopped; row not written");
-                    return;
+                    return Err(NotCommitted);
                 }
-                if let Some(wait) = wait {
-                    let _ = wait.await;
+                match wait {
+                    Some(wait) => committed(wait.await),
+                    None => Ok(()),
                 }
             })),
             (Queued::Lost(entry), _) => {
                 tracing::error!(row = ?entry.row, "ledger closed; row not written");
-                Either::Left(std::future::ready(()))
+                Either::Left(std::future::ready(Err(NotCommitted)))
             }
         }
     }
@@ -178,7 +194,9 @@ impl Ledger {
         let ledger = self.clone();
         runtime.spawn(async move {
             if let Some(row) = work() {
-                ledger.write(row).await;
+                // Nobody waits on this row: a failed commit is logged by
+                // the writer.
+                let _ = ledger.write(row).await;
             }
             ledger.detached_done();
         });

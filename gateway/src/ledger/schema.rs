@@ -49,13 +49,16 @@ DROP INDEX IF EXISTS requests_team_ts;
 DROP INDEX IF EXISTS requests_backend_ts;
 ";
 
-pub fn open(path: &str) -> anyhow::Result<Connection> {
+/// Opens the ledger; `strict`: every commit is synced to disk before it
+/// returns (`synchronous=FULL`), as strict durability promises. Otherwise
+/// NORMAL: under WAL a commit is synced at the next checkpoint, and a power
+/// loss can take the last commits (a process crash cannot).
+pub fn open(path: &str, strict: bool) -> anyhow::Result<Connection> {
     create_private(path)?;
     let conn = Connection::open(path).map_err(|err| anyhow::anyhow!("ledger {path}: {err}"))?;
-    // WAL: readers (reports) never block the writer; NORMAL sync is durable
-    // at each commit's checkpoint boundary under WAL.
+    // WAL: readers (reports) never block the writer.
     conn.pragma_update(None, "journal_mode", "WAL")?;
-    conn.pragma_update(None, "synchronous", "NORMAL")?;
+    conn.pragma_update(None, "synchronous", if strict { "FULL" } else { "NORMAL" })?;
     conn.busy_timeout(std::time::Duration::from_secs(5))?;
     conn.execute_batch(SCHEMA)?;
     migrate(&conn)?;
@@ -111,4 +114,24 @@ pub fn apply_retention(conn: &Connection, days: u32) -> rusqlite::Result<usize> 
     }
     let cutoff = super::report::now_ms() - i64::from(days) * 86_400_000;
     conn.execute("DELETE FROM requests WHERE ts_ms < ?1", [cutoff])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn strict_ledgers_sync_every_commit() {
+        let dir = std::env::temp_dir().join(format!("switchyard-schema-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        for (strict, want) in [(true, 2), (false, 1)] {
+            let path = dir.join(format!("ledger-{strict}.db"));
+            let conn = open(path.to_str().unwrap(), strict).unwrap();
+            let synchronous: i64 = conn
+                .query_row("PRAGMA synchronous", [], |r| r.get(0))
+                .unwrap();
+            assert_eq!(synchronous, want, "strict={strict}: 2 is FULL, 1 NORMAL");
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }

@@ -38,16 +38,18 @@ pub fn run(
                 Err(_) => break,
             }
         }
-        if let Err(err) = commit(&mut conn, &batch) {
+        let mut committed = commit(&mut conn, &batch);
+        if let Err(err) = &committed {
             tracing::error!(error = %err, rows = batch.len(), "ledger commit failed; retrying once");
             std::thread::sleep(Duration::from_millis(100));
-            if let Err(err) = commit(&mut conn, &batch) {
+            committed = commit(&mut conn, &batch);
+            if let Err(err) = &committed {
                 tracing::error!(error = %err, rows = ?batch.iter().map(|e| &e.row).collect::<Vec<_>>(), "ledger rows lost");
             }
         }
         for entry in batch {
-            if let Some(committed) = entry.committed {
-                let _ = committed.send(());
+            if let Some(waiting) = entry.committed {
+                let _ = waiting.send(committed.is_ok());
             }
         }
         if last_retention.elapsed() > RETENTION_EVERY {
@@ -174,7 +176,7 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("switchyard-writer-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("ledger.db");
-        let mut conn = super::super::schema::open(path.to_str().unwrap()).unwrap();
+        let mut conn = super::super::schema::open(path.to_str().unwrap(), false).unwrap();
         let rows = 69;
         let batch: Vec<Entry> = (0..rows)
             .map(|i| Entry {
