@@ -50,6 +50,10 @@ pub enum GatewayError {
         model: String,
         available: Vec<String>,
     },
+    #[error(
+        "the prompt and the output asked for need about {needed} tokens; the largest context window this model name reaches holds {largest_window}"
+    )]
+    ContextTooLong { needed: u32, largest_window: u32 },
     #[error("the request body is larger than the limit of {limit} bytes")]
     BodyTooLarge { limit: usize },
     #[error("unsupported content type `{got}`; send application/json")]
@@ -153,6 +157,15 @@ impl GatewayError {
                     "unknown_model",
                     "invalid_request_error",
                     Some("model_not_found"),
+                )
+            },
+            GatewayError::ContextTooLong { .. } => Shape {
+                param: Some("messages".into()),
+                ..shape(
+                    StatusCode::BAD_REQUEST,
+                    "context_length_exceeded",
+                    "invalid_request_error",
+                    Some("context_length_exceeded"),
                 )
             },
             GatewayError::BodyTooLarge { .. } => shape(

@@ -7,6 +7,7 @@ pub mod app;
 pub mod breaker;
 pub mod cli;
 pub mod config_file;
+pub mod context_watch;
 pub mod engine_watch;
 pub mod error;
 pub mod handlers;

@@ -180,6 +180,7 @@ async fn serve(
     switchyard_adapters::tokens::warm_up();
     let app = Arc::new(app::App::build(&config)?);
     switchyard::engine_watch::spawn(&config, app.metrics.clone());
+    switchyard::context_watch::spawn(&config, app.clone());
     let addr = listen.unwrap_or(config.server.listen);
     let listener = tokio::net::TcpListener::bind(addr)
         .await

@@ -83,6 +83,13 @@ pub fn route_error(err: RouteError) -> GatewayError {
         RouteError::UnknownModel { model, available } => {
             GatewayError::UnknownModel { model, available }
         }
+        RouteError::ContextTooLong {
+            needed,
+            largest_window,
+        } => GatewayError::ContextTooLong {
+            needed,
+            largest_window,
+        },
     }
 }
 

@@ -77,7 +77,9 @@ async fn handle(
         }
         (Method::GET, "/v1/models") => Ok(plain(json_response(
             StatusCode::OK,
-            &json!({"object": "list", "data": [{"id": "sim", "object": "model", "created": 0, "owned_by": "switchyard-sim"}]}),
+            // `max_model_len` as vLLM reports it: gateways read their
+            // backends' context windows from it.
+            &json!({"object": "list", "data": [{"id": "sim", "object": "model", "created": 0, "owned_by": "switchyard-sim", "max_model_len": sim.params().context_window}]}),
         ))),
         (Method::GET, "/sim/stats") => Ok(plain(json_response(StatusCode::OK, &sim.stats()))),
         (Method::GET, "/healthz" | "/health") => Ok(plain(json_response(

@@ -206,7 +206,12 @@ async fn stream_events(upstream: std::net::SocketAddr, idle_ms: u64) -> Vec<Stri
             "paused",
             "small",
             &format!("http://{upstream}/v1"),
-            &[&format!("timeouts: {{idle_ms: {idle_ms}}}")],
+            // A window of its own: the one-shot server answers one call,
+            // not the gateway asking its `/v1/models` for one.
+            &[
+                &format!("timeouts: {{idle_ms: {idle_ms}}}"),
+                "context_window: 100000",
+            ],
         )
         .start();
     let mut body = chat("paused", "hi");

@@ -312,3 +312,70 @@ async fn drafting_stops_where_acceptance_is_poor() {
     assert!((ratio - 0.2).abs() < 0.05, "{ratio}");
     assert!(text.contains(r#"switchyard_requests_total{backend="plain",outcome="ok"}"#));
 }
+
+/// A backend's context window, read from its server (`switchyard sim`
+/// reports `max_model_len` as vLLM does): a prompt it cannot hold goes to
+/// the route's backend that can, and named directly it is the gateway's
+/// own 400, with a refusal row, without a call to the backend.
+#[tokio::test]
+async fn prompts_go_only_where_they_fit() {
+    let small = support::sim("small", support::FAST); // an 8,192-token window
+    let gateway = GatewayBuilder::new()
+        .openai("small", "small", &small.base_url(), &[])
+        .in_process_sim(
+            "big",
+            "mid",
+            &format!("preset: large, {}", support::FAST_SIM_FIELDS),
+        )
+        .route(
+            "auto",
+            "strategy:\n  split:\n    weights: {small: 1}\nfallbacks: [big]",
+        )
+        .start();
+    let url = gateway.url("/v1/chat/completions");
+    let long = chat("auto", &"many words of a long document ".repeat(2000));
+    let mut reply = None;
+    // The window is read in the background as the gateway starts.
+    assert!(
+        support::eventually(async || {
+            let answer = post_json(&url, &long).await;
+            let moved = answer.header("x-switchyard-reason") == Some("context-fit");
+            reply = Some(answer);
+            moved
+        })
+        .await
+    );
+    let reply = reply.unwrap();
+    assert_eq!(reply.status, 200);
+    assert_eq!(reply.header("x-switchyard-backend"), Some("big"));
+    let mut direct = long.clone();
+    direct["model"] = json!("small");
+    let refused = post_json(&url, &direct).await;
+    assert_eq!(refused.status, 400);
+    assert_eq!(refused.error()["code"], "context_length_exceeded");
+    assert!(
+        refused.error()["message"]
+            .as_str()
+            .unwrap()
+            .contains("the largest context window this model name reaches holds 8192"),
+        "the gateway's own refusal: {}",
+        refused.error()
+    );
+    // Refused before any call: a refusal row, not a call's row.
+    let ledger = gateway.ledger();
+    let mut rows = 0;
+    assert!(
+        support::eventually(async || {
+            rows = ledger
+                .query_row(
+                    "SELECT COUNT(*) FROM requests WHERE status = 'context_length_exceeded' AND refusal IS NOT NULL",
+                    [],
+                    |r| r.get::<_, i64>(0),
+                )
+                .unwrap();
+            rows == 1
+        })
+        .await,
+        "{rows} refusal rows"
+    );
+}

@@ -42,6 +42,9 @@ pub enum Reason {
     /// Drafting is off for this prompt class, so the route's backend
     /// without a draft model served it.
     DraftingOff,
+    /// The route's choice could not hold the prompt and the requested
+    /// output in its context window: another of its backends that can.
+    ContextFit,
 }
 
 impl Reason {
@@ -63,6 +66,7 @@ impl Reason {
             Reason::Fastest => "fastest",
             Reason::Hedge => "hedge",
             Reason::DraftingOff => "drafting-off",
+            Reason::ContextFit => "context-fit",
         }
     }
 }

@@ -4,6 +4,7 @@
 use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
 
 use switchyard_policies::{
     Backend, BackendAdapter, CacheShare, CascadeCheck, Config, Hedge, LatencyBudget, Pricing,
@@ -35,6 +36,14 @@ pub enum RouteError {
     UnknownModel {
         model: String,
         available: Vec<String>,
+    },
+    /// No backend the request could go to has a context window that holds
+    /// its prompt and requested output.
+    ContextTooLong {
+        /// Prompt tokens (estimated) and the output asked for.
+        needed: u32,
+        /// The largest window among the backends it could go to.
+        largest_window: u32,
     },
 }
 
@@ -82,6 +91,21 @@ enum Policy {
 }
 
 impl Policy {
+    /// Every backend the policy may choose, most likely first.
+    fn members(&self) -> Vec<usize> {
+        match self {
+            Policy::Split { split, .. } => {
+                let mut shares = split.shares();
+                shares.sort_by(|a, b| b.1.total_cmp(&a.1));
+                shares.into_iter().map(|(backend, _)| backend).collect()
+            }
+            Policy::TargetShare { hard, easy, .. } => vec![*easy, *hard],
+            Policy::Rules { rules, .. } => rules.iter().map(|(_, to)| *to).collect(),
+            Policy::Budgeted { candidates, .. } => candidates.clone(),
+            Policy::Cascade { order, .. } => order.clone(),
+        }
+    }
+
     fn name(&self) -> &'static str {
         match self {
             Policy::Split { .. } => "split",
@@ -111,6 +135,10 @@ pub struct Router {
     slots_per_replica: Vec<usize>,
     /// Whose prefixes each backend's cache is shared by.
     prefix_share: Vec<CacheShare>,
+    /// Each backend's context window in tokens; 0 while unknown (then every
+    /// request is taken to fit). Atomics: a window read from the server
+    /// after start-up is set in place.
+    context_windows: Vec<AtomicU32>,
 }
 
 impl Router {
@@ -253,7 +281,80 @@ impl Router {
                 .values()
                 .map(|b| b.prefix_cache.share)
                 .collect(),
+            context_windows: config
+                .backends
+                .values()
+                .map(|b| AtomicU32::new(b.context_window.unwrap_or(0)))
+                .collect(),
         }
+    }
+
+    /// A backend's context window, when known.
+    pub fn context_window(&self, backend: usize) -> Option<u32> {
+        self.context_windows
+            .get(backend)
+            .map(|w| w.load(Ordering::Relaxed))
+            .filter(|&w| w > 0)
+    }
+
+    /// Sets a backend's context window as its server reported it.
+    pub fn set_context_window(&self, backend: usize, tokens: u32) {
+        if let Some(window) = self.context_windows.get(backend) {
+            window.store(tokens, Ordering::Relaxed);
+        }
+    }
+
+    /// Tokens a request needs in a context window: its prompt and the
+    /// output it asks for (at least one token).
+    fn context_needed(features: &Features) -> u32 {
+        features
+            .prompt_tokens
+            .saturating_add(features.max_tokens.unwrap_or(0).max(1))
+    }
+
+    /// Whether a backend's context window holds the request (an unknown
+    /// window is taken to).
+    pub fn fits(&self, backend: usize, features: &Features) -> bool {
+        self.context_window(backend)
+            .is_none_or(|window| Self::context_needed(features) <= window)
+    }
+
+    /// The targets that can hold the request, in order; when the policy's
+    /// own choice cannot, the other backends the policy could have chosen
+    /// come before the fallbacks (`moved` says the first choice changed).
+    fn fitting(
+        &self,
+        chosen: Vec<usize>,
+        members: &[usize],
+        fallbacks: &[usize],
+        features: &Features,
+    ) -> Result<(Vec<usize>, bool), RouteError> {
+        let first = chosen.first().copied();
+        let mut targets = chosen;
+        if first.is_some_and(|b| !self.fits(b, features)) {
+            targets.extend(members.iter().copied());
+        }
+        targets.extend(fallbacks.iter().copied());
+        let mut seen = Vec::with_capacity(targets.len());
+        for backend in targets {
+            if !seen.contains(&backend) {
+                seen.push(backend);
+            }
+        }
+        let considered = seen.clone();
+        seen.retain(|&b| self.fits(b, features));
+        if seen.is_empty() {
+            return Err(RouteError::ContextTooLong {
+                needed: Self::context_needed(features),
+                largest_window: considered
+                    .iter()
+                    .filter_map(|&b| self.context_window(b))
+                    .max()
+                    .unwrap_or(0),
+            });
+        }
+        let moved = seen.first().copied() != first;
+        Ok((seen, moved))
     }
 
     /// A prompt's prefix chain as `backend`'s cache keys it for `tenant`:
@@ -454,6 +555,8 @@ impl Router {
             Some(Target::Route(number)) => number,
             Some(Target::Backend(backend)) => {
                 let features = Features::of(view, None);
+                // Named directly: nothing else to go to.
+                self.fitting(vec![backend], &[], &[], &features)?;
                 return Ok(Decision {
                     route: None,
                     targets: vec![backend],
@@ -474,7 +577,7 @@ impl Router {
         let route = &self.routes[number];
         let features = Features::of(view, route.profile);
         let mut rule = None;
-        let (mut targets, reason) = match &route.policy {
+        let (targets, reason) = match &route.policy {
             Policy::Split { split, sticky } => match view.session.filter(|_| *sticky) {
                 Some(session) => (
                     vec![split.pick(unit_from_key(session))],
@@ -564,11 +667,13 @@ impl Router {
                 rank(candidates, budget, *cheapest)
             }
         };
-        for fallback in &route.fallbacks {
-            if !targets.contains(fallback) {
-                targets.push(*fallback);
-            }
-        }
+        let (targets, moved) = self.fitting(
+            targets,
+            &route.policy.members(),
+            &route.fallbacks,
+            &features,
+        )?;
+        let reason = if moved { Reason::ContextFit } else { reason };
         Ok(Decision {
             route: Some(number),
             predicted_ttft_ms: self.predict(targets[0], &features).ttft_p50_ms,

@@ -188,8 +188,10 @@ fn cascades_list_their_order_and_direct_names_bypass() {
 
 #[test]
 fn unknown_models_list_the_known_ones() {
-    let RouteError::UnknownModel { model, available } =
-        router().decide(&view("gpt-9"), 0.5).unwrap_err();
+    let Err(RouteError::UnknownModel { model, available }) = router().decide(&view("gpt-9"), 0.5)
+    else {
+        panic!("gpt-9 is no model here");
+    };
     assert_eq!(model, "gpt-9");
     assert_eq!(
         available,
@@ -331,4 +333,72 @@ fn a_backend_that_becomes_slow_loses_traffic_within_a_few_requests() {
     }
     let n = moved_after.expect("traffic moved off the slow backend");
     assert!(n <= 10, "moved after {n} slow requests");
+}
+
+fn long(model: &str, prompt_tokens: u32) -> RequestView<'_> {
+    RequestView {
+        prompt_tokens,
+        max_tokens: Some(1000),
+        ..view(model)
+    }
+}
+
+/// Simulator windows: small 8,192, mid 32,768, large 128,000 tokens.
+#[test]
+fn no_strategy_sends_a_prompt_where_it_cannot_fit() {
+    let router = router();
+    // The split draws `small` (unit 0.9); 20,000 tokens do not fit there,
+    // so the split's next most likely backend that fits takes it.
+    let split = router.decide(&long("auto", 20_000), 0.9).unwrap();
+    assert_eq!(name(&router, split.primary()), "mid");
+    assert_eq!(split.reason, Reason::ContextFit);
+    assert!(split.targets.iter().all(|&b| name(&router, b) != "small"));
+    // What fits where it was drawn keeps its reason.
+    let fits = router.decide(&long("auto", 2_000), 0.9).unwrap();
+    assert_eq!(
+        (name(&router, fits.primary()), fits.reason),
+        ("small", Reason::Split)
+    );
+    let cascade = router.decide(&long("cascade", 20_000), 0.5).unwrap();
+    assert_eq!(
+        cascade
+            .targets
+            .iter()
+            .map(|&b| name(&router, b))
+            .collect::<Vec<_>>(),
+        ["large"]
+    );
+    let share = router.decide(&long("share", 100_000), 0.5).unwrap();
+    assert_eq!(name(&router, share.primary()), "large");
+    // Only the largest holds 100,000; nothing holds 200,000.
+    let huge = router.decide(&long("auto", 200_000), 0.9).unwrap_err();
+    assert_eq!(
+        huge,
+        RouteError::ContextTooLong {
+            needed: 201_000,
+            largest_window: 128_000
+        }
+    );
+    // A backend named directly has nowhere else to go.
+    assert!(matches!(
+        router.decide(&long("small", 10_000), 0.5),
+        Err(RouteError::ContextTooLong {
+            largest_window: 8192,
+            ..
+        })
+    ));
+}
+
+#[test]
+fn a_window_read_from_the_server_counts_from_then_on() {
+    let router = router();
+    let mid = router.backends().iter().position(|b| b == "mid").unwrap();
+    let at_mid = |router: &Router| {
+        // unit 0.5: the split draws mid.
+        router.decide(&long("auto", 4_000), 0.5).unwrap().primary()
+    };
+    assert_eq!(at_mid(&router), mid);
+    router.set_context_window(mid, 4_096);
+    assert_ne!(at_mid(&router), mid, "4,000 + 1,000 tokens no longer fit");
+    assert_eq!(router.context_window(mid), Some(4_096));
 }

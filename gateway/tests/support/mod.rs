@@ -416,7 +416,9 @@ pub async fn recording_server(
 }
 
 /// A bare server that records `count` requests, answering each with
-/// `status` (such as `401 Unauthorized`) and the JSON `reply`.
+/// `status` (such as `401 Unauthorized`) and the JSON `reply`. GETs (the
+/// gateway asking for a context window or an engine's metrics) are
+/// answered 404 and not counted: the count is of calls.
 pub async fn canned_server(
     count: usize,
     status: &'static str,
@@ -427,7 +429,7 @@ pub async fn canned_server(
     let addr = listener.local_addr().unwrap();
     let seen = tokio::spawn(async move {
         let mut seen = Vec::new();
-        for _ in 0..count {
+        while seen.len() < count {
             let (mut socket, _) = listener.accept().await.unwrap();
             let mut request = Vec::new();
             let mut buf = [0u8; 8192];
@@ -448,6 +450,12 @@ pub async fn canned_server(
                         break;
                     }
                 }
+            }
+            if request.starts_with(b"GET ") {
+                let missing =
+                    "HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\nconnection: close\r\n\r\n";
+                let _ = socket.write_all(missing.as_bytes()).await;
+                continue;
             }
             let response = format!(
                 "HTTP/1.1 {status}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{reply}",

@@ -152,6 +152,10 @@ pub struct Backend {
     pub latency: LatencyHintsConfig,
     pub breaker: BreakerSettings,
     pub prefix_cache: PrefixCacheSettings,
+    /// Tokens of prompt and output one request may hold: from config, or a
+    /// simulator's own; unknown otherwise until the gateway reads it from
+    /// the server (llama.cpp's `/props`, vLLM's `/v1/models`).
+    pub context_window: Option<u32>,
 }
 
 /// Starting figures for a backend's latency model; unset ones use defaults.

@@ -106,6 +106,7 @@ pub(super) struct RawBackend {
     #[serde(default)]
     pub timeouts: RawTimeouts,
     pub max_concurrency: Option<usize>,
+    pub context_window: Option<u32>,
     /// Requests that may wait for a slot when `max_concurrency` is reached.
     pub max_queue: Option<usize>,
     pub price: Option<RawPrice>,

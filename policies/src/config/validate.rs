@@ -218,6 +218,10 @@ fn validate_backend(ck: &Checker<'_>, name: &str, raw: RawBackend) -> Result<Bac
         latency,
         breaker,
         prefix_cache,
+        context_window: raw.context_window.or(match &adapter {
+            BackendAdapter::Sim(params) => Some(params.context_window),
+            _ => None,
+        }),
         adapter,
         timeouts,
         max_concurrency: raw.max_concurrency,
