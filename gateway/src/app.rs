@@ -45,8 +45,8 @@ pub struct BackendHandle {
     /// What the provider's prompt cache needs from us.
     pub prompt_cache: PromptCache,
     pub pricing: Pricing,
-    /// The longest a request may take to start answering (for reserving
-    /// the worst-case cost of hourly-priced backends).
+    /// The longest a request may take to start answering, and so the
+    /// longest it waits in the backend's queue.
     pub first_byte_timeout: Duration,
     /// Requests this gateway has in flight to the backend.
     in_flight: Arc<AtomicU32>,
@@ -133,6 +133,9 @@ pub struct App {
     pub router: Router,
     pub max_body_bytes: usize,
     pub limits: Limits,
+    /// Output budgets reserve for a request without `max_tokens` where the
+    /// backend's window is unknown.
+    pub default_max_tokens: u32,
     pub keys: Arc<KeyStore>,
     pub rates: Arc<RateLimits>,
     pub budgets: Arc<Budgets>,
@@ -174,6 +177,7 @@ impl App {
             router,
             max_body_bytes: config.server.max_body_bytes,
             limits: config.limits,
+            default_max_tokens: config.default_max_tokens,
             keys: Arc::new(KeyStore::new(&config.auth)),
             rates: Arc::new(RateLimits::new(&config.auth)),
             budgets,

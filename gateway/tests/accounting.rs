@@ -886,3 +886,61 @@ async fn strict_durability_never_answers_what_the_ledger_lacks() {
         200
     );
 }
+
+/// What a budget holds for a request without `max_tokens`: the backend's
+/// context window less the prompt, else `accounting.default_max_tokens`;
+/// for hardware priced by the hour, the time the latency model expects
+/// (p90) for the output it may run to.
+#[tokio::test]
+async fn reservations_without_max_tokens_follow_the_window_and_the_clock() {
+    let upstream = support::fast_sim(&[]);
+    let price = "price: {input_per_mtok: 1000, output_per_mtok: 1000}";
+    let gateway = GatewayBuilder::new()
+        // A 300-token window: at most about 300 tokens of output ($0.3).
+        .backend_yaml(&format!(
+            "  narrow:\n    tier: cloud\n    sim: {{preset: large, {FAST_SIM_FIELDS}}}\n    context_window: 300\n    {price}\n"
+        ))
+        // A cloud API whose window nobody says: the configured default.
+        .backend_yaml(&format!(
+            "  unknown:\n    tier: cloud\n    openai: {{base_url: '{}'}}\n    {price}\n",
+            upstream.base_url()
+        ))
+        // $1 a second of hardware, expected to answer in milliseconds.
+        .backend_yaml(&format!(
+            "  hourly:\n    tier: small\n    sim: {{preset: small, {FAST_SIM_FIELDS}}}\n    latency: {{ttft_ms: 2, decode_tokens_per_s: 5000}}\n    price: {{usd_per_hour: 3600}}\n"
+        ))
+        .section(&format!(
+            "accounting: {{default_max_tokens: 100}}\nauth:\n  keys:\n    - {{name: hana, hash: '{}', budget: {{daily_usd: 0.5, scope: total}}}}\n",
+            support::key_hash("sk-hana")
+        ))
+        .start();
+    let url = gateway.url("/v1/chat/completions");
+    let hana = [("authorization", "Bearer sk-hana")];
+    for model in ["narrow", "unknown"] {
+        // No max_tokens: 4,096 tokens ($4.10) would not have fit in $0.50.
+        let reply = post_with(&url, &chat(model, "hello"), &hana).await;
+        assert_eq!(
+            reply.status,
+            200,
+            "{model}: {}",
+            String::from_utf8_lossy(&reply.body)
+        );
+    }
+    // A minute's first-byte timeout of hardware ($60) would not have fit.
+    let reply = post_with(&url, &short("hello", "hourly"), &hana).await;
+    assert_eq!(
+        reply.status,
+        200,
+        "{}",
+        String::from_utf8_lossy(&reply.body)
+    );
+    // Without max_tokens the hourly backend may run to the end of its
+    // 8,192-token window: seconds of hardware, more than is left.
+    let reply = post_with(&url, &chat("hourly", "hello"), &hana).await;
+    assert_eq!(
+        reply.status,
+        429,
+        "{}",
+        String::from_utf8_lossy(&reply.body)
+    );
+}

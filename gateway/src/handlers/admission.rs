@@ -4,16 +4,13 @@
 //! endpoints, fallbacks, hedges and the Responses pass-through all call
 //! these, so none can skip a policy.
 
-use switchyard_policies::{Pricing, TokenCounts};
+use switchyard_policies::{Pricing, PromptClass, TokenCounts};
 use switchyard_router::prefix::{PrefixChain, Tenant};
 use switchyard_router::{Decision, Features, Reason, Target};
 
 use crate::access::{Caller, Exhausted, Reservation};
-use crate::app::{Admission, App, BackendHandle};
+use crate::app::{Admission, App};
 use crate::error::GatewayError;
-
-/// Output tokens reserved against budgets when a request sets no limit.
-const DEFAULT_RESERVED_OUTPUT: u32 = 4096;
 
 /// Refuses a backend named directly by a key that may only use routes.
 pub fn check_direct(
@@ -86,7 +83,11 @@ pub async fn admit_call(
         None => None,
         Some(caller) => Some(
             app.budgets
-                .reserve(&caller.key, backend.is_cloud(), worst_cost(backend, size))
+                .reserve(
+                    &caller.key,
+                    backend.is_cloud(),
+                    worst_cost(app, backend_index, size),
+                )
                 .map_err(NotAdmitted::Budget)?,
         ),
     };
@@ -133,20 +134,43 @@ impl Size {
     }
 }
 
-/// The most a request could cost on `backend`: what budgets reserve.
-pub fn worst_cost(backend: &BackendHandle, size: Size) -> f64 {
+/// The most a request could cost on a backend: what budgets reserve.
+pub fn worst_cost(app: &App, backend_index: usize, size: Size) -> f64 {
+    let backend = &app.backends[backend_index];
+    let output = worst_output(app, backend_index, size);
     match backend.pricing {
         // The prompt estimate gets a margin; output is the request's limit,
         // for each answer it asks for.
         Pricing::Tokens(price) => price.cost(&TokenCounts {
             input: u64::from(size.prompt_tokens) * 5 / 4 + 64,
-            output: u64::from(size.max_tokens.unwrap_or(DEFAULT_RESERVED_OUTPUT))
-                * u64::from(size.choices.max(1)),
+            output: u64::from(output) * u64::from(size.choices.max(1)),
             ..TokenCounts::default()
         }),
+        // The hardware for as long as the latency model expects such a
+        // request to take at worst (its p90).
         Pricing::Hourly { usd_per_hour } => {
-            usd_per_hour * backend.first_byte_timeout.as_secs_f64() / 3600.0
+            let predicted = app.router.latency().predict(
+                backend_index,
+                size.prompt_tokens,
+                0,
+                output,
+                PromptClass::Prose,
+            );
+            usd_per_hour * (predicted.total_p90_ms.max(0.0) / 1000.0) / 3600.0
         }
         Pricing::Free => 0.0,
     }
+}
+
+/// The output one answer may run to: its `max_tokens`, else what the
+/// backend's context window leaves after the prompt, else the configured
+/// `accounting.default_max_tokens`.
+fn worst_output(app: &App, backend_index: usize, size: Size) -> u32 {
+    size.max_tokens.unwrap_or_else(|| {
+        app.router
+            .context_window(backend_index)
+            .map_or(app.default_max_tokens, |window| {
+                window.saturating_sub(size.prompt_tokens).max(1)
+            })
+    })
 }

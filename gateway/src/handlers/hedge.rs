@@ -97,7 +97,7 @@ async fn hedge_leg(
     .await
     .ok()?;
     // Last: the allowance is spent only on a hedge that starts.
-    let worst = worst_cost(&app.backends[backend_index], size);
+    let worst = worst_cost(app, backend_index, size);
     if let (Some(Caller { key }), Some(cap)) = (&context.caller, cap)
         && !app.hedges.take(&key.name, worst, cap)
     {

@@ -46,6 +46,11 @@ pub struct Config {
     pub ledger: LedgerSettings,
     pub auth: Auth,
     pub limits: Limits,
+    /// Output tokens budgets reserve for a request that sets no
+    /// `max_tokens`, on a backend whose context window is unknown
+    /// (`accounting.default_max_tokens`; 4096 unless set). Where the window
+    /// is known, the window less the prompt is reserved instead.
+    pub default_max_tokens: u32,
     /// The latency-hints file the config names, as written (relative to
     /// the config file); the caller reads it and calls
     /// [`Config::apply_latency_hints`].

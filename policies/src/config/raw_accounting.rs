@@ -25,6 +25,9 @@ pub(super) struct RawAccounting {
     /// The cloud model every request is also priced on, for savings reports.
     pub reference_model: Option<String>,
     pub reference_price: Option<RawPrice>,
+    /// Output tokens a budget reserves for a request without `max_tokens`
+    /// on a backend whose context window is unknown.
+    pub default_max_tokens: Option<u32>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -45,7 +45,12 @@ pub(super) fn validate(raw: RawConfig, text: &str, source: &str) -> Result<Confi
         routes.insert(name, route);
     }
     super::validate_route::check_model_names(&ck, &backends, &routes)?;
+    let default_max_tokens = raw.accounting.default_max_tokens.unwrap_or(4096);
+    if default_max_tokens == 0 {
+        return Err(ck.error(&["accounting", "default_max_tokens"], "must be at least 1"));
+    }
     Ok(Config {
+        default_max_tokens,
         server,
         backends,
         routes,
