@@ -209,3 +209,55 @@ async fn native_responses_streams_are_relayed_event_by_event() {
         text.contains("event: response.incomplete") || text.contains("event: response.completed")
     );
 }
+
+/// Claude Code sends an answer's thinking blocks back on its next turn; an
+/// Anthropic backend checks their signatures: they travel both ways intact.
+#[tokio::test]
+async fn thinking_blocks_survive_a_multi_turn_conversation_with_an_anthropic_backend() {
+    let answer = r#"{"id":"m1","type":"message","role":"assistant","model":"claude","content":[{"type":"thinking","thinking":"Let me look.","signature":"EqQBsig"},{"type":"redacted_thinking","data":"EmwKencrypted"},{"type":"tool_use","id":"t1","name":"look","input":{"q":1}}],"stop_reason":"tool_use","stop_sequence":null,"usage":{"input_tokens":5,"output_tokens":9}}"#;
+    let (addr, seen) = support::recording_server(2, answer).await;
+    let gateway = GatewayBuilder::new()
+        .backend_yaml(&format!(
+            "  claude:\n    tier: small\n    anthropic: {{base_url: 'http://{addr}/v1'}}\n"
+        ))
+        .start();
+    let url = gateway.url("/v1/messages");
+    let mut turn = json!({"model": "claude", "max_tokens": 100,
+        "thinking": {"type": "enabled", "budget_tokens": 50},
+        "messages": [{"role": "user", "content": "look it up"}]});
+    let first = support::post_with(&url, &turn, &[]).await;
+    assert_eq!(
+        first.status,
+        200,
+        "{}",
+        String::from_utf8_lossy(&first.body)
+    );
+    let blocks = first.json()["content"].clone();
+    assert_eq!(blocks[0]["signature"], "EqQBsig");
+    assert_eq!(
+        blocks[1],
+        json!({"type": "redacted_thinking", "data": "EmwKencrypted"})
+    );
+    turn["messages"] = json!([
+        {"role": "user", "content": "look it up"},
+        {"role": "assistant", "content": blocks},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "42"}]}]);
+    let second = support::post_with(&url, &turn, &[]).await;
+    assert_eq!(
+        second.status,
+        200,
+        "{}",
+        String::from_utf8_lossy(&second.body)
+    );
+    let sent = seen.await.unwrap().remove(1);
+    let body: Value = serde_json::from_str(sent.split_once("\r\n\r\n").unwrap().1).unwrap();
+    let assistant = &body["messages"][1]["content"];
+    assert_eq!(
+        assistant[0],
+        json!({"type": "thinking", "thinking": "Let me look.", "signature": "EqQBsig"})
+    );
+    assert_eq!(
+        assistant[1],
+        json!({"type": "redacted_thinking", "data": "EmwKencrypted"})
+    );
+}

@@ -26,6 +26,18 @@ pub fn usage_from_chat(usage: &ChatUsage) -> Usage {
     }
 }
 
+/// The data of each redacted thinking block kept in a message's extras.
+pub(super) fn redacted_thinking(
+    extra: &serde_json::Map<String, Value>,
+) -> impl Iterator<Item = &str> {
+    extra
+        .get("redacted_thinking")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+}
+
 /// A tool call's arguments as the `input` object Anthropic clients expect.
 /// Arguments that are not a JSON object are kept as text under `_raw`,
 /// so nothing the model wrote is lost.
@@ -58,6 +70,11 @@ pub fn message_from_chat(resp: &ChatResponse) -> MessagesResponse {
                 signature: signature.to_owned(),
             });
         }
+        content.extend(redacted_thinking(&choice.message.extra).map(|data| {
+            Block::RedactedThinking {
+                data: data.to_owned(),
+            }
+        }));
         let text = choice.message.text();
         if !text.is_empty() {
             content.push(Block::Text { text });

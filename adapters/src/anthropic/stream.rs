@@ -5,7 +5,7 @@
 
 use serde_json::{Value, json};
 
-use super::from_chat::{finish_to_stop_reason, usage_from_chat};
+use super::from_chat::{finish_to_stop_reason, redacted_thinking, usage_from_chat};
 use crate::types::ChatChunk;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -120,6 +120,33 @@ impl MessageStream {
             events.push(delta(
                 index,
                 json!({"type": "thinking_delta", "thinking": thinking}),
+            ));
+        }
+        // The signature closes a thinking block: a client sends the block
+        // back with it on its next turn, and the provider checks it.
+        if let Some(signature) = choice.delta.extra.get("reasoning_signature") {
+            let index = self.ensure(
+                Open::Thinking,
+                json!({"type": "thinking", "thinking": "", "signature": ""}),
+                &mut events,
+            );
+            events.push(delta(
+                index,
+                json!({"type": "signature_delta", "signature": signature}),
+            ));
+        }
+        for data in redacted_thinking(&choice.delta.extra) {
+            self.close(&mut events);
+            let index = self.next_index;
+            self.next_index += 1;
+            events.push((
+                "content_block_start",
+                json!({"type": "content_block_start", "index": index,
+                       "content_block": {"type": "redacted_thinking", "data": data}}),
+            ));
+            events.push((
+                "content_block_stop",
+                json!({"type": "content_block_stop", "index": index}),
             ));
         }
         if let Some(text) = choice.delta.content.as_deref().filter(|t| !t.is_empty()) {

@@ -380,3 +380,141 @@ fn consecutive_user_turns_stay_apart() {
 fn chat_request_for_regression() -> ChatRequest {
     serde_json::from_value(json!({"model": "m", "messages": [], "max_tokens": 1})).unwrap()
 }
+
+/// Thinking comes back to the client as the provider sent it, whole or
+/// streamed, and goes back upstream unchanged on the next turn: Anthropic
+/// checks a thinking block's signature, and a redacted block is opaque.
+mod thinking {
+    use serde_json::{Value, json};
+
+    use super::super::{
+        EventsToChunks, MessageStream, MessagesRequest, MessagesResponse, chat_from_message,
+        chat_from_messages, message_from_chat, messages_from_chat,
+    };
+
+    const SIGNATURE: &str = "EqQBCkYIARgCIkDsig";
+    const REDACTED: &str = "EmwKAhgBEgy3va3pzix/encrypted";
+
+    #[test]
+    fn a_streamed_signature_and_redacted_block_reach_the_client() {
+        let upstream = [
+            (
+                "message_start",
+                json!({"type": "message_start", "message": {"id": "m", "model": "claude", "usage": {"input_tokens": 5, "output_tokens": 1}}}),
+            ),
+            (
+                "content_block_start",
+                json!({"type": "content_block_start", "index": 0, "content_block": {"type": "thinking", "thinking": "", "signature": ""}}),
+            ),
+            (
+                "content_block_delta",
+                json!({"type": "content_block_delta", "index": 0, "delta": {"type": "thinking_delta", "thinking": "Let me think."}}),
+            ),
+            (
+                "content_block_delta",
+                json!({"type": "content_block_delta", "index": 0, "delta": {"type": "signature_delta", "signature": SIGNATURE}}),
+            ),
+            (
+                "content_block_stop",
+                json!({"type": "content_block_stop", "index": 0}),
+            ),
+            (
+                "content_block_start",
+                json!({"type": "content_block_start", "index": 1, "content_block": {"type": "redacted_thinking", "data": REDACTED}}),
+            ),
+            (
+                "content_block_stop",
+                json!({"type": "content_block_stop", "index": 1}),
+            ),
+            (
+                "content_block_start",
+                json!({"type": "content_block_start", "index": 2, "content_block": {"type": "text", "text": ""}}),
+            ),
+            (
+                "content_block_delta",
+                json!({"type": "content_block_delta", "index": 2, "delta": {"type": "text_delta", "text": "Done."}}),
+            ),
+            (
+                "content_block_stop",
+                json!({"type": "content_block_stop", "index": 2}),
+            ),
+            (
+                "message_delta",
+                json!({"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": {"output_tokens": 9}}),
+            ),
+        ];
+        let mut decoder = EventsToChunks::default();
+        let mut encoder = MessageStream::new("claude", 5);
+        let mut events: Vec<(&str, Value)> = Vec::new();
+        for (name, data) in &upstream {
+            for chunk in decoder.on_event(Some(name), data).unwrap() {
+                events.extend(encoder.on_chunk(&chunk));
+            }
+        }
+        events.extend(encoder.finish());
+        let deltas: Vec<&Value> = events
+            .iter()
+            .filter(|(name, _)| *name == "content_block_delta")
+            .map(|(_, data)| &data["delta"])
+            .collect();
+        assert!(
+            deltas.contains(&&json!({"type": "signature_delta", "signature": SIGNATURE})),
+            "{events:#?}"
+        );
+        let starts: Vec<&Value> = events
+            .iter()
+            .filter(|(name, _)| *name == "content_block_start")
+            .map(|(_, data)| &data["content_block"]["type"])
+            .collect();
+        assert_eq!(
+            starts,
+            [
+                &json!("thinking"),
+                &json!("redacted_thinking"),
+                &json!("text")
+            ],
+            "{events:#?}"
+        );
+        assert!(
+            events
+                .iter()
+                .any(|(_, data)| data["content_block"]["data"] == REDACTED)
+        );
+    }
+
+    #[test]
+    fn whole_answers_and_the_next_turn_keep_thinking_intact() {
+        let answer: MessagesResponse = serde_json::from_value(json!({
+            "id": "m", "type": "message", "role": "assistant", "model": "claude",
+            "content": [
+                {"type": "thinking", "thinking": "Let me think.", "signature": SIGNATURE},
+                {"type": "redacted_thinking", "data": REDACTED},
+                {"type": "tool_use", "id": "t1", "name": "look", "input": {"q": 1}}],
+            "stop_reason": "tool_use", "stop_sequence": null,
+            "usage": {"input_tokens": 5, "output_tokens": 9}}))
+        .unwrap();
+        let blocks = serde_json::to_value(&answer.content).unwrap();
+        let back = message_from_chat(&chat_from_message(answer));
+        assert_eq!(serde_json::to_value(&back.content).unwrap(), blocks);
+        // The client's next turn carries the blocks; the backend gets them.
+        let next: MessagesRequest = serde_json::from_value(json!({
+            "model": "claude", "max_tokens": 100,
+            "messages": [
+                {"role": "user", "content": "look it up"},
+                {"role": "assistant", "content": blocks},
+                {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "42"}]}]}))
+        .unwrap();
+        let upstream = messages_from_chat(chat_from_messages(next).unwrap()).unwrap();
+        let sent = serde_json::to_value(&upstream).unwrap();
+        let assistant = &sent["messages"][1]["content"];
+        assert_eq!(
+            assistant[0],
+            json!({"type": "thinking", "thinking": "Let me think.", "signature": SIGNATURE})
+        );
+        assert_eq!(
+            assistant[1],
+            json!({"type": "redacted_thinking", "data": REDACTED})
+        );
+        assert_eq!(assistant[2]["type"], "tool_use");
+    }
+}

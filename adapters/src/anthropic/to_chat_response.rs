@@ -62,6 +62,14 @@ pub fn chat_from_message(resp: MessagesResponse) -> ChatResponse {
                 extra.insert("reasoning_content".into(), json!(thinking));
                 extra.insert("reasoning_signature".into(), json!(signature));
             }
+            Block::RedactedThinking { data } => {
+                let all = extra
+                    .entry("redacted_thinking")
+                    .or_insert_with(|| json!([]));
+                if let Value::Array(all) = all {
+                    all.push(json!(data));
+                }
+            }
         }
     }
     let message = Message {
@@ -154,6 +162,16 @@ impl EventsToChunks {
                     None,
                 ));
             }
+            // Redacted thinking arrives whole in its start event; its data
+            // must go back upstream unchanged on the next turn.
+            "content_block_start" if data["content_block"]["type"] == "redacted_thinking" => {
+                let mut d = Delta::default();
+                d.extra.insert(
+                    "redacted_thinking".into(),
+                    json!([data["content_block"]["data"].clone()]),
+                );
+                out.push(self.chunk(d, None));
+            }
             "content_block_start" if data["content_block"]["type"] == "tool_use" => {
                 let block_index = data["index"].as_u64().unwrap_or(0);
                 let call_index = u32::try_from(self.tool_blocks.len()).unwrap_or(u32::MAX);
@@ -190,6 +208,14 @@ impl EventsToChunks {
                         let mut d = Delta::default();
                         d.extra
                             .insert("reasoning_content".into(), delta["thinking"].clone());
+                        out.push(self.chunk(d, None));
+                    }
+                    // The thinking block's signature, which a client sends
+                    // back with the block on its next turn.
+                    Some("signature_delta") => {
+                        let mut d = Delta::default();
+                        d.extra
+                            .insert("reasoning_signature".into(), delta["signature"].clone());
                         out.push(self.chunk(d, None));
                     }
                     _ => {}

@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value, json};
 
+use super::from_chat::redacted_thinking;
 use super::to_chat::{TranslateError, untranslatable};
 use super::types::{
     Message as AnthropicMessage, MessagesRequest, Role as AnthropicRole, Tool as AnthropicTool,
@@ -228,6 +229,9 @@ fn assistant_blocks(message: &Message, at: &str) -> Result<Vec<Value>, Translate
             .cloned()
             .unwrap_or(json!(""));
         out.push(json!({"type": "thinking", "thinking": thinking, "signature": signature}));
+    }
+    for data in redacted_thinking(&message.extra) {
+        out.push(json!({"type": "redacted_thinking", "data": data}));
     }
     out.extend(
         blocks(message.content.as_ref(), at)?

@@ -115,6 +115,10 @@ pub enum Block {
         thinking: String,
         signature: String,
     },
+    /// Thinking the provider encrypted: passed back as it came.
+    RedactedThinking {
+        data: String,
+    },
 }
 
 /// A whole answer.
