@@ -12,7 +12,25 @@ pub async fn collect<B>(body: B) -> Result<Bytes, B::Error>
 where
     B: hyper::body::Body<Data = Bytes>,
 {
+    match collect_at_most(body, usize::MAX).await? {
+        Ok(bytes) => Ok(bytes),
+        // Nothing is larger than the address space.
+        Err(TooLarge) => Ok(Bytes::new()),
+    }
+}
+
+/// A body longer than the limit it was read with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TooLarge;
+
+/// As `collect`, but stops reading once the body passes `limit` bytes: a
+/// peer cannot make the reader hold more than that.
+pub async fn collect_at_most<B>(body: B, limit: usize) -> Result<Result<Bytes, TooLarge>, B::Error>
+where
+    B: hyper::body::Body<Data = Bytes>,
+{
     let mut body = std::pin::pin!(body);
+    let mut read = 0usize;
     let mut first: Option<Bytes> = None;
     let mut joined: Option<BytesMut> = None;
     while let Some(frame) = body.frame().await {
@@ -22,6 +40,10 @@ where
         };
         if data.is_empty() {
             continue;
+        }
+        read = read.saturating_add(data.len());
+        if read > limit {
+            return Ok(Err(TooLarge));
         }
         match (&mut joined, first.take()) {
             (Some(buffer), _) => buffer.extend_from_slice(&data),
@@ -35,7 +57,10 @@ where
             }
         }
     }
-    Ok(joined.map_or_else(|| first.unwrap_or_default(), BytesMut::freeze))
+    Ok(Ok(joined.map_or_else(
+        || first.unwrap_or_default(),
+        BytesMut::freeze,
+    )))
 }
 
 #[cfg(test)]
@@ -73,5 +98,22 @@ mod tests {
             .unwrap();
         assert_eq!(whole, "{\"a\":1,\"b\":2}");
         assert_eq!(collect(body(&[])).await.unwrap(), "");
+    }
+
+    #[tokio::test]
+    async fn reading_stops_past_the_limit() {
+        let parts = ["0123456789", "0123456789", "0123456789"];
+        assert_eq!(
+            collect_at_most(body(&parts), 30)
+                .await
+                .unwrap()
+                .unwrap()
+                .len(),
+            30
+        );
+        assert_eq!(
+            collect_at_most(body(&parts), 29).await.unwrap(),
+            Err(TooLarge)
+        );
     }
 }

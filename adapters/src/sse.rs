@@ -56,6 +56,12 @@ impl SseParser {
         events
     }
 
+    /// Bytes of the unfinished event held: its complete lines and the line
+    /// still arriving.
+    pub fn pending_bytes(&self) -> usize {
+        self.buf.len() + self.data.iter().map(String::len).sum::<usize>()
+    }
+
     /// Whether bytes of an unfinished event are buffered (a stream that ends
     /// here was cut short).
     pub fn has_partial(&self) -> bool {
@@ -110,6 +116,15 @@ mod tests {
             ]
         );
         assert!(!p.has_partial());
+    }
+
+    #[test]
+    fn an_unfinished_event_is_counted_while_it_arrives() {
+        let mut parser = SseParser::new();
+        assert!(parser.feed(b"data: 12345\ndata: 67").is_empty());
+        assert_eq!(parser.pending_bytes(), "12345".len() + "data: 67".len());
+        assert_eq!(parser.feed(b"\n\n").len(), 1);
+        assert_eq!(parser.pending_bytes(), 0);
     }
 
     #[test]

@@ -398,6 +398,7 @@ pub fn build_provider(backend: &Backend) -> anyhow::Result<Arc<dyn Provider>> {
             OpenAiClient::new(
                 openai,
                 backend.timeouts,
+                backend.max_response_bytes,
                 key(&openai.api_key_env)?.as_deref(),
             )
             .map_err(failed)?,
@@ -406,6 +407,7 @@ pub fn build_provider(backend: &Backend) -> anyhow::Result<Arc<dyn Provider>> {
             AnthropicClient::new(
                 anthropic,
                 backend.timeouts,
+                backend.max_response_bytes,
                 key(&anthropic.api_key_env)?.as_deref(),
             )
             .map_err(failed)?,

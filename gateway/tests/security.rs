@@ -402,3 +402,40 @@ async fn a_tenant_cannot_choose_whose_vllm_cache_it_reads() {
         "alice and carol have salts of their own"
     );
 }
+
+#[tokio::test]
+async fn a_backend_cannot_make_the_gateway_hold_an_unbounded_answer() {
+    // A 4 KB answer from a backend allowed 1 KB.
+    static BIG: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+        format!(
+            r#"{{"id":"c1","object":"chat.completion","created":1,"model":"x","choices":[{{"index":0,"message":{{"role":"assistant","content":"{}"}},"finish_reason":"stop"}}]}}"#,
+            "a".repeat(4096)
+        )
+    });
+    let (server, _seen) = support::canned_server(1, "200 OK", BIG.as_str()).await;
+    let upstream = support::fast_sim(&[]);
+    let gateway = GatewayBuilder::new()
+        .openai(
+            "flood",
+            "small",
+            &format!("http://{server}/v1"),
+            &["max_response_bytes: 1024"],
+        )
+        .openai(
+            "streamy",
+            "small",
+            &upstream.base_url(),
+            &["max_response_bytes: 100"],
+        )
+        .start();
+    let url = gateway.url("/v1/chat/completions");
+    let whole = post_with(&url, &chat("flood", "hi"), &[]).await;
+    assert_eq!(whole.status, 502);
+    assert_eq!(whole.error()["code"], "upstream_bad_response");
+    // Streamed, every event past the limit: the stream is cut with an error.
+    let mut streamed = chat("streamy", "hi");
+    streamed["stream"] = json!(true);
+    let reply = post_with(&url, &streamed, &[]).await;
+    let last: serde_json::Value = serde_json::from_str(reply.events().last().unwrap()).unwrap();
+    assert_eq!(last["error"]["code"], "upstream_bad_response", "{last}");
+}

@@ -32,6 +32,7 @@ impl AnthropicClient {
     pub fn new(
         config: &AnthropicBackend,
         timeouts: Timeouts,
+        max_response_bytes: usize,
         api_key: Option<&str>,
     ) -> Result<Self, AdapterError> {
         let header = |value: &str| {
@@ -49,7 +50,7 @@ impl AnthropicClient {
             headers.push((HeaderName::from_static("x-api-key"), value));
         }
         Ok(AnthropicClient {
-            upstream: Upstream::new(&config.base_url, headers, timeouts)?,
+            upstream: Upstream::new(&config.base_url, headers, timeouts, max_response_bytes)?,
         })
     }
 

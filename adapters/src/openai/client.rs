@@ -56,6 +56,7 @@ impl OpenAiClient {
     pub fn new(
         config: &OpenAiBackend,
         timeouts: Timeouts,
+        max_response_bytes: usize,
         api_key: Option<&str>,
     ) -> Result<Self, AdapterError> {
         let mut headers = Vec::new();
@@ -69,7 +70,7 @@ impl OpenAiClient {
             headers.push((AUTHORIZATION, value));
         }
         Ok(OpenAiClient {
-            upstream: Upstream::new(&config.base_url, headers, timeouts)?,
+            upstream: Upstream::new(&config.base_url, headers, timeouts, max_response_bytes)?,
             native_responses: config.native_responses,
         })
     }

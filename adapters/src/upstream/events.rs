@@ -40,6 +40,7 @@ struct State<T, D> {
 pub fn decode_events<T, D>(
     body: Incoming,
     idle: Duration,
+    max_event_bytes: usize,
     decoder: D,
 ) -> BoxStream<'static, Result<T, AdapterError>>
 where
@@ -56,7 +57,7 @@ where
         idle_timer: Box::pin(tokio::time::sleep(idle)),
         last_frame: Instant::now(),
     };
-    futures_util::stream::unfold(state, |mut st| async move {
+    futures_util::stream::unfold(state, move |mut st| async move {
         loop {
             if let Some(item) = st.pending.pop_front() {
                 return Some((item, st));
@@ -112,7 +113,23 @@ where
                     let Ok(data) = frame.into_data() else {
                         continue;
                     };
-                    for event in st.parser.feed(&data) {
+                    let events = st.parser.feed(&data);
+                    // One event is held whole while it arrives: a stream
+                    // may be long, but no single event may pass the limit.
+                    let largest = events.iter().map(|e| e.data.len()).max().unwrap_or(0);
+                    if largest.max(st.parser.pending_bytes()) > max_event_bytes {
+                        st.done = true;
+                        st.body = None;
+                        return Some((
+                            Err(AdapterError::Protocol {
+                                message: format!(
+                                    "a streamed event is larger than {max_event_bytes} bytes (max_response_bytes)"
+                                ),
+                            }),
+                            st,
+                        ));
+                    }
+                    for event in events {
                         let (items, end) = st.decoder.decode(event);
                         let failed = items.iter().any(Result::is_err);
                         st.pending.extend(items);

@@ -23,6 +23,7 @@ use switchyard_policies::Timeouts;
 
 pub use events::{EventDecoder, decode_events};
 
+use crate::body::TooLarge;
 use crate::error::{AdapterError, TimeoutPhase};
 use crate::openai::status_error;
 
@@ -60,13 +61,19 @@ pub struct Upstream {
     uris: RwLock<Vec<(&'static str, Uri)>>,
     headers: Vec<(HeaderName, HeaderValue)>,
     timeouts: Timeouts,
+    /// The largest whole answer or streamed event read.
+    max_response_bytes: usize,
 }
+
+/// Error answers are a few hundred bytes; more is not read.
+const MAX_ERROR_BYTES: usize = 64 * 1024;
 
 impl Upstream {
     pub fn new(
         base_url: &str,
         headers: Vec<(HeaderName, HeaderValue)>,
         timeouts: Timeouts,
+        max_response_bytes: usize,
     ) -> Result<Self, AdapterError> {
         Ok(Upstream {
             http: http_client(timeouts.connect)?,
@@ -74,6 +81,7 @@ impl Upstream {
             uris: RwLock::new(Vec::new()),
             headers,
             timeouts,
+            max_response_bytes,
         })
     }
 
@@ -150,7 +158,8 @@ impl Upstream {
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.trim().parse::<u64>().ok())
             .map(Duration::from_secs);
-        let body = read_body(response.into_body()).await?;
+        let limit = MAX_ERROR_BYTES.min(self.max_response_bytes);
+        let body = read_body(response.into_body(), limit).await?;
         Err(status_error(status.as_u16(), retry_after, &body))
     }
 
@@ -177,7 +186,7 @@ impl Upstream {
     ) -> Result<Bytes, AdapterError> {
         self.within_first_byte(async {
             let incoming = self.send(path, body, extra_headers).await?;
-            read_body(incoming).await
+            read_body(incoming, self.max_response_bytes).await
         })
         .await
     }
@@ -198,15 +207,24 @@ impl Upstream {
         let incoming = self
             .within_first_byte(self.send(path, body, extra_headers))
             .await?;
-        Ok(decode_events(incoming, self.timeouts.idle, decoder))
+        Ok(decode_events(
+            incoming,
+            self.timeouts.idle,
+            self.max_response_bytes,
+            decoder,
+        ))
     }
 }
 
-async fn read_body(body: Incoming) -> Result<Bytes, AdapterError> {
-    crate::body::collect(body)
+/// A whole body, cut with an error past `limit` bytes rather than held.
+async fn read_body(body: Incoming, limit: usize) -> Result<Bytes, AdapterError> {
+    crate::body::collect_at_most(body, limit)
         .await
         .map_err(|err| AdapterError::Reset {
             message: err.to_string(),
+        })?
+        .map_err(|TooLarge| AdapterError::Protocol {
+            message: format!("the answer is larger than {limit} bytes (max_response_bytes)"),
         })
 }
 

@@ -161,7 +161,15 @@ pub struct Backend {
     /// simulator's own; unknown otherwise until the gateway reads it from
     /// the server (llama.cpp's `/props`, vLLM's `/v1/models`).
     pub context_window: Option<u32>,
+    /// The largest whole answer, or single streamed event, read from the
+    /// backend; past it the answer is cut with an error rather than held
+    /// in memory whole.
+    pub max_response_bytes: usize,
 }
+
+/// `max_response_bytes` unless a backend sets its own: far above any real
+/// answer, far below what would exhaust the gateway's memory.
+pub const DEFAULT_MAX_RESPONSE_BYTES: usize = 32 * 1024 * 1024;
 
 /// Starting figures for a backend's latency model; unset ones use defaults.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]

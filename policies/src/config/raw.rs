@@ -107,6 +107,7 @@ pub(super) struct RawBackend {
     pub timeouts: RawTimeouts,
     pub max_concurrency: Option<usize>,
     pub context_window: Option<u32>,
+    pub max_response_bytes: Option<usize>,
     /// Requests that may wait for a slot when `max_concurrency` is reached.
     pub max_queue: Option<usize>,
     pub price: Option<RawPrice>,

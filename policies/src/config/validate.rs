@@ -111,6 +111,12 @@ pub(super) fn check_name(ck: &Checker<'_>, section: &str, name: &str) -> Result<
 
 fn validate_backend(ck: &Checker<'_>, name: &str, raw: RawBackend) -> Result<Backend, ConfigError> {
     check_name(ck, "backends", name)?;
+    if raw.max_response_bytes == Some(0) {
+        return Err(ck.error(
+            &["backends", name, "max_response_bytes"],
+            "must be positive",
+        ));
+    }
     let adapter = match (raw.openai, raw.anthropic, raw.sim) {
         (Some(openai), None, None) => BackendAdapter::OpenAi(validate_openai(ck, name, openai)?),
         (None, Some(anthropic), None) => {
@@ -230,6 +236,9 @@ fn validate_backend(ck: &Checker<'_>, name: &str, raw: RawBackend) -> Result<Bac
         adapter,
         timeouts,
         max_concurrency: raw.max_concurrency,
+        max_response_bytes: raw
+            .max_response_bytes
+            .unwrap_or(super::DEFAULT_MAX_RESPONSE_BYTES),
     })
 }
 
