@@ -439,3 +439,159 @@ async fn a_backend_cannot_make_the_gateway_hold_an_unbounded_answer() {
     let last: serde_json::Value = serde_json::from_str(reply.events().last().unwrap()).unwrap();
     assert_eq!(last["error"]["code"], "upstream_bad_response", "{last}");
 }
+
+/// Sends raw bytes to the gateway and returns the status line it answers
+/// with (empty when it just closes the connection).
+async fn raw_status(gateway: &Proc, request: &[u8]) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut socket = tokio::net::TcpStream::connect(gateway.addr).await.unwrap();
+    socket.write_all(request).await.unwrap();
+    let mut answer = Vec::new();
+    let _ = tokio::time::timeout(
+        std::time::Duration::from_secs(5),
+        socket.read_to_end(&mut answer),
+    )
+    .await;
+    String::from_utf8_lossy(&answer)
+        .lines()
+        .next()
+        .unwrap_or("")
+        .to_owned()
+}
+
+#[tokio::test]
+async fn every_model_path_and_path_form_needs_a_key() {
+    let gateway = local_gateway();
+    let forms = [
+        "/v1/chat/completions",
+        "/chat/completions",
+        "/v1/chat/completions?key=sk-alice",
+        "/v1/completions",
+        "/v1/embeddings",
+        "/v1/messages",
+        "/v1/messages/count_tokens",
+        "/v1/responses",
+        "/v1/route/explain",
+        "/v1/models",
+        "/v1/../v1/chat/completions",
+        "//v1/chat/completions",
+        "/v1/chat/completions/",
+        "/V1/CHAT/COMPLETIONS",
+        "/unknown",
+    ];
+    for path in forms {
+        let reply = support::post_json(&gateway.url(path), &chat("auto", "hi")).await;
+        assert_eq!(reply.status, 401, "{path} answered without a key");
+    }
+}
+
+#[tokio::test]
+async fn request_smuggling_shapes_are_refused() {
+    let gateway = local_gateway();
+    let body = r#"{"model":"auto","messages":[{"role":"user","content":"hi"}]}"#;
+    let head = "POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\nauthorization: Bearer sk-alice\r\ncontent-type: application/json\r\n";
+    let cases = [
+        // Both framings: the receiver cannot know where the body ends.
+        format!(
+            "{head}content-length: {}\r\ntransfer-encoding: chunked\r\n\r\n0\r\n\r\n",
+            body.len()
+        ),
+        // Two different lengths.
+        format!(
+            "{head}content-length: {}\r\ncontent-length: 5\r\n\r\n{body}",
+            body.len()
+        ),
+        // An encoding other than chunked.
+        format!("{head}transfer-encoding: gzip, identity\r\n\r\n{body}"),
+        // A malformed chunk size.
+        format!("{head}transfer-encoding: chunked\r\n\r\nzz\r\n{body}\r\n0\r\n\r\n"),
+    ];
+    for request in cases {
+        let status = raw_status(&gateway, request.as_bytes()).await;
+        assert!(
+            status.is_empty() || status.starts_with("HTTP/1.1 400"),
+            "{request:?} answered {status:?}"
+        );
+    }
+    // The same request, framed once, is served.
+    let plain = format!(
+        "{head}content-length: {}\r\nconnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    assert!(
+        raw_status(&gateway, plain.as_bytes())
+            .await
+            .starts_with("HTTP/1.1 200")
+    );
+}
+
+#[tokio::test]
+async fn oversized_and_countless_headers_are_refused() {
+    let gateway = local_gateway();
+    let huge = format!(
+        "GET /healthz HTTP/1.1\r\nhost: x\r\nx-pad: {}\r\n\r\n",
+        "a".repeat(1 << 20)
+    );
+    let status = raw_status(&gateway, huge.as_bytes()).await;
+    assert!(
+        !status.contains(" 200 "),
+        "a 1 MiB header was accepted: {status}"
+    );
+    let many: String = (0..500).map(|i| format!("x-h{i}: v\r\n")).collect();
+    let request = format!("GET /healthz HTTP/1.1\r\nhost: x\r\n{many}\r\n");
+    let status = raw_status(&gateway, request.as_bytes()).await;
+    assert!(
+        !status.contains(" 200 "),
+        "500 headers were accepted: {status}"
+    );
+    // The gateway still serves.
+    assert_eq!(support::get(&gateway.url("/healthz")).await.status, 200);
+}
+
+#[tokio::test]
+async fn secrets_stay_out_of_the_logs_even_at_trace() {
+    const LEAKY_500: &str = r#"{"error":{"message":"upstream proxy rejected Bearer sk-proj-UPSTREAMSECRET1 for https://admin:hunter2@10.9.8.7/v1","type":"server_error"}}"#;
+    let (server, _seen) = support::canned_server(1, "500 Internal Server Error", LEAKY_500).await;
+    let log = support::unique_path("trace.log");
+    let gateway = GatewayBuilder::new()
+        .openai("leaky", "small", &format!("http://{server}/v1"), &[])
+        .in_process_sim(
+            "local",
+            "small",
+            &format!("preset: small, {FAST_SIM_FIELDS}"),
+        )
+        .split("auto", &[("local", 1)])
+        .route(
+            "broken",
+            "retries: 0\nstrategy:\n  split:\n    weights: {leaky: 1}",
+        )
+        .section(&keys())
+        .start_logging("trace", Some(&log));
+    let url = gateway.url("/v1/chat/completions");
+    let alice = [("authorization", "Bearer sk-alice")];
+    assert_eq!(
+        post_with(&url, &chat("auto", "hi"), &alice).await.status,
+        200
+    );
+    assert_eq!(
+        post_with(&url, &chat("broken", "hi"), &[("x-api-key", "sk-alice")])
+            .await
+            .status,
+        502
+    );
+    let _ = get_with(
+        &gateway.url("/admin/spend"),
+        &[("authorization", "Bearer sk-admin")],
+    )
+    .await;
+    drop(gateway);
+    let text = std::fs::read_to_string(&log).unwrap();
+    let _ = std::fs::remove_file(&log);
+    assert!(
+        text.contains("upstream error"),
+        "the upstream failure is logged: {text}"
+    );
+    for secret in ["sk-alice", "sk-admin", "UPSTREAMSECRET1", "hunter2"] {
+        assert!(!text.contains(secret), "{secret} is in the trace log");
+    }
+}

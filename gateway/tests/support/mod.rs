@@ -39,14 +39,29 @@ pub struct Proc {
 
 impl Proc {
     fn spawn(args: &[String], config_path: Option<std::path::PathBuf>) -> Proc {
+        Self::spawn_logging(args, config_path, "warn", None)
+    }
+
+    /// Starts the binary logging at `level`, to `log` when given (else to
+    /// the test's own stderr).
+    fn spawn_logging(
+        args: &[String],
+        config_path: Option<std::path::PathBuf>,
+        level: &str,
+        log: Option<&std::path::Path>,
+    ) -> Proc {
         let dir = unique_path("dir");
         std::fs::create_dir_all(&dir).expect("make a working directory");
+        let stderr = match log {
+            Some(path) => Stdio::from(std::fs::File::create(path).expect("create the log file")),
+            None => Stdio::inherit(),
+        };
         let mut child = Command::new(env!("CARGO_BIN_EXE_switchyard"))
             .args(args)
             .current_dir(&dir)
-            .env("SWITCHYARD_LOG", "warn")
+            .env("SWITCHYARD_LOG", level)
             .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
+            .stderr(stderr)
             .spawn()
             .expect("start switchyard");
         let stdout = child.stdout.take().expect("stdout is piped");
@@ -228,8 +243,14 @@ impl GatewayBuilder {
     }
 
     pub fn start(self) -> Proc {
+        self.start_logging("warn", None)
+    }
+
+    /// Starts the gateway logging at `level` (`trace`, `debug`, ...), to
+    /// `log` when given.
+    pub fn start_logging(self, level: &str, log: Option<&std::path::Path>) -> Proc {
         let path = write_temp_config(&self.yaml());
-        Proc::spawn(
+        Proc::spawn_logging(
             &[
                 "serve".into(),
                 "--config".into(),
@@ -238,6 +259,8 @@ impl GatewayBuilder {
                 "127.0.0.1:0".into(),
             ],
             Some(path),
+            level,
+            log,
         )
     }
 }
