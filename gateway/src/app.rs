@@ -56,6 +56,10 @@ pub struct BackendHandle {
     max_queue: usize,
     waiting: AtomicUsize,
     pub breaker: Arc<Breaker>,
+    /// Price multipliers of the provider's service tiers.
+    pub service_tiers: Vec<(String, f64)>,
+    /// Request fields never sent to this backend.
+    pub deny_fields: Vec<String>,
 }
 
 impl BackendHandle {
@@ -372,6 +376,8 @@ fn build_backend(backend: &Backend) -> anyhow::Result<BackendHandle> {
         max_queue: backend.max_queue,
         waiting: AtomicUsize::new(0),
         breaker: Arc::new(Breaker::new(backend.breaker)),
+        service_tiers: backend.service_tiers.clone(),
+        deny_fields: backend.deny_fields.clone(),
     })
 }
 

@@ -944,3 +944,81 @@ async fn reservations_without_max_tokens_follow_the_window_and_the_clock() {
         String::from_utf8_lossy(&reply.body)
     );
 }
+
+/// A field that changes the provider's bill is priced or not sent: a
+/// service tier the price names is sent and multiplies the cost; any other
+/// is stripped; `passthrough.deny` strips what the operator names. The
+/// ledger keeps the tier that was sent.
+#[tokio::test]
+async fn service_tiers_are_priced_or_not_sent() {
+    let completion = r#"{"id":"c1","object":"chat.completion","created":1,"model":"x","choices":[{"index":0,"message":{"role":"assistant","content":"ok"},"finish_reason":"stop"}],"usage":{"prompt_tokens":1000,"completion_tokens":100,"total_tokens":1100}}"#;
+    let (server, seen) = support::recording_server(3, completion).await;
+    let gateway = GatewayBuilder::new()
+        .backend_yaml(&format!(
+            "  gpt:\n    tier: cloud\n    openai: {{base_url: 'http://{server}/v1'}}\n    price: {{input_per_mtok: 2, output_per_mtok: 8, service_tiers: {{flex: 0.5}}}}\n    passthrough: {{deny: [store]}}\n"
+        ))
+        .start();
+    let url = gateway.url("/v1/chat/completions");
+    for (id, tier) in [
+        ("flex", "flex"),
+        ("priority", "priority"),
+        ("standard", "default"),
+    ] {
+        let mut body = chat("gpt", "hi");
+        body["service_tier"] = json!(tier);
+        body["store"] = json!(true);
+        let reply = post_with(&url, &body, &[("x-request-id", id)]).await;
+        assert_eq!(
+            reply.status,
+            200,
+            "{}",
+            String::from_utf8_lossy(&reply.body)
+        );
+    }
+    let sent: Vec<Value> = seen
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| serde_json::from_str(r.split_once("\r\n\r\n").unwrap().1).unwrap())
+        .collect();
+    assert_eq!(sent[0]["service_tier"], "flex");
+    assert!(
+        sent[1].get("service_tier").is_none(),
+        "an unpriced tier is not sent"
+    );
+    assert_eq!(
+        sent[2]["service_tier"], "default",
+        "the standard price's own name is sent"
+    );
+    assert!(
+        sent.iter().all(|b| b.get("store").is_none()),
+        "passthrough.deny"
+    );
+    let standard = (1000.0 * 2.0 + 100.0 * 8.0) / 1e6;
+    let row = |id: &str| -> (f64, Option<String>) {
+        gateway
+            .ledger()
+            .query_row(
+                "SELECT cost_usd, service_tier FROM requests WHERE client_request_id = ?1",
+                [id],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .unwrap()
+    };
+    assert!(
+        support::eventually(async || gateway
+            .ledger()
+            .query_row("SELECT COUNT(*) FROM requests", [], |r| r.get::<_, i64>(0))
+            .unwrap()
+            == 3)
+        .await
+    );
+    let (flex, tier) = row("flex");
+    assert!((flex - standard * 0.5).abs() < 1e-12, "{flex}");
+    assert_eq!(tier.as_deref(), Some("flex"));
+    for id in ["priority", "standard"] {
+        let (cost, tier) = row(id);
+        assert!((cost - standard).abs() < 1e-12, "{id}: {cost}");
+        assert_eq!(tier, None);
+    }
+}

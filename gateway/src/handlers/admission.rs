@@ -8,6 +8,7 @@ use switchyard_policies::{Pricing, PromptClass, TokenCounts};
 use switchyard_router::prefix::{PrefixChain, Tenant};
 use switchyard_router::{Decision, Features, Reason, Target};
 
+use super::billed_fields;
 use crate::access::{Caller, Exhausted, Reservation};
 use crate::app::{Admission, App};
 use crate::error::GatewayError;
@@ -141,11 +142,14 @@ pub fn worst_cost(app: &App, backend_index: usize, size: Size) -> f64 {
     match backend.pricing {
         // The prompt estimate gets a margin; output is the request's limit,
         // for each answer it asks for.
-        Pricing::Tokens(price) => price.cost(&TokenCounts {
-            input: u64::from(size.prompt_tokens) * 5 / 4 + 64,
-            output: u64::from(output) * u64::from(size.choices.max(1)),
-            ..TokenCounts::default()
-        }),
+        // A priced service tier the request may carry can raise it.
+        Pricing::Tokens(price) => {
+            price.cost(&TokenCounts {
+                input: u64::from(size.prompt_tokens) * 5 / 4 + 64,
+                output: u64::from(output) * u64::from(size.choices.max(1)),
+                ..TokenCounts::default()
+            }) * billed_fields::worst_multiplier(backend)
+        }
         // The hardware for as long as the latency model expects such a
         // request to take at worst (its p90).
         Pricing::Hourly { usd_per_hour } => {

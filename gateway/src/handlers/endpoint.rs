@@ -20,6 +20,7 @@ use switchyard_router::prefix::PrefixChain;
 use switchyard_router::{AnswerSummary, Decision, Reason, RequestView, failed_check};
 
 use super::admission::{self, NotAdmitted, Size};
+use super::billed_fields::{self, SentTier};
 use super::engine;
 use super::hedge::{self, Leg};
 use super::prompt_cache::{self, PromptCache};
@@ -317,7 +318,7 @@ async fn dispatch<E: Endpoint>(
         let backend = &app.backends[backend_index];
         // Each try sends its own copy: the original stays for the next try
         // and for the records.
-        let mut req = prepared::<E>(
+        let (mut req, tier) = prepared::<E>(
             app,
             decision,
             backend_index,
@@ -334,6 +335,7 @@ async fn dispatch<E: Endpoint>(
             &admission,
             predicted,
         );
+        record.sent_tier(tier);
         served.cache = CacheUse::Prefix(record.expected_cached_tokens());
         let client_wants_usage = streaming && E::request_stream_usage(&mut req);
         let checked = cascade.filter(|_| !is_last);
@@ -473,14 +475,15 @@ async fn dispatch<E: Endpoint>(
 /// The request as backend `backend` takes it: its model name, the engine's
 /// extra fields (llama.cpp's speculative settings, and the slot chosen at
 /// admission), and provider prompt caching (from what the admitted replica
-/// holds).
+/// holds). Fields that change the bill are priced or removed; the priced
+/// service tier sent comes back with the request.
 fn prepared<E: Endpoint>(
     app: &App,
     decision: &Decision,
     backend: usize,
     mut req: E::Request,
     admission: Option<&Admission>,
-) -> E::Request {
+) -> (E::Request, Option<SentTier>) {
     let handle = &app.backends[backend];
     E::set_model(&mut req, &handle.upstream_model);
     let mut fields = engine::body_fields(app, decision, backend);
@@ -492,6 +495,7 @@ fn prepared<E: Endpoint>(
     {
         engine::apply(extra, &fields);
     }
+    let tier = E::body_extra(&mut req).and_then(|extra| billed_fields::apply(extra, handle));
     let tenant = decision.features.tenant;
     if let Some(extra) = E::body_extra(&mut req) {
         engine::cache_salt(
@@ -521,7 +525,7 @@ fn prepared<E: Endpoint>(
             PromptCache::None => {}
         }
     }
-    req
+    (req, tier)
 }
 
 /// The wait before retry `n` (1-based): 50 ms doubling, jittered by ±50% so

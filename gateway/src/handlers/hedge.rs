@@ -13,6 +13,7 @@ use futures_util::StreamExt;
 use switchyard_adapters::{AdapterError, Provider};
 
 use super::admission::{Size, admit_call, worst_cost};
+use super::billed_fields::SentTier;
 use super::endpoint::{Answer, Endpoint};
 use super::record::{RequestContext, RequestRecord};
 use crate::access::Caller;
@@ -131,7 +132,7 @@ pub async fn race<E: Endpoint>(
     mut primary: Leg,
     primary_req: E::Request,
     hedge_backend: usize,
-    mut hedge_req: E::Request,
+    (mut hedge_req, hedge_tier): (E::Request, Option<SentTier>),
     streaming: bool,
     cap: Option<f64>,
 ) -> (Result<Answer<E>, AdapterError>, Leg) {
@@ -157,9 +158,10 @@ pub async fn race<E: Endpoint>(
         answer = &mut first => return (answer, primary),
         () = tokio::time::sleep(delay) => {}
     }
-    let Some(hedge) = hedge_leg(app, context, size, hedge_backend, cap).await else {
+    let Some(mut hedge) = hedge_leg(app, context, size, hedge_backend, cap).await else {
         return (first.await, primary);
     };
+    hedge.record.sent_tier(hedge_tier);
     primary.record.hedged();
     if streaming {
         E::request_stream_usage(&mut hedge_req);

@@ -3,6 +3,7 @@
 
 mod admin;
 mod admission;
+mod billed_fields;
 mod chat;
 mod chat_backed;
 mod completions;

@@ -20,6 +20,7 @@ use switchyard_router::speculation::SpeculationStats;
 use switchyard_router::{Decision, Reason};
 
 use super::admission::Size;
+use super::billed_fields::SentTier;
 use super::refusal::Accounted;
 use crate::access::{Caller, RateLimits, Reservation};
 use crate::app::{Admission, App};
@@ -159,6 +160,8 @@ pub struct RequestRecord {
     outcome: &'static str,
     /// One of two backends raced for this request.
     hedge: bool,
+    /// The priced service tier the call was sent with.
+    service_tier: Option<SentTier>,
     /// Answered from the response cache: no backend was called.
     from_cache: bool,
     /// The breaker and the prefix index have heard of this call's outcome.
@@ -249,6 +252,7 @@ impl RequestRecord {
             output: String::new(),
             outcome: "cancelled",
             hedge: false,
+            service_tier: None,
             from_cache: false,
             routing_told: false,
             written: false,
@@ -294,6 +298,12 @@ impl RequestRecord {
     /// Output text seen on a stream.
     pub fn output(&mut self) -> &mut String {
         &mut self.output
+    }
+
+    /// The priced service tier the call was sent with: its multiplier
+    /// applies to the cost.
+    pub fn sent_tier(&mut self, tier: Option<SentTier>) {
+        self.service_tier = tier;
     }
 
     /// Marks the call as one leg of a hedged request.
@@ -404,7 +414,8 @@ impl RequestRecord {
         self.written = true;
         let (tokens, estimated) = self.tokens();
         let busy = self.started.elapsed().as_secs_f64();
-        let cost = self.pricing.cost(&tokens, busy, self.sharing);
+        let multiplier = self.service_tier.as_ref().map_or(1.0, |t| t.multiplier);
+        let cost = self.pricing.cost(&tokens, busy, self.sharing) * multiplier;
         let counterfactual = self
             .reference
             .as_ref()
@@ -467,6 +478,7 @@ impl RequestRecord {
             prompt_class: self.context.class,
             drafts: self.drafts,
             expected_cached_tokens: self.expected_cached_tokens,
+            service_tier: self.service_tier.as_ref().map(|t| t.name.clone()),
         };
         let saved_ms = self.ttft_saved_ms(&tokens);
         self.metrics.record(self.backend_index, &row, saved_ms);

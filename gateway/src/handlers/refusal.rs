@@ -136,6 +136,7 @@ impl RefusalGuard {
             prompt_class: PromptClass::Prose,
             drafts: None,
             expected_cached_tokens: 0,
+            service_tier: None,
         };
         self.app.metrics.refused(status);
         self.app.ledger.write_detached(row);

@@ -22,6 +22,7 @@ use switchyard_router::prefix::Tenant;
 use switchyard_router::{AnswerSummary, Decision, RequestView};
 
 use super::admission::{Size, admit_call, admit_request, check_direct};
+use super::billed_fields;
 use super::chat::Chat;
 use super::chat_backed::chat_backed;
 use super::endpoint::{Chunks, Endpoint, decide, serve_decided};
@@ -184,6 +185,7 @@ async fn passthrough(
     let (reservation, admission) =
         admit_call(app, caller, backend_index, size, None, Tenant::default()).await?;
     raw["model"] = Value::String(backend.upstream_model.clone());
+    let tier = billed_fields::apply_to_json(&mut raw, backend);
     let streaming = raw.get("stream").and_then(Value::as_bool).unwrap_or(false);
     let mut record = RequestRecord::new(
         app,
@@ -194,6 +196,7 @@ async fn passthrough(
         &admission,
         Some(decision.predicted_ttft_ms),
     );
+    record.sent_tier(tier);
     if !streaming {
         let response = record
             .settle_whole(admission.provider.responses(raw).await, usage_of)

@@ -49,6 +49,8 @@ pub struct LedgerRow {
     pub drafts: Option<Drafts>,
     /// Prompt tokens the prefix index expected the replica to hold.
     pub expected_cached_tokens: u32,
+    /// The provider service tier the request was sent with, when priced.
+    pub service_tier: Option<String>,
 }
 
 /// Speculative-decoding counts of one request.

@@ -37,7 +37,8 @@ CREATE TABLE IF NOT EXISTS requests (
     draft_accepted_tokens INTEGER,
     expected_cached_tokens INTEGER,
     refusal TEXT,
-    client_request_id TEXT
+    client_request_id TEXT,
+    service_tier TEXT
 );
 -- Report queries filter by time and group by one dimension: they read the
 -- time range from this index and group what it finds. (Indexes on a
@@ -83,7 +84,7 @@ fn create_private(path: &str) -> anyhow::Result<()> {
 }
 
 /// Columns added after the first release, added to older ledgers in place.
-const ADDED_COLUMNS: [(&str, &str); 8] = [
+const ADDED_COLUMNS: [(&str, &str); 9] = [
     ("predicted_ttft_ms", "REAL"),
     ("decode_tokens_per_s", "REAL"),
     ("prompt_class", "TEXT"),
@@ -92,6 +93,7 @@ const ADDED_COLUMNS: [(&str, &str); 8] = [
     ("expected_cached_tokens", "INTEGER"),
     ("refusal", "TEXT"),
     ("client_request_id", "TEXT"),
+    ("service_tier", "TEXT"),
 ];
 
 fn migrate(conn: &Connection) -> rusqlite::Result<()> {

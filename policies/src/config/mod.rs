@@ -165,6 +165,12 @@ pub struct Backend {
     /// backend; past it the answer is cut with an error rather than held
     /// in memory whole.
     pub max_response_bytes: usize,
+    /// Price multipliers of the provider's service tiers, by tier name.
+    pub service_tiers: Vec<(String, f64)>,
+    /// Request fields never sent to this backend (`passthrough.deny`).
+    /// A `service_tier` the backend's price does not name is never sent
+    /// either: a field that changes the bill is priced or stripped.
+    pub deny_fields: Vec<String>,
 }
 
 /// `max_response_bytes` unless a backend sets its own: far above any real

@@ -108,6 +108,8 @@ pub(super) struct RawBackend {
     pub max_concurrency: Option<usize>,
     pub context_window: Option<u32>,
     pub max_response_bytes: Option<usize>,
+    #[serde(default)]
+    pub passthrough: RawPassthrough,
     /// Requests that may wait for a slot when `max_concurrency` is reached.
     pub max_queue: Option<usize>,
     pub price: Option<RawPrice>,
@@ -115,6 +117,14 @@ pub(super) struct RawBackend {
     pub latency: Option<RawLatencyHints>,
     pub breaker: Option<RawBreaker>,
     pub prefix_cache: Option<RawPrefixCache>,
+}
+
+/// `passthrough:` on a backend: request fields never sent to it.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawPassthrough {
+    #[serde(default)]
+    pub deny: Vec<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]

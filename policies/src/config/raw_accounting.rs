@@ -17,6 +17,11 @@ pub(super) struct RawPrice {
     pub usd_per_hour: Option<f64>,
     #[serde(default)]
     pub free: bool,
+    /// Multipliers of the per-token price for the provider's service tiers
+    /// (`{flex: 0.5, priority: 2}`): a request sent with such a tier costs
+    /// that much more or less.
+    #[serde(default)]
+    pub service_tiers: BTreeMap<String, f64>,
 }
 
 #[derive(Debug, Default, Deserialize)]

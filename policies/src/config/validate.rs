@@ -182,6 +182,10 @@ fn validate_backend(ck: &Checker<'_>, name: &str, raw: RawBackend) -> Result<Bac
         return Err(ck.error(&["backends", name, "max_concurrency"], "must be positive"));
     }
     let upstream_model = raw.model.unwrap_or_else(|| name.to_owned());
+    let service_tiers = match &raw.price {
+        Some(price) => super::validate_accounting::service_tiers(ck, name, price)?,
+        None => Vec::new(),
+    };
     let pricing =
         super::validate_accounting::pricing(ck, name, raw.tier, &upstream_model, raw.price)?;
     let hints = raw.latency.unwrap_or_default();
@@ -239,6 +243,8 @@ fn validate_backend(ck: &Checker<'_>, name: &str, raw: RawBackend) -> Result<Bac
         max_response_bytes: raw
             .max_response_bytes
             .unwrap_or(super::DEFAULT_MAX_RESPONSE_BYTES),
+        service_tiers,
+        deny_fields: raw.passthrough.deny,
     })
 }
 

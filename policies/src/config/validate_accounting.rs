@@ -33,6 +33,27 @@ pub(super) fn pricing(
     }
 }
 
+/// A backend's service-tier multipliers: positive, finite, and only on a
+/// per-token price.
+pub(super) fn service_tiers(
+    ck: &Checker<'_>,
+    backend: &str,
+    raw: &RawPrice,
+) -> Result<Vec<(String, f64)>, ConfigError> {
+    let mut tiers = Vec::with_capacity(raw.service_tiers.len());
+    for (tier, &multiplier) in &raw.service_tiers {
+        let path = ["backends", backend, "price", "service_tiers", tier.as_str()];
+        if !multiplier.is_finite() || multiplier <= 0.0 {
+            return Err(ck.error(&path, "a multiplier is a finite number > 0"));
+        }
+        if raw.input_per_mtok.is_none() {
+            return Err(ck.error(&path, "service tiers multiply a per-token price"));
+        }
+        tiers.push((tier.clone(), multiplier));
+    }
+    Ok(tiers)
+}
+
 fn price(ck: &Checker<'_>, path: &[&str], raw: RawPrice) -> Result<Pricing, ConfigError> {
     let token_fields = [
         ("input_per_mtok", raw.input_per_mtok),
