@@ -2,8 +2,6 @@
 //! selection itself is the router crate's; this module feeds it.
 
 use http::{HeaderMap, HeaderName};
-use serde_json::Value;
-use switchyard_adapters::types::EmbeddingRequest;
 use switchyard_policies::Profile;
 use switchyard_router::{Decision, RequestView, RouteError, Router};
 
@@ -91,63 +89,4 @@ pub fn route_error(err: RouteError) -> GatewayError {
             largest_window,
         },
     }
-}
-
-/// Embeddings that semantic rules with an `encoder` need: the request's last
-/// user message by each encoder backend, and (once per rule) the rule's
-/// example prompts. An encoder that fails is logged and its rules simply do
-/// not match: routing never fails because an encoder did.
-pub async fn encode_for_routing(app: &App, view: &RequestView<'_>) -> Vec<(usize, Vec<f32>)> {
-    let encoders = app.router.encoders_for(view.model);
-    if encoders.is_empty() {
-        return Vec::new();
-    }
-    for (rule, encoder, examples) in app.router.missing_examples(view.model) {
-        if let Some(vectors) = embed_texts(app, encoder, examples).await {
-            app.router.provide_examples(view.model, rule, vectors);
-        }
-    }
-    let mut encoded = Vec::with_capacity(encoders.len());
-    for encoder in encoders {
-        let text = [view.last_user_text.to_owned()];
-        if let Some(mut vectors) = embed_texts(app, encoder, &text).await
-            && let Some(vector) = vectors.pop()
-        {
-            encoded.push((encoder, vector));
-        }
-    }
-    encoded
-}
-
-async fn embed_texts(app: &App, encoder: usize, texts: &[String]) -> Option<Vec<Vec<f32>>> {
-    let backend = &app.backends[encoder];
-    let request = EmbeddingRequest {
-        model: backend.upstream_model.clone(),
-        input: Value::Array(texts.iter().map(|t| Value::String(t.clone())).collect()),
-        encoding_format: Some("float".into()),
-        dimensions: None,
-        user: None,
-        extra: serde_json::Map::new(),
-    };
-    let response = match backend.replicas[0].provider.embeddings(request).await {
-        Ok(response) => response,
-        Err(err) => {
-            tracing::warn!(encoder = %backend.name, error = %err, "routing encoder failed; its rules will not match");
-            return None;
-        }
-    };
-    let mut data = response.data;
-    data.sort_by_key(|e| e.index);
-    let vectors: Vec<Vec<f32>> = data
-        .iter()
-        .map(|e| {
-            e.embedding.as_array().map(|xs| {
-                xs.iter()
-                    .filter_map(Value::as_f64)
-                    .map(|x| x as f32)
-                    .collect()
-            })
-        })
-        .collect::<Option<_>>()?;
-    (vectors.len() == texts.len()).then_some(vectors)
 }

@@ -379,3 +379,75 @@ async fn prompts_go_only_where_they_fit() {
         "{rows} refusal rows"
     );
 }
+
+/// An encoder call made to route a request is the caller's: a ledger row
+/// on its key (`endpoint` `encoder`, `reason` `routing-encoder`), within
+/// its budget; `/v1/route/explain` says which encoders it called.
+#[tokio::test]
+async fn routing_encoder_calls_are_billed_to_the_key_they_route() {
+    let encoder = support::fast_sim(&[]);
+    let gateway = sims()
+        .backend_yaml(&format!(
+            "  emb:\n    tier: cloud\n    model: sim\n    openai: {{base_url: '{}'}}\n    price: {{input_per_mtok: 1000, output_per_mtok: 1000}}\n",
+            encoder.base_url()
+        ))
+        .route(
+            "auto",
+            "strategy:\n  rules:\n    - when: {similar_to: {examples: [write a python function], threshold: 0.5, encoder: emb}}\n      to: mid\n    - to: small",
+        )
+        .section(&format!(
+            "auth:\n  keys:\n    - {{name: ivy, hash: '{}'}}\n    - {{name: jo, hash: '{}', budget: {{daily_usd: 0.000001}}}}\n",
+            support::key_hash("sk-ivy"),
+            support::key_hash("sk-jo")
+        ))
+        .start();
+    let ivy = [("authorization", "Bearer sk-ivy")];
+    let reply = post_with(
+        &gateway.url("/v1/chat/completions"),
+        &chat("auto", "Write a Python function to sort"),
+        &ivy,
+    )
+    .await;
+    assert_eq!(reply.header("x-switchyard-backend"), Some("mid"));
+    let explained = post_with(
+        &gateway.url("/v1/route/explain"),
+        &chat("auto", "fix it"),
+        &ivy,
+    )
+    .await
+    .json();
+    assert_eq!(explained["encoders_called"], json!(["emb"]), "{explained}");
+    // Jo's budget cannot hold an encoder call: the rule does not match, the
+    // request is still served (by the free default), and no encoder row.
+    let jo = post_with(
+        &gateway.url("/v1/chat/completions"),
+        &chat("auto", "Write a Python function"),
+        &[("authorization", "Bearer sk-jo")],
+    )
+    .await;
+    assert_eq!(jo.status, 200);
+    assert_eq!(jo.header("x-switchyard-backend"), Some("small"));
+    let ledger = gateway.ledger();
+    let mut rows: Vec<(String, String, f64)> = Vec::new();
+    assert!(
+        support::eventually(async || {
+            let mut statement = ledger
+                .prepare("SELECT key, reason, cost_usd FROM requests WHERE endpoint = 'encoder'")
+                .unwrap();
+            rows = statement
+                .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+                .unwrap()
+                .collect::<Result<_, _>>()
+                .unwrap();
+            // The examples and the request, then the explained request.
+            rows.len() == 3
+        })
+        .await,
+        "{rows:?}"
+    );
+    assert!(
+        rows.iter()
+            .all(|(key, reason, cost)| key == "ivy" && reason == "routing-encoder" && *cost > 0.0),
+        "{rows:?}"
+    );
+}

@@ -45,6 +45,9 @@ pub enum Reason {
     /// The route's choice could not hold the prompt and the requested
     /// output in its context window: another of its backends that can.
     ContextFit,
+    /// Not a model call of the caller's: an encoder embedding the request
+    /// for a semantic rule, billed to the caller as routing overhead.
+    RoutingEncoder,
 }
 
 impl Reason {
@@ -67,6 +70,7 @@ impl Reason {
             Reason::Hedge => "hedge",
             Reason::DraftingOff => "drafting-off",
             Reason::ContextFit => "context-fit",
+            Reason::RoutingEncoder => "routing-encoder",
         }
     }
 }

@@ -21,6 +21,7 @@ use switchyard_router::{AnswerSummary, Decision, Reason, RequestView, failed_che
 
 use super::admission::{self, NotAdmitted, Size};
 use super::billed_fields::{self, SentTier};
+use super::encoder::encode_for_routing;
 use super::engine;
 use super::hedge::{self, Leg};
 use super::prompt_cache::{self, PromptCache};
@@ -32,7 +33,7 @@ use crate::app::{Admission, App};
 use crate::error::{Dialect, GatewayError};
 use crate::http::{Body, json_response, parse_json, read_json_body, sse_response};
 use crate::receipts::{self, CacheUse, Served};
-use crate::routing::{BodyHints, complete_view, encode_for_routing};
+use crate::routing::{BodyHints, complete_view};
 
 /// A backend's chunks.
 pub type Chunks<C> = BoxStream<'static, Result<C, AdapterError>>;
@@ -165,7 +166,7 @@ pub async fn decide<E: Endpoint>(
         view.tenant = app.keys.tenant(caller);
     }
     view.prefix = E::prefix_chain(request).map(Arc::new);
-    let encoded = encode_for_routing(app, &view).await;
+    let (encoded, _) = encode_for_routing(app, parts, &view).await;
     let decision = app.decide(&RequestView {
         encoded: &encoded,
         ..view

@@ -7,11 +7,12 @@ use switchyard_adapters::types::ChatRequest;
 use switchyard_router::{Decision, Explanation, RequestView, Router};
 
 use super::chat::Chat;
+use super::encoder::encode_for_routing;
 use super::endpoint::Endpoint;
 use crate::app::App;
 use crate::error::GatewayError;
 use crate::http::{Body, json_response, parse_json, read_json_body};
-use crate::routing::{complete_view, encode_for_routing, route_error};
+use crate::routing::{complete_view, route_error};
 
 pub async fn serve(app: &App, req: Request<Incoming>) -> Result<Response<Body>, GatewayError> {
     let (parts, body) = req.into_parts();
@@ -24,7 +25,7 @@ pub async fn serve(app: &App, req: Request<Incoming>) -> Result<Response<Body>, 
         Chat::hints(&request),
         &app.router,
     )?;
-    let encoded = encode_for_routing(app, &view).await;
+    let (encoded, called) = encode_for_routing(app, &parts, &view).await;
     let view = RequestView {
         encoded: &encoded,
         ..view
@@ -33,7 +34,16 @@ pub async fn serve(app: &App, req: Request<Incoming>) -> Result<Response<Body>, 
         .router
         .explain(&view, rand::random::<f64>())
         .map_err(route_error)?;
-    Ok(json_response(StatusCode::OK, &explanation))
+    // Whether explaining cost anything: the encoders it called are billed
+    // to the caller like any routing call.
+    let mut answer = serde_json::to_value(&explanation).map_err(|err| GatewayError::Internal {
+        message: err.to_string(),
+    })?;
+    answer["encoders_called"] = called
+        .iter()
+        .map(|&b| serde_json::Value::from(app.backends[b].name.as_str()))
+        .collect();
+    Ok(json_response(StatusCode::OK, &answer))
 }
 
 /// Decides where a parsed chat request goes: the whole routing path a

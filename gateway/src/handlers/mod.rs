@@ -8,6 +8,7 @@ mod chat;
 mod chat_backed;
 mod completions;
 mod embeddings;
+mod encoder;
 mod endpoint;
 mod engine;
 mod explain;

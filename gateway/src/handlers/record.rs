@@ -119,6 +119,41 @@ impl RequestContext {
     }
 }
 
+impl RequestContext {
+    /// The context of a call the gateway makes to route a request (an
+    /// encoder's embeddings): the request's caller and ids, no route. It
+    /// does not stand in for the request's own row: a refusal of the
+    /// request itself still leaves one.
+    pub fn for_routing_call(
+        parts: &Parts,
+        endpoint: &'static str,
+        model: String,
+        prompt: Arc<dyn PromptSource>,
+        prompt_tokens: u32,
+    ) -> Arc<Self> {
+        Arc::new(RequestContext {
+            endpoint,
+            dialect: Dialect::OpenAi,
+            model,
+            request_id: parts.headers.get(REQUEST_ID).cloned(),
+            client_request_id: parts
+                .extensions
+                .get::<ClientRequestId>()
+                .map(|c| c.0.clone()),
+            caller: parts.extensions.get::<Caller>().cloned(),
+            route: None,
+            profile: None,
+            prompt,
+            estimated_tokens: prompt_tokens,
+            class: PromptClass::Prose,
+            prefix: None,
+            tenant: Tenant::default(),
+            prompt_tokens,
+            accounted: None,
+        })
+    }
+}
+
 pub struct RequestRecord {
     context: Arc<RequestContext>,
     backend_index: usize,

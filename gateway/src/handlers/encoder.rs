@@ -1,0 +1,140 @@
+//! Embeddings that semantic rules with an `encoder` need: the request's last
+//! user message by each encoder backend, and (once per rule) the rule's
+//! example prompts. These are calls the gateway makes on the request's
+//! behalf, so they go through the same admission as any backend call (the
+//! encoder's breaker and capacity, the caller's budgets) and each is a
+//! ledger row billed to the caller's key, with `endpoint` `encoder` and
+//! `reason` `routing-encoder`. An encoder that fails or is refused is
+//! logged and its rules simply do not match: routing never fails because
+//! an encoder did.
+
+use std::sync::Arc;
+
+use http::request::Parts;
+use serde_json::Value;
+use switchyard_adapters::tokens;
+use switchyard_adapters::types::{EmbeddingRequest, EmbeddingResponse, Usage};
+use switchyard_router::prefix::Tenant;
+use switchyard_router::{Reason, RequestView};
+
+use super::admission::{Size, admit_call};
+use super::record::{RequestContext, RequestRecord};
+use crate::access::Caller;
+use crate::app::App;
+use crate::error::GatewayError;
+
+/// The ledger's `endpoint` for calls made to route a request.
+pub const ENCODER_ENDPOINT: &str = "encoder";
+
+/// The vectors semantic rules read, by encoder backend, and the encoders
+/// called (for `/v1/route/explain` to say so).
+pub async fn encode_for_routing(
+    app: &App,
+    parts: &Parts,
+    view: &RequestView<'_>,
+) -> (Vec<(usize, Vec<f32>)>, Vec<usize>) {
+    let encoders = app.router.encoders_for(view.model);
+    if encoders.is_empty() {
+        return (Vec::new(), Vec::new());
+    }
+    let mut called = Vec::new();
+    for (rule, encoder, examples) in app.router.missing_examples(view.model) {
+        called.push(encoder);
+        if let Some(vectors) = embed_texts(app, parts, encoder, examples).await {
+            app.router.provide_examples(view.model, rule, vectors);
+        }
+    }
+    let mut encoded = Vec::with_capacity(encoders.len());
+    for encoder in encoders {
+        called.push(encoder);
+        let text = [view.last_user_text.to_owned()];
+        if let Some(mut vectors) = embed_texts(app, parts, encoder, &text).await
+            && let Some(vector) = vectors.pop()
+        {
+            encoded.push((encoder, vector));
+        }
+    }
+    called.dedup();
+    (encoded, called)
+}
+
+async fn embed_texts(
+    app: &App,
+    parts: &Parts,
+    encoder: usize,
+    texts: &[String],
+) -> Option<Vec<Vec<f32>>> {
+    let backend = &app.backends[encoder];
+    let prompt_tokens: usize = texts.iter().map(|t| tokens::estimate(t)).sum();
+    let prompt_tokens = u32::try_from(prompt_tokens).unwrap_or(u32::MAX);
+    let size = Size {
+        prompt_tokens,
+        max_tokens: Some(0),
+        choices: 1,
+    };
+    let caller = parts.extensions.get::<Caller>();
+    let (reservation, admission) = match admit_call(
+        app,
+        caller,
+        encoder,
+        size,
+        None,
+        Tenant::default(),
+    )
+    .await
+    {
+        Ok(admitted) => admitted,
+        Err(refused) => {
+            let refused = GatewayError::from(refused);
+            tracing::warn!(encoder = %backend.name, error = %refused, "routing encoder not called; its rules will not match");
+            return None;
+        }
+    };
+    let context = RequestContext::for_routing_call(
+        parts,
+        ENCODER_ENDPOINT,
+        backend.name.clone(),
+        Arc::new((texts.join("\n"), 0)),
+        prompt_tokens,
+    );
+    let record = RequestRecord::new(
+        app,
+        context,
+        encoder,
+        Reason::RoutingEncoder,
+        reservation,
+        &admission,
+        None,
+    );
+    let request = EmbeddingRequest {
+        model: backend.upstream_model.clone(),
+        input: Value::Array(texts.iter().map(|t| Value::String(t.clone())).collect()),
+        encoding_format: Some("float".into()),
+        dimensions: None,
+        user: None,
+        extra: serde_json::Map::new(),
+    };
+    let embedded = admission.provider.embeddings(request).await;
+    let usage = |r: &EmbeddingResponse| r.usage.as_ref().map(|u| Usage::new(u.prompt_tokens, 0));
+    let response = match record.settle_whole(embedded, usage).await {
+        Ok(response) => response,
+        Err(err) => {
+            tracing::warn!(encoder = %backend.name, error = %err, "routing encoder failed; its rules will not match");
+            return None;
+        }
+    };
+    let mut data = response.data;
+    data.sort_by_key(|e| e.index);
+    let vectors: Vec<Vec<f32>> = data
+        .iter()
+        .map(|e| {
+            e.embedding.as_array().map(|xs| {
+                xs.iter()
+                    .filter_map(Value::as_f64)
+                    .map(|x| x as f32)
+                    .collect()
+            })
+        })
+        .collect::<Option<_>>()?;
+    (vectors.len() == texts.len()).then_some(vectors)
+}
