@@ -81,6 +81,10 @@ pub enum GatewayError {
     },
     #[error("{0}")]
     BudgetExhausted(Box<Exhausted>),
+    #[error(
+        "backend `{backend}` has no price, so no budget can hold its cost; this key has a budget and may not use it"
+    )]
+    UnpricedForBudget { backend: String },
     #[error("this key may not name backend `{backend}` directly; use a route: {}", routes.join(", "))]
     BackendNotAllowed {
         backend: String,
@@ -236,6 +240,12 @@ impl GatewayError {
                 "budget_exhausted",
                 "insufficient_quota",
                 Some("insufficient_quota"),
+            ),
+            GatewayError::UnpricedForBudget { .. } => shape(
+                StatusCode::FORBIDDEN,
+                "unpriced_backend",
+                "permission_error",
+                Some("unpriced_backend"),
             ),
             GatewayError::BackendNotAllowed { .. } => Shape {
                 param: Some("model".into()),

@@ -120,6 +120,9 @@ fn check(file: &std::path::Path) -> anyhow::Result<()> {
     let config = config_file::load(Some(file))?;
     let mut out = std::io::stdout().lock();
     writeln!(out, "{}: ok", file.display())?;
+    for warning in config.warnings() {
+        writeln!(out, "  warning: {warning}")?;
+    }
     for backend in config.backends.values() {
         writeln!(
             out,
@@ -178,6 +181,9 @@ async fn serve(
 ) -> anyhow::Result<()> {
     let config = config_file::load(config.as_deref())?;
     switchyard_adapters::tokens::warm_up();
+    for warning in config.warnings() {
+        tracing::warn!("{warning}");
+    }
     let app = Arc::new(app::App::build(&config)?);
     switchyard::engine_watch::spawn(&config, app.metrics.clone());
     switchyard::context_watch::spawn(&config, app.clone());

@@ -1022,3 +1022,55 @@ async fn service_tiers_are_priced_or_not_sent() {
         assert_eq!(tier, None);
     }
 }
+
+/// A cloud backend without a price is served, its rows say `unpriced`
+/// (cost 0 because unknown), and a key with a budget is kept off it: the
+/// route falls back to a priced backend, or named directly it is a 403.
+#[tokio::test]
+async fn an_unpriced_backend_is_marked_and_kept_from_budgets() {
+    let upstream = support::fast_sim(&[]);
+    let gateway = priced("")
+        .backend_yaml(&format!(
+            "  mine:\n    tier: cloud\n    model: my-own-model\n    openai: {{base_url: '{}'}}\n",
+            upstream.base_url()
+        ))
+        .route("mine-first", "strategy:\n  split:\n    weights: {mine: 1}\nfallbacks: [cloud]")
+        .section(&format!(
+            "auth:\n  keys:\n    - {{name: kim, hash: '{}'}}\n    - {{name: lee, hash: '{}', budget: {{daily_usd: 5}}}}\n",
+            support::key_hash("sk-kim"),
+            support::key_hash("sk-lee")
+        ))
+        .start();
+    let url = gateway.url("/v1/chat/completions");
+    let kim = post_with(
+        &url,
+        &short("hi", "mine"),
+        &[("authorization", "Bearer sk-kim")],
+    )
+    .await;
+    assert_eq!(kim.status, 200);
+    let lee = [("authorization", "Bearer sk-lee")];
+    let direct = post_with(&url, &short("hi", "mine"), &lee).await;
+    assert_eq!(direct.status, 403);
+    assert_eq!(direct.error()["code"], "unpriced_backend");
+    let routed = post_with(&url, &short("hi", "mine-first"), &lee).await;
+    assert_eq!(routed.status, 200);
+    assert_eq!(routed.header("x-switchyard-backend"), Some("cloud"));
+    let ledger = gateway.ledger();
+    let mut unpriced = Vec::new();
+    assert!(
+        support::eventually(async || {
+            let mut statement = ledger
+                .prepare("SELECT key, cost_usd FROM requests WHERE unpriced = 1")
+                .unwrap();
+            unpriced = statement
+                .query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, f64>(1)?)))
+                .unwrap()
+                .collect::<Result<Vec<_>, _>>()
+                .unwrap();
+            unpriced.len() == 1
+        })
+        .await
+    );
+    assert_eq!(unpriced, [("kim".to_owned(), 0.0)]);
+}

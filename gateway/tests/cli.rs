@@ -80,3 +80,17 @@ fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
     }
     out
 }
+
+#[test]
+fn check_warns_of_a_cloud_backend_without_a_price() {
+    let config = support::write_temp_config(
+        "backends:\n  mine:\n    tier: cloud\n    model: my-own-model\n    openai: {base_url: 'http://127.0.0.1:9/v1'}\n",
+    );
+    let (ok, stdout, stderr) = check(&config);
+    let _ = std::fs::remove_file(&config);
+    assert!(ok, "{stderr}");
+    assert!(
+        stdout.contains("warning: backend `mine`") && stdout.contains("unpriced"),
+        "{stdout}"
+    );
+}

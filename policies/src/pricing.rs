@@ -58,6 +58,10 @@ pub enum Pricing {
     Hourly { usd_per_hour: f64 },
     /// Nothing (a free tier, a machine already paid for and not counted).
     Free,
+    /// A cloud model with no price, set or built in: what it costs is not
+    /// known. Its rows cost 0 and say `unpriced`; keys with budgets may not
+    /// use it (a budget could not hold it).
+    Unpriced,
 }
 
 impl Pricing {
@@ -69,7 +73,7 @@ impl Pricing {
             Pricing::Hourly { usd_per_hour } => {
                 usd_per_hour / 3600.0 * busy_seconds / f64::from(sharing.max(1))
             }
-            Pricing::Free => 0.0,
+            Pricing::Free | Pricing::Unpriced => 0.0,
         }
     }
 }

@@ -187,6 +187,12 @@ impl Budgets {
         names
     }
 
+    /// Whether any budget holds requests by `key` to a cloud (or local)
+    /// backend.
+    pub fn applies(&self, key: &VirtualKey, cloud: bool) -> bool {
+        !self.applicable(key, cloud).is_empty()
+    }
+
     /// Reserves `amount` USD for a request, or says which budget is spent.
     pub fn reserve(
         self: &Arc<Self>,

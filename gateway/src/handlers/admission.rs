@@ -80,6 +80,14 @@ pub async fn admit_call(
             what: format!("backend `{}` is failing; its circuit is open", backend.name),
         }));
     }
+    if backend.pricing == Pricing::Unpriced
+        && let Some(caller) = caller
+        && app.budgets.applies(&caller.key, backend.is_cloud())
+    {
+        return Err(NotAdmitted::Unavailable(GatewayError::UnpricedForBudget {
+            backend: backend.name.clone(),
+        }));
+    }
     let reservation = match caller {
         None => None,
         Some(caller) => Some(
@@ -162,7 +170,8 @@ pub fn worst_cost(app: &App, backend_index: usize, size: Size) -> f64 {
             );
             usd_per_hour * (predicted.total_p90_ms.max(0.0) / 1000.0) / 3600.0
         }
-        Pricing::Free => 0.0,
+        // Budgeted keys never reach an unpriced backend (`admit_call`).
+        Pricing::Free | Pricing::Unpriced => 0.0,
     }
 }
 

@@ -514,6 +514,7 @@ impl RequestRecord {
             drafts: self.drafts,
             expected_cached_tokens: self.expected_cached_tokens,
             service_tier: self.service_tier.as_ref().map(|t| t.name.clone()),
+            unpriced: self.pricing == Pricing::Unpriced,
         };
         let saved_ms = self.ttft_saved_ms(&tokens);
         self.metrics.record(self.backend_index, &row, saved_ms);

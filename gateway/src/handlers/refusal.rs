@@ -137,6 +137,7 @@ impl RefusalGuard {
             drafts: None,
             expected_cached_tokens: 0,
             service_tier: None,
+            unpriced: false,
         };
         self.app.metrics.refused(status);
         self.app.ledger.write_detached(row);

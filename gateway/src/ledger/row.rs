@@ -51,6 +51,9 @@ pub struct LedgerRow {
     pub expected_cached_tokens: u32,
     /// The provider service tier the request was sent with, when priced.
     pub service_tier: Option<String>,
+    /// The backend has no price: `cost_usd` is 0 because the cost is not
+    /// known, not because the call was free.
+    pub unpriced: bool,
 }
 
 /// Speculative-decoding counts of one request.

@@ -38,7 +38,8 @@ CREATE TABLE IF NOT EXISTS requests (
     expected_cached_tokens INTEGER,
     refusal TEXT,
     client_request_id TEXT,
-    service_tier TEXT
+    service_tier TEXT,
+    unpriced INTEGER
 );
 -- Report queries filter by time and group by one dimension: they read the
 -- time range from this index and group what it finds. (Indexes on a
@@ -84,7 +85,7 @@ fn create_private(path: &str) -> anyhow::Result<()> {
 }
 
 /// Columns added after the first release, added to older ledgers in place.
-const ADDED_COLUMNS: [(&str, &str); 9] = [
+const ADDED_COLUMNS: [(&str, &str); 10] = [
     ("predicted_ttft_ms", "REAL"),
     ("decode_tokens_per_s", "REAL"),
     ("prompt_class", "TEXT"),
@@ -94,6 +95,7 @@ const ADDED_COLUMNS: [(&str, &str); 9] = [
     ("refusal", "TEXT"),
     ("client_request_id", "TEXT"),
     ("service_tier", "TEXT"),
+    ("unpriced", "INTEGER"),
 ];
 
 fn migrate(conn: &Connection) -> rusqlite::Result<()> {

@@ -58,6 +58,23 @@ pub struct Config {
 }
 
 impl Config {
+    /// What a valid config still does that its author should know:
+    /// `switchyard check` prints these, `serve` logs them.
+    pub fn warnings(&self) -> Vec<String> {
+        self.backends
+            .values()
+            .filter(|b| b.pricing == crate::pricing::Pricing::Unpriced)
+            .map(|b| {
+                format!(
+                    "backend `{}` ({}, model `{}`) has no price, set or built in: its ledger rows cost 0 and say `unpriced`, and keys with budgets may not use it; set `price:`",
+                    b.name,
+                    b.tier.as_str(),
+                    b.upstream_model
+                )
+            })
+            .collect()
+    }
+
     /// Parses and validates YAML text. `source` names the text in errors
     /// (a file path, or `<embedded default>`).
     pub fn from_yaml(text: &str, source: &str) -> Result<Self, ConfigError> {

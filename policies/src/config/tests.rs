@@ -282,6 +282,18 @@ fn bad_accounting_is_named() {
         error_of(&negative).path,
         "backends.small.price.input_per_mtok"
     );
-    let unpriced = GOOD.replace("model: gpt-4o-mini", "model: my-own-cloud-model");
-    assert!(error_of(&unpriced).message.contains("no built-in price"));
+}
+
+#[test]
+fn a_cloud_model_without_a_price_is_served_with_a_warning() {
+    let config = Config::from_yaml(
+        &GOOD.replace("model: gpt-4o-mini", "model: my-own-cloud-model"),
+        "t",
+    )
+    .unwrap();
+    assert_eq!(config.backends["cloud"].pricing, crate::Pricing::Unpriced);
+    let warnings = config.warnings();
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    assert!(warnings[0].contains("backend `cloud`") && warnings[0].contains("unpriced"));
+    assert!(Config::from_yaml(GOOD, "t").unwrap().warnings().is_empty());
 }

@@ -24,12 +24,9 @@ pub(super) fn pricing(
     match raw {
         Some(raw) => price(ck, &path, raw),
         None if tier.is_local() => Ok(Pricing::Free),
-        None => builtin_price(model).map(Pricing::Tokens).ok_or_else(|| {
-            ck.error(
-                &["backends", backend],
-                format!("no built-in price for model `{model}`; set `price:` (per-token or usd_per_hour, or free: true)"),
-            )
-        }),
+        // Not an error: the gateway serves it, and `Config::warnings` says
+        // what that means.
+        None => Ok(builtin_price(model).map_or(Pricing::Unpriced, Pricing::Tokens)),
     }
 }
 
