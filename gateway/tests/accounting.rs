@@ -499,46 +499,17 @@ async fn anthropic_cache_writes_are_billed_once() {
         2000
     );
     let by_hand = (100.0 * 3.0 + 400.0 * 0.3 + 2000.0 * 3.75 + 50.0 * 15.0) / 1e6;
-    let rows: Vec<(i64, i64, i64, i64, f64)> = {
-        let ledger = gateway.ledger();
-        let mut rows = Vec::new();
-        assert!(
-            support::eventually(async || {
-                let mut statement = ledger
-                    .prepare("SELECT input_tokens, cached_tokens, cache_write_tokens, output_tokens, cost_usd FROM requests")
-                    .unwrap();
-                rows = statement
-                    .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)))
-                    .unwrap()
-                    .collect::<Result<_, _>>()
-                    .unwrap();
-                rows.len() == 2
-            })
-            .await
-        );
-        rows
-    };
+    let rows: Vec<(i64, i64, i64, i64, f64)> = support::ledger_rows(
+        &gateway,
+        "SELECT input_tokens, cached_tokens, cache_write_tokens, output_tokens, cost_usd FROM requests",
+        2,
+        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)),
+    )
+    .await;
     for (input, cached, write, output, cost) in rows {
         assert_eq!((input, cached, write, output), (100, 400, 2000, 50));
         assert!((cost - by_hand).abs() < 1e-12, "{cost} vs {by_hand}");
     }
-}
-
-/// The ledger's refusal rows: `(status, refusal, key, backend, cost)`.
-type RefusalRow = (String, String, Option<String>, String, f64);
-
-fn refusals(gateway: &Proc) -> Vec<RefusalRow> {
-    let ledger = gateway.ledger();
-    let mut statement = ledger
-        .prepare("SELECT status, refusal, key, backend, cost_usd FROM requests WHERE refusal IS NOT NULL")
-        .unwrap();
-    statement
-        .query_map([], |r| {
-            Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
-        })
-        .unwrap()
-        .collect::<Result<_, _>>()
-        .unwrap()
 }
 
 /// Every model request that passed authentication has a row, refused ones
@@ -642,15 +613,14 @@ async fn every_refused_request_has_a_row() {
         401
     );
 
-    let mut rows = Vec::new();
-    assert!(
-        support::eventually(async || {
-            rows = refusals(&gateway);
-            rows.len() == 6
-        })
-        .await,
-        "{rows:#?}"
-    );
+    // `(status, refusal, key, backend, cost)` of each refusal.
+    let rows: Vec<(String, String, Option<String>, String, f64)> = support::ledger_rows(
+        &gateway,
+        "SELECT status, refusal, key, backend, cost_usd FROM requests WHERE refusal IS NOT NULL",
+        6,
+        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)),
+    )
+    .await;
     // Rows of refusals are written by tasks of their own: in any order.
     let row = |status: &str| {
         rows.iter()
@@ -979,7 +949,7 @@ async fn service_tiers_are_priced_or_not_sent() {
         .await
         .unwrap()
         .iter()
-        .map(|r| serde_json::from_str(r.split_once("\r\n\r\n").unwrap().1).unwrap())
+        .map(|r| support::body_of(r))
         .collect();
     assert_eq!(sent[0]["service_tier"], "flex");
     assert!(
@@ -1056,21 +1026,12 @@ async fn an_unpriced_backend_is_marked_and_kept_from_budgets() {
     let routed = post_with(&url, &short("hi", "mine-first"), &lee).await;
     assert_eq!(routed.status, 200);
     assert_eq!(routed.header("x-switchyard-backend"), Some("cloud"));
-    let ledger = gateway.ledger();
-    let mut unpriced = Vec::new();
-    assert!(
-        support::eventually(async || {
-            let mut statement = ledger
-                .prepare("SELECT key, cost_usd FROM requests WHERE unpriced = 1")
-                .unwrap();
-            unpriced = statement
-                .query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, f64>(1)?)))
-                .unwrap()
-                .collect::<Result<Vec<_>, _>>()
-                .unwrap();
-            unpriced.len() == 1
-        })
-        .await
-    );
+    let unpriced: Vec<(String, f64)> = support::ledger_rows(
+        &gateway,
+        "SELECT key, cost_usd FROM requests WHERE unpriced = 1",
+        1,
+        |r| Ok((r.get(0)?, r.get(1)?)),
+    )
+    .await;
     assert_eq!(unpriced, [("kim".to_owned(), 0.0)]);
 }

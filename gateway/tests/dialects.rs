@@ -249,8 +249,7 @@ async fn thinking_blocks_survive_a_multi_turn_conversation_with_an_anthropic_bac
         "{}",
         String::from_utf8_lossy(&second.body)
     );
-    let sent = seen.await.unwrap().remove(1);
-    let body: Value = serde_json::from_str(sent.split_once("\r\n\r\n").unwrap().1).unwrap();
+    let body = support::body_of(&seen.await.unwrap()[1]);
     let assistant = &body["messages"][1]["content"];
     assert_eq!(
         assistant[0],

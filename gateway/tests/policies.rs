@@ -178,23 +178,13 @@ async fn every_policy_holds_on_every_endpoint() {
     assert!(failures.is_empty(), "{failures:#?}");
     // Every refusal after authentication is a row: four per endpoint
     // (backend named, budget, tokens per minute, requests per minute).
-    let ledger = gateway.ledger();
-    let mut refusals: Vec<(String, String)> = Vec::new();
-    assert!(
-        support::eventually(async || {
-            let mut statement = ledger
-                .prepare("SELECT endpoint, status FROM requests WHERE refusal IS NOT NULL")
-                .unwrap();
-            refusals = statement
-                .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
-                .unwrap()
-                .collect::<Result<_, _>>()
-                .unwrap();
-            refusals.len() == 4 * ENDPOINTS.len()
-        })
-        .await,
-        "{refusals:#?}"
-    );
+    let refusals: Vec<(String, String)> = support::ledger_rows(
+        &gateway,
+        "SELECT endpoint, status FROM requests WHERE refusal IS NOT NULL",
+        4 * ENDPOINTS.len(),
+        |r| Ok((r.get(0)?, r.get(1)?)),
+    )
+    .await;
     for status in ["backend_not_allowed", "budget_exhausted", "rate_limited"] {
         for endpoint in ["chat", "completions", "embeddings", "messages", "responses"] {
             assert!(

@@ -362,22 +362,13 @@ async fn prompts_go_only_where_they_fit() {
         refused.error()
     );
     // Refused before any call: a refusal row, not a call's row.
-    let ledger = gateway.ledger();
-    let mut rows = 0;
-    assert!(
-        support::eventually(async || {
-            rows = ledger
-                .query_row(
-                    "SELECT COUNT(*) FROM requests WHERE status = 'context_length_exceeded' AND refusal IS NOT NULL",
-                    [],
-                    |r| r.get::<_, i64>(0),
-                )
-                .unwrap();
-            rows == 1
-        })
-        .await,
-        "{rows} refusal rows"
-    );
+    support::ledger_rows(
+        &gateway,
+        "SELECT id FROM requests WHERE status = 'context_length_exceeded' AND refusal IS NOT NULL",
+        1,
+        |r| r.get::<_, i64>(0),
+    )
+    .await;
 }
 
 /// An encoder call made to route a request is the caller's: a ledger row
@@ -427,24 +418,14 @@ async fn routing_encoder_calls_are_billed_to_the_key_they_route() {
     .await;
     assert_eq!(jo.status, 200);
     assert_eq!(jo.header("x-switchyard-backend"), Some("small"));
-    let ledger = gateway.ledger();
-    let mut rows: Vec<(String, String, f64)> = Vec::new();
-    assert!(
-        support::eventually(async || {
-            let mut statement = ledger
-                .prepare("SELECT key, reason, cost_usd FROM requests WHERE endpoint = 'encoder'")
-                .unwrap();
-            rows = statement
-                .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
-                .unwrap()
-                .collect::<Result<_, _>>()
-                .unwrap();
-            // The examples and the request, then the explained request.
-            rows.len() == 3
-        })
-        .await,
-        "{rows:?}"
-    );
+    // The examples and the request, then the explained request.
+    let rows: Vec<(String, String, f64)> = support::ledger_rows(
+        &gateway,
+        "SELECT key, reason, cost_usd FROM requests WHERE endpoint = 'encoder'",
+        3,
+        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+    )
+    .await;
     assert!(
         rows.iter()
             .all(|(key, reason, cost)| key == "ivy" && reason == "routing-encoder" && *cost > 0.0),

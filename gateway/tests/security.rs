@@ -111,25 +111,13 @@ async fn refused_gateway_credentials_are_the_gateways_502_and_fall_back() {
     );
     assert_eq!(routed.header("x-switchyard-backend"), Some("backup"));
     // Not retried on the backend that refused: one call each, two in all.
-    let statuses: Vec<String> = {
-        let ledger = gateway.ledger();
-        let mut rows = Vec::new();
-        assert!(
-            support::eventually(async || {
-                let mut statement = ledger
-                    .prepare("SELECT status FROM requests WHERE backend = 'keyless' ORDER BY id")
-                    .unwrap();
-                rows = statement
-                    .query_map([], |r| r.get(0))
-                    .unwrap()
-                    .collect::<Result<_, _>>()
-                    .unwrap();
-                rows.len() == 2
-            })
-            .await
-        );
-        rows
-    };
+    let statuses: Vec<String> = support::ledger_rows(
+        &gateway,
+        "SELECT status FROM requests WHERE backend = 'keyless' ORDER BY id",
+        2,
+        |r| r.get(0),
+    )
+    .await;
     assert_eq!(statuses, ["upstream_auth", "upstream_auth"]);
 }
 
@@ -223,22 +211,13 @@ async fn a_callers_request_id_cannot_forge_or_flood_the_ledger() {
         assert_eq!(reply.status, 200);
         assert_ne!(reply.header("x-request-id"), Some(odd), "{odd} was kept");
     }
-    let ledger = gateway.ledger();
-    let mut rows: Vec<(String, Option<String>)> = Vec::new();
-    assert!(
-        support::eventually(async || {
-            let mut statement = ledger
-                .prepare("SELECT request_id, client_request_id FROM requests")
-                .unwrap();
-            rows = statement
-                .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
-                .unwrap()
-                .collect::<Result<_, _>>()
-                .unwrap();
-            rows.len() == 5
-        })
-        .await
-    );
+    let rows: Vec<(String, Option<String>)> = support::ledger_rows(
+        &gateway,
+        "SELECT request_id, client_request_id FROM requests",
+        5,
+        |r| Ok((r.get(0)?, r.get(1)?)),
+    )
+    .await;
     let clients: Vec<&str> = rows.iter().filter_map(|r| r.1.as_deref()).collect();
     assert_eq!(clients, ["trace-1.a_b"], "only the plain id is kept");
     let mut own: Vec<&str> = rows.iter().map(|r| r.0.as_str()).collect();
@@ -388,9 +367,10 @@ async fn a_tenant_cannot_choose_whose_vllm_cache_it_reads() {
         .unwrap()
         .iter()
         .map(|r| {
-            let body: serde_json::Value =
-                serde_json::from_str(r.split_once("\r\n\r\n").unwrap().1).unwrap();
-            body["cache_salt"].as_str().unwrap().to_owned()
+            support::body_of(r)["cache_salt"]
+                .as_str()
+                .unwrap()
+                .to_owned()
         })
         .collect();
     assert_eq!(

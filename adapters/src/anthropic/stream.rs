@@ -77,6 +77,15 @@ impl MessageStream {
         }
     }
 
+    /// The open thinking block's index, opening one if need be.
+    fn thinking(&mut self, events: &mut Vec<Event>) -> u32 {
+        self.ensure(
+            Open::Thinking,
+            json!({"type": "thinking", "thinking": "", "signature": ""}),
+            events,
+        )
+    }
+
     /// Opens a block of `kind` unless it is the one open; returns its index.
     fn ensure(&mut self, kind: Open, block: Value, events: &mut Vec<Event>) -> u32 {
         if let Some((index, open)) = self.open
@@ -112,11 +121,7 @@ impl MessageStream {
             .and_then(Value::as_str)
             .filter(|t| !t.is_empty())
         {
-            let index = self.ensure(
-                Open::Thinking,
-                json!({"type": "thinking", "thinking": "", "signature": ""}),
-                &mut events,
-            );
+            let index = self.thinking(&mut events);
             events.push(delta(
                 index,
                 json!({"type": "thinking_delta", "thinking": thinking}),
@@ -125,11 +130,7 @@ impl MessageStream {
         // The signature closes a thinking block: a client sends the block
         // back with it on its next turn, and the provider checks it.
         if let Some(signature) = choice.delta.extra.get("reasoning_signature") {
-            let index = self.ensure(
-                Open::Thinking,
-                json!({"type": "thinking", "thinking": "", "signature": ""}),
-                &mut events,
-            );
+            let index = self.thinking(&mut events);
             events.push(delta(
                 index,
                 json!({"type": "signature_delta", "signature": signature}),

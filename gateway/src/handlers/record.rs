@@ -96,15 +96,13 @@ impl RequestContext {
         if let Some(accounted) = &accounted {
             accounted.decided(app, decision);
         }
+        let (request_id, client_request_id) = request_ids(&parts.headers, &parts.extensions);
         Arc::new(RequestContext {
             endpoint,
             dialect,
             model,
-            request_id: parts.headers.get(REQUEST_ID).cloned(),
-            client_request_id: parts
-                .extensions
-                .get::<ClientRequestId>()
-                .map(|c| c.0.clone()),
+            request_id,
+            client_request_id,
             caller: parts.extensions.get::<Caller>().cloned(),
             route: decision.route.map(|r| app.router.shared_route_name(r)),
             profile: decision.features.profile.map(|p| p.name()),
@@ -131,15 +129,13 @@ impl RequestContext {
         prompt: Arc<dyn PromptSource>,
         prompt_tokens: u32,
     ) -> Arc<Self> {
+        let (request_id, client_request_id) = request_ids(&parts.headers, &parts.extensions);
         Arc::new(RequestContext {
             endpoint,
             dialect: Dialect::OpenAi,
             model,
-            request_id: parts.headers.get(REQUEST_ID).cloned(),
-            client_request_id: parts
-                .extensions
-                .get::<ClientRequestId>()
-                .map(|c| c.0.clone()),
+            request_id,
+            client_request_id,
             caller: parts.extensions.get::<Caller>().cloned(),
             route: None,
             profile: None,
@@ -628,6 +624,18 @@ impl RequestRecord {
         };
         (predict(0) - predict(clamp(tokens.cached_input))).max(0.0)
     }
+}
+
+/// A request's ids as its rows keep them: the gateway's own, and the
+/// caller's when it was kept.
+pub fn request_ids(
+    headers: &http::HeaderMap,
+    extensions: &http::Extensions,
+) -> (Option<HeaderValue>, Option<HeaderValue>) {
+    (
+        headers.get(REQUEST_ID).cloned(),
+        extensions.get::<ClientRequestId>().map(|c| c.0.clone()),
+    )
 }
 
 /// A header value as ledger text (ids are ASCII by construction).

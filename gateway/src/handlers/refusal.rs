@@ -13,12 +13,11 @@ use http::{HeaderValue, Request, Response};
 use switchyard_policies::{PromptClass, TokenCounts};
 use switchyard_router::Decision;
 
-use super::record::header_text;
+use super::record::{header_text, request_ids};
 use crate::access::Caller;
 use crate::app::App;
 use crate::error::{Dialect, ErrorNote};
 use crate::http::Body;
-use crate::http::request_id::{ClientRequestId, REQUEST_ID};
 use crate::ledger::{LedgerRow, now_ms};
 
 /// Shared by a request's guard and its records: whether a record has
@@ -69,17 +68,15 @@ impl RefusalGuard {
     ) -> Self {
         let accounted = Arc::new(Accounted::default());
         req.extensions_mut().insert(accounted.clone());
+        let (request_id, client_request_id) = request_ids(req.headers(), req.extensions());
         RefusalGuard {
             app: app.clone(),
             accounted,
             endpoint,
             dialect,
             caller: req.extensions().get::<Caller>().cloned(),
-            request_id: req.headers().get(REQUEST_ID).cloned(),
-            client_request_id: req
-                .extensions()
-                .get::<ClientRequestId>()
-                .map(|c| c.0.clone()),
+            request_id,
+            client_request_id,
             ts_ms: now_ms(),
             started: Instant::now(),
             answered: false,

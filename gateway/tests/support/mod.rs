@@ -492,6 +492,37 @@ pub async fn canned_server(
     (addr, seen)
 }
 
+/// The rows `sql` selects from the gateway's ledger once there are `want`
+/// of them (rows are written in the background after answers go out):
+/// fails the test if they never are.
+pub async fn ledger_rows<T>(
+    gateway: &Proc,
+    sql: &str,
+    want: usize,
+    row: impl Fn(&rusqlite::Row<'_>) -> rusqlite::Result<T>,
+) -> Vec<T> {
+    let ledger = gateway.ledger();
+    let mut rows = Vec::new();
+    let written = eventually(async || {
+        let mut statement = ledger.prepare(sql).expect("a valid query");
+        rows = statement
+            .query_map([], &row)
+            .expect("the query runs")
+            .collect::<Result<_, _>>()
+            .expect("rows read");
+        rows.len() == want
+    })
+    .await;
+    assert!(written, "{} rows, not {want}: {sql}", rows.len());
+    rows
+}
+
+/// The JSON body of a request a recording server saw.
+pub fn body_of(request: &str) -> Value {
+    let (_, body) = request.split_once("\r\n\r\n").expect("a head and a body");
+    serde_json::from_str(body).expect("a JSON body")
+}
+
 /// `sha256:` of `key`, as `switchyard key-hash` prints it.
 pub fn key_hash(key: &str) -> String {
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_switchyard"))
