@@ -986,10 +986,10 @@ async fn service_tiers_are_priced_or_not_sent() {
     let (flex, tier) = row("flex");
     assert!((flex - standard * 0.5).abs() < 1e-12, "{flex}");
     assert_eq!(tier.as_deref(), Some("flex"));
-    for id in ["priority", "standard"] {
+    for (id, sent) in [("priority", None), ("standard", Some("default"))] {
         let (cost, tier) = row(id);
         assert!((cost - standard).abs() < 1e-12, "{id}: {cost}");
-        assert_eq!(tier, None);
+        assert_eq!(tier.as_deref(), sent, "{id}: what was sent");
     }
 }
 
@@ -1034,4 +1034,39 @@ async fn an_unpriced_backend_is_marked_and_kept_from_budgets() {
     )
     .await;
     assert_eq!(unpriced, [("kim".to_owned(), 0.0)]);
+}
+
+/// A Responses request chat cannot express (a hosted tool) goes to a
+/// native backend by its model alone, but its size still counts: a long
+/// prompt is reserved for in full.
+#[tokio::test]
+async fn an_untranslatable_responses_request_is_reserved_by_its_size() {
+    let upstream = GatewayBuilder::new()
+        .in_process_sim("sim", "small", &format!("preset: small, {FAST_SIM_FIELDS}"))
+        .start();
+    let gateway = GatewayBuilder::new()
+        .backend_yaml(&format!(
+            "  native:\n    tier: cloud\n    model: sim\n    openai: {{base_url: '{}', responses: true}}\n    price: {{input_per_mtok: 1000, output_per_mtok: 1000}}\n",
+            upstream.base_url()
+        ))
+        .section(&format!(
+            "auth:\n  keys:\n    - {{name: max, hash: '{}', budget: {{daily_usd: 0.5}}}}\n",
+            support::key_hash("sk-max")
+        ))
+        .start();
+    let request = |input: String| {
+        json!({"model": "native", "input": input, "max_output_tokens": 10,
+               "tools": [{"type": "web_search"}]})
+    };
+    let url = gateway.url("/v1/responses");
+    let max = [("authorization", "Bearer sk-max")];
+    // 2,000 words: some $2.50 of prompt at $1,000 per million.
+    let long = post_with(&url, &request("word ".repeat(2000)), &max).await;
+    assert_eq!(long.status, 429, "{}", String::from_utf8_lossy(&long.body));
+    assert!(
+        long.error()["message"]
+            .as_str()
+            .unwrap()
+            .contains("may cost up to $2.")
+    );
 }

@@ -152,6 +152,14 @@ async fn admin_paths_are_not_probed_without_the_admin_key() {
         let tenant = get_with(&gateway.url(path), &[("authorization", "Bearer sk-alice")]).await;
         assert_eq!(tenant.status, 401, "{path} answered a tenant");
     }
+    // Nor which methods they take.
+    let post = post_with(
+        &gateway.url("/admin/spend"),
+        &json!({}),
+        &[("authorization", "Bearer sk-alice")],
+    )
+    .await;
+    assert_eq!(post.status, 401);
     let admin = [("authorization", "Bearer sk-admin")];
     assert_eq!(
         get_with(&gateway.url("/admin/keys"), &admin).await.status,
@@ -186,6 +194,19 @@ async fn the_model_list_hides_backends_from_keys_that_may_not_name_them() {
     )
     .await;
     assert_eq!(ids(&bob), ["auto"]);
+    // Nor does the answer to a model that does not exist list them.
+    let unknown = post_with(
+        &gateway.url("/v1/chat/completions"),
+        &chat("nope", "hi"),
+        &[("authorization", "Bearer sk-bob")],
+    )
+    .await;
+    assert_eq!(unknown.status, 404);
+    let message = unknown.error()["message"].as_str().unwrap().to_owned();
+    assert!(
+        message.contains("auto") && !message.contains("local"),
+        "{message}"
+    );
 }
 
 #[tokio::test]
@@ -574,4 +595,34 @@ async fn secrets_stay_out_of_the_logs_even_at_trace() {
     for secret in ["sk-alice", "sk-admin", "UPSTREAMSECRET1", "hunter2"] {
         assert!(!text.contains(secret), "{secret} is in the trace log");
     }
+}
+
+#[tokio::test]
+async fn a_native_responses_stream_error_is_told_in_our_words_and_recorded() {
+    const EVENTS: &str = "event: response.created\ndata: {\"type\":\"response.created\",\"response\":{\"id\":\"r1\"}}\n\nevent: error\ndata: {\"type\":\"error\",\"code\":\"server_error\",\"message\":\"internal failure at http://10.9.8.7 with sk-proj-ABCDEFGH12345\"}\n\n";
+    let (server, _seen) = support::canned_event_server(1, EVENTS).await;
+    let gateway = GatewayBuilder::new()
+        .backend_yaml(&format!(
+            "  native:\n    tier: small\n    openai: {{base_url: 'http://{server}/v1', responses: true}}\n    context_window: 100000\n"
+        ))
+        .start();
+    let reply = post_with(
+        &gateway.url("/v1/responses"),
+        &json!({"model": "native", "input": "hi", "stream": true}),
+        &[],
+    )
+    .await;
+    assert!(
+        !leaks(&reply.body),
+        "{}",
+        String::from_utf8_lossy(&reply.body)
+    );
+    assert!(String::from_utf8_lossy(&reply.body).contains("event: error"));
+    let statuses: Vec<String> =
+        support::ledger_rows(&gateway, "SELECT status FROM requests", 1, |r| r.get(0)).await;
+    assert_eq!(
+        statuses,
+        ["upstream_error"],
+        "a failed stream is not a success"
+    );
 }

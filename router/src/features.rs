@@ -19,6 +19,10 @@ pub struct RequestView<'a> {
     /// Answers the backend generates (`n`; on completions `best_of`, for
     /// each prompt of a batch); 0 counts as 1.
     pub choices: u32,
+    /// For a batch (embeddings inputs, completions prompts), the longest
+    /// single input's tokens: what a context window must hold. `None`: the
+    /// whole prompt is one sequence.
+    pub sequence_tokens: Option<u32>,
     pub tool_count: u32,
     pub images: bool,
     pub streaming: bool,
@@ -50,6 +54,9 @@ pub struct Features {
     pub max_tokens: Option<u32>,
     /// Answers the backend generates, at least 1: each is billed output.
     pub choices: u32,
+    /// The longest single sequence's prompt tokens (the whole prompt unless
+    /// the request is a batch).
+    pub sequence_tokens: u32,
     pub tools: u32,
     pub images: bool,
     pub streaming: bool,
@@ -91,6 +98,7 @@ impl Features {
             prompt_tokens: view.prompt_tokens,
             max_tokens: view.max_tokens,
             choices: view.choices.max(1),
+            sequence_tokens: view.sequence_tokens.unwrap_or(view.prompt_tokens),
             tools: view.tool_count,
             images: view.images,
             streaming: view.streaming,

@@ -100,7 +100,10 @@ impl Policy {
                 shares.into_iter().map(|(backend, _)| backend).collect()
             }
             Policy::TargetShare { hard, easy, .. } => vec![*easy, *hard],
-            Policy::Rules { rules, .. } => rules.iter().map(|(_, to)| *to).collect(),
+            // A rule's conditions say where a request may go (say, private
+            // data to a local model): another rule's target is not a
+            // candidate, only the route's fallbacks are.
+            Policy::Rules { .. } => Vec::new(),
             Policy::Budgeted { candidates, .. } => candidates.clone(),
             Policy::Cascade { order, .. } => order.clone(),
         }
@@ -308,7 +311,7 @@ impl Router {
     /// output it asks for (at least one token).
     fn context_needed(features: &Features) -> u32 {
         features
-            .prompt_tokens
+            .sequence_tokens
             .saturating_add(features.max_tokens.unwrap_or(0).max(1))
     }
 

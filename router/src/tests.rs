@@ -402,3 +402,28 @@ fn a_window_read_from_the_server_counts_from_then_on() {
     assert_ne!(at_mid(&router), mid, "4,000 + 1,000 tokens no longer fit");
     assert_eq!(router.context_window(mid), Some(4_096));
 }
+
+#[test]
+fn a_rule_decides_where_a_request_may_go_even_when_it_does_not_fit() {
+    let router = router();
+    // The default rule sends to small (8,192 tokens); the other rules'
+    // targets are not candidates, and the route has no fallbacks.
+    let refused = router.decide(&long("ruled", 20_000), 0.5).unwrap_err();
+    assert!(
+        matches!(refused, RouteError::ContextTooLong { .. }),
+        "{refused:?}"
+    );
+}
+
+#[test]
+fn a_batch_fits_by_its_longest_input() {
+    let router = router();
+    let batch = RequestView {
+        sequence_tokens: Some(1_000),
+        ..long("small", 100_000)
+    };
+    assert_eq!(
+        name(&router, router.decide(&batch, 0.5).unwrap().primary()),
+        "small"
+    );
+}

@@ -158,8 +158,12 @@ impl Upstream {
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.trim().parse::<u64>().ok())
             .map(Duration::from_secs);
+        // The status says what happened; a body past the limit is not read
+        // (nor needed to say it).
         let limit = MAX_ERROR_BYTES.min(self.max_response_bytes);
-        let body = read_body(response.into_body(), limit).await?;
+        let body = read_body(response.into_body(), limit)
+            .await
+            .unwrap_or_default();
         Err(status_error(status.as_u16(), retry_after, &body))
     }
 

@@ -112,13 +112,11 @@ impl RateLimits {
     pub fn settle_tokens(&self, key: &str, estimated: u32, actual: u64) {
         let extra = u32::try_from(actual.saturating_sub(u64::from(estimated))).unwrap_or(u32::MAX);
         if let Some(limits) = self.by_key.get(key)
-            && limits.tokens.is_some()
+            && let Some(limiter) = &limits.tokens
             && extra > 0
         {
-            limits.owed.fetch_add(extra, Ordering::AcqRel);
-            if let Some(limiter) = &limits.tokens {
-                let _ = self.repay(key, limits, limiter);
-            }
+            owe(&limits.owed, extra);
+            let _ = self.repay(key, limits, limiter);
         }
     }
 
@@ -131,15 +129,24 @@ impl RateLimits {
         limiter: &DefaultDirectRateLimiter,
     ) -> Result<(), GatewayError> {
         loop {
-            let owed = limits.owed.load(Ordering::Acquire);
-            let Some(n) = NonZeroU32::new(owed.min(limits.tokens_per_minute)) else {
+            // Claimed before it is paid, so two requests repaying at once
+            // never pay (and subtract) the same tokens twice.
+            let cap = limits.tokens_per_minute;
+            let Ok(owed) = limits
+                .owed
+                .fetch_update(Ordering::AcqRel, Ordering::Acquire, |owed| {
+                    (owed > 0).then(|| owed - owed.min(cap))
+                })
+            else {
+                return Ok(());
+            };
+            let Some(n) = NonZeroU32::new(owed.min(cap)) else {
                 return Ok(());
             };
             match limiter.check_n(n) {
-                Ok(Ok(())) => {
-                    limits.owed.fetch_sub(n.get(), Ordering::AcqRel);
-                }
+                Ok(Ok(())) => {}
                 Ok(Err(not_until)) => {
+                    owe(&limits.owed, n.get());
                     return Err(self.limited(
                         key,
                         "tokens-per-minute (earlier requests used more than estimated)",
@@ -147,10 +154,20 @@ impl RateLimits {
                     ));
                 }
                 // Never more than the allowance is asked for at once.
-                Err(_) => return Ok(()),
+                Err(_) => {
+                    owe(&limits.owed, n.get());
+                    return Ok(());
+                }
             }
         }
     }
+}
+
+/// Adds to what a key owes, saturating rather than wrapping.
+fn owe(owed: &AtomicU32, tokens: u32) {
+    let _ = owed.fetch_update(Ordering::AcqRel, Ordering::Acquire, |o| {
+        Some(o.saturating_add(tokens))
+    });
 }
 
 #[cfg(test)]

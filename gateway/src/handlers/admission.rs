@@ -25,8 +25,32 @@ pub fn check_direct(
     if decision.reason != Reason::Direct || caller.key.may_name_backends {
         return Ok(());
     }
-    let routes = app
-        .router
+    Err(GatewayError::BackendNotAllowed {
+        backend: app.router.backends()[decision.primary()].clone(),
+        routes: route_names(app),
+    })
+}
+
+/// A routing error as the caller may see it: a key that may only use
+/// routes is told only of routes when its model does not exist (as
+/// `/v1/models` lists only routes to it).
+pub fn for_caller(err: GatewayError, app: &App, caller: Option<&Caller>) -> GatewayError {
+    match err {
+        GatewayError::UnknownModel { model, .. }
+            if caller.is_some_and(|c| !c.key.may_name_backends) =>
+        {
+            GatewayError::UnknownModel {
+                model,
+                available: route_names(app),
+            }
+        }
+        other => other,
+    }
+}
+
+/// Every route name and alias.
+fn route_names(app: &App) -> Vec<String> {
+    app.router
         .model_names()
         .iter()
         .filter(|m| {
@@ -35,11 +59,7 @@ pub fn check_direct(
                 .is_some_and(|t| matches!(t, Target::Route(_)))
         })
         .cloned()
-        .collect();
-    Err(GatewayError::BackendNotAllowed {
-        backend: app.router.backends()[decision.primary()].clone(),
-        routes,
-    })
+        .collect()
 }
 
 /// The checks of a routed request as a whole, before any backend call:
@@ -62,10 +82,15 @@ pub enum NotAdmitted {
     Unavailable(GatewayError),
 }
 
-/// Everything a backend call needs before it is sent: the backend's
-/// breaker allows it, the caller's budgets hold its worst case, and the
-/// gateway and the backend have room (waiting in the backend's queue).
-/// `prefix` and `tenant` choose the replica that holds the prompt.
+/// Everything a backend call needs before it is sent: the caller's budgets
+/// hold its worst case, the backend's breaker allows it, and the gateway
+/// and the backend have room (waiting in the backend's queue). `prefix`
+/// and `tenant` choose the replica that holds the prompt.
+///
+/// The breaker is asked after the budgets, and told when the call does not
+/// start after all: in half-open it lets one probe through, and a call
+/// refused after taking that place would hold the circuit for every caller
+/// until the next cooldown.
 pub async fn admit_call(
     app: &App,
     caller: Option<&Caller>,
@@ -75,11 +100,6 @@ pub async fn admit_call(
     tenant: Tenant,
 ) -> Result<(Option<Reservation>, Admission), NotAdmitted> {
     let backend = &app.backends[backend_index];
-    if !backend.breaker.allow() {
-        return Err(NotAdmitted::Unavailable(GatewayError::Overloaded {
-            what: format!("backend `{}` is failing; its circuit is open", backend.name),
-        }));
-    }
     if backend.pricing == Pricing::Unpriced
         && let Some(caller) = caller
         && app.budgets.applies(&caller.key, backend.is_cloud())
@@ -100,11 +120,18 @@ pub async fn admit_call(
                 .map_err(NotAdmitted::Budget)?,
         ),
     };
-    let admission = app
-        .admit(backend_index, prefix, tenant)
-        .await
-        .map_err(NotAdmitted::Unavailable)?;
-    Ok((reservation, admission))
+    if !backend.breaker.allow() {
+        return Err(NotAdmitted::Unavailable(GatewayError::Overloaded {
+            what: format!("backend `{}` is failing; its circuit is open", backend.name),
+        }));
+    }
+    match app.admit(backend_index, prefix, tenant).await {
+        Ok(admission) => Ok((reservation, admission)),
+        Err(full) => {
+            backend.breaker.inconclusive();
+            Err(NotAdmitted::Unavailable(full))
+        }
+    }
 }
 
 impl From<NotAdmitted> for GatewayError {

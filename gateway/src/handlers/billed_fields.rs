@@ -23,7 +23,8 @@ pub struct SentTier {
 }
 
 /// Removes what `backend` may not be sent from a request body's fields, and
-/// says which priced service tier stays.
+/// says which service tier is sent (with its multiplier; 1 for the
+/// standard price).
 pub fn apply(fields: &mut Extra, backend: &BackendHandle) -> Option<SentTier> {
     for denied in &backend.deny_fields {
         if fields.remove(denied).is_some() {
@@ -36,7 +37,10 @@ pub fn apply(fields: &mut Extra, backend: &BackendHandle) -> Option<SentTier> {
         .unwrap_or_default()
         .to_owned();
     if STANDARD_TIERS.contains(&tier.as_str()) {
-        return None;
+        return Some(SentTier {
+            name: tier,
+            multiplier: 1.0,
+        });
     }
     match backend.service_tiers.iter().find(|(name, _)| *name == tier) {
         Some((name, multiplier)) => Some(SentTier {

@@ -30,9 +30,24 @@ impl Endpoint for Completions {
             Value::Array(items) => items.iter().rev().find_map(Value::as_str).unwrap_or(""),
             _ => "",
         };
+        let count = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
+        // A batch of prompts: each is its own sequence in a context window.
+        let longest = match &req.prompt {
+            Value::Array(items) if req.prompt_count() > 1 => items
+                .iter()
+                .map(|item| match item {
+                    Value::String(text) => tokens::estimate(text),
+                    Value::Array(ids) => ids.len(),
+                    _ => 0,
+                })
+                .max()
+                .map(count),
+            _ => None,
+        };
         RequestView {
             model: &req.model,
-            prompt_tokens: u32::try_from(tokens::estimate(&req.prompt_text())).unwrap_or(u32::MAX),
+            prompt_tokens: count(tokens::estimate(&req.prompt_text())),
+            sequence_tokens: longest,
             max_tokens: req.max_tokens,
             choices: req.choices(),
             streaming: req.is_stream(),

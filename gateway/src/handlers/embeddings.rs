@@ -9,7 +9,7 @@ use futures_util::future::BoxFuture;
 use http::{Response, StatusCode};
 use serde::Serialize;
 use serde_json::Value;
-use switchyard_adapters::types::{EmbeddingRequest, EmbeddingResponse, Timings, Usage};
+use switchyard_adapters::types::{EmbeddingRequest, EmbeddingResponse, Extra, Timings, Usage};
 use switchyard_adapters::{AdapterError, Provider, tokens};
 use switchyard_router::{AnswerSummary, RequestView};
 
@@ -63,21 +63,25 @@ impl Endpoint for Embeddings {
     /// against tokens-per-minute, not only the first. (Token arrays count
     /// by their JSON text, more than their tokens: a reservation errs high.)
     fn view(req: &EmbeddingRequest) -> RequestView<'_> {
-        let prompt_tokens: usize = match &req.input {
-            Value::Array(items) if items.iter().all(Value::is_number) => items.len(),
+        // Each input is its own sequence: a context window holds the
+        // longest, a budget pays for all.
+        let each: Vec<usize> = match &req.input {
+            Value::Array(items) if items.iter().all(Value::is_number) => vec![items.len()],
             Value::Array(items) => items
                 .iter()
                 .map(|item| match item {
                     Value::String(text) => tokens::estimate(text),
                     other => tokens::estimate(&other.to_string()),
                 })
-                .sum(),
-            Value::String(text) => tokens::estimate(text),
-            other => tokens::estimate(&other.to_string()),
+                .collect(),
+            Value::String(text) => vec![tokens::estimate(text)],
+            other => vec![tokens::estimate(&other.to_string())],
         };
+        let count = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
         RequestView {
             model: &req.model,
-            prompt_tokens: u32::try_from(prompt_tokens).unwrap_or(u32::MAX),
+            prompt_tokens: count(each.iter().sum()),
+            sequence_tokens: Some(count(each.iter().copied().max().unwrap_or(0))),
             // An encoder only reads: no output to reserve for.
             max_tokens: Some(0),
             turns: 1,
@@ -95,6 +99,11 @@ impl Endpoint for Embeddings {
 
     fn set_model(req: &mut EmbeddingRequest, model: &str) {
         model.clone_into(&mut req.model);
+    }
+
+    /// No engine extras for an encoder, but `passthrough.deny` applies.
+    fn caller_fields(req: &mut EmbeddingRequest) -> Option<&mut Extra> {
+        Some(&mut req.extra)
     }
 
     fn model_name(req: &EmbeddingRequest) -> &str {

@@ -39,30 +39,30 @@ pub async fn encode_for_routing(
     }
     let mut called = Vec::new();
     for (rule, encoder, examples) in app.router.missing_examples(view.model) {
-        called.push(encoder);
-        if let Some(vectors) = embed_texts(app, parts, encoder, examples).await {
+        if let Some(vectors) = embed_texts(app, parts, encoder, examples, &mut called).await {
             app.router.provide_examples(view.model, rule, vectors);
         }
     }
     let mut encoded = Vec::with_capacity(encoders.len());
     for encoder in encoders {
-        called.push(encoder);
         let text = [view.last_user_text.to_owned()];
-        if let Some(mut vectors) = embed_texts(app, parts, encoder, &text).await
+        if let Some(mut vectors) = embed_texts(app, parts, encoder, &text, &mut called).await
             && let Some(vector) = vectors.pop()
         {
             encoded.push((encoder, vector));
         }
     }
-    called.dedup();
     (encoded, called)
 }
 
+/// The vectors of `texts` by `encoder`; `called` gains the encoder when it
+/// was called (once), whatever it answered.
 async fn embed_texts(
     app: &App,
     parts: &Parts,
     encoder: usize,
     texts: &[String],
+    called: &mut Vec<usize>,
 ) -> Option<Vec<Vec<f32>>> {
     let backend = &app.backends[encoder];
     let prompt_tokens: usize = texts.iter().map(|t| tokens::estimate(t)).sum();
@@ -86,7 +86,7 @@ async fn embed_texts(
         Ok(admitted) => admitted,
         Err(refused) => {
             let refused = GatewayError::from(refused);
-            tracing::warn!(encoder = %backend.name, error = %refused, "routing encoder not called; its rules will not match");
+            tracing::warn!(encoder = %backend.name, error = %refused.caller_message(), "routing encoder not called; its rules will not match");
             return None;
         }
     };
@@ -114,12 +114,17 @@ async fn embed_texts(
         user: None,
         extra: serde_json::Map::new(),
     };
+    if !called.contains(&encoder) {
+        called.push(encoder);
+    }
     let embedded = admission.provider.embeddings(request).await;
     let usage = |r: &EmbeddingResponse| r.usage.as_ref().map(|u| Usage::new(u.prompt_tokens, 0));
     let response = match record.settle_whole(embedded, usage).await {
         Ok(response) => response,
         Err(err) => {
-            tracing::warn!(encoder = %backend.name, error = %err, "routing encoder failed; its rules will not match");
+            // The backend's own words only at debug, redacted.
+            err.log_detail();
+            tracing::warn!(encoder = %backend.name, error = %err.caller_message(), "routing encoder failed; its rules will not match");
             return None;
         }
     };

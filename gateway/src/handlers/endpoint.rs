@@ -78,6 +78,11 @@ pub trait Endpoint: Sized + 'static {
     fn body_extra(_req: &mut Self::Request) -> Option<&mut Extra> {
         None
     }
+    /// The same fields as the caller sent them, where fields that change
+    /// the bill are priced or removed: every endpoint that keeps any.
+    fn caller_fields(req: &mut Self::Request) -> Option<&mut Extra> {
+        Self::body_extra(req)
+    }
     /// The canonical prompt's prefix chain, for endpoints with a prompt.
     fn prefix_chain(_req: &Self::Request) -> Option<PrefixChain> {
         None
@@ -167,10 +172,12 @@ pub async fn decide<E: Endpoint>(
     }
     view.prefix = E::prefix_chain(request).map(Arc::new);
     let (encoded, _) = encode_for_routing(app, parts, &view).await;
-    let decision = app.decide(&RequestView {
-        encoded: &encoded,
-        ..view
-    })?;
+    let decision = app
+        .decide(&RequestView {
+            encoded: &encoded,
+            ..view
+        })
+        .map_err(|err| admission::for_caller(err, app, caller))?;
     admission::check_direct(app, caller, &decision)?;
     Ok(decision)
 }
@@ -496,7 +503,7 @@ fn prepared<E: Endpoint>(
     {
         engine::apply(extra, &fields);
     }
-    let tier = E::body_extra(&mut req).and_then(|extra| billed_fields::apply(extra, handle));
+    let tier = E::caller_fields(&mut req).and_then(|extra| billed_fields::apply(extra, handle));
     let tenant = decision.features.tenant;
     if let Some(extra) = E::body_extra(&mut req) {
         engine::cache_salt(

@@ -52,6 +52,14 @@ impl HedgeSpend {
         entry.1 += amount;
         true
     }
+
+    /// Gives back what `take` took for a hedge that did not start.
+    fn refund(&self, key: &str, amount: f64) {
+        let mut spend = self.by_key.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(entry) = spend.get_mut(key) {
+            entry.1 = (entry.1 - amount).max(0.0);
+        }
+    }
 }
 
 /// Calls a backend and waits until it has produced output: the whole answer,
@@ -87,7 +95,19 @@ async fn hedge_leg(
     backend_index: usize,
     cap: Option<f64>,
 ) -> Option<Leg> {
-    let (reservation, admission) = admit_call(
+    // The allowance first (nothing is admitted for a hedge it cannot
+    // afford), given back if the hedge does not start after all.
+    let worst = worst_cost(app, backend_index, size);
+    let allowance = match (&context.caller, cap) {
+        (Some(Caller { key }), Some(cap)) => {
+            if !app.hedges.take(&key.name, worst, cap) {
+                return None;
+            }
+            Some(key.name.as_str())
+        }
+        _ => None,
+    };
+    let admitted = admit_call(
         app,
         context.caller.as_ref(),
         backend_index,
@@ -95,15 +115,13 @@ async fn hedge_leg(
         context.prefix.as_deref(),
         context.tenant,
     )
-    .await
-    .ok()?;
-    // Last: the allowance is spent only on a hedge that starts.
-    let worst = worst_cost(app, backend_index, size);
-    if let (Some(Caller { key }), Some(cap)) = (&context.caller, cap)
-        && !app.hedges.take(&key.name, worst, cap)
-    {
+    .await;
+    let Ok((reservation, admission)) = admitted else {
+        if let Some(key) = allowance {
+            app.hedges.refund(key, worst);
+        }
         return None;
-    }
+    };
     let mut record = RequestRecord::new(
         app,
         context.clone(),

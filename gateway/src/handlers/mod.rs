@@ -93,6 +93,12 @@ async fn serve_endpoint(
     endpoint: &'static str,
     req: Request<Incoming>,
 ) -> Result<Response<Body>, GatewayError> {
+    // The admin API answers only the admin key, even about what it does
+    // not have or which methods it takes: which admin paths exist is not
+    // for others to probe.
+    if is_admin_path(req.uri().path()) && !app.keys.is_admin(req.headers()) {
+        return Err(admin::unauthorized());
+    }
     match endpoint {
         "/chat/completions" => match allow(&req, Method::POST, "POST") {
             Ok(()) => endpoint::serve::<chat::Chat>(app, req).await,
@@ -134,11 +140,6 @@ async fn serve_endpoint(
         "/healthz" => Ok(health::live()),
         "/metrics" => allow(&req, Method::GET, "GET").map(|()| health::metrics(app)),
         "/readyz" => Ok(health::ready(app)),
-        // The admin API answers only the admin key, even about what it
-        // does not have: which admin paths exist is not for others to probe.
-        _ if is_admin_path(req.uri().path()) && !app.keys.is_admin(req.headers()) => {
-            Err(admin::unauthorized())
-        }
         _ => Err(GatewayError::NotFound {
             path: req.uri().path().to_owned(),
         }),

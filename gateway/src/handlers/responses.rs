@@ -11,17 +11,17 @@ use http::request::Parts;
 use http::{Request, Response, StatusCode};
 use hyper::body::Incoming;
 use serde_json::Value;
-use switchyard_adapters::EventStream;
 use switchyard_adapters::responses::{ResponseStream, chat_from_responses, response_from_chat};
 use switchyard_adapters::sse::{data_event, named_event};
 use switchyard_adapters::types::{
     ChatChunk, ChatRequest, ChatResponse, Extra, Timings, Usage, UsageDetails,
 };
 use switchyard_adapters::{AdapterError, Provider};
+use switchyard_adapters::{EventStream, tokens};
 use switchyard_router::prefix::Tenant;
 use switchyard_router::{AnswerSummary, Decision, RequestView};
 
-use super::admission::{Size, admit_call, admit_request, check_direct};
+use super::admission::{Size, admit_call, admit_request, check_direct, for_caller};
 use super::billed_fields;
 use super::chat::Chat;
 use super::chat_backed::chat_backed;
@@ -80,12 +80,23 @@ pub async fn serve(app: &App, req: Request<Incoming>) -> Result<Response<Body>, 
             Responses::validate(chat)?;
             decide::<Responses>(app, &parts, chat).await?
         }
-        // Route on the model alone: only a native backend can take it.
+        // Routed on its model and size alone (only a native backend can
+        // take it); the size is what budgets, rate limits and context
+        // windows see.
         Err(_) => {
-            let decision = app.decide(&RequestView {
-                model: &model,
-                ..RequestView::default()
-            })?;
+            let prompt_tokens = tokens::estimate(&prompt_text(&raw));
+            let decision = app
+                .decide(&RequestView {
+                    model: &model,
+                    prompt_tokens: u32::try_from(prompt_tokens).unwrap_or(u32::MAX),
+                    max_tokens: raw
+                        .get("max_output_tokens")
+                        .and_then(Value::as_u64)
+                        .map(|n| u32::try_from(n).unwrap_or(u32::MAX)),
+                    turns: 1,
+                    ..RequestView::default()
+                })
+                .map_err(|err| for_caller(err, app, parts.extensions.get::<Caller>()))?;
             check_direct(app, parts.extensions.get::<Caller>(), &decision)?;
             decision
         }
@@ -241,6 +252,19 @@ fn relay(
                         record.output().push_str(delta);
                     }
                     let name = event.event.clone().unwrap_or_default();
+                    // The backend's own failure, told in our words (its
+                    // text goes to the log) and recorded as the failure it is.
+                    if matches!(name.as_str(), "error" | "response.failed") {
+                        let err = GatewayError::Upstream(AdapterError::Status {
+                            status: 502,
+                            message: event.data,
+                            body: None,
+                        });
+                        record.finish(err.kind());
+                        let _ = record.write().await;
+                        err.log_detail();
+                        return Some((error_event(&err), (events, record, admission, true)));
+                    }
                     if matches!(name.as_str(), "response.completed" | "response.incomplete") {
                         if let Ok(data) = serde_json::from_str::<Value>(&event.data) {
                             record.usage(usage_of(&data["response"]).as_ref());

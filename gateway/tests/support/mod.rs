@@ -447,6 +447,24 @@ pub async fn canned_server(
     status: &'static str,
     reply: &'static str,
 ) -> (std::net::SocketAddr, tokio::task::JoinHandle<Vec<String>>) {
+    serve_canned(count, status, "application/json", reply).await
+}
+
+/// As `canned_server`, answering each call 200 with the server-sent
+/// events in `events`.
+pub async fn canned_event_server(
+    count: usize,
+    events: &'static str,
+) -> (std::net::SocketAddr, tokio::task::JoinHandle<Vec<String>>) {
+    serve_canned(count, "200 OK", "text/event-stream", events).await
+}
+
+async fn serve_canned(
+    count: usize,
+    status: &'static str,
+    content_type: &'static str,
+    reply: &'static str,
+) -> (std::net::SocketAddr, tokio::task::JoinHandle<Vec<String>>) {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
@@ -481,7 +499,7 @@ pub async fn canned_server(
                 continue;
             }
             let response = format!(
-                "HTTP/1.1 {status}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{reply}",
+                "HTTP/1.1 {status}\r\ncontent-type: {content_type}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{reply}",
                 reply.len()
             );
             socket.write_all(response.as_bytes()).await.unwrap();
