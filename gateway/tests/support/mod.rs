@@ -429,6 +429,25 @@ pub fn chat(model: &str, text: &str) -> Value {
     serde_json::json!({"model": model, "messages": [{"role": "user", "content": text}]})
 }
 
+/// A chat request with `max_tokens: 20`.
+pub fn short(text: &str, model: &str) -> Value {
+    let mut request = chat(model, text);
+    request["max_tokens"] = serde_json::json!(20);
+    request
+}
+
+/// A free local backend, and a cloud one priced at $1,000 per million
+/// tokens (a cent per ten tokens) so budgets run out within a few requests;
+/// `auto` sends everything to the cloud one.
+pub fn priced(cloud_sim_extra: &str) -> GatewayBuilder {
+    GatewayBuilder::new()
+        .in_process_sim("local", "small", &format!("preset: small, {FAST_SIM_FIELDS}"))
+        .backend_yaml(&format!(
+            "  cloud:\n    tier: cloud\n    sim: {{preset: large, {FAST_SIM_FIELDS}{cloud_sim_extra}}}\n    price: {{input_per_mtok: 1000, output_per_mtok: 1000}}\n"
+        ))
+        .split("auto", &[("cloud", 1)])
+}
+
 /// A bare server that records `count` requests (head and body), answering
 /// each with the JSON `reply`.
 pub async fn recording_server(
