@@ -12,6 +12,7 @@ pub async fn collect<B>(body: B) -> Result<Bytes, B::Error>
 where
     B: hyper::body::Body<Data = Bytes>,
 {
+    let body = std::pin::pin!(body);
     match collect_at_most(body, usize::MAX).await? {
         Ok(bytes) => Ok(bytes),
         // Nothing is larger than the address space.
@@ -24,12 +25,15 @@ where
 pub struct TooLarge;
 
 /// As `collect`, but stops reading once the body passes `limit` bytes: a
-/// peer cannot make the reader hold more than that.
-pub async fn collect_at_most<B>(body: B, limit: usize) -> Result<Result<Bytes, TooLarge>, B::Error>
+/// peer cannot make the reader hold more than that. The body is borrowed,
+/// so a caller can still read (or drop) what is left of one too large.
+pub async fn collect_at_most<B>(
+    mut body: std::pin::Pin<&mut B>,
+    limit: usize,
+) -> Result<Result<Bytes, TooLarge>, B::Error>
 where
     B: hyper::body::Body<Data = Bytes>,
 {
-    let mut body = std::pin::pin!(body);
     let mut read = 0usize;
     let mut first: Option<Bytes> = None;
     let mut joined: Option<BytesMut> = None;
@@ -104,7 +108,7 @@ mod tests {
     async fn reading_stops_past_the_limit() {
         let parts = ["0123456789", "0123456789", "0123456789"];
         assert_eq!(
-            collect_at_most(body(&parts), 30)
+            collect_at_most(std::pin::pin!(body(&parts)), 30)
                 .await
                 .unwrap()
                 .unwrap()
@@ -112,7 +116,9 @@ mod tests {
             30
         );
         assert_eq!(
-            collect_at_most(body(&parts), 29).await.unwrap(),
+            collect_at_most(std::pin::pin!(body(&parts)), 29)
+                .await
+                .unwrap(),
             Err(TooLarge)
         );
     }

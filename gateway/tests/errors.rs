@@ -364,3 +364,39 @@ async fn the_messages_endpoint_answers_errors_in_anthropics_shape() {
     let head = send(Method::HEAD, &gateway.url("/"), None, Vec::new(), false).await;
     assert_eq!(head.status, 200);
 }
+
+/// A client that sends a whole oversized body before reading (as Python's
+/// `http.client` does) reads a 413, not a broken pipe: with its length
+/// declared, and chunked.
+#[tokio::test]
+async fn a_client_that_sends_a_too_large_body_first_reads_the_413() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let gateway = support::default_gateway();
+    let body = vec![b'x'; 10 * 1024 * 1024];
+    let chunked = {
+        let mut out = Vec::new();
+        for piece in body.chunks(64 * 1024) {
+            out.extend_from_slice(format!("{:x}\r\n", piece.len()).as_bytes());
+            out.extend_from_slice(piece);
+            out.extend_from_slice(b"\r\n");
+        }
+        out.extend_from_slice(b"0\r\n\r\n");
+        out
+    };
+    let head = "POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n";
+    for (framing, payload) in [
+        (format!("content-length: {}\r\n\r\n", body.len()), &body),
+        ("transfer-encoding: chunked\r\n\r\n".to_owned(), &chunked),
+    ] {
+        let mut socket = tokio::net::TcpStream::connect(gateway.addr).await.unwrap();
+        socket.write_all(format!("{head}{framing}").as_bytes()).await.unwrap();
+        socket.write_all(payload).await.expect("the whole body is taken");
+        let mut answer = vec![0u8; 4096];
+        let n = tokio::time::timeout(Duration::from_secs(30), socket.read(&mut answer))
+            .await
+            .expect("an answer within 30 s")
+            .expect("the answer is readable");
+        let answer = String::from_utf8_lossy(&answer[..n]).to_string();
+        assert!(answer.starts_with("HTTP/1.1 413"), "{framing:?}: {answer}");
+    }
+}

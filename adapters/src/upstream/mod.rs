@@ -222,7 +222,7 @@ impl Upstream {
 
 /// A whole body, cut with an error past `limit` bytes rather than held.
 async fn read_body(body: Incoming, limit: usize) -> Result<Bytes, AdapterError> {
-    crate::body::collect_at_most(body, limit)
+    crate::body::collect_at_most(std::pin::pin!(body), limit)
         .await
         .map_err(|err| AdapterError::Reset {
             message: err.to_string(),

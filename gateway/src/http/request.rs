@@ -1,10 +1,14 @@
+use std::pin::Pin;
+use std::time::Duration;
+
 use bytes::Bytes;
 use http::header::{CONTENT_LENGTH, CONTENT_TYPE};
 use http::request::Parts;
-use http_body_util::Limited;
+use http_body_util::BodyExt;
 use hyper::body::Incoming;
 use serde::de::DeserializeOwned;
 use serde_json::error::Category;
+use switchyard_adapters::body::TooLarge;
 
 use crate::error::GatewayError;
 
@@ -34,20 +38,41 @@ pub async fn read_json_body(
         .get(CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<u64>().ok());
+    let mut body = std::pin::pin!(body);
     if declared.is_some_and(|n| n > limit as u64) {
+        discard(body).await;
         return Err(GatewayError::BodyTooLarge { limit });
     }
-    switchyard_adapters::body::collect(Limited::new(body, limit))
-        .await
-        .map_err(|err| {
-            if err.is::<http_body_util::LengthLimitError>() {
-                GatewayError::BodyTooLarge { limit }
-            } else {
-                GatewayError::BodyRead {
-                    message: err.to_string(),
-                }
+    match switchyard_adapters::body::collect_at_most(body.as_mut(), limit).await {
+        Ok(Ok(bytes)) => Ok(bytes),
+        Ok(Err(TooLarge)) => {
+            discard(body).await;
+            Err(GatewayError::BodyTooLarge { limit })
+        }
+        Err(err) => Err(GatewayError::BodyRead {
+            message: err.to_string(),
+        }),
+    }
+}
+
+/// Most of a refused body read (and dropped) so its sender, which may send
+/// it all before reading, gets to read the 413; past it, or past the time,
+/// the connection is closed.
+const DISCARD_BYTES: u64 = 64 * 1024 * 1024;
+const DISCARD_TIME: Duration = Duration::from_secs(10);
+
+/// Reads and drops what is left of a refused body, within bounds.
+async fn discard(mut body: Pin<&mut Incoming>) {
+    let _ = tokio::time::timeout(DISCARD_TIME, async {
+        let mut read = 0u64;
+        while let Some(Ok(frame)) = body.frame().await {
+            read += frame.data_ref().map_or(0, |d| d.len() as u64);
+            if read > DISCARD_BYTES {
+                break;
             }
-        })
+        }
+    })
+    .await;
 }
 
 /// Parses a request body, naming the offending field when the JSON is valid
