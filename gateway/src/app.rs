@@ -136,6 +136,8 @@ pub struct App {
     pub backends: Vec<BackendHandle>,
     pub router: Router,
     pub max_body_bytes: usize,
+    /// How long a client has to send a request's head.
+    pub header_read_timeout: Duration,
     pub limits: Limits,
     /// Output budgets reserve for a request without `max_tokens` where the
     /// backend's window is unknown.
@@ -180,6 +182,7 @@ impl App {
             backends,
             router,
             max_body_bytes: config.server.max_body_bytes,
+            header_read_timeout: config.server.header_read_timeout,
             limits: config.limits,
             default_max_tokens: config.default_max_tokens,
             keys: Arc::new(KeyStore::new(&config.auth)),

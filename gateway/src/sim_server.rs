@@ -39,7 +39,14 @@ pub async fn serve(sim: SimBackend, listener: TcpListener, shutdown: impl Future
         let sim = sim.clone();
         async move { handle(&sim, req).await }
     });
-    crate::http::server::serve(listener, service, shutdown, Duration::from_secs(5)).await;
+    crate::http::server::serve(
+        listener,
+        service,
+        shutdown,
+        Duration::from_secs(5),
+        Duration::from_secs(30),
+    )
+    .await;
 }
 
 /// `Err` drops the connection without an answer (a simulated reset).

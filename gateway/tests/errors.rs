@@ -383,14 +383,21 @@ async fn a_client_that_sends_a_too_large_body_first_reads_the_413() {
         out.extend_from_slice(b"0\r\n\r\n");
         out
     };
-    let head = "POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n";
+    let head =
+        "POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n";
     for (framing, payload) in [
         (format!("content-length: {}\r\n\r\n", body.len()), &body),
         ("transfer-encoding: chunked\r\n\r\n".to_owned(), &chunked),
     ] {
         let mut socket = tokio::net::TcpStream::connect(gateway.addr).await.unwrap();
-        socket.write_all(format!("{head}{framing}").as_bytes()).await.unwrap();
-        socket.write_all(payload).await.expect("the whole body is taken");
+        socket
+            .write_all(format!("{head}{framing}").as_bytes())
+            .await
+            .unwrap();
+        socket
+            .write_all(payload)
+            .await
+            .expect("the whole body is taken");
         let mut answer = vec![0u8; 4096];
         let n = tokio::time::timeout(Duration::from_secs(30), socket.read(&mut answer))
             .await
@@ -399,4 +406,27 @@ async fn a_client_that_sends_a_too_large_body_first_reads_the_413() {
         let answer = String::from_utf8_lossy(&answer[..n]).to_string();
         assert!(answer.starts_with("HTTP/1.1 413"), "{framing:?}: {answer}");
     }
+}
+
+/// A client that sends half its headers and waits is disconnected once the
+/// header read timeout passes, instead of holding a connection for ever.
+#[tokio::test]
+async fn a_client_that_never_finishes_its_headers_is_disconnected() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let upstream = fast_sim(&[]);
+    let gateway = GatewayBuilder::new()
+        .server("header_read_timeout_ms: 300")
+        .openai("local", "small", &upstream.base_url(), &[])
+        .start();
+    let mut socket = tokio::net::TcpStream::connect(gateway.addr).await.unwrap();
+    socket
+        .write_all(b"POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\n")
+        .await
+        .unwrap();
+    let mut answer = Vec::new();
+    // Bounded: the test fails, rather than hangs, if the gateway waits.
+    let closed = tokio::time::timeout(Duration::from_secs(10), socket.read_to_end(&mut answer)).await;
+    assert!(closed.is_ok(), "the connection was still open after 10 s");
+    let answer = String::from_utf8_lossy(&answer);
+    assert!(answer.is_empty() || answer.starts_with("HTTP/1.1 408"), "{answer}");
 }

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use http::{Request, Response};
 use hyper::body::Incoming;
-use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
@@ -14,12 +14,15 @@ use tokio::net::TcpListener;
 
 /// Serves `service` on `listener` until `shutdown` resolves; then stops
 /// accepting, lets in-flight requests and streams finish for up to `grace`,
-/// and returns.
+/// and returns. An HTTP/1 client that has not sent a request's whole head
+/// within `header_read_timeout` is disconnected (after a 408 where hyper
+/// can send one): a client sending half its headers holds nothing for long.
 pub async fn serve<S, B>(
     listener: TcpListener,
     service: S,
     shutdown: impl Future<Output = ()>,
     grace: Duration,
+    header_read_timeout: Duration,
 ) where
     S: tower::Service<Request<Incoming>, Response = Response<B>> + Clone + Send + 'static,
     S::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
@@ -28,7 +31,11 @@ pub async fn serve<S, B>(
     B::Data: Send,
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
-    let builder = auto::Builder::new(TokioExecutor::new());
+    let mut builder = auto::Builder::new(TokioExecutor::new());
+    builder
+        .http1()
+        .timer(TokioTimer::new())
+        .header_read_timeout(header_read_timeout);
     let graceful = GracefulShutdown::new();
     tokio::pin!(shutdown);
     loop {

@@ -118,6 +118,9 @@ pub struct ServerSettings {
     /// How long in-flight requests and streams may run after a shutdown
     /// signal before the process exits anyway.
     pub shutdown_grace: Duration,
+    /// How long a client has to send a request's head before it is
+    /// disconnected (HTTP/1).
+    pub header_read_timeout: Duration,
 }
 
 /// Limits on what one request may ask for.

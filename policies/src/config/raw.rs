@@ -69,6 +69,7 @@ pub(super) struct RawServer {
     pub max_body_bytes: usize,
     pub max_concurrent_requests: usize,
     pub shutdown_grace_ms: u64,
+    pub header_read_timeout_ms: u64,
 }
 
 #[derive(Debug, Deserialize)]
@@ -90,6 +91,7 @@ impl Default for RawServer {
             max_body_bytes: 8 * 1024 * 1024,
             max_concurrent_requests: 1024,
             shutdown_grace_ms: 15_000,
+            header_read_timeout_ms: 30_000,
         }
     }
 }

@@ -75,6 +75,9 @@ fn validate_server(
     if raw.max_body_bytes == 0 {
         return Err(ck.error(&["server", "max_body_bytes"], "must be positive"));
     }
+    if raw.header_read_timeout_ms == 0 {
+        return Err(ck.error(&["server", "header_read_timeout_ms"], "must be positive"));
+    }
     if raw.max_concurrent_requests == 0 {
         return Err(ck.error(&["server", "max_concurrent_requests"], "must be positive"));
     }
@@ -83,6 +86,7 @@ fn validate_server(
         max_body_bytes: raw.max_body_bytes,
         max_concurrent_requests: raw.max_concurrent_requests,
         shutdown_grace: Duration::from_millis(raw.shutdown_grace_ms),
+        header_read_timeout: Duration::from_millis(raw.header_read_timeout_ms),
     })
 }
 
