@@ -14,6 +14,10 @@ pub struct SseEvent {
 #[derive(Debug, Default)]
 pub struct SseParser {
     buf: BytesMut,
+    /// Leading bytes of `buf` already searched for a line end: each byte is
+    /// searched once, so a long line arriving in many pieces costs time in
+    /// its length, not its length times its pieces.
+    searched: usize,
     event: Option<String>,
     data: Vec<String>,
 }
@@ -27,7 +31,9 @@ impl SseParser {
     pub fn feed(&mut self, chunk: &[u8]) -> Vec<SseEvent> {
         self.buf.extend_from_slice(chunk);
         let mut events = Vec::new();
-        while let Some(end) = self.buf.iter().position(|&b| b == b'\n') {
+        while let Some(at) = self.buf[self.searched..].iter().position(|&b| b == b'\n') {
+            let end = self.searched + at;
+            self.searched = 0;
             let line = self.buf.split_to(end + 1);
             let line = String::from_utf8_lossy(&line);
             let line = line.trim_end_matches(['\n', '\r']);
@@ -53,6 +59,7 @@ impl SseParser {
                 _ => {} // id, retry: not used by model servers
             }
         }
+        self.searched = self.buf.len();
         events
     }
 
@@ -116,6 +123,21 @@ mod tests {
             ]
         );
         assert!(!p.has_partial());
+    }
+
+    #[test]
+    fn a_long_line_in_many_pieces_is_searched_once() {
+        let mut parser = SseParser::new();
+        for _ in 0..1000 {
+            assert!(parser.feed(b"xxxxxxxxxx").is_empty());
+            // Everything held has been searched: the next piece is searched
+            // from where this one ended, not from the line's start.
+            assert_eq!(parser.searched, parser.buf.len());
+        }
+        let events = parser.feed(b"\ndata: done\n\n");
+        assert_eq!(events.len(), 1);
+        assert_eq!(events[0].data, "done");
+        assert_eq!(parser.searched, 0);
     }
 
     #[test]

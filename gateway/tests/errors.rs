@@ -425,8 +425,12 @@ async fn a_client_that_never_finishes_its_headers_is_disconnected() {
         .unwrap();
     let mut answer = Vec::new();
     // Bounded: the test fails, rather than hangs, if the gateway waits.
-    let closed = tokio::time::timeout(Duration::from_secs(10), socket.read_to_end(&mut answer)).await;
+    let closed =
+        tokio::time::timeout(Duration::from_secs(10), socket.read_to_end(&mut answer)).await;
     assert!(closed.is_ok(), "the connection was still open after 10 s");
     let answer = String::from_utf8_lossy(&answer);
-    assert!(answer.is_empty() || answer.starts_with("HTTP/1.1 408"), "{answer}");
+    assert!(
+        answer.is_empty() || answer.starts_with("HTTP/1.1 408"),
+        "{answer}"
+    );
 }
