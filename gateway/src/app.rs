@@ -22,6 +22,7 @@ use crate::breaker::Breaker;
 use crate::error::GatewayError;
 use crate::handlers::HedgeSpend;
 use crate::handlers::{PromptCache, ResponseCache};
+use crate::http::BodyLimits;
 use crate::ledger::{Ledger, now_ms, spend_since};
 use crate::metrics::Metrics;
 
@@ -136,6 +137,8 @@ pub struct App {
     pub backends: Vec<BackendHandle>,
     pub router: Router,
     pub max_body_bytes: usize,
+    /// How long a client has to send a request's body.
+    pub body_read_timeout: Duration,
     /// How long a client has to send a request's head.
     pub header_read_timeout: Duration,
     pub limits: Limits,
@@ -182,6 +185,7 @@ impl App {
             backends,
             router,
             max_body_bytes: config.server.max_body_bytes,
+            body_read_timeout: config.server.body_read_timeout,
             header_read_timeout: config.server.header_read_timeout,
             limits: config.limits,
             default_max_tokens: config.default_max_tokens,
@@ -304,6 +308,14 @@ impl App {
             choose_replica(own, Balance::CacheAffinity, 0, spread, &backend.turn)
         };
         (replica, slot, own[slot].cached_blocks)
+    }
+
+    /// How request bodies are read.
+    pub fn body_limits(&self) -> BodyLimits {
+        BodyLimits {
+            max_bytes: self.max_body_bytes,
+            read_timeout: self.body_read_timeout,
+        }
     }
 
     /// Refuses a request for more answers (`n`, `best_of`) than

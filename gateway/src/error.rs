@@ -60,6 +60,8 @@ pub enum GatewayError {
     UnsupportedMediaType { got: String },
     #[error("the request body could not be read: {message}")]
     BodyRead { message: String },
+    #[error("the request body did not arrive within {}s", after.as_secs_f64())]
+    BodyTimeout { after: Duration },
     #[error("no endpoint at {path}")]
     NotFound { path: String },
     #[error("{path} does not accept {method}; use {allowed}")]
@@ -183,6 +185,12 @@ impl GatewayError {
                 "unsupported_media_type",
                 "invalid_request_error",
                 Some("unsupported_media_type"),
+            ),
+            GatewayError::BodyTimeout { .. } => shape(
+                StatusCode::REQUEST_TIMEOUT,
+                "body_timeout",
+                "invalid_request_error",
+                Some("request_timeout"),
             ),
             GatewayError::BodyRead { .. } => shape(
                 StatusCode::BAD_REQUEST,

@@ -25,7 +25,7 @@ use switchyard_adapters::{AdapterError, Provider};
 use tokio::net::TcpListener;
 
 use crate::error::GatewayError;
-use crate::http::{Body, json_response, parse_json, read_json_body};
+use crate::http::{Body, BodyLimits, json_response, parse_json, read_json_body};
 
 /// Bodies that can fail, so a simulated reset cuts the connection.
 type SimBody = UnsyncBoxBody<Bytes, AdapterError>;
@@ -99,7 +99,15 @@ async fn handle(
 
 async fn read<T: DeserializeOwned>(req: Request<Incoming>) -> Result<T, GatewayError> {
     let (parts, body) = req.into_parts();
-    let bytes = read_json_body(&parts, body, MAX_BODY).await?;
+    let bytes = read_json_body(
+        &parts,
+        body,
+        BodyLimits {
+            max_bytes: MAX_BODY,
+            read_timeout: Duration::from_secs(60),
+        },
+    )
+    .await?;
     parse_json(&bytes)
 }
 

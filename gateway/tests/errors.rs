@@ -434,3 +434,33 @@ async fn a_client_that_never_finishes_its_headers_is_disconnected() {
         "{answer}"
     );
 }
+
+/// A client that stalls mid-body gets a 408 in its endpoint's dialect once
+/// the body read timeout passes.
+#[tokio::test]
+async fn a_client_that_stalls_mid_body_gets_a_408_in_its_dialect() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let upstream = fast_sim(&[]);
+    let gateway = GatewayBuilder::new()
+        .server("body_read_timeout_ms: 300")
+        .openai("local", "small", &upstream.base_url(), &[])
+        .start();
+    for (path, dialect_type) in [
+        ("/v1/chat/completions", "\"type\":\"invalid_request_error\""),
+        ("/v1/messages", "\"type\":\"error\""),
+    ] {
+        let mut socket = tokio::net::TcpStream::connect(gateway.addr).await.unwrap();
+        let head = format!(
+            "POST {path} HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: 100\r\n\r\n{{\"model\":"
+        );
+        socket.write_all(head.as_bytes()).await.unwrap();
+        let mut answer = vec![0u8; 4096];
+        let n = tokio::time::timeout(Duration::from_secs(10), socket.read(&mut answer))
+            .await
+            .expect("an answer within 10 s")
+            .unwrap();
+        let answer = String::from_utf8_lossy(&answer[..n]).to_string();
+        assert!(answer.starts_with("HTTP/1.1 408"), "{path}: {answer}");
+        assert!(answer.contains(dialect_type), "{path}: {answer}");
+    }
+}

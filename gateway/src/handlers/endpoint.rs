@@ -142,7 +142,7 @@ pub async fn serve<E: Endpoint>(
     req: Request<Incoming>,
 ) -> Result<Response<Body>, GatewayError> {
     let (parts, body) = req.into_parts();
-    let bytes = read_json_body(&parts, body, app.max_body_bytes).await?;
+    let bytes = read_json_body(&parts, body, app.body_limits()).await?;
     let mut request: E::Request = E::decode(&bytes)?;
     E::forward_headers(&mut request, &parts.headers);
     E::validate(&request)?;

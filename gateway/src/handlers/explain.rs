@@ -16,7 +16,7 @@ use crate::routing::{complete_view, route_error};
 
 pub async fn serve(app: &App, req: Request<Incoming>) -> Result<Response<Body>, GatewayError> {
     let (parts, body) = req.into_parts();
-    let bytes = read_json_body(&parts, body, app.max_body_bytes).await?;
+    let bytes = read_json_body(&parts, body, app.body_limits()).await?;
     let request: ChatRequest = parse_json(&bytes)?;
     Chat::validate(&request)?;
     let view = complete_view(

@@ -69,7 +69,7 @@ pub async fn count_tokens(
     req: Request<Incoming>,
 ) -> Result<Response<Body>, GatewayError> {
     let (parts, body) = req.into_parts();
-    let bytes = read_json_body(&parts, body, app.max_body_bytes).await?;
+    let bytes = read_json_body(&parts, body, app.body_limits()).await?;
     let request: CountTokensRequest = parse_json(&bytes)?;
     if app.router.target(&request.model).is_none() {
         return Err(GatewayError::UnknownModel {

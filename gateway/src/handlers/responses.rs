@@ -67,7 +67,7 @@ impl Endpoint for Responses {
 /// native backend; for any other it is a 400 naming what stands in the way.
 pub async fn serve(app: &App, req: Request<Incoming>) -> Result<Response<Body>, GatewayError> {
     let (parts, body) = req.into_parts();
-    let bytes = read_json_body(&parts, body, app.max_body_bytes).await?;
+    let bytes = read_json_body(&parts, body, app.body_limits()).await?;
     let raw: Value = parse_json(&bytes)?;
     let model = raw
         .get("model")

@@ -6,5 +6,5 @@ pub mod request_id;
 mod response;
 pub mod server;
 
-pub use request::{parse_json, read_json_body};
+pub use request::{BodyLimits, parse_json, read_json_body};
 pub use response::{Body, json_bytes_response, json_response, sse_response};

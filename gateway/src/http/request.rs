@@ -12,13 +12,30 @@ use switchyard_adapters::body::TooLarge;
 
 use crate::error::GatewayError;
 
-/// Reads a JSON request body: refuses other media types (415) and bodies over
-/// `limit` bytes (413), before reading them where the headers already tell.
+/// How much of a request body is read, and for how long.
+#[derive(Debug, Clone, Copy)]
+pub struct BodyLimits {
+    pub max_bytes: usize,
+    /// A body not read whole in this long is a 408: a client that stalls
+    /// mid-body holds a connection no longer.
+    pub read_timeout: Duration,
+}
+
+/// Reads a JSON request body: refuses other media types (415), bodies over
+/// `limits.max_bytes` (413, before reading them where the headers already
+/// tell) and bodies that do not arrive within `limits.read_timeout` (408).
 pub async fn read_json_body(
     parts: &Parts,
     body: Incoming,
-    limit: usize,
+    limits: BodyLimits,
 ) -> Result<Bytes, GatewayError> {
+    let timeout = limits.read_timeout;
+    tokio::time::timeout(timeout, read_limited(parts, body, limits.max_bytes))
+        .await
+        .unwrap_or(Err(GatewayError::BodyTimeout { after: timeout }))
+}
+
+async fn read_limited(parts: &Parts, body: Incoming, limit: usize) -> Result<Bytes, GatewayError> {
     if let Some(kind) = parts.headers.get(CONTENT_TYPE) {
         let kind = kind.to_str().unwrap_or("");
         let essence = kind

@@ -121,6 +121,8 @@ pub struct ServerSettings {
     /// How long a client has to send a request's head before it is
     /// disconnected (HTTP/1).
     pub header_read_timeout: Duration,
+    /// How long a client has to send a request's body (408 after).
+    pub body_read_timeout: Duration,
 }
 
 /// Limits on what one request may ask for.

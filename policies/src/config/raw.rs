@@ -70,6 +70,7 @@ pub(super) struct RawServer {
     pub max_concurrent_requests: usize,
     pub shutdown_grace_ms: u64,
     pub header_read_timeout_ms: u64,
+    pub body_read_timeout_ms: u64,
 }
 
 #[derive(Debug, Deserialize)]
@@ -92,6 +93,7 @@ impl Default for RawServer {
             max_concurrent_requests: 1024,
             shutdown_grace_ms: 15_000,
             header_read_timeout_ms: 30_000,
+            body_read_timeout_ms: 60_000,
         }
     }
 }

@@ -75,8 +75,13 @@ fn validate_server(
     if raw.max_body_bytes == 0 {
         return Err(ck.error(&["server", "max_body_bytes"], "must be positive"));
     }
-    if raw.header_read_timeout_ms == 0 {
-        return Err(ck.error(&["server", "header_read_timeout_ms"], "must be positive"));
+    for (field, ms) in [
+        ("header_read_timeout_ms", raw.header_read_timeout_ms),
+        ("body_read_timeout_ms", raw.body_read_timeout_ms),
+    ] {
+        if ms == 0 {
+            return Err(ck.error(&["server", field], "must be positive"));
+        }
     }
     if raw.max_concurrent_requests == 0 {
         return Err(ck.error(&["server", "max_concurrent_requests"], "must be positive"));
@@ -87,6 +92,7 @@ fn validate_server(
         max_concurrent_requests: raw.max_concurrent_requests,
         shutdown_grace: Duration::from_millis(raw.shutdown_grace_ms),
         header_read_timeout: Duration::from_millis(raw.header_read_timeout_ms),
+        body_read_timeout: Duration::from_millis(raw.body_read_timeout_ms),
     })
 }
 
