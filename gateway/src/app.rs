@@ -23,6 +23,7 @@ use crate::error::GatewayError;
 use crate::handlers::HedgeSpend;
 use crate::handlers::{PromptCache, ResponseCache};
 use crate::http::BodyLimits;
+use crate::http::server::ConnectionLimits;
 use crate::ledger::{Ledger, now_ms, spend_since};
 use crate::metrics::Metrics;
 
@@ -139,8 +140,8 @@ pub struct App {
     pub max_body_bytes: usize,
     /// How long a client has to send a request's body.
     pub body_read_timeout: Duration,
-    /// How long a client has to send a request's head.
-    pub header_read_timeout: Duration,
+    /// Limits on every connection (head size and time, connections open).
+    pub connection_limits: ConnectionLimits,
     pub limits: Limits,
     /// Output budgets reserve for a request without `max_tokens` where the
     /// backend's window is unknown.
@@ -186,7 +187,7 @@ impl App {
             router,
             max_body_bytes: config.server.max_body_bytes,
             body_read_timeout: config.server.body_read_timeout,
-            header_read_timeout: config.server.header_read_timeout,
+            connection_limits: ConnectionLimits::of(&config.server),
             limits: config.limits,
             default_max_tokens: config.default_max_tokens,
             keys: Arc::new(KeyStore::new(&config.auth)),

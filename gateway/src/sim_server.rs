@@ -44,7 +44,7 @@ pub async fn serve(sim: SimBackend, listener: TcpListener, shutdown: impl Future
         service,
         shutdown,
         Duration::from_secs(5),
-        Duration::from_secs(30),
+        crate::http::server::ConnectionLimits::of(&switchyard_policies::ServerSettings::default()),
     )
     .await;
 }

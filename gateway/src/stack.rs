@@ -51,7 +51,7 @@ pub async fn serve(
     grace: Duration,
 ) {
     let handler_app = app.clone();
-    let header_read_timeout = app.header_read_timeout;
+    let limits = app.connection_limits;
     let service = ServiceBuilder::new()
         .layer(CatchPanicLayer::custom(panic_response))
         .layer(RequestIdLayer)
@@ -77,7 +77,7 @@ pub async fn serve(
         app.begin_shutdown();
     };
     let keeper = tokio::spawn(keep_a_timer_pending());
-    crate::http::server::serve(listener, service, draining, grace, header_read_timeout).await;
+    crate::http::server::serve(listener, service, draining, grace, limits).await;
     keeper.abort();
     // Every row of every finished request reaches the disk before exit.
     ledger.close().await;

@@ -626,3 +626,46 @@ async fn a_native_responses_stream_error_is_told_in_our_words_and_recorded() {
         "a failed stream is not a success"
     );
 }
+
+#[tokio::test]
+async fn a_head_past_max_header_bytes_is_a_431() {
+    let gateway = local_gateway();
+    let big = format!(
+        "GET /healthz HTTP/1.1\r\nhost: x\r\nx-pad: {}\r\n\r\n",
+        "a".repeat(100 * 1024)
+    );
+    let status = raw_status(&gateway, big.as_bytes()).await;
+    assert!(status.starts_with("HTTP/1.1 431"), "{status}");
+}
+
+#[tokio::test]
+async fn connections_past_the_limit_wait_their_turn() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let gateway = GatewayBuilder::new()
+        .server("max_connections: 2")
+        .in_process_sim("local", "small", &format!("preset: small, {FAST_SIM_FIELDS}"))
+        .start();
+    // Two idle connections take both places.
+    let first = tokio::net::TcpStream::connect(gateway.addr).await.unwrap();
+    let _second = tokio::net::TcpStream::connect(gateway.addr).await.unwrap();
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    let mut third = tokio::net::TcpStream::connect(gateway.addr).await.unwrap();
+    third
+        .write_all(b"GET /healthz HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n")
+        .await
+        .unwrap();
+    let mut answer = Vec::new();
+    let waited = tokio::time::timeout(
+        std::time::Duration::from_millis(500),
+        third.read_to_end(&mut answer),
+    )
+    .await;
+    assert!(waited.is_err(), "served past the limit: {}", String::from_utf8_lossy(&answer));
+    // A place frees up: the waiting connection is served.
+    drop(first);
+    tokio::time::timeout(std::time::Duration::from_secs(10), third.read_to_end(&mut answer))
+        .await
+        .expect("served once a place was free")
+        .unwrap();
+    assert!(String::from_utf8_lossy(&answer).starts_with("HTTP/1.1 200"));
+}

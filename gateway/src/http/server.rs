@@ -2,6 +2,7 @@
 //! connection, graceful shutdown with a deadline.
 
 use std::future::Future;
+use std::sync::Arc;
 use std::time::Duration;
 
 use http::{Request, Response};
@@ -11,18 +12,43 @@ use hyper_util::server::conn::auto;
 use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
+
+/// Limits on every connection, whatever its requests.
+#[derive(Debug, Clone, Copy)]
+pub struct ConnectionLimits {
+    /// An HTTP/1 client that has not sent a request's whole head in this
+    /// long is disconnected (after a 408 where hyper can send one).
+    pub header_read_timeout: Duration,
+    /// A request head larger than this is refused (431 on HTTP/1).
+    pub max_header_bytes: usize,
+    /// Connections open at once; more wait in the listen backlog.
+    pub max_connections: usize,
+    /// Streams one HTTP/2 connection may have open at once.
+    pub http2_max_concurrent_streams: u32,
+}
+
+impl ConnectionLimits {
+    /// The limits a config's `server` section sets.
+    pub fn of(server: &switchyard_policies::ServerSettings) -> Self {
+        ConnectionLimits {
+            header_read_timeout: server.header_read_timeout,
+            max_header_bytes: server.max_header_bytes,
+            max_connections: server.max_connections,
+            http2_max_concurrent_streams: server.http2_max_concurrent_streams,
+        }
+    }
+}
 
 /// Serves `service` on `listener` until `shutdown` resolves; then stops
 /// accepting, lets in-flight requests and streams finish for up to `grace`,
-/// and returns. An HTTP/1 client that has not sent a request's whole head
-/// within `header_read_timeout` is disconnected (after a 408 where hyper
-/// can send one): a client sending half its headers holds nothing for long.
+/// and returns. Every connection is held to `limits`.
 pub async fn serve<S, B>(
     listener: TcpListener,
     service: S,
     shutdown: impl Future<Output = ()>,
     grace: Duration,
-    header_read_timeout: Duration,
+    limits: ConnectionLimits,
 ) where
     S: tower::Service<Request<Incoming>, Response = Response<B>> + Clone + Send + 'static,
     S::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
@@ -35,10 +61,26 @@ pub async fn serve<S, B>(
     builder
         .http1()
         .timer(TokioTimer::new())
-        .header_read_timeout(header_read_timeout);
+        .header_read_timeout(limits.header_read_timeout)
+        // hyper's smallest read buffer is 8 KiB.
+        .max_buf_size(limits.max_header_bytes.max(8192));
+    builder
+        .http2()
+        .max_concurrent_streams(limits.http2_max_concurrent_streams)
+        .max_header_list_size(u32::try_from(limits.max_header_bytes).unwrap_or(u32::MAX));
     let graceful = GracefulShutdown::new();
+    let open = Arc::new(Semaphore::new(limits.max_connections));
     tokio::pin!(shutdown);
     loop {
+        // A connection slot before accepting: past the limit, clients wait
+        // in the kernel's backlog instead of costing the process anything.
+        let slot = tokio::select! {
+            slot = open.clone().acquire_owned() => match slot {
+                Ok(slot) => slot,
+                Err(_) => break,
+            },
+            () = &mut shutdown => break,
+        };
         let (stream, peer) = tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok(pair) => pair,
@@ -65,6 +107,7 @@ pub async fn serve<S, B>(
             if let Err(err) = connection.await {
                 tracing::debug!(%peer, error = %err, "connection ended with an error");
             }
+            drop(slot);
         });
     }
     drop(listener);

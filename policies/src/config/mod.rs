@@ -123,6 +123,30 @@ pub struct ServerSettings {
     pub header_read_timeout: Duration,
     /// How long a client has to send a request's body (408 after).
     pub body_read_timeout: Duration,
+    /// The largest request head (431 past it on HTTP/1).
+    pub max_header_bytes: usize,
+    /// Connections open at once; more wait in the listen backlog.
+    pub max_connections: usize,
+    /// Streams one HTTP/2 connection may have open at once.
+    pub http2_max_concurrent_streams: u32,
+}
+
+impl Default for ServerSettings {
+    /// What a config with no `server:` section gets.
+    fn default() -> Self {
+        let raw = raw::RawServer::default();
+        ServerSettings {
+            listen: SocketAddr::from(([127, 0, 0, 1], 8080)),
+            max_body_bytes: raw.max_body_bytes,
+            max_concurrent_requests: raw.max_concurrent_requests,
+            shutdown_grace: Duration::from_millis(raw.shutdown_grace_ms),
+            header_read_timeout: Duration::from_millis(raw.header_read_timeout_ms),
+            body_read_timeout: Duration::from_millis(raw.body_read_timeout_ms),
+            max_header_bytes: raw.max_header_bytes,
+            max_connections: raw.max_connections,
+            http2_max_concurrent_streams: raw.http2_max_concurrent_streams,
+        }
+    }
 }
 
 /// Limits on what one request may ask for.

@@ -71,6 +71,9 @@ pub(super) struct RawServer {
     pub shutdown_grace_ms: u64,
     pub header_read_timeout_ms: u64,
     pub body_read_timeout_ms: u64,
+    pub max_header_bytes: usize,
+    pub max_connections: usize,
+    pub http2_max_concurrent_streams: u32,
 }
 
 #[derive(Debug, Deserialize)]
@@ -94,6 +97,9 @@ impl Default for RawServer {
             shutdown_grace_ms: 15_000,
             header_read_timeout_ms: 30_000,
             body_read_timeout_ms: 60_000,
+            max_header_bytes: 64 * 1024,
+            max_connections: 10_000,
+            http2_max_concurrent_streams: 200,
         }
     }
 }

@@ -75,11 +75,17 @@ fn validate_server(
     if raw.max_body_bytes == 0 {
         return Err(ck.error(&["server", "max_body_bytes"], "must be positive"));
     }
-    for (field, ms) in [
+    for (field, n) in [
         ("header_read_timeout_ms", raw.header_read_timeout_ms),
         ("body_read_timeout_ms", raw.body_read_timeout_ms),
+        ("max_header_bytes", raw.max_header_bytes as u64),
+        ("max_connections", raw.max_connections as u64),
+        (
+            "http2_max_concurrent_streams",
+            u64::from(raw.http2_max_concurrent_streams),
+        ),
     ] {
-        if ms == 0 {
+        if n == 0 {
             return Err(ck.error(&["server", field], "must be positive"));
         }
     }
@@ -93,6 +99,9 @@ fn validate_server(
         shutdown_grace: Duration::from_millis(raw.shutdown_grace_ms),
         header_read_timeout: Duration::from_millis(raw.header_read_timeout_ms),
         body_read_timeout: Duration::from_millis(raw.body_read_timeout_ms),
+        max_header_bytes: raw.max_header_bytes,
+        max_connections: raw.max_connections,
+        http2_max_concurrent_streams: raw.http2_max_concurrent_streams,
     })
 }
 
