@@ -643,7 +643,11 @@ async fn connections_past_the_limit_wait_their_turn() {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let gateway = GatewayBuilder::new()
         .server("max_connections: 2")
-        .in_process_sim("local", "small", &format!("preset: small, {FAST_SIM_FIELDS}"))
+        .in_process_sim(
+            "local",
+            "small",
+            &format!("preset: small, {FAST_SIM_FIELDS}"),
+        )
         .start();
     // Two idle connections take both places.
     let first = tokio::net::TcpStream::connect(gateway.addr).await.unwrap();
@@ -660,12 +664,19 @@ async fn connections_past_the_limit_wait_their_turn() {
         third.read_to_end(&mut answer),
     )
     .await;
-    assert!(waited.is_err(), "served past the limit: {}", String::from_utf8_lossy(&answer));
+    assert!(
+        waited.is_err(),
+        "served past the limit: {}",
+        String::from_utf8_lossy(&answer)
+    );
     // A place frees up: the waiting connection is served.
     drop(first);
-    tokio::time::timeout(std::time::Duration::from_secs(10), third.read_to_end(&mut answer))
-        .await
-        .expect("served once a place was free")
-        .unwrap();
+    tokio::time::timeout(
+        std::time::Duration::from_secs(10),
+        third.read_to_end(&mut answer),
+    )
+    .await
+    .expect("served once a place was free")
+    .unwrap();
     assert!(String::from_utf8_lossy(&answer).starts_with("HTTP/1.1 200"));
 }
