@@ -64,6 +64,10 @@ pub enum GatewayError {
     BodyTimeout { after: Duration },
     #[error("no endpoint at {path}")]
     NotFound { path: String },
+    #[error(
+        "Switchyard does not store responses, so it cannot retrieve, list or delete one; responses passed through to OpenAI itself are stored there"
+    )]
+    ResponsesNotStored,
     #[error("{path} does not accept {method}; use {allowed}")]
     MethodNotAllowed {
         path: String,
@@ -203,6 +207,12 @@ impl GatewayError {
                 "not_found",
                 "invalid_request_error",
                 Some("unknown_url"),
+            ),
+            GatewayError::ResponsesNotStored => shape(
+                StatusCode::NOT_FOUND,
+                "responses_not_stored",
+                "invalid_request_error",
+                Some("responses_not_stored"),
             ),
             GatewayError::MethodNotAllowed { .. } => shape(
                 StatusCode::METHOD_NOT_ALLOWED,

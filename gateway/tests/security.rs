@@ -680,3 +680,23 @@ async fn connections_past_the_limit_wait_their_turn() {
     .unwrap();
     assert!(String::from_utf8_lossy(&answer).starts_with("HTTP/1.1 200"));
 }
+
+#[tokio::test]
+async fn one_model_is_retrieved_only_by_keys_that_may_name_it() {
+    let gateway = local_gateway();
+    let get = async |path: &str, key: &str| {
+        let auth = format!("Bearer {key}");
+        get_with(&gateway.url(path), &[("authorization", auth.as_str())]).await
+    };
+    let auto = get("/v1/models/auto", "sk-alice").await;
+    assert_eq!(auto.status, 200);
+    assert_eq!(auto.json()["id"], "auto");
+    assert_eq!(get("/v1/models/local", "sk-alice").await.status, 200);
+    let hidden = get("/v1/models/local", "sk-bob").await;
+    assert_eq!(
+        hidden.status, 404,
+        "a backend, to a key that may not name it"
+    );
+    assert_eq!(hidden.error()["code"], "model_not_found");
+    assert_eq!(get("/models/nope", "sk-alice").await.status, 404);
+}

@@ -90,6 +90,7 @@ def test_count_tokens_and_models(client):
     assert counted.input_tokens > 0
     ids = [model.id for model in client.models.list()]
     assert "auto" in ids and "local" in ids
+    assert client.models.retrieve("local").id == "local"
 
 
 def test_errors_raise_the_sdk_exceptions(client, keyed_gateway):

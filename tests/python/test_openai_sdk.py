@@ -33,6 +33,19 @@ def test_models_list(client):
     assert ids == ["auto", "claude", "flaky", "local"]
 
 
+def test_stored_responses_are_not_kept(client):
+    with pytest.raises(openai.NotFoundError) as missing:
+        client.responses.retrieve("resp_123")
+    assert missing.value.code == "responses_not_stored"
+
+
+def test_models_retrieve(client):
+    assert client.models.retrieve("auto").id == "auto"
+    with pytest.raises(openai.NotFoundError) as missing:
+        client.models.retrieve("no-such-model")
+    assert missing.value.code == "model_not_found"
+
+
 def test_chat(client):
     raw = client.chat.completions.with_raw_response.create(
         model="auto", messages=[{"role": "user", "content": "Say hi"}], max_tokens=20

@@ -140,10 +140,31 @@ async fn serve_endpoint(
         "/healthz" => Ok(health::live()),
         "/metrics" => allow(&req, Method::GET, "GET").map(|()| health::metrics(app)),
         "/readyz" => Ok(health::ready(app)),
-        _ => Err(GatewayError::NotFound {
-            path: req.uri().path().to_owned(),
-        }),
+        _ => match one_model(req.uri().path()) {
+            Some(name) => allow(&req, Method::GET, "GET")
+                .and_then(|()| models::retrieve(app, req.extensions().get::<Caller>(), name)),
+            None if is_stored_response(req.uri().path()) => Err(GatewayError::ResponsesNotStored),
+            None => Err(GatewayError::NotFound {
+                path: req.uri().path().to_owned(),
+            }),
+        },
     }
+}
+
+/// `/v1/responses/{id}` and below: a stored response, which Switchyard does
+/// not keep.
+fn is_stored_response(path: &str) -> bool {
+    let path = path.strip_prefix("/v1").unwrap_or(path);
+    path.strip_prefix("/responses/")
+        .is_some_and(|id| !id.is_empty())
+}
+
+/// The model a `/v1/models/{model}` path names (percent-decoding is not
+/// needed: model names are of a URL-safe alphabet).
+fn one_model(path: &str) -> Option<&str> {
+    let path = path.strip_prefix("/v1").unwrap_or(path);
+    path.strip_prefix("/models/")
+        .filter(|name| !name.is_empty())
 }
 
 fn is_admin_path(path: &str) -> bool {
