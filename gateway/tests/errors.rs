@@ -464,3 +464,32 @@ async fn a_client_that_stalls_mid_body_gets_a_408_in_its_dialect() {
         assert!(answer.contains(dialect_type), "{path}: {answer}");
     }
 }
+
+/// The header read timeout is also the keep-alive idle timeout: after an
+/// answer, a connection that sends no new request is closed.
+#[tokio::test]
+async fn an_idle_keep_alive_connection_is_closed() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let gateway = GatewayBuilder::new()
+        .server("header_read_timeout_ms: 300")
+        .in_process_sim(
+            "local",
+            "small",
+            &format!("preset: small, {}", support::FAST_SIM_FIELDS),
+        )
+        .start();
+    let mut socket = tokio::net::TcpStream::connect(gateway.addr).await.unwrap();
+    socket
+        .write_all(b"GET /healthz HTTP/1.1\r\nhost: x\r\n\r\n")
+        .await
+        .unwrap();
+    let mut answer = vec![0u8; 4096];
+    let n = socket.read(&mut answer).await.unwrap();
+    assert!(String::from_utf8_lossy(&answer[..n]).starts_with("HTTP/1.1 200"));
+    let mut rest = Vec::new();
+    let closed = tokio::time::timeout(Duration::from_secs(10), socket.read_to_end(&mut rest)).await;
+    assert!(
+        closed.is_ok(),
+        "an idle connection was still open after 10 s"
+    );
+}
