@@ -5,7 +5,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 use std::time::Duration;
 
+use bytes::Bytes;
 use http::HeaderValue;
+use http::request::Parts;
+use hyper::body::Incoming;
 use switchyard_adapters::anthropic::AnthropicClient;
 use switchyard_adapters::openai::OpenAiClient;
 use switchyard_adapters::sim::SimBackend;
@@ -22,8 +25,8 @@ use crate::breaker::Breaker;
 use crate::error::GatewayError;
 use crate::handlers::HedgeSpend;
 use crate::handlers::{PromptCache, ResponseCache};
-use crate::http::BodyLimits;
 use crate::http::server::ConnectionLimits;
+use crate::http::{BodyLimits, read_json_body};
 use crate::ledger::{Ledger, now_ms, spend_since};
 use crate::metrics::Metrics;
 
@@ -160,6 +163,9 @@ pub struct App {
     /// Each route's name as the route receipt's value (by route index).
     pub route_receipts: Vec<Option<HeaderValue>>,
     in_flight: Arc<Semaphore>,
+    /// Request bodies being read at once: as many as requests may be in
+    /// flight, so slow uploaders cannot make the gateway hold more bodies.
+    reading: Semaphore,
     shutting_down: AtomicBool,
 }
 
@@ -209,6 +215,7 @@ impl App {
                 .map(|name| HeaderValue::from_str(name).ok())
                 .collect(),
             in_flight: Arc::new(Semaphore::new(config.server.max_concurrent_requests)),
+            reading: Semaphore::new(config.server.max_concurrent_requests),
             shutting_down: AtomicBool::new(false),
         })
     }
@@ -311,12 +318,22 @@ impl App {
         (replica, slot, own[slot].cached_blocks)
     }
 
-    /// How request bodies are read.
-    pub fn body_limits(&self) -> BodyLimits {
-        BodyLimits {
+    /// Reads a request's JSON body within the configured size and time,
+    /// holding a place among `max_concurrent_requests` while it does: past
+    /// that many bodies arriving at once, a request is a 503 before its
+    /// body is read (admission before work).
+    pub async fn read_body(&self, parts: &Parts, body: Incoming) -> Result<Bytes, GatewayError> {
+        let _reading = self
+            .reading
+            .try_acquire()
+            .map_err(|_| GatewayError::Overloaded {
+                what: "the gateway is reading as many request bodies as it may".into(),
+            })?;
+        let limits = BodyLimits {
             max_bytes: self.max_body_bytes,
             read_timeout: self.body_read_timeout,
-        }
+        };
+        read_json_body(parts, body, limits).await
     }
 
     /// Refuses a request for more answers (`n`, `best_of`) than

@@ -493,3 +493,37 @@ async fn an_idle_keep_alive_connection_is_closed() {
         "an idle connection was still open after 10 s"
     );
 }
+
+/// Admission before work: with as many bodies arriving as requests may be
+/// in flight, the next request is a 503 before its body is read.
+#[tokio::test]
+async fn slow_uploaders_cannot_make_the_gateway_hold_more_bodies() {
+    use tokio::io::AsyncWriteExt;
+    let upstream = fast_sim(&[]);
+    let gateway = GatewayBuilder::new()
+        .server("max_concurrent_requests: 1")
+        .openai("local", "small", &upstream.base_url(), &[])
+        .start();
+    // One client sends half a body and waits.
+    let mut slow = tokio::net::TcpStream::connect(gateway.addr).await.unwrap();
+    slow.write_all(
+        b"POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: 100\r\n\r\n{\"model\":",
+    )
+    .await
+    .unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let next = post_json(&gateway.url("/v1/chat/completions"), &chat("local", "hi")).await;
+    assert_eq!(next.status, 503, "{}", String::from_utf8_lossy(&next.body));
+    drop(slow);
+    // Its place is free again.
+    assert!(
+        support::eventually(async || post_json(
+            &gateway.url("/v1/chat/completions"),
+            &chat("local", "hi")
+        )
+        .await
+        .status
+            == 200)
+        .await
+    );
+}

@@ -31,7 +31,7 @@ use super::stream::{self, StreamEncoder};
 use crate::access::Caller;
 use crate::app::{Admission, App};
 use crate::error::{Dialect, GatewayError};
-use crate::http::{Body, json_response, parse_json, read_json_body, sse_response};
+use crate::http::{Body, json_response, parse_json, sse_response};
 use crate::receipts::{self, CacheUse, Served};
 use crate::routing::{BodyHints, complete_view};
 
@@ -142,7 +142,7 @@ pub async fn serve<E: Endpoint>(
     req: Request<Incoming>,
 ) -> Result<Response<Body>, GatewayError> {
     let (parts, body) = req.into_parts();
-    let bytes = read_json_body(&parts, body, app.body_limits()).await?;
+    let bytes = app.read_body(&parts, body).await?;
     let mut request: E::Request = E::decode(&bytes)?;
     E::forward_headers(&mut request, &parts.headers);
     E::validate(&request)?;

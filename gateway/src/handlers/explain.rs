@@ -11,12 +11,12 @@ use super::encoder::encode_for_routing;
 use super::endpoint::Endpoint;
 use crate::app::App;
 use crate::error::GatewayError;
-use crate::http::{Body, json_response, parse_json, read_json_body};
+use crate::http::{Body, json_response, parse_json};
 use crate::routing::{complete_view, route_error};
 
 pub async fn serve(app: &App, req: Request<Incoming>) -> Result<Response<Body>, GatewayError> {
     let (parts, body) = req.into_parts();
-    let bytes = read_json_body(&parts, body, app.body_limits()).await?;
+    let bytes = app.read_body(&parts, body).await?;
     let request: ChatRequest = parse_json(&bytes)?;
     Chat::validate(&request)?;
     let view = complete_view(

@@ -21,7 +21,7 @@ use super::endpoint::{Chunks, Endpoint};
 use super::stream::AnthropicEvents;
 use crate::app::App;
 use crate::error::{Dialect, GatewayError};
-use crate::http::{Body, json_response, parse_json, read_json_body};
+use crate::http::{Body, json_response, parse_json};
 use crate::routing::BodyHints;
 
 pub struct Messages;
@@ -69,7 +69,7 @@ pub async fn count_tokens(
     req: Request<Incoming>,
 ) -> Result<Response<Body>, GatewayError> {
     let (parts, body) = req.into_parts();
-    let bytes = read_json_body(&parts, body, app.body_limits()).await?;
+    let bytes = app.read_body(&parts, body).await?;
     let request: CountTokensRequest = parse_json(&bytes)?;
     if app.router.target(&request.model).is_none() {
         return Err(GatewayError::UnknownModel {

@@ -31,7 +31,7 @@ use super::stream::ResponsesEvents;
 use crate::access::Caller;
 use crate::app::{Admission, App};
 use crate::error::{Dialect, GatewayError};
-use crate::http::{Body, json_response, parse_json, read_json_body, sse_response};
+use crate::http::{Body, json_response, parse_json, sse_response};
 use crate::receipts::{self, Served};
 use crate::routing::BodyHints;
 
@@ -67,7 +67,7 @@ impl Endpoint for Responses {
 /// native backend; for any other it is a 400 naming what stands in the way.
 pub async fn serve(app: &App, req: Request<Incoming>) -> Result<Response<Body>, GatewayError> {
     let (parts, body) = req.into_parts();
-    let bytes = read_json_body(&parts, body, app.body_limits()).await?;
+    let bytes = app.read_body(&parts, body).await?;
     let raw: Value = parse_json(&bytes)?;
     let model = raw
         .get("model")
