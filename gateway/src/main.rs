@@ -106,11 +106,11 @@ fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
 
 /// Tells scripts where we listen: one line on stdout, flushed at once
 /// (stdout is the CLI's own output; logs go to stderr).
-fn announce(what: &str, addr: std::net::SocketAddr) -> anyhow::Result<()> {
+fn announce(what: &str, scheme: &str, addr: std::net::SocketAddr) -> anyhow::Result<()> {
     let mut out = std::io::stdout().lock();
     #[allow(clippy::print_stdout)]
     {
-        writeln!(out, "{what} listening on http://{addr}")?;
+        writeln!(out, "{what} listening on {scheme}://{addr}")?;
     }
     out.flush()?;
     Ok(())
@@ -184,6 +184,13 @@ async fn serve(
     for warning in config.warnings() {
         tracing::warn!("{warning}");
     }
+    // Certificates first: a bad file stops the start before anything opens.
+    let tls = config
+        .server
+        .tls
+        .as_ref()
+        .map(switchyard::http::tls::acceptor)
+        .transpose()?;
     let app = Arc::new(app::App::build(&config)?);
     switchyard::engine_watch::spawn(&config, app.metrics.clone());
     switchyard::context_watch::spawn(&config, app.clone());
@@ -191,13 +198,15 @@ async fn serve(
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .map_err(|err| anyhow::anyhow!("cannot listen on {addr}: {err}"))?;
-    announce("switchyard", listener.local_addr()?)?;
+    let scheme = if tls.is_some() { "https" } else { "http" };
+    announce("switchyard", scheme, listener.local_addr()?)?;
     tracing::info!(models = ?app.router.model_names(), "serving");
     stack::serve(
         app,
         listener,
         switchyard::http::server::shutdown_signal(),
         config.server.shutdown_grace,
+        tls,
     )
     .await;
     Ok(())
@@ -211,7 +220,7 @@ async fn sim(
     let listener = tokio::net::TcpListener::bind(listen)
         .await
         .map_err(|err| anyhow::anyhow!("cannot listen on {listen}: {err}"))?;
-    announce("switchyard sim", listener.local_addr()?)?;
+    announce("switchyard sim", "http", listener.local_addr()?)?;
     sim_server::serve(
         switchyard_adapters::sim::SimBackend::new(params),
         listener,

@@ -45,6 +45,7 @@ pub async fn serve(sim: SimBackend, listener: TcpListener, shutdown: impl Future
         shutdown,
         Duration::from_secs(5),
         crate::http::server::ConnectionLimits::of(&switchyard_policies::ServerSettings::default()),
+        None,
     )
     .await;
 }

@@ -10,6 +10,7 @@ use http::header::{AUTHORIZATION, COOKIE, PROXY_AUTHORIZATION};
 use http::{Request, Response};
 use hyper::body::Incoming;
 use tokio::net::TcpListener;
+use tokio_rustls::TlsAcceptor;
 use tower::ServiceBuilder;
 use tower_http::catch_panic::CatchPanicLayer;
 use tower_http::sensitive_headers::SetSensitiveRequestHeadersLayer;
@@ -49,6 +50,7 @@ pub async fn serve(
     listener: TcpListener,
     shutdown: impl Future<Output = ()>,
     grace: Duration,
+    tls: Option<TlsAcceptor>,
 ) {
     let handler_app = app.clone();
     let limits = app.connection_limits;
@@ -77,7 +79,7 @@ pub async fn serve(
         app.begin_shutdown();
     };
     let keeper = tokio::spawn(keep_a_timer_pending());
-    crate::http::server::serve(listener, service, draining, grace, limits).await;
+    crate::http::server::serve(listener, service, draining, grace, limits, tls).await;
     keeper.abort();
     // Every row of every finished request reaches the disk before exit.
     ledger.close().await;

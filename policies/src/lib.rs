@@ -14,7 +14,7 @@ pub use config::{
     LatencyBudget, LatencyHintsConfig, LedgerSettings, Limits, OnExhausted, OpenAiBackend, Pattern,
     PrefixCacheSettings, Reference, ResponseCacheSettings, Route, RouteStrategy, Rule,
     ServerSettings, SimFaults, SimParams, SimPreset, SimSpeculation, Similar, SpendLimit,
-    SpendScope, Team, Tier, Timeouts, VirtualKey, sim_params_from_yaml,
+    SpendScope, Team, Tier, Timeouts, TlsFiles, VirtualKey, sim_params_from_yaml,
 };
 pub use pricing::{Pricing, TokenCounts, TokenPrice, builtin_price};
 pub use profiles::{Budget, Profile};

@@ -13,6 +13,7 @@ use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
+use tokio_rustls::TlsAcceptor;
 
 /// Limits on every connection, whatever its requests.
 #[derive(Debug, Clone, Copy)]
@@ -42,13 +43,15 @@ impl ConnectionLimits {
 
 /// Serves `service` on `listener` until `shutdown` resolves; then stops
 /// accepting, lets in-flight requests and streams finish for up to `grace`,
-/// and returns. Every connection is held to `limits`.
+/// and returns. Every connection is held to `limits`; with `tls`, each
+/// first completes a TLS handshake (within the header read timeout).
 pub async fn serve<S, B>(
     listener: TcpListener,
     service: S,
     shutdown: impl Future<Output = ()>,
     grace: Duration,
     limits: ConnectionLimits,
+    tls: Option<TlsAcceptor>,
 ) where
     S: tower::Service<Request<Incoming>, Response = Response<B>> + Clone + Send + 'static,
     S::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
@@ -97,6 +100,32 @@ pub async fn serve<S, B>(
         // Streamed tokens are small writes; Nagle would hold each back.
         if let Err(err) = stream.set_nodelay(true) {
             tracing::debug!(error = %err, "could not set TCP_NODELAY");
+        }
+        if let Some(acceptor) = &tls {
+            let (acceptor, builder, service) = (acceptor.clone(), builder.clone(), service.clone());
+            let watcher = graceful.watcher();
+            let handshake_timeout = limits.header_read_timeout;
+            tokio::spawn(async move {
+                let stream =
+                    match tokio::time::timeout(handshake_timeout, acceptor.accept(stream)).await {
+                        Ok(Ok(stream)) => stream,
+                        Ok(Err(err)) => {
+                            tracing::debug!(%peer, error = %err, "TLS handshake failed");
+                            return;
+                        }
+                        Err(_) => {
+                            tracing::debug!(%peer, "TLS handshake timed out");
+                            return;
+                        }
+                    };
+                let connection = builder
+                    .serve_connection(TokioIo::new(stream), TowerToHyperService::new(service));
+                if let Err(err) = watcher.watch(connection.into_owned()).await {
+                    tracing::debug!(%peer, error = %err, "connection ended with an error");
+                }
+                drop(slot);
+            });
+            continue;
         }
         let connection = builder.serve_connection(
             TokioIo::new(stream),

@@ -70,9 +70,10 @@ impl Proc {
         BufReader::new(stdout)
             .read_line(&mut line)
             .expect("read stdout");
+        // `... listening on http://ADDR` (or https://).
         let addr = line
             .trim()
-            .rsplit("http://")
+            .rsplit("://")
             .next()
             .and_then(|a| a.parse().ok())
             .unwrap_or_else(|| panic!("switchyard {args:?} did not start: {line:?}"));

@@ -129,6 +129,16 @@ pub struct ServerSettings {
     pub max_connections: usize,
     /// Streams one HTTP/2 connection may have open at once.
     pub http2_max_concurrent_streams: u32,
+    /// Serve HTTPS (HTTP/1.1 and HTTP/2 by ALPN) with these files.
+    pub tls: Option<TlsFiles>,
+}
+
+/// A certificate chain and its private key, PEM files (paths as written,
+/// relative to the working directory).
+#[derive(Debug, Clone, PartialEq)]
+pub struct TlsFiles {
+    pub cert_file: String,
+    pub key_file: String,
 }
 
 impl Default for ServerSettings {
@@ -145,6 +155,7 @@ impl Default for ServerSettings {
             max_header_bytes: raw.max_header_bytes,
             max_connections: raw.max_connections,
             http2_max_concurrent_streams: raw.http2_max_concurrent_streams,
+            tls: None,
         }
     }
 }

@@ -74,6 +74,15 @@ pub(super) struct RawServer {
     pub max_header_bytes: usize,
     pub max_connections: usize,
     pub http2_max_concurrent_streams: u32,
+    pub tls: Option<RawTls>,
+}
+
+/// `server.tls`: serve HTTPS with this certificate chain and key (PEM).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawTls {
+    pub cert_file: String,
+    pub key_file: String,
 }
 
 #[derive(Debug, Deserialize)]
@@ -100,6 +109,7 @@ impl Default for RawServer {
             max_header_bytes: 64 * 1024,
             max_connections: 10_000,
             http2_max_concurrent_streams: 200,
+            tls: None,
         }
     }
 }

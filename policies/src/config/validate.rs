@@ -102,6 +102,10 @@ fn validate_server(
         max_header_bytes: raw.max_header_bytes,
         max_connections: raw.max_connections,
         http2_max_concurrent_streams: raw.http2_max_concurrent_streams,
+        tls: raw.tls.map(|tls| super::TlsFiles {
+            cert_file: tls.cert_file,
+            key_file: tls.key_file,
+        }),
     })
 }
 
