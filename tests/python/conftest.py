@@ -26,7 +26,7 @@ class Proc:
         self.dir = tempfile.mkdtemp(prefix="switchyard-sdk-")
         self.proc = subprocess.Popen([str(BINARY), *args], stdout=subprocess.PIPE, text=True, env=env, cwd=self.dir)
         line = self.proc.stdout.readline()
-        if "http://" not in line:
+        if "http://" not in line and "https://" not in line:
             self.proc.kill()
             pytest.fail(f"switchyard {args} did not start: {line!r}")
         self.url = line.strip().rsplit(" ", 1)[-1]
