@@ -189,7 +189,7 @@ async fn serve(
         .server
         .tls
         .as_ref()
-        .map(switchyard::http::tls::acceptor)
+        .map(switchyard::http::tls::Tls::load)
         .transpose()?;
     let app = Arc::new(app::App::build(&config)?);
     switchyard::engine_watch::spawn(&config, app.metrics.clone());
@@ -198,6 +198,9 @@ async fn serve(
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .map_err(|err| anyhow::anyhow!("cannot listen on {addr}: {err}"))?;
+    if let Some(tls) = &tls {
+        tls.spawn_reload();
+    }
     let scheme = if tls.is_some() { "https" } else { "http" };
     announce("switchyard", scheme, listener.local_addr()?)?;
     tracing::info!(models = ?app.router.model_names(), "serving");

@@ -6,11 +6,11 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::http::tls::Tls;
 use http::header::{AUTHORIZATION, COOKIE, PROXY_AUTHORIZATION};
 use http::{Request, Response};
 use hyper::body::Incoming;
 use tokio::net::TcpListener;
-use tokio_rustls::TlsAcceptor;
 use tower::ServiceBuilder;
 use tower_http::catch_panic::CatchPanicLayer;
 use tower_http::sensitive_headers::SetSensitiveRequestHeadersLayer;
@@ -50,7 +50,7 @@ pub async fn serve(
     listener: TcpListener,
     shutdown: impl Future<Output = ()>,
     grace: Duration,
-    tls: Option<TlsAcceptor>,
+    tls: Option<Arc<Tls>>,
 ) {
     let handler_app = app.clone();
     let limits = app.connection_limits;

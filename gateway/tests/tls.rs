@@ -123,3 +123,148 @@ fn a_certificate_that_cannot_be_read_stops_the_start() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("server.tls.cert_file"), "{stderr}");
 }
+
+/// A renewed certificate is served without a restart: the files are read
+/// again when they change.
+#[tokio::test]
+async fn a_renewed_certificate_is_served_without_a_restart() {
+    let dir = support::unique_path("tls-renew");
+    let (cert, key) = certificate(&dir.join("first"));
+    let (renewed_cert, renewed_key) = certificate(&dir.join("renewed"));
+    let gateway = GatewayBuilder::new()
+        .server(&format!(
+            "tls: {{cert_file: '{}', key_file: '{}'}}",
+            cert.display(),
+            key.display()
+        ))
+        .in_process_sim(
+            "local",
+            "small",
+            &format!("preset: small, {FAST_SIM_FIELDS}"),
+        )
+        .start();
+    let healthz = format!("https://127.0.0.1:{}/healthz", gateway.addr.port());
+    assert_eq!(curl(&healthz, &cert, &[]).1, "200");
+    assert_ne!(
+        curl(&healthz, &renewed_cert, &[]).1,
+        "200",
+        "not trusted yet"
+    );
+    // Renewal as a tool does it: the new files over the old names.
+    std::fs::copy(&renewed_key, &key).unwrap();
+    std::fs::copy(&renewed_cert, &cert).unwrap();
+    let served = support::eventually(async || curl(&healthz, &renewed_cert, &[]).1 == "200").await;
+    assert!(served, "the renewed certificate was never served");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Runs openssl with `args`, failing the test if it fails.
+fn openssl(args: &[&str]) {
+    let out = Command::new("openssl")
+        .args(args)
+        .output()
+        .expect("run openssl");
+    assert!(
+        out.status.success(),
+        "openssl {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// With a client CA, only clients presenting a certificate it signed get in.
+#[tokio::test]
+async fn a_client_ca_admits_only_the_clients_it_signed() {
+    let dir = support::unique_path("tls-clients");
+    let (cert, key) = certificate(&dir);
+    let path = |name: &str| dir.join(name).display().to_string();
+    // A client CA, and a client certificate it signs.
+    openssl(&[
+        "req",
+        "-x509",
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:prime256v1",
+        "-nodes",
+        "-days",
+        "1",
+        "-subj",
+        "/CN=clients",
+        "-keyout",
+        &path("ca.key"),
+        "-out",
+        &path("ca.pem"),
+    ]);
+    openssl(&[
+        "req",
+        "-new",
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:prime256v1",
+        "-nodes",
+        "-subj",
+        "/CN=tenant",
+        "-keyout",
+        &path("client.key"),
+        "-out",
+        &path("client.csr"),
+    ]);
+    // Version 3, marked for client authentication (webpki takes no other).
+    std::fs::write(
+        path("client.ext"),
+        "basicConstraints=CA:FALSE\nkeyUsage=digitalSignature\nextendedKeyUsage=clientAuth\n",
+    )
+    .unwrap();
+    openssl(&[
+        "x509",
+        "-req",
+        "-in",
+        &path("client.csr"),
+        "-CA",
+        &path("ca.pem"),
+        "-CAkey",
+        &path("ca.key"),
+        "-CAcreateserial",
+        "-days",
+        "1",
+        "-extfile",
+        &path("client.ext"),
+        "-out",
+        &path("client.pem"),
+    ]);
+    let gateway = GatewayBuilder::new()
+        .server(&format!(
+            "tls: {{cert_file: '{}', key_file: '{}', client_ca_file: '{}'}}",
+            cert.display(),
+            key.display(),
+            path("ca.pem")
+        ))
+        .in_process_sim(
+            "local",
+            "small",
+            &format!("preset: small, {FAST_SIM_FIELDS}"),
+        )
+        .start();
+    let healthz = format!("https://127.0.0.1:{}/healthz", gateway.addr.port());
+    assert_ne!(curl(&healthz, &cert, &[]).1, "200", "no client certificate");
+    let signed = curl(
+        &healthz,
+        &cert,
+        &["--cert", &path("client.pem"), "--key", &path("client.key")],
+    );
+    assert_eq!(signed.1, "200");
+    // A certificate the CA did not sign (the server's own) is refused.
+    let stranger = curl(
+        &healthz,
+        &cert,
+        &[
+            "--cert",
+            &cert.display().to_string(),
+            "--key",
+            &key.display().to_string(),
+        ],
+    );
+    assert_ne!(stranger.1, "200");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -5,6 +5,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::tls::Tls;
 use http::{Request, Response};
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
@@ -13,7 +14,6 @@ use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
-use tokio_rustls::TlsAcceptor;
 
 /// Limits on every connection, whatever its requests.
 #[derive(Debug, Clone, Copy)]
@@ -51,7 +51,7 @@ pub async fn serve<S, B>(
     shutdown: impl Future<Output = ()>,
     grace: Duration,
     limits: ConnectionLimits,
-    tls: Option<TlsAcceptor>,
+    tls: Option<Arc<Tls>>,
 ) where
     S: tower::Service<Request<Incoming>, Response = Response<B>> + Clone + Send + 'static,
     S::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
@@ -101,8 +101,8 @@ pub async fn serve<S, B>(
         if let Err(err) = stream.set_nodelay(true) {
             tracing::debug!(error = %err, "could not set TCP_NODELAY");
         }
-        if let Some(acceptor) = &tls {
-            let (acceptor, builder, service) = (acceptor.clone(), builder.clone(), service.clone());
+        if let Some(tls) = &tls {
+            let (acceptor, builder, service) = (tls.acceptor(), builder.clone(), service.clone());
             let watcher = graceful.watcher();
             let handshake_timeout = limits.header_read_timeout;
             tokio::spawn(async move {

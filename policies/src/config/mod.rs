@@ -139,6 +139,8 @@ pub struct ServerSettings {
 pub struct TlsFiles {
     pub cert_file: String,
     pub key_file: String,
+    /// When set, clients must present a certificate this CA (PEM) signed.
+    pub client_ca_file: Option<String>,
 }
 
 impl Default for ServerSettings {

@@ -83,6 +83,7 @@ pub(super) struct RawServer {
 pub(super) struct RawTls {
     pub cert_file: String,
     pub key_file: String,
+    pub client_ca_file: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]

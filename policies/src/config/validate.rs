@@ -105,6 +105,7 @@ fn validate_server(
         tls: raw.tls.map(|tls| super::TlsFiles {
             cert_file: tls.cert_file,
             key_file: tls.key_file,
+            client_ca_file: tls.client_ca_file,
         }),
     })
 }
