@@ -12,6 +12,7 @@ use hyper::body::Incoming;
 use switchyard_adapters::anthropic::AnthropicClient;
 use switchyard_adapters::openai::OpenAiClient;
 use switchyard_adapters::sim::SimBackend;
+use switchyard_adapters::upstream::Link;
 use switchyard_adapters::{AdapterError, Provider};
 use switchyard_policies::{
     Backend, BackendAdapter, Balance, Config, Engine, Limits, Pricing, Reference, Tier,
@@ -431,25 +432,20 @@ pub fn build_provider(backend: &Backend) -> anyhow::Result<Arc<dyn Provider>> {
             .transpose()
     };
     let failed = |err: AdapterError| anyhow::anyhow!("backend `{}`: {err}", backend.name);
+    let link = Link {
+        timeouts: backend.timeouts,
+        max_response_bytes: backend.max_response_bytes,
+        ca_file: backend.ca_file.as_deref(),
+    };
     let provider: Arc<dyn Provider> = match &backend.adapter {
         BackendAdapter::Sim(params) => Arc::new(SimBackend::new(params.clone())),
         BackendAdapter::OpenAi(openai) => Arc::new(
-            OpenAiClient::new(
-                openai,
-                backend.timeouts,
-                backend.max_response_bytes,
-                key(&openai.api_key_env)?.as_deref(),
-            )
-            .map_err(failed)?,
+            OpenAiClient::new(openai, link, key(&openai.api_key_env)?.as_deref())
+                .map_err(failed)?,
         ),
         BackendAdapter::Anthropic(anthropic) => Arc::new(
-            AnthropicClient::new(
-                anthropic,
-                backend.timeouts,
-                backend.max_response_bytes,
-                key(&anthropic.api_key_env)?.as_deref(),
-            )
-            .map_err(failed)?,
+            AnthropicClient::new(anthropic, link, key(&anthropic.api_key_env)?.as_deref())
+                .map_err(failed)?,
         ),
     };
     Ok(provider)

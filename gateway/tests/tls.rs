@@ -171,6 +171,73 @@ fn openssl(args: &[&str]) {
     );
 }
 
+/// A private CA and a server certificate it signed for 127.0.0.1 (version
+/// 3, for server authentication: what a TLS client like rustls accepts),
+/// as `(ca, cert, key)`.
+fn private_ca_certificate(dir: &Path) -> (PathBuf, PathBuf, PathBuf) {
+    std::fs::create_dir_all(dir).unwrap();
+    let path = |name: &str| dir.join(name).display().to_string();
+    openssl(&[
+        "req",
+        "-x509",
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:prime256v1",
+        "-nodes",
+        "-days",
+        "1",
+        "-subj",
+        "/CN=private ca",
+        "-keyout",
+        &path("ca.key"),
+        "-out",
+        &path("ca.pem"),
+    ]);
+    openssl(&[
+        "req",
+        "-new",
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:prime256v1",
+        "-nodes",
+        "-subj",
+        "/CN=backend",
+        "-keyout",
+        &path("server.key"),
+        "-out",
+        &path("server.csr"),
+    ]);
+    std::fs::write(
+        path("server.ext"),
+        "basicConstraints=CA:FALSE\nkeyUsage=digitalSignature\nextendedKeyUsage=serverAuth\nsubjectAltName=IP:127.0.0.1\n",
+    )
+    .unwrap();
+    openssl(&[
+        "x509",
+        "-req",
+        "-in",
+        &path("server.csr"),
+        "-CA",
+        &path("ca.pem"),
+        "-CAkey",
+        &path("ca.key"),
+        "-CAcreateserial",
+        "-days",
+        "1",
+        "-extfile",
+        &path("server.ext"),
+        "-out",
+        &path("server.pem"),
+    ]);
+    (
+        dir.join("ca.pem"),
+        dir.join("server.pem"),
+        dir.join("server.key"),
+    )
+}
+
 /// With a client CA, only clients presenting a certificate it signed get in.
 #[tokio::test]
 async fn a_client_ca_admits_only_the_clients_it_signed() {
@@ -266,5 +333,40 @@ async fn a_client_ca_admits_only_the_clients_it_signed() {
         ],
     );
     assert_ne!(stranger.1, "200");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A backend behind a private CA is reached over HTTPS by trusting that CA
+/// (`tls.ca_file`); without it, the backend's certificate is refused.
+#[tokio::test]
+async fn a_backend_behind_a_private_ca_is_trusted_only_by_name() {
+    let dir = support::unique_path("tls-egress");
+    let (ca, cert, key) = private_ca_certificate(&dir);
+    let upstream = GatewayBuilder::new()
+        .server(&format!(
+            "tls: {{cert_file: '{}', key_file: '{}'}}",
+            cert.display(),
+            key.display()
+        ))
+        .in_process_sim("sim", "small", &format!("preset: small, {FAST_SIM_FIELDS}"))
+        .start();
+    let base = format!("https://127.0.0.1:{}/v1", upstream.addr.port());
+    let gateway = GatewayBuilder::new()
+        .backend_yaml(&format!(
+            "  trusted:\n    tier: small\n    model: sim\n    openai: {{base_url: '{base}'}}\n    tls: {{ca_file: '{}'}}\n    context_window: 8192\n  untrusted:\n    tier: small\n    model: sim\n    openai: {{base_url: '{base}'}}\n    context_window: 8192\n",
+            ca.display()
+        ))
+        .start();
+    let url = gateway.url("/v1/chat/completions");
+    let trusted = support::post_json(&url, &support::chat("trusted", "hi")).await;
+    assert_eq!(
+        trusted.status,
+        200,
+        "{}",
+        String::from_utf8_lossy(&trusted.body)
+    );
+    let untrusted = support::post_json(&url, &support::chat("untrusted", "hi")).await;
+    assert_eq!(untrusted.status, 502);
+    assert_eq!(untrusted.error()["code"], "upstream_unreachable");
     let _ = std::fs::remove_dir_all(&dir);
 }

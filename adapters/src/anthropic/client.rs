@@ -5,7 +5,7 @@ use futures_util::FutureExt;
 use futures_util::future::BoxFuture;
 use http::{HeaderName, HeaderValue};
 use serde_json::Value;
-use switchyard_policies::{AnthropicBackend, Timeouts};
+use switchyard_policies::AnthropicBackend;
 
 use super::to_chat_response::{EventsToChunks, chat_from_message};
 use super::to_messages::messages_from_chat;
@@ -18,7 +18,7 @@ use crate::types::{
     ChatChunk, ChatRequest, ChatResponse, CompletionRequest, CompletionResponse, EmbeddingRequest,
     EmbeddingResponse,
 };
-use crate::upstream::{EventDecoder, Upstream};
+use crate::upstream::{EventDecoder, Link, Upstream};
 
 /// The Messages API version sent when the config names none.
 pub const DEFAULT_VERSION: &str = "2023-06-01";
@@ -31,8 +31,7 @@ impl AnthropicClient {
     /// `api_key` is the key itself, already read from the environment.
     pub fn new(
         config: &AnthropicBackend,
-        timeouts: Timeouts,
-        max_response_bytes: usize,
+        link: Link<'_>,
         api_key: Option<&str>,
     ) -> Result<Self, AdapterError> {
         let header = |value: &str| {
@@ -50,7 +49,7 @@ impl AnthropicClient {
             headers.push((HeaderName::from_static("x-api-key"), value));
         }
         Ok(AnthropicClient {
-            upstream: Upstream::new(&config.base_url, headers, timeouts, max_response_bytes)?,
+            upstream: Upstream::new(&config.base_url, headers, link)?,
         })
     }
 

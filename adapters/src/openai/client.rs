@@ -7,7 +7,7 @@ use futures_util::future::BoxFuture;
 use http::HeaderValue;
 use http::header::AUTHORIZATION;
 use serde::de::DeserializeOwned;
-use switchyard_policies::{OpenAiBackend, Timeouts};
+use switchyard_policies::OpenAiBackend;
 
 use super::convert::parse_json;
 use crate::error::AdapterError;
@@ -17,7 +17,7 @@ use crate::types::{
     ChatRequest, ChatResponse, CompletionRequest, CompletionResponse, EmbeddingRequest,
     EmbeddingResponse,
 };
-use crate::upstream::{EventDecoder, Upstream};
+use crate::upstream::{EventDecoder, Link, Upstream};
 
 /// One OpenAI-compatible backend.
 pub struct OpenAiClient {
@@ -55,8 +55,7 @@ impl OpenAiClient {
     /// `api_key` is the key itself, already read from the environment.
     pub fn new(
         config: &OpenAiBackend,
-        timeouts: Timeouts,
-        max_response_bytes: usize,
+        link: Link<'_>,
         api_key: Option<&str>,
     ) -> Result<Self, AdapterError> {
         let mut headers = Vec::new();
@@ -70,7 +69,7 @@ impl OpenAiClient {
             headers.push((AUTHORIZATION, value));
         }
         Ok(OpenAiClient {
-            upstream: Upstream::new(&config.base_url, headers, timeouts, max_response_bytes)?,
+            upstream: Upstream::new(&config.base_url, headers, link)?,
             native_responses: config.native_responses,
         })
     }

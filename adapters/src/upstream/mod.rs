@@ -23,6 +23,9 @@ use switchyard_policies::Timeouts;
 
 pub use events::{EventDecoder, decode_events};
 
+use rustls_pki_types::CertificateDer;
+use rustls_pki_types::pem::PemObject;
+
 use crate::body::TooLarge;
 use crate::error::{AdapterError, TimeoutPhase};
 use crate::openai::status_error;
@@ -30,18 +33,61 @@ use crate::openai::status_error;
 /// A pooled HTTP/1.1 + HTTP/2 client, HTTPS through rustls.
 pub type HttpClient = Client<HttpsConnector<HttpConnector>, Full<Bytes>>;
 
+/// How the gateway reaches one upstream server.
+#[derive(Debug, Clone, Copy)]
+pub struct Link<'a> {
+    pub timeouts: Timeouts,
+    /// The largest whole answer or streamed event read.
+    pub max_response_bytes: usize,
+    /// A PEM file of CAs trusted beside the public ones (a private CA).
+    pub ca_file: Option<&'a str>,
+}
+
 /// Builds a pooled client. `TCP_NODELAY` is set: streamed tokens are small
 /// writes, and Nagle's algorithm would hold each one back for an ACK.
 pub fn http_client(connect_timeout: Duration) -> Result<HttpClient, AdapterError> {
+    http_client_trusting(connect_timeout, None)
+}
+
+/// The same, trusting the CAs in `ca_file` beside the public roots; there
+/// is no way to turn certificate verification off.
+pub fn http_client_trusting(
+    connect_timeout: Duration,
+    ca_file: Option<&str>,
+) -> Result<HttpClient, AdapterError> {
     let mut http = HttpConnector::new();
     http.set_nodelay(true);
     http.set_connect_timeout(Some(connect_timeout));
     http.enforce_http(false);
-    let https = hyper_rustls::HttpsConnectorBuilder::new()
-        .with_provider_and_webpki_roots(rustls::crypto::ring::default_provider())
-        .map_err(|err| AdapterError::Internal {
-            message: format!("TLS setup: {err}"),
-        })?
+    let setup = |err: &dyn std::fmt::Display| AdapterError::Internal {
+        message: format!("TLS setup: {err}"),
+    };
+    let provider = rustls::crypto::ring::default_provider();
+    let builder = hyper_rustls::HttpsConnectorBuilder::new();
+    let builder = match ca_file {
+        None => builder
+            .with_provider_and_webpki_roots(provider)
+            .map_err(|e| setup(&e))?,
+        Some(ca_file) => {
+            let mut roots = rustls::RootCertStore::empty();
+            roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
+            let certs = CertificateDer::pem_file_iter(ca_file)
+                .map_err(|e| setup(&format!("{ca_file}: {e}")))?;
+            for cert in certs {
+                let cert = cert.map_err(|e| setup(&format!("{ca_file}: {e}")))?;
+                roots
+                    .add(cert)
+                    .map_err(|e| setup(&format!("{ca_file}: {e}")))?;
+            }
+            let config = rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(provider))
+                .with_safe_default_protocol_versions()
+                .map_err(|e| setup(&e))?
+                .with_root_certificates(roots)
+                .with_no_client_auth();
+            builder.with_tls_config(config)
+        }
+    };
+    let https = builder
         .https_or_http()
         .enable_http1()
         .enable_http2()
@@ -72,16 +118,15 @@ impl Upstream {
     pub fn new(
         base_url: &str,
         headers: Vec<(HeaderName, HeaderValue)>,
-        timeouts: Timeouts,
-        max_response_bytes: usize,
+        link: Link<'_>,
     ) -> Result<Self, AdapterError> {
         Ok(Upstream {
-            http: http_client(timeouts.connect)?,
+            http: http_client_trusting(link.timeouts.connect, link.ca_file)?,
             base_url: base_url.to_owned(),
             uris: RwLock::new(Vec::new()),
             headers,
-            timeouts,
-            max_response_bytes,
+            timeouts: link.timeouts,
+            max_response_bytes: link.max_response_bytes,
         })
     }
 

@@ -226,6 +226,9 @@ pub struct Backend {
     pub max_response_bytes: usize,
     /// Price multipliers of the provider's service tiers, by tier name.
     pub service_tiers: Vec<(String, f64)>,
+    /// A PEM file of CAs trusted for this backend beside the public ones
+    /// (`tls.ca_file`).
+    pub ca_file: Option<String>,
     /// Request fields never sent to this backend (`passthrough.deny`).
     /// A `service_tier` the backend's price does not name is never sent
     /// either: a field that changes the bill is priced or stripped.

@@ -131,6 +131,7 @@ pub(super) struct RawBackend {
     pub max_response_bytes: Option<usize>,
     #[serde(default)]
     pub passthrough: RawPassthrough,
+    pub tls: Option<RawBackendTls>,
     /// Requests that may wait for a slot when `max_concurrency` is reached.
     pub max_queue: Option<usize>,
     pub price: Option<RawPrice>,
@@ -138,6 +139,13 @@ pub(super) struct RawBackend {
     pub latency: Option<RawLatencyHints>,
     pub breaker: Option<RawBreaker>,
     pub prefix_cache: Option<RawPrefixCache>,
+}
+
+/// `tls:` on a backend: a private CA its certificate chains to.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawBackendTls {
+    pub ca_file: String,
 }
 
 /// `passthrough:` on a backend: request fields never sent to it.

@@ -269,6 +269,7 @@ fn validate_backend(ck: &Checker<'_>, name: &str, raw: RawBackend) -> Result<Bac
             .unwrap_or(super::DEFAULT_MAX_RESPONSE_BYTES),
         service_tiers,
         deny_fields: raw.passthrough.deny,
+        ca_file: raw.tls.map(|tls| tls.ca_file),
     })
 }
 
