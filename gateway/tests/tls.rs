@@ -11,34 +11,95 @@ use std::process::Command;
 
 use support::{FAST_SIM_FIELDS, GatewayBuilder};
 
-/// A self-signed certificate for 127.0.0.1 and localhost, and its key.
-fn certificate(dir: &Path) -> (PathBuf, PathBuf) {
-    std::fs::create_dir_all(dir).unwrap();
-    let (cert, key) = (dir.join("cert.pem"), dir.join("key.pem"));
-    let made = Command::new("openssl")
-        .args([
-            "req",
-            "-x509",
-            "-newkey",
-            "ec",
-            "-pkeyopt",
-            "ec_paramgen_curve:prime256v1",
-            "-nodes",
-        ])
-        .args(["-days", "1", "-subj", "/CN=localhost"])
-        .args(["-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost"])
-        .arg("-keyout")
-        .arg(&key)
-        .arg("-out")
-        .arg(&cert)
+/// Runs openssl with `args`, failing the test if it fails.
+fn openssl(args: &[&str]) {
+    let out = Command::new("openssl")
+        .args(args)
         .output()
         .expect("run openssl");
     assert!(
-        made.status.success(),
-        "{}",
-        String::from_utf8_lossy(&made.stderr)
+        out.status.success(),
+        "openssl {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
     );
+}
+
+/// A new P-256 key, `-keyout`, for the openssl `req` that makes it.
+const NEW_KEY: [&str; 5] = [
+    "-newkey",
+    "ec",
+    "-pkeyopt",
+    "ec_paramgen_curve:prime256v1",
+    "-nodes",
+];
+
+/// `dir/name.pem` and `dir/name.key`: a self-signed certificate for
+/// `subject` (with openssl's CA extensions), with `extra` arguments.
+fn self_signed(dir: &Path, name: &str, subject: &str, extra: &[&str]) -> (PathBuf, PathBuf) {
+    std::fs::create_dir_all(dir).unwrap();
+    let (cert, key) = (
+        dir.join(format!("{name}.pem")),
+        dir.join(format!("{name}.key")),
+    );
+    let (cert_arg, key_arg) = (cert.display().to_string(), key.display().to_string());
+    let mut args = vec![
+        "req", "-x509", "-days", "1", "-subj", subject, "-keyout", &key_arg, "-out", &cert_arg,
+    ];
+    args.extend(NEW_KEY);
+    args.extend(extra);
+    openssl(&args);
     (cert, key)
+}
+
+/// `dir/name.pem` and `dir/name.key`: a version 3 certificate for `subject`
+/// signed by `ca` (its `.pem` and `.key`), with `extensions` (webpki, and so
+/// rustls, takes nothing else).
+fn signed_by(
+    ca: &(PathBuf, PathBuf),
+    dir: &Path,
+    name: &str,
+    subject: &str,
+    extensions: &str,
+) -> (PathBuf, PathBuf) {
+    let path = |ext: &str| dir.join(format!("{name}.{ext}")).display().to_string();
+    let mut request = vec!["req", "-new", "-subj", subject];
+    let (key, csr) = (path("key"), path("csr"));
+    request.extend(["-keyout", &key, "-out", &csr]);
+    request.extend(NEW_KEY);
+    openssl(&request);
+    std::fs::write(path("ext"), extensions).unwrap();
+    let (ca_cert, ca_key) = (ca.0.display().to_string(), ca.1.display().to_string());
+    openssl(&[
+        "x509",
+        "-req",
+        "-in",
+        &csr,
+        "-CA",
+        &ca_cert,
+        "-CAkey",
+        &ca_key,
+        "-CAcreateserial",
+        "-days",
+        "1",
+        "-extfile",
+        &path("ext"),
+        "-out",
+        &path("pem"),
+    ]);
+    (
+        dir.join(format!("{name}.pem")),
+        dir.join(format!("{name}.key")),
+    )
+}
+
+/// A self-signed certificate for 127.0.0.1 and localhost, and its key.
+fn certificate(dir: &Path) -> (PathBuf, PathBuf) {
+    self_signed(
+        dir,
+        "cert",
+        "/CN=localhost",
+        &["-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost"],
+    )
 }
 
 /// curl's answer to `url`: `(HTTP version, status, body)`.
@@ -158,84 +219,18 @@ async fn a_renewed_certificate_is_served_without_a_restart() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// Runs openssl with `args`, failing the test if it fails.
-fn openssl(args: &[&str]) {
-    let out = Command::new("openssl")
-        .args(args)
-        .output()
-        .expect("run openssl");
-    assert!(
-        out.status.success(),
-        "openssl {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
-/// A private CA and a server certificate it signed for 127.0.0.1 (version
-/// 3, for server authentication: what a TLS client like rustls accepts),
-/// as `(ca, cert, key)`.
+/// A private CA and a server certificate it signed for 127.0.0.1, as
+/// `(ca, cert, key)`.
 fn private_ca_certificate(dir: &Path) -> (PathBuf, PathBuf, PathBuf) {
-    std::fs::create_dir_all(dir).unwrap();
-    let path = |name: &str| dir.join(name).display().to_string();
-    openssl(&[
-        "req",
-        "-x509",
-        "-newkey",
-        "ec",
-        "-pkeyopt",
-        "ec_paramgen_curve:prime256v1",
-        "-nodes",
-        "-days",
-        "1",
-        "-subj",
-        "/CN=private ca",
-        "-keyout",
-        &path("ca.key"),
-        "-out",
-        &path("ca.pem"),
-    ]);
-    openssl(&[
-        "req",
-        "-new",
-        "-newkey",
-        "ec",
-        "-pkeyopt",
-        "ec_paramgen_curve:prime256v1",
-        "-nodes",
-        "-subj",
+    let ca = self_signed(dir, "ca", "/CN=private ca", &[]);
+    let server = signed_by(
+        &ca,
+        dir,
+        "server",
         "/CN=backend",
-        "-keyout",
-        &path("server.key"),
-        "-out",
-        &path("server.csr"),
-    ]);
-    std::fs::write(
-        path("server.ext"),
         "basicConstraints=CA:FALSE\nkeyUsage=digitalSignature\nextendedKeyUsage=serverAuth\nsubjectAltName=IP:127.0.0.1\n",
-    )
-    .unwrap();
-    openssl(&[
-        "x509",
-        "-req",
-        "-in",
-        &path("server.csr"),
-        "-CA",
-        &path("ca.pem"),
-        "-CAkey",
-        &path("ca.key"),
-        "-CAcreateserial",
-        "-days",
-        "1",
-        "-extfile",
-        &path("server.ext"),
-        "-out",
-        &path("server.pem"),
-    ]);
-    (
-        dir.join("ca.pem"),
-        dir.join("server.pem"),
-        dir.join("server.key"),
-    )
+    );
+    (ca.0, server.0, server.1)
 }
 
 /// With a client CA, only clients presenting a certificate it signed get in.
@@ -243,69 +238,22 @@ fn private_ca_certificate(dir: &Path) -> (PathBuf, PathBuf, PathBuf) {
 async fn a_client_ca_admits_only_the_clients_it_signed() {
     let dir = support::unique_path("tls-clients");
     let (cert, key) = certificate(&dir);
-    let path = |name: &str| dir.join(name).display().to_string();
     // A client CA, and a client certificate it signs.
-    openssl(&[
-        "req",
-        "-x509",
-        "-newkey",
-        "ec",
-        "-pkeyopt",
-        "ec_paramgen_curve:prime256v1",
-        "-nodes",
-        "-days",
-        "1",
-        "-subj",
-        "/CN=clients",
-        "-keyout",
-        &path("ca.key"),
-        "-out",
-        &path("ca.pem"),
-    ]);
-    openssl(&[
-        "req",
-        "-new",
-        "-newkey",
-        "ec",
-        "-pkeyopt",
-        "ec_paramgen_curve:prime256v1",
-        "-nodes",
-        "-subj",
+    let ca = self_signed(&dir, "ca", "/CN=clients", &[]);
+    let client = signed_by(
+        &ca,
+        &dir,
+        "client",
         "/CN=tenant",
-        "-keyout",
-        &path("client.key"),
-        "-out",
-        &path("client.csr"),
-    ]);
-    // Version 3, marked for client authentication (webpki takes no other).
-    std::fs::write(
-        path("client.ext"),
         "basicConstraints=CA:FALSE\nkeyUsage=digitalSignature\nextendedKeyUsage=clientAuth\n",
-    )
-    .unwrap();
-    openssl(&[
-        "x509",
-        "-req",
-        "-in",
-        &path("client.csr"),
-        "-CA",
-        &path("ca.pem"),
-        "-CAkey",
-        &path("ca.key"),
-        "-CAcreateserial",
-        "-days",
-        "1",
-        "-extfile",
-        &path("client.ext"),
-        "-out",
-        &path("client.pem"),
-    ]);
+    );
+    let path = |p: &PathBuf| p.display().to_string();
     let gateway = GatewayBuilder::new()
         .server(&format!(
             "tls: {{cert_file: '{}', key_file: '{}', client_ca_file: '{}'}}",
             cert.display(),
             key.display(),
-            path("ca.pem")
+            path(&ca.0)
         ))
         .in_process_sim(
             "local",
@@ -318,7 +266,7 @@ async fn a_client_ca_admits_only_the_clients_it_signed() {
     let signed = curl(
         &healthz,
         &cert,
-        &["--cert", &path("client.pem"), "--key", &path("client.key")],
+        &["--cert", &path(&client.0), "--key", &path(&client.1)],
     );
     assert_eq!(signed.1, "200");
     // A certificate the CA did not sign (the server's own) is refused.

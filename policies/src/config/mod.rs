@@ -146,19 +146,10 @@ pub struct TlsFiles {
 impl Default for ServerSettings {
     /// What a config with no `server:` section gets.
     fn default() -> Self {
-        let raw = raw::RawServer::default();
-        ServerSettings {
-            listen: SocketAddr::from(([127, 0, 0, 1], 8080)),
-            max_body_bytes: raw.max_body_bytes,
-            max_concurrent_requests: raw.max_concurrent_requests,
-            shutdown_grace: Duration::from_millis(raw.shutdown_grace_ms),
-            header_read_timeout: Duration::from_millis(raw.header_read_timeout_ms),
-            body_read_timeout: Duration::from_millis(raw.body_read_timeout_ms),
-            max_header_bytes: raw.max_header_bytes,
-            max_connections: raw.max_connections,
-            http2_max_concurrent_streams: raw.http2_max_concurrent_streams,
-            tls: None,
-        }
+        validate::server_settings(
+            raw::RawServer::default(),
+            SocketAddr::from(([127, 0, 0, 1], 8080)),
+        )
     }
 }
 

@@ -92,7 +92,12 @@ fn validate_server(
     if raw.max_concurrent_requests == 0 {
         return Err(ck.error(&["server", "max_concurrent_requests"], "must be positive"));
     }
-    Ok(ServerSettings {
+    Ok(server_settings(raw, listen))
+}
+
+/// The settings of a `server:` section already checked.
+pub(super) fn server_settings(raw: super::raw::RawServer, listen: SocketAddr) -> ServerSettings {
+    ServerSettings {
         listen,
         max_body_bytes: raw.max_body_bytes,
         max_concurrent_requests: raw.max_concurrent_requests,
@@ -107,7 +112,7 @@ fn validate_server(
             key_file: tls.key_file,
             client_ca_file: tls.client_ca_file,
         }),
-    })
+    }
 }
 
 fn validate_limits(ck: &Checker<'_>, raw: super::raw::RawLimits) -> Result<Limits, ConfigError> {
