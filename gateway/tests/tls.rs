@@ -9,7 +9,7 @@ mod support;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use support::{FAST_SIM_FIELDS, GatewayBuilder};
+use support::{FAST_SIM_FIELDS, GatewayBuilder, Proc};
 
 /// Runs openssl with `args`, failing the test if it fails.
 fn openssl(args: &[&str]) {
@@ -102,6 +102,23 @@ fn certificate(dir: &Path) -> (PathBuf, PathBuf) {
     )
 }
 
+/// A gateway serving HTTPS with `cert` and `key`, a fast simulator named
+/// `local` behind it.
+fn https_gateway(cert: &Path, key: &Path) -> Proc {
+    GatewayBuilder::new()
+        .server(&format!(
+            "tls: {{cert_file: '{}', key_file: '{}'}}",
+            cert.display(),
+            key.display()
+        ))
+        .in_process_sim(
+            "local",
+            "small",
+            &format!("preset: small, {FAST_SIM_FIELDS}"),
+        )
+        .start()
+}
+
 /// curl's answer to `url`: `(HTTP version, status, body)`.
 fn curl(url: &str, ca: &Path, extra: &[&str]) -> (String, String, String) {
     let out = Command::new("curl")
@@ -129,18 +146,7 @@ fn curl(url: &str, ca: &Path, extra: &[&str]) -> (String, String, String) {
 async fn the_gateway_serves_https_with_http2_by_alpn() {
     let dir = support::unique_path("tls");
     let (cert, key) = certificate(&dir);
-    let gateway = GatewayBuilder::new()
-        .server(&format!(
-            "tls: {{cert_file: '{}', key_file: '{}'}}",
-            cert.display(),
-            key.display()
-        ))
-        .in_process_sim(
-            "local",
-            "small",
-            &format!("preset: small, {FAST_SIM_FIELDS}"),
-        )
-        .start();
+    let gateway = https_gateway(&cert, &key);
     let base = format!("https://127.0.0.1:{}", gateway.addr.port());
     let (version, status, _) = curl(&format!("{base}/healthz"), &cert, &["--http1.1"]);
     assert_eq!((version.as_str(), status.as_str()), ("1.1", "200"));
@@ -192,18 +198,7 @@ async fn a_renewed_certificate_is_served_without_a_restart() {
     let dir = support::unique_path("tls-renew");
     let (cert, key) = certificate(&dir.join("first"));
     let (renewed_cert, renewed_key) = certificate(&dir.join("renewed"));
-    let gateway = GatewayBuilder::new()
-        .server(&format!(
-            "tls: {{cert_file: '{}', key_file: '{}'}}",
-            cert.display(),
-            key.display()
-        ))
-        .in_process_sim(
-            "local",
-            "small",
-            &format!("preset: small, {FAST_SIM_FIELDS}"),
-        )
-        .start();
+    let gateway = https_gateway(&cert, &key);
     let healthz = format!("https://127.0.0.1:{}/healthz", gateway.addr.port());
     assert_eq!(curl(&healthz, &cert, &[]).1, "200");
     assert_ne!(
@@ -290,18 +285,11 @@ async fn a_client_ca_admits_only_the_clients_it_signed() {
 async fn a_backend_behind_a_private_ca_is_trusted_only_by_name() {
     let dir = support::unique_path("tls-egress");
     let (ca, cert, key) = private_ca_certificate(&dir);
-    let upstream = GatewayBuilder::new()
-        .server(&format!(
-            "tls: {{cert_file: '{}', key_file: '{}'}}",
-            cert.display(),
-            key.display()
-        ))
-        .in_process_sim("sim", "small", &format!("preset: small, {FAST_SIM_FIELDS}"))
-        .start();
+    let upstream = https_gateway(&cert, &key);
     let base = format!("https://127.0.0.1:{}/v1", upstream.addr.port());
     let gateway = GatewayBuilder::new()
         .backend_yaml(&format!(
-            "  trusted:\n    tier: small\n    model: sim\n    openai: {{base_url: '{base}'}}\n    tls: {{ca_file: '{}'}}\n    context_window: 8192\n  untrusted:\n    tier: small\n    model: sim\n    openai: {{base_url: '{base}'}}\n    context_window: 8192\n",
+            "  trusted:\n    tier: small\n    model: local\n    openai: {{base_url: '{base}'}}\n    tls: {{ca_file: '{}'}}\n    context_window: 8192\n  untrusted:\n    tier: small\n    model: local\n    openai: {{base_url: '{base}'}}\n    context_window: 8192\n",
             ca.display()
         ))
         .start();
