@@ -85,10 +85,10 @@ proptest! {
             let _ = tokens::count_chat_prompt(&chat);
             let _ = messages_from_chat(chat);
         }
-        if let Ok(messages) = serde_json::from_value::<MessagesRequest>(value.clone()) {
-            if let Ok(chat) = chat_from_messages(messages) {
-                let _ = messages_from_chat(chat);
-            }
+        if let Ok(messages) = serde_json::from_value::<MessagesRequest>(value.clone())
+            && let Ok(chat) = chat_from_messages(messages)
+        {
+            let _ = messages_from_chat(chat);
         }
         if let Ok(chat) = chat_from_responses(&value) {
             let _ = tokens::estimate_chat_prompt(&chat);

@@ -36,7 +36,7 @@ proptest! {
     ]) {
         let mut seen = 0;
         let changed: String = BASE
-            .split_inclusive(|c| c == ',' || c == '}' || c == '\n')
+            .split_inclusive([',', '}', '\n'])
             .map(|part| match part.split_once(": ") {
                 Some((name, rest)) if !rest.trim_start().starts_with('{') => {
                     seen += 1;
