@@ -31,7 +31,7 @@ pub fn run(
     Ok(())
 }
 
-const COLUMNS: [&str; 10] = [
+const COLUMNS: [&str; 11] = [
     "requests",
     "input_tokens",
     "cached_tokens",
@@ -42,9 +42,10 @@ const COLUMNS: [&str; 10] = [
     "counterfactual_usd",
     "savings_usd",
     "estimated",
+    "refused",
 ];
 
-fn cells(line: &SpendLine) -> [String; 10] {
+fn cells(line: &SpendLine) -> [String; 11] {
     let usd = |v: f64| format!("{v:.6}");
     [
         line.requests.to_string(),
@@ -57,6 +58,7 @@ fn cells(line: &SpendLine) -> [String; 10] {
         usd(line.counterfactual_usd),
         usd(line.savings_usd),
         line.estimated.to_string(),
+        line.refused.to_string(),
     ]
 }
 
@@ -70,7 +72,7 @@ fn csv(report: &SpendReport, out: &mut impl Write) -> std::io::Result<()> {
 }
 
 fn table(report: &SpendReport, out: &mut impl Write) -> std::io::Result<()> {
-    let rows: Vec<(String, [String; 10])> = report
+    let rows: Vec<(String, [String; 11])> = report
         .lines
         .iter()
         .chain(std::iter::once(&report.total))

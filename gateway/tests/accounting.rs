@@ -349,6 +349,8 @@ async fn spend_reports_split_cloud_local_and_savings() {
     for model in ["cloud", "local", "local"] {
         assert_eq!(post_with(&url, &short("hi", model), &[]).await.status, 200);
     }
+    // Refused before routing: counted apart, under no backend.
+    assert_eq!(post_with(&url, &short("hi", "nope"), &[]).await.status, 404);
     tokio::time::sleep(Duration::from_millis(400)).await; // one group-commit window
     let denied = get(&gateway.url("/admin/spend")).await;
     assert_eq!(denied.status, 401);
@@ -360,6 +362,7 @@ async fn spend_reports_split_cloud_local_and_savings() {
     assert_eq!(report.status, 200);
     let report = report.json();
     assert_eq!(report["total"]["requests"], 3);
+    assert_eq!(report["total"]["refused"], 1);
     assert!(report["total"]["cloud_usd"].as_f64().unwrap() > 0.0);
     assert_eq!(report["total"]["local_usd"], 0.0);
     let bad = get_with(
@@ -397,7 +400,12 @@ async fn spend_reports_split_cloud_local_and_savings() {
     };
     let json: Value = serde_json::from_str(&run("json")).unwrap();
     let lines = json["lines"].as_array().unwrap();
-    assert_eq!(lines.len(), 2);
+    assert_eq!(lines.len(), 3);
+    let unrouted = lines.iter().find(|l| l["group"] == "-").unwrap();
+    assert_eq!(
+        (&unrouted["requests"], &unrouted["refused"]),
+        (&json!(0), &json!(1))
+    );
     let local = lines.iter().find(|l| l["group"] == "local").unwrap();
     assert_eq!(local["requests"], 2);
     // Savings: the local requests would have cost gpt-4o's price.

@@ -45,8 +45,9 @@ impl Dimension {
             Dimension::Key => "COALESCE(key, '-')",
             Dimension::Team => "COALESCE(team, '-')",
             Dimension::Route => "COALESCE(route, '-')",
-            Dimension::Backend => "backend",
-            Dimension::Tier => "tier",
+            // A request refused before routing has no backend or tier.
+            Dimension::Backend => "COALESCE(NULLIF(backend, ''), '-')",
+            Dimension::Tier => "COALESCE(NULLIF(tier, ''), '-')",
             Dimension::Day => "strftime('%Y-%m-%d', ts_ms / 1000, 'unixepoch')",
         }
     }
@@ -56,6 +57,7 @@ impl Dimension {
 #[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
 pub struct SpendLine {
     pub group: String,
+    /// Backend calls (each try, hedge leg and routing encoder call).
     pub requests: u64,
     pub input_tokens: u64,
     pub cached_tokens: u64,
@@ -68,6 +70,8 @@ pub struct SpendLine {
     pub savings_usd: f64,
     /// Rows whose usage was counted here because the backend reported none.
     pub estimated: u64,
+    /// Requests refused before any backend call (they cost nothing).
+    pub refused: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
@@ -99,8 +103,9 @@ pub fn spend_report(
     by: Dimension,
 ) -> rusqlite::Result<SpendReport> {
     let sql = format!(
-        "SELECT {group}, COUNT(*), SUM(input_tokens), SUM(cached_tokens), SUM(output_tokens), SUM(cost_usd),
-                SUM(CASE WHEN {CLOUD} THEN cost_usd ELSE 0 END), SUM(counterfactual_usd), SUM(estimated)
+        "SELECT {group}, SUM(refusal IS NULL), SUM(input_tokens), SUM(cached_tokens), SUM(output_tokens), SUM(cost_usd),
+                SUM(CASE WHEN {CLOUD} THEN cost_usd ELSE 0 END), SUM(counterfactual_usd), SUM(estimated),
+                SUM(refusal IS NOT NULL)
          FROM requests WHERE ts_ms >= ?1 GROUP BY 1 ORDER BY 6 DESC, 1",
         group = by.column()
     );
@@ -122,6 +127,7 @@ pub fn spend_report(
                 counterfactual_usd: counterfactual,
                 savings_usd: counterfactual - cost,
                 estimated: count(row.get(8)?),
+                refused: count(row.get(9)?),
             })
         })?
         .collect::<rusqlite::Result<_>>()?;
@@ -140,6 +146,7 @@ pub fn spend_report(
         total.counterfactual_usd += line.counterfactual_usd;
         total.savings_usd += line.savings_usd;
         total.estimated += line.estimated;
+        total.refused += line.refused;
     }
     Ok(SpendReport {
         since_ms,
