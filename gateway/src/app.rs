@@ -18,7 +18,8 @@ use switchyard_policies::{
     Backend, BackendAdapter, Balance, Config, Engine, Limits, Pricing, Reference, Tier,
 };
 use switchyard_router::Router;
-use switchyard_router::prefix::{PrefixChain, ReplicaLoad, Tenant, choose_replica};
+use switchyard_router::latency::LatencyStore;
+use switchyard_router::prefix::{PrefixChain, PrefixIndex, ReplicaLoad, Tenant, choose_replica};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use crate::access::{Budgets, KeyStore, RateLimits};
@@ -60,7 +61,7 @@ pub struct BackendHandle {
     limit: Option<Arc<Semaphore>>,
     /// Requests that may wait for a slot, and those waiting now.
     max_queue: usize,
-    waiting: AtomicUsize,
+    waiting: Arc<AtomicUsize>,
     pub breaker: Arc<Breaker>,
     /// Price multipliers of the provider's service tiers.
     pub service_tiers: Vec<(String, f64)>,
@@ -104,6 +105,7 @@ impl BackendHandle {
 }
 
 /// One server of a backend.
+#[derive(Clone)]
 pub struct ReplicaHandle {
     pub provider: Arc<dyn Provider>,
     in_flight: Arc<AtomicU32>,
@@ -137,7 +139,12 @@ impl Drop for Admission {
     }
 }
 
+/// Everything a config sets up. A reload builds a new one with
+/// [`App::carrying`], which keeps what the old one learned and counted;
+/// requests hold the `App` they started with until they end.
 pub struct App {
+    /// The config this was built from.
+    pub config: Arc<Config>,
     /// Indexed like the router's backends (config order).
     pub backends: Vec<BackendHandle>,
     pub router: Router,
@@ -157,7 +164,7 @@ pub struct App {
     pub ledger_path: String,
     /// The cloud model every request is also priced on.
     pub reference: Option<Reference>,
-    pub hedges: HedgeSpend,
+    pub hedges: Arc<HedgeSpend>,
     pub metrics: Arc<Metrics>,
     /// Each route's response cache, where it has one (by route index).
     pub response_caches: Vec<Option<Arc<ResponseCache>>>,
@@ -166,19 +173,36 @@ pub struct App {
     in_flight: Arc<Semaphore>,
     /// Request bodies being read at once: as many as requests may be in
     /// flight, so slow uploaders cannot make the gateway hold more bodies.
-    reading: Semaphore,
-    shutting_down: AtomicBool,
+    reading: Arc<Semaphore>,
+    /// Shared by every config's `App`: a reload does not undo a shutdown.
+    shutting_down: Arc<AtomicBool>,
 }
 
 impl App {
     /// Builds clients for every backend and compiles the routes. Fails when
     /// a backend's API key variable is unset or its client cannot be built.
     pub fn build(config: &Config) -> anyhow::Result<Self> {
-        let router = Router::new(config);
+        Self::carrying(config, None)
+    }
+
+    /// Builds the state for `config`, carrying over from `previous` (the
+    /// running config's) what belongs to backends, keys, budgets and routes
+    /// that are still there: latency models, breakers, in-flight counts and
+    /// queues, spend, rate limiters, the prefix index, response caches and
+    /// metrics. The ledger and the listener's limits are the running
+    /// ones: they change only at restart.
+    pub fn carrying(config: &Config, previous: Option<&App>) -> anyhow::Result<Self> {
+        let router = Router::carrying(config, previous.map(|p| (&p.router, &*p.config)));
         let backends = config
             .backends
             .values()
-            .map(build_backend)
+            .map(|backend| {
+                let old = previous.and_then(|p| {
+                    let at = p.backends.iter().position(|b| b.name == backend.name)?;
+                    Some((&p.backends[at], p.config.backends.get(&backend.name)?))
+                });
+                build_backend(backend, old)
+            })
             .collect::<anyhow::Result<Vec<_>>>()?;
         debug_assert!(
             backends
@@ -186,38 +210,79 @@ impl App {
                 .map(|b| &b.name)
                 .eq(router.backends().iter())
         );
-        let ledger = Ledger::open(&config.ledger)?;
-        let budgets = Budgets::new(&config.auth);
-        seed_budgets(&budgets, &config.ledger.path)?;
+        let (ledger, ledger_path, connection_limits) = match previous {
+            Some(p) => (p.ledger.clone(), p.ledger_path.clone(), p.connection_limits),
+            None => (
+                Ledger::open(&config.ledger)?,
+                config.ledger.path.clone(),
+                ConnectionLimits::of(&config.server),
+            ),
+        };
+        let budgets = Budgets::carrying(&config.auth, previous.map(|p| &*p.budgets));
+        seed_budgets(&budgets, &ledger_path, previous.map(|p| &*p.budgets))?;
+        let max_concurrent = config.server.max_concurrent_requests;
+        // In-flight requests keep their places in the limit they were
+        // admitted under; a new limit starts counting afresh.
+        let same_limit =
+            previous.filter(|p| p.config.server.max_concurrent_requests == max_concurrent);
         Ok(App {
+            config: Arc::new(config.clone()),
             backends,
             router,
             max_body_bytes: config.server.max_body_bytes,
             body_read_timeout: config.server.body_read_timeout,
-            connection_limits: ConnectionLimits::of(&config.server),
+            connection_limits,
             limits: config.limits,
             default_max_tokens: config.default_max_tokens,
             keys: Arc::new(KeyStore::new(&config.auth)),
-            rates: Arc::new(RateLimits::new(&config.auth)),
+            rates: Arc::new(RateLimits::carrying(
+                &config.auth,
+                previous.map(|p| &*p.rates),
+            )),
             budgets,
             ledger,
-            ledger_path: config.ledger.path.clone(),
+            ledger_path,
             reference: config.reference.clone(),
-            hedges: HedgeSpend::default(),
-            metrics: Arc::new(Metrics::new(config.backends.keys().cloned().collect())),
+            hedges: previous.map(|p| p.hedges.clone()).unwrap_or_default(),
+            metrics: Arc::new(Metrics::carrying(
+                config.backends.keys().cloned().collect(),
+                previous.map(|p| &*p.metrics),
+            )),
             response_caches: config
                 .routes
                 .values()
-                .map(|r| r.response_cache.map(|c| Arc::new(ResponseCache::new(c))))
+                .map(|route| {
+                    let settings = route.response_cache?;
+                    let kept = previous.and_then(|p| {
+                        let at = p
+                            .config
+                            .routes
+                            .keys()
+                            .position(|name| *name == route.name)?;
+                        let old = p.config.routes.get(&route.name)?;
+                        (old.response_cache == Some(settings))
+                            .then(|| p.response_caches.get(at).cloned().flatten())
+                            .flatten()
+                    });
+                    Some(kept.unwrap_or_else(|| Arc::new(ResponseCache::new(settings))))
+                })
                 .collect(),
             route_receipts: config
                 .routes
                 .keys()
                 .map(|name| HeaderValue::from_str(name).ok())
                 .collect(),
-            in_flight: Arc::new(Semaphore::new(config.server.max_concurrent_requests)),
-            reading: Semaphore::new(config.server.max_concurrent_requests),
-            shutting_down: AtomicBool::new(false),
+            in_flight: same_limit.map_or_else(
+                || Arc::new(Semaphore::new(max_concurrent)),
+                |p| p.in_flight.clone(),
+            ),
+            reading: same_limit.map_or_else(
+                || Arc::new(Semaphore::new(max_concurrent)),
+                |p| p.reading.clone(),
+            ),
+            shutting_down: previous
+                .map(|p| p.shutting_down.clone())
+                .unwrap_or_default(),
         })
     }
 
@@ -361,12 +426,72 @@ impl App {
     }
 }
 
-fn build_backend(backend: &Backend) -> anyhow::Result<BackendHandle> {
+/// A backend's handle; with `old` (its handle and config before a
+/// reload), it keeps the old clients when its config is unchanged, and its
+/// breaker, in-flight counts and queue when their settings are.
+fn build_backend(
+    backend: &Backend,
+    old: Option<(&BackendHandle, &Backend)>,
+) -> anyhow::Result<BackendHandle> {
     let openai = match &backend.adapter {
         BackendAdapter::OpenAi(openai) => Some(openai),
         _ => None,
     };
-    let replicas = match openai {
+    let unchanged = old.filter(|(_, config)| *config == backend).map(|(h, _)| h);
+    let replicas = match unchanged {
+        Some(handle) => handle.replicas.clone(),
+        None => new_replicas(backend, openai, old.map(|(h, _)| &h.replicas[..]))?,
+    };
+    let same_queue = old
+        .filter(|(_, config)| {
+            config.max_concurrency == backend.max_concurrency
+                && config.max_queue == backend.max_queue
+        })
+        .map(|(h, _)| h);
+    let same_breaker = old
+        .filter(|(_, config)| config.breaker == backend.breaker)
+        .map(|(h, _)| h.breaker.clone());
+    Ok(BackendHandle {
+        name: backend.name.clone(),
+        // Config validation keeps names to a header-safe alphabet.
+        name_receipt: HeaderValue::from_str(&backend.name).ok(),
+        tier: backend.tier,
+        upstream_model: backend.upstream_model.clone(),
+        replicas,
+        balance: backend.prefix_cache.balance,
+        max_imbalance: backend.prefix_cache.max_imbalance,
+        turn: AtomicUsize::new(0),
+        engine: openai.map_or(Engine::Generic, |o| o.engine),
+        slots: openai.and_then(|o| o.slots),
+        prompt_cache: match &backend.adapter {
+            BackendAdapter::OpenAi(o) if o.prompt_cache_key => PromptCache::OpenAiKey,
+            BackendAdapter::Anthropic(a) if a.prompt_caching => PromptCache::AnthropicMarkers,
+            _ => PromptCache::None,
+        },
+        pricing: backend.pricing,
+        first_byte_timeout: backend.timeouts.first_byte,
+        in_flight: old.map_or_else(Arc::default, |(h, _)| h.in_flight.clone()),
+        limit: match same_queue {
+            Some(h) => h.limit.clone(),
+            None => backend.max_concurrency.map(|n| Arc::new(Semaphore::new(n))),
+        },
+        max_queue: backend.max_queue,
+        waiting: same_queue.map_or_else(Arc::default, |h| h.waiting.clone()),
+        breaker: same_breaker.unwrap_or_else(|| Arc::new(Breaker::new(backend.breaker))),
+        service_tiers: backend.service_tiers.clone(),
+        deny_fields: backend.deny_fields.clone(),
+    })
+}
+
+/// New clients for a backend's servers (one per replica URL). With `old`
+/// (the replicas before a reload), each keeps its predecessor's in-flight
+/// count when the number of replicas is unchanged.
+fn new_replicas(
+    backend: &Backend,
+    openai: Option<&switchyard_policies::OpenAiBackend>,
+    old: Option<&[ReplicaHandle]>,
+) -> anyhow::Result<Vec<ReplicaHandle>> {
+    let providers = match openai {
         Some(openai) if openai.replicas.len() > 1 => openai
             .replicas
             .iter()
@@ -380,39 +505,15 @@ fn build_backend(backend: &Backend) -> anyhow::Result<BackendHandle> {
             .collect::<anyhow::Result<Vec<_>>>()?,
         _ => vec![build_provider(backend)?],
     };
-    Ok(BackendHandle {
-        name: backend.name.clone(),
-        // Config validation keeps names to a header-safe alphabet.
-        name_receipt: HeaderValue::from_str(&backend.name).ok(),
-        tier: backend.tier,
-        upstream_model: backend.upstream_model.clone(),
-        replicas: replicas
-            .into_iter()
-            .map(|provider| ReplicaHandle {
-                provider,
-                in_flight: Arc::new(AtomicU32::new(0)),
-            })
-            .collect(),
-        balance: backend.prefix_cache.balance,
-        max_imbalance: backend.prefix_cache.max_imbalance,
-        turn: AtomicUsize::new(0),
-        engine: openai.map_or(Engine::Generic, |o| o.engine),
-        slots: openai.and_then(|o| o.slots),
-        prompt_cache: match &backend.adapter {
-            BackendAdapter::OpenAi(o) if o.prompt_cache_key => PromptCache::OpenAiKey,
-            BackendAdapter::Anthropic(a) if a.prompt_caching => PromptCache::AnthropicMarkers,
-            _ => PromptCache::None,
-        },
-        pricing: backend.pricing,
-        first_byte_timeout: backend.timeouts.first_byte,
-        in_flight: Arc::new(AtomicU32::new(0)),
-        limit: backend.max_concurrency.map(|n| Arc::new(Semaphore::new(n))),
-        max_queue: backend.max_queue,
-        waiting: AtomicUsize::new(0),
-        breaker: Arc::new(Breaker::new(backend.breaker)),
-        service_tiers: backend.service_tiers.clone(),
-        deny_fields: backend.deny_fields.clone(),
-    })
+    let old = old.filter(|r| r.len() == providers.len());
+    Ok(providers
+        .into_iter()
+        .enumerate()
+        .map(|(i, provider)| ReplicaHandle {
+            provider,
+            in_flight: old.map_or_else(Arc::default, |r| r[i].in_flight.clone()),
+        })
+        .collect())
 }
 
 /// The client for a backend: its adapter with the API key from the
@@ -453,12 +554,17 @@ pub fn build_provider(backend: &Backend) -> anyhow::Result<Arc<dyn Provider>> {
 
 /// Starts budgets from what the ledger says was spent today and this month,
 /// so a restart does not hand out a budget twice.
-fn seed_budgets(budgets: &Budgets, ledger_path: &str) -> anyhow::Result<()> {
+fn seed_budgets(
+    budgets: &Budgets,
+    ledger_path: &str,
+    carried: Option<&Budgets>,
+) -> anyhow::Result<()> {
     let conn = rusqlite::Connection::open(ledger_path)?;
     let (day_start, month_start) = crate::access::period_starts(now_ms());
     budgets.load(
         &spend_since(&conn, day_start)?,
         &spend_since(&conn, month_start)?,
+        carried,
     );
     Ok(())
 }

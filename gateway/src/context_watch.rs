@@ -33,7 +33,7 @@ struct Asked {
 }
 
 /// Starts the watcher when some backend's window is to be read.
-pub fn spawn(config: &Config, app: Arc<App>) {
+pub fn spawn(config: &Config, app: Arc<App>) -> Option<tokio::task::AbortHandle> {
     let asked: Vec<Asked> = config
         .backends
         .values()
@@ -58,9 +58,7 @@ pub fn spawn(config: &Config, app: Arc<App>) {
             })
         })
         .collect();
-    if !asked.is_empty() {
-        tokio::spawn(watch(asked, app));
-    }
+    (!asked.is_empty()).then(|| tokio::spawn(watch(asked, app)).abort_handle())
 }
 
 async fn watch(mut asked: Vec<Asked>, app: Arc<App>) {

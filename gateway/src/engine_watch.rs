@@ -26,7 +26,7 @@ struct Watched {
 }
 
 /// Starts the watcher when some backend has a metrics page to read.
-pub fn spawn(config: &Config, metrics: Arc<Metrics>) {
+pub fn spawn(config: &Config, metrics: Arc<Metrics>) -> Option<tokio::task::AbortHandle> {
     let watched: Vec<Watched> = config
         .backends
         .values()
@@ -45,9 +45,9 @@ pub fn spawn(config: &Config, metrics: Arc<Metrics>) {
         })
         .collect();
     if watched.is_empty() {
-        return;
+        return None;
     }
-    tokio::spawn(watch(watched, metrics));
+    Some(tokio::spawn(watch(watched, metrics)).abort_handle())
 }
 
 async fn watch(mut watched: Vec<Watched>, metrics: Arc<Metrics>) {

@@ -100,6 +100,10 @@ pub enum GatewayError {
     Upstream(#[from] AdapterError),
     #[error("internal error: {message}")]
     Internal { message: String },
+    /// A reload found the config file invalid (or unusable); the running
+    /// config stays.
+    #[error("the config was not reloaded, the running one stays: {message}")]
+    ConfigRejected { message: String },
     /// Strict durability: the answer's ledger row could not be committed,
     /// so the answer is withheld.
     #[error(
@@ -207,6 +211,12 @@ impl GatewayError {
                 "not_found",
                 "invalid_request_error",
                 Some("unknown_url"),
+            ),
+            GatewayError::ConfigRejected { .. } => shape(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "config_rejected",
+                "invalid_request_error",
+                Some("invalid_config"),
             ),
             GatewayError::ResponsesNotStored => shape(
                 StatusCode::NOT_FOUND,

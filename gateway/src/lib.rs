@@ -13,6 +13,7 @@ pub mod error;
 pub mod handlers;
 pub mod http;
 pub mod ledger;
+pub mod live;
 pub mod metrics;
 pub mod probe;
 pub mod receipts;

@@ -1,10 +1,10 @@
 //! `switchyard`: parse arguments, load config, build, serve.
 
 use std::io::Write;
-use std::sync::Arc;
 
 use clap::Parser;
 use switchyard::cli::{Cli, Command};
+use switchyard::live::Live;
 use switchyard::{app, config_file, handlers, sim_cli, sim_server, stack};
 
 /// Each request allocates and frees many small buffers, often on another
@@ -179,7 +179,8 @@ async fn serve(
     config: Option<std::path::PathBuf>,
     listen: Option<std::net::SocketAddr>,
 ) -> anyhow::Result<()> {
-    let config = config_file::load(config.as_deref())?;
+    let config_path = config;
+    let config = config_file::load(config_path.as_deref())?;
     switchyard_adapters::tokens::warm_up();
     for warning in config.warnings() {
         tracing::warn!("{warning}");
@@ -191,9 +192,9 @@ async fn serve(
         .as_ref()
         .map(switchyard::http::tls::Tls::load)
         .transpose()?;
-    let app = Arc::new(app::App::build(&config)?);
-    switchyard::engine_watch::spawn(&config, app.metrics.clone());
-    switchyard::context_watch::spawn(&config, app.clone());
+    let live = Live::start(app::App::build(&config)?, config_path);
+    live.reload_on_sighup();
+    live.reload_on_file_change()?;
     let addr = listen.unwrap_or(config.server.listen);
     let listener = tokio::net::TcpListener::bind(addr)
         .await
@@ -203,9 +204,9 @@ async fn serve(
     }
     let scheme = if tls.is_some() { "https" } else { "http" };
     announce("switchyard", scheme, listener.local_addr()?)?;
-    tracing::info!(models = ?app.router.model_names(), "serving");
+    tracing::info!(models = ?live.app().router.model_names(), "serving");
     stack::serve(
-        app,
+        live,
         listener,
         switchyard::http::server::shutdown_signal(),
         config.server.shutdown_grace,

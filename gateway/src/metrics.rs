@@ -5,8 +5,8 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Write;
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 
 use switchyard_policies::PromptClass;
 use switchyard_router::speculation::SpeculationStats;
@@ -41,39 +41,72 @@ struct BackendCounters {
     ttft_saved_us: AtomicU64,
 }
 
-pub struct Metrics {
-    names: Vec<String>,
-    backends: Vec<BackendCounters>,
+/// Counters of the gateway as a whole.
+#[derive(Default)]
+struct GatewayCounters {
     /// Model requests refused before any backend call, by error kind (few
     /// kinds, and rare next to calls: a lock is cheap enough).
     refused: Mutex<BTreeMap<&'static str, u64>>,
     /// Requests turned away for a missing or unknown key.
     unauthenticated: AtomicU64,
+    /// Config reloads applied, and refused (the file did not validate).
+    reloads: AtomicU64,
+    failed_reloads: AtomicU64,
+}
+
+/// Counters are shared with the next config on reload (per backend, for the
+/// backends it keeps), so a reload never sets a counter back.
+pub struct Metrics {
+    names: Vec<String>,
+    backends: Vec<Arc<BackendCounters>>,
+    gateway: Arc<GatewayCounters>,
 }
 
 impl Metrics {
     pub fn new(names: Vec<String>) -> Self {
+        Self::carrying(names, None)
+    }
+
+    /// Counters for backends `names`, continuing `previous`'s for the
+    /// backends it had.
+    pub fn carrying(names: Vec<String>, previous: Option<&Metrics>) -> Self {
         let backends = names
             .iter()
-            .map(|_| {
-                let counters = BackendCounters::default();
-                counters
-                    .engine_acceptance
-                    .store(f64::NAN.to_bits(), Ordering::Relaxed);
-                counters
+            .map(|name| {
+                let old = previous.and_then(|m| {
+                    let at = m.names.iter().position(|n| n == name)?;
+                    m.backends.get(at).cloned()
+                });
+                old.unwrap_or_else(|| {
+                    let counters = BackendCounters::default();
+                    counters
+                        .engine_acceptance
+                        .store(f64::NAN.to_bits(), Ordering::Relaxed);
+                    Arc::new(counters)
+                })
             })
             .collect();
         Metrics {
             names,
             backends,
-            refused: Mutex::default(),
-            unauthenticated: AtomicU64::new(0),
+            gateway: previous.map(|m| m.gateway.clone()).unwrap_or_default(),
         }
+    }
+
+    /// Counts a config reload, applied or refused.
+    pub fn reloaded(&self, applied: bool) {
+        let counter = if applied {
+            &self.gateway.reloads
+        } else {
+            &self.gateway.failed_reloads
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
     }
 
     /// Counts a model request refused before any backend call.
     pub fn refused(&self, kind: &'static str) {
         *self
+            .gateway
             .refused
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -83,7 +116,7 @@ impl Metrics {
 
     /// Counts a request refused for its key (missing, unknown).
     pub fn unauthenticated(&self) {
-        self.unauthenticated.fetch_add(1, Ordering::Relaxed);
+        self.gateway.unauthenticated.fetch_add(1, Ordering::Relaxed);
     }
 
     /// Counts one finished call from its ledger row; `saved_ms` is the
@@ -275,7 +308,11 @@ impl Metrics {
             out,
             "# HELP switchyard_refused_requests_total Model requests refused before any backend call, by error kind.\n# TYPE switchyard_refused_requests_total counter"
         );
-        let refused = self.refused.lock().unwrap_or_else(|p| p.into_inner());
+        let refused = self
+            .gateway
+            .refused
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
         for (kind, n) in refused.iter() {
             let _ = writeln!(
                 out,
@@ -285,7 +322,13 @@ impl Metrics {
         let _ = writeln!(
             out,
             "# HELP switchyard_unauthenticated_requests_total Requests refused for a missing or unknown key.\n# TYPE switchyard_unauthenticated_requests_total counter\nswitchyard_unauthenticated_requests_total {}",
-            self.unauthenticated.load(Ordering::Relaxed)
+            self.gateway.unauthenticated.load(Ordering::Relaxed)
+        );
+        let _ = writeln!(
+            out,
+            "# HELP switchyard_config_reloads_total Config reloads, by outcome: applied, or failed (the file was invalid or a backend's client could not be built; the running config stayed).\n# TYPE switchyard_config_reloads_total counter\nswitchyard_config_reloads_total{{outcome=\"applied\"}} {}\nswitchyard_config_reloads_total{{outcome=\"failed\"}} {}",
+            self.gateway.reloads.load(Ordering::Relaxed),
+            self.gateway.failed_reloads.load(Ordering::Relaxed)
         );
     }
 

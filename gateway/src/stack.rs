@@ -22,6 +22,7 @@ use crate::error::GatewayError;
 use crate::handlers;
 use crate::http::Body;
 use crate::http::request_id::{REQUEST_ID, RequestIdLayer};
+use crate::live::Live;
 
 /// Serves the gateway on `listener` until `shutdown` resolves, then drains
 /// for up to `grace`.
@@ -36,8 +37,10 @@ use crate::http::request_id::{REQUEST_ID, RequestIdLayer};
 ///    while serving it is inside the span.
 /// 4. `SetSensitiveRequestHeadersLayer`: API keys and cookies are marked
 ///    sensitive so no layer or log below prints them.
-/// 5. `AuthLayer`: resolves the virtual key (401 when missing or unknown,
-///    when keys are configured), before any body is read. The handler then
+/// 5. `AuthLayer`: pins the config the request is served with (the one
+///    live when it arrives, kept through a reload until it ends) and
+///    resolves the virtual key (401 when missing or unknown, when keys are
+///    configured), before any body is read. The handler then
 ///    applies its requests-per-minute limit (429), still before the body is
 ///    read, where a refused model request gets its ledger row.
 ///    Tokens-per-minute and budgets need the body and are applied at
@@ -46,14 +49,15 @@ use crate::http::request_id::{REQUEST_ID, RequestIdLayer};
 /// Body size and media-type limits are applied by the handler while it reads
 /// the body, so their errors come in the endpoint's own dialect.
 pub async fn serve(
-    app: Arc<App>,
+    live: Arc<Live>,
     listener: TcpListener,
     shutdown: impl Future<Output = ()>,
     grace: Duration,
     tls: Option<Arc<Tls>>,
 ) {
-    let handler_app = app.clone();
+    let app = live.app();
     let limits = app.connection_limits;
+    let handler_live = live.clone();
     let service = ServiceBuilder::new()
         .layer(CatchPanicLayer::custom(panic_response))
         .layer(RequestIdLayer)
@@ -65,18 +69,24 @@ pub async fn serve(
         // request record; it is not an error of the gateway's own.
         .on_failure(DefaultOnFailure::new().level(tracing::Level::WARN)))
         .layer(SetSensitiveRequestHeadersLayer::new([AUTHORIZATION, PROXY_AUTHORIZATION, COOKIE, X_API_KEY]))
-        .layer(AuthLayer::new(app.keys.clone(), app.metrics.clone()))
-        .service_fn(move |req: Request<Incoming>| {
-            let app = handler_app.clone();
+        .layer(AuthLayer::new(live.clone()))
+        .service_fn(move |mut req: Request<Incoming>| {
+            let live = handler_live.clone();
+            let app = req
+                .extensions_mut()
+                .remove::<Arc<App>>()
+                .unwrap_or_else(|| live.app());
             // Boxed here, once: the handler's state is kilobytes, and each
             // layer above wraps the future it gets by value.
-            Box::pin(async move { Ok::<_, Infallible>(handlers::handle(app, req).await) })
+            Box::pin(async move { Ok::<_, Infallible>(handlers::handle(&live, app, req).await) })
         });
+    // Every config shares the process's ledger.
     let ledger = app.ledger.clone();
     let draining = async move {
         shutdown.await;
-        // Readiness fails from here on, so balancers stop sending.
-        app.begin_shutdown();
+        // Readiness fails from here on, so balancers stop sending (the
+        // flag is shared by every config's state).
+        live.app().begin_shutdown();
     };
     let keeper = tokio::spawn(keep_a_timer_pending());
     crate::http::server::serve(listener, service, draining, grace, limits, tls).await;

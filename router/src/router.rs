@@ -130,9 +130,9 @@ pub struct Router {
     routes: Vec<CompiledRoute>,
     header_names: Vec<String>,
     pricing: Vec<Pricing>,
-    latency: Arc<dyn LatencyStore>,
+    latency: Arc<LocalLatency>,
     speculation: Arc<SpeculationStats>,
-    prefix: Arc<dyn PrefixIndex>,
+    prefix: Arc<LocalPrefixIndex>,
     /// Each backend's replicas (or their slots) in the prefix index.
     replica_ranges: Vec<std::ops::Range<usize>>,
     slots_per_replica: Vec<usize>,
@@ -148,6 +148,17 @@ impl Router {
     /// Compiles every route of a validated config. Backends are numbered in
     /// the config's order (by name), which the gateway follows too.
     pub fn new(config: &Config) -> Self {
+        Self::carrying(config, None)
+    }
+
+    /// Compiles `config`, keeping what `previous` (the router of the config
+    /// it replaces, and that config) learned of every backend and route
+    /// that is still there: latency models, speculative acceptance, the
+    /// prefix index of replicas whose cache is unchanged, context windows
+    /// read from servers, and target-share windows whose share and size
+    /// are unchanged. Requests still running on `previous` keep feeding the
+    /// same state.
+    pub fn carrying(config: &Config, previous: Option<(&Router, &Config)>) -> Self {
         let backends: Vec<String> = config.backends.keys().cloned().collect();
         let index: HashMap<&str, usize> = backends
             .iter()
@@ -178,7 +189,11 @@ impl Router {
                 } => Policy::TargetShare {
                     hard: at(hard),
                     easy: at(easy),
-                    tracker: Arc::new(WindowTracker::new(*share, *window)),
+                    tracker: previous
+                        .and_then(|(router, config)| {
+                            router.same_share_tracker(config, &route.name, *share, *window)
+                        })
+                        .unwrap_or_else(|| Arc::new(WindowTracker::new(*share, *window))),
                 },
                 RouteStrategy::Rules { rules } => {
                     let rules: Vec<(CompiledCondition, usize)> = rules
@@ -243,7 +258,8 @@ impl Router {
         }
         header_names.sort();
         header_names.dedup();
-        let latency = LocalLatency::new(config.backends.values().map(hints_of));
+        let mut latency = LocalLatency::new(config.backends.values().map(hints_of));
+        let mut speculation = SpeculationStats::new(config.backends.len());
         // One index entry per replica, or per slot of each replica where
         // a llama.cpp backend declares its slots (each slot holds its own
         // prompt, and the gateway picks the slot).
@@ -267,6 +283,32 @@ impl Router {
             slots_per_replica.push(slots);
             caches.extend(std::iter::repeat_n(cache, count));
         }
+        let mut prefix = LocalPrefixIndex::new(caches);
+        let context_windows: Vec<AtomicU32> = config
+            .backends
+            .values()
+            .map(|b| AtomicU32::new(b.context_window.unwrap_or(0)))
+            .collect();
+        if let Some((old, _)) = previous {
+            for (mine, name) in backends.iter().enumerate() {
+                let Some(theirs) = old.backends.iter().position(|b| b == name) else {
+                    continue;
+                };
+                latency.adopt(mine, &old.latency, theirs);
+                speculation.adopt(mine, &old.speculation, theirs);
+                // A window read from the server stays until it is read again.
+                if context_windows[mine].load(Ordering::Relaxed) == 0 {
+                    context_windows[mine]
+                        .store(old.context_window(theirs).unwrap_or(0), Ordering::Relaxed);
+                }
+                let (range, old_range) = (&replica_ranges[mine], &old.replica_ranges[theirs]);
+                if range.len() == old_range.len() {
+                    for (id, old_id) in range.clone().zip(old_range.clone()) {
+                        prefix.adopt(id, &old.prefix, old_id);
+                    }
+                }
+            }
+        }
         Router {
             backends,
             models,
@@ -275,8 +317,8 @@ impl Router {
             header_names,
             pricing: config.backends.values().map(|b| b.pricing).collect(),
             latency: Arc::new(latency),
-            speculation: Arc::new(SpeculationStats::new(config.backends.len())),
-            prefix: Arc::new(LocalPrefixIndex::new(caches)),
+            speculation: Arc::new(speculation),
+            prefix: Arc::new(prefix),
             replica_ranges,
             slots_per_replica,
             prefix_share: config
@@ -284,11 +326,27 @@ impl Router {
                 .values()
                 .map(|b| b.prefix_cache.share)
                 .collect(),
-            context_windows: config
-                .backends
-                .values()
-                .map(|b| AtomicU32::new(b.context_window.unwrap_or(0)))
-                .collect(),
+            context_windows,
+        }
+    }
+
+    /// Route `name`'s target-share window, when `config` (this router's)
+    /// gave that route the same share and window size.
+    fn same_share_tracker(
+        &self,
+        config: &Config,
+        name: &str,
+        share: f64,
+        window: usize,
+    ) -> Option<Arc<dyn ShareTracker>> {
+        let number = config.routes.keys().position(|r| r == name)?;
+        let unchanged = matches!(
+            config.routes.get(name).map(|r| &r.strategy),
+            Some(RouteStrategy::TargetShare { share: s, window: w, .. }) if *s == share && *w == window
+        );
+        match &self.routes.get(number)?.policy {
+            Policy::TargetShare { tracker, .. } if unchanged => Some(tracker.clone()),
+            _ => None,
         }
     }
 
@@ -378,7 +436,7 @@ impl Router {
     }
 
     /// The latency models, for the gateway to report each call to.
-    pub fn latency(&self) -> &Arc<dyn LatencyStore> {
+    pub fn latency(&self) -> &Arc<LocalLatency> {
         &self.latency
     }
 
@@ -397,7 +455,7 @@ impl Router {
     }
 
     /// The prefix index: what each replica holds.
-    pub fn prefix_index(&self) -> &Arc<dyn PrefixIndex> {
+    pub fn prefix_index(&self) -> &Arc<LocalPrefixIndex> {
         &self.prefix
     }
 

@@ -3,7 +3,7 @@
 //! are kept, and that depends on what is written (code far more than prose),
 //! so a route may stop drafting for a class whose acceptance is poor.
 
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use switchyard_policies::PromptClass;
 
@@ -36,15 +36,24 @@ impl ClassAcceptance {
 }
 
 pub struct SpeculationStats {
-    cells: Vec<[Mutex<ClassAcceptance>; 2]>,
+    /// Per backend; shared with the next config on reload.
+    cells: Vec<Arc<[Mutex<ClassAcceptance>; 2]>>,
 }
 
 impl SpeculationStats {
     pub fn new(backends: usize) -> Self {
         SpeculationStats {
             cells: (0..backends)
-                .map(|_| [Mutex::default(), Mutex::default()])
+                .map(|_| Arc::new([Mutex::default(), Mutex::default()]))
                 .collect(),
+        }
+    }
+
+    /// Backend `backend` keeps `from`'s figures for `theirs` (the same
+    /// backend under a previous config).
+    pub fn adopt(&mut self, backend: usize, from: &SpeculationStats, theirs: usize) {
+        if let (Some(mine), Some(cells)) = (self.cells.get_mut(backend), from.cells.get(theirs)) {
+            mine.clone_from(cells);
         }
     }
 

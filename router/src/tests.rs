@@ -4,6 +4,7 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use switchyard_policies::{Config, Profile};
 
+use crate::latency::LatencyStore;
 use crate::{Reason, RequestView, RouteError, Router};
 
 const CONFIG: &str = "
@@ -425,5 +426,47 @@ fn a_batch_fits_by_its_longest_input() {
     assert_eq!(
         name(&router, router.decide(&batch, 0.5).unwrap().primary()),
         "small"
+    );
+}
+
+#[test]
+fn a_reloaded_router_keeps_what_it_learned_of_backends_that_remain() {
+    use crate::latency::Observation;
+    use std::time::Duration;
+    let old_config = Config::from_yaml(BUDGETED, "test").unwrap();
+    let old = Router::new(&old_config);
+    let local = old.backends().iter().position(|b| b == "local").unwrap();
+    let view = RequestView {
+        model: "chat",
+        prompt_tokens: 50,
+        last_user_text: "hi",
+        ..Default::default()
+    };
+    for _ in 0..20 {
+        old.latency().started(local);
+        let slow = Observation {
+            prompt_tokens: 50,
+            output_tokens: 100,
+            ttft: Some(Duration::from_secs(3)),
+            total: Duration::from_secs(6),
+            ..Observation::default()
+        };
+        old.latency().observe(local, &slow);
+    }
+    assert_eq!(
+        name(&old, old.decide(&view, 0.5).unwrap().primary()),
+        "cloud"
+    );
+    // The same config again: the slow backend is still known to be slow.
+    let carried = Router::carrying(&old_config, Some((&old, &old_config)));
+    assert_eq!(
+        name(&carried, carried.decide(&view, 0.5).unwrap().primary()),
+        "cloud"
+    );
+    // Without the previous router, it starts from its hints again.
+    let fresh = Router::new(&old_config);
+    assert_eq!(
+        name(&fresh, fresh.decide(&view, 0.5).unwrap().primary()),
+        "local"
     );
 }

@@ -70,7 +70,10 @@ pub fn period_starts(now_ms: i64) -> (i64, i64) {
 
 struct Holder {
     limit: SpendLimit,
-    window: Mutex<Window>,
+    /// Shared with the next config on reload: spend (and what requests in
+    /// flight hold) carries over to a budget of the same name, under
+    /// whatever limit the new config sets.
+    window: Arc<Mutex<Window>>,
 }
 
 pub struct Budgets {
@@ -126,6 +129,12 @@ fn slot(cloud: bool) -> [bool; 2] {
 
 impl Budgets {
     pub fn new(auth: &Auth) -> Arc<Self> {
+        Self::carrying(auth, None)
+    }
+
+    /// The budgets `auth` sets, continuing `previous`'s spend for the
+    /// budgets it had.
+    pub fn carrying(auth: &Auth, previous: Option<&Budgets>) -> Arc<Self> {
         let keys = auth
             .keys
             .iter()
@@ -137,25 +146,33 @@ impl Budgets {
         let holders = keys
             .chain(teams)
             .map(|(name, limit)| {
-                (
-                    name,
-                    Holder {
-                        limit,
-                        window: Mutex::new(Window::default()),
-                    },
-                )
+                let window = previous
+                    .and_then(|b| b.holders.get(&name))
+                    .map_or_else(Arc::default, |h| h.window.clone());
+                (name, Holder { limit, window })
             })
             .collect();
         Arc::new(Budgets { holders })
     }
 
     /// Seeds spend from the ledger after a restart: `(kind, name, cloud,
-    /// total)` rows for the day and for the month.
-    pub fn load(&self, day: &[(String, String, f64, f64)], month: &[(String, String, f64, f64)]) {
+    /// total)` rows for the day and for the month. Budgets `carried` over
+    /// from a previous config already know their spend (including rows the
+    /// ledger may not have yet) and are left alone.
+    pub fn load(
+        &self,
+        day: &[(String, String, f64, f64)],
+        month: &[(String, String, f64, f64)],
+        carried: Option<&Budgets>,
+    ) {
         let now = now_ms();
         for (rows, monthly) in [(day, false), (month, true)] {
             for (kind, name, cloud, total) in rows {
-                if let Some(holder) = self.holders.get(&format!("{kind}:{name}")) {
+                let name = format!("{kind}:{name}");
+                if carried.is_some_and(|b| b.holders.contains_key(&name)) {
+                    continue;
+                }
+                if let Some(holder) = self.holders.get(&name) {
                     let mut w = holder.window.lock().unwrap_or_else(|p| p.into_inner());
                     w.roll(now);
                     if monthly {

@@ -1,6 +1,7 @@
-//! The tower layer that authenticates virtual keys before any body is read.
-//! (Their requests-per-minute limit is applied by the handler, so that a
-//! refused model request gets its ledger row.)
+//! The tower layer that picks the config a request is served with and
+//! authenticates its virtual key, before any body is read. (Keys'
+//! requests-per-minute limit is applied by the handler, so that a refused
+//! model request gets its ledger row.)
 
 use std::convert::Infallible;
 use std::future::Ready;
@@ -11,10 +12,10 @@ use futures_util::future::Either;
 use http::{Request, Response};
 use tower::{Layer, Service};
 
-use super::KeyStore;
+use crate::app::App;
 use crate::error::Dialect;
 use crate::http::Body;
-use crate::metrics::Metrics;
+use crate::live::Live;
 
 /// Paths that answer without a key: probes, Prometheus scrapes, and the
 /// admin API (which checks the admin key itself).
@@ -24,13 +25,12 @@ fn is_open(path: &str) -> bool {
 
 #[derive(Clone)]
 pub struct AuthLayer {
-    keys: Arc<KeyStore>,
-    metrics: Arc<Metrics>,
+    live: Arc<Live>,
 }
 
 impl AuthLayer {
-    pub fn new(keys: Arc<KeyStore>, metrics: Arc<Metrics>) -> Self {
-        AuthLayer { keys, metrics }
+    pub fn new(live: Arc<Live>) -> Self {
+        AuthLayer { live }
     }
 }
 
@@ -40,8 +40,7 @@ impl<S> Layer<S> for AuthLayer {
     fn layer(&self, inner: S) -> Self::Service {
         AuthService {
             inner,
-            keys: self.keys.clone(),
-            metrics: self.metrics.clone(),
+            live: self.live.clone(),
         }
     }
 }
@@ -49,8 +48,7 @@ impl<S> Layer<S> for AuthLayer {
 #[derive(Clone)]
 pub struct AuthService<S> {
     inner: S,
-    keys: Arc<KeyStore>,
-    metrics: Arc<Metrics>,
+    live: Arc<Live>,
 }
 
 impl<S, B> Service<Request<B>> for AuthService<S>
@@ -69,16 +67,21 @@ where
     }
 
     fn call(&mut self, mut req: Request<B>) -> Self::Future {
-        if !self.keys.enabled() || is_open(req.uri().path()) {
+        // The config this request is served with, start to end: the keys
+        // that admit it are the ones whose limits and budgets apply.
+        let app: Arc<App> = self.live.app();
+        if !app.keys.enabled() || is_open(req.uri().path()) {
+            req.extensions_mut().insert(app);
             return Either::Left(self.inner.call(req));
         }
-        match self.keys.authenticate(req.headers()) {
+        match app.keys.authenticate(req.headers()) {
             Ok(caller) => {
                 req.extensions_mut().insert(caller);
+                req.extensions_mut().insert(app);
                 Either::Left(self.inner.call(req))
             }
             Err(err) => {
-                self.metrics.unauthenticated();
+                app.metrics.unauthenticated();
                 let dialect = Dialect::of_path(req.uri().path());
                 Either::Right(std::future::ready(Ok(err.into_response_for(dialect))))
             }

@@ -3,6 +3,7 @@
 
 use std::collections::HashMap;
 use std::num::NonZeroU32;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
@@ -14,6 +15,8 @@ use crate::error::GatewayError;
 
 #[derive(Default)]
 struct KeyLimits {
+    /// The allowances as configured, to tell whether a reload changed them.
+    requests_per_minute: Option<u32>,
     requests: Option<DefaultDirectRateLimiter>,
     tokens: Option<DefaultDirectRateLimiter>,
     /// The tokens-per-minute allowance.
@@ -26,7 +29,9 @@ struct KeyLimits {
 }
 
 pub struct RateLimits {
-    by_key: HashMap<String, KeyLimits>,
+    /// Shared with the next config on reload for keys whose limits stay
+    /// the same, so a reload hands out no fresh minute.
+    by_key: HashMap<String, Arc<KeyLimits>>,
     clock: DefaultClock,
 }
 
@@ -37,16 +42,32 @@ fn per_minute(n: Option<u32>) -> Option<DefaultDirectRateLimiter> {
 
 impl RateLimits {
     pub fn new(auth: &Auth) -> Self {
+        Self::carrying(auth, None)
+    }
+
+    /// The limits `auth` sets, continuing `previous`'s limiters for keys
+    /// whose allowances are unchanged.
+    pub fn carrying(auth: &Auth, previous: Option<&RateLimits>) -> Self {
         let by_key = auth
             .keys
             .iter()
             .map(|k| {
-                let limits = KeyLimits {
-                    requests: per_minute(k.requests_per_minute),
-                    tokens: per_minute(k.tokens_per_minute),
-                    tokens_per_minute: k.tokens_per_minute.unwrap_or(0),
-                    owed: AtomicU32::new(0),
-                };
+                let same = previous
+                    .and_then(|p| p.by_key.get(&k.name))
+                    .filter(|old| {
+                        old.requests_per_minute == k.requests_per_minute
+                            && old.tokens_per_minute == k.tokens_per_minute.unwrap_or(0)
+                    })
+                    .cloned();
+                let limits = same.unwrap_or_else(|| {
+                    Arc::new(KeyLimits {
+                        requests_per_minute: k.requests_per_minute,
+                        requests: per_minute(k.requests_per_minute),
+                        tokens: per_minute(k.tokens_per_minute),
+                        tokens_per_minute: k.tokens_per_minute.unwrap_or(0),
+                        owed: AtomicU32::new(0),
+                    })
+                });
                 (k.name.clone(), limits)
             })
             .collect();

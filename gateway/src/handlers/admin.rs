@@ -1,4 +1,5 @@
-//! `GET /admin/spend?since=7d&by=key`: the spend report, for the admin key.
+//! The admin API, for the admin key only: `GET /admin/spend?since=7d&by=key`
+//! (the spend report) and `POST /admin/reload` (read the config file again).
 
 use http::{Request, Response, StatusCode};
 use hyper::body::Incoming;
@@ -7,6 +8,7 @@ use crate::app::App;
 use crate::error::GatewayError;
 use crate::http::{Body, json_response};
 use crate::ledger::{Dimension, now_ms, spend_report};
+use crate::live::Live;
 
 /// The answer to anyone without the admin key, on any admin path.
 pub fn unauthorized() -> GatewayError {
@@ -52,6 +54,19 @@ pub async fn spend(app: &App, req: Request<Incoming>) -> Result<Response<Body>, 
         message: format!("ledger: {err}"),
     })?;
     Ok(json_response(StatusCode::OK, &report))
+}
+
+/// Reloads the config file (the caller was checked for the admin key):
+/// 200 with what changed, or 422 with the file's first error while the
+/// running config stays.
+pub async fn reload(live: &Live) -> Result<Response<Body>, GatewayError> {
+    let reloaded =
+        live.reload("POST /admin/reload")
+            .await
+            .map_err(|err| GatewayError::ConfigRejected {
+                message: format!("{err:#}"),
+            })?;
+    Ok(json_response(StatusCode::OK, &reloaded))
 }
 
 /// `7d`, `24h`, `30m` -> milliseconds.

@@ -5,6 +5,7 @@
 //! these, so none can skip a policy.
 
 use switchyard_policies::{Pricing, PromptClass, TokenCounts};
+use switchyard_router::latency::LatencyStore;
 use switchyard_router::prefix::{PrefixChain, Tenant};
 use switchyard_router::{Decision, Features, Reason, Target};
 

@@ -8,6 +8,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use switchyard_router::latency::LatencyStore;
 
 use futures_util::StreamExt;
 use switchyard_adapters::{AdapterError, Provider};

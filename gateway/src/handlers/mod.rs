@@ -33,6 +33,7 @@ use crate::access::Caller;
 use crate::app::App;
 use crate::error::{Dialect, GatewayError};
 use crate::http::Body;
+use crate::live::Live;
 
 pub use admin::{parse_dimension, parse_since};
 use endpoint::Endpoint;
@@ -42,7 +43,9 @@ pub use prompt_cache::PromptCache;
 use refusal::RefusalGuard;
 pub use response_cache::ResponseCache;
 
-pub async fn handle(app: Arc<App>, mut req: Request<Incoming>) -> Response<Body> {
+/// Serves one request with `app`, the config live when it arrived; `live`
+/// is for reloading it.
+pub async fn handle(live: &Live, app: Arc<App>, mut req: Request<Incoming>) -> Response<Body> {
     // Accept both `/v1/...` and bare paths: clients disagree on whether the
     // base URL they are given ends in /v1.
     let path = req.uri().path();
@@ -57,7 +60,7 @@ pub async fn handle(app: Arc<App>, mut req: Request<Incoming>) -> Response<Body>
     let guard =
         model_endpoint(endpoint).map(|name| RefusalGuard::new(&app, &mut req, name, dialect));
     let result = match requests_per_minute(&app, &req) {
-        Ok(()) => serve_endpoint(&app, endpoint, req).await,
+        Ok(()) => serve_endpoint(live, &app, endpoint, req).await,
         Err(err) => Err(err),
     };
     let response = result.unwrap_or_else(|err| err.into_response_for(dialect));
@@ -89,6 +92,7 @@ fn model_endpoint(endpoint: &str) -> Option<&'static str> {
 }
 
 async fn serve_endpoint(
+    live: &Live,
     app: &App,
     endpoint: &'static str,
     req: Request<Incoming>,
@@ -137,6 +141,10 @@ async fn serve_endpoint(
             Ok(()) => admin::spend(app, req).await,
             Err(err) => Err(err),
         },
+        "/admin/reload" => match allow(&req, Method::POST, "POST") {
+            Ok(()) => admin::reload(live).await,
+            Err(err) => Err(err),
+        },
         "/healthz" => Ok(health::live()),
         "/metrics" => allow(&req, Method::GET, "GET").map(|()| health::metrics(app)),
         "/readyz" => Ok(health::ready(app)),
@@ -175,7 +183,7 @@ fn is_admin_path(path: &str) -> bool {
 /// The paths served (after any `/v1`), as `'static` strings: the request
 /// itself moves into its endpoint, and a copy of its path would cost an
 /// allocation on every request.
-const ENDPOINTS: [&str; 13] = [
+const ENDPOINTS: [&str; 14] = [
     "/chat/completions",
     "/messages",
     "/messages/count_tokens",
@@ -186,6 +194,7 @@ const ENDPOINTS: [&str; 13] = [
     "/route/explain",
     "/models",
     "/admin/spend",
+    "/admin/reload",
     "/healthz",
     "/metrics",
     "/readyz",

@@ -105,6 +105,13 @@ impl Proc {
         let _ = self.child.wait();
     }
 
+    /// The config file it serves (a test may rewrite it to reload).
+    pub fn config_path(&self) -> &std::path::Path {
+        self.config_path
+            .as_deref()
+            .expect("started from a config file")
+    }
+
     pub fn pid(&self) -> u32 {
         self.child.id()
     }

@@ -131,6 +131,9 @@ pub struct ServerSettings {
     pub http2_max_concurrent_streams: u32,
     /// Serve HTTPS (HTTP/1.1 and HTTP/2 by ALPN) with these files.
     pub tls: Option<TlsFiles>,
+    /// Reload the config when its file changes (SIGHUP and
+    /// `POST /admin/reload` reload it whatever this says).
+    pub watch_config: bool,
 }
 
 /// A certificate chain and its private key, PEM files (paths as written,

@@ -75,6 +75,7 @@ pub(super) struct RawServer {
     pub max_connections: usize,
     pub http2_max_concurrent_streams: u32,
     pub tls: Option<RawTls>,
+    pub watch_config: bool,
 }
 
 /// `server.tls`: serve HTTPS with this certificate chain and key (PEM).
@@ -111,6 +112,7 @@ impl Default for RawServer {
             max_connections: 10_000,
             http2_max_concurrent_streams: 200,
             tls: None,
+            watch_config: true,
         }
     }
 }

@@ -112,6 +112,7 @@ pub(super) fn server_settings(raw: super::raw::RawServer, listen: SocketAddr) ->
             key_file: tls.key_file,
             client_ca_file: tls.client_ca_file,
         }),
+        watch_config: raw.watch_config,
     }
 }
 

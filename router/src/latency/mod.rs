@@ -4,7 +4,7 @@
 mod model;
 mod stat;
 
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use switchyard_policies::PromptClass;
 
@@ -26,7 +26,9 @@ pub trait LatencyStore: Send + Sync {
 
 /// The models in this process.
 pub struct LocalLatency {
-    backends: Vec<Mutex<BackendLatency>>,
+    /// Shared with the gateway's next config on reload, so what was learned
+    /// of a backend outlives a config change.
+    backends: Vec<Arc<Mutex<BackendLatency>>>,
 }
 
 impl LocalLatency {
@@ -34,8 +36,18 @@ impl LocalLatency {
         LocalLatency {
             backends: hints
                 .into_iter()
-                .map(|h| Mutex::new(BackendLatency::new(h)))
+                .map(|h| Arc::new(Mutex::new(BackendLatency::new(h))))
                 .collect(),
+        }
+    }
+
+    /// Backend `backend` keeps learning in `from`'s model of `theirs`
+    /// (the same backend under a previous config).
+    pub fn adopt(&mut self, backend: usize, from: &LocalLatency, theirs: usize) {
+        if let (Some(mine), Some(model)) =
+            (self.backends.get_mut(backend), from.backends.get(theirs))
+        {
+            mine.clone_from(model);
         }
     }
 

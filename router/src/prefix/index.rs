@@ -36,7 +36,11 @@ pub struct LocalPrefixIndex {
     replicas: Vec<ReplicaBlocks>,
 }
 
+/// Cloning shares the cache (moka's handles are shared), which is how a
+/// replica's entries outlive a config reload.
+#[derive(Clone)]
 struct ReplicaBlocks {
+    settings: ReplicaCache,
     blocks: Cache<u64, ()>,
     /// Blocks inserted and not yet evicted (moka's own count lags).
     held: Arc<AtomicU64>,
@@ -63,9 +67,26 @@ impl LocalPrefixIndex {
                             }
                         })
                         .build();
-                    ReplicaBlocks { blocks, held }
+                    ReplicaBlocks {
+                        settings: r,
+                        blocks,
+                        held,
+                    }
                 })
                 .collect(),
+        }
+    }
+}
+
+impl LocalPrefixIndex {
+    /// Replica `replica` keeps what `from` knew of `theirs` (the same
+    /// server under a previous config), unless its cache was resized or its
+    /// TTL changed, when it starts empty.
+    pub fn adopt(&mut self, replica: usize, from: &LocalPrefixIndex, theirs: usize) {
+        if let (Some(mine), Some(old)) = (self.replicas.get_mut(replica), from.replicas.get(theirs))
+            && mine.settings == old.settings
+        {
+            mine.clone_from(old);
         }
     }
 }
