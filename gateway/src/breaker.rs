@@ -13,6 +13,7 @@
 
 use std::hash::{Hash, Hasher};
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
 use switchyard_policies::BreakerSettings;
@@ -55,6 +56,10 @@ pub enum Blame<'a> {
 pub struct Breaker {
     settings: BreakerSettings,
     state: Mutex<State>,
+    /// Times the circuit opened (a failed probe reopening it included), and
+    /// closed again after being open: for `/metrics`.
+    opened: AtomicU64,
+    closed: AtomicU64,
 }
 
 impl Breaker {
@@ -62,6 +67,8 @@ impl Breaker {
         Breaker {
             settings,
             state: Mutex::new(CLOSED),
+            opened: AtomicU64::new(0),
+            closed: AtomicU64::new(0),
         }
     }
 
@@ -89,7 +96,11 @@ impl Breaker {
     }
 
     pub fn success(&self) {
-        *self.lock() = CLOSED;
+        let mut state = self.lock();
+        if !matches!(*state, State::Closed { .. }) {
+            self.closed.fetch_add(1, Ordering::Relaxed);
+        }
+        *state = CLOSED;
     }
 
     /// A call that said nothing about the backend's health (the caller's
@@ -110,6 +121,7 @@ impl Breaker {
         let open = State::Open {
             until: Instant::now() + self.settings.cooldown,
         };
+        let was_open = matches!(*state, State::Open { .. });
         *state = match *state {
             State::Closed {
                 failures,
@@ -140,6 +152,17 @@ impl Breaker {
             // A failed probe reopens.
             State::Open { .. } | State::HalfOpen { .. } => open,
         };
+        if !was_open && matches!(*state, State::Open { .. }) {
+            self.opened.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// How many times the circuit opened, and closed again.
+    pub fn transitions(&self) -> (u64, u64) {
+        (
+            self.opened.load(Ordering::Relaxed),
+            self.closed.load(Ordering::Relaxed),
+        )
     }
 
     /// `closed`, `open` or `half-open`, for logs and tests.
@@ -174,6 +197,7 @@ mod tests {
         breaker.failure(Blame::Backend);
         assert!(breaker.allow(), "two failures: still closed");
         breaker.success();
+        assert_eq!(breaker.transitions(), (0, 0), "it never opened");
         for _ in 0..3 {
             breaker.failure(Blame::Backend);
         }
@@ -189,6 +213,7 @@ mod tests {
         breaker.success();
         assert_eq!(breaker.state(), "closed");
         assert!(breaker.allow() && breaker.allow());
+        assert_eq!(breaker.transitions(), (2, 1), "opened, reopened, closed");
     }
 
     fn three_failures() -> Breaker {

@@ -383,3 +383,44 @@ impl Metrics {
         }
     }
 }
+
+/// Each backend's circuit breaker: whether it is open now, and how often it
+/// opened and closed again.
+pub fn render_breakers<'a>(
+    out: &mut String,
+    breakers: impl Iterator<Item = (&'a str, &'a crate::breaker::Breaker)> + Clone,
+) {
+    let _ = writeln!(
+        out,
+        "# HELP switchyard_breaker_open Whether the backend's circuit breaker is open or half-open (1) or closed (0).\n# TYPE switchyard_breaker_open gauge"
+    );
+    for (backend, breaker) in breakers.clone() {
+        let open = u8::from(breaker.state() != "closed");
+        let _ = writeln!(
+            out,
+            "switchyard_breaker_open{{backend=\"{backend}\"}} {open}"
+        );
+    }
+    let _ = writeln!(
+        out,
+        "# HELP switchyard_breaker_opened_total Times the backend's circuit breaker opened (a failed probe reopening it included).\n# TYPE switchyard_breaker_opened_total counter"
+    );
+    for (backend, breaker) in breakers.clone() {
+        let _ = writeln!(
+            out,
+            "switchyard_breaker_opened_total{{backend=\"{backend}\"}} {}",
+            breaker.transitions().0
+        );
+    }
+    let _ = writeln!(
+        out,
+        "# HELP switchyard_breaker_closed_total Times the backend's circuit breaker closed again after a successful probe.\n# TYPE switchyard_breaker_closed_total counter"
+    );
+    for (backend, breaker) in breakers {
+        let _ = writeln!(
+            out,
+            "switchyard_breaker_closed_total{{backend=\"{backend}\"}} {}",
+            breaker.transitions().1
+        );
+    }
+}

@@ -700,3 +700,88 @@ async fn one_model_is_retrieved_only_by_keys_that_may_name_it() {
     assert_eq!(hidden.error()["code"], "model_not_found");
     assert_eq!(get("/models/nope", "sk-alice").await.status, 404);
 }
+
+/// API keys never reach a log, even at trace level: the callers' keys in
+/// `authorization` and `x-api-key` (valid and not, HTTP/1 and HTTP/2,
+/// whole and streamed) and the gateway's own key for its backend.
+#[tokio::test]
+async fn keys_never_reach_the_log_even_at_trace() {
+    const CALLER: &str = "sk-caller-TRACEPROBE-4f9a2c71";
+    const INTRUDER: &str = "sk-intruder-TRACEPROBE-88d1e0";
+    const UPSTREAM: &str = "sk-upstream-TRACEPROBE-c3b5aa";
+    let upstream = support::fast_sim(&[]);
+    let log = support::unique_path("trace.log");
+    let gateway = GatewayBuilder::new()
+        .env("RUST_LOG", "trace")
+        .env("TRACEPROBE_UPSTREAM_KEY", UPSTREAM)
+        .backend_yaml(&format!(
+            "  local:\n    tier: small\n    openai: {{base_url: '{}', api_key: 'env:TRACEPROBE_UPSTREAM_KEY'}}\n",
+            upstream.base_url()
+        ))
+        .section(&format!(
+            "auth:\n  keys:\n    - {{name: caller, hash: '{}'}}\n",
+            support::key_hash(CALLER)
+        ))
+        .start_logging("", Some(&log));
+    let bearer = format!("Bearer {CALLER}");
+    let intruder = format!("Bearer {INTRUDER}");
+    let streamed = {
+        let mut body = chat("local", "hi");
+        body["stream"] = json!(true);
+        body
+    };
+    let chat_url = gateway.url("/v1/chat/completions");
+    let messages =
+        json!({"model": "local", "max_tokens": 8, "messages": [{"role": "user", "content": "hi"}]});
+    for http2 in [false, true] {
+        for (url, body, headers) in [
+            (
+                &chat_url,
+                &chat("local", "hi"),
+                vec![("authorization", bearer.as_str())],
+            ),
+            (
+                &chat_url,
+                &streamed,
+                vec![("authorization", bearer.as_str())],
+            ),
+            (
+                &gateway.url("/v1/messages"),
+                &messages,
+                vec![("x-api-key", CALLER), ("anthropic-version", "2023-06-01")],
+            ),
+            (
+                &chat_url,
+                &chat("local", "hi"),
+                vec![("authorization", intruder.as_str())],
+            ),
+            (
+                &gateway.url("/v1/messages"),
+                &messages,
+                vec![("x-api-key", INTRUDER)],
+            ),
+        ] {
+            let mut all = vec![("content-type", "application/json")];
+            all.extend(headers);
+            let reply = support::request(
+                http::Method::POST,
+                url,
+                &all,
+                serde_json::to_vec(body).unwrap(),
+                http2,
+            )
+            .await;
+            assert!(matches!(reply.status.as_u16(), 200 | 401), "{reply:?}");
+        }
+    }
+    drop(gateway);
+    let logged = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        logged.lines().filter(|l| l.contains("TRACE")).count() > 100,
+        "the log is at trace level"
+    );
+    for secret in [CALLER, INTRUDER, UPSTREAM, "TRACEPROBE"] {
+        assert!(!logged.contains(secret), "`{secret}` is in the log");
+    }
+    let _ = std::fs::remove_file(&log);
+}

@@ -30,7 +30,11 @@ pub fn ready(app: &App) -> Response<Body> {
 
 /// Prometheus text exposition of the gateway's metrics.
 pub fn metrics(app: &App) -> Response<Body> {
-    let text = app.metrics.render(app.router.speculation());
+    let mut text = app.metrics.render(app.router.speculation());
+    crate::metrics::render_breakers(
+        &mut text,
+        app.backends.iter().map(|b| (b.name.as_str(), &*b.breaker)),
+    );
     let mut response = Response::new(Full::new(Bytes::from(text)).boxed_unsync());
     response.headers_mut().insert(
         CONTENT_TYPE,

@@ -39,16 +39,18 @@ pub struct Proc {
 
 impl Proc {
     fn spawn(args: &[String], config_path: Option<std::path::PathBuf>) -> Proc {
-        Self::spawn_logging(args, config_path, "warn", None)
+        Self::spawn_logging(args, config_path, "warn", None, &[])
     }
 
-    /// Starts the binary logging at `level`, to `log` when given (else to
-    /// the test's own stderr).
+    /// Starts the binary logging at `level` (`SWITCHYARD_LOG`; unset when
+    /// empty), to `log` when given (else to the test's own stderr), with
+    /// `env` added to its environment.
     fn spawn_logging(
         args: &[String],
         config_path: Option<std::path::PathBuf>,
         level: &str,
         log: Option<&std::path::Path>,
+        env: &[(String, String)],
     ) -> Proc {
         let dir = unique_path("dir");
         std::fs::create_dir_all(&dir).expect("make a working directory");
@@ -56,10 +58,14 @@ impl Proc {
             Some(path) => Stdio::from(std::fs::File::create(path).expect("create the log file")),
             None => Stdio::inherit(),
         };
-        let mut child = Command::new(env!("CARGO_BIN_EXE_switchyard"))
+        let mut command = Command::new(env!("CARGO_BIN_EXE_switchyard"));
+        if !level.is_empty() {
+            command.env("SWITCHYARD_LOG", level);
+        }
+        let mut child = command
             .args(args)
             .current_dir(&dir)
-            .env("SWITCHYARD_LOG", level)
+            .envs(env.iter().map(|(k, v)| (k, v)))
             .stdout(Stdio::piped())
             .stderr(stderr)
             .spawn()
@@ -163,6 +169,7 @@ pub fn fast_sim(extra: &[&str]) -> Proc {
 /// Builds a gateway config fluently, then starts `switchyard serve` on it.
 #[derive(Default)]
 pub struct GatewayBuilder {
+    env: Vec<(String, String)>,
     server: Vec<String>,
     backends: Vec<String>,
     routes: Vec<String>,
@@ -172,6 +179,12 @@ pub struct GatewayBuilder {
 impl GatewayBuilder {
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// An environment variable for the gateway process (a backend's key).
+    pub fn env(mut self, name: &str, value: &str) -> Self {
+        self.env.push((name.to_owned(), value.to_owned()));
+        self
     }
 
     /// A `server:` setting, e.g. `max_body_bytes: 1024`.
@@ -269,6 +282,7 @@ impl GatewayBuilder {
             Some(path),
             level,
             log,
+            &self.env,
         )
     }
 }
