@@ -1,0 +1,3 @@
+//! Fuzz targets for every parser that reads outside input; see `targets.rs`.
+
+pub mod targets;

@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# Coverage-guided fuzzing (cargo fuzz, libFuzzer) of every parser that reads
+# outside input; the targets are in fuzz/src/targets.rs.
+#
+#   scripts/fuzz.sh [SECONDS_PER_TARGET] [TARGET...]    (default: 600 s, every target)
+#
+# Each target starts from its hand-written seeds (fuzz/seeds/TARGET/) and
+# the corpus earlier runs found (fuzz/corpus/TARGET.hex: one input per line,
+# hex, so thousands of small inputs are one file in git), and stops at the
+# first panic, or at an input that takes over 10 s (a hang): libFuzzer
+# saves that input under fuzz/artifacts/. Commit a crash as
+# fuzz/regressions/TARGET/NAME with its fix. Afterwards the corpus is
+# minimized (cargo fuzz cmin) and packed back into TARGET.hex. The
+# workspace test gateway/tests/fuzz_corpus.rs replays seeds, corpus and
+# regressions on every CI run.
+#
+# cargo fuzz passes rustc flags that only a nightly toolchain accepts, and a
+# nightly cannot be installed here: RUSTC_BOOTSTRAP=1 lets this machine's
+# stable rustc accept them. No sanitizer (-s none): the code is safe Rust,
+# so what the fuzzer hunts is panics, overflows (checked in this build),
+# hangs and runaway memory (-rss_limit_mb).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+seconds="${1:-600}"
+shift || true
+cache="${SWITCHYARD_CACHE:-$HOME/.cache/switchyard}"
+tools="$cache/tools/cargo-fuzz"
+version=0.13.2
+if ! "$tools/bin/cargo-fuzz" --version 2>/dev/null | grep -q "$version"; then
+  echo "== installing cargo-fuzz $version into $tools"
+  cargo install cargo-fuzz --version "$version" --locked --root "$tools" --quiet
+fi
+export PATH="$tools/bin:$PATH"
+export RUSTC_BOOTSTRAP=1
+
+if [ "$#" -gt 0 ]; then
+  targets=("$@")
+else
+  mapfile -t targets < <(cargo fuzz list --fuzz-dir fuzz)
+fi
+
+echo "== cargo fuzz build"
+cargo fuzz build --fuzz-dir fuzz -s none --release
+
+scratch=fuzz/target/corpus
+for target in "${targets[@]}"; do
+  echo "== $target: ${seconds} s"
+  rm -rf "$scratch/$target" "$scratch/$target.min"
+  mkdir -p "$scratch/$target" "$scratch/$target.min"
+  python3 scripts/fuzz_corpus.py unpack "fuzz/corpus/$target.hex" "$scratch/$target"
+  cargo fuzz run --fuzz-dir fuzz -s none --release "$target" "$scratch/$target" "fuzz/seeds/$target" -- \
+    -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -max_len=65536 -print_final_stats=1
+  # Keep only inputs that add coverage, then pack them for git.
+  cargo fuzz run --fuzz-dir fuzz -s none --release "$target" "$scratch/$target.min" "$scratch/$target" -- \
+    -merge=1 -timeout=10 >/dev/null 2>&1
+  python3 scripts/fuzz_corpus.py pack "$scratch/$target.min" "fuzz/corpus/$target.hex"
+  echo "$target: no crash in ${seconds} s; corpus $(wc -l < "fuzz/corpus/$target.hex") inputs"
+done
