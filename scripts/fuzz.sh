@@ -5,12 +5,12 @@
 #   scripts/fuzz.sh [SECONDS_PER_TARGET] [TARGET...]    (default: 600 s, every target)
 #
 # Each target starts from its hand-written seeds (fuzz/seeds/TARGET/) and
-# the corpus earlier runs found (fuzz/corpus/TARGET.hex: one input per line,
-# hex, so thousands of small inputs are one file in git), and stops at the
-# first panic, or at an input that takes over 10 s (a hang): libFuzzer
+# the corpus earlier runs found (fuzz/corpus/TARGET.hex.gz: an input per
+# line, hex, gzipped, so thousands of inputs are one small file in git),
+# and stops at the first panic, or at an input that takes over 10 s (a hang): libFuzzer
 # saves that input under fuzz/artifacts/. Commit a crash as
 # fuzz/regressions/TARGET/NAME with its fix. Afterwards the corpus is
-# minimized (cargo fuzz cmin) and packed back into TARGET.hex. The
+# minimized (a set-cover merge) and packed back into TARGET.hex.gz. The
 # workspace test gateway/tests/fuzz_corpus.rs replays seeds, corpus and
 # regressions on every CI run.
 #
@@ -48,12 +48,12 @@ for target in "${targets[@]}"; do
   echo "== $target: ${seconds} s"
   rm -rf "$scratch/$target" "$scratch/$target.min"
   mkdir -p "$scratch/$target" "$scratch/$target.min"
-  python3 scripts/fuzz_corpus.py unpack "fuzz/corpus/$target.hex" "$scratch/$target"
+  python3 scripts/fuzz_corpus.py unpack "fuzz/corpus/$target.hex.gz" "$scratch/$target"
   cargo fuzz run --fuzz-dir fuzz -s none --release "$target" "$scratch/$target" "fuzz/seeds/$target" -- \
-    -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -max_len=65536 -print_final_stats=1
+    -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -max_len=8192 -print_final_stats=1
   # Keep only inputs that add coverage, then pack them for git.
   cargo fuzz run --fuzz-dir fuzz -s none --release "$target" "$scratch/$target.min" "$scratch/$target" -- \
-    -merge=1 -timeout=10 >/dev/null 2>&1
-  python3 scripts/fuzz_corpus.py pack "$scratch/$target.min" "fuzz/corpus/$target.hex"
-  echo "$target: no crash in ${seconds} s; corpus $(wc -l < "fuzz/corpus/$target.hex") inputs"
+    -set_cover_merge=1 -timeout=10 >/dev/null 2>&1
+  python3 scripts/fuzz_corpus.py pack "$scratch/$target.min" "fuzz/corpus/$target.hex.gz"
+  echo "$target: no crash in ${seconds} s; corpus $(ls "$scratch/$target.min" | wc -l) inputs"
 done

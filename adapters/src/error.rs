@@ -36,6 +36,14 @@ impl TimeoutPhase {
 pub enum AdapterError {
     #[error("could not connect to the backend: {message}")]
     Connect { message: String },
+    /// The backend's TLS certificate failed verification (or it refused
+    /// the gateway's): a configuration problem, not an outage. `reason` is
+    /// a fixed phrase (expired, not valid for the host, ...).
+    #[error("the backend's TLS certificate was refused ({reason}): {message}")]
+    Certificate {
+        reason: &'static str,
+        message: String,
+    },
     #[error("the backend did not answer in time (waiting for {})", phase.as_str())]
     Timeout {
         phase: TimeoutPhase,
@@ -68,6 +76,7 @@ impl AdapterError {
     pub fn fault(&self) -> Fault {
         match self {
             AdapterError::Connect { .. }
+            | AdapterError::Certificate { .. }
             | AdapterError::Timeout { .. }
             | AdapterError::Reset { .. }
             | AdapterError::Overloaded { .. }
@@ -90,7 +99,9 @@ impl AdapterError {
             | AdapterError::Reset { .. }
             | AdapterError::Overloaded { .. } => true,
             AdapterError::Status { status, .. } => *status == 429 || *status >= 500,
-            AdapterError::Protocol { .. }
+            // Sent again, the same certificate is refused again.
+            AdapterError::Certificate { .. }
+            | AdapterError::Protocol { .. }
             | AdapterError::InvalidRequest { .. }
             | AdapterError::Internal { .. } => false,
         }

@@ -19,8 +19,11 @@ use switchyard_adapters::types::{
 };
 use switchyard_policies::Config;
 
+/// A target: takes any bytes, and must not panic.
+pub type Target = fn(&[u8]);
+
 /// Every target, by the name of its corpus directory.
-pub const TARGETS: [(&str, fn(&[u8])); 8] = [
+pub const TARGETS: [(&str, Target); 8] = [
     ("chat_body", chat_body),
     ("completion_body", completion_body),
     ("embedding_body", embedding_body),

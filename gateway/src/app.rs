@@ -536,7 +536,7 @@ pub fn build_provider(backend: &Backend) -> anyhow::Result<Arc<dyn Provider>> {
     let link = Link {
         timeouts: backend.timeouts,
         max_response_bytes: backend.max_response_bytes,
-        ca_file: backend.ca_file.as_deref(),
+        tls: &backend.tls,
     };
     let provider: Arc<dyn Provider> = match &backend.adapter {
         BackendAdapter::Sim(params) => Arc::new(SimBackend::new(params.clone())),

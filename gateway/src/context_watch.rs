@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 use switchyard_adapters::engine_metrics::fetch;
-use switchyard_adapters::upstream::http_client;
+use switchyard_adapters::upstream::{HttpClient, http_client_trusting};
 use switchyard_policies::{BackendAdapter, Config, Engine, Tier};
 
 use crate::app::App;
@@ -30,6 +30,8 @@ struct Asked {
     read: ReadWindow,
     model: String,
     last: Option<u32>,
+    /// A client that trusts what the backend's `tls:` says.
+    client: HttpClient,
 }
 
 /// Starts the watcher when some backend's window is to be read.
@@ -48,6 +50,9 @@ pub fn spawn(config: &Config, app: Arc<App>) -> Option<tokio::task::AbortHandle>
                 Engine::Llamacpp => (format!("{}/props", openai.origin()), llama_cpp_n_ctx),
                 _ => (format!("{}/models", openai.base_url), max_model_len),
             };
+            let client = http_client_trusting(TIMEOUT, &backend.tls)
+                .inspect_err(|err| tracing::warn!(backend = %backend.name, %err, "context window: no HTTP client"))
+                .ok()?;
             Some(Asked {
                 index,
                 name: backend.name.clone(),
@@ -55,6 +60,7 @@ pub fn spawn(config: &Config, app: Arc<App>) -> Option<tokio::task::AbortHandle>
                 read,
                 model: backend.upstream_model.clone(),
                 last: None,
+                client,
             })
         })
         .collect();
@@ -62,14 +68,11 @@ pub fn spawn(config: &Config, app: Arc<App>) -> Option<tokio::task::AbortHandle>
 }
 
 async fn watch(mut asked: Vec<Asked>, app: Arc<App>) {
-    let Ok(client) = http_client(TIMEOUT) else {
-        return;
-    };
     let mut ticks = tokio::time::interval(EVERY);
     loop {
         ticks.tick().await;
         for a in &mut asked {
-            let window = match fetch(&client, &a.url, TIMEOUT).await {
+            let window = match fetch(&a.client, &a.url, TIMEOUT).await {
                 Ok(text) => serde_json::from_str::<Value>(&text)
                     .ok()
                     .and_then(|answer| (a.read)(&answer, &a.model)),

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use switchyard_adapters::engine_metrics::{DraftFigures, draft_figures, fetch};
-use switchyard_adapters::upstream::http_client;
+use switchyard_adapters::upstream::{HttpClient, http_client_trusting};
 use switchyard_policies::{BackendAdapter, Config, Engine};
 
 use crate::metrics::Metrics;
@@ -23,6 +23,8 @@ struct Watched {
     /// The counters at the last scrape, for the rate between scrapes.
     last: Option<(f64, f64)>,
     failing: bool,
+    /// A client that trusts what the backend's `tls:` says.
+    client: HttpClient,
 }
 
 /// Starts the watcher when some backend has a metrics page to read.
@@ -40,6 +42,9 @@ pub fn spawn(config: &Config, metrics: Arc<Metrics>) -> Option<tokio::task::Abor
                 interval: openai.metrics_interval,
                 last: None,
                 failing: false,
+                client: http_client_trusting(TIMEOUT, &backend.tls)
+                    .inspect_err(|err| tracing::warn!(backend = %backend.name, %err, "engine metrics: no HTTP client"))
+                    .ok()?,
             }),
             _ => None,
         })
@@ -51,20 +56,13 @@ pub fn spawn(config: &Config, metrics: Arc<Metrics>) -> Option<tokio::task::Abor
 }
 
 async fn watch(mut watched: Vec<Watched>, metrics: Arc<Metrics>) {
-    let client = match http_client(TIMEOUT) {
-        Ok(client) => client,
-        Err(err) => {
-            tracing::warn!(%err, "engine metrics: no HTTP client");
-            return;
-        }
-    };
     // One pass per the shortest interval configured.
     let every = watched.iter().map(|w| w.interval).min().unwrap_or(TIMEOUT);
     let mut ticks = tokio::time::interval(every);
     loop {
         ticks.tick().await;
         for w in &mut watched {
-            match fetch(&client, &w.url, TIMEOUT).await {
+            match fetch(&w.client, &w.url, TIMEOUT).await {
                 Ok(text) => {
                     w.failing = false;
                     if let Some(rate) = update(w, draft_figures(w.engine, &text)) {
@@ -112,6 +110,7 @@ mod tests {
             interval: TIMEOUT,
             last: None,
             failing: false,
+            client: http_client_trusting(TIMEOUT, &Default::default()).unwrap(),
         };
         let counters = |drafted, accepted| Some(DraftFigures::Counters { drafted, accepted });
         assert_eq!(update(&mut w, counters(100.0, 80.0)), Some(0.8));

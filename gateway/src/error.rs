@@ -428,6 +428,12 @@ fn upstream_shape(err: &AdapterError) -> Shape {
             "upstream_error",
             Some("upstream_unreachable"),
         ),
+        AdapterError::Certificate { .. } => shape(
+            StatusCode::BAD_GATEWAY,
+            "upstream_certificate",
+            "upstream_error",
+            Some("upstream_certificate_refused"),
+        ),
         AdapterError::Reset { .. } => shape(
             StatusCode::BAD_GATEWAY,
             "upstream_reset",
@@ -508,6 +514,9 @@ pub fn credentials_refused(status: u16) -> bool {
 fn upstream_message(err: &AdapterError) -> String {
     match err {
         AdapterError::Connect { .. } => "could not connect to the backend".into(),
+        AdapterError::Certificate { reason, .. } => {
+            format!("the backend's TLS certificate was refused: {reason}")
+        }
         AdapterError::Timeout { .. } | AdapterError::Overloaded { .. } => err.to_string(),
         AdapterError::Reset { .. } => "the backend closed the connection".into(),
         AdapterError::Status { status, .. } if credentials_refused(*status) => format!(
@@ -532,8 +541,13 @@ fn upstream_message(err: &AdapterError) -> String {
 }
 
 /// The whole story of an upstream failure, for the operator: at debug, with
-/// secrets taken out.
+/// secrets taken out; a refused certificate at warn, since only the
+/// operator can fix it.
 fn log_upstream_detail(err: &AdapterError) {
+    if let AdapterError::Certificate { .. } = err {
+        tracing::warn!(detail = %crate::redact::redact(&err.to_string()), "backend TLS certificate refused");
+        return;
+    }
     if tracing::enabled!(tracing::Level::DEBUG) {
         let body = match err {
             AdapterError::Status {

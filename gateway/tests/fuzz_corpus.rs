@@ -1,6 +1,6 @@
 //! The fuzz targets on every CI run: each replays its hand-written seeds
 //! (`fuzz/seeds/`), the corpus `scripts/fuzz.sh` found with cargo fuzz
-//! (`fuzz/corpus/TARGET.hex`) and every input that once crashed it
+//! (`fuzz/corpus/TARGET.hex.gz`) and every input that once crashed it
 //! (`fuzz/regressions/`); then a few thousand mutations of those, a brief
 //! stable-toolchain stand-in for the coverage-guided runs. None may panic.
 

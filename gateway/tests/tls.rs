@@ -61,6 +61,18 @@ fn signed_by(
     subject: &str,
     extensions: &str,
 ) -> (PathBuf, PathBuf) {
+    signed_for_days(ca, dir, name, subject, extensions, "1")
+}
+
+/// The same, valid for `days` from now (`-1`: it expired yesterday).
+fn signed_for_days(
+    ca: &(PathBuf, PathBuf),
+    dir: &Path,
+    name: &str,
+    subject: &str,
+    extensions: &str,
+    days: &str,
+) -> (PathBuf, PathBuf) {
     let path = |ext: &str| dir.join(format!("{name}.{ext}")).display().to_string();
     let mut request = vec!["req", "-new", "-subj", subject];
     let (key, csr) = (path("key"), path("csr"));
@@ -80,7 +92,7 @@ fn signed_by(
         &ca_key,
         "-CAcreateserial",
         "-days",
-        "1",
+        days,
         "-extfile",
         &path("ext"),
         "-out",
@@ -289,7 +301,8 @@ async fn a_backend_behind_a_private_ca_is_trusted_only_by_name() {
     let base = format!("https://127.0.0.1:{}/v1", upstream.addr.port());
     let gateway = GatewayBuilder::new()
         .backend_yaml(&format!(
-            "  trusted:\n    tier: small\n    model: local\n    openai: {{base_url: '{base}'}}\n    tls: {{ca_file: '{}'}}\n    context_window: 8192\n  untrusted:\n    tier: small\n    model: local\n    openai: {{base_url: '{base}'}}\n    context_window: 8192\n",
+            "  trusted:\n    tier: small\n    model: local\n    openai: {{base_url: '{base}'}}\n    tls: {{ca_file: '{}'}}\n    context_window: 8192\n  platform:\n    tier: small\n    model: local\n    openai: {{base_url: '{base}'}}\n    tls: {{roots: platform, ca_file: '{}'}}\n    context_window: 8192\n  untrusted:\n    tier: small\n    model: local\n    openai: {{base_url: '{base}'}}\n    context_window: 8192\n",
+            ca.display(),
             ca.display()
         ))
         .start();
@@ -301,8 +314,173 @@ async fn a_backend_behind_a_private_ca_is_trusted_only_by_name() {
         "{}",
         String::from_utf8_lossy(&trusted.body)
     );
+    // The system's trust store in place of the built-in roots, beside the
+    // private CA.
+    let platform = support::post_json(&url, &support::chat("platform", "hi")).await;
+    assert_eq!(
+        platform.status,
+        200,
+        "{}",
+        String::from_utf8_lossy(&platform.body)
+    );
     let untrusted = support::post_json(&url, &support::chat("untrusted", "hi")).await;
     assert_eq!(untrusted.status, 502);
-    assert_eq!(untrusted.error()["code"], "upstream_unreachable");
+    assert_eq!(untrusted.error()["code"], "upstream_certificate_refused");
+    assert!(
+        untrusted.error()["message"]
+            .as_str()
+            .unwrap()
+            .contains("signed by a CA the gateway does not trust"),
+        "{:?}",
+        untrusted.error()
+    );
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A backend whose certificate expired, or names another host, is refused
+/// with an error that says which, even though its CA is trusted.
+#[tokio::test]
+async fn expired_and_wrong_host_backend_certificates_are_refused_clearly() {
+    let dir = support::unique_path("tls-bad-certs");
+    let ca = self_signed(&dir, "ca", "/CN=private ca", &[]);
+    let server =
+        "basicConstraints=CA:FALSE\nkeyUsage=digitalSignature\nextendedKeyUsage=serverAuth\n";
+    let expired = signed_for_days(
+        &ca,
+        &dir,
+        "expired",
+        "/CN=backend",
+        &format!("{server}subjectAltName=IP:127.0.0.1\n"),
+        "-1",
+    );
+    let elsewhere = signed_by(
+        &ca,
+        &dir,
+        "elsewhere",
+        "/CN=backend",
+        &format!("{server}subjectAltName=DNS:elsewhere.example\n"),
+    );
+    let (expired_upstream, elsewhere_upstream) = (
+        https_gateway(&expired.0, &expired.1),
+        https_gateway(&elsewhere.0, &elsewhere.1),
+    );
+    let backend = |name: &str, upstream: &Proc| {
+        format!(
+            "  {name}:\n    tier: small\n    model: local\n    openai: {{base_url: 'https://127.0.0.1:{}/v1'}}\n    tls: {{ca_file: '{}'}}\n    context_window: 8192\n",
+            upstream.addr.port(),
+            ca.0.display()
+        )
+    };
+    let gateway = GatewayBuilder::new()
+        .backend_yaml(&backend("expired", &expired_upstream))
+        .backend_yaml(&backend("elsewhere", &elsewhere_upstream))
+        .start();
+    let url = gateway.url("/v1/chat/completions");
+    for (name, reason) in [
+        ("expired", "expired"),
+        ("elsewhere", "not valid for the backend's host name"),
+    ] {
+        let reply = support::post_json(&url, &support::chat(name, "hi")).await;
+        assert_eq!(reply.status, 502, "{name}");
+        let error = reply.error();
+        assert_eq!(error["code"], "upstream_certificate_refused", "{name}");
+        assert!(
+            error["message"].as_str().unwrap().contains(reason),
+            "{name}: {error}"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A backend that asks for a client certificate (mTLS) gets the gateway's
+/// (`tls.cert_file`, `tls.key_file`); without one the backend refuses the
+/// handshake, and the caller is told so.
+#[tokio::test]
+async fn a_backend_that_asks_for_a_client_certificate_gets_the_gateways() {
+    let dir = support::unique_path("tls-mtls");
+    let (ca, cert, key) = private_ca_certificate(&dir);
+    let clients = self_signed(&dir, "clients", "/CN=gateway clients", &[]);
+    let gateway_cert = signed_by(
+        &clients,
+        &dir,
+        "gateway",
+        "/CN=switchyard",
+        "basicConstraints=CA:FALSE\nkeyUsage=digitalSignature\nextendedKeyUsage=clientAuth\n",
+    );
+    let upstream = GatewayBuilder::new()
+        .server(&format!(
+            "tls: {{cert_file: '{}', key_file: '{}', client_ca_file: '{}'}}",
+            cert.display(),
+            key.display(),
+            clients.0.display()
+        ))
+        .in_process_sim(
+            "local",
+            "small",
+            &format!("preset: small, {FAST_SIM_FIELDS}"),
+        )
+        .start();
+    let base = format!("https://127.0.0.1:{}/v1", upstream.addr.port());
+    let gateway = GatewayBuilder::new()
+        .backend_yaml(&format!(
+            "  mutual:\n    tier: small\n    model: local\n    openai: {{base_url: '{base}'}}\n    tls: {{ca_file: '{}', cert_file: '{}', key_file: '{}'}}\n    context_window: 8192\n  anonymous:\n    tier: small\n    model: local\n    openai: {{base_url: '{base}'}}\n    tls: {{ca_file: '{}'}}\n    context_window: 8192\n    breaker: {{failures: 100}}\n",
+            ca.display(),
+            gateway_cert.0.display(),
+            gateway_cert.1.display(),
+            ca.display()
+        ))
+        .start();
+    let url = gateway.url("/v1/chat/completions");
+    let mutual = support::post_json(&url, &support::chat("mutual", "hi")).await;
+    assert_eq!(
+        mutual.status,
+        200,
+        "{}",
+        String::from_utf8_lossy(&mutual.body)
+    );
+    // TLS 1.3 refuses a missing client certificate after the client thinks
+    // the handshake is done: the backend's alert and its hang-up race, so
+    // the caller is told of the certificate when the alert wins, else of a
+    // reset. Both are 502s; over ten tries the alert wins at least once.
+    let mut told = 0;
+    for _ in 0..10 {
+        let anonymous = support::post_json(&url, &support::chat("anonymous", "hi")).await;
+        assert_eq!(anonymous.status, 502);
+        let error = anonymous.error();
+        match error["code"].as_str() {
+            Some("upstream_certificate_refused") => {
+                assert!(
+                    error["message"]
+                        .as_str()
+                        .unwrap()
+                        .contains("client certificate"),
+                    "{error}"
+                );
+                told += 1;
+            }
+            code => assert_eq!(code, Some("upstream_reset"), "{error}"),
+        }
+    }
+    assert!(told > 0, "never told of the refused client certificate");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A client certificate whose key file is missing stops the start with the
+/// setting's name, rather than failing every request later.
+#[test]
+fn a_missing_client_key_stops_the_start() {
+    let yaml = "backends:\n  mutual:\n    tier: small\n    openai: {base_url: 'https://127.0.0.1:9/v1'}\n    tls: {cert_file: /nonexistent/cert.pem, key_file: /nonexistent/key.pem}\n";
+    let path = support::write_temp_config(yaml);
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_switchyard"))
+        .args(["serve", "--listen", "127.0.0.1:0", "--config"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("tls.cert_file /nonexistent/cert.pem"),
+        "{stderr}"
+    );
+    let _ = std::fs::remove_file(&path);
 }

@@ -9,12 +9,13 @@ pub mod profiles;
 pub mod speculation;
 
 pub use config::{
-    AnthropicBackend, Auth, Backend, BackendAdapter, Balance, BreakerSettings, CacheShare,
-    CascadeCheck, Condition, Config, ConfigError, Durability, Engine, HeaderMatch, Hedge,
-    LatencyBudget, LatencyHintsConfig, LedgerSettings, Limits, OnExhausted, OpenAiBackend, Pattern,
-    PrefixCacheSettings, Reference, ResponseCacheSettings, Route, RouteStrategy, Rule,
-    ServerSettings, SimFaults, SimParams, SimPreset, SimSpeculation, Similar, SpendLimit,
-    SpendScope, Team, Tier, Timeouts, TlsFiles, VirtualKey, sim_params_from_yaml,
+    AnthropicBackend, Auth, Backend, BackendAdapter, BackendTls, Balance, BreakerSettings,
+    CacheShare, CascadeCheck, ClientCert, Condition, Config, ConfigError, Durability, Engine,
+    HeaderMatch, Hedge, LatencyBudget, LatencyHintsConfig, LedgerSettings, Limits, OnExhausted,
+    OpenAiBackend, Pattern, PrefixCacheSettings, Reference, ResponseCacheSettings, Route,
+    RouteStrategy, Rule, ServerSettings, SimFaults, SimParams, SimPreset, SimSpeculation, Similar,
+    SpendLimit, SpendScope, Team, Tier, Timeouts, TlsFiles, TrustRoots, VirtualKey,
+    sim_params_from_yaml,
 };
 pub use pricing::{Pricing, TokenCounts, TokenPrice, builtin_price};
 pub use profiles::{Budget, Profile};

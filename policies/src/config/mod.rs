@@ -156,6 +156,38 @@ impl Default for ServerSettings {
     }
 }
 
+/// How the gateway checks a backend's certificate and proves itself to it.
+/// Verification is always on: there is no setting to turn it off.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct BackendTls {
+    /// The public CAs trusted.
+    pub roots: TrustRoots,
+    /// A PEM file of CAs trusted beside them (a private CA).
+    pub ca_file: Option<String>,
+    /// The gateway's client certificate chain and key (PEM), for a backend
+    /// that asks for one.
+    pub client_cert: Option<ClientCert>,
+}
+
+/// Which public CAs a backend's certificate may chain to.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TrustRoots {
+    /// Mozilla's roots, built in (the same on every machine).
+    #[default]
+    Webpki,
+    /// The operating system's trust store (what an enterprise proxy's CA
+    /// is usually added to).
+    Platform,
+}
+
+/// A certificate chain and its private key, PEM files.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ClientCert {
+    pub cert_file: String,
+    pub key_file: String,
+}
+
 /// Limits on what one request may ask for.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Limits {
@@ -220,9 +252,9 @@ pub struct Backend {
     pub max_response_bytes: usize,
     /// Price multipliers of the provider's service tiers, by tier name.
     pub service_tiers: Vec<(String, f64)>,
-    /// A PEM file of CAs trusted for this backend beside the public ones
-    /// (`tls.ca_file`).
-    pub ca_file: Option<String>,
+    /// How the backend's certificate is checked, and the gateway's own
+    /// certificate for it (`tls:`).
+    pub tls: BackendTls,
     /// Request fields never sent to this backend (`passthrough.deny`).
     /// A `service_tier` the backend's price does not name is never sent
     /// either: a field that changes the bill is priced or stripped.

@@ -143,11 +143,16 @@ pub(super) struct RawBackend {
     pub prefix_cache: Option<RawPrefixCache>,
 }
 
-/// `tls:` on a backend: a private CA its certificate chains to.
+/// `tls:` on a backend: which CAs its certificate may chain to, and the
+/// gateway's own certificate when the backend asks for one (mTLS).
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RawBackendTls {
-    pub ca_file: String,
+    pub ca_file: Option<String>,
+    #[serde(default)]
+    pub roots: super::TrustRoots,
+    pub cert_file: Option<String>,
+    pub key_file: Option<String>,
 }
 
 /// `passthrough:` on a backend: request fields never sent to it.

@@ -297,3 +297,29 @@ fn a_cloud_model_without_a_price_is_served_with_a_warning() {
     assert!(warnings[0].contains("backend `cloud`") && warnings[0].contains("unpriced"));
     assert!(Config::from_yaml(GOOD, "t").unwrap().warnings().is_empty());
 }
+
+#[test]
+fn backend_tls_takes_roots_a_private_ca_and_a_client_certificate_whole() {
+    let with = |tls: &str| GOOD.replace("tier: cloud", &format!("tier: cloud\n    tls: {tls}"));
+    let config = Config::from_yaml(
+        &with("{roots: platform, ca_file: ca.pem, cert_file: me.pem, key_file: me.key}"),
+        "test.yaml",
+    )
+    .unwrap();
+    let tls = &config.backends["cloud"].tls;
+    assert_eq!(tls.roots, crate::TrustRoots::Platform);
+    assert_eq!(tls.ca_file.as_deref(), Some("ca.pem"));
+    assert_eq!(
+        tls.client_cert.as_ref().map(|c| c.key_file.as_str()),
+        Some("me.key")
+    );
+    assert_eq!(config.backends["small"].tls, crate::BackendTls::default());
+    let err = error_of(&with("{cert_file: me.pem}"));
+    assert_eq!(err.path, "backends.cloud.tls");
+    assert!(
+        err.message.contains("cert_file and key_file come together"),
+        "{err}"
+    );
+    let err = error_of(&with("{roots: none}"));
+    assert!(err.message.contains("unknown variant `none`"), "{err}");
+}

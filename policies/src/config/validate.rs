@@ -275,7 +275,36 @@ fn validate_backend(ck: &Checker<'_>, name: &str, raw: RawBackend) -> Result<Bac
             .unwrap_or(super::DEFAULT_MAX_RESPONSE_BYTES),
         service_tiers,
         deny_fields: raw.passthrough.deny,
-        ca_file: raw.tls.map(|tls| tls.ca_file),
+        tls: backend_tls(ck, name, raw.tls)?,
+    })
+}
+
+/// A backend's `tls:` section; a client certificate needs both its files.
+fn backend_tls(
+    ck: &Checker<'_>,
+    name: &str,
+    raw: Option<super::raw::RawBackendTls>,
+) -> Result<super::BackendTls, ConfigError> {
+    let Some(raw) = raw else {
+        return Ok(super::BackendTls::default());
+    };
+    let client_cert = match (raw.cert_file, raw.key_file) {
+        (None, None) => None,
+        (Some(cert_file), Some(key_file)) => Some(super::ClientCert {
+            cert_file,
+            key_file,
+        }),
+        _ => {
+            return Err(ck.error(
+                &["backends", name, "tls"],
+                "cert_file and key_file come together (the gateway's client certificate and its key)",
+            ));
+        }
+    };
+    Ok(super::BackendTls {
+        roots: raw.roots,
+        ca_file: raw.ca_file,
+        client_cert,
     })
 }
 
