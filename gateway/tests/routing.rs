@@ -432,3 +432,34 @@ async fn routing_encoder_calls_are_billed_to_the_key_they_route() {
         "{rows:?}"
     );
 }
+
+/// A stream held back for a cascade check is held in memory: past the
+/// backend's `max_response_bytes` it is dropped with a 502, as a whole
+/// answer that large is, rather than held.
+#[tokio::test]
+async fn a_held_back_stream_is_bounded_by_the_backends_answer_size() {
+    let gateway = GatewayBuilder::new()
+        .backend_yaml(&format!(
+            "  small:\n    tier: small\n    sim: {{preset: small, {FAST_SIM_FIELDS}}}\n    max_response_bytes: 2000\n"
+        ))
+        .in_process_sim(
+            "large",
+            "cloud",
+            &format!("preset: large, {FAST_SIM_FIELDS}"),
+        )
+        .route(
+            "auto",
+            "strategy:\n  cascade: {order: [small, large], escalate_on: [empty]}",
+        )
+        .start();
+    let url = gateway.url("/v1/chat/completions");
+    let mut body = chat("auto", "tell me a long story");
+    body["stream"] = json!(true);
+    body["max_tokens"] = json!(5);
+    let short = post_json(&url, &body).await;
+    assert_eq!(short.header("x-switchyard-backend"), Some("small"));
+    body["max_tokens"] = json!(400);
+    let long = post_json(&url, &body).await;
+    assert_eq!(long.status, 502);
+    assert_eq!(long.error()["type"], "upstream_error");
+}

@@ -392,9 +392,11 @@ async fn dispatch<E: Endpoint>(
                 .await
                 .map(Answer::Stream),
             (true, Some(_), _) => match E::call_stream(&*admission.provider, req).await {
-                Ok(chunks) => collect::<E>(chunks, &mut record)
-                    .await
-                    .map(Answer::Collected),
+                Ok(chunks) => {
+                    collect::<E>(chunks, &mut record, held_answer_limits(app, backend_index))
+                        .await
+                        .map(Answer::Collected)
+                }
                 Err(err) => Err(err),
             },
         };
@@ -543,21 +545,56 @@ fn backoff(n: u32) -> std::time::Duration {
     std::time::Duration::from_secs_f64(base * (0.5 + rand::random::<f64>()) / 1000.0)
 }
 
+/// How long a stream held back for a cascade check may take, and how large
+/// it may grow: what the backend's whole answers may (`first_byte_ms` for
+/// the whole answer, `max_response_bytes`).
+fn held_answer_limits(app: &App, backend: usize) -> (std::time::Duration, usize) {
+    let handle = &app.backends[backend];
+    let bytes = app
+        .config
+        .backends
+        .get(&handle.name)
+        .map_or(switchyard_policies::DEFAULT_MAX_RESPONSE_BYTES, |b| {
+            b.max_response_bytes
+        });
+    (handle.first_byte_timeout, bytes)
+}
+
 /// Reads a whole stream, for a cascade to check before anything is sent;
-/// the first output it reads is the call's first token.
+/// the first output it reads is the call's first token. Held in memory, so
+/// bounded like a whole answer: `limits` is the time it may take and the
+/// bytes its chunks may hold (as JSON).
 async fn collect<E: Endpoint>(
     mut chunks: Chunks<E::Chunk>,
     record: &mut RequestRecord,
+    (within, max_bytes): (std::time::Duration, usize),
 ) -> Result<Vec<E::Chunk>, AdapterError> {
-    let mut all = Vec::new();
-    while let Some(chunk) = chunks.next().await {
-        let chunk = chunk?;
-        if E::chunk_has_output(&chunk) {
-            record.first_output();
+    let read = async {
+        let mut all = Vec::new();
+        let mut bytes = 0usize;
+        while let Some(chunk) = chunks.next().await {
+            let chunk = chunk?;
+            if E::chunk_has_output(&chunk) {
+                record.first_output();
+            }
+            bytes += serde_json::to_vec(&chunk).map_or(0, |json| json.len());
+            if bytes > max_bytes {
+                return Err(AdapterError::Protocol {
+                    message: format!(
+                        "the answer is larger than {max_bytes} bytes (max_response_bytes)"
+                    ),
+                });
+            }
+            all.push(chunk);
         }
-        all.push(chunk);
-    }
-    Ok(all)
+        Ok(all)
+    };
+    tokio::time::timeout(within, read)
+        .await
+        .unwrap_or(Err(AdapterError::Timeout {
+            phase: switchyard_adapters::TimeoutPhase::FirstByte,
+            after: within,
+        }))
 }
 
 /// Notes an answer's output and usage in its record.
