@@ -149,8 +149,10 @@ pub struct App {
     pub backends: Vec<BackendHandle>,
     pub router: Router,
     pub max_body_bytes: usize,
-    /// How long a client has to send a request's body.
+    /// How long a client has to send a request's body, and may pause
+    /// while sending it.
     pub body_read_timeout: Duration,
+    pub body_idle_timeout: Duration,
     /// Limits on every connection (head size and time, connections open).
     pub connection_limits: ConnectionLimits,
     pub limits: Limits,
@@ -231,6 +233,7 @@ impl App {
             router,
             max_body_bytes: config.server.max_body_bytes,
             body_read_timeout: config.server.body_read_timeout,
+            body_idle_timeout: config.server.body_idle_timeout,
             connection_limits,
             limits: config.limits,
             default_max_tokens: config.default_max_tokens,
@@ -398,6 +401,7 @@ impl App {
         let limits = BodyLimits {
             max_bytes: self.max_body_bytes,
             read_timeout: self.body_read_timeout,
+            idle_timeout: self.body_idle_timeout,
         };
         read_json_body(parts, body, limits).await
     }

@@ -106,6 +106,7 @@ async fn read<T: DeserializeOwned>(req: Request<Incoming>) -> Result<T, GatewayE
         BodyLimits {
             max_bytes: MAX_BODY,
             read_timeout: Duration::from_secs(60),
+            idle_timeout: Duration::from_secs(60),
         },
     )
     .await?;

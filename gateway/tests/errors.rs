@@ -465,6 +465,51 @@ async fn a_client_that_stalls_mid_body_gets_a_408_in_its_dialect() {
     }
 }
 
+/// A client may send its body slowly, but not pause longer than the body
+/// idle timeout: a steady trickle is read whole, a stall is a 408 long
+/// before the total body timeout.
+#[tokio::test]
+async fn a_client_that_pauses_mid_body_past_the_idle_timeout_gets_a_408() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let gateway = GatewayBuilder::new()
+        .server("body_read_timeout_ms: 30000")
+        .server("body_idle_timeout_ms: 400")
+        .in_process_sim(
+            "local",
+            "small",
+            &format!("preset: small, {}", support::FAST_SIM_FIELDS),
+        )
+        .start();
+    let body = serde_json::to_vec(&chat("local", "hi")).unwrap();
+    let head = format!(
+        "POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+        body.len()
+    );
+    let answer = async |socket: &mut tokio::net::TcpStream| {
+        let mut answer = Vec::new();
+        tokio::time::timeout(Duration::from_secs(10), socket.read_to_end(&mut answer))
+            .await
+            .expect("an answer within 10 s, well before the 30 s body timeout")
+            .unwrap();
+        String::from_utf8_lossy(&answer).to_string()
+    };
+    // Ten bytes every 100 ms: slow, never idle for long.
+    let mut trickle = tokio::net::TcpStream::connect(gateway.addr).await.unwrap();
+    trickle.write_all(head.as_bytes()).await.unwrap();
+    for piece in body.chunks(10) {
+        trickle.write_all(piece).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let read = answer(&mut trickle).await;
+    assert!(read.starts_with("HTTP/1.1 200"), "{read}");
+    // Half the body, then nothing.
+    let mut stalled = tokio::net::TcpStream::connect(gateway.addr).await.unwrap();
+    stalled.write_all(head.as_bytes()).await.unwrap();
+    stalled.write_all(&body[..body.len() / 2]).await.unwrap();
+    let refused = answer(&mut stalled).await;
+    assert!(refused.starts_with("HTTP/1.1 408"), "{refused}");
+}
+
 /// The header read timeout is also the keep-alive idle timeout: after an
 /// answer, a connection that sends no new request is closed.
 #[tokio::test]

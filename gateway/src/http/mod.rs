@@ -1,6 +1,7 @@
 //! HTTP plumbing shared by the gateway and the simulator server: bodies,
 //! JSON and SSE responses, reading request bodies within limits.
 
+mod idle_body;
 mod request;
 pub mod request_id;
 mod response;

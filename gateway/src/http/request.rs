@@ -10,6 +10,7 @@ use serde::de::DeserializeOwned;
 use serde_json::error::Category;
 use switchyard_adapters::body::TooLarge;
 
+use super::idle_body::{BodyError, IdleLimited};
 use crate::error::GatewayError;
 
 /// How much of a request body is read, and for how long.
@@ -19,23 +20,31 @@ pub struct BodyLimits {
     /// A body not read whole in this long is a 408: a client that stalls
     /// mid-body holds a connection no longer.
     pub read_timeout: Duration,
+    /// Nor may it pause longer than this between pieces (408).
+    pub idle_timeout: Duration,
 }
 
 /// Reads a JSON request body: refuses other media types (415), bodies over
 /// `limits.max_bytes` (413, before reading them where the headers already
-/// tell) and bodies that do not arrive within `limits.read_timeout` (408).
+/// tell) and bodies that do not arrive within `limits.read_timeout`, or
+/// pause longer than `limits.idle_timeout` (408).
 pub async fn read_json_body(
     parts: &Parts,
     body: Incoming,
     limits: BodyLimits,
 ) -> Result<Bytes, GatewayError> {
     let timeout = limits.read_timeout;
+    let body = IdleLimited::new(body, limits.idle_timeout);
     tokio::time::timeout(timeout, read_limited(parts, body, limits.max_bytes))
         .await
         .unwrap_or(Err(GatewayError::BodyTimeout { after: timeout }))
 }
 
-async fn read_limited(parts: &Parts, body: Incoming, limit: usize) -> Result<Bytes, GatewayError> {
+async fn read_limited(
+    parts: &Parts,
+    body: IdleLimited<Incoming>,
+    limit: usize,
+) -> Result<Bytes, GatewayError> {
     if let Some(kind) = parts.headers.get(CONTENT_TYPE) {
         let kind = kind.to_str().unwrap_or("");
         let essence = kind
@@ -66,7 +75,8 @@ async fn read_limited(parts: &Parts, body: Incoming, limit: usize) -> Result<Byt
             discard(body).await;
             Err(GatewayError::BodyTooLarge { limit })
         }
-        Err(err) => Err(GatewayError::BodyRead {
+        Err(BodyError::Idle(after)) => Err(GatewayError::BodyTimeout { after }),
+        Err(BodyError::Read(err)) => Err(GatewayError::BodyRead {
             message: err.to_string(),
         }),
     }
@@ -79,7 +89,7 @@ const DISCARD_BYTES: u64 = 64 * 1024 * 1024;
 const DISCARD_TIME: Duration = Duration::from_secs(10);
 
 /// Reads and drops what is left of a refused body, within bounds.
-async fn discard(mut body: Pin<&mut Incoming>) {
+async fn discard(mut body: Pin<&mut IdleLimited<Incoming>>) {
     let _ = tokio::time::timeout(DISCARD_TIME, async {
         let mut read = 0u64;
         while let Some(Ok(frame)) = body.frame().await {

@@ -123,6 +123,8 @@ pub struct ServerSettings {
     pub header_read_timeout: Duration,
     /// How long a client has to send a request's body (408 after).
     pub body_read_timeout: Duration,
+    /// The longest a client may pause while sending a body (408 after).
+    pub body_idle_timeout: Duration,
     /// The largest request head (431 past it on HTTP/1).
     pub max_header_bytes: usize,
     /// Connections open at once; more wait in the listen backlog.

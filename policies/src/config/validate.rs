@@ -78,6 +78,7 @@ fn validate_server(
     for (field, n) in [
         ("header_read_timeout_ms", raw.header_read_timeout_ms),
         ("body_read_timeout_ms", raw.body_read_timeout_ms),
+        ("body_idle_timeout_ms", raw.body_idle_timeout_ms),
         ("max_header_bytes", raw.max_header_bytes as u64),
         ("max_connections", raw.max_connections as u64),
         (
@@ -104,6 +105,7 @@ pub(super) fn server_settings(raw: super::raw::RawServer, listen: SocketAddr) ->
         shutdown_grace: Duration::from_millis(raw.shutdown_grace_ms),
         header_read_timeout: Duration::from_millis(raw.header_read_timeout_ms),
         body_read_timeout: Duration::from_millis(raw.body_read_timeout_ms),
+        body_idle_timeout: Duration::from_millis(raw.body_idle_timeout_ms),
         max_header_bytes: raw.max_header_bytes,
         max_connections: raw.max_connections,
         http2_max_concurrent_streams: raw.http2_max_concurrent_streams,
