@@ -304,10 +304,23 @@ fn the_cheapest_backend_within_budget_serves_and_long_prompts_move_off_slow_pref
     );
 }
 
-#[test]
-fn a_backend_that_becomes_slow_loses_traffic_within_a_few_requests() {
+/// A 50-token prompt answered in 6 s, its first token after 3.
+fn one_slow_answer(router: &Router, backend: usize) {
     use crate::latency::Observation;
     use std::time::Duration;
+    router.latency().started(backend);
+    let slow = Observation {
+        prompt_tokens: 50,
+        output_tokens: 100,
+        ttft: Some(Duration::from_secs(3)),
+        total: Duration::from_secs(6),
+        ..Observation::default()
+    };
+    router.latency().observe(backend, &slow);
+}
+
+#[test]
+fn a_backend_that_becomes_slow_loses_traffic_within_a_few_requests() {
     let router = Router::new(&Config::from_yaml(BUDGETED, "test").unwrap());
     let view = RequestView {
         model: "chat",
@@ -318,15 +331,7 @@ fn a_backend_that_becomes_slow_loses_traffic_within_a_few_requests() {
     let local = router.backends().iter().position(|b| b == "local").unwrap();
     let mut moved_after = None;
     for n in 1..=20 {
-        router.latency().started(local);
-        let slow = Observation {
-            prompt_tokens: 50,
-            output_tokens: 100,
-            ttft: Some(Duration::from_secs(3)),
-            total: Duration::from_secs(6),
-            ..Observation::default()
-        };
-        router.latency().observe(local, &slow);
+        one_slow_answer(&router, local);
         if name(&router, router.decide(&view, 0.5).unwrap().primary()) == "cloud" {
             moved_after = Some(n);
             break;
@@ -431,8 +436,6 @@ fn a_batch_fits_by_its_longest_input() {
 
 #[test]
 fn a_reloaded_router_keeps_what_it_learned_of_backends_that_remain() {
-    use crate::latency::Observation;
-    use std::time::Duration;
     let old_config = Config::from_yaml(BUDGETED, "test").unwrap();
     let old = Router::new(&old_config);
     let local = old.backends().iter().position(|b| b == "local").unwrap();
@@ -443,15 +446,7 @@ fn a_reloaded_router_keeps_what_it_learned_of_backends_that_remain() {
         ..Default::default()
     };
     for _ in 0..20 {
-        old.latency().started(local);
-        let slow = Observation {
-            prompt_tokens: 50,
-            output_tokens: 100,
-            ttft: Some(Duration::from_secs(3)),
-            total: Duration::from_secs(6),
-            ..Observation::default()
-        };
-        old.latency().observe(local, &slow);
+        one_slow_answer(&old, local);
     }
     assert_eq!(
         name(&old, old.decide(&view, 0.5).unwrap().primary()),
