@@ -24,19 +24,25 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# Starts a process whose first stdout line names its address; prints it.
+# Starts a process whose first stdout line names its address, in the
+# background of this shell (so its pid is ours to end); `address NAME`
+# then waits for and prints that address.
 start() {
   local name="$1"
   shift
   (cd "$work" && exec "$@") >"$work/$name.out" 2>"$work/$name.err" &
   pids+=($!)
   echo $! >"$work/$name.pid"
-  for _ in $(seq 100); do grep -q http:// "$work/$name.out" && break; sleep 0.1; done
-  grep -o 'http://[0-9.:]*' "$work/$name.out"
+}
+address() {
+  for _ in $(seq 100); do grep -q http:// "$work/$1.out" && break; sleep 0.1; done
+  grep -o 'http://[0-9.:]*' "$work/$1.out"
 }
 
-sim_a=$(start sim-a "$bin" sim --listen 127.0.0.1:0 --profile small --set decode_tokens_per_s=400 --set base_ttft_ms=20)
-sim_b=$(start sim-b "$bin" sim --listen 127.0.0.1:0 --profile mid --set decode_tokens_per_s=200 --set base_ttft_ms=40)
+start sim-a "$bin" sim --listen 127.0.0.1:0 --profile small --set decode_tokens_per_s=400 --set base_ttft_ms=20
+start sim-b "$bin" sim --listen 127.0.0.1:0 --profile mid --set decode_tokens_per_s=200 --set base_ttft_ms=40
+sim_a=$(address sim-a)
+sim_b=$(address sim-b)
 cat >"$work/soak.yaml" <<YAML
 backends:
   local:
@@ -51,7 +57,8 @@ routes:
       split:
         weights: {local: 80, mid: 20}
 YAML
-gateway=$(start gateway "$bin" serve --config "$work/soak.yaml" --listen 127.0.0.1:0)
+start gateway "$bin" serve --config "$work/soak.yaml" --listen 127.0.0.1:0
+gateway=$(address gateway)
 gateway_pid=$(cat "$work/gateway.pid")
 echo "soak: ${minutes} min at ${rate} req/s against $gateway (pid $gateway_pid)"
 

@@ -58,7 +58,12 @@ fn ours(reads: &[Bytes]) -> usize {
 
 fn theirs(runtime: &tokio::runtime::Runtime, reads: &[Bytes]) -> usize {
     let stream = futures_util::stream::iter(reads.iter().cloned().map(Ok::<_, std::io::Error>));
-    runtime.block_on(stream.eventsource().filter(|e| std::future::ready(e.is_ok())).count())
+    runtime.block_on(
+        stream
+            .eventsource()
+            .filter(|e| std::future::ready(e.is_ok()))
+            .count(),
+    )
 }
 
 fn parsers(c: &mut Criterion) {
@@ -71,7 +76,11 @@ fn parsers(c: &mut Criterion) {
     long.extend_from_slice(b"\n\n");
     let cases = [
         ("chat stream, an event per read", reads(&stream, None), 513),
-        ("chat stream, 16 KiB reads", reads(&stream, Some(16 << 10)), 513),
+        (
+            "chat stream, 16 KiB reads",
+            reads(&stream, Some(16 << 10)),
+            513,
+        ),
         ("1 MiB line, 1 KiB reads", reads(&long, Some(1 << 10)), 1),
     ];
     let mut group = c.benchmark_group("sse");
@@ -82,9 +91,11 @@ fn parsers(c: &mut Criterion) {
         group.bench_with_input(BenchmarkId::new("switchyard", name), reads, |b, reads| {
             b.iter(|| ours(black_box(reads)))
         });
-        group.bench_with_input(BenchmarkId::new("eventsource-stream", name), reads, |b, reads| {
-            b.iter(|| theirs(&runtime, black_box(reads)))
-        });
+        group.bench_with_input(
+            BenchmarkId::new("eventsource-stream", name),
+            reads,
+            |b, reads| b.iter(|| theirs(&runtime, black_box(reads))),
+        );
     }
     group.finish();
 }

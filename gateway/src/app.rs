@@ -223,10 +223,16 @@ impl App {
         let budgets = Budgets::carrying(&config.auth, previous.map(|p| &*p.budgets));
         seed_budgets(&budgets, &ledger_path, previous.map(|p| &*p.budgets))?;
         let max_concurrent = config.server.max_concurrent_requests;
-        // In-flight requests keep their places in the limit they were
-        // admitted under; a new limit starts counting afresh.
-        let same_limit =
-            previous.filter(|p| p.config.server.max_concurrent_requests == max_concurrent);
+        // In-flight requests keep their places in the limits: the same
+        // semaphores, resized to the new config's.
+        let gateway_limit = |limit: fn(&App) -> &Arc<Semaphore>| match previous {
+            Some(p) => resized(
+                limit(p),
+                p.config.server.max_concurrent_requests,
+                max_concurrent,
+            ),
+            None => Arc::new(Semaphore::new(max_concurrent)),
+        };
         Ok(App {
             config: Arc::new(config.clone()),
             backends,
@@ -275,14 +281,8 @@ impl App {
                 .keys()
                 .map(|name| HeaderValue::from_str(name).ok())
                 .collect(),
-            in_flight: same_limit.map_or_else(
-                || Arc::new(Semaphore::new(max_concurrent)),
-                |p| p.in_flight.clone(),
-            ),
-            reading: same_limit.map_or_else(
-                || Arc::new(Semaphore::new(max_concurrent)),
-                |p| p.reading.clone(),
-            ),
+            in_flight: gateway_limit(|app| &app.in_flight),
+            reading: gateway_limit(|app| &app.reading),
             shutting_down: previous
                 .map(|p| p.shutting_down.clone())
                 .unwrap_or_default(),
@@ -431,8 +431,11 @@ impl App {
 }
 
 /// A backend's handle; with `old` (its handle and config before a
-/// reload), it keeps the old clients when its config is unchanged, and its
-/// breaker, in-flight counts and queue when their settings are.
+/// reload), it keeps the old clients when its config is unchanged (and
+/// names no certificate files, which may have been renewed), its in-flight
+/// counts and concurrency limit (resized in place when the limit changed),
+/// and, when it still reaches the same servers, its breaker (unless its
+/// settings changed) and per-replica counts.
 fn build_backend(
     backend: &Backend,
     old: Option<(&BackendHandle, &Backend)>,
@@ -441,20 +444,28 @@ fn build_backend(
         BackendAdapter::OpenAi(openai) => Some(openai),
         _ => None,
     };
-    let unchanged = old.filter(|(_, config)| *config == backend).map(|(h, _)| h);
+    let unchanged = old
+        .filter(|(_, config)| *config == backend && backend.tls == Default::default())
+        .map(|(h, _)| h);
+    let same_server = old.filter(|(_, config)| config.same_server(backend));
     let replicas = match unchanged {
         Some(handle) => handle.replicas.clone(),
-        None => new_replicas(backend, openai, old.map(|(h, _)| &h.replicas[..]))?,
+        None => new_replicas(backend, openai, same_server.map(|(h, _)| &h.replicas[..]))?,
     };
-    let same_queue = old
-        .filter(|(_, config)| {
-            config.max_concurrency == backend.max_concurrency
-                && config.max_queue == backend.max_queue
-        })
-        .map(|(h, _)| h);
-    let same_breaker = old
-        .filter(|(_, config)| config.breaker == backend.breaker)
-        .map(|(h, _)| h.breaker.clone());
+    let limit = match (old, backend.max_concurrency) {
+        (Some((handle, config)), Some(now)) => match (&handle.limit, config.max_concurrency) {
+            (Some(limit), Some(was)) => Some(resized(limit, was, now)),
+            _ => Some(Arc::new(Semaphore::new(now))),
+        },
+        (_, now) => now.map(|n| Arc::new(Semaphore::new(n))),
+    };
+    let breaker = match same_server {
+        Some((handle, config)) if config.breaker == backend.breaker => handle.breaker.clone(),
+        _ => Arc::new(match old {
+            Some((handle, _)) => Breaker::continuing(backend.breaker, &handle.breaker),
+            None => Breaker::new(backend.breaker),
+        }),
+    };
     Ok(BackendHandle {
         name: backend.name.clone(),
         // Config validation keeps names to a header-safe alphabet.
@@ -475,16 +486,37 @@ fn build_backend(
         pricing: backend.pricing,
         first_byte_timeout: backend.timeouts.first_byte,
         in_flight: old.map_or_else(Arc::default, |(h, _)| h.in_flight.clone()),
-        limit: match same_queue {
-            Some(h) => h.limit.clone(),
-            None => backend.max_concurrency.map(|n| Arc::new(Semaphore::new(n))),
-        },
+        limit,
         max_queue: backend.max_queue,
-        waiting: same_queue.map_or_else(Arc::default, |h| h.waiting.clone()),
-        breaker: same_breaker.unwrap_or_else(|| Arc::new(Breaker::new(backend.breaker))),
+        waiting: old.map_or_else(Arc::default, |(h, _)| h.waiting.clone()),
+        breaker,
         service_tiers: backend.service_tiers.clone(),
         deny_fields: backend.deny_fields.clone(),
     })
+}
+
+/// `limit`, a semaphore of `was` permits that requests admitted under the
+/// previous config hold, made to allow `now`: permits are added at once, or
+/// taken out as they come free (a task waits for them), so what is in
+/// flight counts against the new limit and the two together never exceed it.
+fn resized(limit: &Arc<Semaphore>, was: usize, now: usize) -> Arc<Semaphore> {
+    if now > was {
+        limit.add_permits(now - was);
+    } else if now < was {
+        let owed = (was - now) - limit.forget_permits(was - now);
+        if owed > 0 {
+            let limit = limit.clone();
+            tokio::spawn(async move {
+                if let Ok(permits) = limit
+                    .acquire_many_owned(u32::try_from(owed).unwrap_or(u32::MAX))
+                    .await
+                {
+                    permits.forget();
+                }
+            });
+        }
+    }
+    limit.clone()
 }
 
 /// New clients for a backend's servers (one per replica URL). With `old`
@@ -571,4 +603,31 @@ fn seed_budgets(
         carried,
     );
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_limit_resized_by_a_reload_counts_what_is_in_flight() {
+        let limit = Arc::new(Semaphore::new(4));
+        let held: Vec<_> = (0..3)
+            .map(|_| limit.clone().try_acquire_owned().unwrap())
+            .collect();
+        // Down to 2 with 3 in flight: nothing more may start until two end.
+        let limit = resized(&limit, 4, 2);
+        assert_eq!(limit.available_permits(), 0);
+        let mut held = held.into_iter();
+        drop(held.next());
+        tokio::task::yield_now().await;
+        assert_eq!(limit.available_permits(), 0, "the freed permit was owed");
+        drop(held.next());
+        drop(held.next());
+        tokio::task::yield_now().await;
+        assert_eq!(limit.available_permits(), 2);
+        // Up again: added at once.
+        let limit = resized(&limit, 2, 5);
+        assert_eq!(limit.available_permits(), 5);
+    }
 }

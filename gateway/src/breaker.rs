@@ -12,8 +12,8 @@
 //! A connection failure is nobody's request's doing and counts for all.
 
 use std::hash::{Hash, Hasher};
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use switchyard_policies::BreakerSettings;
@@ -56,8 +56,15 @@ pub enum Blame<'a> {
 pub struct Breaker {
     settings: BreakerSettings,
     state: Mutex<State>,
-    /// Times the circuit opened (a failed probe reopening it included), and
-    /// closed again after being open: for `/metrics`.
+    /// For `/metrics`; kept by the breaker that replaces this one on a
+    /// config reload, so the counters never go back.
+    transitions: Arc<Transitions>,
+}
+
+/// Times a circuit opened (a failed probe reopening it included), and
+/// closed again after being open.
+#[derive(Default)]
+struct Transitions {
     opened: AtomicU64,
     closed: AtomicU64,
 }
@@ -67,8 +74,16 @@ impl Breaker {
         Breaker {
             settings,
             state: Mutex::new(CLOSED),
-            opened: AtomicU64::new(0),
-            closed: AtomicU64::new(0),
+            transitions: Arc::default(),
+        }
+    }
+
+    /// A closed breaker with `settings` that goes on counting where
+    /// `previous` (the backend's breaker under the config it replaces) left off.
+    pub fn continuing(settings: BreakerSettings, previous: &Breaker) -> Self {
+        Breaker {
+            transitions: previous.transitions.clone(),
+            ..Breaker::new(settings)
         }
     }
 
@@ -98,7 +113,7 @@ impl Breaker {
     pub fn success(&self) {
         let mut state = self.lock();
         if !matches!(*state, State::Closed { .. }) {
-            self.closed.fetch_add(1, Ordering::Relaxed);
+            self.transitions.closed.fetch_add(1, Ordering::Relaxed);
         }
         *state = CLOSED;
     }
@@ -153,15 +168,15 @@ impl Breaker {
             State::Open { .. } | State::HalfOpen { .. } => open,
         };
         if !was_open && matches!(*state, State::Open { .. }) {
-            self.opened.fetch_add(1, Ordering::Relaxed);
+            self.transitions.opened.fetch_add(1, Ordering::Relaxed);
         }
     }
 
     /// How many times the circuit opened, and closed again.
     pub fn transitions(&self) -> (u64, u64) {
         (
-            self.opened.load(Ordering::Relaxed),
-            self.closed.load(Ordering::Relaxed),
+            self.transitions.opened.load(Ordering::Relaxed),
+            self.transitions.closed.load(Ordering::Relaxed),
         )
     }
 

@@ -32,8 +32,9 @@ pub struct Live {
     /// The config the process started with: the listener, TLS and ledger
     /// settings stay as it set them until a restart.
     started: Arc<Config>,
-    /// One reload at a time.
-    reloading: tokio::sync::Mutex<()>,
+    /// One reload at a time; it holds the config file's bytes as last
+    /// read, so the file watch reloads only on a real change.
+    reloading: tokio::sync::Mutex<Option<Vec<u8>>>,
     /// Tasks that read backends' state for the current config (context
     /// windows, engine metrics); replaced with each config.
     watchers: Mutex<Vec<AbortHandle>>,
@@ -42,7 +43,9 @@ pub struct Live {
 /// What a reload did, as `POST /admin/reload` answers it.
 #[derive(Debug, Serialize)]
 pub struct Reloaded {
-    /// Whether the file differed from the running config.
+    /// Whether the file's config differed from the running one (a reload
+    /// applies either way: certificate files a backend names may have been
+    /// renewed).
     pub changed: bool,
     /// Settings the file changes that apply only at restart (the running
     /// values stay until then).
@@ -59,8 +62,8 @@ impl Live {
         let live = Arc::new(Live {
             started: app.config.clone(),
             current: ArcSwap::new(app.clone()),
+            reloading: tokio::sync::Mutex::new(path.as_deref().and_then(|p| std::fs::read(p).ok())),
             path,
-            reloading: tokio::sync::Mutex::new(()),
             watchers: Mutex::new(Vec::new()),
         });
         live.restart_watchers(&app);
@@ -75,17 +78,42 @@ impl Live {
     /// Reads the config file again and, when it is valid, swaps it in.
     /// `trigger` says why, for the log.
     pub async fn reload(&self, trigger: &str) -> Result<Reloaded, anyhow::Error> {
-        let _one_at_a_time = self.reloading.lock().await;
+        let mut last = self.reloading.lock().await;
+        *last = self.read_file();
+        self.reload_locked(trigger).await
+    }
+
+    /// Reloads when the file's bytes differ from what the last reload (of
+    /// any trigger) read: editors and ConfigMaps touch a file, or its
+    /// directory, more often than they change it.
+    async fn reload_if_changed(&self) {
+        let mut last = self.reloading.lock().await;
+        let now = self.read_file();
+        if now.is_none() || now == *last {
+            return;
+        }
+        *last = now;
+        let _ = self.reload_locked("config file changed").await;
+    }
+
+    fn read_file(&self) -> Option<Vec<u8>> {
+        self.path.as_deref().and_then(|p| std::fs::read(p).ok())
+    }
+
+    /// The reload itself; the caller holds `reloading`.
+    async fn reload_locked(&self, trigger: &str) -> Result<Reloaded, anyhow::Error> {
         let current = self.app();
-        let built = config_file::load(self.path.as_deref()).and_then(|config| {
-            let changed = config != *current.config;
-            let app = if changed {
-                Some(App::carrying(&config, Some(&current))?)
-            } else {
-                None
-            };
-            Ok((config, app))
-        });
+        // Building reads the ledger (to seed new budgets), certificate files
+        // and the trust store: blocking work, kept off the request threads.
+        let (path, previous) = (self.path.clone(), current.clone());
+        let built = tokio::task::spawn_blocking(move || {
+            let config = config_file::load(path.as_deref())?;
+            let app = App::carrying(&config, Some(&previous))?;
+            anyhow::Ok((config, app))
+        })
+        .await
+        .map_err(anyhow::Error::from)
+        .and_then(|built| built);
         let (config, app) = match built {
             Ok(built) => built,
             Err(err) => {
@@ -94,7 +122,7 @@ impl Live {
                 return Err(err);
             }
         };
-        current.metrics.reloaded(true);
+        let changed = config != *current.config;
         let restart_needed = restart_only_changes(&self.started, &config);
         for setting in &restart_needed {
             tracing::warn!(
@@ -102,22 +130,20 @@ impl Live {
                 "changed in the config file; the running value stays until restart"
             );
         }
-        let changed = app.is_some();
-        if let Some(app) = app {
+        if changed {
             for warning in config.warnings() {
                 tracing::warn!("{warning}");
             }
-            let app = Arc::new(app);
-            self.current.store(app.clone());
-            self.restart_watchers(&app);
-            tracing::info!(trigger, models = ?app.router.model_names(), "config reloaded");
-        } else {
-            tracing::info!(trigger, "config file unchanged; nothing to reload");
         }
+        let app = Arc::new(app);
+        self.current.store(app.clone());
+        self.restart_watchers(&app);
+        app.metrics.reloaded(true);
+        tracing::info!(trigger, changed, models = ?app.router.model_names(), "config reloaded");
         Ok(Reloaded {
             changed,
             restart_needed,
-            models: self.app().router.model_names().to_vec(),
+            models: app.router.model_names().to_vec(),
         })
     }
 
@@ -147,42 +173,56 @@ impl Live {
     }
 
     /// Reloads when the config file's contents change, when
-    /// `server.watch_config` is on and the config is a file.
-    pub fn reload_on_file_change(self: &Arc<Self>) -> anyhow::Result<()> {
+    /// `server.watch_config` is on and the config is a file. A watch that
+    /// cannot be set up (the host is out of inotify watches, say) is
+    /// logged, and SIGHUP and `POST /admin/reload` still work.
+    pub fn reload_on_file_change(self: &Arc<Self>) {
         let Some(path) = self.path.clone() else {
-            return Ok(());
+            return;
         };
         if !self.started.server.watch_config {
-            return Ok(());
+            return;
         }
+        if let Err(err) = self.watch(&path) {
+            tracing::warn!(file = %path.display(), error = %err, "cannot watch the config file; reload with SIGHUP or POST /admin/reload");
+        }
+    }
+
+    fn watch(self: &Arc<Self>, path: &Path) -> notify::Result<()> {
+        use notify::Watcher;
+        let name = path.file_name().map(ToOwned::to_owned);
         let (changes, mut changed) = tokio::sync::mpsc::channel::<()>(1);
         let mut watcher =
             notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
-                if event.is_ok() {
-                    // Full means a reload is already due; one is enough.
+                // The file itself, or (in a Kubernetes ConfigMap) the `..data`
+                // link that is swapped to publish a new version; not the
+                // directory's other files (a ledger beside the config, say).
+                let ours = event.is_ok_and(|event| {
+                    event.paths.iter().any(|p| {
+                        let file = p.file_name();
+                        file == name.as_deref()
+                            || file.is_some_and(|f| f.to_string_lossy().starts_with(".."))
+                    })
+                });
+                if ours {
+                    // Full means a look is already due; one is enough.
                     let _ = changes.try_send(());
                 }
             })?;
         // The directory, not the file: editors and Kubernetes replace a
-        // file by renaming another over it (a ConfigMap swaps a symlink),
-        // which a watch on the old file would never see.
-        use notify::Watcher;
-        watcher.watch(directory_of(&path), notify::RecursiveMode::NonRecursive)?;
+        // file by renaming another over it, which a watch on the old file
+        // would never see.
+        watcher.watch(directory_of(path), notify::RecursiveMode::NonRecursive)?;
         let live = self.clone();
         tokio::spawn(async move {
             // The watcher stops when dropped: it lives as long as this task.
             let _watcher = watcher;
-            let mut last = std::fs::read(&path).ok();
             while changed.recv().await.is_some() {
                 // Writes come in bursts (truncate, write, rename): let the
                 // burst end, then look once.
                 tokio::time::sleep(SETTLE).await;
                 while changed.try_recv().is_ok() {}
-                let now = std::fs::read(&path).ok();
-                if now.is_some() && now != last {
-                    last = now;
-                    let _ = live.reload("config file changed").await;
-                }
+                live.reload_if_changed().await;
             }
         });
         Ok(())

@@ -195,7 +195,7 @@ async fn serve(
         .transpose()?;
     let live = Live::start(app::App::build(&config)?, config_path);
     live.reload_on_sighup();
-    live.reload_on_file_change()?;
+    live.reload_on_file_change();
     let addr = listen.unwrap_or(config.server.listen);
     let listener = tokio::net::TcpListener::bind(addr)
         .await

@@ -30,15 +30,18 @@ fn inputs(target: &str) -> Vec<Vec<u8>> {
             }
         }
     }
-    if let Ok(packed) =
-        std::fs::read_to_string(fuzz_dir().join("corpus").join(format!("{target}.hex")))
-    {
-        all.extend(
-            packed
-                .lines()
-                .map(|line| hex(line).unwrap_or_else(|| panic!("{target}.hex: not hex: {line}"))),
-        );
-    }
+    // Every target has a corpus once scripts/fuzz.sh has run it: a missing
+    // one is a packing mistake, not an empty corpus.
+    let packed = fuzz_dir().join("corpus").join(format!("{target}.hex.gz"));
+    let packed =
+        std::fs::File::open(&packed).unwrap_or_else(|e| panic!("{}: {e}", packed.display()));
+    let mut text = String::new();
+    std::io::Read::read_to_string(&mut flate2::read::GzDecoder::new(packed), &mut text)
+        .unwrap_or_else(|e| panic!("{target}.hex.gz: {e}"));
+    all.extend(
+        text.lines()
+            .map(|line| hex(line).unwrap_or_else(|| panic!("{target}.hex.gz: not hex: {line}"))),
+    );
     all
 }
 

@@ -166,6 +166,9 @@ async fn spend_and_rate_limits_carry_over_a_sighup_reload() {
     let gateway = split_gateway(80, 20)
         .server("watch_config: false")
         .section(&keys())
+        // Rows reach the ledger a minute later: within the test, the
+        // budget cannot learn its spend from the ledger again, only carry it.
+        .section("ledger: {flush_ms: 60000}")
         .start();
     // The budget ($0.0005) holds one worst case of this request ($0.00038)
     // but not a second once one (about $0.0002) is spent; the rate limit
@@ -267,4 +270,49 @@ async fn an_invalid_file_changes_nothing_and_says_where_it_is_wrong() {
     );
     assert_eq!(metric(&gateway, APPLIED).await, 1.0);
     let _ = std::fs::remove_file(&log);
+}
+
+/// A route's response cache outlives a reload that renumbers the backends
+/// (a new one sorts first): a hit is still the backend that gave it.
+#[tokio::test]
+async fn a_response_cache_kept_by_a_reload_names_its_backends_right() {
+    let gateway = GatewayBuilder::new()
+        .server("watch_config: false")
+        .in_process_sim(
+            "mlocal",
+            "small",
+            &format!("preset: small, {FAST_SIM_FIELDS}"),
+        )
+        .route(
+            "cached",
+            "strategy: {split: {weights: {mlocal: 1}}}\nresponse_cache: {ttl_s: 60}",
+        )
+        .start();
+    let ask = async || {
+        let body = serde_json::json!({
+            "model": "cached", "temperature": 0, "max_tokens": 16,
+            "messages": [{"role": "user", "content": "Name three rivers."}],
+        });
+        let reply = post_with(&gateway.url("/v1/chat/completions"), &body, &[]).await;
+        assert_eq!(reply.status, 200, "{:?}", reply.body);
+        (
+            reply.header("x-switchyard-cache").unwrap_or("-").to_owned(),
+            reply
+                .header("x-switchyard-backend")
+                .unwrap_or("-")
+                .to_owned(),
+        )
+    };
+    assert_eq!(ask().await.0, "miss");
+    let yaml = std::fs::read_to_string(gateway.config_path()).expect("config");
+    let renumbered = yaml.replace(
+        "backends:\n",
+        &format!(
+            "backends:\n  afirst:\n    tier: small\n    sim: {{preset: small, {FAST_SIM_FIELDS}}}\n"
+        ),
+    );
+    std::fs::write(gateway.config_path(), &renumbered).expect("rewrite config");
+    hang_up(&gateway);
+    assert!(support::eventually(async || metric(&gateway, APPLIED).await == 1.0).await);
+    assert_eq!(ask().await, ("hit".to_owned(), "mlocal".to_owned()));
 }

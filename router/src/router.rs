@@ -289,15 +289,29 @@ impl Router {
             .values()
             .map(|b| AtomicU32::new(b.context_window.unwrap_or(0)))
             .collect();
-        if let Some((old, _)) = previous {
-            for (mine, name) in backends.iter().enumerate() {
-                let Some(theirs) = old.backends.iter().position(|b| b == name) else {
+        if let Some((old, old_config)) = previous {
+            for (mine, backend) in config.backends.values().enumerate() {
+                let Some(theirs) = old.backends.iter().position(|b| *b == backend.name) else {
                     continue;
                 };
-                latency.adopt(mine, &old.latency, theirs);
+                // What was learned of other servers, or of another model,
+                // says nothing of these.
+                let Some(was) = old_config
+                    .backends
+                    .get(&backend.name)
+                    .filter(|was| was.same_server(backend))
+                else {
+                    continue;
+                };
+                // New hints are the operator's word on the backend: its
+                // model starts from them afresh.
+                if hints_of(was) == hints_of(backend) {
+                    latency.adopt(mine, &old.latency, theirs);
+                }
                 speculation.adopt(mine, &old.speculation, theirs);
-                // A window read from the server stays until it is read again.
-                if context_windows[mine].load(Ordering::Relaxed) == 0 {
+                // A window read from the server (not one the old config
+                // set) stays until it is read again.
+                if backend.context_window.is_none() && was.context_window.is_none() {
                     context_windows[mine]
                         .store(old.context_window(theirs).unwrap_or(0), Ordering::Relaxed);
                 }

@@ -202,18 +202,20 @@ pub async fn serve_decided<E: Endpoint>(
     );
     admission::admit_request(app, caller.as_ref(), size)?;
     let slot = Slot::of(app, parts, &request.0, &decision);
+    // A hit from a backend the config no longer has is a miss.
     if let Some(cached) = slot.as_ref().and_then(Slot::get)
+        && let Some(backend) = app.backends.iter().position(|b| *b.name == *cached.backend)
         && let Some(mut response) = Box::pin(replay::<E>(
             app,
             request.0.clone(),
             context.clone(),
-            &cached,
+            (&cached, backend),
             &decision,
         ))
         .await
     {
         let served = Served {
-            backend: cached.backend,
+            backend,
             reason: decision.reason,
             cache: CacheUse::Hit,
         };
@@ -442,7 +444,12 @@ async fn dispatch<E: Endpoint>(
                 continue;
             }
         }
-        let keep = slot.take().map(|slot| (slot, served.backend));
+        let keep = slot.take().map(|slot| {
+            (
+                slot,
+                Arc::<str>::from(app.backends[served.backend].name.as_str()),
+            )
+        });
         let response = match answer {
             Answer::Whole(resp) => {
                 record.whole_answer();

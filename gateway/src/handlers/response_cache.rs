@@ -28,10 +28,11 @@ use crate::access::Caller;
 use crate::app::App;
 use crate::http::{Body, sse_response};
 
-/// A kept answer and the backend that gave it.
+/// A kept answer and the backend that gave it, by name: a cache outlives a
+/// config reload, and backends' numbers change with the config.
 pub struct Cached {
     pub answer: CachedAnswer,
-    pub backend: usize,
+    pub backend: Arc<str>,
 }
 
 pub enum CachedAnswer {
@@ -102,7 +103,7 @@ impl Slot {
     }
 
     /// Keeps a whole answer (chat-shaped ones only).
-    pub fn put_whole(&self, answer: &dyn Any, backend: usize) {
+    pub fn put_whole(&self, answer: &dyn Any, backend: Arc<str>) {
         if let Some(resp) = answer.downcast_ref::<ChatResponse>() {
             let mut resp = resp.clone();
             // The backend's bytes may be a slice of a larger read buffer;
@@ -112,11 +113,11 @@ impl Slot {
         }
     }
 
-    pub fn put_stream(&self, chunks: Vec<ChatChunk>, backend: usize) {
+    pub fn put_stream(&self, chunks: Vec<ChatChunk>, backend: Arc<str>) {
         self.put(CachedAnswer::Stream(chunks), backend);
     }
 
-    fn put(&self, answer: CachedAnswer, backend: usize) {
+    fn put(&self, answer: CachedAnswer, backend: Arc<str>) {
         self.cache
             .entries
             .insert(self.key, Arc::new(Cached { answer, backend }));
@@ -153,16 +154,17 @@ fn key(scope: &str, request: &ChatRequest) -> u128 {
 }
 
 /// The cached answer as this endpoint sends it (whole, or as a stream
-/// through the caller's dialect encoder), with its ledger row: free, marked
-/// a cache hit. `None` when the endpoint is not chat-shaped.
+/// through the caller's dialect encoder), with its ledger row under
+/// `backend` (the number of the backend that gave it): free, marked a
+/// cache hit. `None` when the endpoint is not chat-shaped.
 pub async fn replay<E: Endpoint>(
     app: &App,
     mut request: E::Request,
     context: Arc<RequestContext>,
-    cached: &Cached,
+    (cached, backend): (&Cached, usize),
     decision: &Decision,
 ) -> Option<Response<Body>> {
-    let mut record = RequestRecord::cache_hit(app, context, cached.backend, decision.reason);
+    let mut record = RequestRecord::cache_hit(app, context, backend, decision.reason);
     match &cached.answer {
         CachedAnswer::Whole(resp) => {
             let resp: E::Response = downcast(ChatResponse::clone(resp))?;

@@ -3,6 +3,7 @@
 
 use std::any::Any;
 use std::marker::PhantomData;
+use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
 use futures_util::stream::BoxStream;
@@ -129,7 +130,7 @@ struct State<C, W> {
     /// stream replayed from the response cache).
     _admission: Option<Admission>,
     /// Chunks kept for the response cache, and the backend they came from.
-    keep: Option<(Slot, Vec<ChatChunk>, usize)>,
+    keep: Option<(Slot, Vec<ChatChunk>, Arc<str>)>,
 }
 
 /// Streams the chunks as the encoder writes them. A backend failure after
@@ -140,7 +141,7 @@ pub fn encode<E: Endpoint>(
     encoder: E::Encoder,
     record: RequestRecord,
     admission: Option<Admission>,
-    keep: Option<(Slot, usize)>,
+    keep: Option<(Slot, Arc<str>)>,
 ) -> impl Stream<Item = Bytes> + Send + 'static {
     let state = State {
         upstream,

@@ -225,6 +225,15 @@ impl Tier {
     }
 }
 
+impl Backend {
+    /// Whether `other` (the same backend under another config) reaches the
+    /// same servers for the same model: only then does what was learned of
+    /// one (latency, cache contents, health) hold for the other.
+    pub fn same_server(&self, other: &Backend) -> bool {
+        self.adapter == other.adapter && self.upstream_model == other.upstream_model
+    }
+}
+
 /// One upstream model endpoint.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Backend {
