@@ -33,6 +33,27 @@ pub fn encode(text: &str) -> Vec<u32> {
     }
 }
 
+/// A text cut at its token boundaries: one piece per token, each a whole
+/// UTF-8 string (a character that spans tokens stays in the first piece).
+pub fn pieces(text: &str) -> Vec<String> {
+    let Some(bpe) = bpe() else {
+        return text.chars().map(String::from).collect();
+    };
+    let mut out = Vec::new();
+    let mut pending = Vec::new();
+    for id in bpe.encode_ordinary(text) {
+        pending.extend(bpe.decode_bytes(&[id]).unwrap_or_default());
+        if let Ok(piece) = std::str::from_utf8(&pending) {
+            out.push(piece.to_owned());
+            pending.clear();
+        }
+    }
+    if !pending.is_empty() {
+        out.push(String::from_utf8_lossy(&pending).into_owned());
+    }
+    out
+}
+
 /// Tokens in a text.
 pub fn count(text: &str) -> usize {
     match bpe() {

@@ -3,6 +3,7 @@
 import json
 
 import openai
+import pydantic
 import pytest
 
 WEATHER_TOOL = {
@@ -187,6 +188,30 @@ RESPONSES_TOOL = {
     "description": "Current weather in a city",
     "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
 }
+
+
+class Address(pydantic.BaseModel):
+    city: str
+
+
+class Person(pydantic.BaseModel):
+    name: str
+    age: int
+    nickname: str | None
+    addresses: list[Address]
+
+
+def test_structured_output_follows_the_requested_schema(client):
+    """The SDK's parse helpers send the model's strict JSON schema (chat
+    `response_format`, Responses `text.format`); the simulator's answer
+    must validate against it."""
+    completion = client.chat.completions.parse(
+        model="auto", messages=[{"role": "user", "content": "Describe someone"}], response_format=Person
+    )
+    person = completion.choices[0].message.parsed
+    assert isinstance(person, Person) and person.addresses
+    response = client.responses.parse(model="auto", input="Describe someone", text_format=Person)
+    assert isinstance(response.output_parsed, Person)
 
 
 @BACKENDS

@@ -56,13 +56,22 @@ impl ChatPlan {
     }
 }
 
+/// JSON mode (`json_object`), which any JSON object satisfies.
 fn json_mode(req: &ChatRequest) -> bool {
     let kind = req
         .response_format
         .as_ref()
         .and_then(|f| f.get("type"))
         .and_then(Value::as_str);
-    matches!(kind, Some("json_object" | "json_schema"))
+    kind == Some("json_object")
+}
+
+/// The schema a `json_schema` response format asks the answer to follow
+/// (Responses' `text.format` arrives translated to this).
+fn output_schema(req: &ChatRequest) -> Option<&Value> {
+    let format = req.response_format.as_ref()?;
+    (format.get("type")?.as_str()? == "json_schema").then_some(())?;
+    format.get("json_schema")?.get("schema")
 }
 
 impl SimBackend {
@@ -77,7 +86,10 @@ impl SimBackend {
         let choices: Vec<(u64, Generated)> = (0..req.n.unwrap_or(1).max(1))
             .map(|index| {
                 let seed = text::choice_seed(self.params.seed, req.seed, &prompt_text, index);
-                let generated = if calls.is_empty() {
+                let generated = if let (true, Some(schema)) = (calls.is_empty(), output_schema(req))
+                {
+                    text::schema_reply(seed, schema, req.output_limit())
+                } else if calls.is_empty() {
                     text::text_reply(
                         seed,
                         self.params.default_max_tokens,

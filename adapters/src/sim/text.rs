@@ -126,6 +126,29 @@ pub fn text_reply(seed: u64, natural_max: u32, limit: Option<u32>, json_mode: bo
     }
 }
 
+/// A reply that is JSON valid against `schema` (a `json_schema` response
+/// format, or Responses' `text.format`), cut at `limit` tokens (finish
+/// reason `length`, and then, as with a real model, not valid JSON).
+pub fn schema_reply(seed: u64, schema: &Value, limit: Option<u32>) -> Generated {
+    let mut rng = StdRng::seed_from_u64(seed);
+    let value = value_in(schema, schema, &mut rng, 0);
+    let mut pieces = crate::tokens::pieces(&value.to_string());
+    let finish_reason = match limit {
+        Some(limit) if (limit as usize) < pieces.len() => {
+            pieces.truncate((limit as usize).max(1));
+            "length"
+        }
+        _ => "stop",
+    };
+    let completion_tokens = pieces.len();
+    Generated {
+        pieces,
+        tool_calls: Vec::new(),
+        finish_reason,
+        completion_tokens,
+    }
+}
+
 /// The tools this request makes the simulator call, or none: it calls tools
 /// when offered and allowed, unless the last message is a tool result (then
 /// it answers in text, closing the agent loop).
@@ -167,7 +190,7 @@ pub fn tool_calls(seed: u64, tools: &[&Tool]) -> Vec<ToolCall> {
                 .function
                 .parameters
                 .as_ref()
-                .map(|s| value_for(s, &mut rng))
+                .map(|s| value_in(s, s, &mut rng, 0))
                 .unwrap_or_else(|| json!({}));
             ToolCall {
                 id: format!("call_{:016x}", rng.random::<u64>()),
@@ -183,9 +206,30 @@ pub fn tool_calls(seed: u64, tools: &[&Tool]) -> Vec<ToolCall> {
         .collect()
 }
 
-/// A value of the JSON-schema type given (enum values, objects with all
-/// properties, arrays of one item).
-fn value_for(schema: &Value, rng: &mut StdRng) -> Value {
+/// Schemas nested deeper than this get `null`: a recursive schema (a tree
+/// node holding nodes) must end somewhere.
+const MAX_DEPTH: usize = 12;
+
+/// A value valid against `schema`, whose `$ref`s point into `root`: the
+/// first `enum` or `const` value; objects with every property; arrays of
+/// `minItems` items (at least one); strings of `minLength` or more; the
+/// first branch of `anyOf`/`oneOf` (the first non-null one for an optional
+/// field, as pydantic writes them); `allOf` merged.
+fn value_in(schema: &Value, root: &Value, rng: &mut StdRng, depth: usize) -> Value {
+    if depth > MAX_DEPTH {
+        return Value::Null;
+    }
+    if let Some(reference) = schema.get("$ref").and_then(Value::as_str) {
+        // `#/$defs/Name` (or `#/definitions/Name`): a JSON pointer into the root.
+        let target = reference
+            .strip_prefix('#')
+            .and_then(|pointer| root.pointer(pointer))
+            .unwrap_or(&Value::Null);
+        return value_in(target, root, rng, depth + 1);
+    }
+    if let Some(value) = schema.get("const") {
+        return value.clone();
+    }
     if let Some(first) = schema
         .get("enum")
         .and_then(Value::as_array)
@@ -193,32 +237,90 @@ fn value_for(schema: &Value, rng: &mut StdRng) -> Value {
     {
         return first.clone();
     }
-    match schema.get("type").and_then(Value::as_str) {
+    for key in ["anyOf", "oneOf"] {
+        if let Some(branches) = schema.get(key).and_then(Value::as_array) {
+            let branch = branches
+                .iter()
+                .find(|b| b.get("type").and_then(Value::as_str) != Some("null"))
+                .or(branches.first());
+            return branch.map_or(Value::Null, |b| value_in(b, root, rng, depth + 1));
+        }
+    }
+    if let Some(parts) = schema.get("allOf").and_then(Value::as_array) {
+        let mut merged = Map::new();
+        for part in parts {
+            if let Value::Object(fields) = value_in(part, root, rng, depth + 1) {
+                merged.extend(fields);
+            }
+        }
+        return Value::Object(merged);
+    }
+    let kind = match schema.get("type") {
+        // `["string", "null"]`: the first type that is not null.
+        Some(Value::Array(kinds)) => kinds
+            .iter()
+            .filter_map(Value::as_str)
+            .find(|k| *k != "null")
+            .or(Some("null")),
+        Some(kind) => kind.as_str(),
+        None => None,
+    };
+    match kind {
         Some("object") | None => {
             let mut out = Map::new();
             if let Some(props) = schema.get("properties").and_then(Value::as_object) {
                 for (name, sub) in props {
-                    out.insert(name.clone(), value_for(sub, rng));
+                    out.insert(name.clone(), value_in(sub, root, rng, depth + 1));
                 }
             }
             Value::Object(out)
         }
-        Some("string") => Value::String(format!(
-            "sim-{}",
-            WORDS[rng.random_range(0..WORDS.len())].trim()
-        )),
-        Some("integer") => json!(rng.random_range(1..100)),
-        Some("number") => json!(f64::from(rng.random_range(1..1000)) / 10.0),
+        Some("string") => {
+            let mut text = format!("sim-{}", WORDS[rng.random_range(0..WORDS.len())].trim());
+            let min = schema.get("minLength").and_then(Value::as_u64).unwrap_or(0) as usize;
+            while text.len() < min {
+                text.push('x');
+            }
+            if let Some(max) = schema.get("maxLength").and_then(Value::as_u64) {
+                text.truncate(max as usize);
+            }
+            Value::String(text)
+        }
+        Some("integer") => json!(bounded(schema, rng.random_range(1..100) as f64).round() as i64),
+        Some("number") => json!(bounded(schema, f64::from(rng.random_range(1..1000)) / 10.0)),
         Some("boolean") => json!(true),
         Some("array") => {
-            let item = schema
-                .get("items")
-                .map(|s| value_for(s, rng))
-                .unwrap_or(Value::Null);
-            json!([item])
+            let count = schema
+                .get("minItems")
+                .and_then(Value::as_u64)
+                .unwrap_or(1)
+                .max(1);
+            let count = schema
+                .get("maxItems")
+                .and_then(Value::as_u64)
+                .map_or(count, |max| count.min(max));
+            let items = schema.get("items").unwrap_or(&Value::Null);
+            Value::Array(
+                (0..count)
+                    .map(|_| value_in(items, root, rng, depth + 1))
+                    .collect(),
+            )
         }
-        Some(_) => Value::Null,
+        _ => Value::Null,
     }
+}
+
+/// `value` moved inside the schema's `minimum` and `maximum`.
+fn bounded(schema: &Value, value: f64) -> f64 {
+    let min = schema
+        .get("minimum")
+        .and_then(Value::as_f64)
+        .unwrap_or(f64::MIN);
+    let max = schema
+        .get("maximum")
+        .and_then(Value::as_f64)
+        .unwrap_or(f64::MAX);
+    value.clamp(min, max.max(min))
 }
 
 /// OpenAI-shaped logprobs for the pieces: `{"content":[{token, logprob, bytes, top_logprobs}]}`.
@@ -269,6 +371,38 @@ mod tests {
         let reply = text_reply(3, 40, None, true);
         let parsed: Value = serde_json::from_str(&reply.text()).unwrap();
         assert_eq!(parsed["simulated"], true);
+    }
+
+    #[test]
+    fn schema_replies_follow_the_schema_as_pydantic_writes_it() {
+        // A pydantic model with a nested model ($defs), an optional field
+        // (anyOf with null), a list with a minimum and a bounded number.
+        let schema = json!({
+            "$defs": {"Address": {"type": "object", "properties": {"city": {"type": "string"}},
+                "required": ["city"], "additionalProperties": false}},
+            "type": "object", "additionalProperties": false,
+            "required": ["name", "address", "nickname", "tags", "score", "kind"],
+            "properties": {
+                "name": {"type": "string", "minLength": 12},
+                "address": {"$ref": "#/$defs/Address"},
+                "nickname": {"anyOf": [{"type": "null"}, {"type": "string"}]},
+                "tags": {"type": "array", "items": {"type": "string"}, "minItems": 2},
+                "score": {"type": "number", "minimum": 0, "maximum": 1},
+                "kind": {"const": "person"}
+            }
+        });
+        let reply = schema_reply(5, &schema, None);
+        assert_eq!(reply.finish_reason, "stop");
+        assert_eq!(tokens::count(&reply.text()), reply.completion_tokens);
+        let value: Value = serde_json::from_str(&reply.text()).unwrap();
+        assert!(value["name"].as_str().unwrap().len() >= 12);
+        assert!(value["address"]["city"].is_string());
+        assert!(value["nickname"].is_string());
+        assert_eq!(value["tags"].as_array().unwrap().len(), 2);
+        assert!((0.0..=1.0).contains(&value["score"].as_f64().unwrap()));
+        assert_eq!(value["kind"], "person");
+        let cut = schema_reply(5, &schema, Some(3));
+        assert_eq!((cut.finish_reason, cut.completion_tokens), ("length", 3));
     }
 
     #[test]
