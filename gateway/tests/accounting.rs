@@ -746,3 +746,32 @@ async fn strict_durability_never_answers_what_the_ledger_lacks() {
         200
     );
 }
+
+/// A stream whose backend reports no usage is counted from its text as it
+/// passes, in pieces, rather than held whole: 12,000 one-token words (72 KB,
+/// past the 64 KB the record holds) are still 12,000 output tokens.
+#[tokio::test]
+async fn a_long_stream_without_usage_is_counted_whole() {
+    const WORDS: usize = 12_000;
+    let mut events = String::new();
+    for _ in 0..WORDS {
+        events.push_str("data: {\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\" river\"},\"finish_reason\":null}]}\n\n");
+    }
+    events.push_str("data: [DONE]\n\n");
+    let (server, _seen) = support::canned_event_server(1, Box::leak(events.into_boxed_str())).await;
+    let gateway = GatewayBuilder::new()
+        .backend_yaml(&format!(
+            "  plain:\n    tier: small\n    openai: {{base_url: 'http://{server}/v1'}}\n    context_window: 100000\n"
+        ))
+        .start();
+    let mut body = support::chat("plain", "hi");
+    body["stream"] = json!(true);
+    let reply = post_with(&gateway.url("/v1/chat/completions"), &body, &[]).await;
+    assert_eq!(reply.status, 200);
+    let output: Vec<i64> =
+        support::ledger_rows(&gateway, "SELECT output_tokens FROM requests", 1, |r| {
+            r.get(0)
+        })
+        .await;
+    assert_eq!(output, [WORDS as i64]);
+}

@@ -150,6 +150,9 @@ impl RequestContext {
     }
 }
 
+/// Output text held before it is counted (see `RequestRecord::output`).
+const OUTPUT_COUNT_BYTES: usize = 64 * 1024;
+
 pub struct RequestRecord {
     context: Arc<RequestContext>,
     backend_index: usize,
@@ -185,7 +188,11 @@ pub struct RequestRecord {
     /// first token was made is unknown.
     answered_whole: bool,
     usage: Option<Usage>,
-    /// Output as streamed so far, for counting when no usage is reported.
+    /// Output as streamed so far, for counting when no usage is reported:
+    /// the tokens of text already counted, and the text not counted yet
+    /// (counted and dropped every `OUTPUT_COUNT_BYTES`, so an endless
+    /// stream holds no more than that).
+    output_counted: u64,
     output: String,
     /// `cancelled` until the request finishes or fails.
     outcome: &'static str,
@@ -280,6 +287,7 @@ impl RequestRecord {
             first_output: None,
             answered_whole: false,
             usage: None,
+            output_counted: 0,
             output: String::new(),
             outcome: "cancelled",
             hedge: false,
@@ -326,8 +334,14 @@ impl RequestRecord {
         }
     }
 
-    /// Output text seen on a stream.
+    /// Where output text seen on a stream goes.
     pub fn output(&mut self) -> &mut String {
+        if self.output.len() > OUTPUT_COUNT_BYTES {
+            // A token cut in two here counts as two: one token in
+            // sixteen thousand, at most.
+            self.output_counted += tokens::count(&self.output) as u64;
+            self.output.clear();
+        }
         &mut self.output
     }
 
@@ -424,7 +438,7 @@ impl RequestRecord {
             None => {
                 let (prompt, overhead) = self.context.prompt.prompt_for_count();
                 let input = (tokens::count(&prompt) + overhead) as u64;
-                let output = tokens::count(&self.output) as u64;
+                let output = self.output_counted + tokens::count(&self.output) as u64;
                 (
                     TokenCounts {
                         input,
