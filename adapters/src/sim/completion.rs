@@ -32,9 +32,10 @@ impl CompletionPlan {
     }
 }
 
-/// The legacy API's logprobs shape.
-fn legacy_logprobs(seed: u64, pieces: &[String]) -> Value {
-    let chat = text::logprobs(seed, pieces, 0);
+/// The legacy API's logprobs shape; `top` (the request's `logprobs`) most
+/// likely tokens at each place, the chosen one among them.
+fn legacy_logprobs(seed: u64, pieces: &[String], top: u32) -> Value {
+    let chat = text::logprobs(seed, pieces, top.saturating_sub(1));
     let mut offset = 0;
     let offsets: Vec<usize> = pieces
         .iter()
@@ -44,13 +45,23 @@ fn legacy_logprobs(seed: u64, pieces: &[String]) -> Value {
             at
         })
         .collect();
-    let token_logprobs: Vec<Value> = chat["content"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .map(|t| t["logprob"].clone())
+    let content = chat["content"].as_array().map_or(&[][..], Vec::as_slice);
+    let token_logprobs: Vec<Value> = content.iter().map(|t| t["logprob"].clone()).collect();
+    // Per place, a map of token to logprob (the chosen token's first).
+    let top_logprobs: Vec<Value> = content
+        .iter()
+        .map(|t| {
+            let mut top = serde_json::Map::new();
+            let alternatives = t["top_logprobs"].as_array().map_or(&[][..], Vec::as_slice);
+            for entry in std::iter::once(t).chain(alternatives) {
+                if let Some(token) = entry["token"].as_str() {
+                    top.entry(token).or_insert_with(|| entry["logprob"].clone());
+                }
+            }
+            Value::Object(top)
+        })
         .collect();
-    json!({"tokens": pieces, "token_logprobs": token_logprobs, "top_logprobs": null, "text_offset": offsets})
+    json!({"tokens": pieces, "token_logprobs": token_logprobs, "top_logprobs": top_logprobs, "text_offset": offsets})
 }
 
 impl SimBackend {
@@ -119,7 +130,9 @@ impl SimBackend {
             .map(|((g, seed), index)| CompletionChoice {
                 index,
                 text: g.text(),
-                logprobs: req.logprobs.map(|_| legacy_logprobs(*seed, &g.pieces)),
+                logprobs: req
+                    .logprobs
+                    .map(|top| legacy_logprobs(*seed, &g.pieces, top)),
                 finish_reason: Some(g.finish_reason.to_owned()),
                 extra: Map::new(),
             })
@@ -178,5 +191,27 @@ impl SimBackend {
             script::cut_with_reset(&mut script);
         }
         Ok(script::play(script, slot))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn legacy_logprobs_list_the_top_tokens_at_each_place() {
+        let pieces: Vec<String> = [" the", " river"].map(String::from).to_vec();
+        let logprobs = legacy_logprobs(3, &pieces, 3);
+        let top = logprobs["top_logprobs"].as_array().unwrap();
+        assert_eq!(top.len(), 2);
+        for (place, piece) in top.iter().zip(&pieces) {
+            let place = place.as_object().unwrap();
+            assert!(
+                place.contains_key(piece.as_str()),
+                "the chosen token is among them"
+            );
+            assert!((1..=3).contains(&place.len()));
+        }
+        assert_eq!(logprobs["tokens"].as_array().unwrap().len(), 2);
     }
 }

@@ -323,7 +323,8 @@ fn bounded(schema: &Value, value: f64) -> f64 {
     value.clamp(min, max.max(min))
 }
 
-/// OpenAI-shaped logprobs for the pieces: `{"content":[{token, logprob, bytes, top_logprobs}]}`.
+/// OpenAI-shaped logprobs for the pieces:
+/// `{"content": [{token, logprob, bytes, top_logprobs}], "refusal": null}`.
 pub fn logprobs(seed: u64, pieces: &[String], top: u32) -> Value {
     let mut rng = StdRng::seed_from_u64(seed ^ 0x5eed);
     let content: Vec<Value> = pieces
@@ -339,7 +340,7 @@ pub fn logprobs(seed: u64, pieces: &[String], top: u32) -> Value {
             json!({"token": piece, "logprob": logprob, "bytes": piece.as_bytes(), "top_logprobs": alternatives})
         })
         .collect();
-    json!({ "content": content })
+    json!({ "content": content, "refusal": null })
 }
 
 #[cfg(test)]
