@@ -17,8 +17,9 @@
 # cargo fuzz passes rustc flags that only a nightly toolchain accepts, and a
 # nightly cannot be installed here: RUSTC_BOOTSTRAP=1 lets this machine's
 # stable rustc accept them. No sanitizer (-s none): the code is safe Rust,
-# so what the fuzzer hunts is panics, overflows (checked in this build),
-# hangs and runaway memory (-rss_limit_mb).
+# so what the fuzzer hunts is panics, overflows (fuzz/Cargo.toml turns
+# overflow checks and debug assertions on), hangs and runaway memory
+# (-rss_limit_mb).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -37,8 +38,11 @@ export RUSTC_BOOTSTRAP=1
 if [ "$#" -gt 0 ]; then
   targets=("$@")
 else
-  mapfile -t targets < <(cargo fuzz list --fuzz-dir fuzz)
+  # Not a process substitution: a failed listing must stop the script.
+  list=$(cargo fuzz list --fuzz-dir fuzz)
+  mapfile -t targets <<<"$list"
 fi
+[ "${#targets[@]}" -gt 0 ] && [ -n "${targets[0]}" ] || { echo "no fuzz targets"; exit 1; }
 
 echo "== cargo fuzz build"
 cargo fuzz build --fuzz-dir fuzz -s none --release
@@ -52,8 +56,12 @@ for target in "${targets[@]}"; do
   cargo fuzz run --fuzz-dir fuzz -s none --release "$target" "$scratch/$target" "fuzz/seeds/$target" -- \
     -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -max_len=8192 -print_final_stats=1
   # Keep only inputs that add coverage, then pack them for git.
-  cargo fuzz run --fuzz-dir fuzz -s none --release "$target" "$scratch/$target.min" "$scratch/$target" -- \
-    -set_cover_merge=1 -timeout=10 >/dev/null 2>&1
+  if ! cargo fuzz run --fuzz-dir fuzz -s none --release "$target" "$scratch/$target.min" "$scratch/$target" -- \
+    -set_cover_merge=1 -timeout=10 >"$scratch/$target.merge.log" 2>&1; then
+    cat "$scratch/$target.merge.log"
+    echo "$target: minimizing the corpus failed"
+    exit 1
+  fi
   python3 scripts/fuzz_corpus.py pack "$scratch/$target.min" "fuzz/corpus/$target.hex.gz"
   echo "$target: no crash in ${seconds} s; corpus $(ls "$scratch/$target.min" | wc -l) inputs"
 done
