@@ -8,7 +8,7 @@
 # descriptors do not drift: their mean over the last third of the samples
 # is within 10% of the mean over the first third, and at rest after the
 # load (100 s after it stops, once idle upstream connections have closed)
-# no more are open than at rest before it. (One
+# no more are open (two spare) than at rest before it. (One
 # sample's descriptors move with the connections open at that instant:
 # 16 clients, pools replaced and streams dropped all the time.) Exit
 # status 1 when it does not pass.
@@ -24,9 +24,10 @@ cargo build --release --locked -p switchyard -p switchyard-examples --bin switch
 bin=$PWD/target/release/switchyard
 work=$(mktemp -d)
 pids=()
+keep_work=
 cleanup() {
   for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
-  rm -rf "$work"
+  if [ -n "$keep_work" ]; then echo "logs kept in $work"; else rm -rf "$work"; fi
 }
 trap cleanup EXIT
 
@@ -42,7 +43,7 @@ start() {
 }
 address() {
   for _ in $(seq 100); do grep -q http:// "$work/$1.out" && break; sleep 0.1; done
-  grep -o 'http://[0-9.:]*' "$work/$1.out"
+  grep -m1 -o 'http://[0-9.:]*' "$work/$1.out"
 }
 
 start sim-a "$bin" sim --listen 127.0.0.1:0 --profile small --set decode_tokens_per_s=400 --set base_ttft_ms=20
@@ -67,8 +68,18 @@ start gateway "$bin" serve --config "$work/soak.yaml" --listen 127.0.0.1:0
 gateway=$(address gateway)
 gateway_pid=$(cat "$work/gateway.pid")
 echo "soak: ${minutes} min at ${rate} req/s against $gateway (pid $gateway_pid)"
-fds_now() { ls "/proc/$gateway_pid/fd" | wc -l; }
-idle_before=$(fds_now)
+alive() {
+  [ -d "/proc/$gateway_pid" ] && return
+  echo "the gateway died; its log:"
+  cat "$work/gateway.err"
+  keep_work=1
+  exit 1
+}
+fds_now() { alive; find "/proc/$gateway_pid/fd" -mindepth 1 -maxdepth 1 | wc -l; }
+# At rest: the fewest of a few looks, once start-up's own connections (a
+# backend's context window being read) have had time to finish.
+sleep 5
+idle_before=$(for _ in 1 2 3; do fds_now; sleep 1; done | sort -n | head -1)
 
 # A minute longer than the sampling, so the last sample is taken under load.
 target/release/soak-load "$gateway" "$((minutes + 1))" "$rate" >"$work/load.out" &
@@ -77,8 +88,9 @@ pids+=("$load")
 samples="$work/samples"
 for minute in $(seq "$minutes"); do
   sleep 60
+  alive
   rss=$(awk '/^VmRSS/ {print $2}' "/proc/$gateway_pid/status")
-  fds=$(ls "/proc/$gateway_pid/fd" | wc -l)
+  fds=$(fds_now)
   echo "$minute $rss $fds" >>"$samples"
   echo "minute $minute: RSS ${rss} kB, open fds ${fds}; $(tail -1 "$work/load.out")"
 done
@@ -86,7 +98,7 @@ wait "$load" || true
 tail -1 "$work/load.out"
 # Idle upstream connections stay pooled for 90 s; then they are closed.
 sleep 100
-idle_after=$(fds_now)
+idle_after=$(for _ in 1 2 3; do fds_now; sleep 1; done | sort -n | head -1)
 echo "open fds at rest: $idle_before before the load, $idle_after after it"
 
 awk -v warmup="$warmup" -v idle_before="$idle_before" -v idle_after="$idle_after" '
@@ -105,7 +117,8 @@ awk -v warmup="$warmup" -v idle_before="$idle_before" -v idle_after="$idle_after
     fail = 0
     if (rmax / rmin > 1.10) { print "FAIL: resident memory moved more than 10%"; fail = 1 }
     if (late / early > 1.10) { print "FAIL: open descriptors drifted up more than 10%"; fail = 1 }
-    if (idle_after > idle_before) { print "FAIL: more descriptors open at rest after the load than before"; fail = 1 }
+    # Two spare: a context-window read of a backend may be open at either look.
+    if (idle_after > idle_before + 2) { print "FAIL: more descriptors open at rest after the load than before"; fail = 1 }
     if (fail) exit 1
     print "PASS"
   }' "$samples"

@@ -4,7 +4,7 @@
 //! connections and streams keep opening and closing. Prints a line a
 //! minute: requests answered, errors, and streams abandoned.
 //!
-//! Usage: soak-load BASE_URL MINUTES [REQUESTS_PER_SECOND]
+//! Usage: `soak-load BASE_URL MINUTES [REQUESTS_PER_SECOND]`
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -178,6 +178,9 @@ pub struct App {
     reading: Arc<Semaphore>,
     /// Shared by every config's `App`: a reload does not undo a shutdown.
     shutting_down: Arc<AtomicBool>,
+    /// Limits shared with the previous config whose size this one
+    /// changes; applied by [`App::apply_limit_changes`] when it goes live.
+    limit_changes: std::sync::Mutex<Vec<LimitChange>>,
 }
 
 impl App {
@@ -195,6 +198,9 @@ impl App {
     /// ones: they change only at restart.
     pub fn carrying(config: &Config, previous: Option<&App>) -> anyhow::Result<Self> {
         let router = Router::carrying(config, previous.map(|p| (&p.router, &*p.config)));
+        // Limits to resize once this config is live (not before: a reload
+        // that fails half-way must leave the running limits as they are).
+        let mut limit_changes = Vec::new();
         let backends = config
             .backends
             .values()
@@ -203,7 +209,7 @@ impl App {
                     let at = p.backends.iter().position(|b| b.name == backend.name)?;
                     Some((&p.backends[at], p.config.backends.get(&backend.name)?))
                 });
-                build_backend(backend, old)
+                build_backend(backend, old, &mut limit_changes)
             })
             .collect::<anyhow::Result<Vec<_>>>()?;
         debug_assert!(
@@ -225,14 +231,19 @@ impl App {
         let max_concurrent = config.server.max_concurrent_requests;
         // In-flight requests keep their places in the limits: the same
         // semaphores, resized to the new config's.
-        let gateway_limit = |limit: fn(&App) -> &Arc<Semaphore>| match previous {
-            Some(p) => resized(
+        let mut gateway_limit = |limit: fn(&App) -> &Arc<Semaphore>| match previous {
+            Some(p) => LimitChange::keep(
                 limit(p),
                 p.config.server.max_concurrent_requests,
                 max_concurrent,
+                &mut limit_changes,
             ),
             None => Arc::new(Semaphore::new(max_concurrent)),
         };
+        let (in_flight, reading) = (
+            gateway_limit(|app| &app.in_flight),
+            gateway_limit(|app| &app.reading),
+        );
         Ok(App {
             config: Arc::new(config.clone()),
             backends,
@@ -269,7 +280,16 @@ impl App {
                             .keys()
                             .position(|name| *name == route.name)?;
                         let old = p.config.routes.get(&route.name)?;
-                        (old.response_cache == Some(settings))
+                        // Kept answers came from backends as they were: a
+                        // backend that now reaches other servers or
+                        // another model makes them stale.
+                        let same_servers = config.backends.values().all(|b| {
+                            p.config
+                                .backends
+                                .get(&b.name)
+                                .is_none_or(|was| was.same_server(b))
+                        });
+                        (old.response_cache == Some(settings) && same_servers)
                             .then(|| p.response_caches.get(at).cloned().flatten())
                             .flatten()
                     });
@@ -281,8 +301,9 @@ impl App {
                 .keys()
                 .map(|name| HeaderValue::from_str(name).ok())
                 .collect(),
-            in_flight: gateway_limit(|app| &app.in_flight),
-            reading: gateway_limit(|app| &app.reading),
+            in_flight,
+            reading,
+            limit_changes: std::sync::Mutex::new(limit_changes),
             shutting_down: previous
                 .map(|p| p.shutting_down.clone())
                 .unwrap_or_default(),
@@ -421,6 +442,17 @@ impl App {
         })
     }
 
+    /// Resizes the concurrency limits this config shares with the one it
+    /// replaces; called once, as it goes live (after that, its config is
+    /// the one a later reload measures from).
+    pub fn apply_limit_changes(&self) {
+        let changes =
+            std::mem::take(&mut *self.limit_changes.lock().unwrap_or_else(|p| p.into_inner()));
+        for change in changes {
+            change.apply();
+        }
+    }
+
     pub fn begin_shutdown(&self) {
         self.shutting_down.store(true, Ordering::Release);
     }
@@ -439,6 +471,7 @@ impl App {
 fn build_backend(
     backend: &Backend,
     old: Option<(&BackendHandle, &Backend)>,
+    limit_changes: &mut Vec<LimitChange>,
 ) -> anyhow::Result<BackendHandle> {
     let openai = match &backend.adapter {
         BackendAdapter::OpenAi(openai) => Some(openai),
@@ -454,7 +487,7 @@ fn build_backend(
     };
     let limit = match (old, backend.max_concurrency) {
         (Some((handle, config)), Some(now)) => match (&handle.limit, config.max_concurrency) {
-            (Some(limit), Some(was)) => Some(resized(limit, was, now)),
+            (Some(limit), Some(was)) => Some(LimitChange::keep(limit, was, now, limit_changes)),
             _ => Some(Arc::new(Semaphore::new(now))),
         },
         (_, now) => now.map(|n| Arc::new(Semaphore::new(n))),
@@ -495,28 +528,51 @@ fn build_backend(
     })
 }
 
-/// `limit`, a semaphore of `was` permits that requests admitted under the
-/// previous config hold, made to allow `now`: permits are added at once, or
-/// taken out as they come free (a task waits for them), so what is in
-/// flight counts against the new limit and the two together never exceed it.
-fn resized(limit: &Arc<Semaphore>, was: usize, now: usize) -> Arc<Semaphore> {
-    if now > was {
-        limit.add_permits(now - was);
-    } else if now < was {
-        let owed = (was - now) - limit.forget_permits(was - now);
-        if owed > 0 {
-            let limit = limit.clone();
-            tokio::spawn(async move {
-                if let Ok(permits) = limit
-                    .acquire_many_owned(u32::try_from(owed).unwrap_or(u32::MAX))
-                    .await
-                {
-                    permits.forget();
-                }
+/// A semaphore the previous config's requests hold, to be resized from
+/// `was` permits to `now` when the new config goes live: permits are added
+/// at once, or taken out as they come free (a task waits for them), so the
+/// requests in flight count against the new limit. (Requests already
+/// waiting in a backend's queue are served before the permits owed.)
+struct LimitChange {
+    limit: Arc<Semaphore>,
+    was: usize,
+    now: usize,
+}
+
+impl LimitChange {
+    /// `limit`, kept for the new config, with its resize noted in `changes`.
+    fn keep(
+        limit: &Arc<Semaphore>,
+        was: usize,
+        now: usize,
+        changes: &mut Vec<LimitChange>,
+    ) -> Arc<Semaphore> {
+        if was != now {
+            changes.push(LimitChange {
+                limit: limit.clone(),
+                was,
+                now,
             });
         }
+        limit.clone()
     }
-    limit.clone()
+
+    fn apply(self) {
+        let LimitChange { limit, was, now } = self;
+        if now > was {
+            limit.add_permits(now - was);
+        } else {
+            let owed = (was - now) - limit.forget_permits(was - now);
+            if owed > 0 {
+                tokio::spawn(async move {
+                    let owed = u32::try_from(owed).unwrap_or(u32::MAX);
+                    if let Ok(permits) = limit.acquire_many_owned(owed).await {
+                        permits.forget();
+                    }
+                });
+            }
+        }
+    }
 }
 
 /// New clients for a backend's servers (one per replica URL). With `old`
@@ -616,7 +672,14 @@ mod tests {
             .map(|_| limit.clone().try_acquire_owned().unwrap())
             .collect();
         // Down to 2 with 3 in flight: nothing more may start until two end.
-        let limit = resized(&limit, 4, 2);
+        let mut changes = Vec::new();
+        let limit = LimitChange::keep(&limit, 4, 2, &mut changes);
+        assert_eq!(
+            limit.available_permits(),
+            1,
+            "nothing changes before the config goes live"
+        );
+        changes.into_iter().for_each(LimitChange::apply);
         assert_eq!(limit.available_permits(), 0);
         let mut held = held.into_iter();
         drop(held.next());
@@ -627,7 +690,9 @@ mod tests {
         tokio::task::yield_now().await;
         assert_eq!(limit.available_permits(), 2);
         // Up again: added at once.
-        let limit = resized(&limit, 2, 5);
+        let mut changes = Vec::new();
+        let limit = LimitChange::keep(&limit, 2, 5, &mut changes);
+        changes.into_iter().for_each(LimitChange::apply);
         assert_eq!(limit.available_permits(), 5);
     }
 }

@@ -136,7 +136,10 @@ impl Live {
             }
         }
         let app = Arc::new(app);
+        // No await between these two: a dropped reload either did nothing
+        // or went live with its limits resized.
         self.current.store(app.clone());
+        app.apply_limit_changes();
         self.restart_watchers(&app);
         app.metrics.reloaded(true);
         tracing::info!(trigger, changed, models = ?app.router.model_names(), "config reloaded");

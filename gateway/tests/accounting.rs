@@ -747,9 +747,10 @@ async fn strict_durability_never_answers_what_the_ledger_lacks() {
     );
 }
 
-/// A stream whose backend reports no usage is counted from its text as it
-/// passes, in pieces, rather than held whole: 12,000 one-token words (72 KB,
-/// past the 64 KB the record holds) are still 12,000 output tokens.
+/// A stream whose backend reports no usage is counted from its text, which
+/// the record counts in pieces as it passes rather than holding it whole:
+/// counted across those pieces, 12,000 one-token words (72 KB, past the
+/// 64 KB a piece holds) are still 12,000 output tokens.
 #[tokio::test]
 async fn a_long_stream_without_usage_is_counted_whole() {
     const WORDS: usize = 12_000;

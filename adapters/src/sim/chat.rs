@@ -56,14 +56,15 @@ impl ChatPlan {
     }
 }
 
-/// JSON mode (`json_object`), which any JSON object satisfies.
+/// JSON mode, which any JSON object satisfies: `json_object`, or a
+/// `json_schema` format that gives no schema.
 fn json_mode(req: &ChatRequest) -> bool {
     let kind = req
         .response_format
         .as_ref()
         .and_then(|f| f.get("type"))
         .and_then(Value::as_str);
-    kind == Some("json_object")
+    kind == Some("json_object") || (kind == Some("json_schema") && output_schema(req).is_none())
 }
 
 /// The schema a `json_schema` response format asks the answer to follow
@@ -123,7 +124,8 @@ impl SimBackend {
         let top_logprobs = req
             .logprobs
             .unwrap_or(false)
-            .then(|| req.top_logprobs.unwrap_or(0));
+            // The API gives at most twenty.
+            .then(|| req.top_logprobs.unwrap_or(0).min(20));
         Ok(ChatPlan {
             prompt_tokens,
             cached,

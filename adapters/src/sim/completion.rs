@@ -35,7 +35,8 @@ impl CompletionPlan {
 /// The legacy API's logprobs shape; `top` (the request's `logprobs`) most
 /// likely tokens at each place, the chosen one among them.
 fn legacy_logprobs(seed: u64, pieces: &[String], top: u32) -> Value {
-    let chat = text::logprobs(seed, pieces, top.saturating_sub(1));
+    // The API gives at most five.
+    let chat = text::logprobs(seed, pieces, top.clamp(1, 5) - 1);
     let mut offset = 0;
     let offsets: Vec<usize> = pieces
         .iter()

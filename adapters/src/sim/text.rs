@@ -131,7 +131,7 @@ pub fn text_reply(seed: u64, natural_max: u32, limit: Option<u32>, json_mode: bo
 /// reason `length`, and then, as with a real model, not valid JSON).
 pub fn schema_reply(seed: u64, schema: &Value, limit: Option<u32>) -> Generated {
     let mut rng = StdRng::seed_from_u64(seed);
-    let value = value_in(schema, schema, &mut rng, 0);
+    let value = value_in(schema, schema, &mut rng, &mut Budget::new());
     let mut pieces = crate::tokens::pieces(&value.to_string());
     let finish_reason = match limit {
         Some(limit) if (limit as usize) < pieces.len() => {
@@ -190,7 +190,7 @@ pub fn tool_calls(seed: u64, tools: &[&Tool]) -> Vec<ToolCall> {
                 .function
                 .parameters
                 .as_ref()
-                .map(|s| value_in(s, s, &mut rng, 0))
+                .map(|s| value_in(s, s, &mut rng, &mut Budget::new()))
                 .unwrap_or_else(|| json!({}));
             ToolCall {
                 id: format!("call_{:016x}", rng.random::<u64>()),
@@ -209,13 +209,57 @@ pub fn tool_calls(seed: u64, tools: &[&Tool]) -> Vec<ToolCall> {
 /// Schemas nested deeper than this get `null`: a recursive schema (a tree
 /// node holding nodes) must end somewhere.
 const MAX_DEPTH: usize = 12;
+/// The schema comes from the caller, so what it may make the simulator
+/// build is bounded: values in all, characters of a string, items of an
+/// array.
+const MAX_VALUES: usize = 10_000;
+const MAX_STRING: u64 = 4096;
+const MAX_ITEMS: u64 = 64;
+
+/// Values still to be made for one answer, and the nesting reached.
+struct Budget {
+    left: usize,
+    depth: usize,
+}
+
+impl Budget {
+    fn new() -> Self {
+        Budget {
+            left: MAX_VALUES,
+            depth: 0,
+        }
+    }
+
+    /// Takes one value from the budget; false when it is spent.
+    fn take(&mut self) -> bool {
+        self.left = self.left.saturating_sub(1);
+        self.left > 0
+    }
+}
 
 /// A value valid against `schema`, whose `$ref`s point into `root`: the
 /// first `enum` or `const` value; objects with every property; arrays of
 /// `minItems` items (at least one); strings of `minLength` or more; the
 /// first branch of `anyOf`/`oneOf` (the first non-null one for an optional
 /// field, as pydantic writes them); `allOf` merged.
-fn value_in(schema: &Value, root: &Value, rng: &mut StdRng, depth: usize) -> Value {
+fn value_in(schema: &Value, root: &Value, rng: &mut StdRng, budget: &mut Budget) -> Value {
+    if !budget.take() {
+        return Value::Null;
+    }
+    let depth = budget.depth;
+    budget.depth += 1;
+    let value = value_at(schema, root, rng, budget, depth);
+    budget.depth -= 1;
+    value
+}
+
+fn value_at(
+    schema: &Value,
+    root: &Value,
+    rng: &mut StdRng,
+    budget: &mut Budget,
+    depth: usize,
+) -> Value {
     if depth > MAX_DEPTH {
         return Value::Null;
     }
@@ -225,7 +269,7 @@ fn value_in(schema: &Value, root: &Value, rng: &mut StdRng, depth: usize) -> Val
             .strip_prefix('#')
             .and_then(|pointer| root.pointer(pointer))
             .unwrap_or(&Value::Null);
-        return value_in(target, root, rng, depth + 1);
+        return value_in(target, root, rng, budget);
     }
     if let Some(value) = schema.get("const") {
         return value.clone();
@@ -243,13 +287,13 @@ fn value_in(schema: &Value, root: &Value, rng: &mut StdRng, depth: usize) -> Val
                 .iter()
                 .find(|b| b.get("type").and_then(Value::as_str) != Some("null"))
                 .or(branches.first());
-            return branch.map_or(Value::Null, |b| value_in(b, root, rng, depth + 1));
+            return branch.map_or(Value::Null, |b| value_in(b, root, rng, budget));
         }
     }
     if let Some(parts) = schema.get("allOf").and_then(Value::as_array) {
         let mut merged = Map::new();
         for part in parts {
-            if let Value::Object(fields) = value_in(part, root, rng, depth + 1) {
+            if let Value::Object(fields) = value_in(part, root, rng, budget) {
                 merged.extend(fields);
             }
         }
@@ -270,14 +314,19 @@ fn value_in(schema: &Value, root: &Value, rng: &mut StdRng, depth: usize) -> Val
             let mut out = Map::new();
             if let Some(props) = schema.get("properties").and_then(Value::as_object) {
                 for (name, sub) in props {
-                    out.insert(name.clone(), value_in(sub, root, rng, depth + 1));
+                    out.insert(name.clone(), value_in(sub, root, rng, budget));
                 }
             }
             Value::Object(out)
         }
         Some("string") => {
             let mut text = format!("sim-{}", WORDS[rng.random_range(0..WORDS.len())].trim());
-            let min = schema.get("minLength").and_then(Value::as_u64).unwrap_or(0) as usize;
+            // Bounded: the schema is the caller's.
+            let min = schema
+                .get("minLength")
+                .and_then(Value::as_u64)
+                .unwrap_or(0)
+                .min(MAX_STRING) as usize;
             while text.len() < min {
                 text.push('x');
             }
@@ -294,7 +343,7 @@ fn value_in(schema: &Value, root: &Value, rng: &mut StdRng, depth: usize) -> Val
                 .get("minItems")
                 .and_then(Value::as_u64)
                 .unwrap_or(1)
-                .max(1);
+                .clamp(1, MAX_ITEMS);
             let count = schema
                 .get("maxItems")
                 .and_then(Value::as_u64)
@@ -302,7 +351,7 @@ fn value_in(schema: &Value, root: &Value, rng: &mut StdRng, depth: usize) -> Val
             let items = schema.get("items").unwrap_or(&Value::Null);
             Value::Array(
                 (0..count)
-                    .map(|_| value_in(items, root, rng, depth + 1))
+                    .map(|_| value_in(items, root, rng, budget))
                     .collect(),
             )
         }
@@ -404,6 +453,22 @@ mod tests {
         assert_eq!(value["kind"], "person");
         let cut = schema_reply(5, &schema, Some(3));
         assert_eq!((cut.finish_reason, cut.completion_tokens), ("length", 3));
+    }
+
+    #[test]
+    fn a_hostile_schema_costs_bounded_work() {
+        // Huge minimums, and a node whose hundred fields each hold the node
+        // again: without bounds, memory and time without end.
+        let fields: serde_json::Map<String, Value> = (0..100)
+            .map(|i| (format!("f{i}"), json!({"$ref": "#"})))
+            .collect();
+        let schema = json!({"type": "object", "properties": fields,
+            "additionalProperties": {"type": "string", "minLength": 1_000_000_000_000u64}});
+        let reply = schema_reply(1, &schema, None);
+        assert!(reply.text().len() < 1 << 20, "{} bytes", reply.text().len());
+        let long = json!({"type": "array", "minItems": 4_000_000_000u64, "items": {"type": "string", "minLength": 1_000_000_000_000u64}});
+        let reply = schema_reply(1, &long, None);
+        assert!(reply.text().len() < 1 << 20, "{} bytes", reply.text().len());
     }
 
     #[test]
