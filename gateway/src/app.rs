@@ -465,7 +465,7 @@ impl App {
 /// A backend's handle; with `old` (its handle and config before a
 /// reload), it keeps the old clients when its config is unchanged (and
 /// names no certificate files, which may have been renewed), its in-flight
-/// counts and concurrency limit (resized in place when the limit changed),
+/// counts and concurrency limit (resized when the new config goes live),
 /// and, when it still reaches the same servers, its breaker (unless its
 /// settings changed) and per-replica counts.
 fn build_backend(

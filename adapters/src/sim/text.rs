@@ -68,6 +68,16 @@ pub struct Generated {
 }
 
 impl Generated {
+    /// Text and no tool calls, a token a piece.
+    fn text_only(pieces: Vec<String>, finish_reason: &'static str) -> Self {
+        Generated {
+            completion_tokens: pieces.len(),
+            pieces,
+            tool_calls: Vec::new(),
+            finish_reason,
+        }
+    }
+
     pub fn text(&self) -> String {
         self.pieces.concat()
     }
@@ -117,13 +127,7 @@ pub fn text_reply(seed: u64, natural_max: u32, limit: Option<u32>, json_mode: bo
         pieces.push("\"}".to_owned());
     }
     pieces.truncate(len.max(1));
-    let completion_tokens = pieces.len();
-    Generated {
-        pieces,
-        tool_calls: Vec::new(),
-        finish_reason,
-        completion_tokens,
-    }
+    Generated::text_only(pieces, finish_reason)
 }
 
 /// A reply that is JSON valid against `schema` (a `json_schema` response
@@ -140,13 +144,7 @@ pub fn schema_reply(seed: u64, schema: &Value, limit: Option<u32>) -> Generated 
         }
         _ => "stop",
     };
-    let completion_tokens = pieces.len();
-    Generated {
-        pieces,
-        tool_calls: Vec::new(),
-        finish_reason,
-        completion_tokens,
-    }
+    Generated::text_only(pieces, finish_reason)
 }
 
 /// The tools this request makes the simulator call, or none: it calls tools
