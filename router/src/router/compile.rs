@@ -1,0 +1,262 @@
+//! Building a router from a config: every route's policy compiled, and
+//! what a previous router learned carried over on a reload.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use switchyard_policies::{Backend, BackendAdapter, Config, RouteStrategy};
+
+use super::{CompiledRoute, CompiledSpeculative, Policy, Router, Target};
+use crate::conditions::CompiledCondition;
+use crate::latency::{LatencyHints, LocalLatency};
+use crate::prefix::{LocalPrefixIndex, ReplicaCache};
+use crate::speculation::SpeculationStats;
+use crate::split::SplitPolicy;
+use crate::target_share::{ShareTracker, WindowTracker};
+
+impl Router {
+    /// Compiles every route of a validated config. Backends are numbered in
+    /// the config's order (by name), which the gateway follows too.
+    pub fn new(config: &Config) -> Self {
+        Self::carrying(config, None)
+    }
+
+    /// Compiles `config`, keeping what `previous` (the router of the config
+    /// it replaces, and that config) learned of every backend and route
+    /// that is still there: latency models, speculative acceptance, the
+    /// prefix index of replicas whose cache is unchanged, context windows
+    /// read from servers, and target-share windows whose share and size
+    /// are unchanged. Requests still running on `previous` keep feeding the
+    /// same state.
+    pub fn carrying(config: &Config, previous: Option<(&Router, &Config)>) -> Self {
+        let backends: Vec<String> = config.backends.keys().cloned().collect();
+        let index: HashMap<&str, usize> = backends
+            .iter()
+            .enumerate()
+            .map(|(i, b)| (b.as_str(), i))
+            .collect();
+        // Validation guarantees every name a route uses is a backend.
+        let at = |name: &str| index.get(name).copied().unwrap_or(0);
+        let mut models: HashMap<String, Target> = backends
+            .iter()
+            .enumerate()
+            .map(|(i, b)| (b.clone(), Target::Backend(i)))
+            .collect();
+        let mut routes = Vec::with_capacity(config.routes.len());
+        let mut header_names = Vec::new();
+        for route in config.routes.values() {
+            let policy = match &route.strategy {
+                RouteStrategy::Split { weights, sticky } => Policy::Split {
+                    split: SplitPolicy::new(weights.iter().map(|(b, w)| (at(b), *w)))
+                        .unwrap_or_else(|| SplitPolicy::single(at(&weights[0].0))),
+                    sticky: *sticky,
+                },
+                RouteStrategy::TargetShare {
+                    hard,
+                    easy,
+                    share,
+                    window,
+                } => Policy::TargetShare {
+                    hard: at(hard),
+                    easy: at(easy),
+                    tracker: previous
+                        .and_then(|(router, config)| {
+                            router.same_share_tracker(config, &route.name, *share, *window)
+                        })
+                        .unwrap_or_else(|| Arc::new(WindowTracker::new(*share, *window))),
+                },
+                RouteStrategy::Rules { rules } => {
+                    let rules: Vec<(CompiledCondition, usize)> = rules
+                        .iter()
+                        .map(|r| {
+                            let encoder = r
+                                .when
+                                .similar_to
+                                .as_ref()
+                                .and_then(|s| s.encoder.as_deref())
+                                .map(at);
+                            (CompiledCondition::new(r.when.clone(), encoder), at(&r.to))
+                        })
+                        .collect();
+                    header_names.extend(
+                        rules
+                            .iter()
+                            .filter_map(|(c, _)| c.condition.header.as_ref())
+                            .map(|h| h.name.clone()),
+                    );
+                    let needs_embedding = rules.iter().any(|(c, _)| c.needs_embedding());
+                    Policy::Rules {
+                        rules,
+                        needs_embedding,
+                    }
+                }
+                RouteStrategy::CheapestWithinBudget { candidates } => Policy::Budgeted {
+                    candidates: candidates.iter().map(|b| at(b)).collect(),
+                    cheapest: true,
+                },
+                RouteStrategy::Fastest { candidates } => Policy::Budgeted {
+                    candidates: candidates.iter().map(|b| at(b)).collect(),
+                    cheapest: false,
+                },
+                RouteStrategy::Cascade {
+                    order,
+                    checks,
+                    min_mean_logprob,
+                } => Policy::Cascade {
+                    order: order.iter().map(|b| at(b)).collect(),
+                    checks: checks.clone(),
+                    min_mean_logprob: *min_mean_logprob,
+                },
+            };
+            let number = routes.len();
+            for name in std::iter::once(&route.name).chain(&route.aliases) {
+                models.insert(name.clone(), Target::Route(number));
+            }
+            routes.push(CompiledRoute {
+                name: Arc::from(route.name.as_str()),
+                profile: route.profile,
+                policy,
+                fallbacks: route.fallbacks.iter().map(|b| at(b)).collect(),
+                budget: route.budget,
+                retries: route.retries,
+                hedge: route.hedge,
+                speculative: route.speculative.as_ref().map(|s| CompiledSpeculative {
+                    settings: s.clone(),
+                    instead: s.instead.as_deref().map(at),
+                }),
+            });
+        }
+        header_names.sort();
+        header_names.dedup();
+        let mut latency = LocalLatency::new(config.backends.values().map(hints_of));
+        let mut speculation = SpeculationStats::new(config.backends.len());
+        // One index entry per replica, or per slot of each replica where
+        // a llama.cpp backend declares its slots (each slot holds its own
+        // prompt, and the gateway picks the slot).
+        let mut replica_ranges = Vec::new();
+        let mut slots_per_replica = Vec::new();
+        let mut caches = Vec::new();
+        for backend in config.backends.values() {
+            let (replicas, slots) = match &backend.adapter {
+                BackendAdapter::OpenAi(openai) => (
+                    openai.replicas.len().max(1),
+                    openai.slots.map_or(1, |s| s.max(1) as usize),
+                ),
+                _ => (1, 1),
+            };
+            let cache = ReplicaCache {
+                kv_tokens: backend.prefix_cache.kv_tokens / slots as u64,
+                ttl: backend.prefix_cache.ttl,
+            };
+            let count = replicas * slots;
+            replica_ranges.push(caches.len()..caches.len() + count);
+            slots_per_replica.push(slots);
+            caches.extend(std::iter::repeat_n(cache, count));
+        }
+        let mut prefix = LocalPrefixIndex::new(caches);
+        let context_windows: Vec<AtomicU32> = config
+            .backends
+            .values()
+            .map(|b| AtomicU32::new(b.context_window.unwrap_or(0)))
+            .collect();
+        if let Some((old, old_config)) = previous {
+            for (mine, backend) in config.backends.values().enumerate() {
+                let Some(theirs) = old.backends.iter().position(|b| *b == backend.name) else {
+                    continue;
+                };
+                // What was learned of other servers, or of another model,
+                // says nothing of these.
+                let Some(was) = old_config
+                    .backends
+                    .get(&backend.name)
+                    .filter(|was| was.same_server(backend))
+                else {
+                    continue;
+                };
+                // New hints are the operator's word on the backend: its
+                // model starts from them afresh.
+                if hints_of(was) == hints_of(backend) {
+                    latency.adopt(mine, &old.latency, theirs);
+                }
+                speculation.adopt(mine, &old.speculation, theirs);
+                // A window read from the server (not one the old config
+                // set) stays until it is read again.
+                if backend.context_window.is_none() && was.context_window.is_none() {
+                    context_windows[mine]
+                        .store(old.context_window(theirs).unwrap_or(0), Ordering::Relaxed);
+                }
+                let (range, old_range) = (&replica_ranges[mine], &old.replica_ranges[theirs]);
+                if range.len() == old_range.len() {
+                    for (id, old_id) in range.clone().zip(old_range.clone()) {
+                        prefix.adopt(id, &old.prefix, old_id);
+                    }
+                }
+            }
+        }
+        Router {
+            backends,
+            models,
+            model_names: config.model_names(),
+            routes,
+            header_names,
+            pricing: config.backends.values().map(|b| b.pricing).collect(),
+            latency: Arc::new(latency),
+            speculation: Arc::new(speculation),
+            prefix: Arc::new(prefix),
+            replica_ranges,
+            slots_per_replica,
+            prefix_share: config
+                .backends
+                .values()
+                .map(|b| b.prefix_cache.share)
+                .collect(),
+            context_windows,
+        }
+    }
+
+    /// Route `name`'s target-share window, when `config` (this router's)
+    /// gave that route the same share and window size.
+    fn same_share_tracker(
+        &self,
+        config: &Config,
+        name: &str,
+        share: f64,
+        window: usize,
+    ) -> Option<Arc<dyn ShareTracker>> {
+        let number = config.routes.keys().position(|r| r == name)?;
+        let unchanged = matches!(
+            config.routes.get(name).map(|r| &r.strategy),
+            Some(RouteStrategy::TargetShare { share: s, window: w, .. }) if *s == share && *w == window
+        );
+        match &self.routes.get(number)?.policy {
+            Policy::TargetShare { tracker, .. } if unchanged => Some(tracker.clone()),
+            _ => None,
+        }
+    }
+}
+
+/// A backend's starting latency figures: its config hints, else (for a
+/// simulated backend) its simulator parameters, else defaults.
+fn hints_of(backend: &Backend) -> LatencyHints {
+    let mut hints = LatencyHints::default();
+    if let BackendAdapter::Sim(sim) = &backend.adapter {
+        hints = LatencyHints {
+            base_ttft: sim.base_ttft,
+            prefill_tokens_per_s: sim.prefill_tokens_per_s,
+            decode_tokens_per_s: sim.decode_tokens_per_s,
+            concurrency: u32::try_from(sim.max_concurrency).unwrap_or(u32::MAX),
+        };
+    }
+    let config = &backend.latency;
+    LatencyHints {
+        base_ttft: config.ttft.unwrap_or(hints.base_ttft),
+        prefill_tokens_per_s: config
+            .prefill_tokens_per_s
+            .unwrap_or(hints.prefill_tokens_per_s),
+        decode_tokens_per_s: config
+            .decode_tokens_per_s
+            .unwrap_or(hints.decode_tokens_per_s),
+        concurrency: config.concurrency.unwrap_or(hints.concurrency),
+    }
+}
