@@ -55,6 +55,8 @@ pub struct BackendHandle {
     /// The longest a request may take to start answering, and so the
     /// longest it waits in the backend's queue.
     pub first_byte_timeout: Duration,
+    /// The largest whole answer (or held-back stream) read from it.
+    pub max_response_bytes: usize,
     /// Requests this gateway has in flight to the backend.
     in_flight: Arc<AtomicU32>,
     /// The concurrency limit; `None` when unlimited.
@@ -518,6 +520,7 @@ fn build_backend(
         },
         pricing: backend.pricing,
         first_byte_timeout: backend.timeouts.first_byte,
+        max_response_bytes: backend.max_response_bytes,
         in_flight: old.map_or_else(Arc::default, |(h, _)| h.in_flight.clone()),
         limit,
         max_queue: backend.max_queue,

@@ -62,7 +62,7 @@ impl Live {
         let live = Arc::new(Live {
             started: app.config.clone(),
             current: ArcSwap::new(app.clone()),
-            reloading: tokio::sync::Mutex::new(path.as_deref().and_then(|p| std::fs::read(p).ok())),
+            reloading: tokio::sync::Mutex::new(file_bytes(path.as_deref())),
             path,
             watchers: Mutex::new(Vec::new()),
         });
@@ -97,7 +97,7 @@ impl Live {
     }
 
     fn read_file(&self) -> Option<Vec<u8>> {
-        self.path.as_deref().and_then(|p| std::fs::read(p).ok())
+        file_bytes(self.path.as_deref())
     }
 
     /// The reload itself; the caller holds `reloading`.
@@ -230,6 +230,11 @@ impl Live {
         });
         Ok(())
     }
+}
+
+/// The config file's bytes, when there is one and it can be read.
+fn file_bytes(path: Option<&Path>) -> Option<Vec<u8>> {
+    path.and_then(|p| std::fs::read(p).ok())
 }
 
 /// How long file events must stop before the file is read.

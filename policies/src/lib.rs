@@ -10,12 +10,12 @@ pub mod speculation;
 
 pub use config::{
     AnthropicBackend, Auth, Backend, BackendAdapter, BackendTls, Balance, BreakerSettings,
-    CacheShare, CascadeCheck, ClientCert, Condition, Config, ConfigError,
-    DEFAULT_MAX_RESPONSE_BYTES, Durability, Engine, HeaderMatch, Hedge, LatencyBudget,
-    LatencyHintsConfig, LedgerSettings, Limits, OnExhausted, OpenAiBackend, Pattern,
-    PrefixCacheSettings, Reference, ResponseCacheSettings, Route, RouteStrategy, Rule,
-    ServerSettings, SimFaults, SimParams, SimPreset, SimSpeculation, Similar, SpendLimit,
-    SpendScope, Team, Tier, Timeouts, TlsFiles, TrustRoots, VirtualKey, sim_params_from_yaml,
+    CacheShare, CascadeCheck, ClientCert, Condition, Config, ConfigError, Durability, Engine,
+    HeaderMatch, Hedge, LatencyBudget, LatencyHintsConfig, LedgerSettings, Limits, OnExhausted,
+    OpenAiBackend, Pattern, PrefixCacheSettings, Reference, ResponseCacheSettings, Route,
+    RouteStrategy, Rule, ServerSettings, SimFaults, SimParams, SimPreset, SimSpeculation, Similar,
+    SpendLimit, SpendScope, Team, Tier, Timeouts, TlsFiles, TrustRoots, VirtualKey,
+    sim_params_from_yaml,
 };
 pub use pricing::{Pricing, TokenCounts, TokenPrice, builtin_price};
 pub use profiles::{Budget, Profile};

@@ -557,14 +557,7 @@ fn backoff(n: u32) -> std::time::Duration {
 /// the whole answer, `max_response_bytes`).
 fn held_answer_limits(app: &App, backend: usize) -> (std::time::Duration, usize) {
     let handle = &app.backends[backend];
-    let bytes = app
-        .config
-        .backends
-        .get(&handle.name)
-        .map_or(switchyard_policies::DEFAULT_MAX_RESPONSE_BYTES, |b| {
-            b.max_response_bytes
-        });
-    (handle.first_byte_timeout, bytes)
+    (handle.first_byte_timeout, handle.max_response_bytes)
 }
 
 /// Reads a whole stream, for a cascade to check before anything is sent;
