@@ -13,7 +13,7 @@ use std::hint::black_box;
 use criterion::{Criterion, criterion_group, criterion_main};
 use switchyard_adapters::anthropic::MessageStream;
 use switchyard_adapters::json::from_bytes;
-use switchyard_adapters::responses::ResponseStream;
+use switchyard_adapters::responses::{Echo, ResponseStream};
 use switchyard_adapters::sse::{data_event, named_event};
 use switchyard_adapters::types::{ChatChunk, ChatRequest, ChatResponse};
 use switchyard_policies::{Pricing, TokenCounts, TokenPrice};
@@ -43,7 +43,7 @@ fn reencoding(c: &mut Criterion) {
         })
     });
     c.bench_function("sse: chat chunk -> Responses events", |b| {
-        let mut stream = ResponseStream::new("m");
+        let mut stream = ResponseStream::new("m", Echo::default());
         stream.on_chunk(&first);
         b.iter(|| {
             for (name, event) in stream.on_chunk(black_box(&delta)) {

@@ -48,6 +48,10 @@ async fn chat_is_proxied_with_receipts_and_model_rewrite() {
 /// all its digits, a vendor field.
 const LLAMA_ANSWER: &str = r#"{"id": "chatcmpl-1", "object": "chat.completion", "created": 1764480000, "model": "qwen", "choices": [{"index": 0, "message": {"role": "assistant", "content": "Rivers run."}, "finish_reason": "stop"}], "usage": {"prompt_tokens": 9, "completion_tokens": 3, "total_tokens": 12}, "timings": {"prompt_ms": 17.785786000000001}}"#;
 
+/// The same answer as the caller gets it: every byte the server sent, and
+/// the fields OpenAI's spec requires that it left out, `null`.
+const LLAMA_ANSWER_FILLED: &str = r#"{"id": "chatcmpl-1", "object": "chat.completion", "created": 1764480000, "model": "qwen", "choices": [{"logprobs":null,"index": 0, "message": {"refusal":null,"role": "assistant", "content": "Rivers run."}, "finish_reason": "stop"}], "usage": {"prompt_tokens": 9, "completion_tokens": 3, "total_tokens": 12}, "timings": {"prompt_ms": 17.785786000000001}}"#;
+
 #[tokio::test]
 async fn an_openai_answer_reaches_an_openai_caller_byte_for_byte() {
     let (addr, _seen) = support::recording_server(1, LLAMA_ANSWER).await;
@@ -56,7 +60,7 @@ async fn an_openai_answer_reaches_an_openai_caller_byte_for_byte() {
         .start();
     let reply = post_json(&gateway.url("/v1/chat/completions"), &chat("local", "hi")).await;
     assert_eq!(reply.status, 200, "{:?}", reply.body);
-    assert_eq!(reply.body, LLAMA_ANSWER.as_bytes());
+    assert_eq!(String::from_utf8_lossy(&reply.body), LLAMA_ANSWER_FILLED);
     assert_eq!(reply.header("content-type"), Some("application/json"));
     let usage = support::eventually(async || {
         gateway

@@ -105,6 +105,7 @@ fn chat_request() -> impl Strategy<Value = ChatRequest> {
                 metadata: None,
                 extra: Map::new(),
                 forward_headers: Vec::new(),
+                echo: None,
             },
         )
 }

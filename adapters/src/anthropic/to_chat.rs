@@ -123,6 +123,7 @@ pub fn chat_from_messages(req: MessagesRequest) -> Result<ChatRequest, Translate
             extra
         },
         forward_headers: Vec::new(),
+        echo: None,
     })
 }
 

@@ -2,45 +2,61 @@
 
 use serde_json::{Value, json};
 
+use super::Echo;
 use crate::types::{ChatResponse, Usage};
 
-/// Responses' usage object.
+/// Responses' usage object. `cache_write_tokens` is not in OpenAI's own
+/// usage; it is here for answers from backends that bill writing a prompt
+/// cache (Anthropic's), as other OpenAI-compatible gateways report it.
 pub(super) fn usage(usage: Option<&Usage>) -> Value {
     let usage = usage.cloned().unwrap_or_default();
-    let reasoning = usage
-        .completion_tokens_details
-        .as_ref()
-        .and_then(|d| d.reasoning_tokens)
-        .unwrap_or(0);
     json!({
         "input_tokens": usage.prompt_tokens,
-        "input_tokens_details": {"cached_tokens": usage.cached_tokens()},
+        "input_tokens_details": {
+            "cached_tokens": usage.cached_tokens(),
+            "cache_write_tokens": usage.cache_write_tokens(),
+        },
         "output_tokens": usage.completion_tokens,
-        "output_tokens_details": {"reasoning_tokens": reasoning},
+        "output_tokens_details": {"reasoning_tokens": usage.reasoning_tokens()},
         "total_tokens": usage.prompt_tokens + usage.completion_tokens,
     })
 }
 
-/// The response envelope around `output`.
+/// The response envelope around `output`, with what it echoes of its
+/// request. `usage` is left out while there is none (a stream's opening
+/// events): the spec has no `null` for it.
 pub(super) fn envelope(
     id: &str,
     model: &str,
     created_at: u64,
     status: &str,
     output: Vec<Value>,
-    usage: Value,
+    usage: Option<Value>,
+    echo: &Echo,
 ) -> Value {
-    json!({
+    let mut response = json!({
         "id": id, "object": "response", "created_at": created_at, "status": status, "model": model,
-        "output": output, "usage": usage, "error": null, "incomplete_details": null,
-        "parallel_tool_calls": true, "tool_choice": "auto", "tools": [], "text": {"format": {"type": "text"}},
-    })
+        "output": output, "error": null, "incomplete_details": null,
+    });
+    if let Some(usage) = usage {
+        response["usage"] = usage;
+    }
+    echo.apply(&mut response);
+    response
 }
 
+/// An `output_text` content part (no logprobs: chat backends give none
+/// through this translation).
+pub(super) fn output_text(text: &str) -> Value {
+    json!({"type": "output_text", "text": text, "annotations": [], "logprobs": []})
+}
+
+/// The assistant's message item; `incomplete` when the answer was cut off
+/// by its output limit.
 pub(super) fn message_item(id: &str, text: &str, status: &str) -> Value {
     json!({
         "type": "message", "id": id, "status": status, "role": "assistant",
-        "content": [{"type": "output_text", "text": text, "annotations": []}],
+        "content": [output_text(text)],
     })
 }
 
@@ -54,17 +70,21 @@ pub(super) fn call_item(
     json!({"type": "function_call", "id": id, "call_id": call_id, "name": name, "arguments": arguments, "status": status})
 }
 
-pub fn response_from_chat(resp: &ChatResponse) -> Value {
+/// A whole chat answer as the Responses object for the request `echo`
+/// describes.
+pub fn response_from_chat(resp: &ChatResponse, echo: &Echo) -> Value {
     let mut output = Vec::new();
-    let mut incomplete = false;
-    if let Some(choice) = resp.choices.first() {
+    let choice = resp.choices.first();
+    let incomplete = choice.is_some_and(|c| c.finish_reason.as_deref() == Some("length"));
+    let status = if incomplete {
+        "incomplete"
+    } else {
+        "completed"
+    };
+    if let Some(choice) = choice {
         let text = choice.message.text();
         if !text.is_empty() || choice.message.tool_calls.is_none() {
-            output.push(message_item(
-                &format!("msg_{}", resp.id),
-                &text,
-                "completed",
-            ));
+            output.push(message_item(&format!("msg_{}", resp.id), &text, status));
         }
         for call in choice.message.tool_calls.iter().flatten() {
             output.push(call_item(
@@ -75,19 +95,15 @@ pub fn response_from_chat(resp: &ChatResponse) -> Value {
                 "completed",
             ));
         }
-        incomplete = choice.finish_reason.as_deref() == Some("length");
     }
     let mut response = envelope(
         &format!("resp_{}", resp.id),
         &resp.model,
         resp.created,
-        if incomplete {
-            "incomplete"
-        } else {
-            "completed"
-        },
+        status,
         output,
-        usage(resp.usage.as_ref()),
+        Some(usage(resp.usage.as_ref())),
+        echo,
     );
     if incomplete {
         response["incomplete_details"] = json!({"reason": "max_output_tokens"});

@@ -3,7 +3,8 @@
 
 use serde_json::{Value, json};
 
-use super::from_chat::{call_item, envelope, message_item, usage};
+use super::Echo;
+use super::from_chat::{call_item, envelope, message_item, output_text, usage};
 use crate::types::{ChatChunk, Usage};
 
 #[derive(Debug)]
@@ -29,14 +30,17 @@ pub struct ResponseStream {
     next_output: usize,
     length_cut: bool,
     usage: Option<Usage>,
+    echo: Echo,
 }
 
 pub type Event = (&'static str, Value);
 
 impl ResponseStream {
-    pub fn new(model: &str) -> Self {
+    /// `echo`: what the answer repeats of the request it answers.
+    pub fn new(model: &str, echo: Echo) -> Self {
         ResponseStream {
             model: model.to_owned(),
+            echo,
             ..Self::default()
         }
     }
@@ -68,7 +72,8 @@ impl ResponseStream {
             self.created,
             "in_progress",
             Vec::new(),
-            Value::Null,
+            None,
+            &self.echo,
         );
         let created = self.event("response.created", json!({"response": response}));
         let in_progress = self.event("response.in_progress", json!({"response": response}));
@@ -96,7 +101,7 @@ impl ResponseStream {
                 );
                 let part = self.event(
                     "response.content_part.added",
-                    json!({"item_id": self.message_id(), "output_index": index, "content_index": 0, "part": {"type": "output_text", "text": "", "annotations": []}}),
+                    json!({"item_id": self.message_id(), "output_index": index, "content_index": 0, "part": output_text("")}),
                 );
                 events.extend([added, part]);
             }
@@ -149,15 +154,20 @@ impl ResponseStream {
     pub fn finish(&mut self) -> Vec<Event> {
         let mut events = Vec::new();
         let mut output: Vec<(usize, Value)> = Vec::new();
+        let status = if self.length_cut {
+            "incomplete"
+        } else {
+            "completed"
+        };
         if let Some((index, text)) = self.text.take() {
             let id = self.message_id();
-            let part = json!({"type": "output_text", "text": text, "annotations": []});
+            let part = output_text(&text);
             let done = self.event("response.output_text.done", json!({"item_id": id, "output_index": index, "content_index": 0, "text": text, "logprobs": []}));
             let part_done = self.event(
                 "response.content_part.done",
                 json!({"item_id": id, "output_index": index, "content_index": 0, "part": part}),
             );
-            let item = message_item(&id, &text, "completed");
+            let item = message_item(&id, &text, status);
             let item_done = self.event(
                 "response.output_item.done",
                 json!({"output_index": index, "item": item}),
@@ -168,7 +178,7 @@ impl ResponseStream {
         for call in std::mem::take(&mut self.calls) {
             let args_done = self.event(
                 "response.function_call_arguments.done",
-                json!({"item_id": call.item_id, "output_index": call.output_index, "arguments": call.arguments}),
+                json!({"item_id": call.item_id, "output_index": call.output_index, "name": call.name, "arguments": call.arguments}),
             );
             let item = call_item(
                 &call.item_id,
@@ -185,18 +195,14 @@ impl ResponseStream {
             output.push((call.output_index, item));
         }
         output.sort_by_key(|(i, _)| *i);
-        let status = if self.length_cut {
-            "incomplete"
-        } else {
-            "completed"
-        };
         let mut response = envelope(
             &format!("resp_{}", self.id),
             &self.model,
             self.created,
             status,
             output.into_iter().map(|(_, item)| item).collect(),
-            usage(self.usage.as_ref()),
+            Some(usage(self.usage.as_ref())),
+            &self.echo,
         );
         let name = if self.length_cut {
             response["incomplete_details"] = json!({"reason": "max_output_tokens"});

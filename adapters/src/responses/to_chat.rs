@@ -4,6 +4,7 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value, json};
 
+use super::Echo;
 use crate::anthropic::TranslateError;
 use crate::anthropic::untranslatable;
 use crate::types::{
@@ -149,6 +150,7 @@ pub fn chat_from_responses(body: &Value) -> Result<ChatRequest, TranslateError> 
         metadata: object.get("metadata").and_then(Value::as_object).cloned(),
         extra,
         forward_headers: Vec::new(),
+        echo: Some(Arc::new(Echo::of(object))),
     })
 }
 

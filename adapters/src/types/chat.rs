@@ -55,9 +55,14 @@ pub struct ChatRequest {
     /// Never part of the JSON body.
     #[serde(skip)]
     pub forward_headers: Vec<(String, String)>,
+    /// What the answer repeats back from the caller's own request, when the
+    /// caller's dialect echoes its request (a Responses object carries its
+    /// instructions, tools and settings). Never part of the JSON body.
+    #[serde(skip)]
+    pub echo: Option<Arc<crate::responses::Echo>>,
 }
 
-with_extra!(ChatRequest { model = "model": required, messages = "messages": required, stream = "stream": optional, stream_options = "stream_options": optional, max_tokens = "max_tokens": optional, max_completion_tokens = "max_completion_tokens": optional, temperature = "temperature": optional, n = "n": optional, seed = "seed": optional, tools = "tools": optional, tool_choice = "tool_choice": optional, parallel_tool_calls = "parallel_tool_calls": optional, response_format = "response_format": optional, logprobs = "logprobs": optional, top_logprobs = "top_logprobs": optional, user = "user": optional, metadata = "metadata": optional } skip: forward_headers);
+with_extra!(ChatRequest { model = "model": required, messages = "messages": required, stream = "stream": optional, stream_options = "stream_options": optional, max_tokens = "max_tokens": optional, max_completion_tokens = "max_completion_tokens": optional, temperature = "temperature": optional, n = "n": optional, seed = "seed": optional, tools = "tools": optional, tool_choice = "tool_choice": optional, parallel_tool_calls = "parallel_tool_calls": optional, response_format = "response_format": optional, logprobs = "logprobs": optional, top_logprobs = "top_logprobs": optional, user = "user": optional, metadata = "metadata": optional } skip: forward_headers, echo);
 
 impl ChatRequest {
     /// The tool definitions, none when the request has no `tools`.
@@ -314,9 +319,13 @@ impl ChatResponse {
     /// on as it is; unless the backend left out `object`, `created` or
     /// `model`, which a re-encoding fills in (async-openai and other strict
     /// clients reject an answer without them).
+    ///
+    /// Fields the spec requires that the backend left out below the top
+    /// (`logprobs`, `refusal`) are spliced into those bytes as `null`.
     pub fn with_verbatim(mut self, body: Bytes) -> Self {
         if !self.object.is_empty() && self.created != 0 && !self.model.is_empty() {
-            self.verbatim = Some(body);
+            let filled = super::fill_chat_answer(&body).map(Bytes::from);
+            self.verbatim = Some(filled.unwrap_or(body));
         }
         self
     }
@@ -325,9 +334,12 @@ impl ChatResponse {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Choice {
     pub index: u32,
+    /// Written with `refusal` (`null` when it has none), as the spec has it.
+    #[serde(serialize_with = "super::spec_fields::message_with_refusal")]
     pub message: Message,
     pub finish_reason: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    /// Always written, `null` when there are none, as the spec has it.
+    #[serde(serialize_with = "super::spec_fields::logprobs_with_refusal")]
     pub logprobs: Option<Value>,
     #[serde(flatten)]
     pub extra: Extra,
@@ -373,7 +385,10 @@ pub struct ChunkChoice {
     pub delta: Delta,
     /// Always written, as `null` until the last chunk: some clients require it.
     pub finish_reason: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(
+        skip_serializing_if = "Option::is_none",
+        serialize_with = "super::spec_fields::logprobs_with_refusal"
+    )]
     pub logprobs: Option<Value>,
     #[serde(flatten)]
     pub extra: Extra,
@@ -579,7 +594,7 @@ mod tests {
     fn response_keeps_vendor_timings() {
         let body = serde_json::json!({
             "id": "x", "object": "chat.completion", "created": 1, "model": "m",
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": "hi"}, "finish_reason": "stop"}],
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": "hi", "refusal": null}, "finish_reason": "stop", "logprobs": null}],
             "usage": {"prompt_tokens": 3, "completion_tokens": 1, "total_tokens": 4, "prompt_tokens_details": {"cached_tokens": 2}},
             "timings": {"cache_n": 2, "draft_n": 4}
         });

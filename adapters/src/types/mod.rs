@@ -8,6 +8,7 @@
 mod chat;
 mod completion;
 mod embedding;
+mod spec_fields;
 mod timings;
 mod usage;
 pub(crate) mod with_extra;
@@ -19,6 +20,7 @@ pub use chat::{
 };
 pub use completion::{CompletionChoice, CompletionRequest, CompletionResponse};
 pub use embedding::{Embedding, EmbeddingRequest, EmbeddingResponse, EmbeddingUsage};
+pub use spec_fields::fill_chat_answer;
 pub use timings::Timings;
 pub use usage::{Usage, UsageDetails};
 

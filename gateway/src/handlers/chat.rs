@@ -100,7 +100,7 @@ impl Endpoint for Chat {
 
     /// The backend's own bytes when it spoke this dialect (the answer is
     /// not changed on the way), else the answer encoded.
-    fn respond(resp: &ChatResponse) -> Response<Body> {
+    fn respond(_req: &ChatRequest, resp: &ChatResponse) -> Response<Body> {
         match &resp.verbatim {
             Some(body) => json_bytes_response(StatusCode::OK, body.clone()),
             None => json_response(StatusCode::OK, resp),
@@ -109,7 +109,12 @@ impl Endpoint for Chat {
 
     type Encoder = OpenAiEvents<Self>;
 
-    fn encoder(client_wants_usage: bool, _model: &str, _prompt_tokens: u32) -> Self::Encoder {
+    fn encoder(
+        _req: &ChatRequest,
+        client_wants_usage: bool,
+        _model: &str,
+        _prompt_tokens: u32,
+    ) -> Self::Encoder {
         OpenAiEvents::new(client_wants_usage)
     }
 

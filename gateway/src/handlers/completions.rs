@@ -66,7 +66,12 @@ impl Endpoint for Completions {
 
     type Encoder = OpenAiEvents<Self>;
 
-    fn encoder(client_wants_usage: bool, _model: &str, _prompt_tokens: u32) -> Self::Encoder {
+    fn encoder(
+        _req: &CompletionRequest,
+        client_wants_usage: bool,
+        _model: &str,
+        _prompt_tokens: u32,
+    ) -> Self::Encoder {
         OpenAiEvents::new(client_wants_usage)
     }
 

@@ -51,11 +51,16 @@ impl Endpoint for Embeddings {
     type Chunk = Embedded;
     type Encoder = OpenAiEvents<Self>;
 
-    fn respond(resp: &Embedded) -> Response<Body> {
+    fn respond(_req: &EmbeddingRequest, resp: &Embedded) -> Response<Body> {
         json_response(StatusCode::OK, &resp.response)
     }
 
-    fn encoder(client_wants_usage: bool, _model: &str, _prompt_tokens: u32) -> Self::Encoder {
+    fn encoder(
+        _req: &EmbeddingRequest,
+        client_wants_usage: bool,
+        _model: &str,
+        _prompt_tokens: u32,
+    ) -> Self::Encoder {
         OpenAiEvents::new(client_wants_usage)
     }
 

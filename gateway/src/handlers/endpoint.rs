@@ -60,13 +60,19 @@ pub trait Endpoint: Sized + 'static {
     /// Keeps the caller's protocol headers that a backend of the same
     /// dialect should receive (nothing, unless the dialect has such headers).
     fn forward_headers(_req: &mut Self::Request, _headers: &http::HeaderMap) {}
-    /// A whole answer in the caller's dialect.
-    fn respond(resp: &Self::Response) -> Response<Body> {
+    /// A whole answer to `req` in the caller's dialect.
+    fn respond(_req: &Self::Request, resp: &Self::Response) -> Response<Body> {
         json_response(StatusCode::OK, resp)
     }
-    /// The stream writer. `client_wants_usage`: the client asked for the
-    /// final usage chunk; `prompt_tokens`: the estimate made at admission.
-    fn encoder(client_wants_usage: bool, model: &str, prompt_tokens: u32) -> Self::Encoder;
+    /// The stream writer for the answer to `req`. `client_wants_usage`: the
+    /// client asked for the final usage chunk; `prompt_tokens`: the estimate
+    /// made at admission.
+    fn encoder(
+        req: &Self::Request,
+        client_wants_usage: bool,
+        model: &str,
+        prompt_tokens: u32,
+    ) -> Self::Encoder;
 
     /// The router's view of the request (session, profile and headers are
     /// filled in by the caller).
@@ -461,11 +467,16 @@ async fn dispatch<E: Endpoint>(
                 if let Some((slot, backend)) = keep {
                     slot.put_whole(&resp, backend);
                 }
-                E::respond(&resp)
+                E::respond(&request.0, &resp)
             }
             Answer::Stream(chunks) => sse_response(stream::encode::<E>(
                 chunks,
-                E::encoder(client_wants_usage, &context.model, size.prompt_tokens),
+                E::encoder(
+                    &request.0,
+                    client_wants_usage,
+                    &context.model,
+                    size.prompt_tokens,
+                ),
                 record,
                 Some(admission),
                 keep,
@@ -474,7 +485,12 @@ async fn dispatch<E: Endpoint>(
                 let replay = futures_util::stream::iter(chunks.into_iter().map(Ok)).boxed();
                 sse_response(stream::encode::<E>(
                     replay,
-                    E::encoder(client_wants_usage, &context.model, size.prompt_tokens),
+                    E::encoder(
+                        &request.0,
+                        client_wants_usage,
+                        &context.model,
+                        size.prompt_tokens,
+                    ),
                     record,
                     Some(admission),
                     keep,

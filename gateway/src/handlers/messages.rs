@@ -51,11 +51,16 @@ impl Endpoint for Messages {
         }
     }
 
-    fn respond(resp: &ChatResponse) -> Response<Body> {
+    fn respond(_req: &ChatRequest, resp: &ChatResponse) -> Response<Body> {
         json_response(StatusCode::OK, &message_from_chat(resp))
     }
 
-    fn encoder(_client_wants_usage: bool, model: &str, prompt_tokens: u32) -> AnthropicEvents {
+    fn encoder(
+        _req: &ChatRequest,
+        _client_wants_usage: bool,
+        model: &str,
+        prompt_tokens: u32,
+    ) -> AnthropicEvents {
         AnthropicEvents(MessageStream::new(model, u64::from(prompt_tokens)))
     }
 

@@ -172,7 +172,7 @@ pub async fn replay<E: Endpoint>(
             record.usage(E::response_usage(&resp));
             record.finish("ok");
             Some(match record.write_after_reply().await {
-                Ok(()) => E::respond(&resp),
+                Ok(()) => E::respond(&request, &resp),
                 Err(err) => err.into_response_for(E::DIALECT),
             })
         }
@@ -183,6 +183,7 @@ pub async fn replay<E: Endpoint>(
                 .collect::<Option<_>>()?;
             let client_wants_usage = E::request_stream_usage(&mut request);
             let encoder = E::encoder(
+                &request,
                 client_wants_usage,
                 E::model_name(&request),
                 decision.features.prompt_tokens,

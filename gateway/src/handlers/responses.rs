@@ -11,7 +11,9 @@ use http::request::Parts;
 use http::{Request, Response, StatusCode};
 use hyper::body::Incoming;
 use serde_json::Value;
-use switchyard_adapters::responses::{ResponseStream, chat_from_responses, response_from_chat};
+use switchyard_adapters::responses::{
+    Echo, ResponseStream, chat_from_responses, response_from_chat,
+};
 use switchyard_adapters::sse::{data_event, named_event};
 use switchyard_adapters::types::{
     ChatChunk, ChatRequest, ChatResponse, Extra, Timings, Usage, UsageDetails,
@@ -50,15 +52,26 @@ impl Endpoint for Responses {
         Ok(chat_from_responses(&value)?)
     }
 
-    fn respond(resp: &ChatResponse) -> Response<Body> {
-        json_response(StatusCode::OK, &response_from_chat(resp))
+    fn respond(req: &ChatRequest, resp: &ChatResponse) -> Response<Body> {
+        json_response(StatusCode::OK, &response_from_chat(resp, &echo_of(req)))
     }
 
-    fn encoder(_client_wants_usage: bool, model: &str, _prompt_tokens: u32) -> ResponsesEvents {
-        ResponsesEvents(ResponseStream::new(model))
+    fn encoder(
+        req: &ChatRequest,
+        _client_wants_usage: bool,
+        model: &str,
+        _prompt_tokens: u32,
+    ) -> ResponsesEvents {
+        ResponsesEvents(ResponseStream::new(model, echo_of(req)))
     }
 
     chat_backed!();
+}
+
+/// What the Responses object repeats of `req` (a request decoded here
+/// always carries it; the default stands in otherwise).
+fn echo_of(req: &ChatRequest) -> Echo {
+    req.echo.as_deref().cloned().unwrap_or_default()
 }
 
 /// `POST /v1/responses`: untranslated to a backend that speaks Responses
