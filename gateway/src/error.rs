@@ -37,6 +37,21 @@ impl Dialect {
             Dialect::OpenAi
         }
     }
+
+    /// The dialect of a request: its endpoint's, except on `/v1/models`,
+    /// which both dialects share and which answers in Anthropic's shapes
+    /// when the caller sends `anthropic-version` (every Anthropic SDK does).
+    pub fn of_request(path: &str, headers: &http::HeaderMap) -> Self {
+        let shared = path
+            .strip_prefix("/v1")
+            .unwrap_or(path)
+            .starts_with("/models");
+        if shared && headers.contains_key("anthropic-version") {
+            Dialect::Anthropic
+        } else {
+            Dialect::of_path(path)
+        }
+    }
 }
 
 #[derive(Debug, thiserror::Error)]

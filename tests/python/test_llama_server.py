@@ -14,6 +14,7 @@ import openai
 import pytest
 
 from conftest import start_gateway
+from test_conformance import Conformance, chat_and_completions, responses
 
 LLAMA_SERVER = os.environ.get("LLAMA_SERVER")
 MODEL = os.environ.get("SMOLLM2_GGUF")
@@ -172,3 +173,16 @@ def test_the_ledger_holds_what_the_model_server_reported(gateway):
     assert served[1][4] is not None and served[1][4] > 0, "time to first token measured"
     assert all(r[4] is None for i, r in enumerate(served) if i != 1), "no first-token time for whole answers"
     assert all(r[5] is not None and r[5] > 0 for r in served), "decode rate measured, or as llama-server reported it"
+
+
+def test_answers_from_a_real_server_follow_openais_spec(gateway):
+    """What llama-server sends (its chat, completions and Responses answers
+    through the translation, whole and streamed, with logprobs, several
+    choices and a JSON schema) reaches the caller in the spec's shapes."""
+    wire = Conformance(gateway.url)
+    try:
+        chat_and_completions(wire, "smollm2", tools=False)
+        responses(wire, "smollm2", tools=False)
+    finally:
+        wire.http.close()
+    wire.assert_conformant()

@@ -49,7 +49,7 @@ pub async fn handle(live: &Live, app: Arc<App>, mut req: Request<Incoming>) -> R
     // Accept both `/v1/...` and bare paths: clients disagree on whether the
     // base URL they are given ends in /v1.
     let path = req.uri().path();
-    let dialect = Dialect::of_path(path);
+    let dialect = Dialect::of_request(path, req.headers());
     let endpoint = known_endpoint(
         path.strip_prefix("/v1")
             .filter(|rest| rest.starts_with('/'))
@@ -136,7 +136,7 @@ async fn serve_endpoint(
             Err(err) => Err(err),
         },
         "/models" => allow(&req, Method::GET, "GET")
-            .map(|()| models::list(app, req.extensions().get::<Caller>())),
+            .map(|()| models::list(app, req.extensions().get::<Caller>(), dialect_of(&req))),
         "/admin/spend" => match allow(&req, Method::GET, "GET") {
             Ok(()) => admin::spend(app, req).await,
             Err(err) => Err(err),
@@ -149,14 +149,24 @@ async fn serve_endpoint(
         "/metrics" => allow(&req, Method::GET, "GET").map(|()| health::metrics(app)),
         "/readyz" => Ok(health::ready(app)),
         _ => match one_model(req.uri().path()) {
-            Some(name) => allow(&req, Method::GET, "GET")
-                .and_then(|()| models::retrieve(app, req.extensions().get::<Caller>(), name)),
+            Some(name) => allow(&req, Method::GET, "GET").and_then(|()| {
+                models::retrieve(
+                    app,
+                    req.extensions().get::<Caller>(),
+                    name,
+                    dialect_of(&req),
+                )
+            }),
             None if is_stored_response(req.uri().path()) => Err(GatewayError::ResponsesNotStored),
             None => Err(GatewayError::NotFound {
                 path: req.uri().path().to_owned(),
             }),
         },
     }
+}
+
+fn dialect_of(req: &Request<Incoming>) -> Dialect {
+    Dialect::of_request(req.uri().path(), req.headers())
 }
 
 /// `/v1/responses/{id}` and below: a stored response, which Switchyard does
