@@ -73,7 +73,10 @@ class Conformance:
                 if line.startswith("data: ") and line != "data: [DONE]":
                     event = json.loads(line[len("data: "):])
                     events.append(event)
-                    self.check(component, event, f"{what} event {len(events)}")
+                    # A chat or completions stream that fails says so in an
+                    # error body (Responses streams have an `error` event).
+                    shape = "ErrorResponse" if "error" in event and "choices" not in event else component
+                    self.check(shape, event, f"{what} event {len(events)}")
         assert events, what
         return events
 
@@ -153,6 +156,14 @@ def the_rest(wire):
                404, "unknown model")
     wire.error("GET", "/v1/models/nope", None, 404, "unknown model retrieved")
     wire.error("GET", "/v1/responses/resp_1", None, 404, "stored response")
+    # Streams cut mid-way (the `flaky` backend resets every stream half way)
+    # end with an error in the stream's own shape.
+    ask = {"model": "flaky", "messages": [{"role": "user", "content": "x"}], "max_tokens": 64}
+    chat = wire.stream("/v1/chat/completions", ask, "CreateChatCompletionStreamResponse", "chat stream cut")
+    assert "error" in chat[-1], chat[-1]
+    cut = wire.stream("/v1/responses", {"model": "flaky", "input": "x", "max_output_tokens": 64},
+                      "ResponseStreamEvent", "responses stream cut")
+    assert cut[-1]["type"] == "error", cut[-1]
     wire.error("POST", "/v1/responses", {"model": "auto", "input": "x", "previous_response_id": "resp_1"}, 400,
                "previous_response_id")
 

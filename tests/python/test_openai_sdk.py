@@ -74,6 +74,28 @@ def test_chat_n_logprobs_and_json_mode(client):
     assert len(completion.choices[0].logprobs.content[0].top_logprobs) == 2
 
 
+def test_seed_stop_max_tokens_and_n_behave_as_the_api_does(client):
+    ask = dict(model="local", messages=[{"role": "user", "content": "Tell me about routing"}], max_tokens=40)
+    first = client.chat.completions.create(**ask, seed=11)
+    assert client.chat.completions.create(**ask, seed=11).choices[0].message.content == first.choices[0].message.content
+    assert client.chat.completions.create(**ask, seed=12).choices[0].message.content != first.choices[0].message.content
+    cut = client.chat.completions.create(**{**ask, "max_tokens": 5}, seed=11)
+    assert (cut.choices[0].finish_reason, cut.usage.completion_tokens) == ("length", 5)
+    # The text ends before the stop sequence, which is not returned.
+    text = first.choices[0].message.content
+    word = text.split()[4]
+    stopped = client.chat.completions.create(**ask, seed=11, stop=["never said", " " + word])
+    assert stopped.choices[0].message.content == text[: text.index(" " + word)]
+    assert stopped.choices[0].finish_reason == "stop"
+    assert stopped.usage.completion_tokens < first.usage.completion_tokens
+    several = client.chat.completions.create(**ask, n=3)
+    assert [c.index for c in several.choices] == [0, 1, 2]
+    legacy = client.completions.create(model="local", prompt="Once", max_tokens=40, seed=3)
+    word = legacy.choices[0].text.split()[3]
+    stopped = client.completions.create(model="local", prompt="Once", max_tokens=40, seed=3, stop=" " + word)
+    assert stopped.choices[0].text == legacy.choices[0].text[: legacy.choices[0].text.index(" " + word)]
+
+
 @BACKENDS
 def test_chat_with_tools_round_trip(client, model):
     messages = [{"role": "user", "content": "Weather in Oslo?"}]

@@ -150,6 +150,14 @@ impl ResponseStream {
         events
     }
 
+    /// The `error` event that ends a stream whose backend failed; `error`
+    /// is the OpenAI error object (`code`, `message`, `param`).
+    pub fn error(&mut self, error: &Value) -> Event {
+        let data =
+            json!({"code": error["code"], "message": error["message"], "param": error["param"]});
+        self.event("error", data)
+    }
+
     /// Closes every item and the response.
     pub fn finish(&mut self) -> Vec<Event> {
         let mut events = Vec::new();

@@ -84,10 +84,12 @@ impl SimBackend {
         let luck = self.luck()?;
         let cached = self.prefix.lookup_and_insert(&ids);
         let calls = text::tools_to_call(req);
+        let stops = text::stop_sequences(req.extra.get("stop"));
         let choices: Vec<(u64, Generated)> = (0..req.n.unwrap_or(1).max(1))
             .map(|index| {
                 let seed = text::choice_seed(self.params.seed, req.seed, &prompt_text, index);
-                let generated = if let (true, Some(schema)) = (calls.is_empty(), output_schema(req))
+                let mut generated = if let (true, Some(schema)) =
+                    (calls.is_empty(), output_schema(req))
                 {
                     text::schema_reply(seed, schema, req.output_limit())
                 } else if calls.is_empty() {
@@ -112,6 +114,7 @@ impl SimBackend {
                         completion_tokens,
                     }
                 };
+                generated.stop_at(&stops);
                 (seed, generated)
             })
             .collect();

@@ -78,10 +78,14 @@ impl SimBackend {
         let seeds: Vec<u64> = (0..req.n.unwrap_or(1).max(1))
             .map(|i| text::choice_seed(self.params.seed, req.seed, &prompt, i))
             .collect();
+        let stops = text::stop_sequences(req.extra.get("stop"));
         let choices: Vec<Generated> = seeds
             .iter()
             .map(|seed| {
-                text::text_reply(*seed, self.params.default_max_tokens, req.max_tokens, false)
+                let mut generated =
+                    text::text_reply(*seed, self.params.default_max_tokens, req.max_tokens, false);
+                generated.stop_at(&stops);
+                generated
             })
             .collect();
         let longest = choices

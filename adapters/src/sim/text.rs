@@ -81,6 +81,54 @@ impl Generated {
     pub fn text(&self) -> String {
         self.pieces.concat()
     }
+
+    /// Ends the text where the first of `stops` begins, as the API does:
+    /// the stop sequence itself is not returned, the finish reason is
+    /// `stop`, and the tokens up to it are the ones counted.
+    pub fn stop_at(&mut self, stops: &[String]) {
+        let text = self.text();
+        let Some(end) = stops
+            .iter()
+            .filter(|s| !s.is_empty())
+            .filter_map(|s| text.find(s.as_str()))
+            .min()
+        else {
+            return;
+        };
+        let mut kept = 0;
+        let mut pieces = Vec::new();
+        for piece in self.pieces.drain(..) {
+            if kept + piece.len() <= end {
+                kept += piece.len();
+                pieces.push(piece);
+                continue;
+            }
+            // The piece the stop sequence begins in: its part before it
+            // is text, and the token was generated, so it counts.
+            let before = &piece[..end - kept];
+            if !before.is_empty() {
+                pieces.push(before.to_owned());
+            }
+            self.completion_tokens = pieces.len() + usize::from(before.is_empty());
+            break;
+        }
+        self.pieces = pieces;
+        self.finish_reason = "stop";
+    }
+}
+
+/// A request's stop sequences, as the API takes them: a string or a list of
+/// strings.
+pub fn stop_sequences(stop: Option<&Value>) -> Vec<String> {
+    match stop {
+        Some(Value::String(one)) => vec![one.clone()],
+        Some(Value::Array(many)) => many
+            .iter()
+            .filter_map(Value::as_str)
+            .map(str::to_owned)
+            .collect(),
+        _ => Vec::new(),
+    }
 }
 
 /// A seed for one choice: the backend's seed, the request's `seed`, the
@@ -394,6 +442,33 @@ pub fn logprobs(seed: u64, pieces: &[String], top: u32) -> Value {
 mod tests {
     use super::*;
     use crate::tokens;
+
+    #[test]
+    fn text_ends_before_the_first_stop_sequence() {
+        let mut generated = text_reply(5, 40, None, false);
+        let whole = generated.text();
+        let word = generated.pieces[4].clone();
+        let at = whole.find(&word).unwrap();
+        generated.stop_at(&["never said".to_owned(), word.clone()]);
+        assert_eq!(generated.text(), whole[..at]);
+        assert_eq!(generated.finish_reason, "stop");
+        assert!(
+            generated.completion_tokens <= 5,
+            "{}",
+            generated.completion_tokens
+        );
+        // A stop that falls inside a token keeps that token's part before it.
+        let mut generated =
+            Generated::text_only(vec!["ab".into(), "cd".into(), "ef".into()], "length");
+        generated.stop_at(&["de".to_owned()]);
+        assert_eq!(generated.pieces, ["ab", "c"]);
+        assert_eq!(
+            (generated.completion_tokens, generated.finish_reason),
+            (2, "stop")
+        );
+        assert_eq!(stop_sequences(Some(&json!(["a", 1, "b"]))), ["a", "b"]);
+        assert_eq!(stop_sequences(Some(&json!("x"))), ["x"]);
+    }
 
     #[test]
     fn every_piece_is_one_token() {

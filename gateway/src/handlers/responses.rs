@@ -248,8 +248,8 @@ fn relay(
     admission: Admission,
 ) -> impl futures_util::Stream<Item = Bytes> + Send + 'static {
     futures_util::stream::unfold(
-        (events, record, admission, false),
-        |(mut events, mut record, admission, done)| async move {
+        (events, record, admission, 0, false),
+        |(mut events, mut record, admission, relayed, done)| async move {
             if done {
                 return None;
             }
@@ -276,7 +276,10 @@ fn relay(
                         record.finish(err.kind());
                         let _ = record.write().await;
                         err.log_detail();
-                        return Some((error_event(&err), (events, record, admission, true)));
+                        return Some((
+                            error_event(&err, relayed),
+                            (events, record, admission, relayed, true),
+                        ));
                     }
                     if matches!(name.as_str(), "response.completed" | "response.incomplete") {
                         if let Ok(data) = serde_json::from_str::<Value>(&event.data) {
@@ -287,7 +290,10 @@ fn relay(
                         // stream ends with an error instead.
                         record.finish("ok");
                         if let Err(err) = record.write().await {
-                            return Some((error_event(&err), (events, record, admission, true)));
+                            return Some((
+                                error_event(&err, relayed),
+                                (events, record, admission, relayed, true),
+                            ));
                         }
                     }
                     let bytes = if name.is_empty() {
@@ -295,7 +301,7 @@ fn relay(
                     } else {
                         named_event(&name, event.data.as_bytes())
                     };
-                    Some((bytes, (events, record, admission, false)))
+                    Some((bytes, (events, record, admission, relayed + 1, false)))
                 }
                 Some(Err(err)) => {
                     let err = GatewayError::from(err);
@@ -303,7 +309,10 @@ fn relay(
                     // The stream ends with the backend's error either way.
                     let _ = record.write().await;
                     err.log_detail();
-                    Some((error_event(&err), (events, record, admission, true)))
+                    Some((
+                        error_event(&err, relayed),
+                        (events, record, admission, relayed, true),
+                    ))
                 }
                 None => {
                     // A stream that ended without its final event (the row
@@ -317,11 +326,14 @@ fn relay(
     )
 }
 
-/// The Responses stream's `error` event.
-fn error_event(err: &GatewayError) -> Bytes {
+/// The Responses stream's `error` event, numbered after the `relayed`
+/// events before it (a backend numbers its events from 0).
+fn error_event(err: &GatewayError, relayed: u64) -> Bytes {
     let object = err.error_object();
-    let data =
-        serde_json::json!({"type": "error", "code": object["code"], "message": object["message"]});
+    let data = serde_json::json!({
+        "type": "error", "code": object["code"], "message": object["message"],
+        "param": object["param"], "sequence_number": relayed,
+    });
     named_event("error", data.to_string().as_bytes())
 }
 

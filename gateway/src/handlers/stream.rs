@@ -109,11 +109,7 @@ impl StreamEncoder<ChatChunk> for ResponsesEvents {
 
     /// The openai SDKs raise on an `error` event.
     fn error(&mut self, err: &GatewayError) -> Bytes {
-        let object = err.error_object();
-        named(vec![(
-            "error",
-            json!({"type": "error", "code": object["code"], "message": object["message"], "param": object["param"]}),
-        )])
+        named(vec![self.0.error(&err.error_object())])
     }
 
     fn done(&mut self) -> Bytes {
