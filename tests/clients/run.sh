@@ -2,8 +2,9 @@
 # Real agent CLIs against running gateways: Claude Code over Anthropic
 # Messages and Codex CLI over the Responses API, each served once by a
 # chat backend (the embedded default's simulators) and once by an
-# Anthropic-dialect backend (a second gateway in front of the first).
-# Both CLIs are installed from the npm registry with `npm ci` against the
+# Anthropic-dialect backend (a second gateway in front of the first); then
+# the Vercel AI SDK's structured output against the embedded default.
+# The packages are installed from the npm registry with `npm ci` against the
 # pinned lockfile (its integrity hashes verify every package) into a cache
 # folder outside the checkout, reinstalled only when the lockfile changes.
 #   usage: tests/clients/run.sh PATH_TO_SWITCHYARD_BINARY
@@ -99,6 +100,12 @@ run_claude "$addr" large
 run_codex "$addr" large
 run_claude "$front_addr" claude
 run_codex "$front_addr" claude
+
+# Structured output through the Vercel AI SDK. The script runs from the
+# cache folder, where its packages are.
+echo "== Vercel AI SDK generateObject and streamObject through $addr"
+cp "$here/structured_output.mjs" "$cache/"
+timeout 120 node "$cache/structured_output.mjs" "$addr"
 
 echo "requests served: $(grep -c 'switchyard::request' "$work/gateway.log") by the first gateway, $(grep -c 'switchyard::request' "$work/front.log") by the front one"
 kill -TERM "$front" "$gateway"  # started in subshells: not ours to wait for
