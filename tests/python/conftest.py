@@ -129,6 +129,12 @@ auth:
 @pytest.fixture(scope="session")
 def gateway():
     """A gateway with auth off over the same three backends."""
+    yield from unkeyed_gateway()
+
+
+def unkeyed_gateway():
+    """Runs a gateway with auth off over three backends of its own (see
+    `backends`) until the caller is done with it."""
     sim = start_sim()
     flaky = start_sim("faults.reset_rate=1")
     upstream = anthropic_upstream(sim)

@@ -55,9 +55,8 @@ def llama():
     proc.wait(timeout=10)
 
 
-@pytest.fixture(scope="module")
-def gateway(llama):
-    gw = start_gateway(f"""
+def gateway_over(llama):
+    return start_gateway(f"""
 backends:
   smollm2:
     tier: small
@@ -69,6 +68,20 @@ routes:
     strategy: {{split: {{weights: {{smollm2: 1}}}}}}
     speculative: {{n_max: 16, p_min: 0.5, min_acceptance: 0.3}}
 """)
+
+
+@pytest.fixture(scope="module")
+def gateway(llama):
+    gw = gateway_over(llama)
+    yield gw
+    gw.stop()
+
+
+@pytest.fixture()
+def own_gateway(llama):
+    """A gateway of its own over the same server: the module's gateway's
+    ledger is counted request by request at the end."""
+    gw = gateway_over(llama)
     yield gw
     gw.stop()
 
@@ -104,6 +117,19 @@ def test_a_real_model_answers_through_the_gateway(gateway):
         )
     assert long.usage.prompt_tokens > 1500
     assert long.usage.prompt_tokens_details.cached_tokens > 1000
+
+
+def test_answers_from_a_real_server_follow_openais_spec(own_gateway):
+    """What llama-server sends (its chat, completions and Responses answers
+    through the translation, whole and streamed, with logprobs, several
+    choices and a JSON schema) reaches the caller in the spec's shapes."""
+    wire = Conformance(own_gateway.url)
+    try:
+        chat_and_completions(wire, "smollm2", tools=False)
+        responses(wire, "smollm2", tools=False)
+    finally:
+        wire.http.close()
+    wire.assert_conformant()
 
 
 def test_an_over_long_prompt_is_refused_before_it_reaches_the_server(gateway):
@@ -174,15 +200,3 @@ def test_the_ledger_holds_what_the_model_server_reported(gateway):
     assert all(r[4] is None for i, r in enumerate(served) if i != 1), "no first-token time for whole answers"
     assert all(r[5] is not None and r[5] > 0 for r in served), "decode rate measured, or as llama-server reported it"
 
-
-def test_answers_from_a_real_server_follow_openais_spec(gateway):
-    """What llama-server sends (its chat, completions and Responses answers
-    through the translation, whole and streamed, with logprobs, several
-    choices and a JSON schema) reaches the caller in the spec's shapes."""
-    wire = Conformance(gateway.url)
-    try:
-        chat_and_completions(wire, "smollm2", tools=False)
-        responses(wire, "smollm2", tools=False)
-    finally:
-        wire.http.close()
-    wire.assert_conformant()
