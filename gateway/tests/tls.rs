@@ -441,9 +441,11 @@ async fn a_backend_that_asks_for_a_client_certificate_gets_the_gateways() {
     // TLS 1.3 refuses a missing client certificate after the client thinks
     // the handshake is done: the backend's alert and its hang-up race, so
     // the caller is told of the certificate when the alert wins, else of a
-    // reset. Both are 502s; over ten tries the alert wins at least once.
-    let mut told = 0;
-    for _ in 0..10 {
+    // reset. Both are 502s. Which wins depends on scheduling (under load
+    // the hang-up can win every time), so the naming of the alert is
+    // checked in `upstream::tests`, and here only that each try is one of
+    // the two.
+    for _ in 0..5 {
         let anonymous = support::post_json(&url, &support::chat("anonymous", "hi")).await;
         assert_eq!(anonymous.status, 502);
         let error = anonymous.error();
@@ -456,12 +458,10 @@ async fn a_backend_that_asks_for_a_client_certificate_gets_the_gateways() {
                         .contains("client certificate"),
                     "{error}"
                 );
-                told += 1;
             }
             code => assert_eq!(code, Some("upstream_reset"), "{error}"),
         }
     }
-    assert!(told > 0, "never told of the refused client certificate");
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -421,3 +421,26 @@ fn caused_by_timeout(err: &(dyn std::error::Error + 'static)) -> bool {
     }
     false
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_refused_client_certificate_is_named_however_the_alert_arrives() {
+        use rustls::{AlertDescription, Error as Tls};
+        // During the handshake (TLS 1.2): the rustls error itself, inside
+        // the connector's I/O errors.
+        let alert = Tls::AlertReceived(AlertDescription::CertificateRequired);
+        let wrapped = std::io::Error::other(std::io::Error::other(alert));
+        assert_eq!(
+            certificate_problem(&wrapped),
+            Some(CLIENT_CERTIFICATE_REFUSED)
+        );
+        // After it (TLS 1.3): only the alert's text survives.
+        let text = std::io::Error::other("received fatal alert: CertificateRequired");
+        assert_eq!(certificate_problem(&text), Some(CLIENT_CERTIFICATE_REFUSED));
+        let reset = std::io::Error::from(std::io::ErrorKind::ConnectionReset);
+        assert_eq!(certificate_problem(&reset), None);
+    }
+}
