@@ -44,6 +44,20 @@ pub fn draft_figures(engine: Engine, text: &str) -> Option<DraftFigures> {
     }
 }
 
+/// Requests the engine is running and holding back in its own queue, from
+/// one scrape: llama.cpp's `requests_processing` and `requests_deferred`,
+/// vLLM's `num_requests_running` and `num_requests_waiting`, SGLang's
+/// `num_running_reqs` and `num_queue_reqs`.
+pub fn engine_load(engine: Engine, text: &str) -> Option<(f64, f64)> {
+    let (running, waiting) = match engine {
+        Engine::Llamacpp => ("llamacpp:requests_processing", "llamacpp:requests_deferred"),
+        Engine::Vllm => ("vllm:num_requests_running", "vllm:num_requests_waiting"),
+        Engine::Sglang => ("sglang:num_running_reqs", "sglang:num_queue_reqs"),
+        Engine::Generic => return None,
+    };
+    Some((sum(text, running)?, sum(text, waiting).unwrap_or(0.0)))
+}
+
 /// The sum of a metric's samples over all label sets.
 fn sum(text: &str, metric: &str) -> Option<f64> {
     let mut total = None;
@@ -135,6 +149,20 @@ mod tests {
             draft_figures(Engine::Llamacpp, "llamacpp:prompt_tokens_total 4\n"),
             None
         );
+    }
+
+    #[test]
+    fn the_engines_own_queue() {
+        // As llama-server (--metrics) printed them.
+        let llama = "llamacpp:n_decode_total 0\nllamacpp:requests_processing 2\nllamacpp:requests_deferred 3\n";
+        assert_eq!(engine_load(Engine::Llamacpp, llama), Some((2.0, 3.0)));
+        let vllm = "vllm:num_requests_running{model_name=\"m\"} 4.0\nvllm:num_requests_waiting{model_name=\"m\"} 1.0\n";
+        assert_eq!(engine_load(Engine::Vllm, vllm), Some((4.0, 1.0)));
+        assert_eq!(
+            engine_load(Engine::Llamacpp, "llamacpp:n_decode_total 0\n"),
+            None
+        );
+        assert_eq!(engine_load(Engine::Generic, llama), None);
     }
 
     #[test]

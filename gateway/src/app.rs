@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http::HeaderValue;
@@ -18,7 +18,7 @@ use switchyard_policies::{
     Backend, BackendAdapter, Balance, Config, Engine, Limits, Pricing, Reference, Tier,
 };
 use switchyard_router::Router;
-use switchyard_router::latency::LatencyStore;
+use switchyard_router::latency::{LatencyStore, LocalLatency, Shape};
 use switchyard_router::prefix::{PrefixChain, PrefixIndex, ReplicaLoad, Tenant, choose_replica};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
@@ -113,15 +113,32 @@ pub struct ReplicaHandle {
     in_flight: Arc<AtomicU32>,
 }
 
+/// A request's place in its backend's latency model: work ahead of later
+/// requests from when it starts waiting for a slot until it is dropped.
+struct WorkTicket {
+    latency: Arc<LocalLatency>,
+    backend: usize,
+    id: u64,
+}
+
+impl Drop for WorkTicket {
+    fn drop(&mut self) {
+        self.latency.finished(self.backend, self.id);
+    }
+}
+
 /// Slots a request holds while it runs (its whole stream, when streaming).
 pub struct Admission {
     _gateway: OwnedSemaphorePermit,
     _backend: Option<OwnedSemaphorePermit>,
+    _work: WorkTicket,
     in_flight: Arc<AtomicU32>,
     replica_in_flight: Arc<AtomicU32>,
     /// Requests the backend was serving when this one started, itself
     /// included: how many share its hourly cost.
     pub sharing: u32,
+    /// How long it waited in the gateway for the backend's slot.
+    pub waited: Duration,
     /// The replica chosen, and its client.
     pub provider: Arc<dyn Provider>,
     /// The replica's (or its slot's) number in the prefix index.
@@ -318,6 +335,7 @@ impl App {
     pub async fn admit(
         &self,
         backend_index: usize,
+        shape: &Shape,
         prefix: Option<&PrefixChain>,
         tenant: Tenant,
     ) -> Result<Admission, GatewayError> {
@@ -332,13 +350,22 @@ impl App {
                     what: "the gateway is at its concurrent request limit".into(),
                 })?;
         let backend = &self.backends[backend_index];
+        // The latency model counts it as work ahead of later requests from
+        // now: while it waits for a slot, the wait it causes is as real.
+        let latency = self.router.latency();
+        let work = WorkTicket {
+            latency: latency.clone(),
+            backend: backend_index,
+            id: latency.started(backend_index, shape),
+        };
+        let arrived = Instant::now();
         let backend_permit = match &backend.limit {
             None => None,
             Some(limit) => Some(backend.wait_for_slot(limit).await?),
         };
+        let waited = arrived.elapsed();
+        latency.running(backend_index, work.id);
         let sharing = backend.in_flight.fetch_add(1, Ordering::AcqRel) + 1;
-        // The latency model counts it until its record reports the outcome.
-        self.router.latency().started(backend_index);
         let (replica, slot, cached_blocks) = self.choose_replica(backend_index, prefix);
         let chosen = &backend.replicas[replica];
         chosen.in_flight.fetch_add(1, Ordering::AcqRel);
@@ -346,9 +373,11 @@ impl App {
         Ok(Admission {
             _gateway: gateway,
             _backend: backend_permit,
+            _work: work,
             in_flight: backend.in_flight.clone(),
             replica_in_flight: chosen.in_flight.clone(),
             sharing,
+            waited,
             provider: chosen.provider.clone(),
             replica: self.router.replicas(backend_index).start + replica * per + slot,
             slot: backend.slots.map(|_| slot as u32),

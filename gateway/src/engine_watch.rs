@@ -1,14 +1,16 @@
-//! Reads each engine's own `/metrics` for speculative acceptance (vLLM,
-//! SGLang, llama.cpp started with `--metrics`) and publishes it on ours.
+//! Reads each engine's own `/metrics` (vLLM, SGLang, llama.cpp started with
+//! `--metrics`) for speculative acceptance, published on ours, and for the
+//! requests it is running and queueing, which the latency model waits for.
 //! Runs beside the server; a backend whose page cannot be read is logged
 //! once and tried again at the next interval.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use switchyard_adapters::engine_metrics::{DraftFigures, draft_figures, fetch};
+use switchyard_adapters::engine_metrics::{DraftFigures, draft_figures, engine_load, fetch};
 use switchyard_adapters::upstream::{HttpClient, http_client_trusting};
 use switchyard_policies::{BackendAdapter, Config, Engine};
+use switchyard_router::latency::{EngineLoad, LatencyStore, LocalLatency};
 
 use crate::metrics::Metrics;
 
@@ -28,7 +30,11 @@ struct Watched {
 }
 
 /// Starts the watcher when some backend has a metrics page to read.
-pub fn spawn(config: &Config, metrics: Arc<Metrics>) -> Option<tokio::task::AbortHandle> {
+pub fn spawn(
+    config: &Config,
+    metrics: Arc<Metrics>,
+    latency: Arc<LocalLatency>,
+) -> Option<tokio::task::AbortHandle> {
     let watched: Vec<Watched> = config
         .backends
         .values()
@@ -52,10 +58,10 @@ pub fn spawn(config: &Config, metrics: Arc<Metrics>) -> Option<tokio::task::Abor
     if watched.is_empty() {
         return None;
     }
-    Some(tokio::spawn(watch(watched, metrics)).abort_handle())
+    Some(tokio::spawn(watch(watched, metrics, latency)).abort_handle())
 }
 
-async fn watch(mut watched: Vec<Watched>, metrics: Arc<Metrics>) {
+async fn watch(mut watched: Vec<Watched>, metrics: Arc<Metrics>, latency: Arc<LocalLatency>) {
     // One pass per the shortest interval configured.
     let every = watched.iter().map(|w| w.interval).min().unwrap_or(TIMEOUT);
     let mut ticks = tokio::time::interval(every);
@@ -67,6 +73,16 @@ async fn watch(mut watched: Vec<Watched>, metrics: Arc<Metrics>) {
                     w.failing = false;
                     if let Some(rate) = update(w, draft_figures(w.engine, &text)) {
                         metrics.set_engine_acceptance(w.index, rate);
+                    }
+                    // What the engine has running and queued beyond this
+                    // gateway's requests is waited for too.
+                    if let Some((running, waiting)) = engine_load(w.engine, &text) {
+                        let count = |n: f64| n.clamp(0.0, f64::from(u32::MAX)) as u32;
+                        let load = EngineLoad {
+                            running: count(running),
+                            waiting: count(waiting),
+                        };
+                        latency.set_engine_load(w.index, load);
                     }
                 }
                 Err(err) => {

@@ -156,7 +156,11 @@ impl Live {
         for watcher in watchers.drain(..) {
             watcher.abort();
         }
-        watchers.extend(crate::engine_watch::spawn(&app.config, app.metrics.clone()));
+        watchers.extend(crate::engine_watch::spawn(
+            &app.config,
+            app.metrics.clone(),
+            app.router.latency().clone(),
+        ));
         watchers.extend(crate::context_watch::spawn(&app.config, app.clone()));
     }
 

@@ -13,6 +13,12 @@ use switchyard_router::speculation::SpeculationStats;
 
 use crate::ledger::LedgerRow;
 
+/// Upper bounds, in seconds, of the prediction-error histogram's buckets:
+/// under-predictions (the person waited longer than predicted) are
+/// positive.
+const PREDICTION_ERROR_BUCKETS: [f64; 11] =
+    [-2.0, -1.0, -0.5, -0.25, -0.1, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0];
+
 #[derive(Default)]
 struct BackendCounters {
     ok: AtomicU64,
@@ -27,6 +33,11 @@ struct BackendCounters {
     cost_nano_usd: AtomicU64,
     ttft_us_sum: AtomicU64,
     ttft_count: AtomicU64,
+    /// Measured minus predicted first-token time, per bucket of
+    /// [`PREDICTION_ERROR_BUCKETS`] (not cumulative; the last is +Inf),
+    /// and the errors' sum in microseconds (signed).
+    prediction_error: [AtomicU64; PREDICTION_ERROR_BUCKETS.len() + 1],
+    prediction_error_us_sum: std::sync::atomic::AtomicI64,
     /// Per prompt class: tokens after the first, and the time they took.
     decode_tokens: [AtomicU64; 2],
     decode_us: [AtomicU64; 2],
@@ -150,6 +161,16 @@ impl Metrics {
         if let Some(ttft) = row.ttft_ms {
             add(&c.ttft_us_sum, (ttft * 1000.0) as u64);
             add(&c.ttft_count, 1);
+            if let Some(predicted) = row.predicted_ttft_ms.filter(|p| p.is_finite()) {
+                let error_s = (ttft - predicted) / 1000.0;
+                let bucket = PREDICTION_ERROR_BUCKETS
+                    .iter()
+                    .position(|&le| error_s <= le)
+                    .unwrap_or(PREDICTION_ERROR_BUCKETS.len());
+                add(&c.prediction_error[bucket], 1);
+                c.prediction_error_us_sum
+                    .fetch_add((error_s * 1e6) as i64, Ordering::Relaxed);
+            }
         }
         if let Some(rate) = row.decode_tokens_per_s
             && rate > 0.0
@@ -163,6 +184,32 @@ impl Metrics {
                 &c.decode_us[row.prompt_class.index()],
                 (decoding_ms * 1000.0) as u64,
             );
+        }
+    }
+
+    /// How far measured first-token times fell from their predictions, per
+    /// backend, as a histogram.
+    fn render_prediction_errors(&self, out: &mut String) {
+        let name = "switchyard_ttft_prediction_error_seconds";
+        let _ = writeln!(
+            out,
+            "# HELP {name} Measured minus predicted time to first token (positive: slower than predicted), for calls routed with a prediction.\n# TYPE {name} histogram"
+        );
+        for (backend, c) in self.names.iter().zip(&self.backends) {
+            let mut cumulative = 0;
+            for (i, count) in c.prediction_error.iter().enumerate() {
+                cumulative += count.load(Ordering::Relaxed);
+                let le = PREDICTION_ERROR_BUCKETS
+                    .get(i)
+                    .map_or("+Inf".to_owned(), |le| le.to_string());
+                let _ = writeln!(
+                    out,
+                    "{name}_bucket{{backend=\"{backend}\",le=\"{le}\"}} {cumulative}"
+                );
+            }
+            let sum = c.prediction_error_us_sum.load(Ordering::Relaxed) as f64 / 1e6;
+            let _ = writeln!(out, "{name}_sum{{backend=\"{backend}\"}} {sum}");
+            let _ = writeln!(out, "{name}_count{{backend=\"{backend}\"}} {cumulative}");
         }
     }
 
@@ -245,6 +292,7 @@ impl Metrics {
             "Calls with a first token.",
             &|c| Some(get(&c.ttft_count) as f64),
         );
+        self.render_prediction_errors(&mut out);
         let _ = writeln!(
             out,
             "# HELP switchyard_prefix_lookups_total Calls by whether the prefix index expected part of the prompt cached.\n# TYPE switchyard_prefix_lookups_total counter"

@@ -42,6 +42,57 @@ async fn cheapest_within_budget_moves_long_prompts_off_slow_prefill() {
 }
 
 #[tokio::test]
+async fn a_backend_with_work_queued_is_passed_over_until_it_drains() {
+    // Local: free, one request at a time, 100 tokens/s. Cloud: priced, fast.
+    let gateway = GatewayBuilder::new()
+        .in_process_sim("local", "mid", "preset: mid, base_ttft_ms: 5, prefill_tokens_per_s: 100000, decode_tokens_per_s: 100, max_concurrency: 1, default_max_tokens: 400, jitter: 0")
+        .in_process_sim("cloud", "cloud", "preset: large, base_ttft_ms: 40, prefill_tokens_per_s: 100000, decode_tokens_per_s: 2000, jitter: 0")
+        .route("chat", "budget: {ttft_ms: 800}\nstrategy:\n  cheapest_within_budget: {candidates: [local, cloud]}")
+        .start();
+    let url = gateway.url("/v1/chat/completions");
+    let mut short = chat("chat", "hello");
+    short["max_tokens"] = json!(8);
+    let idle = post_json(&url, &short).await;
+    assert_eq!(idle.header("x-switchyard-backend"), Some("local"));
+
+    // A long answer (300 tokens at 100 tokens/s: 3 s) holds local's slot.
+    let mut long = chat("local", "tell me everything");
+    long["max_tokens"] = json!(300);
+    let busy = tokio::spawn({
+        let url = url.clone();
+        async move { post_json(&url, &long).await }
+    });
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    let explained = post_json(&gateway.url("/v1/route/explain"), &short)
+        .await
+        .json();
+    let candidates = explained["candidates"].as_array().unwrap();
+    let local = candidates.iter().find(|c| c["backend"] == "local").unwrap();
+    assert!(local["queue_ms"].as_f64().unwrap() > 800.0, "{explained}");
+    assert_eq!(local["within_budget"], false, "{explained}");
+    assert!(
+        local["verdict"]
+            .as_str()
+            .unwrap()
+            .starts_with("passed over: first token p90"),
+        "{explained}"
+    );
+    let cloud = candidates.iter().find(|c| c["backend"] == "cloud").unwrap();
+    assert_eq!(
+        cloud["verdict"], "picked: the cheapest within budget",
+        "{explained}"
+    );
+    let queued = post_json(&url, &short).await;
+    assert_eq!(queued.header("x-switchyard-backend"), Some("cloud"));
+    assert_eq!(queued.header("x-switchyard-reason"), Some("within-budget"));
+
+    // Once the long answer is done, local is idle and cheapest again.
+    assert_eq!(busy.await.unwrap().status, 200);
+    let drained = post_json(&url, &short).await;
+    assert_eq!(drained.header("x-switchyard-backend"), Some("local"));
+}
+
+#[tokio::test]
 async fn a_backend_slower_than_its_hints_loses_traffic() {
     // Claims 10 ms to first token; every request stalls 600 ms.
     let stalling = support::fast_sim(&["faults.stall_rate=1", "faults.stall_ms=600"]);
@@ -249,6 +300,15 @@ async fn the_ledger_compares_predicted_and_measured_and_keeps_partial_usage() {
     let cut = post_json(&url, &body).await;
     let last: Value = serde_json::from_str(cut.events().last().unwrap()).unwrap();
     assert_eq!(last["error"]["code"], "upstream_reset");
+    // The streamed answer's prediction error is in the histogram.
+    let metrics = String::from_utf8(get(&gateway.url("/metrics")).await.body.to_vec()).unwrap();
+    assert!(
+        metrics.contains("switchyard_ttft_prediction_error_seconds_count{backend=\"local\"} 1"),
+        "{metrics}"
+    );
+    assert!(metrics.contains(
+        "switchyard_ttft_prediction_error_seconds_bucket{backend=\"local\",le=\"+Inf\"} 1"
+    ));
     gateway.terminate();
     let conn = gateway.ledger();
     let (predicted, measured, rate): (Option<f64>, Option<f64>, Option<f64>) = conn

@@ -7,6 +7,7 @@ use std::time::Duration;
 use switchyard_policies::{LatencyBudget, Pricing, Profile, TokenCounts};
 
 use crate::decision::Reason;
+use crate::explain::CandidateTrace;
 use crate::latency::Prediction;
 
 /// Output tokens assumed when a request sets no limit.
@@ -37,11 +38,75 @@ pub fn budget_for(
 
 /// Whether a prediction (at p90) meets a budget.
 pub fn meets(budget: Option<LatencyBudget>, p: &Prediction) -> bool {
-    let Some(b) = budget else { return true };
+    breach(budget, p).is_none()
+}
+
+/// The first part of a budget a prediction (at p90) breaks, in words.
+pub fn breach(budget: Option<LatencyBudget>, p: &Prediction) -> Option<String> {
+    let b = budget?;
     let ms = |d: Duration| d.as_secs_f64() * 1000.0;
-    b.ttft.is_none_or(|t| p.ttft_p90_ms <= ms(t))
-        && p.tokens_per_s >= b.min_tokens_per_s
-        && b.total.is_none_or(|t| p.total_p90_ms <= ms(t))
+    if let Some(t) = b.ttft.filter(|t| p.ttft_p90_ms > ms(*t)) {
+        return Some(format!(
+            "first token p90 {:.0} ms (of it {:.0} ms waiting) over the budget's {:.0} ms",
+            p.ttft_p90_ms,
+            p.queue_ms,
+            ms(t)
+        ));
+    }
+    if p.tokens_per_s < b.min_tokens_per_s {
+        return Some(format!(
+            "{:.1} tokens/s under the budget's {:.1}",
+            p.tokens_per_s, b.min_tokens_per_s
+        ));
+    }
+    b.total.filter(|t| p.total_p90_ms > ms(*t)).map(|t| {
+        format!(
+            "total p90 {:.0} ms over the budget's {:.0} ms",
+            p.total_p90_ms,
+            ms(t)
+        )
+    })
+}
+
+/// Each candidate's figures and verdict, in the order `ranked` tries
+/// them (backend numbers; names are the caller's to fill in).
+pub(crate) fn candidate_traces(
+    candidates: &[Candidate],
+    ranked: &[usize],
+    budget: Option<LatencyBudget>,
+    cheapest: bool,
+) -> Vec<(usize, CandidateTrace)> {
+    let first = ranked.first().copied();
+    ranked
+        .iter()
+        .filter_map(|b| candidates.iter().find(|c| c.backend == *b))
+        .map(|c| {
+            let p = &c.prediction;
+            let breached = breach(budget, p);
+            let verdict = match (Some(c.backend) == first, &breached, cheapest) {
+                (true, _, false) => "picked: the fastest".to_owned(),
+                (true, None, true) => "picked: the cheapest within budget".to_owned(),
+                (true, Some(why), true) => {
+                    format!("picked: none meets the budget, the fastest ({why})")
+                }
+                (false, None, true) => "within budget, dearer".to_owned(),
+                (false, Some(why), true) => format!("passed over: {why}"),
+                (false, _, false) => "slower".to_owned(),
+            };
+            let trace = CandidateTrace {
+                backend: String::new(),
+                ttft_p50_ms: p.ttft_p50_ms,
+                ttft_p90_ms: p.ttft_p90_ms,
+                queue_ms: p.queue_ms,
+                tokens_per_s: p.tokens_per_s,
+                total_p90_ms: p.total_p90_ms,
+                cost_usd: c.cost_usd,
+                within_budget: breached.is_none(),
+                verdict,
+            };
+            (c.backend, trace)
+        })
+        .collect()
 }
 
 /// A candidate with its prediction and expected cost.
@@ -116,6 +181,7 @@ mod tests {
 
     fn candidate(backend: usize, ttft_ms: f64, tps: f64, cost: f64) -> Candidate {
         let prediction = Prediction {
+            queue_ms: 0.0,
             ttft_p50_ms: ttft_ms,
             ttft_p90_ms: ttft_ms,
             tokens_per_s: tps,

@@ -18,6 +18,9 @@ pub struct Explanation {
     /// Every rule's verdict, for rule routes.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub rules: Vec<RuleTrace>,
+    /// Every candidate's prediction and verdict, for budget strategies.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub candidates: Vec<CandidateTrace>,
     /// The target-share score threshold now.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub share_threshold: Option<f64>,
@@ -32,4 +35,27 @@ pub struct RuleTrace {
     /// The closest example's similarity, for semantic rules.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub similarity: Option<f64>,
+}
+
+/// What a budget strategy predicted of one candidate, and what it made of it.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct CandidateTrace {
+    pub backend: String,
+    pub ttft_p50_ms: f64,
+    pub ttft_p90_ms: f64,
+    /// The first-token time's part spent waiting for the work ahead.
+    pub queue_ms: f64,
+    pub tokens_per_s: f64,
+    pub total_p90_ms: f64,
+    pub cost_usd: f64,
+    pub within_budget: bool,
+    /// Why it was picked or passed over.
+    pub verdict: String,
+}
+
+/// What a decision records of its workings when asked to explain itself.
+#[derive(Debug, Default)]
+pub(crate) struct Workings {
+    pub rules: Vec<RuleTrace>,
+    pub candidates: Vec<CandidateTrace>,
 }

@@ -10,13 +10,14 @@ use switchyard_policies::{
     CacheShare, CascadeCheck, Hedge, LatencyBudget, Pricing, Profile, Speculative,
 };
 
-use crate::budgeted::{Candidate, DEFAULT_EXPECTED_OUTPUT, budget_for, expected_cost, rank};
+use crate::budgeted::{Candidate, budget_for, candidate_traces, expected_cost, rank};
 use crate::conditions::CompiledCondition;
 use crate::decision::{Decision, Reason};
 use crate::embed::embed;
-use crate::explain::{Explanation, RuleTrace};
+use crate::explain::{CandidateTrace, Explanation, RuleTrace, Workings};
 use crate::features::{Features, RequestView};
-use crate::latency::{LatencyStore, LocalLatency, Prediction};
+use crate::latency::{LatencyStore, LocalLatency, Prediction, Shape};
+use crate::output_length::OutputLengths;
 use crate::prefix::{LocalPrefixIndex, PrefixChain, PrefixIndex, Tenant};
 use crate::speculation::SpeculationStats;
 use crate::split::{SplitPolicy, unit_from_key};
@@ -132,6 +133,8 @@ pub struct Router {
     header_names: Vec<String>,
     pricing: Vec<Pricing>,
     latency: Arc<LocalLatency>,
+    /// How long answers run, per route and profile.
+    output_lengths: Arc<OutputLengths>,
     speculation: Arc<SpeculationStats>,
     prefix: Arc<LocalPrefixIndex>,
     /// Each backend's replicas (or their slots) in the prefix index.
@@ -236,18 +239,54 @@ impl Router {
         &self.latency
     }
 
+    /// Answer lengths per route and profile, for the gateway to report
+    /// each answer's to.
+    pub fn output_lengths(&self) -> &Arc<OutputLengths> {
+        &self.output_lengths
+    }
+
+    fn shape_of(&self, backend: usize, route: Option<usize>, features: &Features) -> Shape {
+        self.shape_with_cached(
+            route,
+            features,
+            self.expected_cached_tokens(backend, features),
+        )
+    }
+
+    fn shape_with_cached(&self, route: Option<usize>, features: &Features, cached: u32) -> Shape {
+        Shape {
+            prompt_tokens: features.prompt_tokens,
+            cached_tokens: cached,
+            output_tokens: self
+                .output_lengths
+                .expect(route, features.profile, features.max_tokens),
+            class: features.prompt_class(),
+        }
+    }
+
     /// Tokens of this prompt the backend's best replica is thought to hold.
     pub fn expected_cached_tokens(&self, backend: usize, features: &Features) -> u32 {
-        let Some(chain) = &features.prefix else {
-            return 0;
-        };
-        let chain = self.chain_for(backend, chain, features.tenant);
+        features.prefix.as_ref().map_or(0, |chain| {
+            self.cached_tokens(backend, chain, features.tenant, features.prompt_tokens)
+        })
+    }
+
+    /// Tokens of a prompt of `prompt_tokens` with prefix chain `chain` (as
+    /// `tenant` sends it) the backend's best replica is thought to hold.
+    pub fn cached_tokens(
+        &self,
+        backend: usize,
+        chain: &PrefixChain,
+        tenant: Tenant,
+        prompt_tokens: u32,
+    ) -> u32 {
+        let chain = self.chain_for(backend, chain, tenant);
         let blocks = self
             .replicas(backend)
             .map(|replica| self.prefix.cached_blocks(replica, &chain))
             .max()
             .unwrap_or(0);
-        chain.tokens_in(blocks, features.prompt_tokens)
+        chain.tokens_in(blocks, prompt_tokens)
     }
 
     /// The prefix index: what each replica holds.
@@ -398,7 +437,9 @@ impl Router {
             decision.targets.retain(|&b| b != instead);
             decision.targets.insert(0, instead);
             decision.reason = Reason::DraftingOff;
-            decision.predicted_ttft_ms = self.predict(instead, &decision.features).ttft_p50_ms;
+            decision.predicted_ttft_ms = self
+                .predict(instead, decision.route, &decision.features)
+                .ttft_p50_ms;
         }
     }
 
@@ -406,7 +447,7 @@ impl Router {
         &self,
         view: &RequestView<'_>,
         unit: f64,
-        mut trace: Option<&mut Vec<RuleTrace>>,
+        mut trace: Option<&mut Workings>,
     ) -> Result<Decision, RouteError> {
         let number = match self.target(view.model) {
             Some(Target::Route(number)) => number,
@@ -419,7 +460,7 @@ impl Router {
                     targets: vec![backend],
                     reason: Reason::Direct,
                     rule: None,
-                    predicted_ttft_ms: self.predict(backend, &features).ttft_p50_ms,
+                    predicted_ttft_ms: self.predict(backend, None, &features).ttft_p50_ms,
                     features,
                     drafting: None,
                 });
@@ -467,6 +508,7 @@ impl Router {
                 for (i, (condition, to)) in rules.iter().enumerate() {
                     let matched = condition.matches(view, &features, embedding.as_deref());
                     if let Some(trace) = trace.as_deref_mut() {
+                        let trace = &mut trace.rules;
                         let similarity = condition
                             .condition
                             .similar_to
@@ -502,16 +544,16 @@ impl Router {
                 cheapest,
             } => {
                 let budget = budget_for(route.budget, features.profile, features.prompt_tokens);
-                let output = expected_output(&features);
-                let candidates = candidates
+                let candidates: Vec<Candidate> = candidates
                     .iter()
                     .map(|&backend| {
                         let cached = self.expected_cached_tokens(backend, &features);
-                        let prediction = self.predict_with_cached(backend, &features, cached);
+                        let shape = self.shape_with_cached(Some(number), &features, cached);
+                        let prediction = self.latency.predict(backend, &shape);
                         let cost_usd = expected_cost(
                             &self.pricing[backend],
                             (features.prompt_tokens, cached),
-                            output,
+                            shape.output_tokens,
                             &prediction,
                         );
                         Candidate {
@@ -521,7 +563,22 @@ impl Router {
                         }
                     })
                     .collect();
-                rank(candidates, budget, *cheapest)
+                match trace {
+                    // Explaining: each candidate's figures and verdict too.
+                    Some(trace) => {
+                        let ranked = rank(candidates.clone(), budget, *cheapest);
+                        trace.candidates =
+                            candidate_traces(&candidates, &ranked.0, budget, *cheapest)
+                                .into_iter()
+                                .map(|(backend, t)| CandidateTrace {
+                                    backend: self.backends[backend].clone(),
+                                    ..t
+                                })
+                                .collect();
+                        ranked
+                    }
+                    None => rank(candidates, budget, *cheapest),
+                }
             }
         };
         let (targets, moved) = self.fitting(
@@ -533,7 +590,9 @@ impl Router {
         let reason = if moved { Reason::ContextFit } else { reason };
         Ok(Decision {
             route: Some(number),
-            predicted_ttft_ms: self.predict(targets[0], &features).ttft_p50_ms,
+            predicted_ttft_ms: self
+                .predict(targets[0], Some(number), &features)
+                .ttft_p50_ms,
             targets,
             reason,
             rule,
@@ -542,27 +601,15 @@ impl Router {
         })
     }
 
-    fn predict(&self, backend: usize, features: &Features) -> Prediction {
-        let cached = self.expected_cached_tokens(backend, features);
-        self.predict_with_cached(backend, features, cached)
-    }
-
-    /// The prediction when `cached` prompt tokens are expected cached
-    /// (for callers that already looked them up in the prefix index).
-    fn predict_with_cached(&self, backend: usize, features: &Features, cached: u32) -> Prediction {
-        self.latency.predict(
-            backend,
-            features.prompt_tokens,
-            cached,
-            expected_output(features),
-            features.prompt_class(),
-        )
+    fn predict(&self, backend: usize, route: Option<usize>, features: &Features) -> Prediction {
+        self.latency
+            .predict(backend, &self.shape_of(backend, route, features))
     }
 
     /// The decision with its workings, without side effects on live state.
     pub fn explain(&self, view: &RequestView<'_>, unit: f64) -> Result<Explanation, RouteError> {
-        let mut rules = Vec::new();
-        let decision = self.decide_inner(view, unit, Some(&mut rules))?;
+        let mut workings = Workings::default();
+        let decision = self.decide_inner(view, unit, Some(&mut workings))?;
         let route = decision.route.map(|r| &self.routes[r]);
         let threshold = route.and_then(|r| match &r.policy {
             Policy::TargetShare { tracker, .. } => Some(tracker.threshold()),
@@ -580,18 +627,10 @@ impl Router {
                 .collect(),
             reason: decision.reason,
             rule: decision.rule,
-            rules,
+            rules: workings.rules,
+            candidates: workings.candidates,
             share_threshold: threshold,
             features: decision.features,
         })
     }
-}
-
-/// Output tokens a request is expected to produce: its limit, or a typical
-/// reply's length.
-fn expected_output(features: &Features) -> u32 {
-    features
-        .max_tokens
-        .unwrap_or(DEFAULT_EXPECTED_OUTPUT)
-        .min(4 * DEFAULT_EXPECTED_OUTPUT)
 }

@@ -308,7 +308,6 @@ fn the_cheapest_backend_within_budget_serves_and_long_prompts_move_off_slow_pref
 fn one_slow_answer(router: &Router, backend: usize) {
     use crate::latency::Observation;
     use std::time::Duration;
-    router.latency().started(backend);
     let slow = Observation {
         prompt_tokens: 50,
         output_tokens: 100,

@@ -6,6 +6,7 @@
 
 use switchyard_policies::{Pricing, PromptClass, TokenCounts};
 use switchyard_router::latency::LatencyStore;
+use switchyard_router::latency::Shape;
 use switchyard_router::prefix::{PrefixChain, Tenant};
 use switchyard_router::{Decision, Features, Reason, Target};
 
@@ -92,11 +93,12 @@ pub enum NotAdmitted {
 /// start after all: in half-open it lets one probe through, and a call
 /// refused after taking that place would hold the circuit for every caller
 /// until the next cooldown.
+/// `shape`: the request as the backend's latency model sees it.
 pub async fn admit_call(
     app: &App,
     caller: Option<&Caller>,
     backend_index: usize,
-    size: Size,
+    (size, shape): (Size, &Shape),
     prefix: Option<&PrefixChain>,
     tenant: Tenant,
 ) -> Result<(Option<Reservation>, Admission), NotAdmitted> {
@@ -126,7 +128,7 @@ pub async fn admit_call(
             what: format!("backend `{}` is failing; its circuit is open", backend.name),
         }));
     }
-    match app.admit(backend_index, prefix, tenant).await {
+    match app.admit(backend_index, shape, prefix, tenant).await {
         Ok(admission) => Ok((reservation, admission)),
         Err(full) => {
             backend.breaker.inconclusive();
@@ -189,13 +191,13 @@ pub fn worst_cost(app: &App, backend_index: usize, size: Size) -> f64 {
         // The hardware for as long as the latency model expects such a
         // request to take at worst (its p90).
         Pricing::Hourly { usd_per_hour } => {
-            let predicted = app.router.latency().predict(
-                backend_index,
-                size.prompt_tokens,
-                0,
-                output,
-                PromptClass::Prose,
-            );
+            let shape = Shape {
+                prompt_tokens: size.prompt_tokens,
+                cached_tokens: 0,
+                output_tokens: output,
+                class: PromptClass::Prose,
+            };
+            let predicted = app.router.latency().predict(backend_index, &shape);
             usd_per_hour * (predicted.total_p90_ms.max(0.0) / 1000.0) / 3600.0
         }
         // Budgeted keys never reach an unpriced backend (`admit_call`).

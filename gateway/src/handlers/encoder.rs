@@ -9,6 +9,7 @@
 //! an encoder did.
 
 use std::sync::Arc;
+use switchyard_router::latency::Shape;
 
 use http::request::Parts;
 use serde_json::Value;
@@ -73,11 +74,16 @@ async fn embed_texts(
         choices: 1,
     };
     let caller = parts.extensions.get::<Caller>();
+    // Embeddings: a prompt to read, no output.
+    let shape = Shape {
+        prompt_tokens,
+        ..Shape::default()
+    };
     let (reservation, admission) = match admit_call(
         app,
         caller,
         encoder,
-        size,
+        (size, &shape),
         None,
         Tenant::default(),
     )

@@ -307,7 +307,7 @@ async fn dispatch<E: Endpoint>(
             app,
             context.caller.as_ref(),
             backend_index,
-            size,
+            (size, &context.shape(app, backend_index)),
             decision.features.prefix.as_deref(),
             decision.features.tenant,
         )

@@ -112,7 +112,7 @@ async fn hedge_leg(
         app,
         context.caller.as_ref(),
         backend_index,
-        size,
+        (size, &context.shape(app, backend_index)),
         context.prefix.as_deref(),
         context.tenant,
     )
@@ -155,13 +155,10 @@ pub async fn race<E: Endpoint>(
     streaming: bool,
     cap: Option<f64>,
 ) -> (Result<Answer<E>, AdapterError>, Leg) {
-    let predicted = app.router.latency().predict(
-        primary.backend,
-        size.prompt_tokens,
-        0,
-        size.max_tokens.unwrap_or(256),
-        context.class,
-    );
+    let predicted = app
+        .router
+        .latency()
+        .predict(primary.backend, &context.shape(app, primary.backend));
     // A stream is late when its first token is; a whole answer only when
     // the whole of it is (its first token is not seen).
     let deadline_ms = if streaming {

@@ -13,11 +13,11 @@ use http::request::Parts;
 use switchyard_adapters::AdapterError;
 use switchyard_adapters::tokens;
 use switchyard_adapters::types::{Timings, Usage};
-use switchyard_policies::{Pricing, PromptClass, Reference, TokenCounts};
-use switchyard_router::latency::{LatencyStore, Observation};
+use switchyard_policies::{Pricing, Profile, PromptClass, Reference, TokenCounts};
+use switchyard_router::latency::{LatencyStore, Observation, Shape};
 use switchyard_router::prefix::{PrefixChain, PrefixIndex, Tenant};
 use switchyard_router::speculation::SpeculationStats;
-use switchyard_router::{Decision, Reason};
+use switchyard_router::{Decision, OutputLengths, Reason};
 
 use super::admission::Size;
 use super::billed_fields::SentTier;
@@ -77,6 +77,12 @@ pub struct RequestContext {
     pub tenant: Tenant,
     /// Prompt tokens as estimated at routing.
     pub prompt_tokens: u32,
+    /// The route's number in the config the request was routed under, and
+    /// the use case: what the answer's length teaches.
+    pub route_number: Option<usize>,
+    pub use_case: Option<Profile>,
+    /// Output tokens expected of the answer, when routed.
+    pub expected_output: u32,
     /// The request's refusal guard, told when a record takes over its row.
     accounted: Option<Arc<Accounted>>,
 }
@@ -112,8 +118,29 @@ impl RequestContext {
             prefix: decision.features.prefix.clone(),
             tenant: decision.features.tenant,
             prompt_tokens: decision.features.prompt_tokens,
+            route_number: decision.route,
+            use_case: decision.features.profile,
+            expected_output: app.router.output_lengths().expect(
+                decision.route,
+                decision.features.profile,
+                decision.features.max_tokens,
+            ),
             accounted,
         })
+    }
+
+    /// The request as `backend`'s latency model sees it: the work it adds
+    /// there while it waits and runs.
+    pub fn shape(&self, app: &App, backend: usize) -> Shape {
+        Shape {
+            prompt_tokens: self.prompt_tokens,
+            cached_tokens: self.prefix.as_ref().map_or(0, |chain| {
+                app.router
+                    .cached_tokens(backend, chain, self.tenant, self.prompt_tokens)
+            }),
+            output_tokens: self.expected_output,
+            class: self.class,
+        }
     }
 }
 
@@ -145,6 +172,9 @@ impl RequestContext {
             prefix: None,
             tenant: Tenant::default(),
             prompt_tokens,
+            route_number: None,
+            use_case: None,
+            expected_output: 0,
             accounted: None,
         })
     }
@@ -158,6 +188,7 @@ pub struct RequestRecord {
     backend_index: usize,
     backend: String,
     latency: Arc<dyn LatencyStore>,
+    output_lengths: Arc<OutputLengths>,
     breaker: Arc<Breaker>,
     predicted_ttft_ms: Option<f64>,
     /// Prefill and decode rates the backend reported (llama.cpp `timings`).
@@ -183,6 +214,9 @@ pub struct RequestRecord {
     reason: Reason,
     ts_ms: i64,
     started: Instant,
+    /// The wait for the backend's slot before `started`: part of what the
+    /// caller waits for, not of the backend's own times.
+    waited: Duration,
     first_output: Option<Instant>,
     /// A whole (not streamed) answer arrived: output exists, but when its
     /// first token was made is unknown.
@@ -222,6 +256,7 @@ impl RequestRecord {
         let mut record = Self::blank(app, context, backend_index, reason);
         record.reservation = reservation;
         record.sharing = admission.sharing;
+        record.waited = admission.waited;
         record.replica = admission.replica;
         record.predicted_ttft_ms = predicted_ttft_ms;
         record.expected_cached_tokens = record.context.prefix.as_ref().map_or(0, |chain| {
@@ -264,6 +299,7 @@ impl RequestRecord {
             backend_index,
             backend: backend.name.clone(),
             latency: app.router.latency().clone(),
+            output_lengths: app.router.output_lengths().clone(),
             breaker: backend.breaker.clone(),
             predicted_ttft_ms: None,
             reported_rates: (None, None),
@@ -284,6 +320,7 @@ impl RequestRecord {
             reason,
             ts_ms,
             started: Instant::now(),
+            waited: Duration::ZERO,
             first_output: None,
             answered_whole: false,
             usage: None,
@@ -477,7 +514,9 @@ impl RequestRecord {
             );
         }
         let started = self.started;
-        let ms = |t: Instant| t.duration_since(started).as_secs_f64() * 1000.0;
+        // The caller's times: from before the wait for the backend's slot.
+        let waited_ms = self.waited.as_secs_f64() * 1000.0;
+        let ms = |t: Instant| waited_ms + t.duration_since(started).as_secs_f64() * 1000.0;
         let total = self.started.elapsed();
         let ttft = self.first_output.map(|t| t.duration_since(self.started));
         // Measured from the first token on; a whole answer's, as the
@@ -606,9 +645,17 @@ impl RequestRecord {
                 reported_prefill_tokens_per_s: self.reported_rates.0,
                 reported_decode_tokens_per_s: self.reported_rates.1,
                 class: self.context.class,
+                concurrent: self.sharing,
                 failed: upstream_failure,
             },
         );
+        if !upstream_failure && tokens.output > 0 {
+            self.output_lengths.observe(
+                self.context.route_number,
+                self.context.use_case,
+                tokens.output,
+            );
+        }
         if let Some(drafts) = self.drafts {
             self.speculation.observe(
                 self.backend_index,
@@ -626,15 +673,13 @@ impl RequestRecord {
         }
         let clamp = |n: u64| u32::try_from(n).unwrap_or(u32::MAX);
         let predict = |cached| {
-            self.latency
-                .predict(
-                    self.backend_index,
-                    clamp(tokens.prompt()),
-                    cached,
-                    1,
-                    self.context.class,
-                )
-                .ttft_p50_ms
+            let shape = Shape {
+                prompt_tokens: clamp(tokens.prompt()),
+                cached_tokens: cached,
+                output_tokens: 1,
+                class: self.context.class,
+            };
+            self.latency.predict(self.backend_index, &shape).ttft_p50_ms
         };
         (predict(0) - predict(clamp(tokens.cached_input))).max(0.0)
     }

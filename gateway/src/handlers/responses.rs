@@ -206,8 +206,15 @@ async fn passthrough(
     );
     let caller = parts.extensions.get::<Caller>();
     admit_request(app, caller, size)?;
-    let (reservation, admission) =
-        admit_call(app, caller, backend_index, size, None, Tenant::default()).await?;
+    let (reservation, admission) = admit_call(
+        app,
+        caller,
+        backend_index,
+        (size, &context.shape(app, backend_index)),
+        None,
+        Tenant::default(),
+    )
+    .await?;
     raw["model"] = Value::String(backend.upstream_model.clone());
     let tier = billed_fields::apply_to_json(&mut raw, backend);
     let streaming = raw.get("stream").and_then(Value::as_bool).unwrap_or(false);

@@ -2,28 +2,28 @@
 //! share them later.
 
 mod model;
+mod queue;
 mod stat;
 
 use std::sync::{Arc, Mutex};
+use std::time::Instant;
 
-use switchyard_policies::PromptClass;
-
-pub use model::{BackendLatency, LatencyHints, Observation, Prediction};
+pub use model::{BackendLatency, LatencyHints, Observation, Prediction, Shape};
+pub use queue::EngineLoad;
 
 /// Where latency models live.
 pub trait LatencyStore: Send + Sync {
-    fn started(&self, backend: usize);
+    /// A request of `shape` is bound for `backend` (waiting for a slot
+    /// until [`LatencyStore::running`]); its id, for the calls after.
+    fn started(&self, backend: usize, shape: &Shape) -> u64;
+    fn running(&self, backend: usize, id: u64);
+    /// The request left the backend (answered, failed or given up).
+    fn finished(&self, backend: usize, id: u64);
+    /// What the backend's engine reports it is doing.
+    fn set_engine_load(&self, backend: usize, load: EngineLoad);
     fn observe(&self, backend: usize, observation: &Observation);
-    fn predict(
-        &self,
-        backend: usize,
-        prompt_tokens: u32,
-        cached_tokens: u32,
-        output_tokens: u32,
-        class: PromptClass,
-    ) -> Prediction;
+    fn predict(&self, backend: usize, shape: &Shape) -> Prediction;
 }
-
 /// The models in this process.
 pub struct LocalLatency {
     /// Shared with the gateway's next config on reload, so what was learned
@@ -60,31 +60,35 @@ impl LocalLatency {
 }
 
 impl LatencyStore for LocalLatency {
-    fn started(&self, backend: usize) {
-        self.with(backend, BackendLatency::started);
+    fn started(&self, backend: usize, shape: &Shape) -> u64 {
+        self.with(backend, |m| m.started(shape)).unwrap_or(0)
+    }
+
+    fn running(&self, backend: usize, id: u64) {
+        self.with(backend, |m| m.running(id, Instant::now()));
+    }
+
+    fn finished(&self, backend: usize, id: u64) {
+        self.with(backend, |m| m.finished(id));
+    }
+
+    fn set_engine_load(&self, backend: usize, load: EngineLoad) {
+        self.with(backend, |m| m.set_engine_load(load, Instant::now()));
     }
 
     fn observe(&self, backend: usize, observation: &Observation) {
         self.with(backend, |m| m.observe(observation));
     }
 
-    fn predict(
-        &self,
-        backend: usize,
-        prompt_tokens: u32,
-        cached_tokens: u32,
-        output_tokens: u32,
-        class: PromptClass,
-    ) -> Prediction {
-        self.with(backend, |m| {
-            m.predict(prompt_tokens, cached_tokens, output_tokens, class)
-        })
-        .unwrap_or(Prediction {
-            ttft_p50_ms: f64::INFINITY,
-            ttft_p90_ms: f64::INFINITY,
-            tokens_per_s: 0.0,
-            total_p90_ms: f64::INFINITY,
-            error_rate: 1.0,
-        })
+    fn predict(&self, backend: usize, shape: &Shape) -> Prediction {
+        self.with(backend, |m| m.predict(shape, Instant::now()))
+            .unwrap_or(Prediction {
+                queue_ms: f64::INFINITY,
+                ttft_p50_ms: f64::INFINITY,
+                ttft_p90_ms: f64::INFINITY,
+                tokens_per_s: 0.0,
+                total_p90_ms: f64::INFINITY,
+                error_rate: 1.0,
+            })
     }
 }

@@ -1,13 +1,29 @@
 //! The online latency model of one backend: what a waiting person feels.
 //! Time to first token = queue wait + fixed overhead + uncached prompt
 //! tokens / prefill rate; completion = that + output tokens / decode rate at
-//! the request's context length.
+//! the request's context length. The wait is the work ahead on the backend
+//! (see [`Queue`]); the rates are the ones measured under the load the
+//! request will run under, since requests sharing a server slow each other.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use switchyard_policies::PromptClass;
 
+use super::queue::{EngineLoad, Queue};
 use super::stat::Stat;
+
+/// Load levels rates are learned at: alone, beside one other request,
+/// beside two or three, beside four or more.
+const LOAD_LEVELS: usize = 4;
+
+fn load_level(concurrent: u32) -> usize {
+    match concurrent {
+        0 | 1 => 0,
+        2 => 1,
+        3 | 4 => 2,
+        _ => 3,
+    }
+}
 
 /// Context-length buckets for decode speed: <2k, 2-8k, 8-32k, >32k tokens.
 const BUCKETS: [u32; 3] = [2_048, 8_192, 32_768];
@@ -42,6 +58,17 @@ impl Default for LatencyHints {
     }
 }
 
+/// A request as a latency model sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct Shape {
+    pub prompt_tokens: u32,
+    /// Prompt tokens expected to be in the backend's cache.
+    pub cached_tokens: u32,
+    /// Output tokens expected.
+    pub output_tokens: u32,
+    pub class: PromptClass,
+}
+
 /// What one finished call showed.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct Observation {
@@ -56,12 +83,17 @@ pub struct Observation {
     pub reported_decode_tokens_per_s: Option<f64>,
     /// What the prompt asked for: speculative decoding speeds code up more.
     pub class: PromptClass,
+    /// Requests the backend was serving while this one ran, itself
+    /// included: the load its rates were measured under.
+    pub concurrent: u32,
     pub failed: bool,
 }
 
 /// A prediction for one candidate.
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
 pub struct Prediction {
+    /// The part of the first-token time spent waiting for the work ahead.
+    pub queue_ms: f64,
     pub ttft_p50_ms: f64,
     pub ttft_p90_ms: f64,
     /// Decode speed expected at this context length.
@@ -82,9 +114,13 @@ pub struct BackendLatency {
     class_decode_ratio: [Stat; 2],
     /// Whole TTFT as observed, for its spread.
     ttft_ms: Stat,
+    /// Decode and prefill rates beside other requests, relative to the
+    /// rates alone, by load level (the first is alone: always 1).
+    decode_load: [Stat; LOAD_LEVELS],
+    prefill_load: [Stat; LOAD_LEVELS],
     error_rate: f64,
     concurrency: u32,
-    in_flight: u32,
+    queue: Queue,
 }
 
 /// Below this many uncached tokens, TTFT is taken as overhead alone.
@@ -104,18 +140,63 @@ impl BackendLatency {
             decode_tps: [decode(0), decode(1), decode(2), decode(3)],
             class_decode_ratio: [Stat::new(1.0), Stat::new(1.0)],
             ttft_ms: Stat::new(hints.base_ttft.as_secs_f64() * 1000.0),
+            decode_load: std::array::from_fn(|_| Stat::new(1.0)),
+            prefill_load: std::array::from_fn(|_| Stat::new(1.0)),
             error_rate: 0.0,
             concurrency: hints.concurrency.max(1),
-            in_flight: 0,
+            queue: Queue::default(),
         }
     }
 
-    pub fn started(&mut self) {
-        self.in_flight += 1;
+    /// A request of `shape` bound for the backend: it counts as work ahead
+    /// of later requests until [`Self::finished`]. Returns its id.
+    pub fn started(&mut self, shape: &Shape) -> u64 {
+        let level = load_level(self.running_alongside());
+        let service_ms = self.service_ms(shape, level);
+        self.queue.add(service_ms)
+    }
+
+    /// The request got its slot at the backend.
+    pub fn running(&mut self, id: u64, now: Instant) {
+        self.queue.running(id, now);
+    }
+
+    pub fn finished(&mut self, id: u64) {
+        self.queue.remove(id);
+    }
+
+    pub fn set_engine_load(&mut self, load: EngineLoad, now: Instant) {
+        self.queue.set_engine_load(load, now);
+    }
+
+    /// Requests a new one would run beside (itself included), once it runs.
+    fn running_alongside(&self) -> u32 {
+        let ahead = u32::try_from(self.queue.len()).unwrap_or(u32::MAX);
+        ahead.saturating_add(1).min(self.concurrency)
+    }
+
+    /// The backend time a request of `shape` takes at a load level: its
+    /// overhead and uncached prefill, and its output.
+    fn service_ms(&self, shape: &Shape, level: usize) -> f64 {
+        let (prefill, decode) = self.rates(shape, level);
+        let uncached = f64::from(shape.prompt_tokens.saturating_sub(shape.cached_tokens));
+        self.base_ttft_ms.mean()
+            + uncached / prefill * 1000.0
+            + f64::from(shape.output_tokens) / decode * 1000.0
+    }
+
+    /// Prefill and decode rates for `shape` at a load level.
+    fn rates(&self, shape: &Shape, level: usize) -> (f64, f64) {
+        let prefill = (self.prefill_tps.mean() * self.prefill_load[level].mean()).max(1e-3);
+        let decode_bucket = bucket(shape.prompt_tokens + shape.output_tokens / 2);
+        let decode = (self.decode_tps[decode_bucket].mean()
+            * self.class_decode_ratio[shape.class.index()].mean()
+            * self.decode_load[level].mean())
+        .max(1e-3);
+        (prefill, decode)
     }
 
     pub fn observe(&mut self, o: &Observation) {
-        self.in_flight = self.in_flight.saturating_sub(1);
         self.error_rate = 0.1 * f64::from(u8::from(o.failed)) + 0.9 * self.error_rate;
         if o.failed {
             return;
@@ -125,7 +206,7 @@ impl BackendLatency {
             // A whole answer: its first token was not seen. Only rates the
             // backend itself reported are learned from it.
             if let Some(rate) = o.reported_prefill_tokens_per_s {
-                self.prefill_tps.observe(rate);
+                self.observe_prefill(rate, o);
             }
             if let Some(rate) = o.reported_decode_tokens_per_s {
                 self.observe_decode(rate, o);
@@ -135,18 +216,19 @@ impl BackendLatency {
         let ttft_ms = ttft.as_secs_f64() * 1000.0;
         self.ttft_ms.observe(ttft_ms);
         match o.reported_prefill_tokens_per_s {
-            Some(rate) => self.prefill_tps.observe(rate),
+            Some(rate) => self.observe_prefill(rate, o),
             None if uncached >= LARGE_PREFILL => {
                 let prefill_ms = ttft_ms - self.base_ttft_ms.mean();
                 if prefill_ms > 0.0 {
-                    self.prefill_tps
-                        .observe(f64::from(uncached) / prefill_ms * 1000.0);
+                    self.observe_prefill(f64::from(uncached) / prefill_ms * 1000.0, o);
                 }
             }
             None => {}
         }
         if uncached < SMALL_PREFILL || o.reported_prefill_tokens_per_s.is_some() {
-            let prefill_ms = f64::from(uncached) / self.prefill_tps.mean() * 1000.0;
+            let level = load_level(o.concurrent);
+            let prefill = self.prefill_tps.mean() * self.prefill_load[level].mean();
+            let prefill_ms = f64::from(uncached) / prefill.max(1e-3) * 1000.0;
             self.base_ttft_ms.observe((ttft_ms - prefill_ms).max(0.0));
         }
         let decoding = o.total.saturating_sub(ttft).as_secs_f64();
@@ -159,42 +241,57 @@ impl BackendLatency {
         }
     }
 
-    /// A decode rate at the call's context length and prompt class.
-    fn observe_decode(&mut self, rate: f64, o: &Observation) {
-        let context = o.prompt_tokens + o.output_tokens / 2;
-        let bucket = &mut self.decode_tps[bucket(context)];
-        self.class_decode_ratio[o.class.index()].observe(rate / bucket.mean().max(1e-3));
-        bucket.observe(rate);
+    /// A prefill rate: the rate alone, or how much slower it was beside
+    /// other requests.
+    fn observe_prefill(&mut self, rate: f64, o: &Observation) {
+        match load_level(o.concurrent) {
+            0 => self.prefill_tps.observe(rate),
+            level => self.prefill_load[level].observe(rate / self.prefill_tps.mean().max(1e-3)),
+        }
     }
 
-    /// Expected figures for a request of this shape, now.
-    pub fn predict(
-        &mut self,
-        prompt_tokens: u32,
-        cached_tokens: u32,
-        output_tokens: u32,
-        class: PromptClass,
-    ) -> Prediction {
-        let uncached = f64::from(prompt_tokens.saturating_sub(cached_tokens));
-        let prefill = self.prefill_tps.mean().max(1e-3);
-        let decode_bucket = bucket(prompt_tokens + output_tokens / 2);
-        let tokens_per_s = (self.decode_tps[decode_bucket].mean()
-            * self.class_decode_ratio[class.index()].mean())
-        .max(1e-3);
-        let service_ms = self.ttft_ms.mean() + f64::from(output_tokens) / tokens_per_s * 1000.0;
-        // Requests beyond the backend's concurrency wait for a slot: about
-        // one service time per full round ahead of this one.
-        let rounds_ahead = f64::from((self.in_flight + 1).saturating_sub(self.concurrency))
-            / f64::from(self.concurrency);
-        let queue_ms = rounds_ahead.ceil() * service_ms;
+    /// A decode rate at the call's context length and prompt class: the
+    /// rate alone, or how much slower it was beside other requests.
+    fn observe_decode(&mut self, rate: f64, o: &Observation) {
+        let context = o.prompt_tokens + o.output_tokens / 2;
+        let class = &mut self.class_decode_ratio[o.class.index()];
+        let bucket = &mut self.decode_tps[bucket(context)];
+        match load_level(o.concurrent) {
+            0 => {
+                class.observe(rate / bucket.mean().max(1e-3));
+                bucket.observe(rate);
+            }
+            level => {
+                self.decode_load[level].observe(rate / (bucket.mean() * class.mean()).max(1e-3))
+            }
+        }
+    }
+
+    /// Expected figures for a request of `shape`, arriving `now`: the
+    /// wait for the work ahead, then its own overhead and prefill, at the
+    /// rates of the load it will run under.
+    pub fn predict(&self, shape: &Shape, now: Instant) -> Prediction {
+        let level = load_level(self.running_alongside());
+        let (prefill, tokens_per_s) = self.rates(shape, level);
+        // A request known only by count (another client's, at the engine):
+        // a typical reply's length, at this load.
+        let typical = Shape {
+            output_tokens: crate::budgeted::DEFAULT_EXPECTED_OUTPUT,
+            ..*shape
+        };
+        let queue_ms = self
+            .queue
+            .wait_ms(self.concurrency, self.service_ms(&typical, level), now);
+        let uncached = f64::from(shape.prompt_tokens.saturating_sub(shape.cached_tokens));
         let prefill_ms = uncached / prefill * 1000.0;
         let ttft_p50_ms = queue_ms + self.base_ttft_ms.quantile(0.5) + prefill_ms;
         let ttft_p90_ms = queue_ms + self.base_ttft_ms.quantile(0.9) + prefill_ms;
         Prediction {
+            queue_ms,
             ttft_p50_ms,
             ttft_p90_ms,
             tokens_per_s,
-            total_p90_ms: ttft_p90_ms + f64::from(output_tokens) / tokens_per_s * 1000.0,
+            total_p90_ms: ttft_p90_ms + f64::from(shape.output_tokens) / tokens_per_s * 1000.0,
             error_rate: self.error_rate,
         }
     }
@@ -213,14 +310,28 @@ mod tests {
         Duration::from_millis(v)
     }
 
+    fn shape(prompt: u32, cached: u32, output: u32) -> Shape {
+        Shape {
+            prompt_tokens: prompt,
+            cached_tokens: cached,
+            output_tokens: output,
+            class: PromptClass::Prose,
+        }
+    }
+
     fn observation(prompt: u32, ttft_ms: u64, output: u32, total_ms: u64) -> Observation {
         Observation {
             prompt_tokens: prompt,
             output_tokens: output,
             ttft: Some(ms(ttft_ms)),
             total: ms(total_ms),
+            concurrent: 1,
             ..Observation::default()
         }
+    }
+
+    fn predict(model: &BackendLatency, prompt: u32, cached: u32, output: u32) -> Prediction {
+        model.predict(&shape(prompt, cached, output), Instant::now())
     }
 
     #[test]
@@ -228,23 +339,16 @@ mod tests {
         let mut model = BackendLatency::new(LatencyHints::default());
         for _ in 0..40 {
             // 50 ms overhead; 2000 tokens/s prefill; 100 tokens/s decode.
-            model.started();
             model.observe(&observation(20, 60, 101, 60 + 1000));
-            model.started();
             model.observe(&observation(1000, 550, 11, 550 + 100));
         }
-        let short = model.predict(20, 0, 100, PromptClass::Prose);
-        let long = model.predict(1000, 0, 100, PromptClass::Prose);
+        let short = predict(&model, 20, 0, 100);
+        let long = predict(&model, 1000, 0, 100);
         assert!((short.ttft_p50_ms - 60.0).abs() < 15.0, "{short:?}");
         assert!((long.ttft_p50_ms - 550.0).abs() < 60.0, "{long:?}");
         assert!((short.tokens_per_s - 100.0).abs() < 10.0, "{short:?}");
         // Cached tokens skip prefill.
-        assert!(
-            model
-                .predict(1000, 960, 100, PromptClass::Prose)
-                .ttft_p50_ms
-                < long.ttft_p50_ms / 3.0
-        );
+        assert!(predict(&model, 1000, 960, 100).ttft_p50_ms < long.ttft_p50_ms / 3.0);
     }
 
     #[test]
@@ -253,23 +357,81 @@ mod tests {
             base_ttft: ms(50),
             ..LatencyHints::default()
         });
-        let before = model.predict(10, 0, 10, PromptClass::Prose).ttft_p90_ms;
+        let before = predict(&model, 10, 0, 10).ttft_p90_ms;
         for _ in 0..20 {
-            model.started();
             model.observe(&observation(10, 2000, 10, 2100));
         }
-        assert!(model.predict(10, 0, 10, PromptClass::Prose).ttft_p90_ms > before * 10.0);
+        assert!(predict(&model, 10, 0, 10).ttft_p90_ms > before * 10.0);
     }
 
     #[test]
-    fn queueing_adds_wait() {
+    fn the_work_ahead_is_waited_for_until_it_is_done() {
+        let mut model = BackendLatency::new(LatencyHints {
+            concurrency: 1,
+            base_ttft: ms(100),
+            decode_tokens_per_s: 50.0,
+            ..LatencyHints::default()
+        });
+        let idle = predict(&model, 10, 0, 10);
+        assert_eq!(idle.queue_ms, 0.0);
+        // One request running (100 output tokens: about 2.1 s of service),
+        // one waiting behind it.
+        let now = Instant::now();
+        let first = model.started(&shape(10, 0, 100));
+        model.running(first, now);
+        let second = model.started(&shape(10, 0, 100));
+        let busy = model.predict(&shape(10, 0, 10), now);
+        assert!(busy.queue_ms > 4000.0 && busy.queue_ms < 4500.0, "{busy:?}");
+        assert!((busy.ttft_p50_ms - idle.ttft_p50_ms - busy.queue_ms).abs() < 1e-6);
+        // As the running one proceeds, the wait shrinks; when both are
+        // done, there is none.
+        let later = model.predict(&shape(10, 0, 10), now + ms(1000));
+        assert!(later.queue_ms < busy.queue_ms - 900.0, "{later:?}");
+        model.finished(first);
+        model.finished(second);
+        assert_eq!(predict(&model, 10, 0, 10).queue_ms, 0.0);
+    }
+
+    #[test]
+    fn rates_are_the_ones_measured_under_the_load_a_request_will_meet() {
+        let mut model = BackendLatency::new(LatencyHints {
+            concurrency: 4,
+            decode_tokens_per_s: 100.0,
+            ..LatencyHints::default()
+        });
+        // Alone it decodes at 100 tokens/s; beside three others, at 40.
+        for _ in 0..40 {
+            model.observe(&observation(10, 50, 101, 50 + 1000));
+            model.observe(&Observation {
+                concurrent: 4,
+                ..observation(10, 50, 41, 50 + 1000)
+            });
+        }
+        assert!((predict(&model, 10, 0, 10).tokens_per_s - 100.0).abs() < 10.0);
+        let now = Instant::now();
+        for _ in 0..3 {
+            let id = model.started(&shape(10, 0, 10));
+            model.running(id, now);
+        }
+        let shared = model.predict(&shape(10, 0, 10), now);
+        assert!((shared.tokens_per_s - 40.0).abs() < 5.0, "{shared:?}");
+        assert_eq!(shared.queue_ms, 0.0, "a slot is free");
+    }
+
+    #[test]
+    fn the_engines_own_queue_is_waited_for() {
         let mut model = BackendLatency::new(LatencyHints {
             concurrency: 1,
             ..LatencyHints::default()
         });
-        let idle = model.predict(10, 0, 10, PromptClass::Prose).ttft_p50_ms;
-        model.started();
-        model.started();
-        assert!(model.predict(10, 0, 10, PromptClass::Prose).ttft_p50_ms > idle * 2.0);
+        let now = Instant::now();
+        model.set_engine_load(
+            EngineLoad {
+                running: 1,
+                waiting: 3,
+            },
+            now,
+        );
+        assert!(model.predict(&shape(10, 0, 10), now).queue_ms > 1000.0);
     }
 }

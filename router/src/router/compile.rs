@@ -10,6 +10,7 @@ use switchyard_policies::{Backend, BackendAdapter, Config, RouteStrategy};
 use super::{CompiledRoute, CompiledSpeculative, Policy, Router, Target};
 use crate::conditions::CompiledCondition;
 use crate::latency::{LatencyHints, LocalLatency};
+use crate::output_length::OutputLengths;
 use crate::prefix::{LocalPrefixIndex, ReplicaCache};
 use crate::speculation::SpeculationStats;
 use crate::split::SplitPolicy;
@@ -160,6 +161,16 @@ impl Router {
             .values()
             .map(|b| AtomicU32::new(b.context_window.unwrap_or(0)))
             .collect();
+        let output_lengths = OutputLengths::new(routes.len());
+        if let Some((old, _)) = previous {
+            // Answer lengths are the route's traffic's: kept by route name.
+            for (mine, route) in routes.iter().enumerate() {
+                if let Some(theirs) = old.routes.iter().position(|r| r.name == route.name) {
+                    output_lengths.adopt(Some(mine), &old.output_lengths, Some(theirs));
+                }
+            }
+            output_lengths.adopt(None, &old.output_lengths, None);
+        }
         if let Some((old, old_config)) = previous {
             for (mine, backend) in config.backends.values().enumerate() {
                 let Some(theirs) = old.backends.iter().position(|b| *b == backend.name) else {
@@ -202,6 +213,7 @@ impl Router {
             header_names,
             pricing: config.backends.values().map(|b| b.pricing).collect(),
             latency: Arc::new(latency),
+            output_lengths: Arc::new(output_lengths),
             speculation: Arc::new(speculation),
             prefix: Arc::new(prefix),
             replica_ranges,
@@ -257,6 +269,12 @@ fn hints_of(backend: &Backend) -> LatencyHints {
         decode_tokens_per_s: config
             .decode_tokens_per_s
             .unwrap_or(hints.decode_tokens_per_s),
-        concurrency: config.concurrency.unwrap_or(hints.concurrency),
+        // The gateway's own limit on the backend caps what it serves at
+        // once for this gateway's requests.
+        concurrency: config.concurrency.unwrap_or(hints.concurrency).min(
+            backend
+                .max_concurrency
+                .map_or(u32::MAX, |n| u32::try_from(n).unwrap_or(u32::MAX)),
+        ),
     }
 }
