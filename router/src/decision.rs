@@ -14,6 +14,10 @@ pub enum Reason {
     /// A weighted split, drawn from the caller's session so a session stays
     /// on one backend and its prefix cache stays warm.
     SplitSticky,
+    /// A session's backend was predicted to break the latency budget (its
+    /// queue, mostly): another backend of the split that meets it served,
+    /// since a warm prefix is worth less than a missed budget.
+    StickyMoved,
     /// Among the hardest share of recent requests.
     TargetShareHard,
     /// Below the target-share threshold.
@@ -56,6 +60,7 @@ impl Reason {
             Reason::Direct => "direct",
             Reason::Split => "split",
             Reason::SplitSticky => "split-sticky",
+            Reason::StickyMoved => "sticky-moved",
             Reason::TargetShareHard => "target-share-hard",
             Reason::TargetShareEasy => "target-share-easy",
             Reason::Rule => "rule",

@@ -10,7 +10,7 @@ use switchyard_policies::{
     CacheShare, CascadeCheck, Hedge, LatencyBudget, Pricing, Profile, Speculative,
 };
 
-use crate::budgeted::{Candidate, budget_for, candidate_traces, expected_cost, rank};
+use crate::budgeted::{Candidate, budget_for, candidate_traces, expected_cost, meets, rank};
 use crate::conditions::CompiledCondition;
 use crate::decision::{Decision, Reason};
 use crate::embed::embed;
@@ -477,10 +477,15 @@ impl Router {
         let mut rule = None;
         let (targets, reason) = match &route.policy {
             Policy::Split { split, sticky } => match view.session.filter(|_| *sticky) {
-                Some(session) => (
-                    vec![split.pick(unit_from_key(session))],
-                    Reason::SplitSticky,
-                ),
+                Some(session) => {
+                    let stuck = split.pick(unit_from_key(session));
+                    let budget =
+                        budget_for(route.budget, features.profile, features.prompt_tokens);
+                    match self.unstick(stuck, &route.policy, budget, number, &features) {
+                        Some(moved) => (vec![moved], Reason::StickyMoved),
+                        None => (vec![stuck], Reason::SplitSticky),
+                    }
+                }
                 None => (vec![split.pick(unit)], Reason::Split),
             },
             Policy::TargetShare {
@@ -599,6 +604,31 @@ impl Router {
             features,
             drafting: None,
         })
+    }
+
+    /// Where a session stuck to `stuck` goes instead, when `stuck` is
+    /// predicted to break the budget and another of the policy's backends
+    /// is not: the one of those with the soonest first token.
+    fn unstick(
+        &self,
+        stuck: usize,
+        policy: &Policy,
+        budget: Option<LatencyBudget>,
+        route: usize,
+        features: &Features,
+    ) -> Option<usize> {
+        budget?;
+        if meets(budget, &self.predict(stuck, Some(route), features)) {
+            return None;
+        }
+        policy
+            .members()
+            .into_iter()
+            .filter(|&b| b != stuck)
+            .map(|b| (b, self.predict(b, Some(route), features)))
+            .filter(|(_, p)| meets(budget, p))
+            .min_by(|a, b| a.1.ttft_p90_ms.total_cmp(&b.1.ttft_p90_ms))
+            .map(|(b, _)| b)
     }
 
     fn predict(&self, backend: usize, route: Option<usize>, features: &Features) -> Prediction {

@@ -464,3 +464,49 @@ fn a_reloaded_router_keeps_what_it_learned_of_backends_that_remain() {
         "local"
     );
 }
+
+#[test]
+fn a_session_moves_off_its_backend_while_its_queue_would_break_the_budget() {
+    use crate::latency::{LatencyStore, Shape};
+    let config = BUDGETED.to_owned()
+        + "  sticky:\n    profile: chat\n    strategy:\n      split: {weights: {local: 1, cloud: 1}, sticky: true}\n";
+    let router = Router::new(&Config::from_yaml(&config, "test").unwrap());
+    let session = (0..100)
+        .map(|i| format!("s-{i}"))
+        .find(|s| {
+            let v = RequestView {
+                session: Some(s),
+                ..view("sticky")
+            };
+            name(&router, router.decide(&v, 0.5).unwrap().primary()) == "local"
+        })
+        .unwrap();
+    let v = RequestView {
+        session: Some(&session),
+        ..view("sticky")
+    };
+    assert_eq!(router.decide(&v, 0.5).unwrap().reason, Reason::SplitSticky);
+    // Local's four slots busy with long answers, and more waiting.
+    let local = router.backends().iter().position(|b| b == "local").unwrap();
+    let long = Shape {
+        prompt_tokens: 50,
+        output_tokens: 1000,
+        ..Shape::default()
+    };
+    let work: Vec<u64> = (0..6)
+        .map(|_| {
+            let id = router.latency().started(local, &long);
+            router.latency().running(local, id);
+            id
+        })
+        .collect();
+    let moved = router.decide(&v, 0.5).unwrap();
+    assert_eq!(
+        (name(&router, moved.primary()), moved.reason),
+        ("cloud", Reason::StickyMoved)
+    );
+    for id in work {
+        router.latency().finished(local, id);
+    }
+    assert_eq!(router.decide(&v, 0.5).unwrap().reason, Reason::SplitSticky);
+}
