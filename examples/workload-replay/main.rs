@@ -17,10 +17,9 @@ use std::time::{Duration, Instant};
 
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
-use rand::Rng;
 use serde_json::{Value, json};
 
-use mix::{AGENT_TURNS, Profile, TOOL_MS};
+use mix::{AGENT_TURNS, Profile};
 use stream::{HttpClient, Measured};
 
 struct Run {
@@ -70,7 +69,7 @@ async fn run_job(run: &Run, client: &HttpClient, id: u64) {
             break;
         }
         if turn + 1 < AGENT_TURNS {
-            let tool_ms = rand::rng().random_range(TOOL_MS);
+            let tool_ms = mix::tool_ms(run.seed, id, turn);
             tokio::time::sleep(Duration::from_millis(tool_ms)).await;
             mix::next_turn(&mut job.body, &measured.text, &measured.tool_calls, turn);
         }

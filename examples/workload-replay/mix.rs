@@ -75,7 +75,8 @@ pub fn document() -> String {
         .collect()
 }
 
-const AGENT_SYSTEM: &str = "You are a coding agent. Use the tools to inspect the project, then answer briefly.";
+const AGENT_SYSTEM: &str =
+    "You are a coding agent. Use the tools to inspect the project, then answer briefly.";
 
 fn agent_tools() -> Value {
     json!([
@@ -98,10 +99,16 @@ pub fn job(seed: u64, id: u64) -> Job {
     let topic = TOPICS[rng.random_range(0..TOPICS.len())];
     let (profile, body) = if draw < 0.35 {
         let q = format!("In two or three sentences, what should a beginner know about {topic}?");
-        (Profile::Chat, chat_body(json!([{"role": "user", "content": q}]), 64))
+        (
+            Profile::Chat,
+            chat_body(json!([{"role": "user", "content": q}]), 64),
+        )
     } else if draw < 0.60 {
         let task = CODE_TASKS[rng.random_range(0..CODE_TASKS.len())];
-        (Profile::Code, chat_body(json!([{"role": "user", "content": task}]), 128))
+        (
+            Profile::Code,
+            chat_body(json!([{"role": "user", "content": task}]), 128),
+        )
     } else if draw < 0.80 {
         let ask = format!("The tests about {topic} fail. Find out why.");
         let mut body = chat_body(
@@ -119,9 +126,18 @@ pub fn job(seed: u64, id: u64) -> Job {
         (Profile::Rag, chat_body(messages, 64))
     } else {
         let item = format!("Summarise in one line: a note about {topic}, item {id}.");
-        (Profile::Batch, chat_body(json!([{"role": "user", "content": item}]), 48))
+        (
+            Profile::Batch,
+            chat_body(json!([{"role": "user", "content": item}]), 48),
+        )
     };
     Job { id, profile, body }
+}
+
+/// The tool time after turn `turn` of session `id`, drawn from the seed too.
+pub fn tool_ms(seed: u64, id: u64, turn: usize) -> u64 {
+    let mut rng = StdRng::seed_from_u64(seed ^ id.rotate_left(17) ^ turn as u64);
+    rng.random_range(TOOL_MS)
 }
 
 /// An agentic session's next turn: the answer so far (its text, or the

@@ -83,7 +83,9 @@ pub async fn send(
             measured.error = Some("stream cut".into());
             break;
         };
-        let Some(data) = frame.data_ref() else { continue };
+        let Some(data) = frame.data_ref() else {
+            continue;
+        };
         pending.extend_from_slice(data);
         while let Some(end) = pending.windows(2).position(|w| w == b"\n\n") {
             let event: Vec<u8> = pending.drain(..end + 2).collect();
@@ -95,7 +97,12 @@ pub async fn send(
         }
     }
     if measured.status != 200 && measured.error.is_none() {
-        measured.error = Some(String::from_utf8_lossy(&pending).chars().take(200).collect());
+        measured.error = Some(
+            String::from_utf8_lossy(&pending)
+                .chars()
+                .take(200)
+                .collect(),
+        );
     }
     measured.total_ms = started.elapsed().as_secs_f64() * 1000.0;
     measured
@@ -128,7 +135,9 @@ fn on_event(measured: &mut Measured, data: &str, started: Instant) {
     for call in calls.into_iter().flatten() {
         let index = call["index"].as_u64().unwrap_or(0) as usize;
         while measured.tool_calls.len() <= index {
-            measured.tool_calls.push(json!({"id": "", "type": "function",
+            measured
+                .tool_calls
+                .push(json!({"id": "", "type": "function",
                 "function": {"name": "", "arguments": ""}}));
         }
         let assembled = &mut measured.tool_calls[index];
@@ -137,7 +146,10 @@ fn on_event(measured: &mut Measured, data: &str, started: Instant) {
         }
         for field in ["name", "arguments"] {
             if let Some(part) = call["function"][field].as_str() {
-                let so_far = assembled["function"][field].as_str().unwrap_or("").to_owned();
+                let so_far = assembled["function"][field]
+                    .as_str()
+                    .unwrap_or("")
+                    .to_owned();
                 assembled["function"][field] = json!(so_far + part);
             }
         }

@@ -139,6 +139,9 @@ pub struct Admission {
     pub sharing: u32,
     /// How long it waited in the gateway for the backend's slot.
     pub waited: Duration,
+    /// Requests running on the backend's hardware when it got its slot,
+    /// itself included: the load its speeds are measured under.
+    pub load: u32,
     /// The replica chosen, and its client.
     pub provider: Arc<dyn Provider>,
     /// The replica's (or its slot's) number in the prefix index.
@@ -364,7 +367,7 @@ impl App {
             Some(limit) => Some(backend.wait_for_slot(limit).await?),
         };
         let waited = arrived.elapsed();
-        latency.running(backend_index, work.id);
+        let load = latency.running(backend_index, work.id);
         let sharing = backend.in_flight.fetch_add(1, Ordering::AcqRel) + 1;
         let (replica, slot, cached_blocks) = self.choose_replica(backend_index, prefix);
         let chosen = &backend.replicas[replica];
@@ -378,6 +381,7 @@ impl App {
             replica_in_flight: chosen.in_flight.clone(),
             sharing,
             waited,
+            load,
             provider: chosen.provider.clone(),
             replica: self.router.replicas(backend_index).start + replica * per + slot,
             slot: backend.slots.map(|_| slot as u32),

@@ -82,7 +82,8 @@ async fn watch(mut watched: Vec<Watched>, metrics: Arc<Metrics>, latency: Arc<Lo
                             running: count(running),
                             waiting: count(waiting),
                         };
-                        latency.set_engine_load(w.index, load);
+                        // Trusted until two scrapes are missed.
+                        latency.set_engine_load(w.index, load, 2 * w.interval);
                     }
                 }
                 Err(err) => {

@@ -201,7 +201,7 @@ impl Metrics {
                 cumulative += count.load(Ordering::Relaxed);
                 let le = PREDICTION_ERROR_BUCKETS
                     .get(i)
-                    .map_or("+Inf".to_owned(), |le| le.to_string());
+                    .map_or("+Inf".to_owned(), |le| format!("{le:?}"));
                 let _ = writeln!(
                     out,
                     "{name}_bucket{{backend=\"{backend}\",le=\"{le}\"}} {cumulative}"

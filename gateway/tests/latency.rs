@@ -303,11 +303,11 @@ async fn the_ledger_compares_predicted_and_measured_and_keeps_partial_usage() {
     // The streamed answer's prediction error is in the histogram.
     let metrics = String::from_utf8(get(&gateway.url("/metrics")).await.body.to_vec()).unwrap();
     assert!(
-        metrics.contains("switchyard_ttft_prediction_error_seconds_count{backend=\"local\"} 1"),
+        metrics.contains("switchyard_ttft_prediction_error_seconds_count{backend=\"local\"} 1\n"),
         "{metrics}"
     );
     assert!(metrics.contains(
-        "switchyard_ttft_prediction_error_seconds_bucket{backend=\"local\",le=\"+Inf\"} 1"
+        "switchyard_ttft_prediction_error_seconds_bucket{backend=\"local\",le=\"+Inf\"} 1\n"
     ));
     gateway.terminate();
     let conn = gateway.ledger();

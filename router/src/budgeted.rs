@@ -133,7 +133,9 @@ pub fn expected_cost(
         output: u64::from(output_tokens),
         ..TokenCounts::default()
     };
-    pricing.cost(&tokens, p.total_p90_ms / 1000.0, 1)
+    // Hardware is paid for while it serves the request, not while the
+    // request waits for it.
+    pricing.cost(&tokens, (p.total_p90_ms - p.queue_ms).max(0.0) / 1000.0, 1)
 }
 
 /// Ranks candidates: the cheapest that meet the budget (ties to the

@@ -479,8 +479,7 @@ impl Router {
             Policy::Split { split, sticky } => match view.session.filter(|_| *sticky) {
                 Some(session) => {
                     let stuck = split.pick(unit_from_key(session));
-                    let budget =
-                        budget_for(route.budget, features.profile, features.prompt_tokens);
+                    let budget = budget_for(route.budget, features.profile, features.prompt_tokens);
                     match self.unstick(stuck, &route.policy, budget, number, &features) {
                         Some(moved) => (vec![moved], Reason::StickyMoved),
                         None => (vec![stuck], Reason::SplitSticky),
@@ -607,8 +606,10 @@ impl Router {
     }
 
     /// Where a session stuck to `stuck` goes instead, when `stuck` is
-    /// predicted to break the budget and another of the policy's backends
-    /// is not: the one of those with the soonest first token.
+    /// predicted to break the first-token budget (its wait, mostly) and
+    /// another of the policy's backends is not: the one of those with the
+    /// soonest first token. A split's backends were chosen for their
+    /// shares, so their decode rates are not held against them here.
     fn unstick(
         &self,
         stuck: usize,
@@ -617,7 +618,11 @@ impl Router {
         route: usize,
         features: &Features,
     ) -> Option<usize> {
-        budget?;
+        let budget = Some(LatencyBudget {
+            ttft: Some(budget?.ttft?),
+            min_tokens_per_s: 0.0,
+            total: None,
+        });
         if meets(budget, &self.predict(stuck, Some(route), features)) {
             return None;
         }

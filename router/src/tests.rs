@@ -486,7 +486,8 @@ fn a_session_moves_off_its_backend_while_its_queue_would_break_the_budget() {
         ..view("sticky")
     };
     assert_eq!(router.decide(&v, 0.5).unwrap().reason, Reason::SplitSticky);
-    // Local's four slots busy with long answers, and more waiting.
+    // Six long answers running on local's four slots (more than fit: the
+    // soonest to finish hold them, the rest are waited for).
     let local = router.backends().iter().position(|b| b == "local").unwrap();
     let long = Shape {
         prompt_tokens: 50,

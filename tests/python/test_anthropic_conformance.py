@@ -127,7 +127,11 @@ def test_messages_follow_the_sdk_types_strictly(wire, model):
 def test_models_and_errors_follow_the_sdk_types_strictly(wire):
     listed = wire.http.get("/v1/models")
     assert listed.status_code == 200
-    for i, model in enumerate(listed.json()["data"]):
+    page = listed.json()
+    # The SDK's page reads these beside `data`.
+    assert page["has_more"] is False and page["first_id"] == page["data"][0]["id"], page
+    assert page["last_id"] == page["data"][-1]["id"], page
+    for i, model in enumerate(page["data"]):
         wire.check(types.ModelInfo, json.dumps(model), f"models list [{i}]")
     wire.check(types.ModelInfo, wire.http.get("/v1/models/local").text, "model retrieved")
     wire.whole("/v1/messages", ask("no-such-model", "x"), ErrorResponse, "unknown model", status=404)

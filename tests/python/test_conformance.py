@@ -36,8 +36,8 @@ PERSON = {
     },
 }
 
-# Where OpenAI's own answers leave its spec, and so may ours: (component,
-# path prefix, why). Empty while nothing deviates.
+# Where OpenAI's own answers leave its spec, and so may ours: (where it
+# happens, component, path prefix, why).
 ALLOWED = [
     ("stream", "CreateCompletionResponse", "choices/0/finish_reason: None",
      "OpenAI streams legacy completions as CreateCompletionResponse chunks whose finish_reason is null until the "

@@ -68,11 +68,17 @@ pub fn fill_chat_answer(body: &[u8]) -> Option<Vec<u8>> {
     type Fields<'a> = BTreeMap<Cow<'a, str>, &'a RawValue>;
     let answer: Answer<'_> = serde_json::from_slice(body).ok()?;
     let mut inserts: Vec<(usize, &str)> = Vec::new();
-    // Inserted right after the object's opening brace.
+    // Inserted right after the object's opening brace (with no comma when
+    // the object is empty).
     let mut add_unless =
         |object: &RawValue, fields: &Fields<'_>, name: &str, text: &'static str| {
             if !fields.contains_key(name) {
                 let at = object.get().as_ptr() as usize - body.as_ptr() as usize + 1;
+                let text = if fields.is_empty() {
+                    text.trim_end_matches(',')
+                } else {
+                    text
+                };
                 inserts.push((at, text));
             }
         };
@@ -119,6 +125,23 @@ mod tests {
         );
         let parsed: Value = serde_json::from_str(&filled).unwrap();
         assert_eq!(parsed["choices"][1]["message"]["refusal"], "no");
+    }
+
+    #[test]
+    fn empty_objects_stay_valid_json() {
+        let body = br#"{"choices":[{"message": { }, "logprobs": {}}]}"#;
+        let filled = fill_chat_answer(body).unwrap();
+        let parsed: Value = serde_json::from_slice(&filled).unwrap();
+        assert_eq!(
+            parsed["choices"][0]["message"],
+            serde_json::json!({"refusal": null})
+        );
+        assert_eq!(
+            parsed["choices"][0]["logprobs"],
+            serde_json::json!({"refusal": null})
+        );
+        let bare = fill_chat_answer(br#"{"choices":[{}]}"#).unwrap();
+        assert_eq!(bare, br#"{"choices":[{"logprobs":null}]}"#);
     }
 
     #[test]

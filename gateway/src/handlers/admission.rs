@@ -198,7 +198,9 @@ pub fn worst_cost(app: &App, backend_index: usize, size: Size) -> f64 {
                 class: PromptClass::Prose,
             };
             let predicted = app.router.latency().predict(backend_index, &shape);
-            usd_per_hour * (predicted.total_p90_ms.max(0.0) / 1000.0) / 3600.0
+            // Paid while the request is served, not while it waits.
+            let serving_ms = predicted.total_p90_ms - predicted.queue_ms;
+            usd_per_hour * (serving_ms.max(0.0) / 1000.0) / 3600.0
         }
         // Budgeted keys never reach an unpriced backend (`admit_call`).
         Pricing::Free | Pricing::Unpriced => 0.0,

@@ -160,12 +160,14 @@ pub async fn race<E: Endpoint>(
         .latency()
         .predict(primary.backend, &context.shape(app, primary.backend));
     // A stream is late when its first token is; a whole answer only when
-    // the whole of it is (its first token is not seen).
+    // the whole of it is (its first token is not seen). The primary holds
+    // its slot already, so the wait the prediction counts (itself among
+    // the work ahead) is not part of its time.
     let deadline_ms = if streaming {
         predicted.ttft_p90_ms
     } else {
         predicted.total_p90_ms
-    };
+    } - predicted.queue_ms;
     let delay = Duration::from_secs_f64(deadline_ms.max(0.0) / 1000.0).max(MIN_DELAY);
     let primary_backend = primary.admission.provider.clone();
     let first = until_output::<E>(&*primary_backend, primary_req, streaming);

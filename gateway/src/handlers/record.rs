@@ -217,6 +217,8 @@ pub struct RequestRecord {
     /// The wait for the backend's slot before `started`: part of what the
     /// caller waits for, not of the backend's own times.
     waited: Duration,
+    /// Requests running on the backend's hardware when this one started.
+    load: u32,
     first_output: Option<Instant>,
     /// A whole (not streamed) answer arrived: output exists, but when its
     /// first token was made is unknown.
@@ -257,6 +259,7 @@ impl RequestRecord {
         record.reservation = reservation;
         record.sharing = admission.sharing;
         record.waited = admission.waited;
+        record.load = admission.load;
         record.replica = admission.replica;
         record.predicted_ttft_ms = predicted_ttft_ms;
         record.expected_cached_tokens = record.context.prefix.as_ref().map_or(0, |chain| {
@@ -321,6 +324,7 @@ impl RequestRecord {
             ts_ms,
             started: Instant::now(),
             waited: Duration::ZERO,
+            load: 1,
             first_output: None,
             answered_whole: false,
             usage: None,
@@ -645,7 +649,9 @@ impl RequestRecord {
                 reported_prefill_tokens_per_s: self.reported_rates.0,
                 reported_decode_tokens_per_s: self.reported_rates.1,
                 class: self.context.class,
-                concurrent: self.sharing,
+                concurrent: self.load,
+                predicted_ttft_ms: self.predicted_ttft_ms,
+                waited: self.waited,
                 failed: upstream_failure,
             },
         );

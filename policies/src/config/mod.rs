@@ -247,6 +247,10 @@ pub struct Backend {
     /// `max_queue`) or get 503.
     pub max_concurrency: Option<usize>,
     pub max_queue: usize,
+    /// The machine the backend runs on, when it shares one with other
+    /// backends (`hardware:`): their requests slow each other, so the
+    /// latency model counts them as load on each.
+    pub hardware: Option<String>,
     pub pricing: Pricing,
     /// Starting figures for the latency model (from the simulator's own
     /// parameters for `sim` backends when unset).

@@ -131,6 +131,8 @@ pub(super) struct RawBackend {
     #[serde(default)]
     pub timeouts: RawTimeouts,
     pub max_concurrency: Option<usize>,
+    /// Backends naming the same hardware share it (and slow each other).
+    pub hardware: Option<String>,
     pub context_window: Option<u32>,
     pub max_response_bytes: Option<usize>,
     #[serde(default)]

@@ -272,6 +272,7 @@ fn validate_backend(ck: &Checker<'_>, name: &str, raw: RawBackend) -> Result<Bac
         adapter,
         timeouts,
         max_concurrency: raw.max_concurrency,
+        hardware: raw.hardware,
         max_response_bytes: raw
             .max_response_bytes
             .unwrap_or(super::DEFAULT_MAX_RESPONSE_BYTES),

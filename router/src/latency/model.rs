@@ -86,6 +86,11 @@ pub struct Observation {
     /// Requests the backend was serving while this one ran, itself
     /// included: the load its rates were measured under.
     pub concurrent: u32,
+    /// The first-token time predicted when the request was routed here,
+    /// and how long it then waited in the gateway for a slot (the caller's
+    /// first-token time is that wait and `ttft`).
+    pub predicted_ttft_ms: Option<f64>,
+    pub waited: Duration,
     pub failed: bool,
 }
 
@@ -114,6 +119,12 @@ pub struct BackendLatency {
     class_decode_ratio: [Stat; 2],
     /// Whole TTFT as observed, for its spread.
     ttft_ms: Stat,
+    /// Measured over predicted first-token time (the caller's, wait
+    /// included): once enough are seen, predictions are scaled by its
+    /// median (p50) and its 90th percentile (p90), so a model that runs
+    /// short or long, or a spread wider than the overhead's, is corrected
+    /// by what actually happened.
+    calibration: Stat,
     /// Decode and prefill rates beside other requests, relative to the
     /// rates alone, by load level (the first is alone: always 1).
     decode_load: [Stat; LOAD_LEVELS],
@@ -122,6 +133,10 @@ pub struct BackendLatency {
     concurrency: u32,
     queue: Queue,
 }
+
+/// Predictions checked against measurements before their errors scale
+/// predictions.
+const CALIBRATION_SAMPLES: usize = 10;
 
 /// Below this many uncached tokens, TTFT is taken as overhead alone.
 const SMALL_PREFILL: u32 = 64;
@@ -140,6 +155,7 @@ impl BackendLatency {
             decode_tps: [decode(0), decode(1), decode(2), decode(3)],
             class_decode_ratio: [Stat::new(1.0), Stat::new(1.0)],
             ttft_ms: Stat::new(hints.base_ttft.as_secs_f64() * 1000.0),
+            calibration: Stat::new(1.0),
             decode_load: std::array::from_fn(|_| Stat::new(1.0)),
             prefill_load: std::array::from_fn(|_| Stat::new(1.0)),
             error_rate: 0.0,
@@ -148,12 +164,18 @@ impl BackendLatency {
         }
     }
 
-    /// A request of `shape` bound for the backend: it counts as work ahead
-    /// of later requests until [`Self::finished`]. Returns its id.
-    pub fn started(&mut self, shape: &Shape) -> u64 {
-        let level = load_level(self.running_alongside());
+    /// A request of `shape` bound for the backend, with `others` running
+    /// on other backends of the same hardware: it counts as work ahead of
+    /// later requests until [`Self::finished`]. Returns its id.
+    pub fn started(&mut self, shape: &Shape, others: u32) -> u64 {
+        let level = load_level(self.running_alongside(others));
         let service_ms = self.service_ms(shape, level);
         self.queue.add(service_ms)
+    }
+
+    /// Requests running on the backend now.
+    pub fn running_now(&self) -> u32 {
+        u32::try_from(self.queue.running_count()).unwrap_or(u32::MAX)
     }
 
     /// The request got its slot at the backend.
@@ -165,14 +187,18 @@ impl BackendLatency {
         self.queue.remove(id);
     }
 
-    pub fn set_engine_load(&mut self, load: EngineLoad, now: Instant) {
-        self.queue.set_engine_load(load, now);
+    pub fn set_engine_load(&mut self, load: EngineLoad, now: Instant, fresh_for: Duration) {
+        self.queue.set_engine_load(load, now, fresh_for);
     }
 
-    /// Requests a new one would run beside (itself included), once it runs.
-    fn running_alongside(&self) -> u32 {
+    /// Requests a new one would run beside (itself included), once it
+    /// runs: on this backend, and `others` on backends of the same hardware.
+    fn running_alongside(&self, others: u32) -> u32 {
         let ahead = u32::try_from(self.queue.len()).unwrap_or(u32::MAX);
-        ahead.saturating_add(1).min(self.concurrency)
+        ahead
+            .saturating_add(1)
+            .min(self.concurrency)
+            .saturating_add(others)
     }
 
     /// The backend time a request of `shape` takes at a load level: its
@@ -215,6 +241,11 @@ impl BackendLatency {
         };
         let ttft_ms = ttft.as_secs_f64() * 1000.0;
         self.ttft_ms.observe(ttft_ms);
+        if let Some(predicted) = o.predicted_ttft_ms.filter(|p| *p > 0.0 && p.is_finite()) {
+            let waited_ms = o.waited.as_secs_f64() * 1000.0;
+            self.calibration
+                .observe(((waited_ms + ttft_ms) / predicted).clamp(0.1, 10.0));
+        }
         match o.reported_prefill_tokens_per_s {
             Some(rate) => self.observe_prefill(rate, o),
             None if uncached >= LARGE_PREFILL => {
@@ -270,8 +301,9 @@ impl BackendLatency {
     /// Expected figures for a request of `shape`, arriving `now`: the
     /// wait for the work ahead, then its own overhead and prefill, at the
     /// rates of the load it will run under.
-    pub fn predict(&self, shape: &Shape, now: Instant) -> Prediction {
-        let level = load_level(self.running_alongside());
+    /// `others`: requests running on other backends of the same hardware.
+    pub fn predict(&self, shape: &Shape, now: Instant, others: u32) -> Prediction {
+        let level = load_level(self.running_alongside(others));
         let (prefill, tokens_per_s) = self.rates(shape, level);
         // A request known only by count (another client's, at the engine):
         // a typical reply's length, at this load.
@@ -284,8 +316,18 @@ impl BackendLatency {
             .wait_ms(self.concurrency, self.service_ms(&typical, level), now);
         let uncached = f64::from(shape.prompt_tokens.saturating_sub(shape.cached_tokens));
         let prefill_ms = uncached / prefill * 1000.0;
-        let ttft_p50_ms = queue_ms + self.base_ttft_ms.quantile(0.5) + prefill_ms;
-        let ttft_p90_ms = queue_ms + self.base_ttft_ms.quantile(0.9) + prefill_ms;
+        let (ttft_p50_ms, ttft_p90_ms) = if self.calibration.samples() > CALIBRATION_SAMPLES {
+            let expected = queue_ms + self.base_ttft_ms.mean() + prefill_ms;
+            (
+                expected * self.calibration.quantile(0.5),
+                expected * self.calibration.quantile(0.9),
+            )
+        } else {
+            (
+                queue_ms + self.base_ttft_ms.quantile(0.5) + prefill_ms,
+                queue_ms + self.base_ttft_ms.quantile(0.9) + prefill_ms,
+            )
+        };
         Prediction {
             queue_ms,
             ttft_p50_ms,
@@ -331,7 +373,7 @@ mod tests {
     }
 
     fn predict(model: &BackendLatency, prompt: u32, cached: u32, output: u32) -> Prediction {
-        model.predict(&shape(prompt, cached, output), Instant::now())
+        model.predict(&shape(prompt, cached, output), Instant::now(), 0)
     }
 
     #[test]
@@ -377,15 +419,15 @@ mod tests {
         // One request running (100 output tokens: about 2.1 s of service),
         // one waiting behind it.
         let now = Instant::now();
-        let first = model.started(&shape(10, 0, 100));
+        let first = model.started(&shape(10, 0, 100), 0);
         model.running(first, now);
-        let second = model.started(&shape(10, 0, 100));
-        let busy = model.predict(&shape(10, 0, 10), now);
+        let second = model.started(&shape(10, 0, 100), 0);
+        let busy = model.predict(&shape(10, 0, 10), now, 0);
         assert!(busy.queue_ms > 4000.0 && busy.queue_ms < 4500.0, "{busy:?}");
         assert!((busy.ttft_p50_ms - idle.ttft_p50_ms - busy.queue_ms).abs() < 1e-6);
         // As the running one proceeds, the wait shrinks; when both are
         // done, there is none.
-        let later = model.predict(&shape(10, 0, 10), now + ms(1000));
+        let later = model.predict(&shape(10, 0, 10), now + ms(1000), 0);
         assert!(later.queue_ms < busy.queue_ms - 900.0, "{later:?}");
         model.finished(first);
         model.finished(second);
@@ -410,12 +452,41 @@ mod tests {
         assert!((predict(&model, 10, 0, 10).tokens_per_s - 100.0).abs() < 10.0);
         let now = Instant::now();
         for _ in 0..3 {
-            let id = model.started(&shape(10, 0, 10));
+            let id = model.started(&shape(10, 0, 10), 0);
             model.running(id, now);
         }
-        let shared = model.predict(&shape(10, 0, 10), now);
+        let shared = model.predict(&shape(10, 0, 10), now, 0);
         assert!((shared.tokens_per_s - 40.0).abs() < 5.0, "{shared:?}");
         assert_eq!(shared.queue_ms, 0.0, "a slot is free");
+    }
+
+    #[test]
+    fn predictions_are_corrected_by_how_they_turned_out() {
+        let mut model = BackendLatency::new(LatencyHints {
+            base_ttft: ms(100),
+            ..LatencyHints::default()
+        });
+        // The backend answers in 100 ms, but every call waited (somewhere
+        // the model does not see) until twice, and one in five four times,
+        // what was predicted of it.
+        for i in 0..40 {
+            let predicted = predict(&model, 10, 0, 10).ttft_p50_ms;
+            let factor = if i % 5 == 0 { 4.0 } else { 2.0 };
+            model.observe(&Observation {
+                predicted_ttft_ms: Some(predicted),
+                waited: ms((predicted * factor - 100.0).max(0.0) as u64),
+                ..observation(10, 100, 10, 200)
+            });
+        }
+        let corrected = predict(&model, 10, 0, 10);
+        assert!(
+            (corrected.ttft_p50_ms / 100.0 - 2.0).abs() < 0.3,
+            "{corrected:?}"
+        );
+        assert!(
+            (corrected.ttft_p90_ms / 100.0 - 4.0).abs() < 0.5,
+            "{corrected:?}"
+        );
     }
 
     #[test]
@@ -431,7 +502,8 @@ mod tests {
                 waiting: 3,
             },
             now,
+            ms(2000),
         );
-        assert!(model.predict(&shape(10, 0, 10), now).queue_ms > 1000.0);
+        assert!(model.predict(&shape(10, 0, 10), now, 0).queue_ms > 1000.0);
     }
 }

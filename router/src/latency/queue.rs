@@ -16,9 +16,6 @@ pub struct EngineLoad {
     pub waiting: u32,
 }
 
-/// An engine report older than this is not trusted (the scrape stopped).
-const ENGINE_REPORT_TTL: Duration = Duration::from_secs(5);
-
 /// A running request is expected to need at least this share of its
 /// predicted service time again, however long it has run already (it has
 /// overrun its prediction, and is still going).
@@ -36,6 +33,7 @@ struct Work {
 pub struct Queue {
     work: Vec<Work>,
     next_id: u64,
+    /// The engine's last report, and until when it is trusted.
     engine: Option<(EngineLoad, Instant)>,
 }
 
@@ -62,8 +60,10 @@ impl Queue {
         self.work.retain(|w| w.id != id);
     }
 
-    pub fn set_engine_load(&mut self, load: EngineLoad, now: Instant) {
-        self.engine = Some((load, now));
+    /// The engine's report, trusted for `fresh_for` (two scrape intervals:
+    /// past that, the scrape has stopped).
+    pub fn set_engine_load(&mut self, load: EngineLoad, now: Instant, fresh_for: Duration) {
+        self.engine = Some((load, now + fresh_for));
     }
 
     /// Requests this gateway has at the backend or waiting for it.
@@ -71,21 +71,25 @@ impl Queue {
         self.work.len()
     }
 
-    fn running_count(&self) -> usize {
+    pub fn running_count(&self) -> usize {
         self.work
             .iter()
             .filter(|w| w.running_since.is_some())
             .count()
     }
 
-    /// Requests the engine has beyond this gateway's running ones: running,
-    /// and waiting inside the engine.
+    /// Requests the engine has beyond this gateway's running ones (other
+    /// clients', other gateway replicas'): running, and waiting inside the
+    /// engine. Ours count among the engine's running first, then among its
+    /// waiting.
     fn engine_extra(&self, ours_running: usize, now: Instant) -> (usize, usize) {
         match self.engine {
-            Some((load, at)) if now.saturating_duration_since(at) <= ENGINE_REPORT_TTL => (
-                (load.running as usize).saturating_sub(ours_running),
-                load.waiting as usize,
-            ),
+            Some((load, until)) if now <= until => {
+                let (running, waiting) = (load.running as usize, load.waiting as usize);
+                let others = (running + waiting).saturating_sub(ours_running);
+                let others_running = running.saturating_sub(ours_running);
+                (others_running, others - others_running)
+            }
             _ => (0, 0),
         }
     }
@@ -196,17 +200,23 @@ mod tests {
     fn the_engines_other_work_counts_while_its_report_is_fresh() {
         let now = Instant::now();
         let mut queue = Queue::default();
-        queue.set_engine_load(
-            EngineLoad {
-                running: 1,
-                waiting: 2,
-            },
-            now,
-        );
+        let fresh_for = Duration::from_secs(2);
+        let load = |running, waiting| EngineLoad { running, waiting };
+        queue.set_engine_load(load(1, 2), now, fresh_for);
         // One slot held by another client's request (half of 400 left),
         // two more of theirs waiting.
         assert!((queue.wait_ms(1, 400.0, now) - 1000.0).abs() < 1e-6);
-        let later = now + ENGINE_REPORT_TTL + Duration::from_secs(1);
+        let later = now + fresh_for + Duration::from_secs(1);
         assert_eq!(queue.wait_ms(1, 400.0, later), 0.0);
+        // Requests of ours the engine counts are not waited for twice: two
+        // running here, the engine running one of them and holding the
+        // other back, leaves nobody else's.
+        let mut ours = Queue::default();
+        for _ in 0..2 {
+            let id = ours.add(1000.0);
+            ours.running(id, now);
+        }
+        ours.set_engine_load(load(1, 1), now, fresh_for);
+        assert_eq!(ours.engine_extra(2, now), (0, 0));
     }
 }

@@ -130,7 +130,12 @@ impl Router {
         }
         header_names.sort();
         header_names.dedup();
-        let mut latency = LocalLatency::new(config.backends.values().map(hints_of));
+        let mut latency = LocalLatency::new(
+            config
+                .backends
+                .values()
+                .map(|b| (hints_of(b), b.hardware.clone())),
+        );
         let mut speculation = SpeculationStats::new(config.backends.len());
         // One index entry per replica, or per slot of each replica where
         // a llama.cpp backend declares its slots (each slot holds its own
