@@ -30,11 +30,12 @@ cargo build --release --locked -p switchyard -p switchyard-examples
 work=$(mktemp -d)
 echo "== results in $work"
 
-echo "== each server alone (llama.cpp's own timings, one request of 64 tokens)"
+echo "== each server alone (llama.cpp's own timings, one request of 64 tokens, its prompt not cached)"
+document=$(python3 -c "print(' '.join(f'Note {i}: rivers carry silt to the sea.' for i in range(40)))")
 for tier in small:18181 mid:18182 ngram:18183; do
   name="${tier%%:*}" port="${tier##*:}"
-  curl -s "http://127.0.0.1:$port/v1/chat/completions" -H 'content-type: application/json' \
-    -d '{"messages":[{"role":"user","content":"Explain how a river delta forms."}],"max_tokens":64,"temperature":0}' |
+  body=$(python3 -c 'import json,sys,time; print(json.dumps({"messages":[{"role":"user","content":f"[{time.time_ns()}] "+sys.argv[1]+" Explain how a river delta forms."}],"max_tokens":64,"temperature":0,"cache_prompt":False}))' "$document")
+  curl -s "http://127.0.0.1:$port/v1/chat/completions" -H 'content-type: application/json' -d "$body" |
     python3 -c "import json,sys; t=json.load(sys.stdin)['timings']; print(f'$name: prefill {t[\"prompt_per_second\"]:.0f} tokens/s, decode {t[\"predicted_per_second\"]:.1f} tokens/s')" |
     tee -a "$work/alone.txt"
 done
