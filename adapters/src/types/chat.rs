@@ -324,7 +324,20 @@ impl ChatResponse {
     /// (`logprobs`, `refusal`) are spliced into those bytes as `null`.
     pub fn with_verbatim(mut self, body: Bytes) -> Self {
         if !self.object.is_empty() && self.created != 0 && !self.model.is_empty() {
-            let filled = super::fill_chat_answer(&body).map(Bytes::from);
+            // Most servers that send these fields send every one (null or
+            // not), and then the body need not be read again: every
+            // message has its `refusal`, no choice has a logprobs object,
+            // and there are as many `logprobs` keys as choices.
+            let complete = self
+                .choices
+                .iter()
+                .all(|c| c.message.extra.contains_key("refusal") && c.logprobs.is_none())
+                && super::spec_fields::keys_named(&body, b"\"logprobs\"") == self.choices.len();
+            let filled = if complete {
+                None
+            } else {
+                super::fill_chat_answer(&body).map(Bytes::from)
+            };
             self.verbatim = Some(filled.unwrap_or(body));
         }
         self

@@ -109,6 +109,27 @@ pub fn fill_chat_answer(body: &[u8]) -> Option<Vec<u8>> {
     Some(filled)
 }
 
+/// How many times `quoted` (a name with its quotes) is an object key in a
+/// JSON body: followed, past any whitespace, by a colon. Inside a string
+/// the name's quotes would be escaped, and a value is never followed by a
+/// colon, so only keys count.
+pub(super) fn keys_named(body: &[u8], quoted: &[u8]) -> usize {
+    let mut count = 0;
+    let mut from = 0;
+    while let Some(at) = body[from..].windows(quoted.len()).position(|w| w == quoted) {
+        let after = from + at + quoted.len();
+        if body[after..]
+            .iter()
+            .find(|b| !b.is_ascii_whitespace())
+            .is_some_and(|b| *b == b':')
+        {
+            count += 1;
+        }
+        from = after;
+    }
+    count
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -125,6 +146,13 @@ mod tests {
         );
         let parsed: Value = serde_json::from_str(&filled).unwrap();
         assert_eq!(parsed["choices"][1]["message"]["refusal"], "no");
+    }
+
+    #[test]
+    fn keys_are_counted_and_values_are_not() {
+        let body = br#"{"choices":[{"logprobs" : null,"message":{"content":"logprobs"}},{"logprobs":null}],"x":"\"logprobs\": 1"}"#;
+        assert_eq!(keys_named(body, br#""logprobs""#), 2);
+        assert_eq!(keys_named(b"{}", br#""logprobs""#), 0);
     }
 
     #[test]
