@@ -332,7 +332,7 @@ impl ChatResponse {
                 .choices
                 .iter()
                 .all(|c| c.message.extra.contains_key("refusal") && c.logprobs.is_none())
-                && super::spec_fields::keys_named(&body, b"\"logprobs\"") == self.choices.len();
+                && super::spec_fields::keys_named(&body, "\"logprobs\"") == self.choices.len();
             let filled = if complete {
                 None
             } else {

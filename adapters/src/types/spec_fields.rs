@@ -113,21 +113,15 @@ pub fn fill_chat_answer(body: &[u8]) -> Option<Vec<u8>> {
 /// JSON body: followed, past any whitespace, by a colon. Inside a string
 /// the name's quotes would be escaped, and a value is never followed by a
 /// colon, so only keys count.
-pub(super) fn keys_named(body: &[u8], quoted: &[u8]) -> usize {
-    let mut count = 0;
-    let mut from = 0;
-    while let Some(at) = body[from..].windows(quoted.len()).position(|w| w == quoted) {
-        let after = from + at + quoted.len();
-        if body[after..]
-            .iter()
-            .find(|b| !b.is_ascii_whitespace())
-            .is_some_and(|b| *b == b':')
-        {
-            count += 1;
-        }
-        from = after;
-    }
-    count
+pub(super) fn keys_named(body: &[u8], quoted: &str) -> usize {
+    // A body that is not UTF-8 is not JSON: it counts nothing (and gets
+    // the full reading, which refuses it).
+    let Ok(text) = std::str::from_utf8(body) else {
+        return 0;
+    };
+    text.match_indices(quoted)
+        .filter(|(at, _)| text[at + quoted.len()..].trim_start().starts_with(':'))
+        .count()
 }
 
 #[cfg(test)]
@@ -151,8 +145,8 @@ mod tests {
     #[test]
     fn keys_are_counted_and_values_are_not() {
         let body = br#"{"choices":[{"logprobs" : null,"message":{"content":"logprobs"}},{"logprobs":null}],"x":"\"logprobs\": 1"}"#;
-        assert_eq!(keys_named(body, br#""logprobs""#), 2);
-        assert_eq!(keys_named(b"{}", br#""logprobs""#), 0);
+        assert_eq!(keys_named(body, r#""logprobs""#), 2);
+        assert_eq!(keys_named(b"{}", r#""logprobs""#), 0);
     }
 
     #[test]
