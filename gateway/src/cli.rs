@@ -77,6 +77,23 @@ pub enum Command {
         #[arg(long)]
         config: Option<PathBuf>,
     },
+    /// Report budget attainment from the ledger: the share of requests that
+    /// got the speed their use case (profile) needs, and the traffic served
+    /// far faster than it needs on a paid cloud tier.
+    Budgets {
+        /// How far back: 7d, 24h, 30m.
+        #[arg(long, default_value = "7d")]
+        since: String,
+        /// Group by profile, route or backend.
+        #[arg(long, default_value = "profile")]
+        by: String,
+        /// table, json or csv.
+        #[arg(long, default_value = "table")]
+        format: String,
+        /// The config whose ledger to read (the embedded default's when absent).
+        #[arg(long)]
+        config: Option<PathBuf>,
+    },
     /// Print the hash of an API key, for `auth.keys[].hash` in the config.
     KeyHash {
         /// The key (anything hard to guess, e.g. from `openssl rand -hex 24`).

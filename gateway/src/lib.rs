@@ -5,6 +5,7 @@
 pub mod access;
 pub mod app;
 pub mod breaker;
+pub mod budgets_cli;
 pub mod cli;
 pub mod config_file;
 pub mod context_watch;
@@ -18,6 +19,7 @@ pub mod metrics;
 pub mod probe;
 pub mod receipts;
 pub mod redact;
+pub mod report_text;
 pub mod routing;
 pub mod sim_cli;
 pub mod sim_server;

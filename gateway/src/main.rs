@@ -52,6 +52,21 @@ fn run() -> anyhow::Result<()> {
                 &mut std::io::stdout().lock(),
             )
         }
+        Command::Budgets {
+            since,
+            by,
+            format,
+            config,
+        } => {
+            let config = config_file::load(config.as_deref())?;
+            switchyard::budgets_cli::run(
+                &config.ledger.path,
+                &since,
+                &by,
+                &format,
+                &mut std::io::stdout().lock(),
+            )
+        }
         Command::KeyHash { key } => {
             let hash = switchyard::access::hash_key(&key);
             let hex: String = hash.iter().map(|b| format!("{b:02x}")).collect();

@@ -4,6 +4,7 @@ use std::io::Write;
 
 use crate::handlers::{parse_dimension, parse_since};
 use crate::ledger::{SpendLine, SpendReport, now_ms, spend_report};
+use crate::report_text::{self, Rows};
 
 pub fn run(
     ledger_path: &str,
@@ -24,8 +25,8 @@ pub fn run(
             serde_json::to_writer_pretty(&mut *out, &report)?;
             writeln!(out)?;
         }
-        "csv" => csv(&report, out)?,
-        "table" => table(&report, out)?,
+        "csv" => report_text::csv(out, report.by, &COLUMNS, &rows(&report))?,
+        "table" => report_text::table(out, report.by, &COLUMNS, &rows(&report))?,
         other => anyhow::bail!("--format: `{other}` is not one of table, json, csv"),
     }
     Ok(())
@@ -62,48 +63,11 @@ fn cells(line: &SpendLine) -> [String; 11] {
     ]
 }
 
-fn csv(report: &SpendReport, out: &mut impl Write) -> std::io::Result<()> {
-    writeln!(out, "{},{}", report.by, COLUMNS.join(","))?;
-    for line in report.lines.iter().chain(std::iter::once(&report.total)) {
-        // Group names come from config (a safe alphabet) or dates.
-        writeln!(out, "{},{}", line.group, cells(line).join(","))?;
-    }
-    Ok(())
-}
-
-fn table(report: &SpendReport, out: &mut impl Write) -> std::io::Result<()> {
-    let rows: Vec<(String, [String; 11])> = report
+fn rows(report: &SpendReport) -> Rows {
+    report
         .lines
         .iter()
         .chain(std::iter::once(&report.total))
-        .map(|l| (l.group.clone(), cells(l)))
-        .collect();
-    let first = rows
-        .iter()
-        .map(|(g, _)| g.len())
-        .chain([report.by.len()])
-        .max()
-        .unwrap_or(5);
-    let widths: Vec<usize> = (0..COLUMNS.len())
-        .map(|i| {
-            rows.iter()
-                .map(|(_, c)| c[i].len())
-                .chain([COLUMNS[i].len()])
-                .max()
-                .unwrap_or(0)
-        })
-        .collect();
-    write!(out, "{:<first$}", report.by)?;
-    for (name, width) in COLUMNS.iter().zip(&widths) {
-        write!(out, "  {name:>width$}")?;
-    }
-    writeln!(out)?;
-    for (group, cells) in &rows {
-        write!(out, "{group:<first$}")?;
-        for (cell, width) in cells.iter().zip(&widths) {
-            write!(out, "  {cell:>width$}")?;
-        }
-        writeln!(out)?;
-    }
-    Ok(())
+        .map(|l| (l.group.clone(), cells(l).to_vec()))
+        .collect()
 }

@@ -776,3 +776,73 @@ async fn a_long_stream_without_usage_is_counted_whole() {
         .await;
     assert_eq!(output, [WORDS as i64]);
 }
+
+#[tokio::test]
+async fn budget_attainment_per_profile_from_the_ledger() {
+    let ledger = support::unique_path("ledger.db");
+    let admin = support::key_hash("sk-admin");
+    let builder = priced("").section(&format!(
+        "ledger: {{path: '{}', flush_ms: 50}}\nauth:\n  admin_key_hash: '{admin}'\n",
+        ledger.display()
+    ));
+    let config = support::write_temp_config(&builder.yaml());
+    let mut gateway = builder.start();
+    let url = gateway.url("/v1/chat/completions");
+    // Streamed, so first tokens are measured: two chat answers locally,
+    // one batch job on the priced cloud tier (nobody waits for it: paying
+    // for cloud speed there is over-serving it).
+    for (model, profile) in [("local", "chat"), ("local", "chat"), ("cloud", "batch")] {
+        let mut body = short("hi", model);
+        body["stream"] = json!(true);
+        let reply = post_with(&url, &body, &[("x-switchyard-profile", profile)]).await;
+        assert_eq!(reply.status, 200);
+    }
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    assert_eq!(get(&gateway.url("/admin/budgets")).await.status, 401);
+    let report = get_with(
+        &gateway.url("/admin/budgets?by=profile&since=1d"),
+        &[("authorization", "Bearer sk-admin")],
+    )
+    .await
+    .json();
+    let line = |group: &str| {
+        report["lines"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|l| l["group"] == group)
+            .cloned()
+            .unwrap()
+    };
+    let chat = line("chat");
+    assert_eq!(chat["requests"], 2);
+    assert_eq!(chat["ttft_measured"], 2);
+    assert_eq!(chat["within_ttft_share"], 1.0, "{report}");
+    assert_eq!(chat["over_served"], 0);
+    let batch = line("batch");
+    assert_eq!(batch["over_served"], 1);
+    assert!(batch["over_served_usd"].as_f64().unwrap() > 0.0);
+    assert_eq!(report["total"]["requests"], 3);
+    gateway.terminate();
+
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_switchyard"))
+        .args([
+            "budgets",
+            "--config",
+            config.to_str().unwrap(),
+            "--by",
+            "backend",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let table = String::from_utf8(out.stdout).unwrap();
+    assert!(table.starts_with("backend  requests"), "{table}");
+    for group in ["cloud", "local", "total"] {
+        assert!(table.lines().any(|l| l.starts_with(group)), "{table}");
+    }
+}

@@ -1,5 +1,6 @@
 //! The admin API, for the admin key only: `GET /admin/spend?since=7d&by=key`
-//! (the spend report) and `POST /admin/reload` (read the config file again).
+//! (the spend report), `GET /admin/budgets?since=7d&by=profile` (budget
+//! attainment) and `POST /admin/reload` (read the config file again).
 
 use http::{Request, Response, StatusCode};
 use hyper::body::Incoming;
@@ -7,7 +8,7 @@ use hyper::body::Incoming;
 use crate::app::App;
 use crate::error::GatewayError;
 use crate::http::{Body, json_response};
-use crate::ledger::{Dimension, now_ms, spend_report};
+use crate::ledger::{AttainmentDimension, Dimension, attainment_report, now_ms, spend_report};
 use crate::live::Live;
 
 /// The answer to anyone without the admin key, on any admin path.
@@ -18,6 +19,27 @@ pub fn unauthorized() -> GatewayError {
 }
 
 pub async fn spend(app: &App, req: Request<Incoming>) -> Result<Response<Body>, GatewayError> {
+    let (since, by) = report_query(app, &req, "key", parse_dimension)?;
+    ledger_report(app, move |conn| spend_report(conn, now_ms() - since, by)).await
+}
+
+/// `GET /admin/budgets?since=7d&by=profile`: the budget-attainment report.
+pub async fn budgets(app: &App, req: Request<Incoming>) -> Result<Response<Body>, GatewayError> {
+    let (since, by) = report_query(app, &req, "profile", parse_attainment_dimension)?;
+    ledger_report(app, move |conn| {
+        attainment_report(conn, now_ms() - since, by)
+    })
+    .await
+}
+
+/// A report's `since` and `by` from the query string, for the admin key
+/// only; `by` defaults to `default_by`.
+fn report_query<D>(
+    app: &App,
+    req: &Request<Incoming>,
+    default_by: &str,
+    parse_by: fn(&str) -> Result<D, String>,
+) -> Result<(i64, D), GatewayError> {
     if !app.keys.is_admin(req.headers()) {
         return Err(unauthorized());
     }
@@ -29,22 +51,24 @@ pub async fn spend(app: &App, req: Request<Incoming>) -> Result<Response<Body>, 
             .find(|(k, _)| *k == name)
             .map(|(_, v)| v.to_owned())
     };
-    let since = parse_since(param("since").as_deref().unwrap_or("7d")).map_err(|message| {
-        GatewayError::InvalidField {
-            param: "since".into(),
-            message,
-        }
-    })?;
-    let by = parse_dimension(param("by").as_deref().unwrap_or("key")).map_err(|message| {
-        GatewayError::InvalidField {
-            param: "by".into(),
-            message,
-        }
-    })?;
+    let invalid = |param: &str| {
+        let param = param.to_owned();
+        move |message| GatewayError::InvalidField { param, message }
+    };
+    let since = parse_since(param("since").as_deref().unwrap_or("7d")).map_err(invalid("since"))?;
+    let by = parse_by(param("by").as_deref().unwrap_or(default_by)).map_err(invalid("by"))?;
+    Ok((since, by))
+}
+
+/// A report read from the ledger off the async threads, as JSON.
+async fn ledger_report<R: serde::Serialize + Send + 'static>(
+    app: &App,
+    read: impl FnOnce(&rusqlite::Connection) -> rusqlite::Result<R> + Send + 'static,
+) -> Result<Response<Body>, GatewayError> {
     let path = app.ledger_path.clone();
     let report = tokio::task::spawn_blocking(move || {
         let conn = rusqlite::Connection::open(&path)?;
-        spend_report(&conn, now_ms() - since, by)
+        read(&conn)
     })
     .await
     .map_err(|err| GatewayError::Internal {
@@ -81,6 +105,13 @@ pub fn parse_since(text: &str) -> Result<i64, String> {
         _ => return Err(bad()),
     };
     n.checked_mul(unit_ms).filter(|ms| *ms >= 0).ok_or_else(bad)
+}
+
+pub fn parse_attainment_dimension(text: &str) -> Result<AttainmentDimension, String> {
+    AttainmentDimension::from_name(text).ok_or_else(|| {
+        let names: Vec<&str> = AttainmentDimension::ALL.iter().map(|d| d.name()).collect();
+        format!("`{text}` is not one of {}", names.join(", "))
+    })
 }
 
 pub fn parse_dimension(text: &str) -> Result<Dimension, String> {

@@ -35,7 +35,7 @@ use crate::error::{Dialect, GatewayError};
 use crate::http::Body;
 use crate::live::Live;
 
-pub use admin::{parse_dimension, parse_since};
+pub use admin::{parse_attainment_dimension, parse_dimension, parse_since};
 use endpoint::Endpoint;
 pub use explain::{decide_chat, explain_chat};
 pub use hedge::HedgeSpend;
@@ -141,6 +141,10 @@ async fn serve_endpoint(
             Ok(()) => admin::spend(app, req).await,
             Err(err) => Err(err),
         },
+        "/admin/budgets" => match allow(&req, Method::GET, "GET") {
+            Ok(()) => admin::budgets(app, req).await,
+            Err(err) => Err(err),
+        },
         "/admin/reload" => match allow(&req, Method::POST, "POST") {
             Ok(()) => admin::reload(live).await,
             Err(err) => Err(err),
@@ -193,7 +197,7 @@ fn is_admin_path(path: &str) -> bool {
 /// The paths served (after any `/v1`), as `'static` strings: the request
 /// itself moves into its endpoint, and a copy of its path would cost an
 /// allocation on every request.
-const ENDPOINTS: [&str; 14] = [
+const ENDPOINTS: [&str; 15] = [
     "/chat/completions",
     "/messages",
     "/messages/count_tokens",
@@ -204,6 +208,7 @@ const ENDPOINTS: [&str; 14] = [
     "/route/explain",
     "/models",
     "/admin/spend",
+    "/admin/budgets",
     "/admin/reload",
     "/healthz",
     "/metrics",

@@ -4,6 +4,7 @@
 //! (every `flush`, or at once in strict mode, where the caller waits for the
 //! commit), and everything queued is written before the process exits.
 
+mod attainment;
 mod report;
 mod row;
 mod schema;
@@ -14,6 +15,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+pub use attainment::{AttainmentDimension, AttainmentReport, attainment_report};
 use futures_util::future::{BoxFuture, Either};
 pub use report::{Dimension, SpendLine, SpendReport, now_ms, spend_report, spend_since};
 pub use row::{Drafts, LedgerRow};

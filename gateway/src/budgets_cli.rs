@@ -1,0 +1,71 @@
+//! `switchyard budgets`: how much of the traffic got the speed its use case
+//! needs, from the ledger, as a table, JSON or CSV.
+
+use std::io::Write;
+
+use crate::handlers::{parse_attainment_dimension, parse_since};
+use crate::ledger::{AttainmentReport, attainment_report, now_ms};
+use crate::report_text::{self, Rows};
+
+pub fn run(
+    ledger_path: &str,
+    since: &str,
+    by: &str,
+    format: &str,
+    out: &mut impl Write,
+) -> anyhow::Result<()> {
+    let since = parse_since(since).map_err(|e| anyhow::anyhow!("--since: {e}"))?;
+    let by = parse_attainment_dimension(by).map_err(|e| anyhow::anyhow!("--by: {e}"))?;
+    if !std::path::Path::new(ledger_path).exists() {
+        anyhow::bail!("no ledger at {ledger_path}: nothing has been served with this config yet");
+    }
+    let conn = rusqlite::Connection::open(ledger_path)?;
+    let report = attainment_report(&conn, now_ms() - since, by)?;
+    match format {
+        "json" => {
+            serde_json::to_writer_pretty(&mut *out, &report)?;
+            writeln!(out)?;
+        }
+        "csv" => report_text::csv(out, report.by, &COLUMNS, &rows(&report))?,
+        "table" => report_text::table(out, report.by, &COLUMNS, &rows(&report))?,
+        other => anyhow::bail!("--format: `{other}` is not one of table, json, csv"),
+    }
+    Ok(())
+}
+
+const COLUMNS: [&str; 9] = [
+    "requests",
+    "ttft_ok",
+    "decode_ok",
+    "both_ok",
+    "ttft_p50_ms",
+    "ttft_p90_ms",
+    "decode_p50",
+    "over_served",
+    "over_served_usd",
+];
+
+fn rows(report: &AttainmentReport) -> Rows {
+    let share = |v: Option<f64>| v.map_or("-".to_owned(), |v| format!("{:.1}%", v * 100.0));
+    let number = |v: Option<f64>| v.map_or("-".to_owned(), |v| format!("{v:.0}"));
+    report
+        .lines
+        .iter()
+        .chain(std::iter::once(&report.total))
+        .map(|l| {
+            let cells = vec![
+                l.requests.to_string(),
+                share(l.within_ttft_share),
+                share(l.within_decode_share),
+                share(l.within_both_share),
+                number(l.ttft_p50_ms),
+                number(l.ttft_p90_ms),
+                l.decode_p50_tokens_per_s
+                    .map_or("-".to_owned(), |v| format!("{v:.1}")),
+                l.over_served.to_string(),
+                format!("{:.6}", l.over_served_usd),
+            ];
+            (l.group.clone(), cells)
+        })
+        .collect()
+}
