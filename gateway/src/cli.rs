@@ -94,6 +94,22 @@ pub enum Command {
         #[arg(long)]
         config: Option<PathBuf>,
     },
+    /// Report agent task time per session from the ledger: calls, time
+    /// waiting on models, time between them (tools, people), tokens, cost.
+    Sessions {
+        /// How far back: 7d, 24h, 30m.
+        #[arg(long, default_value = "1d")]
+        since: String,
+        /// Only sessions whose first call went to this route.
+        #[arg(long)]
+        route: Option<String>,
+        /// table, json or csv.
+        #[arg(long, default_value = "table")]
+        format: String,
+        /// The config whose ledger to read (the embedded default's when absent).
+        #[arg(long)]
+        config: Option<PathBuf>,
+    },
     /// Print the hash of an API key, for `auth.keys[].hash` in the config.
     KeyHash {
         /// The key (anything hard to guess, e.g. from `openssl rand -hex 24`).

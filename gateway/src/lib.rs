@@ -21,6 +21,7 @@ pub mod receipts;
 pub mod redact;
 pub mod report_text;
 pub mod routing;
+pub mod sessions_cli;
 pub mod sim_cli;
 pub mod sim_server;
 pub mod spend_cli;

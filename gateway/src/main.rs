@@ -52,6 +52,21 @@ fn run() -> anyhow::Result<()> {
                 &mut std::io::stdout().lock(),
             )
         }
+        Command::Sessions {
+            since,
+            route,
+            format,
+            config,
+        } => {
+            let config = config_file::load(config.as_deref())?;
+            switchyard::sessions_cli::run(
+                &config.ledger.path,
+                &since,
+                route.as_deref(),
+                &format,
+                &mut std::io::stdout().lock(),
+            )
+        }
         Command::Budgets {
             since,
             by,

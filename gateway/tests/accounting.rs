@@ -846,3 +846,89 @@ async fn budget_attainment_per_profile_from_the_ledger() {
         assert!(table.lines().any(|l| l.starts_with(group)), "{table}");
     }
 }
+
+/// The worked example: an agent's task of four turns of 200 tokens at 50
+/// tokens/s (4 s each), its tools taking 300 ms between turns: about 17 s,
+/// of which 0.9 s is tool time. The report must find each gap within 10 ms.
+#[tokio::test]
+async fn agent_task_time_splits_model_time_from_tool_time() {
+    let ledger = support::unique_path("ledger.db");
+    let admin = support::key_hash("sk-admin");
+    let builder = GatewayBuilder::new()
+        .in_process_sim(
+            "local",
+            "small",
+            "preset: small, base_ttft_ms: 5, prefill_tokens_per_s: 1000000, decode_tokens_per_s: 50, default_max_tokens: 100000, jitter: 0",
+        )
+        .split("agent", &[("local", 1)])
+        .section(&format!(
+            "ledger: {{path: '{}'}}\nauth:\n  admin_key_hash: '{admin}'\n",
+            ledger.display()
+        ));
+    let config = support::write_temp_config(&builder.yaml());
+    let mut gateway = builder.start();
+    let url = gateway.url("/v1/chat/completions");
+    let mut messages = vec![json!({"role": "user", "content": "Fix the failing test"})];
+    let mut client_model_ms = 0.0;
+    for turn in 0..4 {
+        let mut body =
+            json!({"model": "agent", "messages": messages, "max_tokens": 200, "stream": true});
+        body["seed"] = json!(turn);
+        let started = std::time::Instant::now();
+        let reply = post_with(&url, &body, &[("x-session-id", "task-1")]).await;
+        client_model_ms += started.elapsed().as_secs_f64() * 1000.0;
+        assert_eq!(reply.status, 200);
+        if turn < 3 {
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            messages.push(json!({"role": "assistant", "content": null, "tool_calls": [
+                {"id": format!("call_{turn}"), "type": "function", "function": {"name": "run_tests", "arguments": "{}"}}]}));
+            messages.push(json!({"role": "tool", "tool_call_id": format!("call_{turn}"), "content": "1 failed"}));
+        }
+    }
+    // Another session, to be told apart.
+    post_with(&url, &short("hi", "agent"), &[("x-session-id", "task-2")]).await;
+    gateway.terminate();
+
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_switchyard"))
+        .args([
+            "sessions",
+            "--config",
+            config.to_str().unwrap(),
+            "--format",
+            "json",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let task = report["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["session"] == "task-1")
+        .unwrap()
+        .clone();
+    assert_eq!(task["calls"], 4);
+    assert_eq!(task["tool_result_calls"], 3);
+    assert_eq!(task["route"], "agent");
+    assert_eq!(task["output_tokens"], 800, "{task}");
+    let gap = task["gap_ms"].as_f64().unwrap();
+    assert!(
+        (gap - 900.0).abs() <= 30.0,
+        "three 300 ms gaps, each within 10 ms: {gap}"
+    );
+    let model = task["model_ms"].as_f64().unwrap();
+    assert!(
+        (model - client_model_ms).abs() <= 40.0,
+        "{model} against {client_model_ms} seen by the client"
+    );
+    assert!(model > 16_000.0, "800 tokens at 50 tokens/s: {model}");
+    let wall = task["wall_ms"].as_f64().unwrap();
+    assert!((wall - model - gap).abs() < 1e-6);
+    assert_eq!(report["total"]["sessions"], 2);
+    assert_eq!(report["routes"][0]["session"], "agent");
+}

@@ -28,6 +28,8 @@ pub struct RequestView<'a> {
     pub streaming: bool,
     /// Messages in the conversation so far.
     pub turns: u32,
+    /// The request carries tool results (an agent's turn after its tools ran).
+    pub tool_results: bool,
     /// The text routing rules look at: the last user message.
     pub last_user_text: &'a str,
     /// The profile the request named (header or metadata), if any.
@@ -74,6 +76,11 @@ pub struct Features {
     /// Whose cached prefixes the request may count on.
     #[serde(skip)]
     pub tenant: Tenant,
+    /// The caller's session, for the ledger's agent task times.
+    #[serde(skip)]
+    pub session: Option<Arc<str>>,
+    /// The request carries tool results.
+    pub tool_results: bool,
 }
 
 /// The code signal of two keyword hits (see `signals::saturate`).
@@ -109,6 +116,8 @@ impl Features {
             score: 0.0,
             prefix: view.prefix.clone(),
             tenant: view.tenant,
+            session: view.session.map(Arc::from),
+            tool_results: view.tool_results,
         };
         features.score = features.complexity();
         features

@@ -1,6 +1,7 @@
 //! The admin API, for the admin key only: `GET /admin/spend?since=7d&by=key`
 //! (the spend report), `GET /admin/budgets?since=7d&by=profile` (budget
-//! attainment) and `POST /admin/reload` (read the config file again).
+//! attainment), `GET /admin/sessions?since=1d&route=agent` (agent task
+//! time) and `POST /admin/reload` (read the config file again).
 
 use http::{Request, Response, StatusCode};
 use hyper::body::Incoming;
@@ -8,7 +9,9 @@ use hyper::body::Incoming;
 use crate::app::App;
 use crate::error::GatewayError;
 use crate::http::{Body, json_response};
-use crate::ledger::{AttainmentDimension, Dimension, attainment_report, now_ms, spend_report};
+use crate::ledger::{
+    AttainmentDimension, Dimension, attainment_report, now_ms, sessions_report, spend_report,
+};
 use crate::live::Live;
 
 /// The answer to anyone without the admin key, on any admin path.
@@ -32,6 +35,27 @@ pub async fn budgets(app: &App, req: Request<Incoming>) -> Result<Response<Body>
     .await
 }
 
+/// `GET /admin/sessions?since=1d&route=agent`: agent task time per session.
+pub async fn sessions(app: &App, req: Request<Incoming>) -> Result<Response<Body>, GatewayError> {
+    let since = report_since(app, &req)?;
+    let route = query_param(&req, "route");
+    ledger_report(app, move |conn| {
+        sessions_report(conn, now_ms() - since, route.as_deref())
+    })
+    .await
+}
+
+/// A query-string parameter's value.
+fn query_param(req: &Request<Incoming>, name: &str) -> Option<String> {
+    req.uri()
+        .query()
+        .unwrap_or("")
+        .split('&')
+        .filter_map(|kv| kv.split_once('='))
+        .find(|(k, _)| *k == name)
+        .map(|(_, v)| v.to_owned())
+}
+
 /// A report's `since` and `by` from the query string, for the admin key
 /// only; `by` defaults to `default_by`.
 fn report_query<D>(
@@ -40,24 +64,28 @@ fn report_query<D>(
     default_by: &str,
     parse_by: fn(&str) -> Result<D, String>,
 ) -> Result<(i64, D), GatewayError> {
+    let since = report_since(app, req)?;
+    let by =
+        parse_by(query_param(req, "by").as_deref().unwrap_or(default_by)).map_err(|message| {
+            GatewayError::InvalidField {
+                param: "by".into(),
+                message,
+            }
+        })?;
+    Ok((since, by))
+}
+
+/// A report's `since` (7d unless given), for the admin key only.
+fn report_since(app: &App, req: &Request<Incoming>) -> Result<i64, GatewayError> {
     if !app.keys.is_admin(req.headers()) {
         return Err(unauthorized());
     }
-    let query = req.uri().query().unwrap_or("");
-    let param = |name: &str| {
-        query
-            .split('&')
-            .filter_map(|kv| kv.split_once('='))
-            .find(|(k, _)| *k == name)
-            .map(|(_, v)| v.to_owned())
-    };
-    let invalid = |param: &str| {
-        let param = param.to_owned();
-        move |message| GatewayError::InvalidField { param, message }
-    };
-    let since = parse_since(param("since").as_deref().unwrap_or("7d")).map_err(invalid("since"))?;
-    let by = parse_by(param("by").as_deref().unwrap_or(default_by)).map_err(invalid("by"))?;
-    Ok((since, by))
+    parse_since(query_param(req, "since").as_deref().unwrap_or("7d")).map_err(|message| {
+        GatewayError::InvalidField {
+            param: "since".into(),
+            message,
+        }
+    })
 }
 
 /// A report read from the ledger off the async threads, as JSON.

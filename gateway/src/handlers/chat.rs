@@ -80,6 +80,7 @@ impl Endpoint for Chat {
             images: has_images(req),
             streaming: req.is_stream(),
             turns: u32::try_from(req.messages.len()).unwrap_or(u32::MAX),
+            tool_results: req.messages.iter().any(|m| m.role == Role::Tool),
             last_user_text: last_user_text(req),
             ..RequestView::default()
         }

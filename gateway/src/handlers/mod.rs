@@ -145,6 +145,10 @@ async fn serve_endpoint(
             Ok(()) => admin::budgets(app, req).await,
             Err(err) => Err(err),
         },
+        "/admin/sessions" => match allow(&req, Method::GET, "GET") {
+            Ok(()) => admin::sessions(app, req).await,
+            Err(err) => Err(err),
+        },
         "/admin/reload" => match allow(&req, Method::POST, "POST") {
             Ok(()) => admin::reload(live).await,
             Err(err) => Err(err),
@@ -197,7 +201,7 @@ fn is_admin_path(path: &str) -> bool {
 /// The paths served (after any `/v1`), as `'static` strings: the request
 /// itself moves into its endpoint, and a copy of its path would cost an
 /// allocation on every request.
-const ENDPOINTS: [&str; 15] = [
+const ENDPOINTS: [&str; 16] = [
     "/chat/completions",
     "/messages",
     "/messages/count_tokens",
@@ -209,6 +213,7 @@ const ENDPOINTS: [&str; 15] = [
     "/models",
     "/admin/spend",
     "/admin/budgets",
+    "/admin/sessions",
     "/admin/reload",
     "/healthz",
     "/metrics",

@@ -83,6 +83,9 @@ pub struct RequestContext {
     pub use_case: Option<Profile>,
     /// Output tokens expected of the answer, when routed.
     pub expected_output: u32,
+    /// The caller's session, and whether the request carried tool results.
+    pub session: Option<Arc<str>>,
+    pub tool_results: bool,
     /// The request's refusal guard, told when a record takes over its row.
     accounted: Option<Arc<Accounted>>,
 }
@@ -125,6 +128,8 @@ impl RequestContext {
                 decision.features.profile,
                 decision.features.max_tokens,
             ),
+            session: decision.features.session.clone(),
+            tool_results: decision.features.tool_results,
             accounted,
         })
     }
@@ -175,6 +180,8 @@ impl RequestContext {
             route_number: None,
             use_case: None,
             expected_output: 0,
+            session: None,
+            tool_results: false,
             accounted: None,
         })
     }
@@ -259,6 +266,8 @@ impl RequestRecord {
         record.reservation = reservation;
         record.sharing = admission.sharing;
         record.waited = admission.waited;
+        // The row starts when the request began waiting for its slot.
+        record.ts_ms -= i64::try_from(admission.waited.as_millis()).unwrap_or(0);
         record.load = admission.load;
         record.replica = admission.replica;
         record.predicted_ttft_ms = predicted_ttft_ms;
@@ -568,6 +577,8 @@ impl RequestRecord {
             expected_cached_tokens: self.expected_cached_tokens,
             service_tier: self.service_tier.as_ref().map(|t| t.name.clone()),
             unpriced: self.pricing == Pricing::Unpriced,
+            session: self.context.session.clone(),
+            tool_results: self.context.tool_results,
         };
         let saved_ms = self.ttft_saved_ms(&tokens);
         self.metrics.record(self.backend_index, &row, saved_ms);

@@ -135,6 +135,8 @@ impl RefusalGuard {
             expected_cached_tokens: 0,
             service_tier: None,
             unpriced: false,
+            session: None,
+            tool_results: false,
         };
         self.app.metrics.refused(status);
         self.app.ledger.write_detached(row);

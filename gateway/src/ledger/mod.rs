@@ -8,6 +8,7 @@ mod attainment;
 mod report;
 mod row;
 mod schema;
+mod sessions;
 mod writer;
 
 use std::future::Ready;
@@ -19,6 +20,7 @@ pub use attainment::{AttainmentDimension, AttainmentReport, attainment_report};
 use futures_util::future::{BoxFuture, Either};
 pub use report::{Dimension, SpendLine, SpendReport, now_ms, spend_report, spend_since};
 pub use row::{Drafts, LedgerRow};
+pub use sessions::{SessionLine, SessionsReport, sessions_report};
 use switchyard_policies::{Durability, LedgerSettings};
 use tokio::sync::mpsc::error::TrySendError;
 use tokio::sync::{Notify, mpsc, oneshot};

@@ -54,6 +54,11 @@ pub struct LedgerRow {
     /// The backend has no price: `cost_usd` is 0 because the cost is not
     /// known, not because the call was free.
     pub unpriced: bool,
+    /// The caller's session (`x-session-id`, Claude Code's session header,
+    /// the body's `user`), for agent task times.
+    pub session: Option<Arc<str>>,
+    /// The request carried tool results.
+    pub tool_results: bool,
 }
 
 /// Speculative-decoding counts of one request.

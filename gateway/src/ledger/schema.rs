@@ -39,7 +39,9 @@ CREATE TABLE IF NOT EXISTS requests (
     refusal TEXT,
     client_request_id TEXT,
     service_tier TEXT,
-    unpriced INTEGER
+    unpriced INTEGER,
+    session TEXT,
+    tool_results INTEGER
 );
 -- Report queries filter by time and group by one dimension: they read the
 -- time range from this index and group what it finds. (Indexes on a
@@ -85,7 +87,7 @@ fn create_private(path: &str) -> anyhow::Result<()> {
 }
 
 /// Columns added after the first release, added to older ledgers in place.
-const ADDED_COLUMNS: [(&str, &str); 10] = [
+const ADDED_COLUMNS: [(&str, &str); 12] = [
     ("predicted_ttft_ms", "REAL"),
     ("decode_tokens_per_s", "REAL"),
     ("prompt_class", "TEXT"),
@@ -96,6 +98,8 @@ const ADDED_COLUMNS: [(&str, &str); 10] = [
     ("client_request_id", "TEXT"),
     ("service_tier", "TEXT"),
     ("unpriced", "INTEGER"),
+    ("session", "TEXT"),
+    ("tool_results", "INTEGER"),
 ];
 
 fn migrate(conn: &Connection) -> rusqlite::Result<()> {

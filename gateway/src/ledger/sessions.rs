@@ -1,0 +1,224 @@
+//! Agent task time from the ledger: per session, how long the whole task
+//! took, how much of it was spent waiting on models (the union of its
+//! calls' intervals, so parallel calls are not counted twice) and how much
+//! between one answer and the next request (tool or human time).
+
+use std::collections::BTreeMap;
+
+use rusqlite::Connection;
+
+/// One session, or a total over sessions.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+pub struct SessionLine {
+    /// The session id; the route's name, or `total`, for totals.
+    pub session: String,
+    /// The route of its first call (`-` when called by backend name).
+    pub route: String,
+    /// Sessions summed up (1 for a session's own line).
+    pub sessions: u64,
+    pub calls: u64,
+    /// Calls that carried tool results.
+    pub tool_result_calls: u64,
+    /// From the first request's start to the last answer's end.
+    pub wall_ms: f64,
+    /// Time some call of the session was in flight.
+    pub model_ms: f64,
+    /// The rest: tools running, a person reading or typing.
+    pub gap_ms: f64,
+    /// `model_ms` over `wall_ms`.
+    pub waiting_on_models_share: Option<f64>,
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    pub cost_usd: f64,
+    /// Tiers its calls were served by.
+    pub tiers: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct SessionsReport {
+    pub since_ms: i64,
+    pub sessions: Vec<SessionLine>,
+    /// Per route (of each session's first call).
+    pub routes: Vec<SessionLine>,
+    pub total: SessionLine,
+}
+
+/// One call of a session.
+struct Call {
+    route: String,
+    tier: String,
+    start_ms: f64,
+    end_ms: f64,
+    input_tokens: u64,
+    output_tokens: u64,
+    cost_usd: f64,
+    tool_results: bool,
+}
+
+pub fn sessions_report(
+    conn: &Connection,
+    since_ms: i64,
+    route: Option<&str>,
+) -> rusqlite::Result<SessionsReport> {
+    let mut statement = conn.prepare(
+        "SELECT session, COALESCE(route, '-'), tier, ts_ms, duration_ms, input_tokens + cached_tokens,
+                output_tokens, cost_usd, COALESCE(tool_results, 0)
+         FROM requests
+         WHERE ts_ms >= ?1 AND session IS NOT NULL AND refusal IS NULL
+         ORDER BY ts_ms, id",
+    )?;
+    let count = |v: i64| u64::try_from(v).unwrap_or(0);
+    let mut by_session: BTreeMap<String, Vec<Call>> = BTreeMap::new();
+    let rows = statement.query_map([since_ms], |row| {
+        let session: String = row.get(0)?;
+        let start_ms = row.get::<_, i64>(3)? as f64;
+        Ok((
+            session,
+            Call {
+                route: row.get(1)?,
+                tier: row.get(2)?,
+                start_ms,
+                end_ms: start_ms + row.get::<_, f64>(4)?,
+                input_tokens: count(row.get(5)?),
+                output_tokens: count(row.get(6)?),
+                cost_usd: row.get(7)?,
+                tool_results: row.get::<_, i64>(8)? != 0,
+            },
+        ))
+    })?;
+    for row in rows {
+        let (session, call) = row?;
+        by_session.entry(session).or_default().push(call);
+    }
+    let sessions: Vec<SessionLine> = by_session
+        .into_iter()
+        .map(|(session, calls)| session_line(session, &calls))
+        .filter(|line| route.is_none_or(|r| line.route == r))
+        .collect();
+    let mut routes: BTreeMap<String, SessionLine> = BTreeMap::new();
+    for line in &sessions {
+        let total = routes.entry(line.route.clone()).or_default();
+        add(total, line);
+        total.session.clone_from(&line.route);
+        total.route.clone_from(&line.route);
+    }
+    let mut total = SessionLine {
+        session: "total".into(),
+        route: "-".into(),
+        ..SessionLine::default()
+    };
+    for line in &sessions {
+        add(&mut total, line);
+    }
+    Ok(SessionsReport {
+        since_ms,
+        sessions,
+        routes: routes.into_values().collect(),
+        total,
+    })
+}
+
+fn session_line(session: String, calls: &[Call]) -> SessionLine {
+    let start = calls
+        .iter()
+        .map(|c| c.start_ms)
+        .fold(f64::INFINITY, f64::min);
+    let end = calls
+        .iter()
+        .map(|c| c.end_ms)
+        .fold(f64::NEG_INFINITY, f64::max);
+    let wall_ms = (end - start).max(0.0);
+    let model_ms = union_ms(calls);
+    let mut tiers: Vec<String> = calls.iter().map(|c| c.tier.clone()).collect();
+    tiers.sort();
+    tiers.dedup();
+    SessionLine {
+        session,
+        route: calls
+            .first()
+            .map_or_else(|| "-".into(), |c| c.route.clone()),
+        sessions: 1,
+        calls: calls.len() as u64,
+        tool_result_calls: calls.iter().filter(|c| c.tool_results).count() as u64,
+        wall_ms,
+        model_ms,
+        gap_ms: (wall_ms - model_ms).max(0.0),
+        waiting_on_models_share: (wall_ms > 0.0).then(|| model_ms / wall_ms),
+        input_tokens: calls.iter().map(|c| c.input_tokens).sum(),
+        output_tokens: calls.iter().map(|c| c.output_tokens).sum(),
+        cost_usd: calls.iter().map(|c| c.cost_usd).sum(),
+        tiers,
+    }
+}
+
+/// The length of the union of the calls' intervals: overlapping calls
+/// (parallel tool calls, a hedge's two legs) count once.
+fn union_ms(calls: &[Call]) -> f64 {
+    let mut spans: Vec<(f64, f64)> = calls.iter().map(|c| (c.start_ms, c.end_ms)).collect();
+    spans.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let mut total = 0.0;
+    let mut open: Option<(f64, f64)> = None;
+    for (start, end) in spans {
+        open = match open {
+            Some((s, e)) if start <= e => Some((s, e.max(end))),
+            Some((s, e)) => {
+                total += e - s;
+                Some((start, end))
+            }
+            None => Some((start, end)),
+        };
+    }
+    total + open.map_or(0.0, |(s, e)| e - s)
+}
+
+/// Adds a session's figures to a total.
+fn add(total: &mut SessionLine, line: &SessionLine) {
+    total.sessions += line.sessions;
+    total.calls += line.calls;
+    total.tool_result_calls += line.tool_result_calls;
+    total.wall_ms += line.wall_ms;
+    total.model_ms += line.model_ms;
+    total.gap_ms += line.gap_ms;
+    total.waiting_on_models_share = (total.wall_ms > 0.0).then(|| total.model_ms / total.wall_ms);
+    total.input_tokens += line.input_tokens;
+    total.output_tokens += line.output_tokens;
+    total.cost_usd += line.cost_usd;
+    for tier in &line.tiers {
+        if !total.tiers.contains(tier) {
+            total.tiers.push(tier.clone());
+        }
+    }
+    total.tiers.sort();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn call(start_ms: f64, end_ms: f64) -> Call {
+        Call {
+            route: "agent".into(),
+            tier: "small".into(),
+            start_ms,
+            end_ms,
+            input_tokens: 10,
+            output_tokens: 5,
+            cost_usd: 0.001,
+            tool_results: start_ms > 0.0,
+        }
+    }
+
+    #[test]
+    fn overlapping_calls_count_once_and_the_rest_is_gap() {
+        // Two calls in parallel (0-1000, 500-1500), a tool gap, then one
+        // more (1800-2800).
+        let calls = [call(0.0, 1000.0), call(500.0, 1500.0), call(1800.0, 2800.0)];
+        let line = session_line("s".into(), &calls);
+        assert_eq!(line.wall_ms, 2800.0);
+        assert_eq!(line.model_ms, 2500.0);
+        assert_eq!(line.gap_ms, 300.0);
+        assert_eq!(line.calls, 3);
+        assert_eq!(line.tool_result_calls, 2);
+        assert_eq!(line.output_tokens, 15);
+    }
+}

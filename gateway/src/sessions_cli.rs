@@ -1,0 +1,72 @@
+//! `switchyard sessions`: agent task time per session, from the ledger, as
+//! a table, JSON or CSV.
+
+use std::io::Write;
+
+use crate::handlers::parse_since;
+use crate::ledger::{SessionLine, now_ms, sessions_report};
+use crate::report_text::{self, Rows};
+
+pub fn run(
+    ledger_path: &str,
+    since: &str,
+    route: Option<&str>,
+    format: &str,
+    out: &mut impl Write,
+) -> anyhow::Result<()> {
+    let since = parse_since(since).map_err(|e| anyhow::anyhow!("--since: {e}"))?;
+    if !std::path::Path::new(ledger_path).exists() {
+        anyhow::bail!("no ledger at {ledger_path}: nothing has been served with this config yet");
+    }
+    let conn = rusqlite::Connection::open(ledger_path)?;
+    let report = sessions_report(&conn, now_ms() - since, route)?;
+    let rows: Rows = report
+        .sessions
+        .iter()
+        .chain(&report.routes)
+        .chain(std::iter::once(&report.total))
+        .map(|line| (line.session.clone(), cells(line)))
+        .collect();
+    match format {
+        "json" => {
+            serde_json::to_writer_pretty(&mut *out, &report)?;
+            writeln!(out)?;
+        }
+        "csv" => report_text::csv(out, "session", &COLUMNS, &rows)?,
+        "table" => report_text::table(out, "session", &COLUMNS, &rows)?,
+        other => anyhow::bail!("--format: `{other}` is not one of table, json, csv"),
+    }
+    Ok(())
+}
+
+const COLUMNS: [&str; 11] = [
+    "route",
+    "calls",
+    "tool_results",
+    "wall_s",
+    "model_s",
+    "gap_s",
+    "waiting",
+    "input_tokens",
+    "output_tokens",
+    "cost_usd",
+    "tiers",
+];
+
+fn cells(line: &SessionLine) -> Vec<String> {
+    let seconds = |ms: f64| format!("{:.3}", ms / 1000.0);
+    vec![
+        line.route.clone(),
+        line.calls.to_string(),
+        line.tool_result_calls.to_string(),
+        seconds(line.wall_ms),
+        seconds(line.model_ms),
+        seconds(line.gap_ms),
+        line.waiting_on_models_share
+            .map_or("-".to_owned(), |s| format!("{:.0}%", s * 100.0)),
+        line.input_tokens.to_string(),
+        line.output_tokens.to_string(),
+        format!("{:.6}", line.cost_usd),
+        line.tiers.join("+"),
+    ]
+}
