@@ -27,7 +27,21 @@ pub fn run(
             writeln!(out)?;
         }
         "csv" => report_text::csv(out, report.by, &COLUMNS, &rows(&report))?,
-        "table" => report_text::table(out, report.by, &COLUMNS, &rows(&report))?,
+        "table" => {
+            report_text::table(out, report.by, &COLUMNS, &rows(&report))?;
+            for d in report.drift.iter().filter(|d| d.drifted) {
+                writeln!(
+                    out,
+                    "drift: {} decodes {:+.0}% over the last hour (p50 {:.1} tokens/s over {} calls, against {:.1} over {} before)",
+                    d.backend,
+                    (d.ratio - 1.0) * 100.0,
+                    d.recent_decode_p50,
+                    d.recent_calls,
+                    d.baseline_decode_p50,
+                    d.baseline_calls
+                )?;
+            }
+        }
         other => anyhow::bail!("--format: `{other}` is not one of table, json, csv"),
     }
     Ok(())

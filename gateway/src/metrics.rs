@@ -13,6 +13,10 @@ use switchyard_router::speculation::SpeculationStats;
 
 use crate::ledger::LedgerRow;
 
+/// How far (as a share) recent decode speed may move from its baseline
+/// before it is reported as drift.
+pub const DRIFT_THRESHOLD: f64 = 0.3;
+
 /// Upper bounds, in seconds, of the prediction-error histogram's buckets:
 /// under-predictions (the person waited longer than predicted) are
 /// positive.
@@ -44,6 +48,10 @@ struct BackendCounters {
     /// What the engine's own `/metrics` says of drafts, as f64 bits
     /// (NaN until read).
     engine_acceptance: AtomicU64,
+    /// Recent decode speed over its baseline, as f64 bits (NaN until
+    /// known), and whether it is past the drift threshold.
+    decode_drift: AtomicU64,
+    drifting: std::sync::atomic::AtomicBool,
     /// Prefix reuse: calls the index expected a cached prefix for, the
     /// tokens it expected, and the first-token time the cached tokens saved.
     prefix_hits: AtomicU64,
@@ -92,6 +100,9 @@ impl Metrics {
                     let counters = BackendCounters::default();
                     counters
                         .engine_acceptance
+                        .store(f64::NAN.to_bits(), Ordering::Relaxed);
+                    counters
+                        .decode_drift
                         .store(f64::NAN.to_bits(), Ordering::Relaxed);
                     Arc::new(counters)
                 })
@@ -213,6 +224,24 @@ impl Metrics {
         }
     }
 
+    /// A backend's recent decode speed over its own baseline. Crossing
+    /// [`DRIFT_THRESHOLD`] either way is logged (at warn when it drifts).
+    pub fn set_decode_drift(&self, backend: usize, ratio: f64) {
+        let (Some(c), Some(name)) = (self.backends.get(backend), self.names.get(backend)) else {
+            return;
+        };
+        c.decode_drift.store(ratio.to_bits(), Ordering::Relaxed);
+        let drifting = (ratio - 1.0).abs() >= DRIFT_THRESHOLD;
+        if c.drifting.swap(drifting, Ordering::Relaxed) != drifting {
+            let change = format!("{:+.0}%", (ratio - 1.0) * 100.0);
+            if drifting {
+                tracing::warn!(backend = %name, %change, "decode speed drifted from its baseline");
+            } else {
+                tracing::info!(backend = %name, %change, "decode speed back near its baseline");
+            }
+        }
+    }
+
     /// The share of drafted tokens the engine reports it accepted.
     pub fn set_engine_acceptance(&self, backend: usize, acceptance: f64) {
         if let Some(c) = self.backends.get(backend) {
@@ -321,6 +350,13 @@ impl Metrics {
             "counter",
             "First-token time the reported cached tokens saved, by the latency model.",
             &|c| Some(get(&c.ttft_saved_us) as f64 / 1e6),
+        );
+        per_backend(
+            &mut out,
+            "switchyard_decode_drift_ratio",
+            "gauge",
+            "Recent decode speed (about the last ten calls) over its baseline (about the last hundred), at one context length.",
+            &|c| Some(f64::from_bits(get(&c.decode_drift))).filter(|v| v.is_finite()),
         );
         per_backend(
             &mut out,

@@ -93,6 +93,59 @@ async fn a_backend_with_work_queued_is_passed_over_until_it_drains() {
 }
 
 #[tokio::test]
+async fn a_backend_that_slows_down_is_reported_as_drift() {
+    let speed = |tokens_per_s: u32| {
+        [
+            "base_ttft_ms=2".to_owned(),
+            "prefill_tokens_per_s=1000000".to_owned(),
+            format!("decode_tokens_per_s={tokens_per_s}"),
+            "jitter=0".to_owned(),
+        ]
+    };
+    let settings = speed(1000);
+    let fast = support::sim(
+        "small",
+        &settings.iter().map(String::as_str).collect::<Vec<_>>(),
+    );
+    let listen = fast.addr.to_string();
+    let log = support::unique_path("drift.log");
+    let gateway = GatewayBuilder::new()
+        .openai("local", "small", &fast.base_url(), &[])
+        .start_logging("info", Some(&log));
+    let url = gateway.url("/v1/chat/completions");
+    let mut body = chat("local", "tell me about rivers");
+    body["max_tokens"] = json!(64);
+    body["stream"] = json!(true);
+    for _ in 0..40 {
+        assert_eq!(post_json(&url, &body).await.status, 200);
+    }
+    // The same server, restarted at under a third of the speed.
+    drop(fast);
+    let settings = speed(300);
+    let _slow = support::sim_on(
+        &listen,
+        "small",
+        &settings.iter().map(String::as_str).collect::<Vec<_>>(),
+    );
+    for _ in 0..15 {
+        assert_eq!(post_json(&url, &body).await.status, 200);
+    }
+    let metrics = String::from_utf8(get(&gateway.url("/metrics")).await.body.to_vec()).unwrap();
+    let ratio: f64 = metrics
+        .lines()
+        .find_map(|l| l.strip_prefix("switchyard_decode_drift_ratio{backend=\"local\"} "))
+        .expect("the drift gauge")
+        .parse()
+        .unwrap();
+    assert!(ratio < 0.7, "recent over baseline: {ratio}");
+    let logged = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        logged.contains("decode speed drifted from its baseline"),
+        "{logged}"
+    );
+}
+
+#[tokio::test]
 async fn a_backend_slower_than_its_hints_loses_traffic() {
     // Claims 10 ms to first token; every request stalls 600 ms.
     let stalling = support::fast_sim(&["faults.stall_rate=1", "faults.stall_ms=600"]);

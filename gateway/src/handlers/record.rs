@@ -666,6 +666,9 @@ impl RequestRecord {
                 failed: upstream_failure,
             },
         );
+        if let Some(ratio) = self.latency.decode_drift(self.backend_index) {
+            self.metrics.set_decode_drift(self.backend_index, ratio);
+        }
         if !upstream_failure && tokens.output > 0 {
             self.output_lengths.observe(
                 self.context.route_number,

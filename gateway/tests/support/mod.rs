@@ -146,10 +146,15 @@ impl Drop for Proc {
 
 /// `switchyard sim --profile PROFILE --set ...`.
 pub fn sim(profile: &str, overrides: &[&str]) -> Proc {
+    sim_on("127.0.0.1:0", profile, overrides)
+}
+
+/// A simulator listening on `listen` (say, the port of one stopped before).
+pub fn sim_on(listen: &str, profile: &str, overrides: &[&str]) -> Proc {
     let mut args = vec![
         "sim".into(),
         "--listen".into(),
-        "127.0.0.1:0".into(),
+        listen.into(),
         "--profile".into(),
         profile.into(),
     ];

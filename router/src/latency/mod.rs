@@ -1,6 +1,7 @@
 //! Per-backend online latency models, behind a small trait so replicas can
 //! share them later.
 
+mod drift;
 mod model;
 mod queue;
 mod stat;
@@ -26,6 +27,8 @@ pub trait LatencyStore: Send + Sync {
     fn set_engine_load(&self, backend: usize, load: EngineLoad, fresh_for: Duration);
     fn observe(&self, backend: usize, observation: &Observation);
     fn predict(&self, backend: usize, shape: &Shape) -> Prediction;
+    /// The backend's recent decode speed over its own baseline, once known.
+    fn decode_drift(&self, backend: usize) -> Option<f64>;
 }
 
 /// The models in this process.
@@ -120,6 +123,10 @@ impl LatencyStore for LocalLatency {
 
     fn observe(&self, backend: usize, observation: &Observation) {
         self.with(backend, |m| m.observe(observation));
+    }
+
+    fn decode_drift(&self, backend: usize) -> Option<f64> {
+        self.with(backend, |m| m.decode_drift()).flatten()
     }
 
     fn predict(&self, backend: usize, shape: &Shape) -> Prediction {

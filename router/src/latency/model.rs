@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use switchyard_policies::PromptClass;
 
+use super::drift::Drift;
 use super::queue::{EngineLoad, Queue};
 use super::stat::Stat;
 
@@ -129,6 +130,8 @@ pub struct BackendLatency {
     /// rates alone, by load level (the first is alone: always 1).
     decode_load: [Stat; LOAD_LEVELS],
     prefill_load: [Stat; LOAD_LEVELS],
+    /// Decode speed alone against its own baseline, per context bucket.
+    decode_drift: [Drift; 4],
     error_rate: f64,
     concurrency: u32,
     queue: Queue,
@@ -157,6 +160,7 @@ impl BackendLatency {
             ttft_ms: Stat::new(hints.base_ttft.as_secs_f64() * 1000.0),
             calibration: Stat::new(1.0),
             decode_load: std::array::from_fn(|_| Stat::new(1.0)),
+            decode_drift: [Drift::default(); 4],
             prefill_load: std::array::from_fn(|_| Stat::new(1.0)),
             error_rate: 0.0,
             concurrency: hints.concurrency.max(1),
@@ -286,11 +290,13 @@ impl BackendLatency {
     fn observe_decode(&mut self, rate: f64, o: &Observation) {
         let context = o.prompt_tokens + o.output_tokens / 2;
         let class = &mut self.class_decode_ratio[o.class.index()];
-        let bucket = &mut self.decode_tps[bucket(context)];
+        let index = bucket(context);
+        let bucket = &mut self.decode_tps[index];
         match load_level(o.concurrent) {
             0 => {
                 class.observe(rate / bucket.mean().max(1e-3));
                 bucket.observe(rate);
+                self.decode_drift[index].observe(rate);
             }
             level => {
                 self.decode_load[level].observe(rate / (bucket.mean() * class.mean()).max(1e-3))
@@ -336,6 +342,15 @@ impl BackendLatency {
             total_p90_ms: ttft_p90_ms + f64::from(shape.output_tokens) / tokens_per_s * 1000.0,
             error_rate: self.error_rate,
         }
+    }
+
+    /// Recent decode speed over its baseline, for the context bucket that
+    /// moved most (among those with enough calls to tell).
+    pub fn decode_drift(&self) -> Option<f64> {
+        self.decode_drift
+            .iter()
+            .filter_map(Drift::ratio)
+            .max_by(|a, b| (a - 1.0).abs().total_cmp(&(b - 1.0).abs()))
     }
 
     /// Samples behind the first-token figure (0 until a request finished).
