@@ -24,6 +24,7 @@ pub fn run(
         .sessions
         .iter()
         .chain(&report.routes)
+        .chain(&report.profiles)
         .chain(std::iter::once(&report.total))
         .map(|line| (line.session.clone(), cells(line)))
         .collect();
@@ -39,8 +40,9 @@ pub fn run(
     Ok(())
 }
 
-const COLUMNS: [&str; 11] = [
+const COLUMNS: [&str; 12] = [
     "route",
+    "profile",
     "calls",
     "tool_results",
     "wall_s",
@@ -57,6 +59,7 @@ fn cells(line: &SessionLine) -> Vec<String> {
     let seconds = |ms: f64| format!("{:.3}", ms / 1000.0);
     vec![
         line.route.clone(),
+        line.profile.clone(),
         line.calls.to_string(),
         line.tool_result_calls.to_string(),
         seconds(line.wall_ms),

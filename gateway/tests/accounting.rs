@@ -930,5 +930,10 @@ async fn agent_task_time_splits_model_time_from_tool_time() {
     let wall = task["wall_ms"].as_f64().unwrap();
     assert!((wall - model - gap).abs() < 1e-6);
     assert_eq!(report["total"]["sessions"], 2);
-    assert_eq!(report["routes"][0]["session"], "agent");
+    assert_eq!(report["routes"][0]["route"], "agent");
+    assert_eq!(report["routes"][0]["session"], "route:agent");
+    assert_eq!(
+        report["profiles"][0]["profile"], "-",
+        "no profile was named"
+    );
 }

@@ -14,6 +14,8 @@ pub struct SessionLine {
     pub session: String,
     /// The route of its first call (`-` when called by backend name).
     pub route: String,
+    /// The profile of its first call (`-` when it named none).
+    pub profile: String,
     /// Sessions summed up (1 for a session's own line).
     pub sessions: u64,
     pub calls: u64,
@@ -38,14 +40,16 @@ pub struct SessionLine {
 pub struct SessionsReport {
     pub since_ms: i64,
     pub sessions: Vec<SessionLine>,
-    /// Per route (of each session's first call).
+    /// Per route, and per profile (of each session's first call).
     pub routes: Vec<SessionLine>,
+    pub profiles: Vec<SessionLine>,
     pub total: SessionLine,
 }
 
 /// One call of a session.
 struct Call {
     route: String,
+    profile: String,
     tier: String,
     start_ms: f64,
     end_ms: f64,
@@ -62,7 +66,7 @@ pub fn sessions_report(
 ) -> rusqlite::Result<SessionsReport> {
     let mut statement = conn.prepare(
         "SELECT session, COALESCE(route, '-'), tier, ts_ms, duration_ms, input_tokens + cached_tokens,
-                output_tokens, cost_usd, COALESCE(tool_results, 0)
+                output_tokens, cost_usd, COALESCE(tool_results, 0), COALESCE(profile, '-')
          FROM requests
          WHERE ts_ms >= ?1 AND session IS NOT NULL AND refusal IS NULL
          ORDER BY ts_ms, id",
@@ -83,6 +87,7 @@ pub fn sessions_report(
                 output_tokens: count(row.get(6)?),
                 cost_usd: row.get(7)?,
                 tool_results: row.get::<_, i64>(8)? != 0,
+                profile: row.get(9)?,
             },
         ))
     })?;
@@ -95,16 +100,12 @@ pub fn sessions_report(
         .map(|(session, calls)| session_line(session, &calls))
         .filter(|line| route.is_none_or(|r| line.route == r))
         .collect();
-    let mut routes: BTreeMap<String, SessionLine> = BTreeMap::new();
-    for line in &sessions {
-        let total = routes.entry(line.route.clone()).or_default();
-        add(total, line);
-        total.session.clone_from(&line.route);
-        total.route.clone_from(&line.route);
-    }
+    let routes = totals(&sessions, "route", |line| &mut line.route);
+    let profiles = totals(&sessions, "profile", |line| &mut line.profile);
     let mut total = SessionLine {
         session: "total".into(),
         route: "-".into(),
+        profile: "-".into(),
         ..SessionLine::default()
     };
     for line in &sessions {
@@ -113,7 +114,8 @@ pub fn sessions_report(
     Ok(SessionsReport {
         since_ms,
         sessions,
-        routes: routes.into_values().collect(),
+        routes,
+        profiles,
         total,
     })
 }
@@ -137,6 +139,9 @@ fn session_line(session: String, calls: &[Call]) -> SessionLine {
         route: calls
             .first()
             .map_or_else(|| "-".into(), |c| c.route.clone()),
+        profile: calls
+            .first()
+            .map_or_else(|| "-".into(), |c| c.profile.clone()),
         sessions: 1,
         calls: calls.len() as u64,
         tool_result_calls: calls.iter().filter(|c| c.tool_results).count() as u64,
@@ -171,6 +176,24 @@ fn union_ms(calls: &[Call]) -> f64 {
     total + open.map_or(0.0, |(s, e)| e - s)
 }
 
+/// Totals of the sessions per value of one field (`field` reaches it), each
+/// named `{label}:{value}`.
+fn totals(
+    sessions: &[SessionLine],
+    label: &str,
+    field: fn(&mut SessionLine) -> &mut String,
+) -> Vec<SessionLine> {
+    let mut totals: BTreeMap<String, SessionLine> = BTreeMap::new();
+    for line in sessions {
+        let value = field(&mut line.clone()).clone();
+        let total = totals.entry(value.clone()).or_default();
+        add(total, line);
+        total.session = format!("{label}:{value}");
+        *field(total) = value;
+    }
+    totals.into_values().collect()
+}
+
 /// Adds a session's figures to a total.
 fn add(total: &mut SessionLine, line: &SessionLine) {
     total.sessions += line.sessions;
@@ -198,6 +221,7 @@ mod tests {
     fn call(start_ms: f64, end_ms: f64) -> Call {
         Call {
             route: "agent".into(),
+            profile: "agentic".into(),
             tier: "small".into(),
             start_ms,
             end_ms,
