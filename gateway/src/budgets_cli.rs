@@ -4,11 +4,13 @@
 use std::io::Write;
 
 use crate::handlers::{parse_attainment_dimension, parse_since};
-use crate::ledger::{AttainmentReport, attainment_report, now_ms};
+use switchyard_policies::Config;
+
+use crate::ledger::{AttainmentReport, attainment_report, now_ms, route_budgets};
 use crate::report_text::{self, Rows};
 
 pub fn run(
-    ledger_path: &str,
+    config: &Config,
     since: &str,
     by: &str,
     format: &str,
@@ -16,11 +18,12 @@ pub fn run(
 ) -> anyhow::Result<()> {
     let since = parse_since(since).map_err(|e| anyhow::anyhow!("--since: {e}"))?;
     let by = parse_attainment_dimension(by).map_err(|e| anyhow::anyhow!("--by: {e}"))?;
+    let ledger_path = &config.ledger.path;
     if !std::path::Path::new(ledger_path).exists() {
         anyhow::bail!("no ledger at {ledger_path}: nothing has been served with this config yet");
     }
     let conn = rusqlite::Connection::open(ledger_path)?;
-    let report = attainment_report(&conn, now_ms() - since, by)?;
+    let report = attainment_report(&conn, now_ms() - since, by, &route_budgets(config))?;
     match format {
         "json" => {
             serde_json::to_writer_pretty(&mut *out, &report)?;

@@ -75,7 +75,7 @@ fn run() -> anyhow::Result<()> {
         } => {
             let config = config_file::load(config.as_deref())?;
             switchyard::budgets_cli::run(
-                &config.ledger.path,
+                &config,
                 &since,
                 &by,
                 &format,

@@ -14,8 +14,11 @@ use switchyard_router::speculation::SpeculationStats;
 use crate::ledger::LedgerRow;
 
 /// How far (as a share) recent decode speed may move from its baseline
-/// before it is reported as drift.
+/// before it is reported as drift, and how near it must come back before
+/// the drift is reported over (apart, so a speed near the threshold does
+/// not flip the report on every call).
 pub const DRIFT_THRESHOLD: f64 = 0.3;
+const DRIFT_CLEARED: f64 = 0.2;
 
 /// Upper bounds, in seconds, of the prediction-error histogram's buckets:
 /// under-predictions (the person waited longer than predicted) are
@@ -231,7 +234,13 @@ impl Metrics {
             return;
         };
         c.decode_drift.store(ratio.to_bits(), Ordering::Relaxed);
-        let drifting = (ratio - 1.0).abs() >= DRIFT_THRESHOLD;
+        let moved = (ratio - 1.0).abs();
+        let was = c.drifting.load(Ordering::Relaxed);
+        let drifting = if was {
+            moved >= DRIFT_CLEARED
+        } else {
+            moved >= DRIFT_THRESHOLD
+        };
         if c.drifting.swap(drifting, Ordering::Relaxed) != drifting {
             let change = format!("{:+.0}%", (ratio - 1.0) * 100.0);
             if drifting {

@@ -8,24 +8,36 @@ pub type Rows = Vec<(String, Vec<String>)>;
 pub fn csv(out: &mut impl Write, by: &str, columns: &[&str], rows: &Rows) -> std::io::Result<()> {
     writeln!(out, "{by},{}", columns.join(","))?;
     for (group, cells) in rows {
-        // Group names come from config (a safe alphabet) or dates.
-        writeln!(out, "{group},{}", cells.join(","))?;
+        // Groups and cells can be callers' own text (a session id).
+        let cells: Vec<String> = cells.iter().map(|c| csv_field(c)).collect();
+        writeln!(out, "{},{}", csv_field(group), cells.join(","))?;
     }
     Ok(())
 }
 
+/// A CSV field, quoted (RFC 4180) when it holds a comma, quote or line break.
+fn csv_field(text: &str) -> String {
+    if text.contains([',', '"', '\n', '\r']) {
+        format!("\"{}\"", text.replace('"', "\"\""))
+    } else {
+        text.to_owned()
+    }
+}
+
 pub fn table(out: &mut impl Write, by: &str, columns: &[&str], rows: &Rows) -> std::io::Result<()> {
+    // Widths in characters, as the padding counts them.
+    let width = |text: &str| text.chars().count();
     let first = rows
         .iter()
-        .map(|(g, _)| g.len())
-        .chain([by.len()])
+        .map(|(g, _)| width(g))
+        .chain([width(by)])
         .max()
         .unwrap_or(5);
     let widths: Vec<usize> = (0..columns.len())
         .map(|i| {
             rows.iter()
-                .filter_map(|(_, c)| c.get(i).map(String::len))
-                .chain([columns[i].len()])
+                .filter_map(|(_, c)| c.get(i).map(|cell| width(cell)))
+                .chain([width(columns[i])])
                 .max()
                 .unwrap_or(0)
         })
@@ -43,4 +55,16 @@ pub fn table(out: &mut impl Write, by: &str, columns: &[&str], rows: &Rows) -> s
         writeln!(out)?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fields_with_commas_quotes_or_breaks_are_quoted() {
+        assert_eq!(csv_field("plain"), "plain");
+        assert_eq!(csv_field("a,b"), "\"a,b\"");
+        assert_eq!(csv_field("say \"hi\"\n"), "\"say \"\"hi\"\"\n\"");
+    }
 }

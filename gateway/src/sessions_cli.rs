@@ -40,7 +40,8 @@ pub fn run(
     Ok(())
 }
 
-const COLUMNS: [&str; 12] = [
+const COLUMNS: [&str; 13] = [
+    "key",
     "route",
     "profile",
     "calls",
@@ -58,6 +59,7 @@ const COLUMNS: [&str; 12] = [
 fn cells(line: &SessionLine) -> Vec<String> {
     let seconds = |ms: f64| format!("{:.3}", ms / 1000.0);
     vec![
+        line.key.clone(),
         line.route.clone(),
         line.profile.clone(),
         line.calls.to_string(),

@@ -10,7 +10,8 @@ use crate::app::App;
 use crate::error::GatewayError;
 use crate::http::{Body, json_response};
 use crate::ledger::{
-    AttainmentDimension, Dimension, attainment_report, now_ms, sessions_report, spend_report,
+    AttainmentDimension, Dimension, attainment_report, now_ms, route_budgets, sessions_report,
+    spend_report,
 };
 use crate::live::Live;
 
@@ -29,15 +30,16 @@ pub async fn spend(app: &App, req: Request<Incoming>) -> Result<Response<Body>, 
 /// `GET /admin/budgets?since=7d&by=profile`: the budget-attainment report.
 pub async fn budgets(app: &App, req: Request<Incoming>) -> Result<Response<Body>, GatewayError> {
     let (since, by) = report_query(app, &req, "profile", parse_attainment_dimension)?;
+    let budgets = route_budgets(&app.config);
     ledger_report(app, move |conn| {
-        attainment_report(conn, now_ms() - since, by)
+        attainment_report(conn, now_ms() - since, by, &budgets)
     })
     .await
 }
 
 /// `GET /admin/sessions?since=1d&route=agent`: agent task time per session.
 pub async fn sessions(app: &App, req: Request<Incoming>) -> Result<Response<Body>, GatewayError> {
-    let since = report_since(app, &req)?;
+    let since = report_since(app, &req, "1d")?;
     let route = query_param(&req, "route");
     ledger_report(app, move |conn| {
         sessions_report(conn, now_ms() - since, route.as_deref())
@@ -64,7 +66,7 @@ fn report_query<D>(
     default_by: &str,
     parse_by: fn(&str) -> Result<D, String>,
 ) -> Result<(i64, D), GatewayError> {
-    let since = report_since(app, req)?;
+    let since = report_since(app, req, "7d")?;
     let by =
         parse_by(query_param(req, "by").as_deref().unwrap_or(default_by)).map_err(|message| {
             GatewayError::InvalidField {
@@ -75,12 +77,12 @@ fn report_query<D>(
     Ok((since, by))
 }
 
-/// A report's `since` (7d unless given), for the admin key only.
-fn report_since(app: &App, req: &Request<Incoming>) -> Result<i64, GatewayError> {
+/// A report's `since` (`default` unless given), for the admin key only.
+fn report_since(app: &App, req: &Request<Incoming>, default: &str) -> Result<i64, GatewayError> {
     if !app.keys.is_admin(req.headers()) {
         return Err(unauthorized());
     }
-    parse_since(query_param(req, "since").as_deref().unwrap_or("7d")).map_err(|message| {
+    parse_since(query_param(req, "since").as_deref().unwrap_or(default)).map_err(|message| {
         GatewayError::InvalidField {
             param: "since".into(),
             message,

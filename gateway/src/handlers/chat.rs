@@ -80,7 +80,9 @@ impl Endpoint for Chat {
             images: has_images(req),
             streaming: req.is_stream(),
             turns: u32::try_from(req.messages.len()).unwrap_or(u32::MAX),
-            tool_results: req.messages.iter().any(|m| m.role == Role::Tool),
+            // Results of the tools the model just called: the request's
+            // last message (earlier ones are the conversation's history).
+            tool_results: req.messages.last().is_some_and(|m| m.role == Role::Tool),
             last_user_text: last_user_text(req),
             ..RequestView::default()
         }

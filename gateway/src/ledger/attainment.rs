@@ -1,12 +1,13 @@
-//! Budget attainment from the ledger: for the requests that named a use
-//! case (profile), how many got the speed it needs (shared/DESIGN.md's
-//! budgets, as the router holds them: a RAG budget grows with the prompt),
-//! and how many were served far faster than needed on a paid cloud tier.
+//! Budget attainment from the ledger: for the requests held to a latency
+//! budget (their route's own, else their profile's from shared/DESIGN.md,
+//! as the router holds them: a RAG budget grows with the prompt), how many
+//! got the speed it needs, and how many were served far faster than needed
+//! on a paid cloud tier.
 
 use std::collections::BTreeMap;
 
 use rusqlite::Connection;
-use switchyard_policies::Profile;
+use switchyard_policies::{Config, LatencyBudget, Profile};
 use switchyard_router::budget_for;
 
 /// What an attainment report groups by.
@@ -99,9 +100,10 @@ const HOUR_MS: i64 = 3_600_000;
 /// One answered request, as the report reads it.
 struct Served {
     group: String,
-    profile: Profile,
-    prompt_tokens: u32,
+    budget: Option<LatencyBudget>,
     cloud: bool,
+    /// Answered from the response cache (no backend time, no cost).
+    cache_hit: bool,
     cost_usd: f64,
     ttft_ms: Option<f64>,
     decode: Option<f64>,
@@ -118,7 +120,7 @@ struct Verdict {
 
 impl Served {
     fn verdict(&self) -> Verdict {
-        let budget = budget_for(None, Some(self.profile), self.prompt_tokens);
+        let budget = self.budget;
         let ttft_budget_ms = budget
             .and_then(|b| b.ttft)
             .map(|t| t.as_secs_f64() * 1000.0);
@@ -138,7 +140,7 @@ impl Served {
         Verdict {
             ttft: ttft_ok,
             decode: decode_ok,
-            over_served: self.cloud && far_faster,
+            over_served: self.cloud && !self.cache_hit && far_faster,
         }
     }
 }
@@ -146,22 +148,34 @@ impl Served {
 /// Cloud tiers, as the spend report counts them.
 const CLOUD_TIERS: [&str; 2] = ["cloud", "large"];
 
+/// The routes' own latency budgets, by route name.
+pub fn route_budgets(config: &Config) -> BTreeMap<String, LatencyBudget> {
+    config
+        .routes
+        .iter()
+        .filter_map(|(name, route)| Some((name.clone(), route.budget?)))
+        .collect()
+}
+
+/// `route_budgets`: the routes' own budgets, by route name (a route's
+/// budget comes before its requests' profiles, as in routing).
 pub fn attainment_report(
     conn: &Connection,
     since_ms: i64,
     by: AttainmentDimension,
+    route_budgets: &BTreeMap<String, LatencyBudget>,
 ) -> rusqlite::Result<AttainmentReport> {
     let mut statement = conn.prepare(
         "SELECT COALESCE(route, '-'), backend, tier, profile, input_tokens + cached_tokens,
-                cost_usd, ttft_ms, decode_tokens_per_s
+                cost_usd, ttft_ms, decode_tokens_per_s, cache_hit
          FROM requests
-         WHERE ts_ms >= ?1 AND status = 'ok' AND refusal IS NULL AND profile IS NOT NULL",
+         WHERE ts_ms >= ?1 AND status = 'ok' AND refusal IS NULL",
     )?;
     let rows = statement.query_map([since_ms], |row| {
         let route: String = row.get(0)?;
         let backend: String = row.get(1)?;
         let tier: String = row.get(2)?;
-        let profile: String = row.get(3)?;
+        let profile: Option<String> = row.get(3)?;
         let prompt: i64 = row.get(4)?;
         Ok((
             route,
@@ -172,26 +186,31 @@ pub fn attainment_report(
             row.get(5)?,
             row.get(6)?,
             row.get(7)?,
+            row.get::<_, bool>(8)?,
         ))
     })?;
     let mut served = Vec::new();
     for row in rows {
-        let (route, backend, tier, profile, prompt, cost_usd, ttft_ms, decode) = row?;
+        let (route, backend, tier, profile, prompt, cost_usd, ttft_ms, decode, cache_hit) = row?;
         // A profile this version does not know (an older or newer ledger)
         // has no budget to hold it to.
-        let Some(profile) = Profile::from_name(&profile) else {
+        let profile = profile.as_deref().and_then(Profile::from_name);
+        let prompt_tokens = u32::try_from(prompt.max(0)).unwrap_or(u32::MAX);
+        let Some(budget) = budget_for(route_budgets.get(&route).copied(), profile, prompt_tokens)
+        else {
+            // Held to no budget: nothing to attain.
             continue;
         };
         let group = match by {
-            AttainmentDimension::Profile => profile.name().to_owned(),
+            AttainmentDimension::Profile => profile.map_or("-", Profile::name).to_owned(),
             AttainmentDimension::Route => route,
             AttainmentDimension::Backend => backend,
         };
         served.push(Served {
             group,
-            profile,
-            prompt_tokens: u32::try_from(prompt.max(0)).unwrap_or(u32::MAX),
+            budget: Some(budget),
             cloud: CLOUD_TIERS.contains(&tier.as_str()),
+            cache_hit,
             cost_usd,
             ttft_ms,
             decode,
@@ -222,7 +241,7 @@ pub fn attainment_report(
 fn drift(conn: &Connection, since_ms: i64, recent_ms: i64) -> rusqlite::Result<Vec<DriftLine>> {
     let mut statement = conn.prepare(
         "SELECT backend, ts_ms >= ?2, decode_tokens_per_s FROM requests
-         WHERE ts_ms >= ?1 AND status = 'ok' AND decode_tokens_per_s IS NOT NULL
+         WHERE ts_ms >= ?1 AND status = 'ok' AND decode_tokens_per_s > 0 AND cache_hit = 0
                AND input_tokens + cached_tokens < 2048
          ORDER BY backend",
     )?;
@@ -454,8 +473,13 @@ mod tests {
             insert(now - 2 * HOUR_MS - i, "steady", 50.0);
             insert(now - i, "steady", 52.0);
         }
-        let report =
-            attainment_report(&conn, now - 24 * HOUR_MS, AttainmentDimension::Backend).unwrap();
+        let report = attainment_report(
+            &conn,
+            now - 24 * HOUR_MS,
+            AttainmentDimension::Backend,
+            &BTreeMap::new(),
+        )
+        .unwrap();
         let slowed = report.drift.iter().find(|d| d.backend == "slowed").unwrap();
         assert_eq!((slowed.recent_calls, slowed.baseline_calls), (12, 12));
         assert!((slowed.ratio - 0.6).abs() < 1e-9 && slowed.drifted);
@@ -470,7 +494,8 @@ mod tests {
     #[test]
     fn attainment_per_profile_worked_out_by_hand() {
         let (conn, path) = ledger();
-        let report = attainment_report(&conn, 0, AttainmentDimension::Profile).unwrap();
+        let report =
+            attainment_report(&conn, 0, AttainmentDimension::Profile, &BTreeMap::new()).unwrap();
         let chat = report.lines.iter().find(|l| l.group == "chat").unwrap();
         // Four answered chat requests; three with a first token (400 and
         // 200 within 1 s, 1,500 not), four decode rates (10 under 20).
@@ -493,7 +518,8 @@ mod tests {
         assert_eq!((batch.over_served, batch.over_served_usd), (1, 0.02));
         assert_eq!(report.total.requests, 6);
         assert_eq!(report.total.over_served, 2);
-        let by_backend = attainment_report(&conn, 0, AttainmentDimension::Backend).unwrap();
+        let by_backend =
+            attainment_report(&conn, 0, AttainmentDimension::Backend, &BTreeMap::new()).unwrap();
         let groups: Vec<&str> = by_backend.lines.iter().map(|l| l.group.as_str()).collect();
         assert_eq!(groups, ["cloud", "local"]);
         drop(conn);

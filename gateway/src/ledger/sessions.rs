@@ -1,17 +1,25 @@
 //! Agent task time from the ledger: per session, how long the whole task
 //! took, how much of it was spent waiting on models (the union of its
 //! calls' intervals, so parallel calls are not counted twice) and how much
-//! between one answer and the next request (tool or human time).
+//! between one answer and the next request (tool or human time). A session
+//! is one caller's (its key's) session id; calls more than
+//! [`IDLE_SPLIT_MS`] after the last answer start a new task under the same
+//! id, since an id that lasts for days (a body's `user`) is not one task.
 
 use std::collections::BTreeMap;
 
 use rusqlite::Connection;
+
+/// An idle gap that ends one task of a session and starts the next.
+pub const IDLE_SPLIT_MS: f64 = 30.0 * 60.0 * 1000.0;
 
 /// One session, or a total over sessions.
 #[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
 pub struct SessionLine {
     /// The session id; the route's name, or `total`, for totals.
     pub session: String,
+    /// The caller's key (`-` with auth off).
+    pub key: String,
     /// The route of its first call (`-` when called by backend name).
     pub route: String,
     /// The profile of its first call (`-` when it named none).
@@ -65,45 +73,51 @@ pub fn sessions_report(
     route: Option<&str>,
 ) -> rusqlite::Result<SessionsReport> {
     let mut statement = conn.prepare(
-        "SELECT session, COALESCE(route, '-'), tier, ts_ms, duration_ms, input_tokens + cached_tokens,
+        "SELECT COALESCE(key, '-'), session, COALESCE(route, '-'), tier, ts_ms, duration_ms, input_tokens + cached_tokens,
                 output_tokens, cost_usd, COALESCE(tool_results, 0), COALESCE(profile, '-')
          FROM requests
          WHERE ts_ms >= ?1 AND session IS NOT NULL AND refusal IS NULL
          ORDER BY ts_ms, id",
     )?;
     let count = |v: i64| u64::try_from(v).unwrap_or(0);
-    let mut by_session: BTreeMap<String, Vec<Call>> = BTreeMap::new();
+    let mut by_session: BTreeMap<(String, String), Vec<Call>> = BTreeMap::new();
     let rows = statement.query_map([since_ms], |row| {
-        let session: String = row.get(0)?;
-        let start_ms = row.get::<_, i64>(3)? as f64;
+        let key: String = row.get(0)?;
+        let session: String = row.get(1)?;
+        let start_ms = row.get::<_, i64>(4)? as f64;
         Ok((
-            session,
+            (key, session),
             Call {
-                route: row.get(1)?,
-                tier: row.get(2)?,
+                route: row.get(2)?,
+                tier: row.get(3)?,
                 start_ms,
-                end_ms: start_ms + row.get::<_, f64>(4)?,
-                input_tokens: count(row.get(5)?),
-                output_tokens: count(row.get(6)?),
-                cost_usd: row.get(7)?,
-                tool_results: row.get::<_, i64>(8)? != 0,
-                profile: row.get(9)?,
+                end_ms: start_ms + row.get::<_, f64>(5)?,
+                input_tokens: count(row.get(6)?),
+                output_tokens: count(row.get(7)?),
+                cost_usd: row.get(8)?,
+                tool_results: row.get::<_, i64>(9)? != 0,
+                profile: row.get(10)?,
             },
         ))
     })?;
     for row in rows {
-        let (session, call) = row?;
-        by_session.entry(session).or_default().push(call);
+        let (id, call) = row?;
+        by_session.entry(id).or_default().push(call);
     }
     let sessions: Vec<SessionLine> = by_session
         .into_iter()
-        .map(|(session, calls)| session_line(session, &calls))
+        .flat_map(|((key, session), calls)| {
+            tasks(calls)
+                .into_iter()
+                .map(move |task| session_line((key.clone(), session.clone()), &task))
+        })
         .filter(|line| route.is_none_or(|r| line.route == r))
         .collect();
     let routes = totals(&sessions, "route", |line| &mut line.route);
     let profiles = totals(&sessions, "profile", |line| &mut line.profile);
     let mut total = SessionLine {
         session: "total".into(),
+        key: "-".into(),
         route: "-".into(),
         profile: "-".into(),
         ..SessionLine::default()
@@ -120,7 +134,23 @@ pub fn sessions_report(
     })
 }
 
-fn session_line(session: String, calls: &[Call]) -> SessionLine {
+/// A session's calls (in start order) cut into tasks at idle gaps.
+fn tasks(calls: Vec<Call>) -> Vec<Vec<Call>> {
+    let mut tasks: Vec<Vec<Call>> = Vec::new();
+    let mut last_end = f64::NEG_INFINITY;
+    for call in calls {
+        if call.start_ms - last_end > IDLE_SPLIT_MS || tasks.is_empty() {
+            tasks.push(Vec::new());
+        }
+        last_end = last_end.max(call.end_ms);
+        if let Some(task) = tasks.last_mut() {
+            task.push(call);
+        }
+    }
+    tasks
+}
+
+fn session_line((key, session): (String, String), calls: &[Call]) -> SessionLine {
     let start = calls
         .iter()
         .map(|c| c.start_ms)
@@ -136,6 +166,7 @@ fn session_line(session: String, calls: &[Call]) -> SessionLine {
     tiers.dedup();
     SessionLine {
         session,
+        key,
         route: calls
             .first()
             .map_or_else(|| "-".into(), |c| c.route.clone()),
@@ -237,12 +268,24 @@ mod tests {
         // Two calls in parallel (0-1000, 500-1500), a tool gap, then one
         // more (1800-2800).
         let calls = [call(0.0, 1000.0), call(500.0, 1500.0), call(1800.0, 2800.0)];
-        let line = session_line("s".into(), &calls);
+        let line = session_line(("alice".into(), "s".into()), &calls);
         assert_eq!(line.wall_ms, 2800.0);
         assert_eq!(line.model_ms, 2500.0);
         assert_eq!(line.gap_ms, 300.0);
         assert_eq!(line.calls, 3);
         assert_eq!(line.tool_result_calls, 2);
         assert_eq!(line.output_tokens, 15);
+    }
+
+    #[test]
+    fn a_long_idle_gap_starts_a_new_task() {
+        let hour = 3_600_000.0;
+        let tasks = tasks(vec![
+            call(0.0, 1000.0),
+            call(1300.0, 2000.0),
+            call(hour, hour + 500.0),
+        ]);
+        let lengths: Vec<usize> = tasks.iter().map(Vec::len).collect();
+        assert_eq!(lengths, [2, 1]);
     }
 }

@@ -130,8 +130,10 @@ pub struct BackendLatency {
     /// rates alone, by load level (the first is alone: always 1).
     decode_load: [Stat; LOAD_LEVELS],
     prefill_load: [Stat; LOAD_LEVELS],
-    /// Decode speed alone against its own baseline, per context bucket.
+    /// Decode speed alone against its own baseline, per context bucket,
+    /// and the bucket of the latest such call.
     decode_drift: [Drift; 4],
+    drift_bucket: usize,
     error_rate: f64,
     concurrency: u32,
     queue: Queue,
@@ -161,6 +163,7 @@ impl BackendLatency {
             calibration: Stat::new(1.0),
             decode_load: std::array::from_fn(|_| Stat::new(1.0)),
             decode_drift: [Drift::default(); 4],
+            drift_bucket: 0,
             prefill_load: std::array::from_fn(|_| Stat::new(1.0)),
             error_rate: 0.0,
             concurrency: hints.concurrency.max(1),
@@ -297,6 +300,7 @@ impl BackendLatency {
                 class.observe(rate / bucket.mean().max(1e-3));
                 bucket.observe(rate);
                 self.decode_drift[index].observe(rate);
+                self.drift_bucket = index;
             }
             level => {
                 self.decode_load[level].observe(rate / (bucket.mean() * class.mean()).max(1e-3))
@@ -344,13 +348,11 @@ impl BackendLatency {
         }
     }
 
-    /// Recent decode speed over its baseline, for the context bucket that
-    /// moved most (among those with enough calls to tell).
+    /// Recent decode speed over its baseline, at the context length of the
+    /// latest call alone (once that bucket has enough calls to tell): a
+    /// bucket the traffic has left does not hold the figure.
     pub fn decode_drift(&self) -> Option<f64> {
-        self.decode_drift
-            .iter()
-            .filter_map(Drift::ratio)
-            .max_by(|a, b| (a - 1.0).abs().total_cmp(&(b - 1.0).abs()))
+        self.decode_drift[self.drift_bucket].ratio()
     }
 
     /// Samples behind the first-token figure (0 until a request finished).
