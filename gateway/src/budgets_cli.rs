@@ -3,9 +3,9 @@
 
 use std::io::Write;
 
-use crate::handlers::{parse_attainment_dimension, parse_since};
 use switchyard_policies::Config;
 
+use crate::handlers::{parse_attainment_dimension, parse_since};
 use crate::ledger::{AttainmentReport, attainment_report, now_ms, route_budgets};
 use crate::report_text::{self, Rows};
 
@@ -18,34 +18,22 @@ pub fn run(
 ) -> anyhow::Result<()> {
     let since = parse_since(since).map_err(|e| anyhow::anyhow!("--since: {e}"))?;
     let by = parse_attainment_dimension(by).map_err(|e| anyhow::anyhow!("--by: {e}"))?;
-    let ledger_path = &config.ledger.path;
-    if !std::path::Path::new(ledger_path).exists() {
-        anyhow::bail!("no ledger at {ledger_path}: nothing has been served with this config yet");
-    }
-    let conn = rusqlite::Connection::open(ledger_path)?;
+    let conn = report_text::open_ledger(&config.ledger.path)?;
     let report = attainment_report(&conn, now_ms() - since, by, &route_budgets(config))?;
-    match format {
-        "json" => {
-            serde_json::to_writer_pretty(&mut *out, &report)?;
-            writeln!(out)?;
+    report_text::write(out, format, &report, (report.by, &COLUMNS, &rows(&report)))?;
+    if format == "table" {
+        for d in report.drift.iter().filter(|d| d.drifted) {
+            writeln!(
+                out,
+                "drift: {} decodes {:+.0}% over the last hour (p50 {:.1} tokens/s over {} calls, against {:.1} over {} before)",
+                d.backend,
+                (d.ratio - 1.0) * 100.0,
+                d.recent_decode_p50,
+                d.recent_calls,
+                d.baseline_decode_p50,
+                d.baseline_calls
+            )?;
         }
-        "csv" => report_text::csv(out, report.by, &COLUMNS, &rows(&report))?,
-        "table" => {
-            report_text::table(out, report.by, &COLUMNS, &rows(&report))?;
-            for d in report.drift.iter().filter(|d| d.drifted) {
-                writeln!(
-                    out,
-                    "drift: {} decodes {:+.0}% over the last hour (p50 {:.1} tokens/s over {} calls, against {:.1} over {} before)",
-                    d.backend,
-                    (d.ratio - 1.0) * 100.0,
-                    d.recent_decode_p50,
-                    d.recent_calls,
-                    d.baseline_decode_p50,
-                    d.baseline_calls
-                )?;
-            }
-        }
-        other => anyhow::bail!("--format: `{other}` is not one of table, json, csv"),
     }
     Ok(())
 }

@@ -1,11 +1,40 @@
-//! Reports as text for the CLI: an aligned table, or CSV. Rows are a group
-//! name and one cell per column.
+//! The CLI's ledger reports: the ledger opened to read one, and the report
+//! written as JSON, CSV or an aligned table. Rows are a group name and one
+//! cell per column.
 
 use std::io::Write;
 
 pub type Rows = Vec<(String, Vec<String>)>;
 
-pub fn csv(out: &mut impl Write, by: &str, columns: &[&str], rows: &Rows) -> std::io::Result<()> {
+/// The ledger at `path`, to read a report from.
+pub fn open_ledger(path: &str) -> anyhow::Result<rusqlite::Connection> {
+    if !std::path::Path::new(path).exists() {
+        anyhow::bail!("no ledger at {path}: nothing has been served with this config yet");
+    }
+    Ok(rusqlite::Connection::open(path)?)
+}
+
+/// `report` as pretty JSON, or its `rows` (under `columns`, grouped `by`)
+/// as CSV or a table, as `format` says.
+pub fn write(
+    out: &mut impl Write,
+    format: &str,
+    report: &impl serde::Serialize,
+    (by, columns, rows): (&str, &[&str], &Rows),
+) -> anyhow::Result<()> {
+    match format {
+        "json" => {
+            serde_json::to_writer_pretty(&mut *out, report)?;
+            writeln!(out)?;
+        }
+        "csv" => csv(out, by, columns, rows)?,
+        "table" => table(out, by, columns, rows)?,
+        other => anyhow::bail!("--format: `{other}` is not one of table, json, csv"),
+    }
+    Ok(())
+}
+
+fn csv(out: &mut impl Write, by: &str, columns: &[&str], rows: &Rows) -> std::io::Result<()> {
     writeln!(out, "{by},{}", columns.join(","))?;
     for (group, cells) in rows {
         // Groups and cells can be callers' own text (a session id).
@@ -24,7 +53,7 @@ fn csv_field(text: &str) -> String {
     }
 }
 
-pub fn table(out: &mut impl Write, by: &str, columns: &[&str], rows: &Rows) -> std::io::Result<()> {
+fn table(out: &mut impl Write, by: &str, columns: &[&str], rows: &Rows) -> std::io::Result<()> {
     // Widths in characters, as the padding counts them.
     let width = |text: &str| text.chars().count();
     let first = rows

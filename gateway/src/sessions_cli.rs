@@ -15,10 +15,7 @@ pub fn run(
     out: &mut impl Write,
 ) -> anyhow::Result<()> {
     let since = parse_since(since).map_err(|e| anyhow::anyhow!("--since: {e}"))?;
-    if !std::path::Path::new(ledger_path).exists() {
-        anyhow::bail!("no ledger at {ledger_path}: nothing has been served with this config yet");
-    }
-    let conn = rusqlite::Connection::open(ledger_path)?;
+    let conn = report_text::open_ledger(ledger_path)?;
     let report = sessions_report(&conn, now_ms() - since, route)?;
     let rows: Rows = report
         .sessions
@@ -28,16 +25,7 @@ pub fn run(
         .chain(std::iter::once(&report.total))
         .map(|line| (line.session.clone(), cells(line)))
         .collect();
-    match format {
-        "json" => {
-            serde_json::to_writer_pretty(&mut *out, &report)?;
-            writeln!(out)?;
-        }
-        "csv" => report_text::csv(out, "session", &COLUMNS, &rows)?,
-        "table" => report_text::table(out, "session", &COLUMNS, &rows)?,
-        other => anyhow::bail!("--format: `{other}` is not one of table, json, csv"),
-    }
-    Ok(())
+    report_text::write(out, format, &report, ("session", &COLUMNS, &rows))
 }
 
 const COLUMNS: [&str; 13] = [

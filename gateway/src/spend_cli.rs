@@ -15,21 +15,9 @@ pub fn run(
 ) -> anyhow::Result<()> {
     let since = parse_since(since).map_err(|e| anyhow::anyhow!("--since: {e}"))?;
     let by = parse_dimension(by).map_err(|e| anyhow::anyhow!("--by: {e}"))?;
-    if !std::path::Path::new(ledger_path).exists() {
-        anyhow::bail!("no ledger at {ledger_path}: nothing has been served with this config yet");
-    }
-    let conn = rusqlite::Connection::open(ledger_path)?;
+    let conn = report_text::open_ledger(ledger_path)?;
     let report = spend_report(&conn, now_ms() - since, by)?;
-    match format {
-        "json" => {
-            serde_json::to_writer_pretty(&mut *out, &report)?;
-            writeln!(out)?;
-        }
-        "csv" => report_text::csv(out, report.by, &COLUMNS, &rows(&report))?,
-        "table" => report_text::table(out, report.by, &COLUMNS, &rows(&report))?,
-        other => anyhow::bail!("--format: `{other}` is not one of table, json, csv"),
-    }
-    Ok(())
+    report_text::write(out, format, &report, (report.by, &COLUMNS, &rows(&report)))
 }
 
 const COLUMNS: [&str; 11] = [
