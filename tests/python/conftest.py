@@ -146,3 +146,11 @@ routes:
         weights: {local: 1}
 """
     yield from serve(config, upstream, sim, flaky)
+
+
+@pytest.fixture(scope="module")
+def own_gateway():
+    """A gateway of the test module's own over the same three backends: the
+    streams the conformance suites cut open the `flaky` backend's breaker,
+    which the SDK suites' shared gateway must not inherit."""
+    yield from unkeyed_gateway()

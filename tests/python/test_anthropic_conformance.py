@@ -13,8 +13,6 @@ import pytest
 from anthropic._models import BaseModel as SdkModel
 from anthropic.types.shared import ErrorResponse
 
-from conftest import unkeyed_gateway
-
 HEADERS = {"anthropic-version": "2023-06-01", "x-api-key": "unused"}
 WEATHER_TOOL = {
     "name": "get_weather",
@@ -84,13 +82,6 @@ class StrictWire:
 
     def assert_conformant(self):
         assert not self.found, "\n".join(self.found)
-
-
-@pytest.fixture(scope="module")
-def own_gateway():
-    """A gateway of its own: the streams cut here open the `flaky` backend's
-    breaker, which the SDK suites' gateway must not inherit."""
-    yield from unkeyed_gateway()
 
 
 @pytest.fixture()

@@ -10,7 +10,6 @@ import json
 import httpx2 as httpx
 import pytest
 
-from conftest import unkeyed_gateway
 from openapi_spec import violations
 
 WEATHER_TOOL = {
@@ -167,13 +166,6 @@ def the_rest(wire):
     assert cut[-1]["type"] == "error", cut[-1]
     wire.error("POST", "/v1/responses", {"model": "auto", "input": "x", "previous_response_id": "resp_1"}, 400,
                "previous_response_id")
-
-
-@pytest.fixture(scope="module")
-def own_gateway():
-    """A gateway of its own: the streams cut here open the `flaky` backend's
-    breaker, which the SDK suites' gateway must not inherit."""
-    yield from unkeyed_gateway()
 
 
 @pytest.fixture()
