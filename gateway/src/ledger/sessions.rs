@@ -113,8 +113,8 @@ pub fn sessions_report(
         })
         .filter(|line| route.is_none_or(|r| line.route == r))
         .collect();
-    let routes = totals(&sessions, "route", |line| &mut line.route);
-    let profiles = totals(&sessions, "profile", |line| &mut line.profile);
+    let routes = totals(&sessions, TotalBy::Route);
+    let profiles = totals(&sessions, TotalBy::Profile);
     let mut total = SessionLine {
         session: "total".into(),
         key: "-".into(),
@@ -207,20 +207,46 @@ fn union_ms(calls: &[Call]) -> f64 {
     total + open.map_or(0.0, |(s, e)| e - s)
 }
 
-/// Totals of the sessions per value of one field (`field` reaches it), each
-/// named `{label}:{value}`.
-fn totals(
-    sessions: &[SessionLine],
-    label: &str,
-    field: fn(&mut SessionLine) -> &mut String,
-) -> Vec<SessionLine> {
-    let mut totals: BTreeMap<String, SessionLine> = BTreeMap::new();
+/// What session totals are grouped by.
+#[derive(Clone, Copy)]
+enum TotalBy {
+    Route,
+    Profile,
+}
+
+impl TotalBy {
+    fn label(self) -> &'static str {
+        match self {
+            TotalBy::Route => "route",
+            TotalBy::Profile => "profile",
+        }
+    }
+
+    fn field(self, line: &mut SessionLine) -> &mut String {
+        match self {
+            TotalBy::Route => &mut line.route,
+            TotalBy::Profile => &mut line.profile,
+        }
+    }
+
+    fn value(self, line: &SessionLine) -> &str {
+        match self {
+            TotalBy::Route => &line.route,
+            TotalBy::Profile => &line.profile,
+        }
+    }
+}
+
+/// Totals of the sessions per route or profile, each named
+/// `{label}:{value}`.
+fn totals(sessions: &[SessionLine], by: TotalBy) -> Vec<SessionLine> {
+    let mut totals: BTreeMap<&str, SessionLine> = BTreeMap::new();
     for line in sessions {
-        let value = field(&mut line.clone()).clone();
-        let total = totals.entry(value.clone()).or_default();
+        let value = by.value(line);
+        let total = totals.entry(value).or_default();
         add(total, line);
-        total.session = format!("{label}:{value}");
-        *field(total) = value;
+        total.session = format!("{}:{value}", by.label());
+        value.clone_into(by.field(total));
     }
     totals.into_values().collect()
 }
