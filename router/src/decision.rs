@@ -95,6 +95,9 @@ pub struct Decision {
     pub features: Features,
     /// The first backend's predicted time to first token (p50), ms.
     pub predicted_ttft_ms: f64,
+    /// Prompt tokens that prediction took the first backend to hold
+    /// cached, so the call's own bookkeeping need not look them up again.
+    pub expected_cached_tokens: u32,
     /// On routes with speculative settings: whether this request drafts.
     pub drafting: Option<bool>,
 }

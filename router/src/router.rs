@@ -437,9 +437,8 @@ impl Router {
             decision.targets.retain(|&b| b != instead);
             decision.targets.insert(0, instead);
             decision.reason = Reason::DraftingOff;
-            decision.predicted_ttft_ms = self
-                .predict(instead, decision.route, &decision.features)
-                .ttft_p50_ms;
+            (decision.predicted_ttft_ms, decision.expected_cached_tokens) =
+                self.first_prediction(instead, decision.route, &decision.features);
         }
     }
 
@@ -455,12 +454,15 @@ impl Router {
                 let features = Features::of(view, None);
                 // Named directly: nothing else to go to.
                 self.fitting(vec![backend], &[], &[], &features)?;
+                let (predicted_ttft_ms, expected_cached_tokens) =
+                    self.first_prediction(backend, None, &features);
                 return Ok(Decision {
                     route: None,
                     targets: vec![backend],
                     reason: Reason::Direct,
                     rule: None,
-                    predicted_ttft_ms: self.predict(backend, None, &features).ttft_p50_ms,
+                    predicted_ttft_ms,
+                    expected_cached_tokens,
                     features,
                     drafting: None,
                 });
@@ -592,11 +594,12 @@ impl Router {
             &features,
         )?;
         let reason = if moved { Reason::ContextFit } else { reason };
+        let (predicted_ttft_ms, expected_cached_tokens) =
+            self.first_prediction(targets[0], Some(number), &features);
         Ok(Decision {
             route: Some(number),
-            predicted_ttft_ms: self
-                .predict(targets[0], Some(number), &features)
-                .ttft_p50_ms,
+            predicted_ttft_ms,
+            expected_cached_tokens,
             targets,
             reason,
             rule,
@@ -634,6 +637,19 @@ impl Router {
             .filter(|(_, p)| meets(budget, p))
             .min_by(|a, b| a.1.ttft_p90_ms.total_cmp(&b.1.ttft_p90_ms))
             .map(|(b, _)| b)
+    }
+
+    /// The first target's predicted time to first token (p50) and the
+    /// cached prompt tokens it was predicted with.
+    fn first_prediction(
+        &self,
+        backend: usize,
+        route: Option<usize>,
+        features: &Features,
+    ) -> (f64, u32) {
+        let shape = self.shape_of(backend, route, features);
+        let prediction = self.latency.predict(backend, &shape);
+        (prediction.ttft_p50_ms, shape.cached_tokens)
     }
 
     fn predict(&self, backend: usize, route: Option<usize>, features: &Features) -> Prediction {

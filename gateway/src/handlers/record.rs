@@ -83,6 +83,9 @@ pub struct RequestContext {
     pub use_case: Option<Profile>,
     /// Output tokens expected of the answer, when routed.
     pub expected_output: u32,
+    /// The first target, and the prompt tokens routing expected it to hold
+    /// cached (not looked up again when the call goes there).
+    first_target: Option<(usize, u32)>,
     /// The caller's session, and whether the request carried tool results.
     pub session: Option<Arc<str>>,
     pub tool_results: bool,
@@ -128,6 +131,7 @@ impl RequestContext {
                 decision.features.profile,
                 decision.features.max_tokens,
             ),
+            first_target: Some((decision.primary(), decision.expected_cached_tokens)),
             session: decision.features.session.clone(),
             tool_results: decision.features.tool_results,
             accounted,
@@ -139,10 +143,14 @@ impl RequestContext {
     pub fn shape(&self, app: &App, backend: usize) -> Shape {
         Shape {
             prompt_tokens: self.prompt_tokens,
-            cached_tokens: self.prefix.as_ref().map_or(0, |chain| {
-                app.router
-                    .cached_tokens(backend, chain, self.tenant, self.prompt_tokens)
-            }),
+            cached_tokens: match (self.first_target, &self.prefix) {
+                (Some((first, cached)), _) if first == backend => cached,
+                (_, Some(chain)) => {
+                    app.router
+                        .cached_tokens(backend, chain, self.tenant, self.prompt_tokens)
+                }
+                (_, None) => 0,
+            },
             output_tokens: self.expected_output,
             class: self.class,
         }
@@ -180,6 +188,7 @@ impl RequestContext {
             route_number: None,
             use_case: None,
             expected_output: 0,
+            first_target: None,
             session: None,
             tool_results: false,
             accounted: None,
