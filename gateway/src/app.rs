@@ -39,6 +39,8 @@ pub struct BackendHandle {
     pub name_receipt: Option<HeaderValue>,
     pub tier: Tier,
     pub upstream_model: String,
+    /// The provider and servers, as spans name them.
+    pub peer: crate::telemetry::Peer,
     /// Servers of this model (one unless the config lists replicas).
     pub replicas: Vec<ReplicaHandle>,
     balance: Balance,
@@ -540,6 +542,7 @@ fn build_backend(
         name_receipt: HeaderValue::from_str(&backend.name).ok(),
         tier: backend.tier,
         upstream_model: backend.upstream_model.clone(),
+        peer: crate::telemetry::Peer::of(backend),
         replicas,
         balance: backend.prefix_cache.balance,
         max_imbalance: backend.prefix_cache.max_imbalance,

@@ -26,3 +26,4 @@ pub mod sim_cli;
 pub mod sim_server;
 pub mod spend_cli;
 pub mod stack;
+pub mod telemetry;

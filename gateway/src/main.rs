@@ -223,6 +223,9 @@ async fn serve(
         .as_ref()
         .map(switchyard::http::tls::Tls::load)
         .transpose()?;
+    if let Some(endpoint) = switchyard::telemetry::start(config.telemetry.as_ref())? {
+        tracing::info!(%endpoint, "exporting traces over OTLP/HTTP");
+    }
     let live = Live::start(app::App::build(&config)?, config_path);
     live.reload_on_sighup();
     live.reload_on_file_change();
@@ -244,6 +247,10 @@ async fn serve(
         tls,
     )
     .await;
+    // Every request has ended, and with it its spans.
+    if let Some(telemetry) = switchyard::telemetry::get() {
+        telemetry.flush().await;
+    }
     Ok(())
 }
 

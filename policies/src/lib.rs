@@ -14,7 +14,7 @@ pub use config::{
     HeaderMatch, Hedge, LatencyBudget, LatencyHintsConfig, LedgerSettings, Limits, OnExhausted,
     OpenAiBackend, Pattern, PrefixCacheSettings, Reference, ResponseCacheSettings, Route,
     RouteStrategy, Rule, ServerSettings, SimFaults, SimParams, SimPreset, SimSpeculation, Similar,
-    SpendLimit, SpendScope, Team, Tier, Timeouts, TlsFiles, TrustRoots, VirtualKey,
+    SpendLimit, SpendScope, Team, Telemetry, Tier, Timeouts, TlsFiles, TrustRoots, VirtualKey,
     sim_params_from_yaml,
 };
 pub use pricing::{Pricing, TokenCounts, TokenPrice, builtin_price};

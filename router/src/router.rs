@@ -335,6 +335,11 @@ impl Router {
         &self.routes[route].name
     }
 
+    /// The route's strategy, as the config names it.
+    pub fn strategy_name(&self, route: usize) -> &'static str {
+        self.routes[route].policy.name()
+    }
+
     /// The route's name as a shared string, for records that keep it.
     pub fn shared_route_name(&self, route: usize) -> Arc<str> {
         self.routes[route].name.clone()

@@ -30,6 +30,21 @@ use crate::body::TooLarge;
 use crate::error::{AdapterError, TimeoutPhase};
 use crate::openai::status_error;
 
+tokio::task_local! {
+    /// The W3C `traceparent` of the attempt a backend call is made for:
+    /// set by the gateway around the call when traces are on, so every
+    /// adapter's requests carry it without each taking it as an argument.
+    static TRACEPARENT: HeaderValue;
+}
+
+/// Runs `call` with its upstream requests carrying `traceparent`.
+pub async fn with_traceparent<F: Future>(traceparent: Option<HeaderValue>, call: F) -> F::Output {
+    match traceparent {
+        Some(value) => TRACEPARENT.scope(value, call).await,
+        None => call.await,
+    }
+}
+
 /// A pooled HTTP/1.1 + HTTP/2 client, HTTPS through rustls.
 pub type HttpClient = Client<HttpsConnector<HttpConnector>, Full<Bytes>>;
 
@@ -153,6 +168,8 @@ pub struct Upstream {
     max_response_bytes: usize,
 }
 
+const TRACEPARENT_HEADER: HeaderName = HeaderName::from_static("traceparent");
+
 /// Error answers are a few hundred bytes; more is not read.
 const MAX_ERROR_BYTES: usize = 64 * 1024;
 
@@ -223,6 +240,9 @@ impl Upstream {
         }
         for (name, value) in extra_headers {
             request = request.header(name, value.clone());
+        }
+        if let Ok(traceparent) = TRACEPARENT.try_with(HeaderValue::clone) {
+            request = request.header(TRACEPARENT_HEADER, traceparent);
         }
         let request =
             request

@@ -2,8 +2,10 @@
 //! route, then try the decision's backends in order (fallbacks on failures
 //! before the first byte, escalation for cascades), answer with receipts.
 
+use crate::telemetry::RequestTrace;
 use std::collections::VecDeque;
 use std::sync::Arc;
+use switchyard_adapters::upstream::with_traceparent;
 
 use futures_util::StreamExt;
 use futures_util::future::BoxFuture;
@@ -177,6 +179,8 @@ pub async fn decide<E: Endpoint>(
         view.tenant = app.keys.tenant(caller);
     }
     view.prefix = E::prefix_chain(request).map(Arc::new);
+    let trace = parts.extensions.get::<RequestTrace>();
+    let started = trace.map(|_| std::time::SystemTime::now());
     let (encoded, _) = encode_for_routing(app, parts, &view).await;
     let decision = app
         .decide(&RequestView {
@@ -184,6 +188,9 @@ pub async fn decide<E: Endpoint>(
             ..view
         })
         .map_err(|err| admission::for_caller(err, app, caller))?;
+    if let (Some(trace), Some(started)) = (trace, started) {
+        trace.routed(started, super::attempt_span::routing(app, &decision));
+    }
     admission::check_direct(app, caller, &decision)?;
     Ok(decision)
 }
@@ -393,13 +400,23 @@ async fn dispatch<E: Endpoint>(
                 admission = winner.admission;
                 answer
             }
-            (false, _, _) => E::call(&*admission.provider, req)
-                .await
-                .map(Answer::<E>::Whole),
-            (true, None, _) => E::call_stream(&*admission.provider, req)
-                .await
-                .map(Answer::Stream),
-            (true, Some(_), _) => match E::call_stream(&*admission.provider, req).await {
+            (false, _, _) => {
+                with_traceparent(record.traceparent(), E::call(&*admission.provider, req))
+                    .await
+                    .map(Answer::<E>::Whole)
+            }
+            (true, None, _) => with_traceparent(
+                record.traceparent(),
+                E::call_stream(&*admission.provider, req),
+            )
+            .await
+            .map(Answer::Stream),
+            (true, Some(_), _) => match with_traceparent(
+                record.traceparent(),
+                E::call_stream(&*admission.provider, req),
+            )
+            .await
+            {
                 Ok(chunks) => {
                     collect::<E>(chunks, &mut record, held_answer_limits(app, backend_index))
                         .await

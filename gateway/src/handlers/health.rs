@@ -35,6 +35,9 @@ pub fn metrics(app: &App) -> Response<Body> {
         &mut text,
         app.backends.iter().map(|b| (b.name.as_str(), &*b.breaker)),
     );
+    if let Some(telemetry) = crate::telemetry::get() {
+        telemetry.render(&mut text);
+    }
     let mut response = Response::new(Full::new(Bytes::from(text)).boxed_unsync());
     response.headers_mut().insert(
         CONTENT_TYPE,

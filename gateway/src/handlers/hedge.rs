@@ -8,6 +8,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use switchyard_adapters::upstream::with_traceparent;
 use switchyard_router::latency::LatencyStore;
 
 use futures_util::StreamExt;
@@ -170,7 +171,10 @@ pub async fn race<E: Endpoint>(
     } - predicted.queue_ms;
     let delay = Duration::from_secs_f64(deadline_ms.max(0.0) / 1000.0).max(MIN_DELAY);
     let primary_backend = primary.admission.provider.clone();
-    let first = until_output::<E>(&*primary_backend, primary_req, streaming);
+    let first = with_traceparent(
+        primary.record.traceparent(),
+        until_output::<E>(&*primary_backend, primary_req, streaming),
+    );
     tokio::pin!(first);
     tokio::select! {
         answer = &mut first => return (answer, primary),
@@ -186,7 +190,10 @@ pub async fn race<E: Endpoint>(
     }
     tracing::info!(primary = %app.backends[primary.backend].name, hedge = %app.backends[hedge_backend].name, ?delay, "hedging");
     let hedge_provider = hedge.admission.provider.clone();
-    let second = until_output::<E>(&*hedge_provider, hedge_req, streaming);
+    let second = with_traceparent(
+        hedge.record.traceparent(),
+        until_output::<E>(&*hedge_provider, hedge_req, streaming),
+    );
     tokio::pin!(second);
     // The leg that did not serve: cancelled when the other answered first,
     // or failed, which its record says as for any failed call (its breaker

@@ -3,6 +3,7 @@
 
 mod admin;
 mod admission;
+mod attempt_span;
 mod billed_fields;
 mod chat;
 mod chat_backed;
@@ -33,6 +34,7 @@ use crate::access::Caller;
 use crate::app::App;
 use crate::error::{Dialect, GatewayError};
 use crate::http::Body;
+use crate::http::request_id::REQUEST_ID;
 use crate::live::Live;
 
 pub use admin::{parse_attainment_dimension, parse_dimension, parse_since};
@@ -55,6 +57,20 @@ pub async fn handle(live: &Live, app: Arc<App>, mut req: Request<Incoming>) -> R
             .filter(|rest| rest.starts_with('/'))
             .unwrap_or(path),
     );
+    let trace = crate::telemetry::get()
+        .filter(|_| !matches!(endpoint, "/healthz" | "/readyz" | "/metrics" | "/"))
+        .map(|telemetry| {
+            let id = req.headers().get(REQUEST_ID).and_then(|v| v.to_str().ok());
+            telemetry.server_span(
+                req.method(),
+                route_template(path, endpoint),
+                req.headers(),
+                id,
+            )
+        });
+    if let Some(trace) = &trace {
+        req.extensions_mut().insert(trace.clone());
+    }
     // Made before anything can refuse the request, so every refusal of a
     // model request (and a client that leaves) leaves a ledger row.
     let guard =
@@ -67,7 +83,25 @@ pub async fn handle(live: &Live, app: Arc<App>, mut req: Request<Incoming>) -> R
     if let Some(guard) = guard {
         guard.answered(&response);
     }
+    if let Some(trace) = trace {
+        trace.answered(response.status());
+    }
     response
+}
+
+/// A path as spans name it: the endpoint as the caller wrote it (with or
+/// without `/v1`), `/v1/models/{model}`, or empty for anything else.
+fn route_template(path: &str, endpoint: &'static str) -> &'static str {
+    let v1 = path.starts_with("/v1/");
+    match ENDPOINTS
+        .iter()
+        .position(|e| *e == endpoint && !e.is_empty())
+    {
+        Some(at) if v1 => V1_ENDPOINTS[at],
+        Some(_) => endpoint,
+        None if one_model(path).is_some() => "/v1/models/{model}",
+        None => "",
+    }
 }
 
 /// Counts the request against its key's requests-per-minute limit (here,
@@ -218,6 +252,26 @@ const ENDPOINTS: [&str; 16] = [
     "/healthz",
     "/metrics",
     "/readyz",
+];
+
+/// [`ENDPOINTS`] as written under `/v1`.
+const V1_ENDPOINTS: [&str; 16] = [
+    "/v1/chat/completions",
+    "/v1/messages",
+    "/v1/messages/count_tokens",
+    "/v1/",
+    "/v1/responses",
+    "/v1/completions",
+    "/v1/embeddings",
+    "/v1/route/explain",
+    "/v1/models",
+    "/v1/admin/spend",
+    "/v1/admin/budgets",
+    "/v1/admin/sessions",
+    "/v1/admin/reload",
+    "/v1/healthz",
+    "/v1/metrics",
+    "/v1/readyz",
 ];
 
 fn known_endpoint(path: &str) -> &'static str {

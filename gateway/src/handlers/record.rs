@@ -29,6 +29,7 @@ use crate::error::{Dialect, GatewayError};
 use crate::http::request_id::{ClientRequestId, REQUEST_ID};
 use crate::ledger::{Drafts, Ledger, LedgerRow, NotCommitted};
 use crate::metrics::Metrics;
+use crate::telemetry::{AttemptSpan, RequestTrace};
 
 /// Where a request's prompt text comes from when its tokens must be
 /// counted (the backend reported no usage): the request itself, so the
@@ -91,6 +92,12 @@ pub struct RequestContext {
     pub tool_results: bool,
     /// The request's refusal guard, told when a record takes over its row.
     accounted: Option<Arc<Accounted>>,
+    /// The request's SERVER span, when traces are on.
+    pub trace: Option<RequestTrace>,
+    /// The output tokens asked for, and whether the answer streams: for
+    /// the attempts' spans.
+    pub max_tokens: Option<u32>,
+    pub streaming: bool,
 }
 
 impl RequestContext {
@@ -135,6 +142,9 @@ impl RequestContext {
             session: decision.features.session.clone(),
             tool_results: decision.features.tool_results,
             accounted,
+            trace: parts.extensions.get::<RequestTrace>().cloned(),
+            max_tokens: decision.features.max_tokens,
+            streaming: decision.features.streaming,
         })
     }
 
@@ -192,6 +202,9 @@ impl RequestContext {
             session: None,
             tool_results: false,
             accounted: None,
+            trace: parts.extensions.get::<RequestTrace>().cloned(),
+            max_tokens: None,
+            streaming: false,
         })
     }
 }
@@ -257,6 +270,8 @@ pub struct RequestRecord {
     /// The breaker and the prefix index have heard of this call's outcome.
     routing_told: bool,
     written: bool,
+    /// The attempt's CLIENT span, when traces are on.
+    span: Option<AttemptSpan>,
 }
 
 impl RequestRecord {
@@ -283,7 +298,28 @@ impl RequestRecord {
         record.expected_cached_tokens = record.context.prefix.as_ref().map_or(0, |chain| {
             chain.tokens_in(admission.cached_blocks, record.context.prompt_tokens)
         });
+        if let Some(trace) = &record.context.trace {
+            record.span = super::attempt_span::start(app, &record.attempt(), trace);
+        }
         record
+    }
+
+    /// What the attempt's span says of it at the start.
+    fn attempt(&self) -> super::attempt_span::Attempt<'_> {
+        super::attempt_span::Attempt {
+            context: &self.context,
+            backend_index: self.backend_index,
+            replica: self.replica,
+            reason: self.reason,
+            waited: self.waited,
+            predicted_ttft_ms: self.predicted_ttft_ms,
+            expected_cached_tokens: self.expected_cached_tokens,
+        }
+    }
+
+    /// The `traceparent` this attempt's upstream request carries.
+    pub fn traceparent(&self) -> Option<HeaderValue> {
+        self.span.as_ref().and_then(|s| s.traceparent().cloned())
     }
 
     /// A record of an answer served from the response cache, first made by
@@ -354,6 +390,7 @@ impl RequestRecord {
             from_cache: false,
             routing_told: false,
             written: false,
+            span: None,
         }
     }
 
@@ -589,6 +626,16 @@ impl RequestRecord {
             session: self.context.session.clone(),
             tool_results: self.context.tool_results,
         };
+        if let Some(span) = self.span.take() {
+            let content = span.captures_content().then(|| {
+                // Output held back and counted is gone: only a whole
+                // completion is recorded.
+                let output = (self.output_counted == 0 && !self.output.is_empty())
+                    .then(|| self.output.clone());
+                (self.context.prompt.prompt_for_count().0, output)
+            });
+            super::attempt_span::end(span, &row, ttft, content);
+        }
         let saved_ms = self.ttft_saved_ms(&tokens);
         self.metrics.record(self.backend_index, &row, saved_ms);
         tracing::info!(

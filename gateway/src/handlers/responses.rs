@@ -3,6 +3,7 @@
 //! request, and the answer translated back, whole or as `response.*` events.
 
 use std::sync::Arc;
+use switchyard_adapters::upstream::with_traceparent;
 
 use bytes::Bytes;
 use futures_util::StreamExt;
@@ -229,12 +230,17 @@ async fn passthrough(
     );
     record.sent_tier(tier);
     if !streaming {
-        let response = record
-            .settle_whole(admission.provider.responses(raw).await, usage_of)
-            .await?;
+        let answer =
+            with_traceparent(record.traceparent(), admission.provider.responses(raw)).await;
+        let response = record.settle_whole(answer, usage_of).await?;
         return Ok(json_response(StatusCode::OK, &response));
     }
-    let events = match admission.provider.responses_stream(raw).await {
+    let events = match with_traceparent(
+        record.traceparent(),
+        admission.provider.responses_stream(raw),
+    )
+    .await
+    {
         Ok(events) => events,
         Err(err) => {
             let err = GatewayError::from(err);

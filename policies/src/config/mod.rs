@@ -9,6 +9,7 @@ mod raw;
 mod raw_accounting;
 mod route;
 mod sim;
+mod telemetry;
 mod validate;
 mod validate_accounting;
 mod validate_route;
@@ -32,6 +33,7 @@ pub use route::{
     CascadeCheck, Condition, HeaderMatch, Pattern, Route, RouteStrategy, Rule, Similar,
 };
 pub use sim::{SimFaults, SimParams, SimPreset, SimSpeculation};
+pub use telemetry::Telemetry;
 
 /// A validated configuration.
 #[derive(Debug, Clone, PartialEq)]
@@ -55,6 +57,9 @@ pub struct Config {
     /// the config file); the caller reads it and calls
     /// [`Config::apply_latency_hints`].
     pub latency_hints: Option<String>,
+    /// OpenTelemetry traces: `None` unless the file has a `telemetry:`
+    /// section (the environment may still turn them on).
+    pub telemetry: Option<Telemetry>,
 }
 
 impl Config {

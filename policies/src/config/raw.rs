@@ -60,6 +60,7 @@ pub(super) struct RawConfig {
     pub limits: RawLimits,
     /// A file of latency hints per backend (as `switchyard probe` writes).
     pub latency_hints: Option<String>,
+    pub telemetry: Option<super::telemetry::RawTelemetry>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -323,3 +323,39 @@ fn backend_tls_takes_roots_a_private_ca_and_a_client_certificate_whole() {
     let err = error_of(&with("{roots: none}"));
     assert!(err.message.contains("unknown variant `none`"), "{err}");
 }
+
+#[test]
+fn telemetry_is_off_unless_configured_and_checked_when_it_is() {
+    assert_eq!(
+        Config::from_yaml(GOOD, "test.yaml").unwrap().telemetry,
+        None
+    );
+    let on = format!(
+        "{GOOD}telemetry:\n  otlp: {{endpoint: \"http://127.0.0.1:4318\", headers: {{authorization: Bearer x}}, timeout_ms: 500}}\n  sample_ratio: 0.25\n"
+    );
+    let telemetry = Config::from_yaml(&on, "test.yaml")
+        .unwrap()
+        .telemetry
+        .unwrap();
+    assert_eq!(telemetry.endpoint.as_deref(), Some("http://127.0.0.1:4318"));
+    assert_eq!(telemetry.headers["authorization"], "Bearer x");
+    assert_eq!(telemetry.timeout, Some(Duration::from_millis(500)));
+    assert_eq!(telemetry.sample_ratio, 0.25);
+    assert!(!telemetry.capture_content);
+    for (bad, path) in [
+        ("  sample_ratio: 1.5\n", "telemetry.sample_ratio"),
+        (
+            "  otlp: {endpoint: \"collector:4317\"}\n",
+            "telemetry.otlp.endpoint",
+        ),
+        (
+            "  otlp: {headers: {\"bad header\": x}}\n",
+            "telemetry.otlp.headers",
+        ),
+        ("  otlp: {timeout_ms: 0}\n", "telemetry.otlp.timeout_ms"),
+        ("  queue: 0\n", "telemetry.queue"),
+    ] {
+        let err = error_of(&format!("{GOOD}telemetry:\n{bad}"));
+        assert_eq!(err.path, path, "{err}");
+    }
+}

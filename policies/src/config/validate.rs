@@ -59,6 +59,10 @@ pub(super) fn validate(raw: RawConfig, text: &str, source: &str) -> Result<Confi
         auth: super::validate_accounting::auth(&ck, raw.auth)?,
         limits: validate_limits(&ck, raw.limits)?,
         latency_hints: raw.latency_hints,
+        telemetry: raw
+            .telemetry
+            .map(|t| super::telemetry::validate(&ck, t))
+            .transpose()?,
     })
 }
 

@@ -1,0 +1,175 @@
+//! The spans of one request: the SERVER span, the routing span and one
+//! CLIENT span per upstream attempt.
+
+use std::borrow::Cow;
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use http::{HeaderMap, HeaderValue, Method, StatusCode};
+use opentelemetry::propagation::TextMapPropagator;
+use opentelemetry::trace::{Span as _, SpanKind, Status, TraceContextExt, Tracer as _};
+use opentelemetry::{Array, Context, KeyValue, StringValue, Value};
+use opentelemetry_http::{HeaderExtractor, HeaderInjector};
+use opentelemetry_sdk::trace::Span;
+
+use super::Telemetry;
+use super::names::*;
+
+/// A request's SERVER span, as the context its other spans hang below.
+/// The span ends when the last copy is dropped: the request's answer has
+/// been sent and every attempt's record is written.
+#[derive(Clone)]
+pub struct RequestTrace {
+    cx: Context,
+    request_id: Option<Arc<str>>,
+}
+
+impl Telemetry {
+    /// The SERVER span of a request to `route` (one of the gateway's
+    /// paths, or empty for any other: never the request's own path, so
+    /// span names stay few), continuing the caller's trace when its
+    /// headers carry one.
+    pub fn server_span(
+        &'static self,
+        method: &Method,
+        route: &'static str,
+        headers: &HeaderMap,
+        request_id: Option<&str>,
+    ) -> RequestTrace {
+        let parent = self.propagator.extract(&HeaderExtractor(headers));
+        let name = if route.is_empty() {
+            Cow::Owned(method.to_string())
+        } else {
+            Cow::Owned(format!("{method} {route}"))
+        };
+        let mut attributes = vec![KeyValue::new(HTTP_REQUEST_METHOD, method.to_string())];
+        if !route.is_empty() {
+            attributes.push(KeyValue::new(HTTP_ROUTE, route));
+        }
+        if let Some(id) = request_id {
+            attributes.push(KeyValue::new(REQUEST_ID, id.to_owned()));
+        }
+        let span = self
+            .tracer
+            .span_builder(name)
+            .with_kind(SpanKind::Server)
+            .with_attributes(attributes)
+            .start_with_context(&self.tracer, &parent);
+        RequestTrace {
+            cx: parent.with_span(span),
+            request_id: request_id.map(Arc::from),
+        }
+    }
+}
+
+impl RequestTrace {
+    fn telemetry() -> Option<&'static Telemetry> {
+        super::get()
+    }
+
+    /// The answer's status; a 5xx marks the span failed.
+    pub fn answered(&self, status: StatusCode) {
+        let span = self.cx.span();
+        span.set_attribute(KeyValue::new(
+            HTTP_RESPONSE_STATUS_CODE,
+            i64::from(status.as_u16()),
+        ));
+        if status.is_server_error() {
+            span.set_attribute(KeyValue::new(ERROR_TYPE, status.as_str().to_owned()));
+            span.set_status(Status::error(""));
+        }
+    }
+
+    /// Sets an attribute on the SERVER span.
+    pub fn set(&self, attribute: KeyValue) {
+        self.cx.span().set_attribute(attribute);
+    }
+
+    /// Records the routing decision as a span from `started` to now.
+    pub fn routed(&self, started: SystemTime, attributes: Vec<KeyValue>) {
+        let Some(telemetry) = Self::telemetry() else {
+            return;
+        };
+        let mut span = telemetry
+            .tracer
+            .span_builder("route")
+            .with_kind(SpanKind::Internal)
+            .with_start_time(started)
+            .with_attributes(self.with_request_id(attributes))
+            .start_with_context(&telemetry.tracer, &self.cx);
+        span.end();
+    }
+
+    /// A CLIENT span for one upstream attempt, named
+    /// `{gen_ai.operation.name} {gen_ai.request.model}`, started at
+    /// `started` (when the attempt began waiting for its backend).
+    pub fn attempt(
+        &self,
+        operation: &'static str,
+        model: &str,
+        started: SystemTime,
+        attributes: Vec<KeyValue>,
+    ) -> Option<AttemptSpan> {
+        let telemetry = Self::telemetry()?;
+        let span = telemetry
+            .tracer
+            .span_builder(format!("{operation} {model}"))
+            .with_kind(SpanKind::Client)
+            .with_start_time(started)
+            .with_attributes(self.with_request_id(attributes))
+            .start_with_context(&telemetry.tracer, &self.cx);
+        let cx = Context::new().with_remote_span_context(span.span_context().clone());
+        let mut headers = HeaderMap::new();
+        telemetry
+            .propagator
+            .inject_context(&cx, &mut HeaderInjector(&mut headers));
+        Some(AttemptSpan {
+            span,
+            traceparent: headers.remove("traceparent"),
+            capture_content: telemetry.capture_content,
+        })
+    }
+
+    fn with_request_id(&self, mut attributes: Vec<KeyValue>) -> Vec<KeyValue> {
+        if let Some(id) = &self.request_id {
+            attributes.push(KeyValue::new(REQUEST_ID, id.to_string()));
+        }
+        attributes
+    }
+}
+
+/// One upstream attempt's CLIENT span, ended with its outcome.
+pub struct AttemptSpan {
+    span: Span,
+    traceparent: Option<HeaderValue>,
+    capture_content: bool,
+}
+
+impl AttemptSpan {
+    /// The `traceparent` the upstream request carries.
+    pub fn traceparent(&self) -> Option<&HeaderValue> {
+        self.traceparent.as_ref()
+    }
+
+    /// Whether prompt and completion text may be recorded.
+    pub fn captures_content(&self) -> bool {
+        self.capture_content
+    }
+
+    /// Ends the span at `started + took` with these attributes; an outcome
+    /// other than `ok` is the span's error.
+    pub fn end(mut self, ended: SystemTime, outcome: &str, attributes: Vec<KeyValue>) {
+        self.span.set_attributes(attributes);
+        if !matches!(outcome, "ok" | "escalated" | "cancelled" | "hedge-lost") {
+            self.span
+                .set_attribute(KeyValue::new(ERROR_TYPE, outcome.to_owned()));
+            self.span.set_status(Status::error(outcome.to_owned()));
+        }
+        self.span.end_with_timestamp(ended);
+    }
+}
+
+/// A list of strings as one attribute value.
+pub fn strings<I: IntoIterator<Item = S>, S: Into<StringValue>>(items: I) -> Value {
+    Value::Array(Array::String(items.into_iter().map(Into::into).collect()))
+}
