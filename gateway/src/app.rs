@@ -102,6 +102,15 @@ impl BackendHandle {
         }
     }
 
+    /// Requests this gateway has running on the backend, and waiting for
+    /// one of its slots.
+    pub fn load(&self) -> (u32, usize) {
+        (
+            self.in_flight.load(Ordering::Relaxed),
+            self.waiting.load(Ordering::Relaxed),
+        )
+    }
+
     /// Cloud tiers count against cloud budgets.
     pub fn is_cloud(&self) -> bool {
         !self.tier.is_local()
@@ -289,7 +298,15 @@ impl App {
             reference: config.reference.clone(),
             hedges: previous.map(|p| p.hedges.clone()).unwrap_or_default(),
             metrics: Arc::new(Metrics::carrying(
-                config.backends.keys().cloned().collect(),
+                &config
+                    .backends
+                    .values()
+                    .map(|b| crate::metrics::BackendLabels {
+                        name: b.name.clone(),
+                        provider: crate::telemetry::Peer::of(b).provider,
+                        model: b.upstream_model.clone(),
+                    })
+                    .collect::<Vec<_>>(),
                 previous.map(|p| &*p.metrics),
             )),
             response_caches: config

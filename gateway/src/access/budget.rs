@@ -279,6 +279,29 @@ impl Budgets {
         }
     }
 
+    /// What each budget has left now (its limit less what is spent and
+    /// held by requests in flight), per period it limits:
+    /// `(holder, period, remaining_usd)`, by holder name.
+    pub fn remaining(&self) -> Vec<(&str, &'static str, f64)> {
+        let now = now_ms();
+        let mut out = Vec::new();
+        for (name, holder) in &self.holders {
+            let mut window = holder.window.lock().unwrap_or_else(|p| p.into_inner());
+            window.roll(now);
+            let i = usize::from(holder.limit.scope == SpendScope::Total);
+            for (period, spent, cap) in [
+                ("daily", window.day_spent, holder.limit.daily_usd),
+                ("monthly", window.month_spent, holder.limit.monthly_usd),
+            ] {
+                if let Some(cap) = cap {
+                    out.push((name.as_str(), period, cap - spent[i] - window.reserved[i]));
+                }
+            }
+        }
+        out.sort_by(|a, b| (a.0, a.1).cmp(&(b.0, b.1)));
+        out
+    }
+
     /// Spend today per holder as `(cloud, total)`, for tests and reports.
     pub fn spent_today(&self, holder: &str) -> Option<[f64; 2]> {
         let holder = self.holders.get(holder)?;

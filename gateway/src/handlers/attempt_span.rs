@@ -61,7 +61,7 @@ pub fn routing(app: &App, decision: &Decision) -> Vec<KeyValue> {
 }
 
 /// The GenAI operation of an endpoint (its ledger name).
-fn operation(endpoint: &str) -> &'static str {
+pub fn operation(endpoint: &str) -> &'static str {
     match endpoint {
         "completions" => "text_completion",
         "embeddings" | "encoder" => "embeddings",
@@ -71,7 +71,7 @@ fn operation(endpoint: &str) -> &'static str {
 
 /// What the attempt was to the request: the first choice, a hedge leg, a
 /// fallback or a cascade step.
-fn role(reason: Reason) -> &'static str {
+pub fn role(reason: Reason) -> &'static str {
     match reason {
         Reason::Hedge => "hedge",
         Reason::Fallback => "fallback",

@@ -10,6 +10,7 @@ use serde_json::json;
 use crate::app::App;
 use crate::error::GatewayError;
 use crate::http::{Body, json_response};
+use crate::metrics::{Scrape, content_type};
 
 /// The process is up and answering.
 pub fn live() -> Response<Body> {
@@ -28,20 +29,19 @@ pub fn ready(app: &App) -> Response<Body> {
     )
 }
 
-/// Prometheus text exposition of the gateway's metrics.
-pub fn metrics(app: &App) -> Response<Body> {
-    let mut text = app.metrics.render(app.router.speculation());
-    crate::metrics::render_breakers(
-        &mut text,
-        app.backends.iter().map(|b| (b.name.as_str(), &*b.breaker)),
-    );
-    if let Some(telemetry) = crate::telemetry::get() {
-        telemetry.render(&mut text);
-    }
+/// The metrics exposition: OpenMetrics when the scraper's `Accept` asks
+/// for it (Prometheus does), else the Prometheus text format.
+pub fn metrics(app: &App, headers: &http::HeaderMap) -> Response<Body> {
+    let openmetrics = headers
+        .get_all(http::header::ACCEPT)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .any(|v| v.contains("application/openmetrics-text"));
+    let text = Scrape::render(app, openmetrics);
     let mut response = Response::new(Full::new(Bytes::from(text)).boxed_unsync());
     response.headers_mut().insert(
         CONTENT_TYPE,
-        HeaderValue::from_static("text/plain; version=0.0.4"),
+        HeaderValue::from_static(content_type(openmetrics)),
     );
     response
 }

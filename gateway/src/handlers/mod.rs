@@ -188,7 +188,7 @@ async fn serve_endpoint(
             Err(err) => Err(err),
         },
         "/healthz" => Ok(health::live()),
-        "/metrics" => allow(&req, Method::GET, "GET").map(|()| health::metrics(app)),
+        "/metrics" => allow(&req, Method::GET, "GET").map(|()| health::metrics(app, req.headers())),
         "/readyz" => Ok(health::ready(app)),
         _ => match one_model(req.uri().path()) {
             Some(name) => allow(&req, Method::GET, "GET").and_then(|()| {

@@ -28,7 +28,7 @@ use crate::breaker::{Blame, Breaker};
 use crate::error::{Dialect, GatewayError};
 use crate::http::request_id::{ClientRequestId, REQUEST_ID};
 use crate::ledger::{Drafts, Ledger, LedgerRow, NotCommitted};
-use crate::metrics::Metrics;
+use crate::metrics::{CallFacts, Metrics};
 use crate::telemetry::{AttemptSpan, RequestTrace};
 
 /// Where a request's prompt text comes from when its tokens must be
@@ -300,6 +300,16 @@ impl RequestRecord {
         });
         if let Some(trace) = &record.context.trace {
             record.span = super::attempt_span::start(app, &record.attempt(), trace);
+        }
+        if let Some(before) = record
+            .context
+            .accounted
+            .as_ref()
+            .and_then(|a| a.first_call_overhead())
+        {
+            record
+                .metrics
+                .overhead(backend_index, before.saturating_sub(admission.waited));
         }
         record
     }
@@ -636,8 +646,15 @@ impl RequestRecord {
             });
             super::attempt_span::end(span, &row, ttft, content);
         }
-        let saved_ms = self.ttft_saved_ms(&tokens);
-        self.metrics.record(self.backend_index, &row, saved_ms);
+        let facts = CallFacts {
+            operation: super::attempt_span::operation(self.context.endpoint),
+            role: super::attempt_span::role(self.reason),
+            ttft_saved_ms: self.ttft_saved_ms(&tokens),
+            upstream_seconds: total.as_secs_f64(),
+            upstream_ttft: ttft,
+            from_cache: self.from_cache,
+        };
+        self.metrics.record(self.backend_index, &row, facts);
         tracing::info!(
             target: "switchyard::request",
             endpoint = row.endpoint,

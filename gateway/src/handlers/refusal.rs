@@ -22,13 +22,31 @@ use crate::ledger::{LedgerRow, now_ms};
 
 /// Shared by a request's guard and its records: whether a record has
 /// taken over its row, and where routing sent it (for the refusal's row).
-#[derive(Default)]
 pub struct Accounted {
     recorded: AtomicBool,
     decided: std::sync::OnceLock<(Option<Arc<str>>, usize)>,
+    /// When the handler took the request, and whether its first call has
+    /// measured the gateway's time before it.
+    arrived: Instant,
+    overhead_measured: AtomicBool,
 }
 
 impl Accounted {
+    fn new() -> Self {
+        Accounted {
+            recorded: AtomicBool::new(false),
+            decided: std::sync::OnceLock::new(),
+            arrived: Instant::now(),
+            overhead_measured: AtomicBool::new(false),
+        }
+    }
+
+    /// The time since the request arrived, for its first backend call only
+    /// (a retry's or fallback's would count the calls before it).
+    pub fn first_call_overhead(&self) -> Option<std::time::Duration> {
+        (!self.overhead_measured.swap(true, Ordering::Relaxed)).then(|| self.arrived.elapsed())
+    }
+
     /// A backend call of the request has a record, which writes a row
     /// however the call ends.
     pub fn recorded(&self) {
@@ -66,7 +84,7 @@ impl RefusalGuard {
         endpoint: &'static str,
         dialect: Dialect,
     ) -> Self {
-        let accounted = Arc::new(Accounted::default());
+        let accounted = Arc::new(Accounted::new());
         req.extensions_mut().insert(accounted.clone());
         let (request_id, client_request_id) = request_ids(req.headers(), req.extensions());
         RefusalGuard {

@@ -175,6 +175,13 @@ impl Ledger {
         self.detached.load(Ordering::Acquire) >= self.queue
     }
 
+    /// Rows not yet with the writer's transaction: in its queue, or waiting
+    /// in background tasks to be queued.
+    pub fn pending(&self) -> usize {
+        let queued = self.sender().map_or(0, |s| s.max_capacity() - s.capacity());
+        queued + self.detached.load(Ordering::Relaxed)
+    }
+
     /// Runs `work` (a request's bookkeeping, ending in its row) in a task of
     /// its own, which runs once the caller's task yields, and writes the row;
     /// `close` waits for it as for a detached row.

@@ -14,7 +14,6 @@ mod peer;
 mod spans;
 
 use std::collections::HashMap;
-use std::sync::atomic::Ordering;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
@@ -116,26 +115,6 @@ impl Telemetry {
     /// Exports what is queued; for shutdown.
     pub async fn flush(&self) {
         self.processor.flush(Duration::from_secs(5)).await;
-    }
-
-    /// The `/metrics` lines of the export's counters.
-    pub fn render(&self, out: &mut String) {
-        use std::fmt::Write;
-        let get = |c: &std::sync::atomic::AtomicU64| c.load(Ordering::Relaxed);
-        let _ = writeln!(
-            out,
-            "# HELP switchyard_otlp_spans_total Finished spans by what became of them: exported, dropped (the export queue was full) or failed (the collector refused them or was away past the exporter's retries).\n# TYPE switchyard_otlp_spans_total counter"
-        );
-        for (outcome, n) in [
-            ("exported", get(&self.stats.exported)),
-            ("dropped", get(&self.stats.dropped)),
-            ("failed", get(&self.stats.failed)),
-        ] {
-            let _ = writeln!(
-                out,
-                "switchyard_otlp_spans_total{{outcome=\"{outcome}\"}} {n}"
-            );
-        }
     }
 }
 

@@ -1,0 +1,375 @@
+//! Prometheus metrics at `GET /metrics`, through the prometheus-client
+//! crate: OpenMetrics text for scrapers that ask for it (Prometheus does),
+//! the Prometheus text format otherwise. Per-call figures are recorded
+//! from each call's ledger row, into handles looked up once per backend;
+//! what is true at scrape time (breakers, queues, budgets, speculation) is
+//! read then (`scrape`).
+
+mod buckets;
+mod families;
+mod scrape;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::histogram::Histogram;
+use switchyard_policies::PromptClass;
+
+use crate::ledger::LedgerRow;
+use families::{
+    BackendLabel, Class, Families, FloatCounter, GenAi, GenAiOutcome, GenAiTokens, Holder, Kind,
+    Outcome, ReloadOutcome, Role, Routed, TokenKind,
+};
+pub use scrape::{Scrape, content_type};
+
+/// How far (as a share) recent decode speed may move from its baseline
+/// before it is reported as drift, and how near it must come back before
+/// the drift is reported over (apart, so a speed near the threshold does
+/// not flip the report on every call).
+pub const DRIFT_THRESHOLD: f64 = 0.3;
+const DRIFT_CLEARED: f64 = 0.2;
+
+/// A backend as its metrics name it.
+pub struct BackendLabels {
+    pub name: String,
+    /// `gen_ai.provider.name`.
+    pub provider: &'static str,
+    /// The model name sent upstream.
+    pub model: String,
+}
+
+/// One backend's series, looked up once.
+struct BackendSeries {
+    name: Arc<str>,
+    provider: &'static str,
+    model: Arc<str>,
+    outcomes: [Counter; 4],
+    tokens: [Counter; 5],
+    cost: FloatCounter,
+    counterfactual: FloatCounter,
+    ttft: Histogram,
+    prediction_error: Histogram,
+    overhead: Histogram,
+    prefix: [Counter; 2],
+    expected_cached_tokens: Counter,
+    ttft_saved: FloatCounter,
+    decode_tokens: [Counter; 2],
+    decode_seconds: [FloatCounter; 2],
+    /// Whether decode speed is past the drift threshold now.
+    drifting: std::sync::atomic::AtomicBool,
+}
+
+const OUTCOMES: [&str; 4] = ["ok", "error", "cancelled", "escalated"];
+const TOKEN_KINDS: [&str; 5] = ["prompt", "cached", "cache_write", "completion", "reasoning"];
+
+impl BackendSeries {
+    fn new(f: &Families, labels: &BackendLabels) -> Self {
+        let name: Arc<str> = Arc::from(labels.name.as_str());
+        let one = BackendLabel {
+            backend: name.clone(),
+        };
+        let class = |class: PromptClass| Class {
+            backend: name.clone(),
+            class: class.as_str(),
+        };
+        let classes = PromptClass::ALL;
+        BackendSeries {
+            outcomes: OUTCOMES.map(|outcome| {
+                f.requests.get_or_create_owned(&Outcome {
+                    backend: name.clone(),
+                    outcome,
+                })
+            }),
+            tokens: TOKEN_KINDS.map(|kind| {
+                f.tokens.get_or_create_owned(&TokenKind {
+                    backend: name.clone(),
+                    kind,
+                })
+            }),
+            cost: f.cost.get_or_create_owned(&one),
+            counterfactual: f.counterfactual.get_or_create_owned(&one),
+            ttft: f.ttft.get_or_create_owned(&one),
+            prediction_error: f.prediction_error.get_or_create_owned(&one),
+            overhead: f.overhead.get_or_create_owned(&one),
+            prefix: ["hit", "miss"].map(|outcome| {
+                f.prefix_lookups.get_or_create_owned(&Outcome {
+                    backend: name.clone(),
+                    outcome,
+                })
+            }),
+            expected_cached_tokens: f.expected_cached_tokens.get_or_create_owned(&one),
+            ttft_saved: f.ttft_saved.get_or_create_owned(&one),
+            decode_tokens: classes.map(|c| f.decode_tokens.get_or_create_owned(&class(c))),
+            decode_seconds: classes.map(|c| f.decode_seconds.get_or_create_owned(&class(c))),
+            drifting: Default::default(),
+            provider: labels.provider,
+            model: Arc::from(labels.model.as_str()),
+            name,
+        }
+    }
+
+    fn genai(&self, operation: &'static str) -> GenAi {
+        GenAi {
+            gen_ai_operation_name: operation,
+            gen_ai_provider_name: self.provider,
+            gen_ai_request_model: self.model.clone(),
+            switchyard_backend: self.name.clone(),
+        }
+    }
+}
+
+/// The metrics of one config. The series are the process's, shared with
+/// the next config on reload (per backend name), so a reload never sets a
+/// counter back.
+pub struct Metrics {
+    families: Arc<Families>,
+    backends: Vec<Arc<BackendSeries>>,
+}
+
+impl Metrics {
+    pub fn new(backends: &[BackendLabels]) -> Self {
+        Self::carrying(backends, None)
+    }
+
+    /// Metrics for `backends`, continuing `previous`'s series.
+    pub fn carrying(backends: &[BackendLabels], previous: Option<&Metrics>) -> Self {
+        let families = previous.map_or_else(|| Arc::new(Families::new()), |m| m.families.clone());
+        let backends = backends
+            .iter()
+            .map(|labels| {
+                let kept = previous.and_then(|m| {
+                    m.backends.iter().find(|b| {
+                        *b.name == *labels.name
+                            && b.provider == labels.provider
+                            && *b.model == *labels.model
+                    })
+                });
+                kept.cloned()
+                    .unwrap_or_else(|| Arc::new(BackendSeries::new(&families, labels)))
+            })
+            .collect::<Vec<_>>();
+        Metrics { families, backends }
+    }
+
+    /// Counts a config reload, applied or refused.
+    pub fn reloaded(&self, applied: bool) {
+        let outcome = if applied { "applied" } else { "failed" };
+        self.families
+            .reloads
+            .get_or_create(&ReloadOutcome { outcome })
+            .inc();
+    }
+
+    /// Counts a model request refused before any backend call.
+    pub fn refused(&self, kind: &'static str) {
+        self.families.refused.get_or_create(&Kind { kind }).inc();
+    }
+
+    /// Counts a request refused for its key (missing, unknown).
+    pub fn unauthenticated(&self) {
+        self.families.unauthenticated.inc();
+    }
+
+    /// Counts a response-cache lookup.
+    pub fn response_cache(&self, hit: bool) {
+        let result = if hit { "hit" } else { "miss" };
+        self.families
+            .response_cache
+            .get_or_create(&families::Result { result })
+            .inc();
+    }
+
+    /// The gateway's own time before a call to `backend`.
+    pub fn overhead(&self, backend: usize, took: Duration) {
+        if let Some(b) = self.backends.get(backend) {
+            b.overhead.observe(took.as_secs_f64());
+        }
+    }
+
+    /// Counts one finished call from its ledger row: `operation` is its
+    /// GenAI operation, `role` what it was to its request, `saved_ms` the
+    /// first-token time its cached prompt tokens saved (by the latency
+    /// model).
+    pub fn record(&self, backend: usize, row: &LedgerRow, call: CallFacts) {
+        let Some(b) = self.backends.get(backend) else {
+            return;
+        };
+        let f = &self.families;
+        let outcome = match row.status {
+            "ok" => 0,
+            "cancelled" | "hedge-lost" => 2,
+            "escalated" => 3,
+            _ => 1,
+        };
+        b.outcomes[outcome].inc();
+        let route = row.route.clone().unwrap_or_else(|| Arc::from("direct"));
+        f.routed
+            .get_or_create(&Routed {
+                route,
+                backend: b.name.clone(),
+                reason: row.reason,
+                outcome: OUTCOMES[outcome],
+            })
+            .inc();
+        f.attempts
+            .get_or_create(&Role {
+                backend: b.name.clone(),
+                role: call.role,
+            })
+            .inc();
+        let t = &row.tokens;
+        for (counter, n) in b.tokens.iter().zip([
+            t.prompt(),
+            t.cached_input,
+            t.cache_write,
+            t.output,
+            t.reasoning,
+        ]) {
+            counter.inc_by(n);
+        }
+        b.cost.inc_by(row.cost_usd.max(0.0));
+        b.counterfactual.inc_by(row.counterfactual_usd.max(0.0));
+        if let Some(key) = &row.key {
+            f.key_cost
+                .get_or_create(&Holder {
+                    key: Arc::from(key.as_str()),
+                    team: row.team.as_deref().map(Arc::from),
+                })
+                .inc_by(row.cost_usd.max(0.0));
+        }
+        b.prefix[usize::from(row.expected_cached_tokens == 0)].inc();
+        b.expected_cached_tokens
+            .inc_by(u64::from(row.expected_cached_tokens));
+        b.ttft_saved.inc_by(call.ttft_saved_ms.max(0.0) / 1000.0);
+        if let Some(ttft) = row.ttft_ms {
+            b.ttft.observe(ttft / 1000.0);
+            if let Some(predicted) = row.predicted_ttft_ms.filter(|p| p.is_finite()) {
+                b.prediction_error.observe((ttft - predicted) / 1000.0);
+            }
+        }
+        if let Some(rate) = row.decode_tokens_per_s
+            && rate > 0.0
+        {
+            let decoded = t.output.saturating_sub(1);
+            let i = row.prompt_class.index();
+            b.decode_tokens[i].inc_by(decoded);
+            b.decode_seconds[i].inc_by(decoded as f64 / rate);
+        }
+        self.record_genai(b, row, call);
+    }
+
+    /// The GenAI semantic-convention histograms of one call.
+    fn record_genai(&self, b: &BackendSeries, row: &LedgerRow, call: CallFacts) {
+        let f = &self.families;
+        if call.from_cache {
+            return;
+        }
+        let genai = b.genai(call.operation);
+        let failed = !matches!(row.status, "ok" | "escalated" | "cancelled" | "hedge-lost");
+        f.operation_duration
+            .get_or_create(&GenAiOutcome {
+                gen_ai_operation_name: genai.gen_ai_operation_name,
+                gen_ai_provider_name: genai.gen_ai_provider_name,
+                gen_ai_request_model: genai.gen_ai_request_model.clone(),
+                switchyard_backend: genai.switchyard_backend.clone(),
+                error_type: failed.then_some(row.status),
+            })
+            .observe(call.upstream_seconds);
+        // Token usage is for calls whose tokens are known (the
+        // conventions: not reported when they cannot be counted).
+        if !row.estimated && !failed {
+            for (token_type, n) in [
+                ("input", row.tokens.prompt()),
+                ("output", row.tokens.output),
+            ] {
+                f.token_usage
+                    .get_or_create(&GenAiTokens {
+                        gen_ai_operation_name: genai.gen_ai_operation_name,
+                        gen_ai_provider_name: genai.gen_ai_provider_name,
+                        gen_ai_request_model: genai.gen_ai_request_model.clone(),
+                        switchyard_backend: genai.switchyard_backend.clone(),
+                        gen_ai_token_type: token_type,
+                    })
+                    .observe(n as f64);
+            }
+        }
+        if let Some(ttft) = call.upstream_ttft {
+            f.time_to_first_token
+                .get_or_create(&genai)
+                .observe(ttft.as_secs_f64());
+            if let Some(rate) = row.decode_tokens_per_s.filter(|r| *r > 0.0) {
+                f.time_per_output_token
+                    .get_or_create(&genai)
+                    .observe(1.0 / rate);
+            }
+        }
+    }
+
+    /// A backend's recent decode speed over its own baseline. Crossing
+    /// [`DRIFT_THRESHOLD`] either way is logged (at warn when it drifts).
+    pub fn set_decode_drift(&self, backend: usize, ratio: f64) {
+        use std::sync::atomic::Ordering;
+        let Some(b) = self.backends.get(backend) else {
+            return;
+        };
+        self.families
+            .decode_drift
+            .get_or_create(&BackendLabel {
+                backend: b.name.clone(),
+            })
+            .set(ratio);
+        let moved = (ratio - 1.0).abs();
+        let was = b.drifting.load(Ordering::Relaxed);
+        let drifting = if was {
+            moved >= DRIFT_CLEARED
+        } else {
+            moved >= DRIFT_THRESHOLD
+        };
+        if b.drifting.swap(drifting, Ordering::Relaxed) != drifting {
+            let change = format!("{:+.0}%", (ratio - 1.0) * 100.0);
+            if drifting {
+                tracing::warn!(backend = %b.name, %change, "decode speed drifted from its baseline");
+            } else {
+                tracing::info!(backend = %b.name, %change, "decode speed back near its baseline");
+            }
+        }
+    }
+
+    /// The share of drafted tokens the engine reports it accepted.
+    pub fn set_engine_acceptance(&self, backend: usize, acceptance: f64) {
+        if let Some(b) = self.backends.get(backend) {
+            self.families
+                .engine_acceptance
+                .get_or_create(&BackendLabel {
+                    backend: b.name.clone(),
+                })
+                .set(acceptance);
+        }
+    }
+
+    /// The decode speed measured on `backend` for prompts of `class`
+    /// (tokens/s), if any call has measured it.
+    pub fn decode_speed(&self, backend: usize, class: PromptClass) -> Option<f64> {
+        let b = self.backends.get(backend)?;
+        let tokens = b.decode_tokens[class.index()].get();
+        let seconds = b.decode_seconds[class.index()].get();
+        (tokens > 0 && seconds > 0.0).then(|| tokens as f64 / seconds)
+    }
+}
+
+/// What a call's row does not say that its metrics need.
+#[derive(Debug, Clone, Copy)]
+pub struct CallFacts {
+    /// The GenAI operation (`chat`, `text_completion`, `embeddings`).
+    pub operation: &'static str,
+    /// `primary`, `hedge`, `fallback` or `cascade_step`.
+    pub role: &'static str,
+    pub ttft_saved_ms: f64,
+    /// The upstream call's own time (from the request sent), and its first
+    /// token's.
+    pub upstream_seconds: f64,
+    pub upstream_ttft: Option<Duration>,
+    /// Answered from the response cache: no upstream call.
+    pub from_cache: bool,
+}
