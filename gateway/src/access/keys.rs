@@ -47,6 +47,25 @@ fn presented(headers: &HeaderMap) -> Option<&str> {
         .map(str::trim)
 }
 
+/// The password of a `Basic` credential (any user name): how a browser
+/// sends the admin key to the dashboard after asking for it.
+fn basic_password(headers: &HeaderMap) -> Option<String> {
+    use base64::Engine;
+    let value = headers.get(AUTHORIZATION)?.to_str().ok()?.trim();
+    let (scheme, encoded) = value.split_once([' ', '\t'])?;
+    if !scheme.eq_ignore_ascii_case("basic") {
+        return None;
+    }
+    let decoded = base64::engine::general_purpose::STANDARD
+        .decode(encoded.trim())
+        .ok()?;
+    let (_, password) = String::from_utf8(decoded)
+        .ok()?
+        .split_once(':')
+        .map(|(u, p)| (u.to_owned(), p.to_owned()))?;
+    (!password.is_empty()).then_some(password)
+}
+
 /// The token of a `Bearer` credential: the scheme in any case, then one or
 /// more spaces or tabs (RFC 9110 section 11.1 and 11.4).
 fn bearer_token(value: &str) -> Option<&str> {
@@ -107,10 +126,20 @@ impl KeyStore {
 
     /// Whether the request carries the admin key.
     pub fn is_admin(&self, headers: &HeaderMap) -> bool {
-        match (self.admin, presented(headers)) {
-            (Some(admin), Some(key)) => bool::from(admin.ct_eq(&hash_key(key))),
-            _ => false,
+        let Some(admin) = self.admin else {
+            return false;
+        };
+        let basic = basic_password(headers);
+        match presented(headers).or(basic.as_deref()) {
+            Some(key) => bool::from(admin.ct_eq(&hash_key(key))),
+            None => false,
         }
+    }
+
+    /// Neither keys nor an admin key are configured: everything, the
+    /// dashboard included, is open (as on the embedded default).
+    pub fn is_open(&self) -> bool {
+        self.keys.is_empty() && self.admin.is_none()
     }
 }
 
@@ -197,5 +226,23 @@ mod tests {
         }
         assert!(store.is_admin(&headers("authorization", "Bearer sk-admin")));
         assert!(!store.is_admin(&headers("authorization", "Bearer sk-alice")));
+    }
+
+    #[test]
+    fn a_browser_may_send_the_admin_key_as_a_basic_password() {
+        let store = store();
+        // base64("admin:sk-admin"), base64("anyone:sk-admin"), base64("admin:sk-alice")
+        assert!(store.is_admin(&headers("authorization", "Basic YWRtaW46c2stYWRtaW4=")));
+        assert!(store.is_admin(&headers("authorization", "basic  YW55b25lOnNrLWFkbWlu")));
+        assert!(!store.is_admin(&headers("authorization", "Basic YWRtaW46c2stYWxpY2U=")));
+        assert!(!store.is_admin(&headers("authorization", "Basic not-base64!")));
+        // A Basic credential is never a model key.
+        assert!(
+            store
+                .authenticate(&headers("authorization", "Basic YWRtaW46c2stYWRtaW4="))
+                .is_err()
+        );
+        assert!(!store.is_open());
+        assert!(KeyStore::new(&Auth::default()).is_open());
     }
 }

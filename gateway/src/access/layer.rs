@@ -18,9 +18,13 @@ use crate::http::Body;
 use crate::live::Live;
 
 /// Paths that answer without a key: probes, Prometheus scrapes, and the
-/// admin API (which checks the admin key itself).
+/// admin API and dashboard (which check the admin key themselves).
 fn is_open(path: &str) -> bool {
-    matches!(path, "/healthz" | "/readyz" | "/metrics" | "/") || path.starts_with("/admin/")
+    matches!(
+        path,
+        "/healthz" | "/readyz" | "/metrics" | "/" | "/dashboard"
+    ) || path.starts_with("/admin/")
+        || path.starts_with("/dashboard/")
 }
 
 #[derive(Clone)]

@@ -48,7 +48,7 @@ pub async fn sessions(app: &App, req: Request<Incoming>) -> Result<Response<Body
 }
 
 /// A query-string parameter's value.
-fn query_param(req: &Request<Incoming>, name: &str) -> Option<String> {
+pub fn query_param(req: &Request<Incoming>, name: &str) -> Option<String> {
     req.uri()
         .query()
         .unwrap_or("")

@@ -215,8 +215,12 @@ pub async fn serve_decided<E: Endpoint>(
     );
     admission::admit_request(app, caller.as_ref(), size)?;
     let slot = Slot::of(app, parts, &request.0, &decision);
+    let cached = slot.as_ref().and_then(Slot::get);
+    if slot.is_some() {
+        app.metrics.response_cache(cached.is_some());
+    }
     // A hit from a backend the config no longer has is a miss.
-    if let Some(cached) = slot.as_ref().and_then(Slot::get)
+    if let Some(cached) = cached
         && let Some(backend) = app.backends.iter().position(|b| *b.name == *cached.backend)
         && let Some(mut response) = Box::pin(replay::<E>(
             app,

@@ -8,6 +8,7 @@ mod billed_fields;
 mod chat;
 mod chat_backed;
 mod completions;
+mod dashboard;
 mod embeddings;
 mod encoder;
 mod endpoint;
@@ -134,7 +135,8 @@ async fn serve_endpoint(
     // The admin API answers only the admin key, even about what it does
     // not have or which methods it takes: which admin paths exist is not
     // for others to probe.
-    if is_admin_path(req.uri().path()) && !app.keys.is_admin(req.headers()) {
+    let stats = endpoint == "/admin/stats" && dashboard::may_see(app, req.headers());
+    if is_admin_path(req.uri().path()) && !stats && !app.keys.is_admin(req.headers()) {
         return Err(admin::unauthorized());
     }
     match endpoint {
@@ -183,6 +185,10 @@ async fn serve_endpoint(
             Ok(()) => admin::sessions(app, req).await,
             Err(err) => Err(err),
         },
+        "/admin/stats" => match allow(&req, Method::GET, "GET") {
+            Ok(()) => dashboard::stats(app, req).await,
+            Err(err) => Err(err),
+        },
         "/admin/reload" => match allow(&req, Method::POST, "POST") {
             Ok(()) => admin::reload(live).await,
             Err(err) => Err(err),
@@ -199,6 +205,9 @@ async fn serve_endpoint(
                     dialect_of(&req),
                 )
             }),
+            None if dashboard::is_dashboard_path(req.uri().path()) => {
+                allow(&req, Method::GET, "GET").and_then(|()| dashboard::asset(app, &req))
+            }
             None if is_stored_response(req.uri().path()) => Err(GatewayError::ResponsesNotStored),
             None => Err(GatewayError::NotFound {
                 path: req.uri().path().to_owned(),
@@ -235,7 +244,7 @@ fn is_admin_path(path: &str) -> bool {
 /// The paths served (after any `/v1`), as `'static` strings: the request
 /// itself moves into its endpoint, and a copy of its path would cost an
 /// allocation on every request.
-const ENDPOINTS: [&str; 16] = [
+const ENDPOINTS: [&str; 17] = [
     "/chat/completions",
     "/messages",
     "/messages/count_tokens",
@@ -248,6 +257,7 @@ const ENDPOINTS: [&str; 16] = [
     "/admin/spend",
     "/admin/budgets",
     "/admin/sessions",
+    "/admin/stats",
     "/admin/reload",
     "/healthz",
     "/metrics",
@@ -255,7 +265,7 @@ const ENDPOINTS: [&str; 16] = [
 ];
 
 /// [`ENDPOINTS`] as written under `/v1`.
-const V1_ENDPOINTS: [&str; 16] = [
+const V1_ENDPOINTS: [&str; 17] = [
     "/v1/chat/completions",
     "/v1/messages",
     "/v1/messages/count_tokens",
@@ -268,6 +278,7 @@ const V1_ENDPOINTS: [&str; 16] = [
     "/v1/admin/spend",
     "/v1/admin/budgets",
     "/v1/admin/sessions",
+    "/v1/admin/stats",
     "/v1/admin/reload",
     "/v1/healthz",
     "/v1/metrics",

@@ -318,7 +318,7 @@ fn line(group: String, members: &[&Served]) -> AttainmentLine {
 }
 
 /// The nearest-rank quantile of sorted values.
-fn quantile(sorted: &[f64], q: f64) -> Option<f64> {
+pub(super) fn quantile(sorted: &[f64], q: f64) -> Option<f64> {
     let last = sorted.len().checked_sub(1)?;
     sorted.get(((last as f64) * q).round() as usize).copied()
 }

@@ -9,6 +9,7 @@ mod report;
 mod row;
 mod schema;
 mod sessions;
+mod stats;
 mod writer;
 
 use std::future::Ready;
@@ -21,6 +22,7 @@ use futures_util::future::{BoxFuture, Either};
 pub use report::{Dimension, SpendLine, SpendReport, now_ms, spend_report, spend_since};
 pub use row::{Drafts, LedgerRow};
 pub use sessions::{SessionLine, SessionsReport, sessions_report};
+pub use stats::{LedgerStats, Window, ledger_stats};
 use switchyard_policies::{Durability, LedgerSettings};
 use tokio::sync::mpsc::error::TrySendError;
 use tokio::sync::{Notify, mpsc, oneshot};

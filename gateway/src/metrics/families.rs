@@ -27,6 +27,12 @@ pub struct Outcome {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct Lookup {
+    pub backend: Arc<str>,
+    pub result: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct Routed {
     /// The route's name, or `direct` for a backend named by the caller.
     pub route: Arc<str>,
@@ -115,7 +121,7 @@ pub struct Families {
     pub ttft: Histograms<BackendLabel>,
     pub prediction_error: Histograms<BackendLabel>,
     pub overhead: Histograms<BackendLabel>,
-    pub prefix_lookups: Family<Outcome, Counter>,
+    pub prefix_lookups: Family<Lookup, Counter>,
     pub expected_cached_tokens: Family<BackendLabel, Counter>,
     pub ttft_saved: Family<BackendLabel, FloatCounter>,
     pub decode_tokens: Family<Class, Counter>,
@@ -268,6 +274,14 @@ impl Families {
             Unit::Seconds,
             f.time_per_output_token.clone(),
         );
+        // Series of closed sets start at zero, so a dashboard shows 0
+        // rather than nothing before the first event.
+        for outcome in ["applied", "failed"] {
+            let _ = families.reloads.get_or_create(&ReloadOutcome { outcome });
+        }
+        for result in ["hit", "miss"] {
+            let _ = families.response_cache.get_or_create(&Result { result });
+        }
         Families {
             registry,
             ..families

@@ -19,7 +19,7 @@ use switchyard_policies::PromptClass;
 use crate::ledger::LedgerRow;
 use families::{
     BackendLabel, Class, Families, FloatCounter, GenAi, GenAiOutcome, GenAiTokens, Holder, Kind,
-    Outcome, ReloadOutcome, Role, Routed, TokenKind,
+    Lookup, Outcome, ReloadOutcome, Role, Routed, TokenKind,
 };
 pub use scrape::{Scrape, content_type};
 
@@ -92,10 +92,10 @@ impl BackendSeries {
             ttft: f.ttft.get_or_create_owned(&one),
             prediction_error: f.prediction_error.get_or_create_owned(&one),
             overhead: f.overhead.get_or_create_owned(&one),
-            prefix: ["hit", "miss"].map(|outcome| {
-                f.prefix_lookups.get_or_create_owned(&Outcome {
+            prefix: ["hit", "miss"].map(|result| {
+                f.prefix_lookups.get_or_create_owned(&Lookup {
                     backend: name.clone(),
-                    outcome,
+                    result,
                 })
             }),
             expected_cached_tokens: f.expected_cached_tokens.get_or_create_owned(&one),

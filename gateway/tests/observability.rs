@@ -1,0 +1,290 @@
+//! `/metrics` and the dashboard through the running gateway: series bounded
+//! by the config whatever callers send, and the dashboard's page, figures
+//! and access rules.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is the failure report
+
+mod support;
+
+use futures_util::StreamExt;
+use rand::Rng;
+use serde_json::{Value, json};
+use support::{FAST_SIM_FIELDS, GatewayBuilder, Proc, get, get_with, key_hash, post_with};
+
+/// Sample lines (series) of the exposition.
+async fn series(gateway: &Proc) -> Vec<String> {
+    let text = String::from_utf8(get(&gateway.url("/metrics")).await.body.to_vec()).unwrap();
+    text.lines()
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .map(|l| l.rsplit_once(' ').unwrap().0.to_owned())
+        .collect()
+}
+
+/// `count` requests with random model names, sessions, users, metadata
+/// and headers, 32 at a time.
+async fn random_traffic(gateway: &Proc, count: usize) {
+    let url = gateway.url("/v1/chat/completions");
+    futures_util::stream::iter(0..count)
+        .for_each_concurrent(32, |i| {
+            let url = url.clone();
+            async move {
+                let (model, session, header, user) = {
+                    let mut rng = rand::rng();
+                    let n: u64 = rng.random();
+                    let model = match i % 3 {
+                        0 => format!("model-{n:x}"),
+                        1 => "auto".to_owned(),
+                        _ => "small".to_owned(),
+                    };
+                    (
+                        model,
+                        format!("s-{:x}", rng.random::<u64>()),
+                        format!("x-random-{}", n % 1000),
+                        format!("u-{n}"),
+                    )
+                };
+                let body = json!({
+                    "model": model, "max_tokens": 4, "user": user,
+                    "metadata": {"session": session.clone()},
+                    "messages": [{"role": "user", "content": format!("hello {i}")}],
+                });
+                let reply =
+                    post_with(&url, &body, &[("x-session-id", &session), (&header, "v")]).await;
+                assert!(
+                    matches!(reply.status.as_u16(), 200 | 404),
+                    "{}",
+                    reply.status
+                );
+            }
+        })
+        .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metric_series_stay_flat_whatever_callers_send() {
+    let gateway = GatewayBuilder::new()
+        .in_process_sim(
+            "small",
+            "small",
+            &format!("preset: small, {FAST_SIM_FIELDS}"),
+        )
+        .in_process_sim(
+            "large",
+            "cloud",
+            &format!("preset: large, {FAST_SIM_FIELDS}"),
+        )
+        .split("auto", &[("small", 80), ("large", 20)])
+        .start();
+    // Every series the traffic can make, made once (decode drift needs a
+    // baseline of calls on each backend first).
+    random_traffic(&gateway, 1_000).await;
+    let before = series(&gateway).await;
+    random_traffic(&gateway, 10_000).await;
+    let after = series(&gateway).await;
+    assert_eq!(
+        before.len(),
+        after.len(),
+        "new series: {:?}",
+        after
+            .iter()
+            .filter(|s| !before.contains(s))
+            .collect::<Vec<_>>()
+    );
+    assert!(
+        after
+            .iter()
+            .all(|s| !s.contains("model-") && !s.contains("s-") && !s.contains("x-random"))
+    );
+}
+
+const ADMIN: &str = "sk-admin-obs";
+const ALICE: &str = "sk-alice-obs";
+
+fn basic(key: &str) -> String {
+    use base64::Engine;
+    format!(
+        "Basic {}",
+        base64::engine::general_purpose::STANDARD.encode(format!("admin:{key}"))
+    )
+}
+
+#[tokio::test]
+async fn the_dashboard_needs_the_admin_key_when_auth_is_on_and_draws_from_the_ledger() {
+    let gateway = GatewayBuilder::new()
+        .in_process_sim("small", "small", &format!("preset: small, {FAST_SIM_FIELDS}"))
+        .in_process_sim("large", "cloud", &format!("preset: large, {FAST_SIM_FIELDS}"))
+        .split("auto", &[("small", 50), ("large", 50)])
+        .section(&format!(
+            "auth:\n  admin_key_hash: \"{}\"\n  teams:\n    research: {{}}\n  keys:\n    - {{name: alice, hash: \"{}\", team: research}}\n",
+            key_hash(ADMIN),
+            key_hash(ALICE)
+        ))
+        .start();
+    let bearer = format!("Bearer {ALICE}");
+    for i in 0..10 {
+        let body = json!({"model": "auto", "max_tokens": 8, "stream": i % 2 == 0, "messages": [{"role": "user", "content": "hi"}]});
+        let reply = post_with(
+            &gateway.url("/v1/chat/completions"),
+            &body,
+            &[("authorization", &bearer)],
+        )
+        .await;
+        assert_eq!(reply.status, 200);
+    }
+
+    // The page: a browser is asked for the key; a model key is not it.
+    let refused = get(&gateway.url("/dashboard")).await;
+    assert_eq!(refused.status, 401);
+    assert!(
+        refused
+            .header("www-authenticate")
+            .unwrap()
+            .starts_with("Basic realm=\"switchyard\"")
+    );
+    assert_eq!(
+        get_with(
+            &gateway.url("/dashboard"),
+            &[("authorization", &basic(ALICE))]
+        )
+        .await
+        .status,
+        401
+    );
+    let page = get_with(
+        &gateway.url("/dashboard"),
+        &[("authorization", &basic(ADMIN))],
+    )
+    .await;
+    assert_eq!(page.status, 200);
+    assert_eq!(
+        page.header("content-type"),
+        Some("text/html; charset=utf-8")
+    );
+    assert!(
+        page.header("content-security-policy")
+            .unwrap()
+            .contains("default-src 'self'")
+    );
+    let script = get_with(
+        &gateway.url("/dashboard/vendor/uPlot.iife.min.js"),
+        &[("authorization", &basic(ADMIN))],
+    )
+    .await;
+    assert_eq!(
+        script.header("content-type"),
+        Some("text/javascript; charset=utf-8")
+    );
+    assert_eq!(
+        get_with(
+            &gateway.url("/dashboard/missing.js"),
+            &[("authorization", &basic(ADMIN))]
+        )
+        .await
+        .status,
+        404
+    );
+
+    // The figures: the admin key only; the window checked.
+    let stats_url = gateway.url("/admin/stats?window=1h");
+    assert_eq!(
+        get_with(&stats_url, &[("authorization", &bearer)])
+            .await
+            .status,
+        401
+    );
+    let bad = get_with(
+        &gateway.url("/admin/stats?window=2h"),
+        &[("authorization", &format!("Bearer {ADMIN}"))],
+    )
+    .await;
+    assert_eq!(bad.status, 400);
+    assert_eq!(bad.error()["param"], "window");
+    // The rows reach the ledger in groups: wait for all ten.
+    let mut stats = Value::Null;
+    for _ in 0..50 {
+        stats = get_with(&stats_url, &[("authorization", &basic(ADMIN))])
+            .await
+            .json();
+        if stats["totals"]["requests"] == 10 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert_eq!(stats["totals"]["requests"], 10, "{stats:#}");
+    assert_eq!(stats["totals"]["errors"], 0);
+    assert_eq!(
+        stats["buckets"].as_array().unwrap().len(),
+        61,
+        "a minute each, the last holding now"
+    );
+    let split: u64 = stats["split"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|s| {
+            s["requests"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|n| n.as_u64().unwrap())
+        })
+        .sum();
+    assert_eq!(split, 10);
+    assert_eq!(stats["top_keys"][0]["name"], "alice");
+    assert_eq!(stats["top_keys"][0]["team"], "research");
+    assert_eq!(stats["top_keys"][0]["requests"], 10);
+    let ledger_cost: f64 = gateway
+        .ledger()
+        .query_row("SELECT SUM(cost_usd) FROM requests", [], |r| r.get(0))
+        .unwrap();
+    let cost = stats["totals"]["cost_usd"].as_f64().unwrap();
+    assert!(
+        (cost - ledger_cost).abs() < 1e-12,
+        "{cost} vs {ledger_cost}"
+    );
+    let cumulated: f64 = ["cloud_usd", "local_usd"]
+        .iter()
+        .flat_map(|k| {
+            stats["spend"][k]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|v| v.as_f64().unwrap())
+        })
+        .sum();
+    assert!((cumulated - cost).abs() < 1e-12);
+    let backends = stats["backends"].as_array().unwrap();
+    assert_eq!(backends.len(), 2);
+    assert!(backends.iter().all(|b| b["breaker"] == "closed"));
+    assert_eq!(
+        backends
+            .iter()
+            .map(|b| b["requests"].as_u64().unwrap())
+            .sum::<u64>(),
+        10
+    );
+    // The admin API's other reports still want the admin key itself.
+    assert_eq!(
+        get_with(&gateway.url("/admin/spend"), &[("authorization", &bearer)])
+            .await
+            .status,
+        401
+    );
+}
+
+#[tokio::test]
+async fn with_auth_off_the_dashboard_is_open_and_the_rest_of_the_admin_api_is_not() {
+    let gateway = GatewayBuilder::new()
+        .in_process_sim(
+            "small",
+            "small",
+            &format!("preset: small, {FAST_SIM_FIELDS}"),
+        )
+        .start();
+    assert_eq!(get(&gateway.url("/dashboard")).await.status, 200);
+    assert_eq!(
+        get(&gateway.url("/admin/stats")).await.json()["window"],
+        "1h"
+    );
+    assert_eq!(get(&gateway.url("/admin/spend")).await.status, 401);
+}

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# The dashboard end to end: a gateway on tests/dashboard/gateway.yaml, real
+# traffic from two keys over both routes, then the page in a real Chromium
+# (run.sh) compared against GET /admin/stats, and a screenshot.
+#   usage: tests/dashboard/e2e.sh SWITCHYARD_BIN SCREENSHOT.png
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+bin="$1" screenshot="$2"
+workdir=$(mktemp -d)  # the ledger goes here
+out="$workdir/out"
+(cd "$workdir" && exec "$bin" serve --config "$here/gateway.yaml") >"$out" 2>"$workdir/log" &
+gateway=$!
+trap 'kill "$gateway" 2>/dev/null || true; wait "$gateway" 2>/dev/null || true; rm -rf "$workdir"' EXIT
+for _ in $(seq 100); do grep -q http:// "$out" && break; sleep 0.1; done
+base=$(grep -o 'http://[0-9.:]*' "$out")
+
+# 60 requests: alice on auto (chat), bob on code, some streamed.
+for i in $(seq 60); do
+  if [ $((i % 3)) -eq 0 ]; then key=sk-bob-dash model=code; else key=sk-alice-dash model=auto; fi
+  stream=$([ $((i % 2)) -eq 0 ] && echo true || echo false)
+  curl -sf -o /dev/null "$base/v1/chat/completions" \
+    -H "authorization: Bearer $key" -H 'content-type: application/json' \
+    -d "{\"model\":\"$model\",\"stream\":$stream,\"max_tokens\":24,\"messages\":[{\"role\":\"user\",\"content\":\"request $i: say something short\"}]}"
+done
+# One request the gateway refuses (an unknown model): an error on the page.
+curl -s -o /dev/null "$base/v1/chat/completions" -H 'authorization: Bearer sk-alice-dash' \
+  -H 'content-type: application/json' -d '{"model":"nope","messages":[{"role":"user","content":"hi"}]}'
+# The ledger commits in groups: wait until every row is in the figures.
+for _ in $(seq 50); do
+  n=$(curl -s -H 'authorization: Bearer sk-admin-dash' "$base/admin/stats?window=1h" \
+    | python3 -c 'import json,sys; print(json.load(sys.stdin)["totals"]["requests"])')
+  [ "$n" = 61 ] && break
+  sleep 0.2
+done
+[ "$n" = 61 ] || { echo "the stats count $n requests, not 61"; exit 1; }
+"$here/run.sh" "$base" sk-admin-dash "$screenshot"
