@@ -32,6 +32,29 @@ use tokio::sync::{Notify, mpsc, oneshot};
 struct Entry {
     row: LedgerRow,
     committed: Option<oneshot::Sender<bool>>,
+    /// When the row was handed to the writer: its commit lag starts here.
+    queued: std::time::Instant,
+}
+
+/// How the writer keeps up, for `/metrics`.
+#[derive(Debug)]
+pub struct WriterHealth {
+    /// From a row's handing to the writer to its commit.
+    pub commit_lag: prometheus_client::metrics::histogram::Histogram,
+    /// Rows whose commit failed twice (logged whole).
+    pub lost: prometheus_client::metrics::counter::Counter,
+}
+
+impl WriterHealth {
+    fn new() -> Self {
+        WriterHealth {
+            // 1 ms to about 33 s.
+            commit_lag: prometheus_client::metrics::histogram::Histogram::new(
+                prometheus_client::metrics::histogram::exponential_buckets(0.001, 2.0, 16),
+            ),
+            lost: Default::default(),
+        }
+    }
 }
 
 /// A row that strict durability required committed was not: the request
@@ -61,6 +84,7 @@ pub struct Ledger {
     detached_done: Notify,
     /// The queue's size: also how many rows may wait in background tasks.
     queue: usize,
+    health: Arc<WriterHealth>,
 }
 
 impl Ledger {
@@ -71,6 +95,8 @@ impl Ledger {
         schema::apply_retention(&conn, settings.retention_days)?;
         let (sender, receiver) = mpsc::channel(settings.queue);
         let (flush, retention_days) = (settings.flush, settings.retention_days);
+        let health = Arc::new(WriterHealth::new());
+        let writer_health = health.clone();
         let writer = std::thread::Builder::new()
             .name("ledger-writer".into())
             .spawn(move || {
@@ -79,6 +105,7 @@ impl Ledger {
                     receiver,
                     if strict { Duration::ZERO } else { flush },
                     retention_days,
+                    &writer_health,
                 )
             })?;
         Ok(Arc::new(Ledger {
@@ -88,6 +115,7 @@ impl Ledger {
             detached: AtomicUsize::new(0),
             detached_done: Notify::new(),
             queue: settings.queue,
+            health,
         }))
     }
 
@@ -112,7 +140,11 @@ impl Ledger {
         } else {
             (None, None)
         };
-        let entry = Entry { row, committed };
+        let entry = Entry {
+            row,
+            committed,
+            queued: std::time::Instant::now(),
+        };
         let queued = {
             let sender = self.sender.lock().unwrap_or_else(|p| p.into_inner());
             match sender.as_ref() {
@@ -164,6 +196,7 @@ impl Ledger {
                 let _ = sender.blocking_send(Entry {
                     row,
                     committed: None,
+                    queued: std::time::Instant::now(),
                 });
             }
             return;
@@ -175,6 +208,11 @@ impl Ledger {
     /// holds: a caller that can wait should then write its row itself.
     pub fn backed_up(&self) -> bool {
         self.detached.load(Ordering::Acquire) >= self.queue
+    }
+
+    /// How the writer keeps up.
+    pub fn health(&self) -> &WriterHealth {
+        &self.health
     }
 
     /// Rows not yet with the writer's transaction: in its queue, or waiting

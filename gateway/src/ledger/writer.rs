@@ -24,6 +24,7 @@ pub fn run(
     mut receiver: mpsc::Receiver<Entry>,
     window: Duration,
     retention_days: u32,
+    health: &super::WriterHealth,
 ) {
     let mut last_retention = Instant::now();
     while let Some(first) = receiver.blocking_recv() {
@@ -45,6 +46,14 @@ pub fn run(
             committed = commit(&mut conn, &batch);
             if let Err(err) = &committed {
                 tracing::error!(error = %err, rows = ?batch.iter().map(|e| &e.row).collect::<Vec<_>>(), "ledger rows lost");
+                health.lost.inc_by(batch.len() as u64);
+            }
+        }
+        if committed.is_ok() {
+            for entry in &batch {
+                health
+                    .commit_lag
+                    .observe(entry.queued.elapsed().as_secs_f64());
             }
         }
         for entry in batch {
@@ -190,6 +199,7 @@ mod tests {
             .map(|i| Entry {
                 row: row(i),
                 committed: None,
+                queued: std::time::Instant::now(),
             })
             .collect();
         commit(&mut conn, &batch).unwrap();

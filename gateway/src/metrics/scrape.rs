@@ -127,6 +127,18 @@ impl Scrape {
             "Ledger rows queued or waiting in background tasks, not yet committed",
             pending,
         );
+        let ledger = app.ledger.health();
+        r.register_with_unit(
+            "switchyard_ledger_commit_lag",
+            "From a row's handing to the ledger's writer to its commit",
+            prometheus_client::registry::Unit::Seconds,
+            ledger.commit_lag.clone(),
+        );
+        r.register(
+            "switchyard_ledger_lost_rows",
+            "Rows whose commit failed twice (each is logged whole at error)",
+            ledger.lost.clone(),
+        );
         if let Some(telemetry) = crate::telemetry::get() {
             let spans = Family::<SpanOutcome, Counter>::default();
             let stats = &telemetry.stats;
