@@ -307,6 +307,7 @@ impl App {
                         model: b.upstream_model.clone(),
                     })
                     .collect::<Vec<_>>(),
+                &config.auth.keys,
                 previous.map(|p| &*p.metrics),
             )),
             response_caches: config

@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::histogram::Histogram;
-use switchyard_policies::PromptClass;
+use switchyard_policies::{PromptClass, VirtualKey};
 
 use crate::ledger::LedgerRow;
 use families::{
@@ -58,9 +58,24 @@ struct BackendSeries {
     decode_seconds: [FloatCounter; 2],
     /// Whether decode speed is past the drift threshold now.
     drifting: std::sync::atomic::AtomicBool,
+    roles: [Counter; 4],
+    /// The GenAI series of a successful call, per operation, made on the
+    /// first such call (a backend serves one or two operations).
+    genai: [std::sync::OnceLock<GenAiSeries>; 3],
+}
+
+/// One backend's GenAI histograms for one operation, successful calls.
+struct GenAiSeries {
+    duration: Histogram,
+    input_tokens: Histogram,
+    output_tokens: Histogram,
+    time_to_first_token: Histogram,
+    time_per_output_token: Histogram,
 }
 
 const OUTCOMES: [&str; 4] = ["ok", "error", "cancelled", "escalated"];
+const ROLES: [&str; 4] = ["primary", "hedge", "fallback", "cascade_step"];
+const OPERATIONS: [&str; 3] = ["chat", "text_completion", "embeddings"];
 const TOKEN_KINDS: [&str; 5] = ["prompt", "cached", "cache_write", "completion", "reasoning"];
 
 impl BackendSeries {
@@ -103,6 +118,13 @@ impl BackendSeries {
             decode_tokens: classes.map(|c| f.decode_tokens.get_or_create_owned(&class(c))),
             decode_seconds: classes.map(|c| f.decode_seconds.get_or_create_owned(&class(c))),
             drifting: Default::default(),
+            roles: ROLES.map(|role| {
+                f.attempts.get_or_create_owned(&Role {
+                    backend: name.clone(),
+                    role,
+                })
+            }),
+            genai: Default::default(),
             provider: labels.provider,
             model: Arc::from(labels.model.as_str()),
             name,
@@ -117,6 +139,42 @@ impl BackendSeries {
             switchyard_backend: self.name.clone(),
         }
     }
+
+    /// The GenAI series of a successful `operation` call.
+    fn genai_series(&self, f: &Families, operation: &'static str) -> &GenAiSeries {
+        let at = OPERATIONS.iter().position(|o| *o == operation).unwrap_or(0);
+        self.genai[at].get_or_init(|| {
+            let labels = self.genai(operation);
+            let tokens = |gen_ai_token_type| {
+                f.token_usage.get_or_create_owned(&GenAiTokens {
+                    gen_ai_operation_name: operation,
+                    gen_ai_provider_name: self.provider,
+                    gen_ai_request_model: self.model.clone(),
+                    switchyard_backend: self.name.clone(),
+                    gen_ai_token_type,
+                })
+            };
+            GenAiSeries {
+                duration: f
+                    .operation_duration
+                    .get_or_create_owned(&self.outcome(operation, None)),
+                input_tokens: tokens("input"),
+                output_tokens: tokens("output"),
+                time_to_first_token: f.time_to_first_token.get_or_create_owned(&labels),
+                time_per_output_token: f.time_per_output_token.get_or_create_owned(&labels),
+            }
+        })
+    }
+
+    fn outcome(&self, operation: &'static str, error_type: Option<&'static str>) -> GenAiOutcome {
+        GenAiOutcome {
+            gen_ai_operation_name: operation,
+            gen_ai_provider_name: self.provider,
+            gen_ai_request_model: self.model.clone(),
+            switchyard_backend: self.name.clone(),
+            error_type,
+        }
+    }
 }
 
 /// The metrics of one config. The series are the process's, shared with
@@ -125,15 +183,24 @@ impl BackendSeries {
 pub struct Metrics {
     families: Arc<Families>,
     backends: Vec<Arc<BackendSeries>>,
+    /// Spend per configured key, looked up by name (a few string
+    /// comparisons; hashing the name cost more).
+    keys: std::collections::BTreeMap<String, FloatCounter>,
+    /// The route label of a backend named by the caller.
+    direct: Arc<str>,
 }
 
 impl Metrics {
-    pub fn new(backends: &[BackendLabels]) -> Self {
-        Self::carrying(backends, None)
+    pub fn new(backends: &[BackendLabels], keys: &[VirtualKey]) -> Self {
+        Self::carrying(backends, keys, None)
     }
 
-    /// Metrics for `backends`, continuing `previous`'s series.
-    pub fn carrying(backends: &[BackendLabels], previous: Option<&Metrics>) -> Self {
+    /// Metrics for `backends` and `keys`, continuing `previous`'s series.
+    pub fn carrying(
+        backends: &[BackendLabels],
+        keys: &[VirtualKey],
+        previous: Option<&Metrics>,
+    ) -> Self {
         let families = previous.map_or_else(|| Arc::new(Families::new()), |m| m.families.clone());
         let backends = backends
             .iter()
@@ -149,7 +216,25 @@ impl Metrics {
                     .unwrap_or_else(|| Arc::new(BackendSeries::new(&families, labels)))
             })
             .collect::<Vec<_>>();
-        Metrics { families, backends }
+        let keys = keys
+            .iter()
+            .map(|key| {
+                let holder = Holder {
+                    key: Arc::from(key.name.as_str()),
+                    team: key.team.as_deref().map(Arc::from),
+                };
+                (
+                    key.name.clone(),
+                    families.key_cost.get_or_create_owned(&holder),
+                )
+            })
+            .collect();
+        Metrics {
+            families,
+            backends,
+            keys,
+            direct: Arc::from("direct"),
+        }
     }
 
     /// Counts a config reload, applied or refused.
@@ -203,7 +288,7 @@ impl Metrics {
             _ => 1,
         };
         b.outcomes[outcome].inc();
-        let route = row.route.clone().unwrap_or_else(|| Arc::from("direct"));
+        let route = row.route.clone().unwrap_or_else(|| self.direct.clone());
         f.routed
             .get_or_create(&Routed {
                 route,
@@ -212,12 +297,9 @@ impl Metrics {
                 outcome: OUTCOMES[outcome],
             })
             .inc();
-        f.attempts
-            .get_or_create(&Role {
-                backend: b.name.clone(),
-                role: call.role,
-            })
-            .inc();
+        if let Some(role) = ROLES.iter().position(|r| *r == call.role) {
+            b.roles[role].inc();
+        }
         let t = &row.tokens;
         for (counter, n) in b.tokens.iter().zip([
             t.prompt(),
@@ -230,13 +312,8 @@ impl Metrics {
         }
         b.cost.inc_by(row.cost_usd.max(0.0));
         b.counterfactual.inc_by(row.counterfactual_usd.max(0.0));
-        if let Some(key) = &row.key {
-            f.key_cost
-                .get_or_create(&Holder {
-                    key: Arc::from(key.as_str()),
-                    team: row.team.as_deref().map(Arc::from),
-                })
-                .inc_by(row.cost_usd.max(0.0));
+        if let Some(spent) = row.key.as_ref().and_then(|key| self.keys.get(key)) {
+            spent.inc_by(row.cost_usd.max(0.0));
         }
         b.prefix[usize::from(row.expected_cached_tokens == 0)].inc();
         b.expected_cached_tokens
@@ -265,43 +342,26 @@ impl Metrics {
         if call.from_cache {
             return;
         }
-        let genai = b.genai(call.operation);
         let failed = !matches!(row.status, "ok" | "escalated" | "cancelled" | "hedge-lost");
-        f.operation_duration
-            .get_or_create(&GenAiOutcome {
-                gen_ai_operation_name: genai.gen_ai_operation_name,
-                gen_ai_provider_name: genai.gen_ai_provider_name,
-                gen_ai_request_model: genai.gen_ai_request_model.clone(),
-                switchyard_backend: genai.switchyard_backend.clone(),
-                error_type: failed.then_some(row.status),
-            })
-            .observe(call.upstream_seconds);
+        if failed {
+            // Failures are rare: their series are looked up by kind.
+            f.operation_duration
+                .get_or_create(&b.outcome(call.operation, Some(row.status)))
+                .observe(call.upstream_seconds);
+            return;
+        }
+        let series = b.genai_series(f, call.operation);
+        series.duration.observe(call.upstream_seconds);
         // Token usage is for calls whose tokens are known (the
         // conventions: not reported when they cannot be counted).
-        if !row.estimated && !failed {
-            for (token_type, n) in [
-                ("input", row.tokens.prompt()),
-                ("output", row.tokens.output),
-            ] {
-                f.token_usage
-                    .get_or_create(&GenAiTokens {
-                        gen_ai_operation_name: genai.gen_ai_operation_name,
-                        gen_ai_provider_name: genai.gen_ai_provider_name,
-                        gen_ai_request_model: genai.gen_ai_request_model.clone(),
-                        switchyard_backend: genai.switchyard_backend.clone(),
-                        gen_ai_token_type: token_type,
-                    })
-                    .observe(n as f64);
-            }
+        if !row.estimated {
+            series.input_tokens.observe(row.tokens.prompt() as f64);
+            series.output_tokens.observe(row.tokens.output as f64);
         }
         if let Some(ttft) = call.upstream_ttft {
-            f.time_to_first_token
-                .get_or_create(&genai)
-                .observe(ttft.as_secs_f64());
+            series.time_to_first_token.observe(ttft.as_secs_f64());
             if let Some(rate) = row.decode_tokens_per_s.filter(|r| *r > 0.0) {
-                f.time_per_output_token
-                    .get_or_create(&genai)
-                    .observe(1.0 / rate);
+                series.time_per_output_token.observe(1.0 / rate);
             }
         }
     }
