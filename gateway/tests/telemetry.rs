@@ -184,13 +184,18 @@ async fn a_request_continues_the_callers_trace_and_sends_its_attempt_upstream() 
         .start();
     let mut body = chat("auto", "say hi");
     body["max_tokens"] = json!(20);
+    body["temperature"] = json!(0.25);
+    body["top_p"] = json!(0.5);
     let answer = post_with(
         &gateway.url("/v1/chat/completions"),
         &body,
-        &[(
-            "traceparent",
-            &format!("00-{CALLER_TRACE}-{CALLER_SPAN}-01"),
-        )],
+        &[
+            (
+                "traceparent",
+                &format!("00-{CALLER_TRACE}-{CALLER_SPAN}-01"),
+            ),
+            ("tracestate", "vendor=abc"),
+        ],
     )
     .await;
     assert_eq!(answer.status, 200);
@@ -233,6 +238,27 @@ async fn a_request_continues_the_callers_trace_and_sends_its_attempt_upstream() 
     assert_eq!(text(client, "gen_ai.provider.name"), "openai_compatible");
     assert_eq!(text(client, "gen_ai.request.model"), "upstream-local");
     assert_eq!(int(client, "gen_ai.request.max_tokens"), 20);
+    assert_eq!(
+        attr(client, "gen_ai.request.temperature"),
+        Some(&Any::DoubleValue(0.25))
+    );
+    assert_eq!(
+        attr(client, "gen_ai.request.top_p"),
+        Some(&Any::DoubleValue(0.5))
+    );
+    assert_eq!(text(client, "gen_ai.response.id"), "cmpl-1");
+    assert_eq!(text(client, "gen_ai.response.model"), "upstream-local");
+    match attr(client, "gen_ai.response.finish_reasons") {
+        Some(Any::ArrayValue(reasons)) => assert_eq!(
+            reasons
+                .values
+                .iter()
+                .map(|v| v.value.clone())
+                .collect::<Vec<_>>(),
+            vec![Some(Any::StringValue("stop".into()))]
+        ),
+        other => panic!("finish reasons: {other:?}"),
+    }
     assert_eq!(text(client, "server.address"), "127.0.0.1");
     assert_eq!(int(client, "server.port"), i64::from(upstream.port()));
     assert_eq!(int(client, "gen_ai.usage.input_tokens"), 11);
@@ -259,6 +285,7 @@ async fn a_request_continues_the_callers_trace_and_sends_its_attempt_upstream() 
         traceparent,
         format!("00-{CALLER_TRACE}-{}-01", hex(&client.span_id))
     );
+    assert!(sent.contains("tracestate: vendor=abc"), "{sent}");
 }
 
 #[tokio::test]
@@ -364,6 +391,11 @@ async fn content_is_recorded_only_when_asked() {
         .await;
     let client = &of_kind(&spans, SpanKind::Client)[0];
     assert_eq!(text(client, "gen_ai.provider.name"), "switchyard.sim");
+    // Streamed: the answer's id and finish reason come from its chunks.
+    assert!(text(client, "gen_ai.response.id").starts_with("chatcmpl-"));
+    assert!(
+        matches!(attr(client, "gen_ai.response.finish_reasons"), Some(Any::ArrayValue(a)) if !a.values.is_empty())
+    );
     assert_eq!(
         attr(client, "gen_ai.request.stream"),
         Some(&Any::BoolValue(true))

@@ -30,17 +30,24 @@ use crate::body::TooLarge;
 use crate::error::{AdapterError, TimeoutPhase};
 use crate::openai::status_error;
 
-tokio::task_local! {
-    /// The W3C `traceparent` of the attempt a backend call is made for:
-    /// set by the gateway around the call when traces are on, so every
-    /// adapter's requests carry it without each taking it as an argument.
-    static TRACEPARENT: HeaderValue;
+/// The W3C trace context of the attempt a backend call is made for.
+#[derive(Debug, Clone)]
+pub struct TraceContext {
+    pub traceparent: HeaderValue,
+    pub tracestate: Option<HeaderValue>,
 }
 
-/// Runs `call` with its upstream requests carrying `traceparent`.
-pub async fn with_traceparent<F: Future>(traceparent: Option<HeaderValue>, call: F) -> F::Output {
-    match traceparent {
-        Some(value) => TRACEPARENT.scope(value, call).await,
+tokio::task_local! {
+    /// Set by the gateway around a backend call when traces are on, so
+    /// every adapter's requests carry it without each taking it as an
+    /// argument.
+    static TRACE_CONTEXT: TraceContext;
+}
+
+/// Runs `call` with its upstream requests carrying `context`.
+pub async fn with_trace_context<F: Future>(context: Option<TraceContext>, call: F) -> F::Output {
+    match context {
+        Some(context) => TRACE_CONTEXT.scope(context, call).await,
         None => call.await,
     }
 }
@@ -168,7 +175,8 @@ pub struct Upstream {
     max_response_bytes: usize,
 }
 
-const TRACEPARENT_HEADER: HeaderName = HeaderName::from_static("traceparent");
+const TRACEPARENT: HeaderName = HeaderName::from_static("traceparent");
+const TRACESTATE: HeaderName = HeaderName::from_static("tracestate");
 
 /// Error answers are a few hundred bytes; more is not read.
 const MAX_ERROR_BYTES: usize = 64 * 1024;
@@ -241,8 +249,11 @@ impl Upstream {
         for (name, value) in extra_headers {
             request = request.header(name, value.clone());
         }
-        if let Ok(traceparent) = TRACEPARENT.try_with(HeaderValue::clone) {
-            request = request.header(TRACEPARENT_HEADER, traceparent);
+        if let Ok(context) = TRACE_CONTEXT.try_with(TraceContext::clone) {
+            request = request.header(TRACEPARENT, context.traceparent);
+            if let Some(state) = context.tracestate {
+                request = request.header(TRACESTATE, state);
+            }
         }
         let request =
             request

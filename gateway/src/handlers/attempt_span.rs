@@ -105,6 +105,13 @@ pub fn start(app: &App, attempt: &Attempt<'_>, trace: &RequestTrace) -> Option<A
     if context.streaming {
         attributes.push(KeyValue::new(REQUEST_STREAM, true));
     }
+    let (temperature, top_p) = context.prompt.sampling();
+    if let Some(t) = temperature {
+        attributes.push(KeyValue::new(REQUEST_TEMPERATURE, t));
+    }
+    if let Some(p) = top_p {
+        attributes.push(KeyValue::new(REQUEST_TOP_P, p));
+    }
     if let Some(max) = context.max_tokens {
         attributes.push(KeyValue::new(REQUEST_MAX_TOKENS, i64::from(max)));
     }

@@ -1,5 +1,6 @@
 //! `POST /v1/chat/completions`.
 
+use crate::telemetry::AnswerMeta;
 use futures_util::future::BoxFuture;
 use http::{Response, StatusCode};
 use serde_json::Value;
@@ -218,6 +219,27 @@ impl Endpoint for Chat {
 
     fn chunk_timings(chunk: &ChatChunk) -> Option<&Timings> {
         chunk.timings.as_deref()
+    }
+
+    fn answer_meta(resp: &ChatResponse, meta: &mut AnswerMeta) {
+        meta.note(
+            &resp.id,
+            &resp.model,
+            resp.choices.iter().map(|c| c.finish_reason.as_ref()),
+        );
+    }
+
+    fn chunk_meta(chunk: &ChatChunk, meta: &mut AnswerMeta) {
+        meta.note(
+            &chunk.id,
+            &chunk.model,
+            chunk.choices.iter().map(|c| c.finish_reason.as_ref()),
+        );
+    }
+
+    fn sampling(req: &ChatRequest) -> (Option<f64>, Option<f64>) {
+        let top_p = req.extra.get("top_p").and_then(serde_json::Value::as_f64);
+        (req.temperature, top_p)
     }
 
     fn summarize(resp: &ChatResponse) -> AnswerSummary {

@@ -59,6 +59,15 @@ macro_rules! chat_backed {
         fn chunk_timings(chunk: &ChatChunk) -> Option<&Timings> {
             Chat::chunk_timings(chunk)
         }
+        fn answer_meta(resp: &ChatResponse, meta: &mut crate::telemetry::AnswerMeta) {
+            Chat::answer_meta(resp, meta);
+        }
+        fn chunk_meta(chunk: &ChatChunk, meta: &mut crate::telemetry::AnswerMeta) {
+            Chat::chunk_meta(chunk, meta);
+        }
+        fn sampling(req: &ChatRequest) -> (Option<f64>, Option<f64>) {
+            Chat::sampling(req)
+        }
         fn summarize(resp: &ChatResponse) -> AnswerSummary {
             Chat::summarize(resp)
         }

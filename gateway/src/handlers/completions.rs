@@ -1,5 +1,6 @@
 //! `POST /v1/completions` (legacy text completions).
 
+use crate::telemetry::AnswerMeta;
 use futures_util::future::BoxFuture;
 use serde_json::Value;
 use switchyard_adapters::tokens;
@@ -159,6 +160,23 @@ impl Endpoint for Completions {
 
     fn chunk_timings(chunk: &CompletionResponse) -> Option<&Timings> {
         chunk.timings.as_deref()
+    }
+
+    fn answer_meta(resp: &CompletionResponse, meta: &mut AnswerMeta) {
+        meta.note(
+            &resp.id,
+            &resp.model,
+            resp.choices.iter().map(|c| c.finish_reason.as_ref()),
+        );
+    }
+
+    fn chunk_meta(chunk: &CompletionResponse, meta: &mut AnswerMeta) {
+        Self::answer_meta(chunk, meta);
+    }
+
+    fn sampling(req: &CompletionRequest) -> (Option<f64>, Option<f64>) {
+        let number = |name| req.extra.get(name).and_then(serde_json::Value::as_f64);
+        (number("temperature"), number("top_p"))
     }
 
     fn summarize(resp: &CompletionResponse) -> AnswerSummary {

@@ -9,7 +9,7 @@
 //! an encoder did.
 
 use std::sync::Arc;
-use switchyard_adapters::upstream::with_traceparent;
+use switchyard_adapters::upstream::with_trace_context;
 use switchyard_router::latency::Shape;
 
 use http::request::Parts;
@@ -124,8 +124,11 @@ async fn embed_texts(
     if !called.contains(&encoder) {
         called.push(encoder);
     }
-    let embedded =
-        with_traceparent(record.traceparent(), admission.provider.embeddings(request)).await;
+    let embedded = with_trace_context(
+        record.trace_context(),
+        admission.provider.embeddings(request),
+    )
+    .await;
     let usage = |r: &EmbeddingResponse| r.usage.as_ref().map(|u| Usage::new(u.prompt_tokens, 0));
     let response = match record.settle_whole(embedded, usage).await {
         Ok(response) => response,

@@ -2,10 +2,10 @@
 //! route, then try the decision's backends in order (fallbacks on failures
 //! before the first byte, escalation for cascades), answer with receipts.
 
-use crate::telemetry::RequestTrace;
+use crate::telemetry::{AnswerMeta, RequestTrace};
 use std::collections::VecDeque;
 use std::sync::Arc;
-use switchyard_adapters::upstream::with_traceparent;
+use switchyard_adapters::upstream::with_trace_context;
 
 use futures_util::StreamExt;
 use futures_util::future::BoxFuture;
@@ -120,6 +120,14 @@ pub trait Endpoint: Sized + 'static {
     /// llama.cpp's `timings` of an answer, or on a chunk.
     fn response_timings(resp: &Self::Response) -> Option<&Timings>;
     fn chunk_timings(chunk: &Self::Chunk) -> Option<&Timings>;
+    /// What a whole answer or a chunk says of itself (id, model, finish
+    /// reasons), for its attempt's span; nothing for endpoints without.
+    fn answer_meta(_resp: &Self::Response, _meta: &mut AnswerMeta) {}
+    fn chunk_meta(_chunk: &Self::Chunk, _meta: &mut AnswerMeta) {}
+    /// The request's `temperature` and `top_p`, for its attempts' spans.
+    fn sampling(_req: &Self::Request) -> (Option<f64>, Option<f64>) {
+        (None, None)
+    }
     /// What cascade checks look at, from a whole answer or a streamed one.
     fn summarize(resp: &Self::Response) -> AnswerSummary;
     fn summarize_chunks(chunks: &[Self::Chunk]) -> AnswerSummary;
@@ -142,6 +150,9 @@ struct Shared<E: Endpoint>(E::Request);
 impl<E: Endpoint> PromptSource for Shared<E> {
     fn prompt_for_count(&self) -> (String, usize) {
         E::prompt_for_count(&self.0)
+    }
+    fn sampling(&self) -> (Option<f64>, Option<f64>) {
+        E::sampling(&self.0)
     }
 }
 
@@ -405,18 +416,18 @@ async fn dispatch<E: Endpoint>(
                 answer
             }
             (false, _, _) => {
-                with_traceparent(record.traceparent(), E::call(&*admission.provider, req))
+                with_trace_context(record.trace_context(), E::call(&*admission.provider, req))
                     .await
                     .map(Answer::<E>::Whole)
             }
-            (true, None, _) => with_traceparent(
-                record.traceparent(),
+            (true, None, _) => with_trace_context(
+                record.trace_context(),
                 E::call_stream(&*admission.provider, req),
             )
             .await
             .map(Answer::Stream),
-            (true, Some(_), _) => match with_traceparent(
-                record.traceparent(),
+            (true, Some(_), _) => match with_trace_context(
+                record.trace_context(),
                 E::call_stream(&*admission.provider, req),
             )
             .await
@@ -643,6 +654,7 @@ fn record_answer<E: Endpoint>(record: &mut RequestRecord, answer: &Answer<E>) {
         Answer::Whole(resp) => record_whole::<E>(record, resp),
         Answer::Collected(chunks) => {
             for chunk in chunks {
+                record.answer_meta(|meta| E::chunk_meta(chunk, meta));
                 record.timings(E::chunk_timings(chunk));
                 record.usage(E::chunk_usage(chunk));
                 E::chunk_output(chunk, record.output());
@@ -653,6 +665,7 @@ fn record_answer<E: Endpoint>(record: &mut RequestRecord, answer: &Answer<E>) {
 }
 
 fn record_whole<E: Endpoint>(record: &mut RequestRecord, resp: &E::Response) {
+    record.answer_meta(|meta| E::answer_meta(resp, meta));
     record.timings(E::response_timings(resp));
     record.usage(E::response_usage(resp));
     if E::response_usage(resp).is_none() {

@@ -8,7 +8,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use switchyard_adapters::upstream::with_traceparent;
+use switchyard_adapters::upstream::with_trace_context;
 use switchyard_router::latency::LatencyStore;
 
 use futures_util::StreamExt;
@@ -171,8 +171,8 @@ pub async fn race<E: Endpoint>(
     } - predicted.queue_ms;
     let delay = Duration::from_secs_f64(deadline_ms.max(0.0) / 1000.0).max(MIN_DELAY);
     let primary_backend = primary.admission.provider.clone();
-    let first = with_traceparent(
-        primary.record.traceparent(),
+    let first = with_trace_context(
+        primary.record.trace_context(),
         until_output::<E>(&*primary_backend, primary_req, streaming),
     );
     tokio::pin!(first);
@@ -190,8 +190,8 @@ pub async fn race<E: Endpoint>(
     }
     tracing::info!(primary = %app.backends[primary.backend].name, hedge = %app.backends[hedge_backend].name, ?delay, "hedging");
     let hedge_provider = hedge.admission.provider.clone();
-    let second = with_traceparent(
-        hedge.record.traceparent(),
+    let second = with_trace_context(
+        hedge.record.trace_context(),
         until_output::<E>(&*hedge_provider, hedge_req, streaming),
     );
     tokio::pin!(second);

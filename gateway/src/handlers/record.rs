@@ -29,7 +29,8 @@ use crate::error::{Dialect, GatewayError};
 use crate::http::request_id::{ClientRequestId, REQUEST_ID};
 use crate::ledger::{Drafts, Ledger, LedgerRow, NotCommitted};
 use crate::metrics::{CallFacts, Metrics};
-use crate::telemetry::{AttemptSpan, RequestTrace};
+use crate::telemetry::{AnswerMeta, AttemptSpan, RequestTrace};
+use switchyard_adapters::upstream::TraceContext;
 
 /// Where a request's prompt text comes from when its tokens must be
 /// counted (the backend reported no usage): the request itself, so the
@@ -37,6 +38,10 @@ use crate::telemetry::{AttemptSpan, RequestTrace};
 pub trait PromptSource: Send + Sync {
     /// The prompt as text, and the tokens the chat template adds.
     fn prompt_for_count(&self) -> (String, usize);
+    /// The request's `temperature` and `top_p`, for its attempts' spans.
+    fn sampling(&self) -> (Option<f64>, Option<f64>) {
+        (None, None)
+    }
 }
 
 /// A prompt already in hand as text (embeddings' inputs; none at all for
@@ -327,9 +332,17 @@ impl RequestRecord {
         }
     }
 
-    /// The `traceparent` this attempt's upstream request carries.
-    pub fn traceparent(&self) -> Option<HeaderValue> {
-        self.span.as_ref().and_then(|s| s.traceparent().cloned())
+    /// Lets `fill` note what the answer says of itself, when the attempt
+    /// is traced (otherwise nothing is read).
+    pub fn answer_meta(&mut self, fill: impl FnOnce(&mut AnswerMeta)) {
+        if let Some(span) = &mut self.span {
+            fill(&mut span.answer);
+        }
+    }
+
+    /// The trace context this attempt's upstream request carries.
+    pub fn trace_context(&self) -> Option<TraceContext> {
+        self.span.as_ref().and_then(|s| s.trace_context().cloned())
     }
 
     /// A record of an answer served from the response cache, first made by

@@ -3,7 +3,7 @@
 //! request, and the answer translated back, whole or as `response.*` events.
 
 use std::sync::Arc;
-use switchyard_adapters::upstream::with_traceparent;
+use switchyard_adapters::upstream::with_trace_context;
 
 use bytes::Bytes;
 use futures_util::StreamExt;
@@ -231,12 +231,12 @@ async fn passthrough(
     record.sent_tier(tier);
     if !streaming {
         let answer =
-            with_traceparent(record.traceparent(), admission.provider.responses(raw)).await;
+            with_trace_context(record.trace_context(), admission.provider.responses(raw)).await;
         let response = record.settle_whole(answer, usage_of).await?;
         return Ok(json_response(StatusCode::OK, &response));
     }
-    let events = match with_traceparent(
-        record.traceparent(),
+    let events = match with_trace_context(
+        record.trace_context(),
         admission.provider.responses_stream(raw),
     )
     .await

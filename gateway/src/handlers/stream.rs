@@ -158,6 +158,7 @@ pub fn encode<E: Endpoint>(
                         st.record.first_output();
                     }
                     st.record.usage(E::chunk_usage(&chunk));
+                    st.record.answer_meta(|meta| E::chunk_meta(&chunk, meta));
                     E::chunk_output(&chunk, st.record.output());
                     st.record.timings(E::chunk_timings(&chunk));
                     if let Some((_, kept, _)) = &mut st.keep

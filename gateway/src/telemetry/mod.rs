@@ -28,7 +28,7 @@ use switchyard_policies::Telemetry as Settings;
 pub use export::ExportStats;
 use export::{OtlpClient, QueueProcessor};
 pub use peer::Peer;
-pub use spans::{AttemptSpan, RequestTrace, strings};
+pub use spans::{AnswerMeta, AttemptSpan, RequestTrace, strings};
 
 /// The process's trace pipeline.
 pub struct Telemetry {

@@ -5,12 +5,13 @@ use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::SystemTime;
 
-use http::{HeaderMap, HeaderValue, Method, StatusCode};
+use http::{HeaderMap, Method, StatusCode};
 use opentelemetry::propagation::TextMapPropagator;
 use opentelemetry::trace::{Span as _, SpanKind, Status, TraceContextExt, Tracer as _};
 use opentelemetry::{Array, Context, KeyValue, StringValue, Value};
 use opentelemetry_http::{HeaderExtractor, HeaderInjector};
 use opentelemetry_sdk::trace::Span;
+use switchyard_adapters::upstream::TraceContext;
 
 use super::Telemetry;
 use super::names::*;
@@ -125,8 +126,14 @@ impl RequestTrace {
             .inject_context(&cx, &mut HeaderInjector(&mut headers));
         Some(AttemptSpan {
             span,
-            traceparent: headers.remove("traceparent"),
+            context: headers
+                .remove("traceparent")
+                .map(|traceparent| TraceContext {
+                    traceparent,
+                    tracestate: headers.remove("tracestate"),
+                }),
             capture_content: telemetry.capture_content,
+            answer: AnswerMeta::default(),
         })
     }
 
@@ -138,17 +145,48 @@ impl RequestTrace {
     }
 }
 
+/// What an answer says of itself, gathered for its attempt's span.
+#[derive(Debug, Default)]
+pub struct AnswerMeta {
+    pub id: Option<String>,
+    /// The model that answered, as the backend named it.
+    pub model: Option<String>,
+    pub finish_reasons: Vec<String>,
+}
+
+impl AnswerMeta {
+    /// Notes a chunk's or answer's id and model (the first seen stays) and
+    /// its finish reasons.
+    pub fn note<'a>(
+        &mut self,
+        id: &str,
+        model: &str,
+        finish_reasons: impl IntoIterator<Item = Option<&'a String>>,
+    ) {
+        if self.id.is_none() && !id.is_empty() {
+            self.id = Some(id.to_owned());
+        }
+        if self.model.is_none() && !model.is_empty() {
+            self.model = Some(model.to_owned());
+        }
+        self.finish_reasons
+            .extend(finish_reasons.into_iter().flatten().cloned());
+    }
+}
+
 /// One upstream attempt's CLIENT span, ended with its outcome.
 pub struct AttemptSpan {
     span: Span,
-    traceparent: Option<HeaderValue>,
+    context: Option<TraceContext>,
     capture_content: bool,
+    /// What the answer said of itself, as it came.
+    pub answer: AnswerMeta,
 }
 
 impl AttemptSpan {
-    /// The `traceparent` the upstream request carries.
-    pub fn traceparent(&self) -> Option<&HeaderValue> {
-        self.traceparent.as_ref()
+    /// The trace context the upstream request carries.
+    pub fn trace_context(&self) -> Option<&TraceContext> {
+        self.context.as_ref()
     }
 
     /// Whether prompt and completion text may be recorded.
@@ -160,6 +198,20 @@ impl AttemptSpan {
     /// other than `ok` is the span's error.
     pub fn end(mut self, ended: SystemTime, outcome: &str, attributes: Vec<KeyValue>) {
         self.span.set_attributes(attributes);
+        let answer = std::mem::take(&mut self.answer);
+        if let Some(id) = answer.id {
+            self.span.set_attribute(KeyValue::new(RESPONSE_ID, id));
+        }
+        if let Some(model) = answer.model {
+            self.span
+                .set_attribute(KeyValue::new(RESPONSE_MODEL, model));
+        }
+        if !answer.finish_reasons.is_empty() {
+            self.span.set_attribute(KeyValue::new(
+                RESPONSE_FINISH_REASONS,
+                strings(answer.finish_reasons),
+            ));
+        }
         if !matches!(outcome, "ok" | "escalated" | "cancelled" | "hedge-lost") {
             self.span
                 .set_attribute(KeyValue::new(ERROR_TYPE, outcome.to_owned()));
