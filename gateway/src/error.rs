@@ -95,6 +95,10 @@ pub enum GatewayError {
     ShuttingDown,
     #[error("{message}")]
     Unauthorized { message: String },
+    /// Nothing the caller could send would be accepted (the config lacks
+    /// what would let it in).
+    #[error("{message}")]
+    Forbidden { message: String },
     #[error("{message}; retry after {}s", retry_after.as_secs().max(1))]
     RateLimited {
         message: String,
@@ -269,6 +273,9 @@ impl GatewayError {
                 "invalid_request_error",
                 Some("invalid_api_key"),
             ),
+            GatewayError::Forbidden { .. } => {
+                shape(StatusCode::FORBIDDEN, "forbidden", "permission_error", None)
+            }
             GatewayError::RateLimited { retry_after, .. } => Shape {
                 retry_after: Some(*retry_after),
                 ..shape(

@@ -279,6 +279,7 @@ fn restart_only_changes(started: &Config, new: &Config) -> Vec<&'static str> {
         ),
         ("server.watch_config", a.watch_config != b.watch_config),
         ("ledger", started.ledger != new.ledger),
+        ("telemetry", started.telemetry != new.telemetry),
     ]
     .into_iter()
     .filter_map(|(name, changed)| changed.then_some(name))

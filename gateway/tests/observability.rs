@@ -222,7 +222,7 @@ async fn the_dashboard_needs_the_admin_key_when_auth_is_on_and_draws_from_the_le
         .unwrap()
         .iter()
         .flat_map(|s| {
-            s["requests"]
+            s["calls"]
                 .as_array()
                 .unwrap()
                 .iter()
@@ -263,12 +263,58 @@ async fn the_dashboard_needs_the_admin_key_when_auth_is_on_and_draws_from_the_le
             .sum::<u64>(),
         10
     );
-    // The admin API's other reports still want the admin key itself.
+    // The admin API's other reports still want the admin key itself, and
+    // a browser's Basic credential opens only the dashboard's reads.
     assert_eq!(
         get_with(&gateway.url("/admin/spend"), &[("authorization", &bearer)])
             .await
             .status,
         401
+    );
+    assert_eq!(
+        get_with(
+            &gateway.url("/admin/spend"),
+            &[("authorization", &basic(ADMIN))]
+        )
+        .await
+        .status,
+        401
+    );
+    let reload = support::request(
+        http::Method::POST,
+        &gateway.url("/admin/reload"),
+        &[("authorization", &basic(ADMIN))],
+        Vec::new(),
+        false,
+    )
+    .await;
+    assert_eq!(reload.status, 401);
+}
+
+#[tokio::test]
+async fn with_keys_but_no_admin_key_the_dashboard_says_why_it_stays_shut() {
+    let gateway = GatewayBuilder::new()
+        .in_process_sim(
+            "small",
+            "small",
+            &format!("preset: small, {FAST_SIM_FIELDS}"),
+        )
+        .section(&format!(
+            "auth:\n  keys:\n    - {{name: alice, hash: \"{}\"}}\n",
+            key_hash(ALICE)
+        ))
+        .start();
+    let page = get(&gateway.url("/dashboard")).await;
+    assert_eq!(page.status, 403);
+    assert!(
+        page.header("www-authenticate").is_none(),
+        "no password would do"
+    );
+    assert!(
+        page.error()["message"]
+            .as_str()
+            .unwrap()
+            .contains("admin_key_hash")
     );
 }
 

@@ -408,4 +408,21 @@ async fn content_is_recorded_only_when_asked() {
     let output: serde_json::Value =
         serde_json::from_str(&text(client, "gen_ai.output.messages")).unwrap();
     assert_eq!(output[0]["role"], "assistant");
+    let streamed = output[0]["parts"][0]["content"].as_str().unwrap().to_owned();
+    assert!(streamed.starts_with("[sim]"), "{streamed}");
+
+    // A whole answer's text too, though its usage came with it.
+    received.0.lock().unwrap().clear();
+    body["stream"] = json!(false);
+    let reply = post_json(&gateway.url("/v1/chat/completions"), &body).await;
+    let spans = received
+        .until(|s| !of_kind(s, SpanKind::Client).is_empty())
+        .await;
+    let client = &of_kind(&spans, SpanKind::Client)[0];
+    let output: serde_json::Value =
+        serde_json::from_str(&text(client, "gen_ai.output.messages")).unwrap();
+    assert_eq!(
+        output[0]["parts"][0]["content"],
+        reply.json()["choices"][0]["message"]["content"]
+    );
 }

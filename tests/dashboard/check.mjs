@@ -71,7 +71,7 @@ try {
   })));
   const nonZero = a => a.some(v => v);
   const wantCharts = {
-    split: new Set(d.split.filter(s => nonZero(s.requests)).map(s => s.route)).size,
+    split: new Set(d.split.filter(s => nonZero(s.calls)).map(s => s.route)).size,
     spend: Object.values(d.spend).some(nonZero) ? 1 : 0,
     ttft: d.ttft.filter(p => p.p50_ms.some(v => v != null) || p.p90_ms.some(v => v != null)).length,
   };

@@ -155,13 +155,13 @@
     }
     const specs = [];
     for (const [route, rows] of routes) {
-      const total = rows.reduce((n, r) => n + r.requests.reduce((a, b) => a + b, 0), 0);
+      const total = rows.reduce((n, r) => n + r.calls.reduce((a, b) => a + b, 0), 0);
       if (total === 0) continue;
       specs.push({
         key: route ?? "\u0000direct", y: Y_COUNT, // a route may be called "direct" too
-        caption: `${route == null ? "direct (no route)" : "route " + route} · ${fmtInt(total)} requests`,
+        caption: `${route == null ? "direct (no route)" : "route " + route} · ${fmtInt(total)} calls`,
         series: rows.map(r => line(`${r.backend} (${r.tier})`, colourOf(r.backend), fmtInt, { fill: colourOf(r.backend) + "14" })),
-        data: [xs, ...rows.map(r => r.requests)],
+        data: [xs, ...rows.map(r => r.calls)],
       });
     }
     specs.length ? drawCharts("split", specs) : showEmpty("split");
@@ -226,7 +226,7 @@
     drawTable("backends", [
       ["Backend", r => r.name], ["Tier", r => r.tier], ["Breaker", r => badge(r.breaker)],
       ["In flight", r => fmtInt(r.in_flight), 1], ["Queued", r => fmtInt(r.queued), 1],
-      ["Requests", r => fmtInt(r.requests), 1], ["Errors", r => fmtInt(r.errors), 1],
+      ["Calls", r => fmtInt(r.requests), 1], ["Errors", r => fmtInt(r.errors), 1],
       ["TTFT p50 / predicted", r => pair(r.ttft_p50_ms, r.predicted_ttft_ms, fmtMs), 1],
       ["Decode tok/s / predicted", r => pair(r.decode_tokens_per_s, r.predicted_decode_tokens_per_s, fmt1), 1],
       ["Draft acceptance", r => fmtPct(r.draft_acceptance), 1],

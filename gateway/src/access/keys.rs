@@ -126,18 +126,31 @@ impl KeyStore {
 
     /// Whether the request carries the admin key.
     pub fn is_admin(&self, headers: &HeaderMap) -> bool {
-        let Some(admin) = self.admin else {
-            return false;
-        };
-        let basic = basic_password(headers);
-        match presented(headers).or(basic.as_deref()) {
-            Some(key) => bool::from(admin.ct_eq(&hash_key(key))),
-            None => false,
+        self.admin_matches(presented(headers))
+    }
+
+    /// Whether the request carries the admin key, as a `Basic` password
+    /// too: how a browser sends it to the dashboard after asking. Only the
+    /// dashboard's reads take it: a browser attaches a Basic credential to
+    /// any request to the origin, a cross-site form's POST included.
+    pub fn is_admin_reader(&self, headers: &HeaderMap) -> bool {
+        self.is_admin(headers) || self.admin_matches(basic_password(headers).as_deref())
+    }
+
+    /// An admin key is configured.
+    pub fn has_admin(&self) -> bool {
+        self.admin.is_some()
+    }
+
+    fn admin_matches(&self, key: Option<&str>) -> bool {
+        match (self.admin, key) {
+            (Some(admin), Some(key)) => bool::from(admin.ct_eq(&hash_key(key))),
+            _ => false,
         }
     }
 
-    /// Neither keys nor an admin key are configured: everything, the
-    /// dashboard included, is open (as on the embedded default).
+    /// Neither keys nor an admin key are configured (the embedded
+    /// default): the dashboard is open; the rest of the admin API is not.
     pub fn is_open(&self) -> bool {
         self.keys.is_empty() && self.admin.is_none()
     }
@@ -232,10 +245,16 @@ mod tests {
     fn a_browser_may_send_the_admin_key_as_a_basic_password() {
         let store = store();
         // base64("admin:sk-admin"), base64("anyone:sk-admin"), base64("admin:sk-alice")
-        assert!(store.is_admin(&headers("authorization", "Basic YWRtaW46c2stYWRtaW4=")));
-        assert!(store.is_admin(&headers("authorization", "basic  YW55b25lOnNrLWFkbWlu")));
-        assert!(!store.is_admin(&headers("authorization", "Basic YWRtaW46c2stYWxpY2U=")));
-        assert!(!store.is_admin(&headers("authorization", "Basic not-base64!")));
+        let basic = headers("authorization", "Basic YWRtaW46c2stYWRtaW4=");
+        assert!(store.is_admin_reader(&basic));
+        assert!(
+            !store.is_admin(&basic),
+            "the admin API's writes want the key itself"
+        );
+        assert!(store.is_admin_reader(&headers("authorization", "basic  YW55b25lOnNrLWFkbWlu")));
+        assert!(!store.is_admin_reader(&headers("authorization", "Basic YWRtaW46c2stYWxpY2U=")));
+        assert!(!store.is_admin_reader(&headers("authorization", "Basic not-base64!")));
+        assert!(store.is_admin_reader(&headers("authorization", "Bearer sk-admin")));
         // A Basic credential is never a model key.
         assert!(
             store

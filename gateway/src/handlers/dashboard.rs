@@ -52,13 +52,14 @@ const CSP: &str = "default-src 'self'; script-src 'self'; style-src 'self'; img-
 
 /// Whether `path` is one of the dashboard's.
 pub fn is_dashboard_path(path: &str) -> bool {
-    path == "/dashboard" || path == "/dashboard/" || path.starts_with("/dashboard/")
+    path == "/dashboard" || path.starts_with("/dashboard/")
 }
 
 /// May the caller see the dashboard and its figures: always when the
-/// config sets no keys at all, else with the admin key.
+/// config sets no keys at all, else with the admin key (a browser's Basic
+/// password included).
 pub fn may_see(app: &App, headers: &HeaderMap) -> bool {
-    app.keys.is_open() || app.keys.is_admin(headers)
+    app.keys.is_open() || app.keys.is_admin_reader(headers)
 }
 
 /// A dashboard file, or the browser's cue to ask for the admin key.
@@ -72,6 +73,14 @@ pub fn asset(app: &App, req: &Request<Incoming>) -> Result<Response<Body>, Gatew
             path: path.to_owned(),
         });
     };
+    if !may_see(app, req.headers()) && !app.keys.has_admin() {
+        // No password could open it: say so rather than have a browser ask.
+        return Err(GatewayError::Forbidden {
+            message:
+                "the dashboard needs an admin key, and the config sets none (auth.admin_key_hash)"
+                    .into(),
+        });
+    }
     if !may_see(app, req.headers()) {
         let mut response = GatewayError::Unauthorized {
             message: "the dashboard needs the admin key: give it as the password (any user name)"
@@ -116,6 +125,7 @@ struct BackendNow {
     breaker: &'static str,
     in_flight: u32,
     queued: usize,
+    /// Calls in the window, and those that failed.
     requests: u64,
     errors: u64,
     ttft_p50_ms: Option<f64>,
@@ -145,15 +155,18 @@ pub async fn stats(app: &App, req: Request<Incoming>) -> Result<Response<Body>, 
     let budgets = route_budgets(&app.config);
     let now = now_ms();
     let read = tokio::task::spawn_blocking(move || {
-        let conn = rusqlite::Connection::open(&path)?;
-        let stats = ledger_stats(&conn, window, now)?;
+        let mut conn = rusqlite::Connection::open(&path)?;
+        // One snapshot: the totals, series and tables agree.
+        let tx = conn.transaction()?;
+        let stats = ledger_stats(&tx, window, now)?;
         let attainment = attainment_report(
-            &conn,
+            &tx,
             now - window.length_ms,
             AttainmentDimension::Profile,
             &budgets,
         )?;
-        let per_backend = per_backend(&conn, now - window.length_ms)?;
+        let per_backend = per_backend(&tx, now - window.length_ms)?;
+        tx.commit()?;
         Ok::<_, rusqlite::Error>((stats, attainment, per_backend))
     })
     .await
@@ -194,8 +207,10 @@ pub async fn stats(app: &App, req: Request<Incoming>) -> Result<Response<Body>, 
     ))
 }
 
-/// Per backend in the window: calls, failed calls, and the median first
-/// token, measured and as routing predicted it, of the calls that measured one.
+/// Per backend in the window, of its calls (refusals and cached replays
+/// are not calls): how many, how many failed, the median first token as
+/// measured and as routing predicted it, the median decode speed, and the
+/// share of drafted tokens accepted.
 type PerBackend = std::collections::HashMap<String, Calls>;
 
 #[derive(Debug, Default, Clone, Copy)]
@@ -204,31 +219,51 @@ struct Calls {
     failed: u64,
     ttft_p50_ms: Option<f64>,
     predicted_ttft_p50_ms: Option<f64>,
+    decode_p50_tokens_per_s: Option<f64>,
+    draft_acceptance: Option<f64>,
+}
+
+/// A backend's calls as read, before their medians are taken.
+#[derive(Default)]
+struct Seen {
+    calls: u64,
+    failed: u64,
+    ttfts: Vec<f64>,
+    predicted: Vec<f64>,
+    rates: Vec<f64>,
+    drafted: u64,
+    accepted: u64,
 }
 
 fn per_backend(conn: &rusqlite::Connection, since_ms: i64) -> rusqlite::Result<PerBackend> {
     let mut stmt = conn.prepare(
-        "SELECT backend, status, ttft_ms, predicted_ttft_ms FROM requests
-         WHERE ts_ms >= ?1 AND backend != ''",
+        "SELECT backend, status IN ('ok', 'cancelled', 'hedge-lost', 'escalated'), ttft_ms,
+                predicted_ttft_ms, decode_tokens_per_s, draft_tokens, draft_accepted_tokens
+         FROM requests
+         WHERE ts_ms >= ?1 AND backend != '' AND reason != 'refused' AND NOT cache_hit",
     )?;
     let mut rows = stmt.query([since_ms])?;
-    type Seen = (u64, u64, Vec<f64>, Vec<f64>);
     let mut seen: std::collections::HashMap<String, Seen> = Default::default();
     while let Some(row) = rows.next()? {
         let entry = seen.entry(row.get(0)?).or_default();
-        entry.0 += 1;
-        let status: String = row.get(1)?;
-        if !matches!(
-            status.as_str(),
-            "ok" | "cancelled" | "hedge-lost" | "escalated"
-        ) {
-            entry.1 += 1;
+        entry.calls += 1;
+        if !row.get::<_, bool>(1)? {
+            entry.failed += 1;
         }
         if let Some(ttft) = row.get::<_, Option<f64>>(2)? {
-            entry.2.push(ttft);
+            entry.ttfts.push(ttft);
             if let Some(predicted) = row.get::<_, Option<f64>>(3)? {
-                entry.3.push(predicted);
+                entry.predicted.push(predicted);
             }
+        }
+        if let Some(rate) = row.get::<_, Option<f64>>(4)? {
+            entry.rates.push(rate);
+        }
+        if let (Some(drafted), Some(accepted)) =
+            (row.get::<_, Option<i64>>(5)?, row.get::<_, Option<i64>>(6)?)
+        {
+            entry.drafted += drafted.unsigned_abs();
+            entry.accepted += accepted.unsigned_abs();
         }
     }
     let median = |mut v: Vec<f64>| {
@@ -237,12 +272,15 @@ fn per_backend(conn: &rusqlite::Connection, since_ms: i64) -> rusqlite::Result<P
     };
     Ok(seen
         .into_iter()
-        .map(|(backend, (calls, failed, ttfts, predicted))| {
+        .map(|(backend, seen)| {
             let calls = Calls {
-                calls,
-                failed,
-                ttft_p50_ms: median(ttfts),
-                predicted_ttft_p50_ms: median(predicted),
+                calls: seen.calls,
+                failed: seen.failed,
+                ttft_p50_ms: median(seen.ttfts),
+                predicted_ttft_p50_ms: median(seen.predicted),
+                decode_p50_tokens_per_s: median(seen.rates),
+                draft_acceptance: (seen.drafted > 0)
+                    .then(|| seen.accepted as f64 / seen.drafted as f64),
             };
             (backend, calls)
         })
@@ -264,14 +302,6 @@ fn backends_now(app: &App, per_backend: &PerBackend) -> Vec<BackendNow> {
         .map(|(index, b)| {
             let calls = per_backend.get(&b.name).copied().unwrap_or_default();
             let predicted = app.router.latency().predict(index, &reference);
-            let (drafted, accepted) = PromptClass::ALL
-                .into_iter()
-                .map(|class| app.router.speculation().get(index, class))
-                .fold((0, 0), |(d, a), s| (d + s.drafted, a + s.accepted));
-            let measured: Vec<f64> = PromptClass::ALL
-                .into_iter()
-                .filter_map(|class| app.metrics.decode_speed(index, class))
-                .collect();
             let (in_flight, queued) = b.load();
             BackendNow {
                 name: b.name.clone(),
@@ -283,11 +313,10 @@ fn backends_now(app: &App, per_backend: &PerBackend) -> Vec<BackendNow> {
                 errors: calls.failed,
                 ttft_p50_ms: calls.ttft_p50_ms,
                 predicted_ttft_ms: calls.predicted_ttft_p50_ms,
-                decode_tokens_per_s: (!measured.is_empty())
-                    .then(|| measured.iter().sum::<f64>() / measured.len() as f64),
+                decode_tokens_per_s: calls.decode_p50_tokens_per_s,
                 predicted_decode_tokens_per_s: Some(predicted.tokens_per_s)
                     .filter(|v| v.is_finite() && *v > 0.0),
-                draft_acceptance: (drafted > 0).then(|| accepted as f64 / drafted as f64),
+                draft_acceptance: calls.draft_acceptance,
             }
         })
         .collect()

@@ -226,13 +226,18 @@ pub async fn serve_decided<E: Endpoint>(
     );
     admission::admit_request(app, caller.as_ref(), size)?;
     let slot = Slot::of(app, parts, &request.0, &decision);
-    let cached = slot.as_ref().and_then(Slot::get);
-    if slot.is_some() {
+    // A hit from a backend the config no longer has is a miss.
+    let cached = slot.as_ref().and_then(Slot::get).and_then(|cached| {
+        let backend = app
+            .backends
+            .iter()
+            .position(|b| *b.name == *cached.backend)?;
+        Some((cached, backend))
+    });
+    if slot.as_ref().is_some_and(Slot::looks_up) {
         app.metrics.response_cache(cached.is_some());
     }
-    // A hit from a backend the config no longer has is a miss.
-    if let Some(cached) = cached
-        && let Some(backend) = app.backends.iter().position(|b| *b.name == *cached.backend)
+    if let Some((cached, backend)) = cached
         && let Some(mut response) = Box::pin(replay::<E>(
             app,
             request.0.clone(),
@@ -668,7 +673,9 @@ fn record_whole<E: Endpoint>(record: &mut RequestRecord, resp: &E::Response) {
     record.answer_meta(|meta| E::answer_meta(resp, meta));
     record.timings(E::response_timings(resp));
     record.usage(E::response_usage(resp));
-    if E::response_usage(resp).is_none() {
+    // The text is counted when no usage came, and recorded on the span
+    // when content is captured.
+    if E::response_usage(resp).is_none() || record.captures_content() {
         record.output().push_str(&E::output_text(resp));
     }
 }

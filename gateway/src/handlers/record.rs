@@ -340,6 +340,13 @@ impl RequestRecord {
         }
     }
 
+    /// Whether the attempt's span records the completion's text.
+    pub fn captures_content(&self) -> bool {
+        self.span
+            .as_ref()
+            .is_some_and(AttemptSpan::captures_content)
+    }
+
     /// The trace context this attempt's upstream request carries.
     pub fn trace_context(&self) -> Option<TraceContext> {
         self.span.as_ref().and_then(|s| s.trace_context().cloned())

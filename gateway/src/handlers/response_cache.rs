@@ -96,6 +96,11 @@ impl Slot {
         })
     }
 
+    /// Whether the cache is read for this request (not under `no-cache`).
+    pub fn looks_up(&self) -> bool {
+        self.lookup
+    }
+
     pub fn get(&self) -> Option<Arc<Cached>> {
         self.lookup
             .then(|| self.cache.entries.get(&self.key))

@@ -54,13 +54,15 @@ pub struct Totals {
     pub savings_usd: f64,
 }
 
+/// A route's calls to one backend per bucket: every call, a hedge's two
+/// legs and a fallback's failed tries included (refusals are not calls).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct SplitSeries {
     /// `None`: a backend the caller named directly.
     pub route: Option<String>,
     pub backend: String,
     pub tier: String,
-    pub requests: Vec<u64>,
+    pub calls: Vec<u64>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
@@ -83,6 +85,7 @@ pub struct Spender {
     pub name: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub team: Option<Option<String>>,
+    /// Requests (by request id), refused ones included.
     pub requests: u64,
     pub cost_usd: f64,
 }
@@ -109,6 +112,8 @@ const LOCAL_TIERS: &str = "('small', 'mid')";
 /// cascade's rejected answer are parts of requests answered elsewhere).
 const ANSWERED: &str = "('ok', 'cancelled')";
 
+/// The window's figures (read them in a transaction, so they agree with
+/// each other).
 pub fn ledger_stats(
     conn: &Connection,
     window: Window,
@@ -139,7 +144,7 @@ pub fn ledger_stats(
     let mut ttfts: BTreeMap<String, Vec<Vec<f64>>> = BTreeMap::new();
     let mut stmt = conn.prepare(&format!(
         "SELECT ts_ms, route, backend, tier, profile, cost_usd, counterfactual_usd, ttft_ms,
-                tier IN {LOCAL_TIERS}, reason = 'refused'
+                tier IN {LOCAL_TIERS}, reason = 'refused', status = 'ok' AND NOT cache_hit
          FROM requests WHERE ts_ms >= ?1"
     ))?;
     let mut rows = stmt.query(params![since_ms])?;
@@ -157,7 +162,11 @@ pub fn ledger_stats(
         }
         let key = (row.get(1)?, row.get(2)?, row.get(3)?);
         split.entry(key).or_insert_with(|| vec![0; n])[b] += 1;
-        if let (Some(profile), Some(ttft)) = (
+        // First tokens of answers a backend gave (not a losing hedge leg's,
+        // a rejected cascade step's or a cached replay's).
+        let answered: bool = row.get(10)?;
+        if let (true, Some(profile), Some(ttft)) = (
+            answered,
             row.get::<_, Option<String>>(4)?,
             row.get::<_, Option<f64>>(7)?,
         ) {
@@ -189,11 +198,11 @@ pub fn ledger_stats(
         totals,
         split: split
             .into_iter()
-            .map(|((route, backend, tier), requests)| SplitSeries {
+            .map(|((route, backend, tier), calls)| SplitSeries {
                 route,
                 backend,
                 tier,
-                requests,
+                calls,
             })
             .collect(),
         spend,
@@ -243,7 +252,8 @@ fn spenders(
     with_team: bool,
 ) -> rusqlite::Result<Vec<Spender>> {
     let mut stmt = conn.prepare(&format!(
-        "SELECT {column}, MAX(team), COUNT(*), COALESCE(SUM(cost_usd), 0) FROM requests
+        "SELECT {column}, MAX(team), COUNT(DISTINCT COALESCE(request_id, 'row-' || id)),
+                COALESCE(SUM(cost_usd), 0) FROM requests
          WHERE ts_ms >= ?1 AND {column} IS NOT NULL
          GROUP BY {column} ORDER BY 4 DESC, 1 LIMIT 10"
     ))?;

@@ -209,7 +209,7 @@ impl Families {
             f.ttft.clone(),
         );
         r.register_with_unit("switchyard_ttft_prediction_error", "Measured minus predicted time to first token (positive: slower than predicted), for calls routed with a prediction", Unit::Seconds, f.prediction_error.clone());
-        r.register_with_unit("switchyard_gateway_overhead", "Time a call spent in the gateway before its upstream request: body read, routing and admission, the wait for a backend slot excluded", Unit::Seconds, f.overhead.clone());
+        r.register_with_unit("switchyard_gateway_overhead", "A request's time in the gateway before its first upstream call: reading the body (as fast as the client sends it), routing and admission; the wait for a backend slot excluded", Unit::Seconds, f.overhead.clone());
         r.register(
             "switchyard_prefix_lookups",
             "Calls by whether the prefix index expected part of the prompt cached",

@@ -1,7 +1,8 @@
 //! Prometheus metrics at `GET /metrics`, through the prometheus-client
 //! crate: OpenMetrics text for scrapers that ask for it (Prometheus does),
 //! the Prometheus text format otherwise. Per-call figures are recorded
-//! from each call's ledger row, into handles looked up once per backend;
+//! from each call's ledger row, most into handles looked up once per
+//! backend (the per-route series and failures' are looked up per call);
 //! what is true at scrape time (breakers, queues, budgets, speculation) is
 //! read then (`scrape`).
 
@@ -272,14 +273,16 @@ impl Metrics {
         }
     }
 
-    /// Counts one finished call from its ledger row: `operation` is its
-    /// GenAI operation, `role` what it was to its request, `saved_ms` the
-    /// first-token time its cached prompt tokens saved (by the latency
-    /// model).
+    /// Counts one finished call from its ledger row and what the row does
+    /// not say (`call`). An answer from the response cache is no backend
+    /// call: only the cache's own counter has it.
     pub fn record(&self, backend: usize, row: &LedgerRow, call: CallFacts) {
         let Some(b) = self.backends.get(backend) else {
             return;
         };
+        if call.from_cache {
+            return;
+        }
         let f = &self.families;
         let outcome = match row.status {
             "ok" => 0,
@@ -336,17 +339,20 @@ impl Metrics {
         self.record_genai(b, row, call);
     }
 
-    /// The GenAI semantic-convention histograms of one call.
+    /// The GenAI semantic-convention histograms of one call. A call that
+    /// did not answer (failed, or stopped: the client left, the other hedge
+    /// leg won) has only its duration, with its `error_type`.
     fn record_genai(&self, b: &BackendSeries, row: &LedgerRow, call: CallFacts) {
         let f = &self.families;
-        if call.from_cache {
-            return;
-        }
-        let failed = !matches!(row.status, "ok" | "escalated" | "cancelled" | "hedge-lost");
-        if failed {
-            // Failures are rare: their series are looked up by kind.
+        let error_type = match row.status {
+            "ok" | "escalated" => None,
+            "hedge-lost" => Some("cancelled"),
+            other => Some(other),
+        };
+        if let Some(error_type) = error_type {
+            // Rarer than answers: their series are looked up by kind.
             f.operation_duration
-                .get_or_create(&b.outcome(call.operation, Some(row.status)))
+                .get_or_create(&b.outcome(call.operation, Some(error_type)))
                 .observe(call.upstream_seconds);
             return;
         }

@@ -124,7 +124,7 @@ impl Scrape {
         pending.set(i64::try_from(app.ledger.pending()).unwrap_or(i64::MAX));
         r.register(
             "switchyard_ledger_pending_rows",
-            "Ledger rows queued or waiting in background tasks, not yet committed",
+            "Ledger rows in the writer's queue, plus rows waiting in background tasks to join it (in strict mode a row waiting for its commit is in both)",
             pending,
         );
         let ledger = app.ledger.health();

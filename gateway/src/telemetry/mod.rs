@@ -159,15 +159,22 @@ fn export_timeout(settings: &Settings) -> Duration {
         .unwrap_or(Duration::from_secs(10))
 }
 
-/// `service.name` from the config, else `OTEL_SERVICE_NAME` (read by the
-/// SDK's detectors, with `OTEL_RESOURCE_ATTRIBUTES`), else `switchyard`.
+/// `service.name` from the config, else as the environment sets it
+/// (`OTEL_SERVICE_NAME` or `OTEL_RESOURCE_ATTRIBUTES`, read by the SDK's
+/// detectors), else `switchyard`.
 fn resource(settings: &Settings) -> Resource {
     let builder = Resource::builder()
         .with_attribute(KeyValue::new("service.version", env!("CARGO_PKG_VERSION")));
-    match (&settings.service_name, env("OTEL_SERVICE_NAME")) {
-        (Some(name), _) => builder.with_service_name(name.clone()),
-        (None, Some(_)) => builder,
-        (None, None) => builder.with_service_name("switchyard"),
+    let from_environment = env("OTEL_SERVICE_NAME").is_some()
+        || env("OTEL_RESOURCE_ATTRIBUTES").is_some_and(|attrs| {
+            attrs
+                .split(',')
+                .any(|kv| kv.trim().starts_with("service.name="))
+        });
+    match &settings.service_name {
+        Some(name) => builder.with_service_name(name.clone()),
+        None if from_environment => builder,
+        None => builder.with_service_name("switchyard"),
     }
     .build()
 }

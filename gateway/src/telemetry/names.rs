@@ -47,4 +47,3 @@ pub const QUEUE_WAIT_MS: &str = "switchyard.queue_wait_ms";
 pub const DRAFT_ACCEPTANCE: &str = "switchyard.draft_acceptance";
 pub const ESTIMATED_USAGE: &str = "switchyard.usage_estimated";
 pub const STATUS: &str = "switchyard.status";
-pub const CACHE: &str = "switchyard.cache";

@@ -38,12 +38,26 @@ impl Telemetry {
         request_id: Option<&str>,
     ) -> RequestTrace {
         let parent = self.propagator.extract(&HeaderExtractor(headers));
-        let name = if route.is_empty() {
-            Cow::Owned(method.to_string())
-        } else {
-            Cow::Owned(format!("{method} {route}"))
+        // A method outside HTTP's own is `_OTHER` (the conventions'), so a
+        // client's invented methods make no new span names.
+        let method = match *method {
+            Method::GET
+            | Method::POST
+            | Method::PUT
+            | Method::DELETE
+            | Method::HEAD
+            | Method::OPTIONS
+            | Method::PATCH
+            | Method::CONNECT
+            | Method::TRACE => method.as_str(),
+            _ => "_OTHER",
         };
-        let mut attributes = vec![KeyValue::new(HTTP_REQUEST_METHOD, method.to_string())];
+        let name = match (route.is_empty(), method) {
+            (true, "_OTHER") => Cow::Borrowed("HTTP"),
+            (true, method) => Cow::Owned(method.to_owned()),
+            (false, method) => Cow::Owned(format!("{method} {route}")),
+        };
+        let mut attributes = vec![KeyValue::new(HTTP_REQUEST_METHOD, method.to_owned())];
         if !route.is_empty() {
             attributes.push(KeyValue::new(HTTP_ROUTE, route));
         }
@@ -79,11 +93,6 @@ impl RequestTrace {
             span.set_attribute(KeyValue::new(ERROR_TYPE, status.as_str().to_owned()));
             span.set_status(Status::error(""));
         }
-    }
-
-    /// Sets an attribute on the SERVER span.
-    pub fn set(&self, attribute: KeyValue) {
-        self.cx.span().set_attribute(attribute);
     }
 
     /// Records the routing decision as a span from `started` to now.
@@ -194,8 +203,9 @@ impl AttemptSpan {
         self.capture_content
     }
 
-    /// Ends the span at `started + took` with these attributes; an outcome
-    /// other than `ok` is the span's error.
+    /// Ends the span at `ended` with these attributes and the answer's
+    /// own; an outcome that is not an answer (nor a call stopped on
+    /// purpose) is the span's error.
     pub fn end(mut self, ended: SystemTime, outcome: &str, attributes: Vec<KeyValue>) {
         self.span.set_attributes(attributes);
         let answer = std::mem::take(&mut self.answer);
