@@ -408,7 +408,10 @@ async fn content_is_recorded_only_when_asked() {
     let output: serde_json::Value =
         serde_json::from_str(&text(client, "gen_ai.output.messages")).unwrap();
     assert_eq!(output[0]["role"], "assistant");
-    let streamed = output[0]["parts"][0]["content"].as_str().unwrap().to_owned();
+    let streamed = output[0]["parts"][0]["content"]
+        .as_str()
+        .unwrap()
+        .to_owned();
     assert!(streamed.starts_with("[sim]"), "{streamed}");
 
     // A whole answer's text too, though its usage came with it.
