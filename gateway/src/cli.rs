@@ -94,6 +94,24 @@ pub enum Command {
         #[arg(long)]
         config: Option<PathBuf>,
     },
+    /// Advise, per route, the cheapest split of its traffic over its
+    /// backends that keeps at least `target` of it within budget, from the
+    /// ledger's window and the latency model taught by it; the over-served
+    /// traffic; and whether a local backend could take the cloud traffic.
+    Advise {
+        /// How far back: 7d, 24h, 30m.
+        #[arg(long, default_value = "7d")]
+        since: String,
+        /// The share of each route's requests to keep within budget.
+        #[arg(long, default_value_t = 0.95)]
+        target: f64,
+        /// table, yaml (the splits to paste) or json.
+        #[arg(long, default_value = "table")]
+        format: String,
+        /// The config whose ledger to read (the embedded default's when absent).
+        #[arg(long)]
+        config: Option<PathBuf>,
+    },
     /// Report agent task time per session from the ledger: calls, time
     /// waiting on models, time between them (tools, people), tokens, cost.
     Sessions {

@@ -3,6 +3,7 @@
 //! The `switchyard` binary (`main.rs`) parses arguments and calls in here.
 
 pub mod access;
+pub mod advice;
 pub mod app;
 pub mod breaker;
 pub mod budgets_cli;

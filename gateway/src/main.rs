@@ -82,6 +82,21 @@ fn run() -> anyhow::Result<()> {
                 &mut std::io::stdout().lock(),
             )
         }
+        Command::Advise {
+            since,
+            target,
+            format,
+            config,
+        } => {
+            let config = config_file::load(config.as_deref())?;
+            switchyard::advice::run(
+                &config,
+                &since,
+                target,
+                &format,
+                &mut std::io::stdout().lock(),
+            )
+        }
         Command::KeyHash { key } => {
             let hash = switchyard::access::hash_key(&key);
             let hex: String = hash.iter().map(|b| format!("{b:02x}")).collect();

@@ -1,7 +1,8 @@
 //! The admin API, for the admin key only: `GET /admin/spend?since=7d&by=key`
 //! (the spend report), `GET /admin/budgets?since=7d&by=profile` (budget
 //! attainment), `GET /admin/sessions?since=1d&route=agent` (agent task
-//! time) and `POST /admin/reload` (read the config file again).
+//! time), `GET /admin/advice?since=7d&target=0.95` (`switchyard advise`)
+//! and `POST /admin/reload` (read the config file again).
 
 use http::{Request, Response, StatusCode};
 use hyper::body::Incoming;
@@ -33,6 +34,28 @@ pub async fn budgets(app: &App, req: Request<Incoming>) -> Result<Response<Body>
     let budgets = route_budgets(&app.config);
     ledger_report(app, move |conn| {
         attainment_report(conn, now_ms() - since, by, &budgets)
+    })
+    .await
+}
+
+/// `GET /admin/advice?since=7d&target=0.95`: `switchyard advise` as JSON.
+pub async fn advice(app: &App, req: Request<Incoming>) -> Result<Response<Body>, GatewayError> {
+    let since = report_since(app, &req, "7d")?;
+    let target = match query_param(&req, "target") {
+        None => 0.95,
+        Some(text) => text
+            .parse::<f64>()
+            .ok()
+            .filter(|t| (0.0..=1.0).contains(t))
+            .ok_or_else(|| GatewayError::InvalidField {
+                param: "target".into(),
+                message: format!("`{text}` is not a share between 0 and 1, such as 0.95"),
+            })?,
+    };
+    let config = app.config.clone();
+    ledger_report(app, move |conn| {
+        let now = now_ms();
+        crate::advice::advise(conn, &config, now - since, now, target)
     })
     .await
 }

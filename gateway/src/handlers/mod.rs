@@ -185,6 +185,10 @@ async fn serve_endpoint(
             Ok(()) => admin::sessions(app, req).await,
             Err(err) => Err(err),
         },
+        "/admin/advice" => match allow(&req, Method::GET, "GET") {
+            Ok(()) => admin::advice(app, req).await,
+            Err(err) => Err(err),
+        },
         "/admin/stats" => match allow(&req, Method::GET, "GET") {
             Ok(()) => dashboard::stats(app, req).await,
             Err(err) => Err(err),
@@ -244,7 +248,7 @@ fn is_admin_path(path: &str) -> bool {
 /// The paths served (after any `/v1`), as `'static` strings: the request
 /// itself moves into its endpoint, and a copy of its path would cost an
 /// allocation on every request.
-const ENDPOINTS: [&str; 17] = [
+const ENDPOINTS: [&str; 18] = [
     "/chat/completions",
     "/messages",
     "/messages/count_tokens",
@@ -257,6 +261,7 @@ const ENDPOINTS: [&str; 17] = [
     "/admin/spend",
     "/admin/budgets",
     "/admin/sessions",
+    "/admin/advice",
     "/admin/stats",
     "/admin/reload",
     "/healthz",
@@ -265,7 +270,7 @@ const ENDPOINTS: [&str; 17] = [
 ];
 
 /// [`ENDPOINTS`] as written under `/v1`.
-const V1_ENDPOINTS: [&str; 17] = [
+const V1_ENDPOINTS: [&str; 18] = [
     "/v1/chat/completions",
     "/v1/messages",
     "/v1/messages/count_tokens",
@@ -278,6 +283,7 @@ const V1_ENDPOINTS: [&str; 17] = [
     "/v1/admin/spend",
     "/v1/admin/budgets",
     "/v1/admin/sessions",
+    "/v1/admin/advice",
     "/v1/admin/stats",
     "/v1/admin/reload",
     "/v1/healthz",

@@ -1,0 +1,271 @@
+//! `switchyard advise`: from the ledger's window of traffic, per route, the
+//! cheapest split of that traffic over the route's backends that keeps at
+//! least a target share within its latency budget; the over-served traffic;
+//! and, for traffic served in the cloud, whether a local backend could have
+//! met its budgets and at what volume it would pay for itself.
+//!
+//! Predictions come from the latency model the router uses, fed the
+//! window's own calls (so the advice rests on measurements, and says how
+//! many), at each request's real prompt and answer lengths.
+
+mod predict;
+mod text;
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+use switchyard_policies::{Config, Pricing};
+
+use crate::ledger::{AttainmentDimension, attainment_report, route_budgets};
+pub use predict::Request;
+use predict::{Model, requests};
+pub use text::write;
+
+/// What advise says of one backend for one route's traffic.
+#[derive(Debug, Clone, Serialize)]
+pub struct Candidate {
+    pub backend: String,
+    /// Share of the route's requests predicted within budget there.
+    pub within_budget: f64,
+    /// Predicted cost of all the route's requests there, USD.
+    pub cost_usd: f64,
+    /// Calls of the backend's own the prediction rests on.
+    pub measured_calls: u64,
+}
+
+/// A split of a route's traffic, with what it is predicted to give.
+#[derive(Debug, Clone, Serialize)]
+pub struct Split {
+    /// Backend and weight (percent, summing to 100).
+    pub weights: Vec<(String, u32)>,
+    pub within_budget: f64,
+    pub cost_usd: f64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct RouteAdvice {
+    pub route: String,
+    /// Answered requests of the window the advice is about.
+    pub requests: u64,
+    /// As served: the share measured within budget (of the requests whose
+    /// first token was measured) and the cost.
+    pub measured_within_budget: Option<f64>,
+    pub measured_cost_usd: f64,
+    pub candidates: Vec<Candidate>,
+    /// The cheapest split predicted to reach the target; the likeliest to
+    /// come near it when none does (`reaches_target` false).
+    pub advised: Option<Split>,
+    pub reaches_target: bool,
+    /// Every request on its cheapest backend that meets its budget (what
+    /// `cheapest_within_budget` would do), for comparison.
+    pub per_request: Option<Split>,
+    /// Served far faster than needed on a cloud tier, and what it cost.
+    pub over_served: u64,
+    pub over_served_usd: f64,
+    /// The YAML to paste under `routes:`.
+    pub snippet: Option<String>,
+}
+
+/// For the cloud traffic of the window: could a local backend have served
+/// it, and above what volume would that pay.
+#[derive(Debug, Clone, Serialize)]
+pub struct LocalOption {
+    pub backend: String,
+    pub usd_per_hour: f64,
+    /// Of the cloud requests, the share it is predicted to serve within
+    /// budget, and what they cost in the cloud.
+    pub could_serve: f64,
+    pub cloud_cost_of_those_usd: f64,
+    /// Those requests per day at the window's rate, and the daily volume
+    /// above which the local server's hourly cost is less than their cloud
+    /// bill.
+    pub requests_per_day: f64,
+    pub break_even_requests_per_day: Option<f64>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Advice {
+    pub since_ms: i64,
+    pub now_ms: i64,
+    pub target: f64,
+    pub routes: Vec<RouteAdvice>,
+    pub cloud_requests: u64,
+    pub cloud_cost_usd: f64,
+    pub local_options: Vec<LocalOption>,
+}
+
+/// `switchyard advise`.
+pub fn run(
+    config: &Config,
+    since: &str,
+    target: f64,
+    format: &str,
+    out: &mut impl std::io::Write,
+) -> anyhow::Result<()> {
+    if !(0.0..=1.0).contains(&target) {
+        anyhow::bail!("--target {target}: a share between 0 and 1, such as 0.95");
+    }
+    let since = crate::handlers::parse_since(since).map_err(|e| anyhow::anyhow!("--since: {e}"))?;
+    let conn = crate::report_text::open_ledger(&config.ledger.path)?;
+    let now = crate::ledger::now_ms();
+    let advice = advise(&conn, config, now - since, now, target)?;
+    write(out, format, &advice)
+}
+
+/// Advice from the window `since_ms..now_ms` of the ledger on `conn`.
+pub fn advise(
+    conn: &rusqlite::Connection,
+    config: &Config,
+    since_ms: i64,
+    now_ms: i64,
+    target: f64,
+) -> rusqlite::Result<Advice> {
+    let rows = requests(conn, since_ms)?;
+    let model = Model::learn(config, &rows);
+    let budgets = route_budgets(config);
+    let attainment = attainment_report(conn, since_ms, AttainmentDimension::Route, &budgets)?;
+    let over: BTreeMap<&str, (u64, f64)> = attainment
+        .lines
+        .iter()
+        .map(|l| (l.group.as_str(), (l.over_served, l.over_served_usd)))
+        .collect();
+    let mut routes = Vec::new();
+    for route in config.routes.values() {
+        let mine: Vec<&Request> = rows
+            .iter()
+            .filter(|r| r.route.as_deref() == Some(route.name.as_str()))
+            .collect();
+        if mine.is_empty() {
+            continue;
+        }
+        let mut names: Vec<&str> = route.strategy.backends();
+        names.extend(route.fallbacks.iter().map(String::as_str));
+        names.sort_unstable();
+        names.dedup();
+        let budget = budgets.get(&route.name).copied();
+        let candidates: Vec<Candidate> = names
+            .iter()
+            .filter_map(|name| model.candidate(name, &mine, budget))
+            .collect();
+        let advised = cheapest_split(&candidates, target);
+        let reaches_target = advised
+            .as_ref()
+            .is_some_and(|s| s.within_budget + 1e-9 >= target);
+        let advised = advised.or_else(|| best_effort(&candidates));
+        let (over_served, over_served_usd) =
+            over.get(route.name.as_str()).copied().unwrap_or_default();
+        let measured: Vec<bool> = mine
+            .iter()
+            .filter_map(|r| r.measured_within(budget))
+            .collect();
+        routes.push(RouteAdvice {
+            route: route.name.clone(),
+            requests: mine.len() as u64,
+            measured_within_budget: (!measured.is_empty())
+                .then(|| measured.iter().filter(|w| **w).count() as f64 / measured.len() as f64),
+            measured_cost_usd: mine.iter().map(|r| r.cost_usd).sum(),
+            per_request: model.per_request(&names, &mine, budget),
+            snippet: advised.as_ref().map(|s| text::snippet(&route.name, s)),
+            advised,
+            reaches_target,
+            candidates,
+            over_served,
+            over_served_usd,
+        });
+    }
+    let cloud: Vec<&Request> = rows.iter().filter(|r| !r.local).collect();
+    let days = ((now_ms - since_ms) as f64 / 86_400_000.0).max(1.0 / 24.0);
+    let local_options = config
+        .backends
+        .values()
+        .filter(|b| b.tier.is_local())
+        .filter_map(|b| {
+            let Pricing::Hourly { usd_per_hour } = b.pricing else {
+                return None;
+            };
+            let served = model.could_serve(&b.name, &cloud, &budgets)?;
+            let cost: f64 = served.iter().map(|r| r.cost_usd).sum();
+            let per_day = served.len() as f64 / days;
+            let cost_each = cost / served.len().max(1) as f64;
+            Some(LocalOption {
+                backend: b.name.clone(),
+                usd_per_hour,
+                could_serve: served.len() as f64 / cloud.len().max(1) as f64,
+                cloud_cost_of_those_usd: cost,
+                requests_per_day: per_day,
+                break_even_requests_per_day: (cost_each > 0.0)
+                    .then(|| usd_per_hour * 24.0 / cost_each),
+            })
+        })
+        .collect();
+    Ok(Advice {
+        since_ms,
+        now_ms,
+        target,
+        routes,
+        cloud_requests: cloud.len() as u64,
+        cloud_cost_usd: cloud.iter().map(|r| r.cost_usd).sum(),
+        local_options,
+    })
+}
+
+/// The cheapest weights reaching `target`: a split's share within budget
+/// and cost are its backends' weighted by traffic, so the optimum is one
+/// backend, or two mixed so the share lands exactly on the target.
+fn cheapest_split(candidates: &[Candidate], target: f64) -> Option<Split> {
+    let mut best: Option<(f64, Vec<(usize, f64)>)> = None;
+    let mut consider = |cost: f64, mix: Vec<(usize, f64)>| {
+        if best.as_ref().is_none_or(|(c, _)| cost < *c) {
+            best = Some((cost, mix));
+        }
+    };
+    for (i, a) in candidates.iter().enumerate() {
+        if a.within_budget + 1e-9 >= target {
+            consider(a.cost_usd, vec![(i, 1.0)]);
+        }
+        for (j, b) in candidates.iter().enumerate() {
+            if a.within_budget < target && b.within_budget > target {
+                let w = (target - a.within_budget) / (b.within_budget - a.within_budget);
+                consider(
+                    a.cost_usd * (1.0 - w) + b.cost_usd * w,
+                    vec![(i, 1.0 - w), (j, w)],
+                );
+            }
+        }
+    }
+    best.map(|(_, mix)| split(candidates, &mix))
+}
+
+/// The candidate with the most traffic within budget, when no split
+/// reaches the target.
+fn best_effort(candidates: &[Candidate]) -> Option<Split> {
+    let (i, _) = candidates
+        .iter()
+        .enumerate()
+        .max_by(|a, b| a.1.within_budget.total_cmp(&b.1.within_budget))?;
+    Some(split(candidates, &[(i, 1.0)]))
+}
+
+/// A mix as whole percentages (rounded so they sum to 100, the expensive
+/// side rounded up so the target still holds), with its predicted figures.
+fn split(candidates: &[Candidate], mix: &[(usize, f64)]) -> Split {
+    let mut percents: Vec<(usize, u32)> = mix
+        .iter()
+        .map(|&(i, w)| (i, (w * 100.0).floor() as u32))
+        .collect();
+    let short = 100 - percents.iter().map(|p| p.1).sum::<u32>();
+    if let Some(last) = percents.last_mut() {
+        last.1 += short;
+    }
+    percents.retain(|p| p.1 > 0);
+    let share = |i: usize, p: u32| f64::from(p) / 100.0 * candidates[i].within_budget;
+    let cost = |i: usize, p: u32| f64::from(p) / 100.0 * candidates[i].cost_usd;
+    Split {
+        within_budget: percents.iter().map(|&(i, p)| share(i, p)).sum(),
+        cost_usd: percents.iter().map(|&(i, p)| cost(i, p)).sum(),
+        weights: percents
+            .into_iter()
+            .map(|(i, p)| (candidates[i].backend.clone(), p))
+            .collect(),
+    }
+}

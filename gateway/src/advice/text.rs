@@ -1,0 +1,170 @@
+//! Advice for a person (a table with its reasons), as YAML to paste, or
+//! JSON.
+
+use std::fmt::Write as _;
+use std::io::Write;
+
+use super::{Advice, RouteAdvice, Split};
+
+/// The route's strategy as config YAML, to paste under `routes:`.
+pub fn snippet(route: &str, split: &Split) -> String {
+    let weights: Vec<String> = split
+        .weights
+        .iter()
+        .map(|(b, w)| format!("{b}: {w}"))
+        .collect();
+    format!(
+        "{route}:\n  strategy:\n    split:\n      weights: {{{}}}\n",
+        weights.join(", ")
+    )
+}
+
+pub fn write(out: &mut impl Write, format: &str, advice: &Advice) -> anyhow::Result<()> {
+    match format {
+        "json" => {
+            serde_json::to_writer_pretty(&mut *out, advice)?;
+            writeln!(out)?;
+        }
+        "yaml" => {
+            writeln!(
+                out,
+                "# switchyard advise: paste under `routes:` (target {:.0}% within budget)",
+                advice.target * 100.0
+            )?;
+            for route in &advice.routes {
+                if let (Some(snippet), Some(split)) = (&route.snippet, &route.advised) {
+                    writeln!(
+                        out,
+                        "# {}: {} requests; predicted {} within budget at {} (now {} at {})",
+                        route.route,
+                        route.requests,
+                        percent(Some(split.within_budget)),
+                        usd(split.cost_usd),
+                        percent(route.measured_within_budget),
+                        usd(route.measured_cost_usd),
+                    )?;
+                    write!(out, "{snippet}")?;
+                }
+            }
+        }
+        "table" => write!(out, "{}", table(advice))?,
+        other => anyhow::bail!("--format `{other}`: write table, yaml or json"),
+    }
+    Ok(())
+}
+
+fn table(advice: &Advice) -> String {
+    let mut s = String::new();
+    let days = (advice.now_ms - advice.since_ms) as f64 / 86_400_000.0;
+    let _ = writeln!(
+        s,
+        "Advice from {:.1} days of traffic, for at least {:.0}% of each route's requests within budget.",
+        days,
+        advice.target * 100.0
+    );
+    for route in &advice.routes {
+        route_table(&mut s, route);
+    }
+    if advice.cloud_requests > 0 {
+        let _ = writeln!(
+            s,
+            "\nCloud traffic: {} requests, {}.",
+            advice.cloud_requests,
+            usd(advice.cloud_cost_usd)
+        );
+        for local in &advice.local_options {
+            let _ = write!(
+                s,
+                "  {} (${}/h) could have served {} of them within budget ({} of cloud spend, {:.0} a day)",
+                local.backend,
+                local.usd_per_hour,
+                percent(Some(local.could_serve)),
+                usd(local.cloud_cost_of_those_usd),
+                local.requests_per_day,
+            );
+            match local.break_even_requests_per_day {
+                Some(n) => {
+                    let _ = writeln!(s, "; it pays for itself above {n:.0} such requests a day.");
+                }
+                None => {
+                    let _ = writeln!(s, ".");
+                }
+            }
+        }
+    }
+    s
+}
+
+fn route_table(s: &mut String, route: &RouteAdvice) {
+    let _ = writeln!(
+        s,
+        "\nroute {}: {} requests; now {} within budget (measured), {}",
+        route.route,
+        route.requests,
+        percent(route.measured_within_budget),
+        usd(route.measured_cost_usd)
+    );
+    let _ = writeln!(
+        s,
+        "  {:<16} {:>14} {:>12} {:>14}",
+        "all on", "within budget", "cost", "measured calls"
+    );
+    for c in &route.candidates {
+        let _ = writeln!(
+            s,
+            "  {:<16} {:>14} {:>12} {:>14}",
+            c.backend,
+            percent(Some(c.within_budget)),
+            usd(c.cost_usd),
+            c.measured_calls
+        );
+    }
+    if let Some(split) = &route.advised {
+        let verdict = if route.reaches_target {
+            "advised split"
+        } else {
+            "no split reaches the target; the closest"
+        };
+        let _ = writeln!(
+            s,
+            "  {verdict}: {} -> {} within budget, {}",
+            weights(split),
+            percent(Some(split.within_budget)),
+            usd(split.cost_usd)
+        );
+    }
+    if let Some(per) = &route.per_request {
+        let _ = writeln!(
+            s,
+            "  each request on its cheapest backend within budget (strategy cheapest_within_budget): {} -> {} within budget, {}",
+            weights(per),
+            percent(Some(per.within_budget)),
+            usd(per.cost_usd)
+        );
+    }
+    if route.over_served > 0 {
+        let _ = writeln!(
+            s,
+            "  over-served: {} requests on a cloud tier far faster than needed, {}",
+            route.over_served,
+            usd(route.over_served_usd)
+        );
+    }
+}
+
+fn weights(split: &Split) -> String {
+    split
+        .weights
+        .iter()
+        .map(|(b, w)| format!("{b} {w}%"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn percent(v: Option<f64>) -> String {
+    v.map_or("-".into(), |v| format!("{:.1}%", v * 100.0))
+}
+
+fn usd(v: f64) -> String {
+    format!("${v:.4}")
+}

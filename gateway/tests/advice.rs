@@ -1,0 +1,195 @@
+//! `switchyard advise` back-tested: traffic through three simulated tiers,
+//! the advice taken (its split applied by a config reload), the same
+//! traffic again; what was measured the second time lands where the advice
+//! said.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is the failure report
+
+mod support;
+
+use serde_json::json;
+use support::{GatewayBuilder, Proc, get_with, key_hash, post_json};
+
+const ADMIN: &str = "sk-admin-advice";
+/// Requests per phase: short prompts (any tier meets the budget) and long
+/// ones (the small tier's prefill breaks it), streamed so their first
+/// token is measured.
+const REQUESTS: usize = 100;
+
+/// A small tier with slow prefill, a mid tier priced by the hour, a cloud
+/// tier priced by the token; a route held to 100 ms to first token.
+fn config(weights: &str) -> GatewayBuilder {
+    let sim = |base: u32, prefill: u32, decode: u32| {
+        format!(
+            "base_ttft_ms: {base}, prefill_tokens_per_s: {prefill}, decode_tokens_per_s: {decode}, jitter: 0"
+        )
+    };
+    GatewayBuilder::new()
+        .backend_yaml(&format!(
+            "  small:\n    tier: small\n    sim: {{preset: small, {}}}\n    price: {{usd_per_hour: 0.05}}\n",
+            sim(10, 2_000, 1_000)
+        ))
+        .backend_yaml(&format!(
+            "  mid:\n    tier: mid\n    sim: {{preset: mid, {}}}\n    price: {{usd_per_hour: 1.0}}\n",
+            sim(30, 50_000, 1_000)
+        ))
+        .backend_yaml(&format!(
+            "  cloud:\n    tier: cloud\n    sim: {{preset: large, {}}}\n    price: {{input_per_mtok: 2.5, output_per_mtok: 10}}\n",
+            sim(20, 1_000_000, 2_000)
+        ))
+        .route(
+            "auto",
+            &format!("budget: {{ttft_ms: 100, min_tokens_per_s: 100}}\nstrategy:\n  split:\n    weights: {{{weights}}}"),
+        )
+        .section(&format!("auth:\n  admin_key_hash: \"{}\"\n", key_hash(ADMIN)))
+}
+
+async fn traffic(gateway: &Proc) {
+    let url = gateway.url("/v1/chat/completions");
+    for i in 0..REQUESTS {
+        // Each prompt starts differently: no simulated prefix cache helps.
+        let prompt = if i % 2 == 0 {
+            format!("{i} {}", "hello ".repeat(20))
+        } else {
+            format!("{i} {}", "route ".repeat(400))
+        };
+        let body = json!({"model": "auto", "stream": true, "max_tokens": 32, "messages": [{"role": "user", "content": prompt}]});
+        assert_eq!(post_json(&url, &body).await.status, 200);
+    }
+}
+
+/// Within budget (of the calls measured) and cost, for rows after `since`.
+async fn measured(gateway: &Proc, since_ms: i64) -> (f64, f64) {
+    let rows: Vec<(Option<f64>, Option<f64>, f64)> = support::ledger_rows(
+        gateway,
+        &format!(
+            "SELECT ttft_ms, decode_tokens_per_s, cost_usd FROM requests WHERE ts_ms >= {since_ms}"
+        ),
+        REQUESTS,
+        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+    )
+    .await;
+    let within = rows
+        .iter()
+        .filter(|(ttft, rate, _)| {
+            ttft.is_some_and(|t| t <= 100.0) && rate.is_none_or(|r| r >= 100.0)
+        })
+        .count();
+    (
+        within as f64 / rows.len() as f64,
+        rows.iter().map(|r| r.2).sum(),
+    )
+}
+
+fn now_ms() -> i64 {
+    i64::try_from(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis(),
+    )
+    .unwrap()
+}
+
+#[tokio::test]
+async fn the_advised_split_measures_what_advise_predicted() {
+    let gateway = config("small: 34, mid: 33, cloud: 33").start();
+    let first = now_ms();
+    traffic(&gateway).await;
+    let (before_within, before_cost) = measured(&gateway, first).await;
+
+    let admin = [("authorization", format!("Bearer {ADMIN}"))];
+    let headers: Vec<(&str, &str)> = admin.iter().map(|(n, v)| (*n, v.as_str())).collect();
+    let advice = get_with(&gateway.url("/admin/advice?since=1h&target=0.95"), &headers).await;
+    assert_eq!(advice.status, 200);
+    let advice = advice.json();
+    let route = &advice["routes"][0];
+    assert_eq!(route["route"], "auto");
+    assert_eq!(route["requests"], REQUESTS);
+    assert_eq!(route["reaches_target"], true, "{route:#}");
+    // Each tier alone: small meets the budget only for short prompts.
+    let alone = |name: &str| -> f64 {
+        route["candidates"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["backend"] == name)
+            .unwrap()["within_budget"]
+            .as_f64()
+            .unwrap()
+    };
+    assert!((alone("small") - 0.5).abs() < 0.01, "{route:#}");
+    assert!(alone("mid") > 0.99 && alone("cloud") > 0.99, "{route:#}");
+    let advised = &route["advised"];
+    let weights: Vec<(String, u64)> = advised["weights"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| (w[0].as_str().unwrap().to_owned(), w[1].as_u64().unwrap()))
+        .collect();
+    assert!(
+        !weights.iter().any(|(b, _)| b == "cloud"),
+        "the cloud is dearer than mid for the same budget: {weights:?}"
+    );
+    let predicted_within = advised["within_budget"].as_f64().unwrap();
+    let predicted_cost = advised["cost_usd"].as_f64().unwrap();
+    assert!(predicted_within >= 0.95);
+    assert!(
+        predicted_cost < before_cost,
+        "cheaper than the split it replaces"
+    );
+
+    // Take the advice.
+    let split: Vec<String> = weights.iter().map(|(b, w)| format!("{b}: {w}")).collect();
+    std::fs::write(gateway.config_path(), config(&split.join(", ")).yaml()).unwrap();
+    let reload = support::request(
+        http::Method::POST,
+        &gateway.url("/admin/reload"),
+        &headers,
+        Vec::new(),
+        false,
+    )
+    .await;
+    assert_eq!(reload.status, 200, "{:?}", reload.body);
+    let second = now_ms();
+    traffic(&gateway).await;
+    let (within, cost) = measured(&gateway, second).await;
+    eprintln!(
+        "advised {weights:?}: predicted {predicted_within:.3} within budget at ${predicted_cost:.6}, measured {within:.3} at ${cost:.6} (before: {before_within:.3} at ${before_cost:.6})"
+    );
+    assert!(
+        (within - predicted_within).abs() <= 0.05,
+        "measured {within:.3} within budget, predicted {predicted_within:.3} (before: {before_within:.3})"
+    );
+    assert!(
+        (cost - predicted_cost).abs() <= 0.10 * predicted_cost,
+        "measured ${cost:.6}, predicted ${predicted_cost:.6} (before: ${before_cost:.6})"
+    );
+
+    // The CLI reads the same ledger: now on the advised split, it keeps it.
+    let cli = |format: &str| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_switchyard"))
+            .args(["advise", "--since", "1h", "--format", format, "--config"])
+            .arg(gateway.config_path())
+            .current_dir(&gateway.dir)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let yaml = cli("yaml");
+    assert!(
+        yaml.contains("auto:\n  strategy:\n    split:\n      weights: {small: 10, mid: 90}"),
+        "{yaml}"
+    );
+    let table = cli("table");
+    assert!(table.contains("route auto: 200 requests"), "{table}");
+    assert!(
+        table.contains("advised split: small 10%, mid 90%"),
+        "{table}"
+    );
+}
