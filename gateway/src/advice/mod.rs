@@ -18,7 +18,7 @@ use switchyard_policies::{Config, Pricing};
 
 use crate::ledger::{AttainmentDimension, attainment_report, route_budgets};
 pub use predict::Request;
-use predict::{Model, requests};
+use predict::{Model, Profiled, requests};
 pub use text::write;
 
 /// What advise says of one backend for one route's traffic.
@@ -56,9 +56,9 @@ pub struct RouteAdvice {
     /// come near it when none does (`reaches_target` false).
     pub advised: Option<Split>,
     pub reaches_target: bool,
-    /// Every request on its cheapest backend that meets its budget (what
-    /// `cheapest_within_budget` would do), for comparison.
-    pub per_request: Option<Split>,
+    /// The route as configured already measured the target for less than
+    /// the advised split (a per-request strategy can beat any split).
+    pub keep_current: bool,
     /// Served far faster than needed on a cloud tier, and what it cost.
     pub over_served: u64,
     pub over_served_usd: f64,
@@ -143,31 +143,52 @@ pub fn advise(
         names.sort_unstable();
         names.dedup();
         let budget = budgets.get(&route.name).copied();
-        let candidates: Vec<Candidate> = names
+        let profiles: Vec<Profiled> = names
             .iter()
-            .filter_map(|name| model.candidate(name, &mine, budget))
+            .filter_map(|name| model.profile(name, &mine, budget))
             .collect();
-        let advised = cheapest_split(&candidates, target);
-        let reaches_target = advised
-            .as_ref()
-            .is_some_and(|s| s.within_budget + 1e-9 >= target);
-        let advised = advised.or_else(|| best_effort(&candidates));
+        let candidates: Vec<Candidate> = profiles
+            .iter()
+            .map(|p| {
+                let (within_budget, cost_usd) = p.at(1.0);
+                Candidate {
+                    backend: p.backend.clone(),
+                    within_budget,
+                    cost_usd,
+                    measured_calls: p.measured_calls,
+                }
+            })
+            .collect();
+        let advised = cheapest_split(&profiles, target);
+        let reaches_target = advised.is_some();
+        let advised = advised.or_else(|| best_effort(&profiles));
+        let measured_within_budget = {
+            let measured: Vec<bool> = mine
+                .iter()
+                .filter_map(|r| r.measured_within(budget))
+                .collect();
+            (!measured.is_empty())
+                .then(|| measured.iter().filter(|w| **w).count() as f64 / measured.len() as f64)
+        };
+        let measured_cost_usd: f64 = mine.iter().map(|r| r.cost_usd).sum();
+        let keep_current = measured_within_budget.is_some_and(|w| w + 1e-9 >= target)
+            && advised
+                .as_ref()
+                .is_none_or(|s| !reaches_target || measured_cost_usd <= s.cost_usd);
         let (over_served, over_served_usd) =
             over.get(route.name.as_str()).copied().unwrap_or_default();
-        let measured: Vec<bool> = mine
-            .iter()
-            .filter_map(|r| r.measured_within(budget))
-            .collect();
         routes.push(RouteAdvice {
             route: route.name.clone(),
             requests: mine.len() as u64,
-            measured_within_budget: (!measured.is_empty())
-                .then(|| measured.iter().filter(|w| **w).count() as f64 / measured.len() as f64),
-            measured_cost_usd: mine.iter().map(|r| r.cost_usd).sum(),
-            per_request: model.per_request(&names, &mine, budget),
-            snippet: advised.as_ref().map(|s| text::snippet(&route.name, s)),
+            measured_within_budget,
+            measured_cost_usd,
+            snippet: advised
+                .as_ref()
+                .filter(|_| !keep_current)
+                .map(|s| text::snippet(&route.name, s)),
             advised,
             reaches_target,
+            keep_current,
             candidates,
             over_served,
             over_served_usd,
@@ -183,7 +204,10 @@ pub fn advise(
             let Pricing::Hourly { usd_per_hour } = b.pricing else {
                 return None;
             };
-            let served = model.could_serve(&b.name, &cloud, &budgets)?;
+            let served = model.could_serve(&b.name, &cloud, &budgets);
+            if served.is_empty() && model.calls(&b.name) == 0 {
+                return None;
+            }
             let cost: f64 = served.iter().map(|r| r.cost_usd).sum();
             let per_day = served.len() as f64 / days;
             let cost_each = cost / served.len().max(1) as f64;
@@ -209,63 +233,52 @@ pub fn advise(
     })
 }
 
-/// The cheapest weights reaching `target`: a split's share within budget
-/// and cost are its backends' weighted by traffic, so the optimum is one
-/// backend, or two mixed so the share lands exactly on the target.
-fn cheapest_split(candidates: &[Candidate], target: f64) -> Option<Split> {
-    let mut best: Option<(f64, Vec<(usize, f64)>)> = None;
-    let mut consider = |cost: f64, mix: Vec<(usize, f64)>| {
-        if best.as_ref().is_none_or(|(c, _)| cost < *c) {
-            best = Some((cost, mix));
-        }
-    };
-    for (i, a) in candidates.iter().enumerate() {
-        if a.within_budget + 1e-9 >= target {
-            consider(a.cost_usd, vec![(i, 1.0)]);
-        }
-        for (j, b) in candidates.iter().enumerate() {
-            if a.within_budget < target && b.within_budget > target {
-                let w = (target - a.within_budget) / (b.within_budget - a.within_budget);
-                consider(
-                    a.cost_usd * (1.0 - w) + b.cost_usd * w,
-                    vec![(i, 1.0 - w), (j, w)],
-                );
+/// Every split of the traffic over one backend or two, in whole percent,
+/// with its predicted share within budget and cost.
+fn splits(profiles: &[Profiled]) -> Vec<Split> {
+    let at: Vec<Vec<(f64, f64)>> = profiles
+        .iter()
+        .map(|p| (0..=100).map(|w| p.at(f64::from(w) / 100.0)).collect())
+        .collect();
+    let mut all = Vec::new();
+    for (i, a) in profiles.iter().enumerate() {
+        let (within, cost) = at[i][100];
+        all.push(Split {
+            weights: vec![(a.backend.clone(), 100)],
+            within_budget: within,
+            cost_usd: cost,
+        });
+        for (j, b) in profiles.iter().enumerate().skip(i + 1) {
+            for w in 1..100u32 {
+                let (share_a, share_b) = (f64::from(100 - w) / 100.0, f64::from(w) / 100.0);
+                let (within_a, cost_a) = at[i][(100 - w) as usize];
+                let (within_b, cost_b) = at[j][w as usize];
+                all.push(Split {
+                    weights: vec![(a.backend.clone(), 100 - w), (b.backend.clone(), w)],
+                    within_budget: share_a * within_a + share_b * within_b,
+                    cost_usd: share_a * cost_a + share_b * cost_b,
+                });
             }
         }
     }
-    best.map(|(_, mix)| split(candidates, &mix))
+    all
 }
 
-/// The candidate with the most traffic within budget, when no split
-/// reaches the target.
-fn best_effort(candidates: &[Candidate]) -> Option<Split> {
-    let (i, _) = candidates
-        .iter()
-        .enumerate()
-        .max_by(|a, b| a.1.within_budget.total_cmp(&b.1.within_budget))?;
-    Some(split(candidates, &[(i, 1.0)]))
+/// The cheapest split predicted to keep `target` of the traffic within
+/// budget. A split's figures are its backends' weighted by their shares,
+/// each at the load its share brings, so one backend, or two mixed, is
+/// the optimum.
+fn cheapest_split(profiles: &[Profiled], target: f64) -> Option<Split> {
+    splits(profiles)
+        .into_iter()
+        .filter(|s| s.within_budget + 1e-9 >= target)
+        .min_by(|a, b| a.cost_usd.total_cmp(&b.cost_usd))
 }
 
-/// A mix as whole percentages (rounded so they sum to 100, the expensive
-/// side rounded up so the target still holds), with its predicted figures.
-fn split(candidates: &[Candidate], mix: &[(usize, f64)]) -> Split {
-    let mut percents: Vec<(usize, u32)> = mix
-        .iter()
-        .map(|&(i, w)| (i, (w * 100.0).floor() as u32))
-        .collect();
-    let short = 100 - percents.iter().map(|p| p.1).sum::<u32>();
-    if let Some(last) = percents.last_mut() {
-        last.1 += short;
-    }
-    percents.retain(|p| p.1 > 0);
-    let share = |i: usize, p: u32| f64::from(p) / 100.0 * candidates[i].within_budget;
-    let cost = |i: usize, p: u32| f64::from(p) / 100.0 * candidates[i].cost_usd;
-    Split {
-        within_budget: percents.iter().map(|&(i, p)| share(i, p)).sum(),
-        cost_usd: percents.iter().map(|&(i, p)| cost(i, p)).sum(),
-        weights: percents
-            .into_iter()
-            .map(|(i, p)| (candidates[i].backend.clone(), p))
-            .collect(),
-    }
+/// The split with the most traffic within budget, when none reaches the
+/// target.
+fn best_effort(profiles: &[Profiled]) -> Option<Split> {
+    splits(profiles)
+        .into_iter()
+        .max_by(|a, b| a.within_budget.total_cmp(&b.within_budget))
 }

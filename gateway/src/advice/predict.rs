@@ -10,8 +10,6 @@ use switchyard_router::Router;
 use switchyard_router::budget_for;
 use switchyard_router::latency::{LatencyStore, Observation, Prediction, Shape};
 
-use super::{Candidate, Split};
-
 /// An answered request of the window, as advise reads it.
 #[derive(Debug, Clone)]
 pub struct Request {
@@ -25,6 +23,10 @@ pub struct Request {
     pub duration_ms: f64,
     pub decode_tokens_per_s: Option<f64>,
     pub cost_usd: f64,
+    pub ts_ms: i64,
+    /// Other requests of its route in flight when it arrived: the
+    /// concurrency it came with, which a split shares among backends.
+    pub others_in_flight: u32,
 }
 
 impl Request {
@@ -66,7 +68,7 @@ pub fn requests(conn: &rusqlite::Connection, since_ms: i64) -> rusqlite::Result<
     let mut stmt = conn.prepare(
         "SELECT route, backend, tier IN ('small', 'mid'), profile, input_tokens, cached_tokens,
                 cache_write_tokens, output_tokens, reasoning_tokens, prompt_class, ttft_ms,
-                duration_ms, decode_tokens_per_s, cost_usd
+                duration_ms, decode_tokens_per_s, cost_usd, ts_ms
          FROM requests
          WHERE ts_ms >= ?1 AND status = 'ok' AND refusal IS NULL AND NOT cache_hit
          ORDER BY ts_ms",
@@ -97,9 +99,29 @@ pub fn requests(conn: &rusqlite::Connection, since_ms: i64) -> rusqlite::Result<
             duration_ms: r.get(11)?,
             decode_tokens_per_s: r.get(12)?,
             cost_usd: r.get(13)?,
+            ts_ms: r.get(14)?,
+            others_in_flight: 0,
         })
     })?
-    .collect()
+    .collect::<rusqlite::Result<Vec<Request>>>()
+    .map(count_in_flight)
+}
+
+/// Sets each request's `others_in_flight`: its route's requests that had
+/// started and not ended when it arrived (rows come oldest first).
+fn count_in_flight(mut rows: Vec<Request>) -> Vec<Request> {
+    use std::cmp::Reverse;
+    use std::collections::{BinaryHeap, HashMap};
+    let mut ends: HashMap<Option<String>, BinaryHeap<Reverse<i64>>> = HashMap::new();
+    for row in &mut rows {
+        let running = ends.entry(row.route.clone()).or_default();
+        while running.peek().is_some_and(|Reverse(end)| *end <= row.ts_ms) {
+            running.pop();
+        }
+        row.others_in_flight = u32::try_from(running.len()).unwrap_or(u32::MAX);
+        running.push(Reverse(row.ts_ms + row.duration_ms.max(0.0) as i64));
+    }
+    rows
 }
 
 /// The latency model, taught the window, with the backends' prices.
@@ -154,104 +176,171 @@ impl<'a> Model<'a> {
         Some(self.router.latency().predict(index, &row.shape()))
     }
 
-    /// Whether `backend` is predicted to serve `row` within its budget
-    /// (at the median), and what it would cost there.
-    fn verdict(
-        &self,
-        backend: &str,
-        row: &Request,
-        route: Option<LatencyBudget>,
-    ) -> Option<(bool, f64)> {
-        let prediction = self.predict(backend, row)?;
-        let pricing = self.config.backends.get(backend)?.pricing;
-        let decode_s =
-            row.tokens.output.saturating_sub(1) as f64 / prediction.tokens_per_s.max(1e-9);
-        let busy_s = prediction.ttft_p50_ms / 1000.0 + decode_s;
-        let cost = pricing.cost(&row.tokens, busy_s, 1);
-        let within = row.budget(route).is_none_or(|budget| {
-            budget
-                .ttft
-                .is_none_or(|t| prediction.ttft_p50_ms <= t.as_secs_f64() * 1000.0)
-                && prediction.tokens_per_s >= budget.min_tokens_per_s
-        });
-        Some((within, cost))
-    }
-
-    /// `backend` for all of `rows`: the share within budget, and the cost.
-    pub fn candidate(
+    /// How `backend` would serve each of `rows` alone (no queue of the
+    /// route's own), held to the route's budget or each request's.
+    pub fn profile(
         &self,
         backend: &str,
         rows: &[&Request],
         route: Option<LatencyBudget>,
-    ) -> Option<Candidate> {
-        let verdicts: Vec<(bool, f64)> = rows
+    ) -> Option<Profiled> {
+        let settings = self.config.backends.get(backend)?;
+        let alone = rows
             .iter()
-            .map(|row| self.verdict(backend, row, route))
-            .collect::<Option<_>>()?;
-        Some(Candidate {
+            .map(|row| {
+                let prediction = self.predict(backend, row)?;
+                let decode_s =
+                    row.tokens.output.saturating_sub(1) as f64 / prediction.tokens_per_s.max(1e-9);
+                let service_ms = prediction.ttft_p50_ms + decode_s * 1000.0;
+                let budget = row.budget(route);
+                Some(Alone {
+                    ttft_ms: prediction.ttft_p50_ms,
+                    service_ms,
+                    cost: settings.pricing.cost(&row.tokens, service_ms / 1000.0, 1),
+                    ttft_budget_ms: budget
+                        .and_then(|b| b.ttft)
+                        .map(|t| t.as_secs_f64() * 1000.0),
+                    decode_ok: budget.is_none_or(|b| prediction.tokens_per_s >= b.min_tokens_per_s),
+                    others: row.others_in_flight,
+                })
+            })
+            .collect::<Option<Vec<_>>>()?;
+        Some(Profiled {
             backend: backend.to_owned(),
-            within_budget: verdicts.iter().filter(|v| v.0).count() as f64
-                / rows.len().max(1) as f64,
-            cost_usd: verdicts.iter().map(|v| v.1).sum(),
+            slots: settings
+                .max_concurrency
+                .map(|c| u32::try_from(c).unwrap_or(u32::MAX).max(1)),
             measured_calls: self.calls.get(backend).copied().unwrap_or(0),
+            alone,
         })
     }
+}
 
-    /// Each request on its cheapest backend among `backends` that meets its
-    /// budget (the cheapest of all when none does).
-    pub fn per_request(
-        &self,
-        backends: &[&str],
-        rows: &[&Request],
-        route: Option<LatencyBudget>,
-    ) -> Option<Split> {
-        let mut counts: BTreeMap<&str, u64> = BTreeMap::new();
-        let (mut within, mut cost) = (0u64, 0.0);
-        for row in rows {
-            let options: Vec<(&str, bool, f64)> = backends
-                .iter()
-                .filter_map(|b| self.verdict(b, row, route).map(|(w, c)| (*b, w, c)))
-                .collect();
-            let cheapest = |meeting: bool| {
-                options
-                    .iter()
-                    .filter(|o| o.1 || !meeting)
-                    .min_by(|a, b| a.2.total_cmp(&b.2))
-                    .copied()
-            };
-            let (backend, ok, c) = cheapest(true).or_else(|| cheapest(false))?;
-            *counts.entry(backend).or_default() += 1;
-            within += u64::from(ok);
-            cost += c;
-        }
-        let n = rows.len().max(1) as f64;
-        Some(Split {
-            weights: counts
-                .into_iter()
-                .map(|(b, k)| (b.to_owned(), (k as f64 / n * 100.0).round() as u32))
-                .collect(),
-            within_budget: within as f64 / n,
-            cost_usd: cost,
-        })
+impl Model<'_> {
+    /// Calls of `backend`'s the model learned from.
+    pub fn calls(&self, backend: &str) -> u64 {
+        self.calls.get(backend).copied().unwrap_or(0)
     }
 
     /// Of `rows` (served in the cloud), those `backend` is predicted to
-    /// serve within their budgets.
+    /// serve within their budgets were all of them sent to it, route by
+    /// route (each at the concurrency it came with).
     pub fn could_serve<'r>(
         &self,
         backend: &str,
         rows: &[&'r Request],
         budgets: &BTreeMap<String, LatencyBudget>,
-    ) -> Option<Vec<&'r Request>> {
-        self.calls.get(backend)?;
-        Some(
-            rows.iter()
-                .filter(|row| {
-                    let route = row.route.as_ref().and_then(|r| budgets.get(r)).copied();
-                    self.verdict(backend, row, route).is_some_and(|v| v.0)
-                })
+    ) -> Vec<&'r Request> {
+        let mut routes: Vec<Option<&str>> = rows.iter().map(|r| r.route.as_deref()).collect();
+        routes.sort_unstable();
+        routes.dedup();
+        let mut served = Vec::new();
+        for route in routes {
+            let mine: Vec<&Request> = rows
+                .iter()
+                .filter(|r| r.route.as_deref() == route)
                 .copied()
-                .collect(),
-        )
+                .collect();
+            let budget = route.and_then(|r| budgets.get(r)).copied();
+            if let Some(profile) = self.profile(backend, &mine, budget) {
+                let within = profile.within(1.0);
+                served.extend(
+                    mine.iter()
+                        .zip(within)
+                        .filter(|(_, ok)| *ok)
+                        .map(|(r, _)| *r),
+                );
+            }
+        }
+        served
+    }
+}
+
+/// One request as a backend would serve it with nothing else queued.
+struct Alone {
+    ttft_ms: f64,
+    /// First token and decoding: how long it holds a slot.
+    service_ms: f64,
+    cost: f64,
+    ttft_budget_ms: Option<f64>,
+    decode_ok: bool,
+    /// The route's requests in flight when it arrived.
+    others: u32,
+}
+
+/// A backend's predictions for a route's requests.
+pub struct Profiled {
+    pub backend: String,
+    /// Its concurrency limit: past it, requests wait their turn.
+    slots: Option<u32>,
+    pub measured_calls: u64,
+    alone: Vec<Alone>,
+}
+
+impl Profiled {
+    /// The share of the route's requests within budget and their cost
+    /// when `weight` of the traffic comes here: a request then finds that
+    /// share of the requests it arrived with here too, and beyond the
+    /// backend's slots each waits a service time per slot's worth ahead.
+    pub fn at(&self, weight: f64) -> (f64, f64) {
+        let within = self.within(weight).into_iter().filter(|ok| *ok).count();
+        let n = self.alone.len().max(1) as f64;
+        (within as f64 / n, self.alone.iter().map(|r| r.cost).sum())
+    }
+
+    /// Whether each request is within budget at `weight`.
+    fn within(&self, weight: f64) -> Vec<bool> {
+        self.alone
+            .iter()
+            .map(|row| {
+                let wait_ms = match self.slots {
+                    None => 0.0,
+                    Some(slots) => {
+                        let ahead = weight * f64::from(row.others) - f64::from(slots - 1);
+                        ahead.max(0.0) * row.service_ms / f64::from(slots)
+                    }
+                };
+                let ttft_ok = row
+                    .ttft_budget_ms
+                    .is_none_or(|budget| row.ttft_ms + wait_ms <= budget);
+                ttft_ok && row.decode_ok
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn backend(slots: Option<u32>, others: u32) -> Profiled {
+        let row = Alone {
+            ttft_ms: 50.0,
+            service_ms: 100.0,
+            cost: 1.0,
+            ttft_budget_ms: Some(200.0),
+            decode_ok: true,
+            others,
+        };
+        Profiled {
+            backend: "b".into(),
+            slots,
+            measured_calls: 1,
+            alone: vec![row],
+        }
+    }
+
+    #[test]
+    fn a_share_of_the_concurrent_traffic_queues_behind_the_slots() {
+        // Two requests arrived with this one: all here, two wait ahead of
+        // it on one slot (50 + 200 ms); half here, one (50 + 100 ms).
+        let one_slot = backend(Some(1), 2);
+        assert_eq!(one_slot.at(1.0).0, 0.0);
+        assert_eq!(one_slot.at(0.5).0, 1.0);
+        // Three slots hold them all; no limit never queues.
+        assert_eq!(backend(Some(3), 2).at(1.0).0, 1.0);
+        assert_eq!(backend(None, 50).at(1.0).0, 1.0);
+        // Sequential traffic never waits.
+        assert_eq!(backend(Some(1), 0).at(1.0).0, 1.0);
     }
 }

@@ -32,6 +32,13 @@ pub fn write(out: &mut impl Write, format: &str, advice: &Advice) -> anyhow::Res
                 advice.target * 100.0
             )?;
             for route in &advice.routes {
+                if route.keep_current {
+                    writeln!(
+                        out,
+                        "# {}: keep it as it is (it measured the target for less than any split)",
+                        route.route
+                    )?;
+                }
                 if let (Some(snippet), Some(split)) = (&route.snippet, &route.advised) {
                     writeln!(
                         out,
@@ -120,10 +127,10 @@ fn route_table(s: &mut String, route: &RouteAdvice) {
         );
     }
     if let Some(split) = &route.advised {
-        let verdict = if route.reaches_target {
-            "advised split"
-        } else {
-            "no split reaches the target; the closest"
+        let verdict = match (route.keep_current, route.reaches_target) {
+            (true, _) => "the best split",
+            (false, true) => "advised split",
+            (false, false) => "no split reaches the target; the closest",
         };
         let _ = writeln!(
             s,
@@ -133,13 +140,12 @@ fn route_table(s: &mut String, route: &RouteAdvice) {
             usd(split.cost_usd)
         );
     }
-    if let Some(per) = &route.per_request {
+    if route.keep_current {
         let _ = writeln!(
             s,
-            "  each request on its cheapest backend within budget (strategy cheapest_within_budget): {} -> {} within budget, {}",
-            weights(per),
-            percent(Some(per.within_budget)),
-            usd(per.cost_usd)
+            "  keep the route as it is: it measured {} within budget for {}, which no split beats",
+            percent(route.measured_within_budget),
+            usd(route.measured_cost_usd)
         );
     }
     if route.over_served > 0 {
