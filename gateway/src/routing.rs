@@ -11,12 +11,13 @@ use crate::error::GatewayError;
 /// Names the request's use-case profile (chat, code, agentic, ...).
 pub static PROFILE_HEADER: HeaderName = HeaderName::from_static("x-switchyard-profile");
 
-/// Headers that carry a session id, most specific first (Claude Code sends
-/// its own).
+/// Headers that carry a session id, most specific first: our own, Claude
+/// Code's, and Codex CLI's (`session-id`, with its `thread-id` beside it).
 /// `HeaderName`s, not strings: a lookup by string parses the name first.
-const SESSION_HEADERS: [HeaderName; 2] = [
+const SESSION_HEADERS: [HeaderName; 3] = [
     HeaderName::from_static("x-session-id"),
     HeaderName::from_static("x-claude-code-session-id"),
+    HeaderName::from_static("session-id"),
 ];
 
 /// What the request body itself says about who calls and for what.

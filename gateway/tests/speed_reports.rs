@@ -122,8 +122,15 @@ async fn agent_task_time_splits_model_time_from_tool_time() {
             messages.push(json!({"role": "tool", "tool_call_id": format!("call_{turn}"), "content": "1 failed"}));
         }
     }
-    // Another session, to be told apart.
-    post_with(&url, &short("hi", "agent"), &[("x-session-id", "task-2")]).await;
+    // Other sessions, to be told apart: as Claude Code and Codex CLI name
+    // theirs.
+    post_with(
+        &url,
+        &short("hi", "agent"),
+        &[("x-claude-code-session-id", "task-2")],
+    )
+    .await;
+    post_with(&url, &short("hi", "agent"), &[("session-id", "task-3")]).await;
     gateway.terminate();
 
     let report: Value =
@@ -152,7 +159,17 @@ async fn agent_task_time_splits_model_time_from_tool_time() {
     assert!(model > 16_000.0, "800 tokens at 50 tokens/s: {model}");
     let wall = task["wall_ms"].as_f64().unwrap();
     assert!((wall - model - gap).abs() < 1e-6);
-    assert_eq!(report["total"]["sessions"], 2);
+    assert_eq!(report["total"]["sessions"], 3);
+    let sessions: Vec<&str> = report["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["session"].as_str().unwrap())
+        .collect();
+    assert!(
+        sessions.contains(&"task-2") && sessions.contains(&"task-3"),
+        "{sessions:?}"
+    );
     assert_eq!(report["routes"][0]["route"], "agent");
     assert_eq!(report["routes"][0]["session"], "route:agent");
     assert_eq!(
