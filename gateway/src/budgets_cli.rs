@@ -23,16 +23,32 @@ pub fn run(
     report_text::write(out, format, &report, (report.by, &COLUMNS, &rows(&report)))?;
     if format == "table" {
         for d in report.drift.iter().filter(|d| d.drifted) {
-            writeln!(
-                out,
-                "drift: {} decodes {:+.0}% over the last hour (p50 {:.1} tokens/s over {} calls, against {:.1} over {} before)",
-                d.backend,
-                (d.ratio - 1.0) * 100.0,
-                d.recent_decode_p50,
-                d.recent_calls,
-                d.baseline_decode_p50,
-                d.baseline_calls
-            )?;
+            match d.figure {
+                "failed_share" => writeln!(
+                    out,
+                    "drift: {} failed {:.0}% of its calls over the last hour ({} calls), against {:.0}% of {} before",
+                    d.backend,
+                    d.recent * 100.0,
+                    d.recent_calls,
+                    d.baseline * 100.0,
+                    d.baseline_calls
+                )?,
+                figure => writeln!(
+                    out,
+                    "drift: {} {} {:+.0}% over the last hour (p50 {:.1} tokens/s over {} calls, against {:.1} over {} before)",
+                    d.backend,
+                    if figure == "decode_tokens_per_s" {
+                        "decodes"
+                    } else {
+                        "prefills"
+                    },
+                    d.change * 100.0,
+                    d.recent,
+                    d.recent_calls,
+                    d.baseline,
+                    d.baseline_calls
+                )?,
+            }
         }
     }
     Ok(())

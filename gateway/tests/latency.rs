@@ -140,9 +140,97 @@ async fn a_backend_that_slows_down_is_reported_as_drift() {
     assert!(ratio < 0.7, "recent over baseline: {ratio}");
     let logged = std::fs::read_to_string(&log).unwrap();
     assert!(
-        logged.contains("decode speed drifted from its baseline"),
+        logged.contains("backend drifted from its baseline") && logged.contains("decode speed -"),
         "{logged}"
     );
+}
+
+/// The value of one series on `/metrics`.
+async fn gauge(gateway: &support::Proc, series: &str) -> Option<f64> {
+    let metrics = String::from_utf8(get(&gateway.url("/metrics")).await.body.to_vec()).unwrap();
+    metrics
+        .lines()
+        .find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
+}
+
+#[tokio::test]
+async fn slower_prefill_and_more_failures_are_reported_as_drift() {
+    let server = |prefill: u32, error_rate: &str| {
+        [
+            "base_ttft_ms=2".to_owned(),
+            format!("prefill_tokens_per_s={prefill}"),
+            "decode_tokens_per_s=5000".to_owned(),
+            "jitter=0".to_owned(),
+            format!("faults.error_rate={error_rate}"),
+        ]
+    };
+    let settings = server(40_000, "0");
+    let fast = support::sim(
+        "small",
+        &settings.iter().map(String::as_str).collect::<Vec<_>>(),
+    );
+    let listen = fast.addr.to_string();
+    let log = support::unique_path("prefill-drift.log");
+    let gateway = GatewayBuilder::new()
+        .openai("local", "small", &fast.base_url(), &[])
+        .start_logging("info", Some(&log));
+    let url = gateway.url("/v1/chat/completions");
+    // Long prompts, each its own (no simulated prefix cache helps).
+    let body = |i: usize| {
+        let mut body = chat("local", &format!("{i} {}", "route ".repeat(1500)));
+        body["max_tokens"] = json!(8);
+        body["stream"] = json!(true);
+        body
+    };
+    for i in 0..40 {
+        assert_eq!(post_json(&url, &body(i)).await.status, 200);
+    }
+    assert_eq!(
+        gauge(
+            &gateway,
+            "switchyard_upstream_error_share{backend=\"local\",window=\"recent\"}"
+        )
+        .await,
+        Some(0.0)
+    );
+    // The same server, restarted with a fifth of the prefill speed, and
+    // failing half its calls.
+    drop(fast);
+    let settings = server(8_000, "0.5");
+    let _slow = support::sim_on(
+        &listen,
+        "small",
+        &settings.iter().map(String::as_str).collect::<Vec<_>>(),
+    );
+    for i in 40..60 {
+        post_json(&url, &body(i)).await;
+    }
+    let prefill = gauge(
+        &gateway,
+        "switchyard_prefill_drift_ratio{backend=\"local\"}",
+    )
+    .await
+    .unwrap();
+    assert!(prefill < 0.7, "recent prefill over baseline: {prefill}");
+    let recent = gauge(
+        &gateway,
+        "switchyard_upstream_error_share{backend=\"local\",window=\"recent\"}",
+    )
+    .await
+    .unwrap();
+    let baseline = gauge(
+        &gateway,
+        "switchyard_upstream_error_share{backend=\"local\",window=\"baseline\"}",
+    )
+    .await
+    .unwrap();
+    assert!(
+        recent - baseline >= 0.1,
+        "recent {recent} against baseline {baseline}"
+    );
+    let logged = std::fs::read_to_string(&log).unwrap();
+    assert!(logged.contains("prefill speed -"), "{logged}");
+    assert!(logged.contains("failed calls"), "{logged}");
 }
 
 #[tokio::test]

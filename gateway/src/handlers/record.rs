@@ -759,9 +759,8 @@ impl RequestRecord {
                 failed: upstream_failure,
             },
         );
-        if let Some(ratio) = self.latency.decode_drift(self.backend_index) {
-            self.metrics.set_decode_drift(self.backend_index, ratio);
-        }
+        self.metrics
+            .set_drifts(self.backend_index, &self.latency.drifts(self.backend_index));
         if !upstream_failure && tokens.output > 0 {
             self.output_lengths.observe(
                 self.context.route_number,

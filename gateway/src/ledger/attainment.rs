@@ -74,28 +74,10 @@ pub struct AttainmentReport {
     pub lines: Vec<AttainmentLine>,
     pub total: AttainmentLine,
     /// Each backend's decode speed over the last hour against before it.
-    pub drift: Vec<DriftLine>,
+    pub drift: Vec<super::drift::DriftLine>,
 }
 
-/// A backend's median decode rate over the last hour against the rest of
-/// the report's window, at short prompts (under 2,048 tokens) so a change
-/// in the traffic's prompt lengths does not pass for one in the backend.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
-pub struct DriftLine {
-    pub backend: String,
-    pub recent_calls: u64,
-    pub recent_decode_p50: f64,
-    pub baseline_calls: u64,
-    pub baseline_decode_p50: f64,
-    /// Recent over baseline.
-    pub ratio: f64,
-    /// Moved by at least the drift threshold (30%) either way.
-    pub drifted: bool,
-}
-
-/// Calls each side of the comparison needs.
-const DRIFT_MIN_CALLS: usize = 10;
-const HOUR_MS: i64 = 3_600_000;
+pub(super) const HOUR_MS: i64 = 3_600_000;
 
 /// One answered request, as the report reads it.
 struct Served {
@@ -232,53 +214,8 @@ pub fn attainment_report(
         by: by.name(),
         lines,
         total: line("total".to_owned(), &all),
-        drift: drift(conn, since_ms, super::now_ms() - HOUR_MS)?,
+        drift: super::drift::drift(conn, since_ms, super::now_ms() - HOUR_MS)?,
     })
-}
-
-/// Each backend's decode drift: calls since `recent_ms` against those from
-/// `since_ms` until then.
-fn drift(conn: &Connection, since_ms: i64, recent_ms: i64) -> rusqlite::Result<Vec<DriftLine>> {
-    let mut statement = conn.prepare(
-        "SELECT backend, ts_ms >= ?2, decode_tokens_per_s FROM requests
-         WHERE ts_ms >= ?1 AND status = 'ok' AND decode_tokens_per_s > 0 AND cache_hit = 0
-               AND input_tokens + cached_tokens < 2048
-         ORDER BY backend",
-    )?;
-    let mut rates: BTreeMap<String, (Vec<f64>, Vec<f64>)> = BTreeMap::new();
-    let rows = statement.query_map([since_ms, recent_ms], |row| {
-        Ok((
-            row.get::<_, String>(0)?,
-            row.get::<_, bool>(1)?,
-            row.get::<_, f64>(2)?,
-        ))
-    })?;
-    for row in rows {
-        let (backend, recent, rate) = row?;
-        let (before, after) = rates.entry(backend).or_default();
-        if recent { after } else { before }.push(rate);
-    }
-    Ok(rates
-        .into_iter()
-        .filter(|(_, (before, after))| {
-            before.len() >= DRIFT_MIN_CALLS && after.len() >= DRIFT_MIN_CALLS
-        })
-        .filter_map(|(backend, (mut before, mut after))| {
-            before.sort_by(f64::total_cmp);
-            after.sort_by(f64::total_cmp);
-            let (baseline, recent) = (quantile(&before, 0.5)?, quantile(&after, 0.5)?);
-            let ratio = recent / baseline;
-            Some(DriftLine {
-                backend,
-                recent_calls: after.len() as u64,
-                recent_decode_p50: recent,
-                baseline_calls: before.len() as u64,
-                baseline_decode_p50: baseline,
-                ratio,
-                drifted: (ratio - 1.0).abs() >= crate::metrics::DRIFT_THRESHOLD,
-            })
-        })
-        .collect())
 }
 
 fn line(group: String, members: &[&Served]) -> AttainmentLine {
@@ -451,44 +388,6 @@ mod tests {
             .unwrap();
         }
         (conn, path)
-    }
-
-    #[test]
-    fn a_backend_decoding_slower_this_hour_than_before_is_drift() {
-        let (conn, path) = ledger();
-        let now = super::super::now_ms();
-        let insert = |ts_ms: i64, backend: &str, rate: f64| {
-            conn.execute(
-                "INSERT INTO requests (ts_ms, backend, tier, dialect, endpoint, input_tokens, cached_tokens,
-                     cache_write_tokens, output_tokens, reasoning_tokens, cost_usd, counterfactual_usd,
-                     decode_tokens_per_s, duration_ms, status, reason, hedge, fallback, cache_hit, estimated)
-                 VALUES (?1, ?2, 'small', 'openai', 'chat', 100, 0, 0, 10, 0, 0, 0, ?3, 1000, 'ok', 'split', 0, 0, 0, 0)",
-                rusqlite::params![ts_ms, backend, rate],
-            )
-            .unwrap();
-        };
-        for i in 0..12 {
-            insert(now - 2 * HOUR_MS - i, "slowed", 100.0);
-            insert(now - i, "slowed", 60.0);
-            insert(now - 2 * HOUR_MS - i, "steady", 50.0);
-            insert(now - i, "steady", 52.0);
-        }
-        let report = attainment_report(
-            &conn,
-            now - 24 * HOUR_MS,
-            AttainmentDimension::Backend,
-            &BTreeMap::new(),
-        )
-        .unwrap();
-        let slowed = report.drift.iter().find(|d| d.backend == "slowed").unwrap();
-        assert_eq!((slowed.recent_calls, slowed.baseline_calls), (12, 12));
-        assert!((slowed.ratio - 0.6).abs() < 1e-9 && slowed.drifted);
-        let steady = report.drift.iter().find(|d| d.backend == "steady").unwrap();
-        assert!(!steady.drifted);
-        // Too few calls on either side to compare.
-        assert!(report.drift.iter().all(|d| d.backend != "local"));
-        drop(conn);
-        let _ = std::fs::remove_file(path);
     }
 
     #[test]

@@ -5,6 +5,7 @@
 //! commit), and everything queued is written before the process exits.
 
 mod attainment;
+mod drift;
 mod report;
 mod row;
 mod schema;

@@ -66,6 +66,13 @@ pub struct Holder {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ErrorWindow {
+    pub backend: Arc<str>,
+    /// `recent` (about the last ten calls) or `baseline` (the last hundred).
+    pub window: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct Kind {
     pub kind: &'static str,
 }
@@ -127,6 +134,8 @@ pub struct Families {
     pub decode_tokens: Family<Class, Counter>,
     pub decode_seconds: Family<Class, FloatCounter>,
     pub decode_drift: Family<BackendLabel, FloatGauge>,
+    pub prefill_drift: Family<BackendLabel, FloatGauge>,
+    pub error_share: Family<ErrorWindow, FloatGauge>,
     pub engine_acceptance: Family<BackendLabel, FloatGauge>,
     pub refused: Family<Kind, Counter>,
     pub unauthenticated: Counter,
@@ -171,6 +180,8 @@ impl Families {
             decode_tokens: Family::default(),
             decode_seconds: Family::default(),
             decode_drift: Family::default(),
+            prefill_drift: Family::default(),
+            error_share: Family::default(),
             engine_acceptance: Family::default(),
             refused: Family::default(),
             unauthenticated: Counter::default(),
@@ -230,6 +241,8 @@ impl Families {
             f.decode_seconds.clone(),
         );
         r.register("switchyard_decode_drift_ratio", "Recent decode speed (about the last ten calls) over its baseline (about the last hundred), at one context length", f.decode_drift.clone());
+        r.register("switchyard_prefill_drift_ratio", "Recent prefill speed (about the last ten calls alone with long uncached prompts) over its baseline (about the last hundred)", f.prefill_drift.clone());
+        r.register("switchyard_upstream_error_share", "Share of the backend's calls that failed upstream, recent (about the last ten) and baseline (about the last hundred)", f.error_share.clone());
         r.register(
             "switchyard_engine_draft_acceptance_ratio",
             "Accepted / drafted tokens as the engine's own /metrics report it",

@@ -7,6 +7,7 @@
 //! read then (`scrape`).
 
 mod buckets;
+mod drift;
 mod families;
 mod scrape;
 
@@ -24,12 +25,7 @@ use families::{
 };
 pub use scrape::{Scrape, content_type};
 
-/// How far (as a share) recent decode speed may move from its baseline
-/// before it is reported as drift, and how near it must come back before
-/// the drift is reported over (apart, so a speed near the threshold does
-/// not flip the report on every call).
-pub const DRIFT_THRESHOLD: f64 = 0.3;
-const DRIFT_CLEARED: f64 = 0.2;
+pub use drift::DRIFT_THRESHOLD;
 
 /// A backend as its metrics name it.
 pub struct BackendLabels {
@@ -57,8 +53,9 @@ struct BackendSeries {
     ttft_saved: FloatCounter,
     decode_tokens: [Counter; 2],
     decode_seconds: [FloatCounter; 2],
-    /// Whether decode speed is past the drift threshold now.
-    drifting: std::sync::atomic::AtomicBool,
+    /// Whether decode speed, prefill speed and the error rate are past
+    /// their drift thresholds now.
+    drifting: [std::sync::atomic::AtomicBool; 3],
     roles: [Counter; 4],
     /// The GenAI series of a successful call, per operation, made on the
     /// first such call (a backend serves one or two operations).
@@ -368,36 +365,6 @@ impl Metrics {
             series.time_to_first_token.observe(ttft.as_secs_f64());
             if let Some(rate) = row.decode_tokens_per_s.filter(|r| *r > 0.0) {
                 series.time_per_output_token.observe(1.0 / rate);
-            }
-        }
-    }
-
-    /// A backend's recent decode speed over its own baseline. Crossing
-    /// [`DRIFT_THRESHOLD`] either way is logged (at warn when it drifts).
-    pub fn set_decode_drift(&self, backend: usize, ratio: f64) {
-        use std::sync::atomic::Ordering;
-        let Some(b) = self.backends.get(backend) else {
-            return;
-        };
-        self.families
-            .decode_drift
-            .get_or_create(&BackendLabel {
-                backend: b.name.clone(),
-            })
-            .set(ratio);
-        let moved = (ratio - 1.0).abs();
-        let was = b.drifting.load(Ordering::Relaxed);
-        let drifting = if was {
-            moved >= DRIFT_CLEARED
-        } else {
-            moved >= DRIFT_THRESHOLD
-        };
-        if b.drifting.swap(drifting, Ordering::Relaxed) != drifting {
-            let change = format!("{:+.0}%", (ratio - 1.0) * 100.0);
-            if drifting {
-                tracing::warn!(backend = %b.name, %change, "decode speed drifted from its baseline");
-            } else {
-                tracing::info!(backend = %b.name, %change, "decode speed back near its baseline");
             }
         }
     }

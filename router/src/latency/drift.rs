@@ -1,8 +1,9 @@
-//! A backend's decode speed against its own baseline: a recent average
-//! (about the last ten calls) and a long one (about the last hundred),
-//! each at one context-length bucket, so a backend that has become slower
-//! (or faster) than it was is noticed without the drift being hidden by a
-//! change in the traffic's prompt lengths.
+//! A backend's speeds and error rate against its own baseline: a recent
+//! average (about the last ten calls) and a long one (about the last
+//! hundred). Decode speed is compared at one context-length bucket, so a
+//! backend that has become slower (or faster) than it was is noticed
+//! without the drift being hidden by a change in the traffic's prompt
+//! lengths.
 
 /// Weight of each call in the recent average, and in the baseline.
 const RECENT_ALPHA: f64 = 0.2;
@@ -37,9 +38,61 @@ impl Drift {
     }
 }
 
+/// The share of calls that failed, recent and baseline averaged as for
+/// speeds (a share can be 0, so it is compared by difference, not ratio).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ShareDrift {
+    recent: f64,
+    baseline: f64,
+    samples: u32,
+}
+
+impl ShareDrift {
+    pub fn observe(&mut self, happened: bool) {
+        let x = f64::from(u8::from(happened));
+        if self.samples == 0 {
+            (self.recent, self.baseline) = (x, x);
+        } else {
+            self.recent += RECENT_ALPHA * (x - self.recent);
+            self.baseline += BASELINE_ALPHA * (x - self.baseline);
+        }
+        self.samples = self.samples.saturating_add(1);
+    }
+
+    /// Recent and baseline shares, once enough calls were seen.
+    pub fn shares(&self) -> Option<(f64, f64)> {
+        (self.samples >= MIN_SAMPLES).then_some((self.recent, self.baseline))
+    }
+}
+
+/// What a backend's drift figures say now (each `None` until known).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Drifts {
+    /// Recent decode speed over its baseline, at one context length.
+    pub decode: Option<f64>,
+    /// Recent prefill speed over its baseline.
+    pub prefill: Option<f64>,
+    /// The recent and baseline shares of calls that failed upstream.
+    pub errors: Option<(f64, f64)>,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_rise_in_failures_shows_against_the_baseline() {
+        let mut errors = ShareDrift::default();
+        for _ in 0..60 {
+            errors.observe(false);
+        }
+        assert_eq!(errors.shares(), Some((0.0, 0.0)));
+        for i in 0..10 {
+            errors.observe(i % 2 == 0);
+        }
+        let (recent, baseline) = errors.shares().unwrap();
+        assert!(recent > 0.3 && baseline < 0.15, "{recent} {baseline}");
+    }
 
     #[test]
     fn a_slowdown_shows_against_the_baseline_and_fades_into_it() {

@@ -9,6 +9,7 @@ mod stat;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+pub use drift::Drifts;
 pub use model::{BackendLatency, LatencyHints, Observation, Prediction, Shape};
 pub use queue::EngineLoad;
 
@@ -27,8 +28,9 @@ pub trait LatencyStore: Send + Sync {
     fn set_engine_load(&self, backend: usize, load: EngineLoad, fresh_for: Duration);
     fn observe(&self, backend: usize, observation: &Observation);
     fn predict(&self, backend: usize, shape: &Shape) -> Prediction;
-    /// The backend's recent decode speed over its own baseline, once known.
-    fn decode_drift(&self, backend: usize) -> Option<f64>;
+    /// The backend's recent decode and prefill speeds and error rate
+    /// against its own baseline, as far as known.
+    fn drifts(&self, backend: usize) -> Drifts;
 }
 
 /// The models in this process.
@@ -125,8 +127,8 @@ impl LatencyStore for LocalLatency {
         self.with(backend, |m| m.observe(observation));
     }
 
-    fn decode_drift(&self, backend: usize) -> Option<f64> {
-        self.with(backend, |m| m.decode_drift()).flatten()
+    fn drifts(&self, backend: usize) -> Drifts {
+        self.with(backend, |m| m.drifts()).unwrap_or_default()
     }
 
     fn predict(&self, backend: usize, shape: &Shape) -> Prediction {

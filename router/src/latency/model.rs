@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use switchyard_policies::PromptClass;
 
-use super::drift::Drift;
+use super::drift::{Drift, Drifts, ShareDrift};
 use super::queue::{EngineLoad, Queue};
 use super::stat::Stat;
 
@@ -134,6 +134,8 @@ pub struct BackendLatency {
     /// and the bucket of the latest such call.
     decode_drift: [Drift; 4],
     drift_bucket: usize,
+    prefill_drift: Drift,
+    error_drift: ShareDrift,
     error_rate: f64,
     concurrency: u32,
     queue: Queue,
@@ -164,6 +166,8 @@ impl BackendLatency {
             decode_load: std::array::from_fn(|_| Stat::new(1.0)),
             decode_drift: [Drift::default(); 4],
             drift_bucket: 0,
+            prefill_drift: Drift::default(),
+            error_drift: ShareDrift::default(),
             prefill_load: std::array::from_fn(|_| Stat::new(1.0)),
             error_rate: 0.0,
             concurrency: hints.concurrency.max(1),
@@ -231,6 +235,7 @@ impl BackendLatency {
 
     pub fn observe(&mut self, o: &Observation) {
         self.error_rate = 0.1 * f64::from(u8::from(o.failed)) + 0.9 * self.error_rate;
+        self.error_drift.observe(o.failed);
         if o.failed {
             return;
         }
@@ -283,7 +288,10 @@ impl BackendLatency {
     /// other requests.
     fn observe_prefill(&mut self, rate: f64, o: &Observation) {
         match load_level(o.concurrent) {
-            0 => self.prefill_tps.observe(rate),
+            0 => {
+                self.prefill_tps.observe(rate);
+                self.prefill_drift.observe(rate);
+            }
             level => self.prefill_load[level].observe(rate / self.prefill_tps.mean().max(1e-3)),
         }
     }
@@ -348,11 +356,17 @@ impl BackendLatency {
         }
     }
 
-    /// Recent decode speed over its baseline, at the context length of the
-    /// latest call alone (once that bucket has enough calls to tell): a
-    /// bucket the traffic has left does not hold the figure.
-    pub fn decode_drift(&self) -> Option<f64> {
-        self.decode_drift[self.drift_bucket].ratio()
+    /// Recent speeds and failures against their baselines. Decode speed is
+    /// compared at the context length of the latest call alone (once that
+    /// bucket has enough calls to tell): a bucket the traffic has left
+    /// does not hold the figure. Prefill speed is of calls alone with long
+    /// uncached prompts.
+    pub fn drifts(&self) -> Drifts {
+        Drifts {
+            decode: self.decode_drift[self.drift_bucket].ratio(),
+            prefill: self.prefill_drift.ratio(),
+            errors: self.error_drift.shares(),
+        }
     }
 
     /// Samples behind the first-token figure (0 until a request finished).

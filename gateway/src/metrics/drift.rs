@@ -1,0 +1,105 @@
+//! A backend's speeds and error rate against its own baseline, as the
+//! latency model tracks them: gauges, and a log line when one moves past
+//! its threshold (at warn) or comes back (at info).
+
+use std::sync::atomic::Ordering;
+
+use switchyard_router::latency::Drifts;
+
+use super::Metrics;
+use super::families::{BackendLabel, ErrorWindow};
+
+/// How far (as a share) a recent speed may move from its baseline before
+/// it is reported as drift, and how near it must come back before the
+/// drift is reported over (apart, so a speed near the threshold does not
+/// flip the report on every call).
+pub const DRIFT_THRESHOLD: f64 = 0.3;
+const DRIFT_CLEARED: f64 = 0.2;
+/// The same for the share of calls that fail: points above the baseline.
+const ERROR_RISE: f64 = 0.1;
+const ERROR_CLEARED: f64 = 0.05;
+
+impl Metrics {
+    /// A backend's drift figures, as far as known.
+    pub fn set_drifts(&self, backend: usize, drifts: &Drifts) {
+        let Some(b) = self.backends.get(backend) else {
+            return;
+        };
+        let label = BackendLabel {
+            backend: b.name.clone(),
+        };
+        let f = &self.families;
+        if let Some(ratio) = drifts.decode {
+            f.decode_drift.get_or_create(&label).set(ratio);
+            self.flag(
+                backend,
+                0,
+                (ratio - 1.0).abs(),
+                (DRIFT_THRESHOLD, DRIFT_CLEARED),
+                || format!("decode speed {:+.0}%", (ratio - 1.0) * 100.0),
+            );
+        }
+        if let Some(ratio) = drifts.prefill {
+            f.prefill_drift.get_or_create(&label).set(ratio);
+            self.flag(
+                backend,
+                1,
+                (ratio - 1.0).abs(),
+                (DRIFT_THRESHOLD, DRIFT_CLEARED),
+                || format!("prefill speed {:+.0}%", (ratio - 1.0) * 100.0),
+            );
+        }
+        if let Some((recent, baseline)) = drifts.errors {
+            for (window, share) in [("recent", recent), ("baseline", baseline)] {
+                f.error_share
+                    .get_or_create(&ErrorWindow {
+                        backend: b.name.clone(),
+                        window,
+                    })
+                    .set(share);
+            }
+            self.flag(
+                backend,
+                2,
+                recent - baseline,
+                (ERROR_RISE, ERROR_CLEARED),
+                || {
+                    format!(
+                        "failed calls {:.0}% against {:.0}% before",
+                        recent * 100.0,
+                        baseline * 100.0
+                    )
+                },
+            );
+        }
+    }
+
+    /// Notes whether figure `which` of `backend` is `moved` past its
+    /// threshold, logging when that changes.
+    fn flag(
+        &self,
+        backend: usize,
+        which: usize,
+        moved: f64,
+        (threshold, cleared): (f64, f64),
+        change: impl FnOnce() -> String,
+    ) {
+        let Some(b) = self.backends.get(backend) else {
+            return;
+        };
+        let was = b.drifting[which].load(Ordering::Relaxed);
+        let drifting = if was {
+            moved >= cleared
+        } else {
+            moved >= threshold
+        };
+        if b.drifting[which].swap(drifting, Ordering::Relaxed) != drifting {
+            let change = change();
+            if drifting {
+                tracing::warn!(backend = %b.name, %change, "backend drifted from its baseline");
+            } else {
+                tracing::info!(backend = %b.name, %change, "backend back near its baseline");
+            }
+        }
+    }
+}
