@@ -62,6 +62,10 @@ pub struct RouteAdvice {
     /// Served far faster than needed on a cloud tier, and what it cost.
     pub over_served: u64,
     pub over_served_usd: f64,
+    /// What those would have saved on the route's cheapest local backend
+    /// predicted to meet their budgets, one by one; `None` when no local
+    /// backend of the route is predicted to meet any of them.
+    pub over_served_savings_usd: Option<f64>,
     /// The YAML to paste under `routes:`.
     pub snippet: Option<String>,
 }
@@ -177,6 +181,38 @@ pub fn advise(
                 .is_none_or(|s| !reaches_target || measured_cost_usd <= s.cost_usd);
         let (over_served, over_served_usd) =
             over.get(route.name.as_str()).copied().unwrap_or_default();
+        let local: Vec<&Profiled> = profiles
+            .iter()
+            .filter(|p| {
+                config
+                    .backends
+                    .get(&p.backend)
+                    .is_some_and(|b| b.tier.is_local())
+            })
+            .collect();
+        let savings: Vec<f64> = mine
+            .iter()
+            .enumerate()
+            .filter(|(_, r)| r.over_served(budget))
+            .filter_map(|(i, r)| {
+                let cheapest = local
+                    .iter()
+                    .filter_map(|p| {
+                        p.alone(i)
+                            .filter(|(within, _)| *within)
+                            .map(|(_, cost)| cost)
+                    })
+                    .min_by(f64::total_cmp)?;
+                Some(if r.cost_usd > cheapest {
+                    r.cost_usd - cheapest
+                } else {
+                    0.0
+                })
+            })
+            .collect();
+        // Folded from +0.0: an empty f64 sum is -0.0, which prints as such.
+        let over_served_savings_usd =
+            (!savings.is_empty()).then(|| savings.iter().fold(0.0, |sum, s| sum + s));
         routes.push(RouteAdvice {
             route: route.name.clone(),
             requests: mine.len() as u64,
@@ -192,6 +228,7 @@ pub fn advise(
             candidates,
             over_served,
             over_served_usd,
+            over_served_savings_usd,
         });
     }
     let cloud: Vec<&Request> = rows.iter().filter(|r| !r.local).collect();

@@ -50,6 +50,22 @@ impl Request {
         Some(ttft_ok && decode_ok)
     }
 
+    /// Served in the cloud far faster than its budget needs (as the budgets
+    /// report counts it): first token within a quarter of the budget and
+    /// decoding at four times its rate, or held to no first-token budget.
+    pub fn over_served(&self, route: Option<LatencyBudget>) -> bool {
+        let Some(budget) = self.budget(route).filter(|_| !self.local) else {
+            return false;
+        };
+        match (budget.ttft, self.ttft_ms, self.decode_tokens_per_s) {
+            (None, _, _) => true,
+            (Some(limit), Some(ttft), Some(rate)) => {
+                ttft * 4.0 <= limit.as_secs_f64() * 1000.0 && rate >= budget.min_tokens_per_s * 4.0
+            }
+            _ => false,
+        }
+    }
+
     fn shape(&self) -> Shape {
         Shape {
             prompt_tokens: self.prompt_tokens(),
@@ -286,6 +302,16 @@ impl Profiled {
         let within = self.within(weight).into_iter().filter(|ok| *ok).count();
         let n = self.alone.len().max(1) as f64;
         (within as f64 / n, self.alone.iter().map(|r| r.cost).sum())
+    }
+
+    /// Request `i` served here with nothing queued: whether within its
+    /// budget, and its cost.
+    pub fn alone(&self, i: usize) -> Option<(bool, f64)> {
+        let row = self.alone.get(i)?;
+        let ttft_ok = row
+            .ttft_budget_ms
+            .is_none_or(|budget| row.ttft_ms <= budget);
+        Some((ttft_ok && row.decode_ok, row.cost))
     }
 
     /// Whether each request is within budget at `weight`.

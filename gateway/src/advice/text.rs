@@ -149,11 +149,18 @@ fn route_table(s: &mut String, route: &RouteAdvice) {
         );
     }
     if route.over_served > 0 {
+        let moved = match route.over_served_savings_usd {
+            Some(saved) => format!(
+                "moved to the route's cheapest local backend predicted to meet their budgets, they would have saved {}",
+                usd(saved)
+            ),
+            None => "no local backend of the route is predicted to meet their budgets".to_owned(),
+        };
         let _ = writeln!(
             s,
-            "  over-served: {} requests on a cloud tier far faster than needed, {}",
+            "  over-served: {} requests on a cloud tier far faster than needed, {}; {moved}",
             route.over_served,
-            usd(route.over_served_usd)
+            usd(route.over_served_usd),
         );
     }
 }
