@@ -14,10 +14,12 @@ const ADMIN: &str = "sk-admin-advice";
 /// Requests per phase: short prompts (any tier meets the budget) and long
 /// ones (the small tier's prefill breaks it), streamed so their first
 /// token is measured.
-const REQUESTS: usize = 100;
+const REQUESTS: usize = 200;
 
 /// A small tier with slow prefill, a mid tier priced by the hour, a cloud
-/// tier priced by the token; a route held to 100 ms to first token.
+/// tier priced by the token; a route held to 40 ms to first token, which
+/// the small tier misses on long prompts (10 ms and 400 tokens at 10,000
+/// a second) and the others meet.
 fn config(weights: &str) -> GatewayBuilder {
     let sim = |base: u32, prefill: u32, decode: u32| {
         format!(
@@ -27,19 +29,19 @@ fn config(weights: &str) -> GatewayBuilder {
     GatewayBuilder::new()
         .backend_yaml(&format!(
             "  small:\n    tier: small\n    sim: {{preset: small, {}}}\n    price: {{usd_per_hour: 0.05}}\n",
-            sim(10, 2_000, 1_000)
+            sim(10, 10_000, 5_000)
         ))
         .backend_yaml(&format!(
             "  mid:\n    tier: mid\n    sim: {{preset: mid, {}}}\n    price: {{usd_per_hour: 1.0}}\n",
-            sim(30, 50_000, 1_000)
+            sim(15, 50_000, 5_000)
         ))
         .backend_yaml(&format!(
             "  cloud:\n    tier: cloud\n    sim: {{preset: large, {}}}\n    price: {{input_per_mtok: 2.5, output_per_mtok: 10}}\n",
-            sim(20, 1_000_000, 2_000)
+            sim(10, 1_000_000, 5_000)
         ))
         .route(
             "auto",
-            &format!("budget: {{ttft_ms: 100, min_tokens_per_s: 100}}\nstrategy:\n  split:\n    weights: {{{weights}}}"),
+            &format!("budget: {{ttft_ms: 40, min_tokens_per_s: 100}}\nstrategy:\n  split:\n    weights: {{{weights}}}"),
         )
         .section(&format!("auth:\n  admin_key_hash: \"{}\"\n", key_hash(ADMIN)))
 }
@@ -72,7 +74,7 @@ async fn measured(gateway: &Proc, since_ms: i64) -> (f64, f64) {
     let within = rows
         .iter()
         .filter(|(ttft, rate, _)| {
-            ttft.is_some_and(|t| t <= 100.0) && rate.is_none_or(|r| r >= 100.0)
+            ttft.is_some_and(|t| t <= 40.0) && rate.is_none_or(|r| r >= 100.0)
         })
         .count();
     (
@@ -194,7 +196,10 @@ async fn the_advised_split_measures_what_advise_predicted() {
         "{yaml}"
     );
     let table = cli("table");
-    assert!(table.contains("route auto: 200 requests"), "{table}");
+    assert!(
+        table.contains(&format!("route auto: {} requests", 2 * REQUESTS)),
+        "{table}"
+    );
     let shown = weights
         .iter()
         .map(|(b, w)| format!("{b} {w}%"))

@@ -62,11 +62,15 @@ pub fn write(out: &mut impl Write, format: &str, advice: &Advice) -> anyhow::Res
 
 fn table(advice: &Advice) -> String {
     let mut s = String::new();
-    let days = (advice.now_ms - advice.since_ms) as f64 / 86_400_000.0;
+    let hours = (advice.now_ms - advice.since_ms) as f64 / 3_600_000.0;
+    let window = if hours < 48.0 {
+        format!("{hours:.0} hours")
+    } else {
+        format!("{:.0} days", hours / 24.0)
+    };
     let _ = writeln!(
         s,
-        "Advice from {:.1} days of traffic, for at least {:.0}% of each route's requests within budget.",
-        days,
+        "Advice from the last {window} of traffic, for at least {:.0}% of each route's requests within budget.",
         advice.target * 100.0
     );
     for route in &advice.routes {
