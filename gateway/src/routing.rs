@@ -12,12 +12,14 @@ use crate::error::GatewayError;
 pub static PROFILE_HEADER: HeaderName = HeaderName::from_static("x-switchyard-profile");
 
 /// Headers that carry a session id, most specific first: our own, Claude
-/// Code's, and Codex CLI's (`session-id`, with its `thread-id` beside it).
+/// Code's, and Codex CLI's (`session-id` now, with its `thread-id` beside
+/// it; `session_id` in older versions).
 /// `HeaderName`s, not strings: a lookup by string parses the name first.
-const SESSION_HEADERS: [HeaderName; 3] = [
+const SESSION_HEADERS: [HeaderName; 4] = [
     HeaderName::from_static("x-session-id"),
     HeaderName::from_static("x-claude-code-session-id"),
     HeaderName::from_static("session-id"),
+    HeaderName::from_static("session_id"),
 ];
 
 /// What the request body itself says about who calls and for what.

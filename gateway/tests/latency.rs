@@ -193,17 +193,16 @@ async fn slower_prefill_and_more_failures_are_reported_as_drift() {
         .await,
         Some(0.0)
     );
-    // The same server, restarted with a fifth of the prefill speed, and
-    // failing half its calls.
+    // The same server, restarted with a fifth of the prefill speed.
     drop(fast);
-    let settings = server(8_000, "0.5");
-    let _slow = support::sim_on(
+    let settings = server(8_000, "0");
+    let slow = support::sim_on(
         &listen,
         "small",
         &settings.iter().map(String::as_str).collect::<Vec<_>>(),
     );
     for i in 40..60 {
-        post_json(&url, &body(i)).await;
+        assert_eq!(post_json(&url, &body(i)).await.status, 200);
     }
     let prefill = gauge(
         &gateway,
@@ -212,6 +211,17 @@ async fn slower_prefill_and_more_failures_are_reported_as_drift() {
     .await
     .unwrap();
     assert!(prefill < 0.7, "recent prefill over baseline: {prefill}");
+    // And again, now failing every call.
+    drop(slow);
+    let settings = server(8_000, "1");
+    let _failing = support::sim_on(
+        &listen,
+        "small",
+        &settings.iter().map(String::as_str).collect::<Vec<_>>(),
+    );
+    for i in 60..70 {
+        post_json(&url, &body(i)).await;
+    }
     let recent = gauge(
         &gateway,
         "switchyard_upstream_error_share{backend=\"local\",window=\"recent\"}",

@@ -62,9 +62,10 @@ pub struct RouteAdvice {
     /// Served far faster than needed on a cloud tier, and what it cost.
     pub over_served: u64,
     pub over_served_usd: f64,
-    /// What those would have saved on the route's cheapest local backend
-    /// predicted to meet their budgets, one by one; `None` when no local
-    /// backend of the route is predicted to meet any of them.
+    /// Of those, the ones a local backend of the route is predicted to
+    /// meet the budget of, and what they would have saved on the cheapest
+    /// such backend, one by one (`None` when there are none).
+    pub over_served_movable: u64,
     pub over_served_savings_usd: Option<f64>,
     /// The YAML to paste under `routes:`.
     pub snippet: Option<String>,
@@ -175,10 +176,11 @@ pub fn advise(
                 .then(|| measured.iter().filter(|w| **w).count() as f64 / measured.len() as f64)
         };
         let measured_cost_usd: f64 = mine.iter().map(|r| r.cost_usd).sum();
-        let keep_current = measured_within_budget.is_some_and(|w| w + 1e-9 >= target)
-            && advised
-                .as_ref()
-                .is_none_or(|s| !reaches_target || measured_cost_usd <= s.cost_usd);
+        let keep_current = keep_current(
+            (measured_within_budget, measured_cost_usd),
+            advised.as_ref().filter(|_| reaches_target),
+            target,
+        );
         let (over_served, over_served_usd) =
             over.get(route.name.as_str()).copied().unwrap_or_default();
         let local: Vec<&Profiled> = profiles
@@ -228,11 +230,18 @@ pub fn advise(
             candidates,
             over_served,
             over_served_usd,
+            over_served_movable: savings.len() as u64,
             over_served_savings_usd,
         });
     }
     let cloud: Vec<&Request> = rows.iter().filter(|r| !r.local).collect();
-    let days = ((now_ms - since_ms) as f64 / 86_400_000.0).max(1.0 / 24.0);
+    // Per day over the span the rows cover (a ledger younger than the
+    // window, or pruned, covers less), at least an hour.
+    let span_ms = match (rows.first(), rows.last()) {
+        (Some(first), Some(last)) => last.ts_ms - first.ts_ms,
+        _ => 0,
+    };
+    let days = (span_ms as f64 / 86_400_000.0).max(1.0 / 24.0);
     let local_options = config
         .backends
         .values()
@@ -268,6 +277,13 @@ pub fn advise(
         cloud_cost_usd: cloud.iter().map(|r| r.cost_usd).sum(),
         local_options,
     })
+}
+
+/// Whether a route that measured `within` and `cost` should stay as it
+/// is: it reached the target, and no split is predicted to reach it for
+/// less (`advised`: the cheapest split reaching the target, if any).
+fn keep_current((within, cost): (Option<f64>, f64), advised: Option<&Split>, target: f64) -> bool {
+    within.is_some_and(|w| w + 1e-9 >= target) && advised.is_none_or(|s| cost <= s.cost_usd)
 }
 
 /// Every split of the traffic over one backend or two, in whole percent,
@@ -312,10 +328,39 @@ fn cheapest_split(profiles: &[Profiled], target: f64) -> Option<Split> {
         .min_by(|a, b| a.cost_usd.total_cmp(&b.cost_usd))
 }
 
-/// The split with the most traffic within budget, when none reaches the
-/// target.
+/// The split with the most traffic within budget (the cheapest of those),
+/// when none reaches the target.
 fn best_effort(profiles: &[Profiled]) -> Option<Split> {
-    splits(profiles)
-        .into_iter()
-        .max_by(|a, b| a.within_budget.total_cmp(&b.within_budget))
+    splits(profiles).into_iter().max_by(|a, b| {
+        a.within_budget
+            .total_cmp(&b.within_budget)
+            .then(b.cost_usd.total_cmp(&a.cost_usd))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn split(within_budget: f64, cost_usd: f64) -> Split {
+        Split {
+            weights: vec![("b".into(), 100)],
+            within_budget,
+            cost_usd,
+        }
+    }
+
+    #[test]
+    fn a_route_that_measured_the_target_for_less_stays_as_it_is() {
+        let cheaper_split = split(0.95, 1.0);
+        // Measured the target for less than the split: keep.
+        assert!(keep_current((Some(0.96), 0.5), Some(&cheaper_split), 0.95));
+        // A split reaches it for less: take the split.
+        assert!(!keep_current((Some(0.96), 2.0), Some(&cheaper_split), 0.95));
+        // Short of the target, or not measured: advise.
+        assert!(!keep_current((Some(0.90), 0.5), Some(&cheaper_split), 0.95));
+        assert!(!keep_current((None, 0.5), Some(&cheaper_split), 0.95));
+        // No split reaches it, the route does: keep.
+        assert!(keep_current((Some(0.97), 9.0), None, 0.95));
+    }
 }

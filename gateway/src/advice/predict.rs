@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use rusqlite::params;
-use switchyard_policies::{Config, LatencyBudget, Profile, PromptClass, TokenCounts};
+use switchyard_policies::{Config, LatencyBudget, Pricing, Profile, PromptClass, TokenCounts};
 use switchyard_router::Router;
 use switchyard_router::budget_for;
 use switchyard_router::latency::{LatencyStore, Observation, Prediction, Shape};
@@ -24,6 +24,9 @@ pub struct Request {
     pub decode_tokens_per_s: Option<f64>,
     pub cost_usd: f64,
     pub ts_ms: i64,
+    /// Of `ttft_ms` and `duration_ms`, the wait for a slot of the
+    /// backend's in the gateway.
+    pub queued_ms: f64,
     /// Other requests of its route in flight when it arrived: the
     /// concurrency it came with, which a split shares among backends.
     pub others_in_flight: u32,
@@ -69,8 +72,8 @@ impl Request {
     fn shape(&self) -> Shape {
         Shape {
             prompt_tokens: self.prompt_tokens(),
-            // Priced and predicted cold: the cache another backend held
-            // would not be there.
+            // Predicted cold: the prefix another backend held cached would
+            // not be there (it is priced on its tokens as they were billed).
             cached_tokens: 0,
             output_tokens: u32::try_from(self.tokens.output).unwrap_or(u32::MAX),
             class: self.class,
@@ -81,14 +84,26 @@ impl Request {
 /// The window's answered calls (not refusals, not cached replays, not a
 /// losing hedge leg's), oldest first.
 pub fn requests(conn: &rusqlite::Connection, since_ms: i64) -> rusqlite::Result<Vec<Request>> {
-    let mut stmt = conn.prepare(
+    // A ledger last written by an older version has no `queued_ms`.
+    let queued: bool = conn.query_row(
+        "SELECT COUNT(*) FROM pragma_table_info('requests') WHERE name = 'queued_ms'",
+        [],
+        |r| r.get(0),
+    )?;
+    let queued = if queued {
+        "COALESCE(queued_ms, 0)"
+    } else {
+        "0.0"
+    };
+    let mut stmt = conn.prepare(&format!(
         "SELECT route, backend, tier IN ('small', 'mid'), profile, input_tokens, cached_tokens,
-                cache_write_tokens, output_tokens, reasoning_tokens, prompt_class, ttft_ms,
-                duration_ms, decode_tokens_per_s, cost_usd, ts_ms
+                cache_write_tokens, output_tokens, reasoning_tokens,
+                COALESCE(prompt_class, 'prose'), ttft_ms, duration_ms, decode_tokens_per_s,
+                cost_usd, ts_ms, {queued}
          FROM requests
          WHERE ts_ms >= ?1 AND status = 'ok' AND refusal IS NULL AND NOT cache_hit
-         ORDER BY ts_ms",
-    )?;
+         ORDER BY ts_ms"
+    ))?;
     let count = |n: i64| n.unsigned_abs();
     stmt.query_map(params![since_ms], |r| {
         Ok(Request {
@@ -116,6 +131,7 @@ pub fn requests(conn: &rusqlite::Connection, since_ms: i64) -> rusqlite::Result<
             decode_tokens_per_s: r.get(12)?,
             cost_usd: r.get(13)?,
             ts_ms: r.get(14)?,
+            queued_ms: r.get(15)?,
             others_in_flight: 0,
         })
     })?
@@ -157,7 +173,10 @@ impl<'a> Model<'a> {
                 continue;
             };
             *calls.entry(row.backend.clone()).or_insert(0) += 1;
-            let ms = |v: f64| Duration::from_secs_f64(v.max(0.0) / 1000.0);
+            // The backend's own times: the wait for its slot is the
+            // queue's, which `Profiled::at` adds back for the load a split
+            // brings.
+            let ms = |v: f64| Duration::from_secs_f64((v - row.queued_ms).max(0.0) / 1000.0);
             router.latency().observe(
                 index,
                 &Observation {
@@ -212,7 +231,7 @@ impl<'a> Model<'a> {
                 Some(Alone {
                     ttft_ms: prediction.ttft_p50_ms,
                     service_ms,
-                    cost: settings.pricing.cost(&row.tokens, service_ms / 1000.0, 1),
+                    tokens: row.tokens,
                     ttft_budget_ms: budget
                         .and_then(|b| b.ttft)
                         .map(|t| t.as_secs_f64() * 1000.0),
@@ -223,6 +242,7 @@ impl<'a> Model<'a> {
             .collect::<Option<Vec<_>>>()?;
         Some(Profiled {
             backend: backend.to_owned(),
+            pricing: settings.pricing,
             slots: settings
                 .max_concurrency
                 .map(|c| u32::try_from(c).unwrap_or(u32::MAX).max(1)),
@@ -277,7 +297,7 @@ struct Alone {
     ttft_ms: f64,
     /// First token and decoding: how long it holds a slot.
     service_ms: f64,
-    cost: f64,
+    tokens: TokenCounts,
     ttft_budget_ms: Option<f64>,
     decode_ok: bool,
     /// The route's requests in flight when it arrived.
@@ -287,6 +307,7 @@ struct Alone {
 /// A backend's predictions for a route's requests.
 pub struct Profiled {
     pub backend: String,
+    pricing: Pricing,
     /// Its concurrency limit: past it, requests wait their turn.
     slots: Option<u32>,
     pub measured_calls: u64,
@@ -301,7 +322,17 @@ impl Profiled {
     pub fn at(&self, weight: f64) -> (f64, f64) {
         let within = self.within(weight).into_iter().filter(|ok| *ok).count();
         let n = self.alone.len().max(1) as f64;
-        (within as f64 / n, self.alone.iter().map(|r| r.cost).sum())
+        let cost = self.alone.iter().map(|row| self.cost(row, weight)).sum();
+        (within as f64 / n, cost)
+    }
+
+    /// A request's cost here at `weight`: by the hour, it shares the hour
+    /// with the requests it finds running (its share of those it came
+    /// with), as the ledger prices it.
+    fn cost(&self, row: &Alone, weight: f64) -> f64 {
+        let sharing = 1 + (weight * f64::from(row.others)).round() as u32;
+        self.pricing
+            .cost(&row.tokens, row.service_ms / 1000.0, sharing)
     }
 
     /// Request `i` served here with nothing queued: whether within its
@@ -311,7 +342,7 @@ impl Profiled {
         let ttft_ok = row
             .ttft_budget_ms
             .is_none_or(|budget| row.ttft_ms <= budget);
-        Some((ttft_ok && row.decode_ok, row.cost))
+        Some((ttft_ok && row.decode_ok, self.cost(row, 0.0)))
     }
 
     /// Whether each request is within budget at `weight`.
@@ -343,13 +374,14 @@ mod tests {
         let row = Alone {
             ttft_ms: 50.0,
             service_ms: 100.0,
-            cost: 1.0,
+            tokens: TokenCounts::default(),
             ttft_budget_ms: Some(200.0),
             decode_ok: true,
             others,
         };
         Profiled {
             backend: "b".into(),
+            pricing: Pricing::Free,
             slots,
             measured_calls: 1,
             alone: vec![row],

@@ -28,14 +28,22 @@ pub fn write(out: &mut impl Write, format: &str, advice: &Advice) -> anyhow::Res
         "yaml" => {
             writeln!(
                 out,
-                "# switchyard advise: paste under `routes:` (target {:.0}% within budget)",
+                "# switchyard advise: each route's new strategy (target {:.0}% within budget); its other settings stay",
                 advice.target * 100.0
             )?;
             for route in &advice.routes {
                 if route.keep_current {
                     writeln!(
                         out,
-                        "# {}: keep it as it is (it measured the target for less than any split)",
+                        "# {}: keep it as it is: it measured the target, {}",
+                        route.route,
+                        why_keep(route)
+                    )?;
+                }
+                if !route.reaches_target && route.snippet.is_some() {
+                    writeln!(
+                        out,
+                        "# {}: no split is predicted to reach the target; this one comes closest",
                         route.route
                     )?;
                 }
@@ -62,11 +70,11 @@ pub fn write(out: &mut impl Write, format: &str, advice: &Advice) -> anyhow::Res
 
 fn table(advice: &Advice) -> String {
     let mut s = String::new();
-    let hours = (advice.now_ms - advice.since_ms) as f64 / 3_600_000.0;
-    let window = if hours < 48.0 {
-        format!("{hours:.0} hours")
-    } else {
-        format!("{:.0} days", hours / 24.0)
+    let minutes = (advice.now_ms - advice.since_ms) as f64 / 60_000.0;
+    let window = match minutes {
+        m if m < 120.0 => format!("{m:.0} minutes"),
+        m if m < 2880.0 => format!("{:.0} hours", m / 60.0),
+        m => format!("{:.0} days", m / 1440.0),
     };
     let _ = writeln!(
         s,
@@ -147,15 +155,17 @@ fn route_table(s: &mut String, route: &RouteAdvice) {
     if route.keep_current {
         let _ = writeln!(
             s,
-            "  keep the route as it is: it measured {} within budget for {}, which no split beats",
+            "  keep the route as it is: it measured {} within budget for {}, {}",
             percent(route.measured_within_budget),
-            usd(route.measured_cost_usd)
+            usd(route.measured_cost_usd),
+            why_keep(route)
         );
     }
     if route.over_served > 0 {
         let moved = match route.over_served_savings_usd {
             Some(saved) => format!(
-                "moved to the route's cheapest local backend predicted to meet their budgets, they would have saved {}",
+                "{} of them moved to the route's cheapest local backend predicted to meet their budgets would have saved {}",
+                route.over_served_movable,
                 usd(saved)
             ),
             None => "no local backend of the route is predicted to meet their budgets".to_owned(),
@@ -166,6 +176,15 @@ fn route_table(s: &mut String, route: &RouteAdvice) {
             route.over_served,
             usd(route.over_served_usd),
         );
+    }
+}
+
+/// Why a route that measured its target should stay as it is.
+fn why_keep(route: &RouteAdvice) -> &'static str {
+    if route.reaches_target {
+        "for less than the best split is predicted to cost"
+    } else {
+        "which no split is predicted to reach"
     }
 }
 

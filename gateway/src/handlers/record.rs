@@ -655,6 +655,7 @@ impl RequestRecord {
             unpriced: self.pricing == Pricing::Unpriced,
             session: self.context.session.clone(),
             tool_results: self.context.tool_results,
+            queued_ms: waited_ms,
         };
         if let Some(span) = self.span.take() {
             let content = span.captures_content().then(|| {

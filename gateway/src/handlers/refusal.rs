@@ -155,6 +155,7 @@ impl RefusalGuard {
             unpriced: false,
             session: None,
             tool_results: false,
+            queued_ms: 0.0,
         };
         self.app.metrics.refused(status);
         self.app.ledger.write_detached(row);

@@ -73,7 +73,8 @@ pub struct AttainmentReport {
     pub by: &'static str,
     pub lines: Vec<AttainmentLine>,
     pub total: AttainmentLine,
-    /// Each backend's decode speed over the last hour against before it.
+    /// Each backend's decode and prefill speeds and failed share over the
+    /// last hour against before it.
     pub drift: Vec<super::drift::DriftLine>,
 }
 

@@ -57,7 +57,13 @@ pub fn drift(conn: &Connection, since_ms: i64, recent_ms: i64) -> rusqlite::Resu
         ),
         (
             "failed_share",
-            "SELECT backend, ts_ms >= ?2, CAST(status LIKE 'upstream%' AS REAL) FROM requests
+            // The backend's own failures, as its breaker counts them (not
+            // a caller's rejected request, a rate limit or a certificate).
+            "SELECT backend, ts_ms >= ?2,
+                    CAST(status IN ('upstream_connect', 'upstream_auth', 'upstream_reset',
+                                    'upstream_protocol', 'upstream_timeout', 'upstream_overloaded',
+                                    'upstream_error') AS REAL)
+             FROM requests
              WHERE ts_ms >= ?1 AND backend != '' AND reason != 'refused' AND NOT cache_hit"
                 .to_owned(),
         ),

@@ -59,6 +59,9 @@ pub struct LedgerRow {
     pub session: Option<Arc<str>>,
     /// The request carried tool results.
     pub tool_results: bool,
+    /// Of `ttft_ms` and `duration_ms`, the wait for one of the backend's
+    /// slots in the gateway (0 for a call that did not wait).
+    pub queued_ms: f64,
 }
 
 /// Speculative-decoding counts of one request.

@@ -41,7 +41,8 @@ CREATE TABLE IF NOT EXISTS requests (
     service_tier TEXT,
     unpriced INTEGER,
     session TEXT,
-    tool_results INTEGER
+    tool_results INTEGER,
+    queued_ms REAL
 );
 -- Report queries filter by time and group by one dimension: they read the
 -- time range from this index and group what it finds. (Indexes on a
@@ -87,7 +88,7 @@ fn create_private(path: &str) -> anyhow::Result<()> {
 }
 
 /// Columns added after the first release, added to older ledgers in place.
-const ADDED_COLUMNS: [(&str, &str); 12] = [
+const ADDED_COLUMNS: [(&str, &str); 13] = [
     ("predicted_ttft_ms", "REAL"),
     ("decode_tokens_per_s", "REAL"),
     ("prompt_class", "TEXT"),
@@ -100,6 +101,7 @@ const ADDED_COLUMNS: [(&str, &str); 12] = [
     ("unpriced", "INTEGER"),
     ("session", "TEXT"),
     ("tool_results", "INTEGER"),
+    ("queued_ms", "REAL"),
 ];
 
 fn migrate(conn: &Connection) -> rusqlite::Result<()> {

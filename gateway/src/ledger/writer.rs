@@ -78,9 +78,10 @@ fn commit(conn: &mut Connection, batch: &[Entry]) -> rusqlite::Result<()> {
                 input_tokens, cached_tokens, cache_write_tokens, output_tokens, reasoning_tokens,
                 cost_usd, counterfactual_usd, ttft_ms, duration_ms, status, reason, hedge, fallback, cache_hit, estimated,
                 predicted_ttft_ms, decode_tokens_per_s, prompt_class, draft_tokens, draft_accepted_tokens,
-                expected_cached_tokens, refusal, client_request_id, service_tier, unpriced, session, tool_results)
+                expected_cached_tokens, refusal, client_request_id, service_tier, unpriced, session, tool_results,
+                queued_ms)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20,
-                ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28, ?29, ?30, ?31, ?32, ?33, ?34, ?35, ?36, ?37)",
+                ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28, ?29, ?30, ?31, ?32, ?33, ?34, ?35, ?36, ?37, ?38)",
         )?;
         for Entry { row, .. } in batch {
             insert_row(&mut insert, row)?;
@@ -133,6 +134,7 @@ fn insert_row(
         r.unpriced,
         r.session,
         r.tool_results,
+        r.queued_ms,
     ])
 }
 
@@ -184,6 +186,7 @@ mod tests {
             unpriced: false,
             session: Some("task-1".into()),
             tool_results: true,
+            queued_ms: 0.0,
         }
     }
 

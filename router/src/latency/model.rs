@@ -290,7 +290,12 @@ impl BackendLatency {
         match load_level(o.concurrent) {
             0 => {
                 self.prefill_tps.observe(rate);
-                self.prefill_drift.observe(rate);
+                // Drift is watched at long prompts only: a short one's
+                // reported rate is mostly overhead, and a change in the
+                // traffic's prompt lengths would pass for one in the backend.
+                if o.prompt_tokens.saturating_sub(o.cached_tokens) >= LARGE_PREFILL {
+                    self.prefill_drift.observe(rate);
+                }
             }
             level => self.prefill_load[level].observe(rate / self.prefill_tps.mean().max(1e-3)),
         }
