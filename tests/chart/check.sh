@@ -90,7 +90,8 @@ def of_kind(kind):
     return [d for d in docs if d.get("kind") == kind]
 
 def subset(small, big):
-    return all(big.get(k) == v for k, v in (small or {}).items())
+    # An empty selector matches everything: never what is meant here.
+    return bool(small) and all(big.get(k) == v for k, v in small.items())
 
 if mode == "checksum":
     (deploy,) = of_kind("Deployment")
@@ -170,15 +171,16 @@ for probe, path in (("livenessProbe", "/healthz"), ("readinessProbe", "/readyz")
     expect(get.get("port") in port_names or get.get("port") in port_names.values(), f"{probe} port {get.get('port')} is not a container port")
 listen = args[args.index("--listen") + 1] if "--listen" in args else ""
 expect(listen.rpartition(":")[2] == str(port_names.get("http")), f"--listen {listen} is not the http container port {port_names.get('http')}")
+expect((config.get("server") or {}).get("listen") == listen, f"the config's server.listen is not the --listen {listen}")
 
-# API keys named `env:NAME` in the config are set in the container.
-env_names = {e["name"] for e in container.get("env", [])}
+# API keys named `env:NAME` in the config come from a Secret.
+from_secrets = {e["name"] for e in container.get("env", []) if ((e.get("valueFrom") or {}).get("secretKeyRef"))}
 for backend, b in (config.get("backends") or {}).items():
     for dialect in ("openai", "anthropic"):
         key = ((b or {}).get(dialect) or {}).get("api_key") or ""
         if key.startswith("env:"):
-            expect(key[4:] in env_names or container.get("envFrom"),
-                   f"backend {backend} reads {key[4:]}, which the container's env does not set")
+            expect(key[4:] in from_secrets,
+                   f"backend {backend} reads {key[4:]}, which the container's env does not take from a Secret")
 
 # Everything else points at the same pods and ports.
 (service,) = of_kind("Service")
@@ -285,6 +287,13 @@ must_refuse "the preStop sleep action before Kubernetes 1.30" "on by default onl
   --kube-version 1.29.0
 must_refuse "a values key the schema does not know" "Additional property replicas is not allowed" \
   --kube-version "$kube" --set replicas=2
+must_refuse "a ledger outside the writable directory" "must be under /var/lib/switchyard/" \
+  --kube-version "$kube" --set config.ledger.path=/etc/ledger.db
+must_refuse "autoscaling without a CPU request" "needs resources.requests.cpu" \
+  --kube-version "$kube" --set autoscaling.enabled=true
+must_refuse "client certificates with probes on" "do not present" \
+  --kube-version "$kube" --set config.server.tls.cert_file=/c --set config.server.tls.key_file=/k \
+  --set config.server.tls.client_ca_file=/ca
 
 # No container builder runs here (no Docker daemon), so what the image
 # relies on is checked on the binary itself: it serves as an unprivileged
@@ -304,24 +313,24 @@ backends:
 YAML
   chmod 0555 "$run/ro" "$run" "$run/bin"
   chmod 0444 "$run/ro/config.yaml"
-  chown 65534:65534 "$run/data"
+  chown 10001:10001 "$run/data"
   chmod 0700 "$run/data"
-  (cd "$run/ro" && exec setpriv --reuid=65534 --regid=65534 --clear-groups \
+  (cd "$run/ro" && exec setpriv --reuid=10001 --regid=10001 --clear-groups \
     "$run/bin/switchyard" serve --config "$run/ro/config.yaml") > "$tmp/nonroot.out" 2> "$tmp/nonroot.err" &
   gateway=$!
   for _ in $(seq 100); do grep -q http:// "$tmp/nonroot.out" && break; sleep 0.1; done
   addr=$(grep -o 'http://[0-9.:]*' "$tmp/nonroot.out" || true)
-  [ -n "$addr" ] || { cat "$tmp/nonroot.err" >&2; kill "$gateway" 2>/dev/null || true; fail "the gateway did not start as uid 65534"; }
+  [ -n "$addr" ] || { cat "$tmp/nonroot.err" >&2; kill "$gateway" 2>/dev/null || true; fail "the gateway did not start as uid 10001"; }
   answer=$(curl -s -o /dev/null -w '%{http_code}' "$addr/v1/chat/completions" -H 'content-type: application/json' \
     -d '{"model":"small","max_tokens":4,"messages":[{"role":"user","content":"hi"}]}')
   kill -TERM "$gateway"; wait "$gateway" 2>/dev/null || true
-  [ "$answer" = 200 ] || { cat "$tmp/nonroot.err" >&2; fail "as uid 65534 the gateway answered $answer"; }
+  [ "$answer" = 200 ] || { cat "$tmp/nonroot.err" >&2; fail "as uid 10001 the gateway answered $answer"; }
   [ -s "$run/data/ledger.db" ] || fail "the ledger was not written to the writable directory"
-  [ "$(stat -c %u "$run/data/ledger.db")" = 65534 ] || fail "the ledger is not the unprivileged user's"
+  [ "$(stat -c %u "$run/data/ledger.db")" = 10001 ] || fail "the ledger is not the unprivileged user's"
   chmod -R u+w "$run"
-  echo "   served as uid 65534 from a read-only directory, ledger in the writable one"
+  echo "   served as uid 10001 (the image's) from a read-only directory, ledger in the writable one"
 else
-  echo "   skipped: needs root to switch to an unprivileged user"
+  fail "run as root: this step switches to the image's unprivileged user"
 fi
 
 echo "chart check: passed"

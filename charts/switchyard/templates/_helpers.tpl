@@ -101,6 +101,20 @@ Refuses values that would render a broken or unsafe release.
 {{- if and .Values.persistence.enabled (or .Values.autoscaling.enabled (gt (int .Values.replicaCount) 1)) }}
 {{- fail "persistence.enabled keeps the SQLite ledger on one PersistentVolumeClaim, which only one pod may use: set replicaCount to 1 and autoscaling.enabled to false, or turn persistence off (an emptyDir ledger per pod)" }}
 {{- end }}
+{{- $ledger := ((.Values.config).ledger | default dict).path | default "" }}
+{{- if and $ledger (hasPrefix "/" $ledger) (not (hasPrefix "/var/lib/switchyard/" $ledger)) }}
+{{- fail (printf "config.ledger.path (%s) must be under /var/lib/switchyard/, the pod's one writable directory for data (the root filesystem is read-only)" $ledger) }}
+{{- end }}
+{{- $probing := or .Values.probes.liveness.enabled .Values.probes.readiness.enabled .Values.probes.startup.enabled }}
+{{- if and $probing (((.Values.config).server | default dict).tls | default dict).client_ca_file }}
+{{- fail "config.server.tls.client_ca_file makes the gateway demand a client certificate on every connection, which the kubelet's probes do not present: turn the probes off (probes.*.enabled)" }}
+{{- end }}
+{{- if and .Values.autoscaling.enabled (not ((.Values.resources).requests).cpu) }}
+{{- fail "autoscaling.enabled scales on CPU utilisation, which needs resources.requests.cpu" }}
+{{- end }}
+{{- if and .Values.autoscaling.enabled (gt (int .Values.autoscaling.minReplicas) (int .Values.autoscaling.maxReplicas)) }}
+{{- fail "autoscaling.minReplicas is above autoscaling.maxReplicas" }}
+{{- end }}
 {{- if and (gt $preStop 0) (semverCompare "<1.30.0-0" .Capabilities.KubeVersion.Version) }}
 {{- fail (printf "lifecycle.preStopSleepSeconds uses the preStop sleep action, on by default only from Kubernetes 1.30 (this is %s): set it to 0" .Capabilities.KubeVersion.Version) }}
 {{- end }}
@@ -124,5 +138,10 @@ user's config.
 {{- if not $config.backends }}
 {{- fail "config.backends: the Switchyard config needs at least one backend" }}
 {{- end }}
+{{- /* The config says what the pod does: it listens on the container port
+(the command line's --listen says the same). */}}
+{{- $server := deepCopy ($config.server | default dict) }}
+{{- $_ := set $server "listen" (printf "%s:%d" .Values.listenHost (int .Values.containerPort)) }}
+{{- $_ := set $config "server" $server }}
 {{- toYaml $config }}
 {{- end }}
