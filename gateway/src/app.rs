@@ -205,6 +205,9 @@ pub struct App {
     pub response_caches: Vec<Option<Arc<ResponseCache>>>,
     /// Each route's name as the route receipt's value (by route index).
     pub route_receipts: Vec<Option<HeaderValue>>,
+    /// The dashboard's figures per window, kept two seconds: each open
+    /// page asks every ten, and a week's are many rows to read.
+    pub stats_cache: moka::sync::Cache<&'static str, Bytes>,
     in_flight: Arc<Semaphore>,
     /// Request bodies being read at once: as many as requests may be in
     /// flight, so slow uploaders cannot make the gateway hold more bodies.
@@ -310,6 +313,10 @@ impl App {
                 &config.auth.keys,
                 previous.map(|p| &*p.metrics),
             )),
+            stats_cache: moka::sync::Cache::builder()
+                .max_capacity(4)
+                .time_to_live(Duration::from_secs(2))
+                .build(),
             response_caches: config
                 .routes
                 .values()

@@ -14,9 +14,9 @@ use switchyard_router::latency::{LatencyStore, Shape};
 
 use crate::app::App;
 use crate::error::GatewayError;
-use crate::http::{Body, json_response};
+use crate::http::{Body, json_bytes_response};
 use crate::ledger::AttainmentDimension;
-use crate::ledger::{LedgerStats, Window, attainment_report, ledger_stats, now_ms, route_budgets};
+use crate::ledger::{LedgerStats, Window, attainment_lines, ledger_stats, now_ms, route_budgets};
 
 /// The page's files: path, content type, bytes.
 const ASSETS: [(&str, &str, &[u8]); 5] = [
@@ -151,6 +151,9 @@ pub async fn stats(app: &App, req: Request<Incoming>) -> Result<Response<Body>, 
         param: "window".into(),
         message: format!("`{name}` is not one of 1h, 24h, 7d"),
     })?;
+    if let Some(json) = app.stats_cache.get(window.name) {
+        return Ok(json_bytes_response(StatusCode::OK, json));
+    }
     let path = app.ledger_path.clone();
     let budgets = route_budgets(&app.config);
     let now = now_ms();
@@ -159,7 +162,7 @@ pub async fn stats(app: &App, req: Request<Incoming>) -> Result<Response<Body>, 
         // One snapshot: the totals, series and tables agree.
         let tx = conn.transaction()?;
         let stats = ledger_stats(&tx, window, now)?;
-        let attainment = attainment_report(
+        let attainment = attainment_lines(
             &tx,
             now - window.length_ms,
             AttainmentDimension::Profile,
@@ -197,14 +200,15 @@ pub async fn stats(app: &App, req: Request<Incoming>) -> Result<Response<Body>, 
         })
         .collect();
     let backends = backends_now(app, &per_backend);
-    Ok(json_response(
-        StatusCode::OK,
-        &Stats {
-            ledger,
-            attainment,
-            backends,
-        },
-    ))
+    let stats = Stats {
+        ledger,
+        attainment,
+        backends,
+    };
+    // Serializing our own types cannot fail (no maps with non-string keys).
+    let json = Bytes::from(serde_json::to_vec(&stats).unwrap_or_else(|_| b"{}".to_vec()));
+    app.stats_cache.insert(window.name, json.clone());
+    Ok(json_bytes_response(StatusCode::OK, json))
 }
 
 /// Per backend in the window, of its calls (refusals and cached replays

@@ -18,7 +18,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-pub use attainment::{AttainmentDimension, AttainmentReport, attainment_report, route_budgets};
+pub use attainment::{
+    AttainmentDimension, AttainmentReport, attainment_lines, attainment_report, route_budgets,
+};
 use futures_util::future::{BoxFuture, Either};
 pub use report::{Dimension, SpendLine, SpendReport, now_ms, spend_report, spend_since};
 pub use row::{Drafts, LedgerRow};
