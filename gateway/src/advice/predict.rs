@@ -30,6 +30,9 @@ pub struct Request {
     /// Other requests of its route in flight when it arrived: the
     /// concurrency it came with, which a split shares among backends.
     pub others_in_flight: u32,
+    /// Other routes' requests in flight on each backend when it arrived:
+    /// load a split of this route does not move.
+    pub elsewhere: BTreeMap<String, u32>,
 }
 
 impl Request {
@@ -133,25 +136,45 @@ pub fn requests(conn: &rusqlite::Connection, since_ms: i64) -> rusqlite::Result<
             ts_ms: r.get(14)?,
             queued_ms: r.get(15)?,
             others_in_flight: 0,
+            elsewhere: BTreeMap::new(),
         })
     })?
     .collect::<rusqlite::Result<Vec<Request>>>()
     .map(count_in_flight)
 }
 
-/// Sets each request's `others_in_flight`: its route's requests that had
-/// started and not ended when it arrived (rows come oldest first).
+/// Sets each request's `others_in_flight` (its route's requests that had
+/// started and not ended when it arrived) and `elsewhere` (other routes'
+/// requests then running on each backend). Rows come oldest first.
 fn count_in_flight(mut rows: Vec<Request>) -> Vec<Request> {
     use std::cmp::Reverse;
     use std::collections::{BinaryHeap, HashMap};
-    let mut ends: HashMap<Option<String>, BinaryHeap<Reverse<i64>>> = HashMap::new();
+    let mut by_route: HashMap<Option<String>, BinaryHeap<Reverse<i64>>> = HashMap::new();
+    // Per backend: the end and route of each call running there.
+    let mut by_backend: HashMap<String, Vec<(i64, Option<String>)>> = HashMap::new();
     for row in &mut rows {
-        let running = ends.entry(row.route.clone()).or_default();
+        let end = row.ts_ms + row.duration_ms.max(0.0) as i64;
+        let running = by_route.entry(row.route.clone()).or_default();
         while running.peek().is_some_and(|Reverse(end)| *end <= row.ts_ms) {
             running.pop();
         }
         row.others_in_flight = u32::try_from(running.len()).unwrap_or(u32::MAX);
-        running.push(Reverse(row.ts_ms + row.duration_ms.max(0.0) as i64));
+        running.push(Reverse(end));
+        for (backend, calls) in &mut by_backend {
+            calls.retain(|(end, _)| *end > row.ts_ms);
+            let other = calls
+                .iter()
+                .filter(|(_, route)| *route != row.route)
+                .count();
+            if other > 0 {
+                row.elsewhere
+                    .insert(backend.clone(), u32::try_from(other).unwrap_or(u32::MAX));
+            }
+        }
+        by_backend
+            .entry(row.backend.clone())
+            .or_default()
+            .push((end, row.route.clone()));
     }
     rows
 }
@@ -237,6 +260,7 @@ impl<'a> Model<'a> {
                         .map(|t| t.as_secs_f64() * 1000.0),
                     decode_ok: budget.is_none_or(|b| prediction.tokens_per_s >= b.min_tokens_per_s),
                     others: row.others_in_flight,
+                    elsewhere: row.elsewhere.get(backend).copied().unwrap_or(0),
                 })
             })
             .collect::<Option<Vec<_>>>()?;
@@ -302,6 +326,8 @@ struct Alone {
     decode_ok: bool,
     /// The route's requests in flight when it arrived.
     others: u32,
+    /// Other routes' requests running on this backend when it arrived.
+    elsewhere: u32,
 }
 
 /// A backend's predictions for a route's requests.
@@ -330,7 +356,7 @@ impl Profiled {
     /// with the requests it finds running (its share of those it came
     /// with), as the ledger prices it.
     fn cost(&self, row: &Alone, weight: f64) -> f64 {
-        let sharing = 1 + (weight * f64::from(row.others)).round() as u32;
+        let sharing = 1 + (weight * f64::from(row.others)).round() as u32 + row.elsewhere;
         self.pricing
             .cost(&row.tokens, row.service_ms / 1000.0, sharing)
     }
@@ -353,7 +379,8 @@ impl Profiled {
                 let wait_ms = match self.slots {
                     None => 0.0,
                     Some(slots) => {
-                        let ahead = weight * f64::from(row.others) - f64::from(slots - 1);
+                        let ahead = weight * f64::from(row.others) + f64::from(row.elsewhere)
+                            - f64::from(slots - 1);
                         ahead.max(0.0) * row.service_ms / f64::from(slots)
                     }
                 };
@@ -378,6 +405,7 @@ mod tests {
             ttft_budget_ms: Some(200.0),
             decode_ok: true,
             others,
+            elsewhere: 0,
         };
         Profiled {
             backend: "b".into(),
@@ -400,5 +428,57 @@ mod tests {
         assert_eq!(backend(None, 50).at(1.0).0, 1.0);
         // Sequential traffic never waits.
         assert_eq!(backend(Some(1), 0).at(1.0).0, 1.0);
+        // Other routes' calls running there wait ahead whatever the split.
+        let mut shared = backend(Some(1), 0);
+        shared.alone[0].elsewhere = 2;
+        assert_eq!(shared.at(0.1).0, 0.0);
+    }
+
+    fn row(route: &str, backend: &str, ts_ms: i64, duration_ms: f64) -> Request {
+        Request {
+            route: Some(route.into()),
+            backend: backend.into(),
+            local: true,
+            profile: None,
+            tokens: TokenCounts::default(),
+            class: PromptClass::Prose,
+            ttft_ms: None,
+            duration_ms,
+            decode_tokens_per_s: None,
+            cost_usd: 0.0,
+            ts_ms,
+            queued_ms: 0.0,
+            others_in_flight: 0,
+            elsewhere: BTreeMap::new(),
+        }
+    }
+
+    #[test]
+    fn in_flight_counts_the_route_and_other_routes_apart() {
+        let rows = count_in_flight(vec![
+            row("a", "local", 0, 100.0),
+            row("b", "local", 10, 100.0),
+            row("a", "cloud", 20, 100.0),
+            row("a", "local", 200, 10.0),
+        ]);
+        assert_eq!(rows[1].others_in_flight, 0, "route b's first");
+        assert_eq!(
+            rows[1].elsewhere.get("local"),
+            Some(&1),
+            "route a's call on local"
+        );
+        assert_eq!(
+            rows[2].others_in_flight, 1,
+            "route a's first call still runs"
+        );
+        assert_eq!(
+            rows[2].elsewhere.get("local"),
+            Some(&1),
+            "route b's call on local"
+        );
+        assert!(
+            rows[3].elsewhere.is_empty() && rows[3].others_in_flight == 0,
+            "all ended"
+        );
     }
 }
