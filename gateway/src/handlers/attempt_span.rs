@@ -7,7 +7,7 @@ use std::time::{Duration, SystemTime};
 use opentelemetry::KeyValue;
 use switchyard_router::{Decision, Reason};
 
-use super::record::RequestContext;
+use super::request_context::RequestContext;
 use crate::app::App;
 use crate::ledger::LedgerRow;
 use crate::telemetry::names::*;

@@ -20,7 +20,8 @@ use switchyard_router::prefix::Tenant;
 use switchyard_router::{Reason, RequestView};
 
 use super::admission::{Size, admit_call};
-use super::record::{RequestContext, RequestRecord};
+use super::record::RequestRecord;
+use super::request_context::RequestContext;
 use crate::access::Caller;
 use crate::app::App;
 use crate::error::GatewayError;

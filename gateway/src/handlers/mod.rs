@@ -22,6 +22,7 @@ mod prefix;
 mod prompt_cache;
 mod record;
 mod refusal;
+mod request_context;
 mod response_cache;
 mod responses;
 mod stream;

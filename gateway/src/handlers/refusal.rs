@@ -13,7 +13,7 @@ use http::{HeaderValue, Request, Response};
 use switchyard_policies::{PromptClass, TokenCounts};
 use switchyard_router::Decision;
 
-use super::record::{header_text, request_ids};
+use super::request_context::{header_text, request_ids};
 use crate::access::Caller;
 use crate::app::App;
 use crate::error::{Dialect, ErrorNote};

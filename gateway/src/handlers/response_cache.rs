@@ -22,7 +22,8 @@ use switchyard_router::Decision;
 use xxhash_rust::xxh3::xxh3_128;
 
 use super::endpoint::Endpoint;
-use super::record::{RequestContext, RequestRecord};
+use super::record::RequestRecord;
+use super::request_context::RequestContext;
 use super::stream;
 use crate::access::Caller;
 use crate::app::App;
