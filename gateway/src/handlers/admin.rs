@@ -118,10 +118,19 @@ async fn ledger_report<R: serde::Serialize + Send + 'static>(
     app: &App,
     read: impl FnOnce(&rusqlite::Connection) -> rusqlite::Result<R> + Send + 'static,
 ) -> Result<Response<Body>, GatewayError> {
+    let report = read_ledger(app, move |conn| read(conn)).await?;
+    Ok(json_response(StatusCode::OK, &report))
+}
+
+/// Reads the ledger off the async threads, on a connection of its own.
+pub async fn read_ledger<R: Send + 'static>(
+    app: &App,
+    read: impl FnOnce(&mut rusqlite::Connection) -> rusqlite::Result<R> + Send + 'static,
+) -> Result<R, GatewayError> {
     let path = app.ledger_path.clone();
-    let report = tokio::task::spawn_blocking(move || {
-        let conn = rusqlite::Connection::open(&path)?;
-        read(&conn)
+    tokio::task::spawn_blocking(move || {
+        let mut conn = rusqlite::Connection::open(&path)?;
+        read(&mut conn)
     })
     .await
     .map_err(|err| GatewayError::Internal {
@@ -129,8 +138,7 @@ async fn ledger_report<R: serde::Serialize + Send + 'static>(
     })?
     .map_err(|err| GatewayError::Internal {
         message: format!("ledger: {err}"),
-    })?;
-    Ok(json_response(StatusCode::OK, &report))
+    })
 }
 
 /// Reloads the config file (the caller was checked for the admin key):

@@ -154,11 +154,9 @@ pub async fn stats(app: &App, req: Request<Incoming>) -> Result<Response<Body>, 
     if let Some(json) = app.stats_cache.get(window.name) {
         return Ok(json_bytes_response(StatusCode::OK, json));
     }
-    let path = app.ledger_path.clone();
     let budgets = route_budgets(&app.config);
     let now = now_ms();
-    let read = tokio::task::spawn_blocking(move || {
-        let mut conn = rusqlite::Connection::open(&path)?;
+    let read = super::admin::read_ledger(app, move |conn| {
         // One snapshot: the totals, series and tables agree.
         let tx = conn.transaction()?;
         let stats = ledger_stats(&tx, window, now)?;
@@ -170,15 +168,9 @@ pub async fn stats(app: &App, req: Request<Incoming>) -> Result<Response<Body>, 
         )?;
         let per_backend = per_backend(&tx, now - window.length_ms)?;
         tx.commit()?;
-        Ok::<_, rusqlite::Error>((stats, attainment, per_backend))
+        Ok((stats, attainment, per_backend))
     })
-    .await
-    .map_err(|err| GatewayError::Internal {
-        message: err.to_string(),
-    })?
-    .map_err(|err| GatewayError::Internal {
-        message: format!("ledger: {err}"),
-    })?;
+    .await?;
     let (ledger, attainment, per_backend) = read;
     let attainment = attainment
         .lines
