@@ -44,6 +44,7 @@ use endpoint::Endpoint;
 pub use explain::{decide_chat, explain_chat};
 pub use hedge::HedgeSpend;
 pub use prompt_cache::PromptCache;
+pub use record::UPSTREAM_FAILURES;
 use refusal::RefusalGuard;
 pub use response_cache::ResponseCache;
 

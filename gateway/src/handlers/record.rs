@@ -33,6 +33,18 @@ use crate::telemetry::{AnswerMeta, AttemptSpan};
 pub type RowWritten =
     Either<Ready<Result<(), GatewayError>>, BoxFuture<'static, Result<(), GatewayError>>>;
 
+/// The outcomes that are the backend's own failures: what trips its
+/// breaker, and what the budgets report counts as failed calls.
+pub const UPSTREAM_FAILURES: [&str; 7] = [
+    "upstream_connect",
+    "upstream_auth",
+    "upstream_reset",
+    "upstream_protocol",
+    "upstream_timeout",
+    "upstream_overloaded",
+    "upstream_error",
+];
+
 /// Output text held before it is counted (see `RequestRecord::output`).
 const OUTPUT_COUNT_BYTES: usize = 64 * 1024;
 
@@ -536,16 +548,7 @@ impl RequestRecord {
     /// The backend's own failures trip its breaker; a caller's bad request
     /// or a client that left says nothing about the backend.
     fn upstream_failure(&self) -> bool {
-        matches!(
-            self.outcome,
-            "upstream_connect"
-                | "upstream_auth"
-                | "upstream_reset"
-                | "upstream_protocol"
-                | "upstream_timeout"
-                | "upstream_overloaded"
-                | "upstream_error"
-        )
+        UPSTREAM_FAILURES.contains(&self.outcome)
     }
 
     /// Who the backend's fault may be laid to: the caller's key, unless no

@@ -59,13 +59,14 @@ pub fn drift(conn: &Connection, since_ms: i64, recent_ms: i64) -> rusqlite::Resu
             "failed_share",
             // The backend's own failures, as its breaker counts them (not
             // a caller's rejected request, a rate limit or a certificate).
-            "SELECT backend, ts_ms >= ?2,
-                    CAST(status IN ('upstream_connect', 'upstream_auth', 'upstream_reset',
-                                    'upstream_protocol', 'upstream_timeout', 'upstream_overloaded',
-                                    'upstream_error') AS REAL)
-             FROM requests
-             WHERE ts_ms >= ?1 AND backend != '' AND reason != 'refused' AND NOT cache_hit"
-                .to_owned(),
+            format!(
+                "SELECT backend, ts_ms >= ?2, CAST(status IN ({}) AS REAL)
+                 FROM requests
+                 WHERE ts_ms >= ?1 AND backend != '' AND reason != 'refused' AND NOT cache_hit",
+                crate::handlers::UPSTREAM_FAILURES
+                    .map(|status| format!("'{status}'"))
+                    .join(", ")
+            ),
         ),
     ];
     for (figure, sql) in speeds {
