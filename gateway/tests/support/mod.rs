@@ -16,6 +16,8 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 use serde_json::Value;
 
+pub mod servers;
+
 /// Simulator settings that make tests quick and timings predictable.
 pub const FAST: &[&str] = &[
     "base_ttft_ms=2",
