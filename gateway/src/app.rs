@@ -22,7 +22,9 @@ use switchyard_router::latency::{LatencyStore, LocalLatency, Shape};
 use switchyard_router::prefix::{PrefixChain, PrefixIndex, ReplicaLoad, Tenant, choose_replica};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-use crate::access::{Budgets, KeyStore, RateLimits};
+use crate::access::{
+    Budgets, KeyStore, RateLimits, RedisStore, SharedBudgets, SharedRates, SpendSince,
+};
 use crate::breaker::Breaker;
 use crate::error::GatewayError;
 use crate::handlers::HedgeSpend;
@@ -195,6 +197,9 @@ pub struct App {
     pub keys: Arc<KeyStore>,
     pub rates: Arc<RateLimits>,
     pub budgets: Arc<Budgets>,
+    /// Redis, where budgets and rate limits are shared between replicas
+    /// (`state.redis`); kept across reloads, like the ledger.
+    pub shared_state: Option<Arc<RedisStore>>,
     pub ledger: Arc<Ledger>,
     pub ledger_path: String,
     /// The cloud model every request is also priced on.
@@ -262,7 +267,24 @@ impl App {
                 ConnectionLimits::of(&config.server),
             ),
         };
-        let budgets = Budgets::carrying(&config.auth, previous.map(|p| &*p.budgets));
+        let shared_state = match (previous, &config.state.redis) {
+            (Some(p), _) => p.shared_state.clone(),
+            (None, Some(redis)) => Some(RedisStore::open(redis)?),
+            (None, None) => None,
+        };
+        // With shared state, this process's own counters are the fallback
+        // while Redis is away: its share of each limit.
+        let local_auth = match &shared_state {
+            Some(store) => crate::access::share_of(&config.auth, store.replicas),
+            None => config.auth.clone(),
+        };
+        let budgets = Budgets::sharing(
+            &local_auth,
+            previous.map(|p| &*p.budgets),
+            shared_state.as_ref().map(|store| {
+                SharedBudgets::new(store.clone(), &config.auth, ledger_spend(&ledger_path))
+            }),
+        );
         seed_budgets(&budgets, &ledger_path, previous.map(|p| &*p.budgets))?;
         let max_concurrent = config.server.max_concurrent_requests;
         // In-flight requests keep their places in the limits: the same
@@ -291,11 +313,15 @@ impl App {
             limits: config.limits,
             default_max_tokens: config.default_max_tokens,
             keys: Arc::new(KeyStore::new(&config.auth)),
-            rates: Arc::new(RateLimits::carrying(
-                &config.auth,
+            rates: Arc::new(RateLimits::sharing(
+                &local_auth,
                 previous.map(|p| &*p.rates),
+                shared_state
+                    .as_ref()
+                    .map(|store| SharedRates::new(store.clone(), &config.auth)),
             )),
             budgets,
+            shared_state,
             ledger,
             ledger_path,
             reference: config.reference.clone(),
@@ -706,6 +732,16 @@ pub fn build_provider(backend: &Backend) -> anyhow::Result<Arc<dyn Provider>> {
         ),
     };
     Ok(provider)
+}
+
+/// Reads spend per holder from the ledger, for Redis to start a period's
+/// shared spend from.
+fn ledger_spend(ledger_path: &str) -> SpendSince {
+    let path = ledger_path.to_owned();
+    Arc::new(move |since_ms| {
+        let conn = rusqlite::Connection::open(&path)?;
+        Ok(spend_since(&conn, since_ms)?)
+    })
 }
 
 /// Starts budgets from what the ledger says was spent today and this month,

@@ -93,6 +93,12 @@ pub enum GatewayError {
     Overloaded { what: String },
     #[error("the gateway is shutting down")]
     ShuttingDown,
+    /// Redis holds the shared budgets and rate limits, cannot be reached,
+    /// and `state.redis.on_unavailable` is `fail_closed`.
+    #[error(
+        "the shared {what} store (Redis) cannot be reached, and this gateway refuses rather than enforce limits alone; retry shortly"
+    )]
+    SharedStateUnavailable { what: &'static str },
     #[error("{message}")]
     Unauthorized { message: String },
     /// Nothing the caller could send would be accepted (the config lacks
@@ -265,6 +271,15 @@ impl GatewayError {
                     "shutting_down",
                     "overloaded_error",
                     Some("shutting_down"),
+                )
+            },
+            GatewayError::SharedStateUnavailable { .. } => Shape {
+                retry_after: Some(Duration::from_secs(1)),
+                ..shape(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "shared_state_unavailable",
+                    "overloaded_error",
+                    Some("shared_state_unavailable"),
                 )
             },
             GatewayError::Unauthorized { .. } => shape(

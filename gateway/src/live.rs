@@ -280,6 +280,7 @@ fn restart_only_changes(started: &Config, new: &Config) -> Vec<&'static str> {
         ("server.watch_config", a.watch_config != b.watch_config),
         ("ledger", started.ledger != new.ledger),
         ("telemetry", started.telemetry != new.telemetry),
+        ("state", started.state != new.state),
     ]
     .into_iter()
     .filter_map(|(name, changed)| changed.then_some(name))

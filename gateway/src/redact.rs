@@ -13,8 +13,9 @@ static SECRETS: LazyLock<Vec<(Regex, &'static str)>> = LazyLock::new(|| {
         (r"(?i)\b(bearer|basic)\s+[A-Za-z0-9._~+/=-]+", "$1 [redacted]"),
         // Provider keys: OpenAI's sk-..., Anthropic's sk-ant-..., and the like.
         (r"\b(sk|pk|rk)-[A-Za-z0-9_-]{6,}", "$1-[redacted]"),
-        // Credentials in a URL: scheme://user:password@host.
-        (r"([a-z][a-z0-9+.-]*://)[^/\s:@]+:[^/\s@]+@", "$1[redacted]@"),
+        // Credentials in a URL: scheme://user:password@host, or a password
+        // alone (redis://:password@host).
+        (r"([a-z][a-z0-9+.-]*://)[^/\s:@]*:[^/\s@]+@", "$1[redacted]@"),
         // key=value and "key": "value" forms of named secrets.
         (
             r#"(?i)("?(?:api[_-]?key|x-api-key|access[_-]?token|secret|password)"?\s*[:=]\s*"?)[^"\s,&}]+"#,

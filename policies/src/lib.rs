@@ -12,10 +12,10 @@ pub use config::{
     AnthropicBackend, Auth, Backend, BackendAdapter, BackendTls, Balance, BreakerSettings,
     CacheShare, CascadeCheck, ClientCert, Condition, Config, ConfigError, Durability, Engine,
     HeaderMatch, Hedge, LatencyBudget, LatencyHintsConfig, LedgerSettings, Limits, OnExhausted,
-    OpenAiBackend, Pattern, PrefixCacheSettings, Reference, ResponseCacheSettings, Route,
-    RouteStrategy, Rule, ServerSettings, SimFaults, SimParams, SimPreset, SimSpeculation, Similar,
-    SpendLimit, SpendScope, Team, Telemetry, Tier, Timeouts, TlsFiles, TrustRoots, VirtualKey,
-    sim_params_from_yaml,
+    OnUnavailable, OpenAiBackend, Pattern, PrefixCacheSettings, RedisState, Reference,
+    ResponseCacheSettings, Route, RouteStrategy, Rule, Secretive, ServerSettings, SharedState,
+    SimFaults, SimParams, SimPreset, SimSpeculation, Similar, SpendLimit, SpendScope, Team,
+    Telemetry, Tier, Timeouts, TlsFiles, TrustRoots, VirtualKey, sim_params_from_yaml,
 };
 pub use pricing::{Pricing, TokenCounts, TokenPrice, builtin_price};
 pub use profiles::{Budget, Profile};

@@ -6,7 +6,9 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use switchyard_policies::{Auth, OnExhausted, SpendLimit, SpendScope, VirtualKey};
+use switchyard_policies::{Auth, OnExhausted, OnUnavailable, SpendLimit, SpendScope, VirtualKey};
+
+use super::shared::{SharedBudgets, SharedHold, StateError};
 
 use crate::ledger::now_ms;
 
@@ -37,7 +39,7 @@ impl Window {
 }
 
 /// Days since the epoch, and months since year 0, for a UTC timestamp.
-fn periods(now_ms: i64) -> (i64, i64) {
+pub(crate) fn periods(now_ms: i64) -> (i64, i64) {
     let day = now_ms.div_euclid(86_400_000);
     let (year, month, _) = civil_from_days(day);
     (day, year * 12 + month - 1)
@@ -78,6 +80,17 @@ struct Holder {
 
 pub struct Budgets {
     holders: HashMap<String, Holder>,
+    /// Budgets kept in Redis for every replica; then `holders` are the
+    /// fallback while Redis is away, their limits divided by the replica
+    /// count.
+    shared: Option<Arc<SharedBudgets>>,
+}
+
+/// Why a reservation was not made.
+pub enum Refused {
+    Exhausted(Exhausted),
+    /// Redis is away and `on_unavailable` is `fail_closed`.
+    Unavailable,
 }
 
 /// Why a request may not spend: the budget, and the numbers that refused it.
@@ -135,6 +148,16 @@ impl Budgets {
     /// The budgets `auth` sets, continuing `previous`'s spend for the
     /// budgets it had.
     pub fn carrying(auth: &Auth, previous: Option<&Budgets>) -> Arc<Self> {
+        Self::sharing(auth, previous, None)
+    }
+
+    /// As [`Budgets::carrying`], kept in `shared` when given (and in this
+    /// process, at `auth`'s limits, while Redis is away).
+    pub fn sharing(
+        auth: &Auth,
+        previous: Option<&Budgets>,
+        shared: Option<Arc<SharedBudgets>>,
+    ) -> Arc<Self> {
         let keys = auth
             .keys
             .iter()
@@ -152,7 +175,43 @@ impl Budgets {
                 (name, Holder { limit, window })
             })
             .collect();
-        Arc::new(Budgets { holders })
+        Arc::new(Budgets { holders, shared })
+    }
+
+    /// Whether budgets live in Redis.
+    pub fn is_shared(&self) -> bool {
+        self.shared.is_some()
+    }
+
+    /// Reserves `amount` USD for a request: in Redis when budgets are
+    /// shared (in this process while Redis is away, if allowed), else here.
+    pub async fn hold(
+        self: &Arc<Self>,
+        key: &VirtualKey,
+        cloud: bool,
+        amount: f64,
+    ) -> Result<Reservation, Refused> {
+        let Some(shared) = &self.shared else {
+            return self.reserve(key, cloud, amount).map_err(Refused::Exhausted);
+        };
+        let names = self.applicable(key, cloud);
+        if names.is_empty() {
+            return self.reserve(key, cloud, amount).map_err(Refused::Exhausted);
+        }
+        match shared.reserve(&names, cloud, amount).await {
+            Ok(Ok(hold)) => Ok(Reservation::Shared(hold)),
+            Ok(Err(exhausted)) => Err(Refused::Exhausted(exhausted)),
+            Err(StateError::Unavailable) => {
+                let store = shared.store();
+                store.fell_back();
+                match store.on_unavailable {
+                    OnUnavailable::FailClosed => Err(Refused::Unavailable),
+                    OnUnavailable::Local => {
+                        self.reserve(key, cloud, amount).map_err(Refused::Exhausted)
+                    }
+                }
+            }
+        }
     }
 
     /// Seeds spend from the ledger after a restart: `(kind, name, cloud,
@@ -252,13 +311,13 @@ impl Budgets {
                 }
             }
         }
-        Ok(Reservation {
+        Ok(Reservation::Local(LocalHold {
             budgets: self.clone(),
             holders: names,
             cloud,
             amount,
             settled: false,
-        })
+        }))
     }
 
     fn release(&self, holders: &[String], cloud: bool, reserved: f64, spent: f64) {
@@ -282,7 +341,12 @@ impl Budgets {
     /// What each budget has left now (its limit less what is spent and
     /// held by requests in flight), per period it limits:
     /// `(holder, period, remaining_usd)`, by holder name.
+    /// Empty when budgets are shared: the numbers are in Redis, and this
+    /// process's are only its fallback share.
     pub fn remaining(&self) -> Vec<(&str, &'static str, f64)> {
+        if self.shared.is_some() {
+            return Vec::new();
+        }
         let now = now_ms();
         let mut out = Vec::new();
         for (name, holder) in &self.holders {
@@ -317,7 +381,22 @@ impl Budgets {
 
 /// A request's hold on its budgets. Settle it with the actual cost; dropped
 /// unsettled (the request never reached a backend), it frees the hold.
-pub struct Reservation {
+pub enum Reservation {
+    Local(LocalHold),
+    Shared(SharedHold),
+}
+
+impl Reservation {
+    pub fn settle(&mut self, actual: f64) {
+        match self {
+            Reservation::Local(hold) => hold.settle(actual),
+            Reservation::Shared(hold) => hold.settle(actual),
+        }
+    }
+}
+
+/// A hold on this process's budgets.
+pub struct LocalHold {
     budgets: Arc<Budgets>,
     holders: Vec<String>,
     cloud: bool,
@@ -325,7 +404,7 @@ pub struct Reservation {
     settled: bool,
 }
 
-impl Reservation {
+impl LocalHold {
     pub fn settle(&mut self, actual: f64) {
         if !self.settled {
             self.settled = true;
@@ -335,7 +414,7 @@ impl Reservation {
     }
 }
 
-impl Drop for Reservation {
+impl Drop for LocalHold {
     fn drop(&mut self) {
         if !self.settled {
             self.budgets

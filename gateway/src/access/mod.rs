@@ -6,8 +6,10 @@ mod budget;
 mod keys;
 mod layer;
 mod rate;
+mod shared;
 
-pub use budget::{Budgets, Exhausted, Reservation, civil_from_days, period_starts};
+pub use budget::{Budgets, Exhausted, Refused, Reservation, civil_from_days, period_starts};
 pub use keys::{Caller, KeyStore, X_API_KEY, hash_key};
 pub use layer::AuthLayer;
 pub use rate::RateLimits;
+pub use shared::{RedisStore, SharedBudgets, SharedRates, SpendSince, share_of};

@@ -9,7 +9,9 @@ use std::time::Duration;
 
 use governor::clock::{Clock, DefaultClock};
 use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
-use switchyard_policies::Auth;
+use switchyard_policies::{Auth, OnUnavailable};
+
+use super::shared::{RateRefusal, SharedRates, StateError};
 
 use crate::error::GatewayError;
 
@@ -30,9 +32,12 @@ struct KeyLimits {
 
 pub struct RateLimits {
     /// Shared with the next config on reload for keys whose limits stay
-    /// the same, so a reload hands out no fresh minute.
+    /// the same, so a reload hands out no fresh minute. With `shared`,
+    /// the fallback while Redis is away.
     by_key: HashMap<String, Arc<KeyLimits>>,
     clock: DefaultClock,
+    /// Limits kept in Redis for every replica.
+    shared: Option<SharedRates>,
 }
 
 fn per_minute(n: Option<u32>) -> Option<DefaultDirectRateLimiter> {
@@ -48,6 +53,16 @@ impl RateLimits {
     /// The limits `auth` sets, continuing `previous`'s limiters for keys
     /// whose allowances are unchanged.
     pub fn carrying(auth: &Auth, previous: Option<&RateLimits>) -> Self {
+        Self::sharing(auth, previous, None)
+    }
+
+    /// As [`RateLimits::carrying`], kept in `shared` when given (and here,
+    /// at `auth`'s limits, while Redis is away).
+    pub fn sharing(
+        auth: &Auth,
+        previous: Option<&RateLimits>,
+        shared: Option<SharedRates>,
+    ) -> Self {
         let by_key = auth
             .keys
             .iter()
@@ -74,6 +89,7 @@ impl RateLimits {
         RateLimits {
             by_key,
             clock: DefaultClock::default(),
+            shared,
         }
     }
 
@@ -84,8 +100,17 @@ impl RateLimits {
         }
     }
 
-    /// Counts one request against the key's requests-per-minute.
+    /// Counts one request against the key's requests-per-minute. Shared
+    /// limits count it in [`RateLimits::admit`] instead, with its tokens,
+    /// in one Redis call.
     pub fn check_request(&self, key: &str) -> Result<(), GatewayError> {
+        if self.shared.is_some() {
+            return Ok(());
+        }
+        self.check_local_request(key)
+    }
+
+    fn check_local_request(&self, key: &str) -> Result<(), GatewayError> {
         let Some(limiter) = self.by_key.get(key).and_then(|l| l.requests.as_ref()) else {
             return Ok(());
         };
@@ -96,6 +121,47 @@ impl RateLimits {
                 not_until.wait_time_from(self.clock.now()),
             )
         })
+    }
+
+    /// Counts a routed request against the key's limits: here only its
+    /// `tokens` (estimated before the call), in Redis the request and its
+    /// tokens in one call.
+    pub async fn admit(&self, key: &str, tokens: u32) -> Result<(), GatewayError> {
+        let Some(shared) = self.shared.as_ref().filter(|s| s.limits(key)) else {
+            return self.check_tokens(key, tokens);
+        };
+        match shared.admit(key, tokens, 0).await {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(refusal)) => Err(match refusal {
+                RateRefusal::Requests { wait } => self.limited(key, "requests-per-minute", wait),
+                RateRefusal::Tokens { wait, owed: false } => {
+                    self.limited(key, "tokens-per-minute", wait)
+                }
+                RateRefusal::Tokens { wait, owed: true } => self.limited(
+                    key,
+                    "tokens-per-minute (earlier requests used more than estimated)",
+                    wait,
+                ),
+                RateRefusal::TooLarge => self.limited(
+                    key,
+                    "tokens-per-minute (this request alone exceeds it)",
+                    Duration::from_secs(60),
+                ),
+            }),
+            Err(StateError::Unavailable) => {
+                let store = shared.store();
+                store.fell_back();
+                match store.on_unavailable {
+                    OnUnavailable::FailClosed => {
+                        Err(GatewayError::SharedStateUnavailable { what: "rate limit" })
+                    }
+                    OnUnavailable::Local => {
+                        self.check_local_request(key)?;
+                        self.check_tokens(key, tokens)
+                    }
+                }
+            }
+        }
     }
 
     /// Counts `tokens` (estimated before the call) against tokens-per-minute.
@@ -131,6 +197,10 @@ impl RateLimits {
     /// limiter cannot take now is owed, and paid before the key's next
     /// request starts (governor cannot refund an over-estimate).
     pub fn settle_tokens(&self, key: &str, estimated: u32, actual: u64) {
+        if let Some(shared) = &self.shared {
+            shared.owe(key, actual.saturating_sub(u64::from(estimated)));
+            return;
+        }
         let extra = u32::try_from(actual.saturating_sub(u64::from(estimated))).unwrap_or(u32::MAX);
         if let Some(limits) = self.by_key.get(key)
             && let Some(limiter) = &limits.tokens

@@ -11,7 +11,7 @@ use switchyard_router::prefix::{PrefixChain, Tenant};
 use switchyard_router::{Decision, Features, Reason, Target};
 
 use super::billed_fields;
-use crate::access::{Caller, Exhausted, Reservation};
+use crate::access::{Caller, Exhausted, Refused, Reservation};
 use crate::app::{Admission, App};
 use crate::error::GatewayError;
 
@@ -65,12 +65,18 @@ fn route_names(app: &App) -> Vec<String> {
 }
 
 /// The checks of a routed request as a whole, before any backend call:
-/// how many answers it asks for, and the key's tokens per minute.
-pub fn admit_request(app: &App, caller: Option<&Caller>, size: Size) -> Result<(), GatewayError> {
+/// how many answers it asks for, and the key's tokens per minute (and,
+/// when limits are shared, its requests per minute, in the same call).
+pub async fn admit_request(
+    app: &App,
+    caller: Option<&Caller>,
+    size: Size,
+) -> Result<(), GatewayError> {
     app.check_choices(size.choices)?;
     if let Some(caller) = caller {
         app.rates
-            .check_tokens(&caller.key.name, size.estimated_tokens())?;
+            .admit(&caller.key.name, size.estimated_tokens())
+            .await?;
     }
     Ok(())
 }
@@ -115,12 +121,20 @@ pub async fn admit_call(
         None => None,
         Some(caller) => Some(
             app.budgets
-                .reserve(
+                .hold(
                     &caller.key,
                     backend.is_cloud(),
                     worst_cost(app, backend_index, size),
                 )
-                .map_err(NotAdmitted::Budget)?,
+                .await
+                .map_err(|refused| match refused {
+                    Refused::Exhausted(exhausted) => NotAdmitted::Budget(exhausted),
+                    Refused::Unavailable => {
+                        NotAdmitted::Unavailable(GatewayError::SharedStateUnavailable {
+                            what: "budget",
+                        })
+                    }
+                })?,
         ),
     };
     if !backend.breaker.allow() {

@@ -225,7 +225,7 @@ pub async fn serve_decided<E: Endpoint>(
         &decision,
         request.clone(),
     );
-    admission::admit_request(app, caller.as_ref(), size)?;
+    admission::admit_request(app, caller.as_ref(), size).await?;
     let slot = Slot::of(app, parts, &request.0, &decision);
     // A hit from a backend the config no longer has is a miss.
     let cached = slot.as_ref().and_then(Slot::get).and_then(|cached| {

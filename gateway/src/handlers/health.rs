@@ -23,10 +23,17 @@ pub fn ready(app: &App) -> Response<Body> {
     if app.is_shutting_down() {
         return GatewayError::ShuttingDown.into_response();
     }
-    json_response(
-        StatusCode::OK,
-        &json!({"status": "ready", "backends": app.backends.len()}),
-    )
+    // Redis away is reported, not refused: every replica would go unready
+    // at once and the Service would answer connection errors instead of
+    // each request's refusal (or local enforcement) in its own dialect.
+    let mut body = json!({"status": "ready", "backends": app.backends.len()});
+    if let Some(store) = &app.shared_state {
+        body["state"] = json!({
+            "redis": if store.is_up() { "up" } else { "unavailable" },
+            "on_unavailable": store.on_unavailable.as_str(),
+        });
+    }
+    json_response(StatusCode::OK, &body)
 }
 
 /// The metrics exposition: OpenMetrics when the scraper's `Accept` asks

@@ -120,6 +120,29 @@ impl Scrape {
                 .set(left);
         }
         r.register("switchyard_budget_remaining_usd", "What each configured budget (key or team, by name) has left in its period: its limit less what is spent and held by requests in flight", remaining);
+        if let Some(store) = &app.shared_state {
+            let up = Gauge::<i64>::default();
+            up.set(i64::from(store.is_up()));
+            r.register(
+                "switchyard_shared_state_up",
+                "1 while Redis (state.redis) answers, 0 while shared budgets and rate limits fall back to on_unavailable",
+                up,
+            );
+            let fallbacks = Counter::<u64>::default();
+            fallbacks.inc_by(store.fallbacks());
+            r.register(
+                "switchyard_shared_state_fallbacks",
+                "Budget and rate checks Redis could not serve since start: refused under fail_closed, enforced in this process under local",
+                fallbacks,
+            );
+            let dropped = Counter::<u64>::default();
+            dropped.inc_by(store.dropped_settlements());
+            r.register(
+                "switchyard_shared_state_dropped_settlements",
+                "Settlements dropped because 100,000 were already waiting for Redis (their rows are in the ledger)",
+                dropped,
+            );
+        }
         let pending = Gauge::<i64>::default();
         pending.set(i64::try_from(app.ledger.pending()).unwrap_or(i64::MAX));
         r.register(

@@ -9,6 +9,7 @@ mod raw;
 mod raw_accounting;
 mod route;
 mod sim;
+mod state;
 mod telemetry;
 mod validate;
 mod validate_accounting;
@@ -33,6 +34,7 @@ pub use route::{
     CascadeCheck, Condition, HeaderMatch, Pattern, Route, RouteStrategy, Rule, Similar,
 };
 pub use sim::{SimFaults, SimParams, SimPreset, SimSpeculation};
+pub use state::{OnUnavailable, RedisState, Secretive, SharedState};
 pub use telemetry::Telemetry;
 
 /// A validated configuration.
@@ -60,6 +62,9 @@ pub struct Config {
     /// OpenTelemetry traces: `None` unless the file has a `telemetry:`
     /// section (the environment may still turn them on).
     pub telemetry: Option<Telemetry>,
+    /// Budgets and rate limits shared between replicas (`state:`); empty:
+    /// each process keeps its own.
+    pub state: SharedState,
 }
 
 impl Config {

@@ -61,6 +61,8 @@ pub(super) struct RawConfig {
     /// A file of latency hints per backend (as `switchyard probe` writes).
     pub latency_hints: Option<String>,
     pub telemetry: Option<super::telemetry::RawTelemetry>,
+    #[serde(default)]
+    pub state: super::state::RawState,
 }
 
 #[derive(Debug, Deserialize)]

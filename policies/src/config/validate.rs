@@ -63,6 +63,7 @@ pub(super) fn validate(raw: RawConfig, text: &str, source: &str) -> Result<Confi
             .telemetry
             .map(|t| super::telemetry::validate(&ck, t))
             .transpose()?,
+        state: super::state::validate(&ck, raw.state)?,
     })
 }
 

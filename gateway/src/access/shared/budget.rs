@@ -1,0 +1,250 @@
+//! Budgets in Redis: a reservation holds a request's worst case on every
+//! budget it falls under in one script, so replicas together cannot
+//! overshoot; settlement releases the hold and counts the actual spend.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use redis::Script;
+use switchyard_policies::{Auth, SpendLimit};
+
+use super::settler::{HolderKeys, Settlement};
+use super::store::{RedisStore, StateError};
+use crate::access::Exhausted;
+use crate::access::budget::periods;
+use crate::ledger::now_ms;
+
+/// Spend per budget holder since a time (ms): `(kind, name, cloud_usd,
+/// total_usd)`, read from the ledger to start a period's shared spend.
+pub type SpendSince =
+    Arc<dyn Fn(i64) -> anyhow::Result<Vec<(String, String, f64, f64)>> + Send + Sync>;
+
+static RESERVE: std::sync::LazyLock<Script> =
+    std::sync::LazyLock::new(|| Script::new(include_str!("reserve.lua")));
+static SEED: std::sync::LazyLock<Script> =
+    std::sync::LazyLock::new(|| Script::new(include_str!("seed.lua")));
+
+pub struct SharedBudgets {
+    store: Arc<RedisStore>,
+    /// Each holder's limits as configured (the local fallback has them
+    /// divided by the replica count).
+    limits: HashMap<String, SpendLimit>,
+    spend_since: SpendSince,
+}
+
+/// Whole micro-dollars: holds round up, so a hold never covers less than
+/// the request could cost.
+fn micros_up(usd: f64) -> i64 {
+    (usd * 1e6).ceil() as i64
+}
+
+fn micros(usd: f64) -> i64 {
+    (usd * 1e6).round() as i64
+}
+
+impl SharedBudgets {
+    pub fn new(store: Arc<RedisStore>, auth: &Auth, spend_since: SpendSince) -> Arc<SharedBudgets> {
+        let keys = auth
+            .keys
+            .iter()
+            .filter_map(|k| Some((format!("key:{}", k.name), k.budget?)));
+        let teams = auth
+            .teams
+            .iter()
+            .filter_map(|t| Some((format!("team:{}", t.name), t.budget?)));
+        let limits = keys.chain(teams).collect();
+        Arc::new(SharedBudgets {
+            store,
+            limits,
+            spend_since,
+        })
+    }
+
+    pub fn store(&self) -> &Arc<RedisStore> {
+        &self.store
+    }
+
+    fn keys(&self, holder: &str, now: i64) -> HolderKeys {
+        let (day, month) = periods(now);
+        let store = &self.store;
+        HolderKeys {
+            spent_today: store.key(&format!("sp:{holder}:d:{day}")),
+            spent_month: store.key(&format!("sp:{holder}:m:{month}")),
+            reserved: store.key(&format!("rv:{holder}")),
+            holds: store.key(&format!("hd:{holder}")),
+        }
+    }
+
+    /// Holds `amount` USD on `holders` (sorted names), or says which budget
+    /// is spent; `Err` when Redis cannot be asked.
+    pub async fn reserve(
+        self: &Arc<Self>,
+        holders: &[String],
+        cloud: bool,
+        amount: f64,
+    ) -> Result<Result<SharedHold, Exhausted>, StateError> {
+        let now = now_ms();
+        let keys: Vec<HolderKeys> = holders.iter().map(|h| self.keys(h, now)).collect();
+        let rid = self.store.next_id();
+        let held = micros_up(amount);
+        let member = format!("{rid}|{}|{held}", u8::from(cloud));
+        let ttl_us = u64::try_from(self.store.hold_ttl.as_micros()).unwrap_or(u64::MAX);
+        for _attempt in 0..2 {
+            let mut invocation = RESERVE.prepare_invoke();
+            for k in &keys {
+                invocation
+                    .key(&k.spent_today)
+                    .key(&k.spent_month)
+                    .key(&k.reserved)
+                    .key(&k.holds);
+            }
+            invocation
+                .arg(&member)
+                .arg(u8::from(cloud))
+                .arg(held)
+                .arg(ttl_us)
+                .arg(0);
+            for holder in holders {
+                let limit = &self.limits[holder];
+                let field = if limit.scope == switchyard_policies::SpendScope::Cloud {
+                    "c"
+                } else {
+                    "t"
+                };
+                invocation
+                    .arg(field)
+                    .arg(limit.daily_usd.map_or(-1, micros))
+                    .arg(limit.monthly_usd.map_or(-1, micros));
+            }
+            let reply: Vec<i64> = self.store.run(&invocation).await?;
+            match reply.first() {
+                Some(0) => {
+                    let marker = self.store.key(&format!("st:{rid}"));
+                    self.store.settler().track(
+                        &marker,
+                        keys.iter().map(|k| k.holds.clone()).collect(),
+                        &member,
+                    );
+                    return Ok(Ok(SharedHold {
+                        store: self.store.clone(),
+                        marker,
+                        member,
+                        holders: keys,
+                        cloud,
+                        amount: held,
+                        settled: false,
+                    }));
+                }
+                Some(1) => {
+                    let unseeded: Vec<usize> = reply[1..]
+                        .iter()
+                        .filter_map(|i| usize::try_from(*i).ok())
+                        .collect();
+                    self.seed(holders, &keys, &unseeded, now).await?;
+                }
+                Some(2) if reply.len() == 5 => {
+                    let holder = usize::try_from(reply[1])
+                        .ok()
+                        .and_then(|i| holders.get(i))
+                        .ok_or(StateError::Unavailable)?;
+                    let limit = &self.limits[holder];
+                    return Ok(Err(Exhausted {
+                        holder: holder.clone(),
+                        on_exhausted: limit.on_exhausted,
+                        period: if reply[2] == 1 { "daily" } else { "monthly" },
+                        limit_usd: reply[3] as f64 / 1e6,
+                        committed_usd: reply[4] as f64 / 1e6,
+                        request_usd: amount,
+                    }));
+                }
+                _ => {
+                    tracing::error!(?reply, "unexpected reply from the reserve script");
+                    return Err(StateError::Unavailable);
+                }
+            }
+        }
+        // Seeded, and yet unseeded: the keys expired between the calls.
+        Err(StateError::Unavailable)
+    }
+
+    /// Starts this day's and month's spend of `unseeded` holders from the
+    /// ledger (unless another replica just did).
+    async fn seed(
+        &self,
+        holders: &[String],
+        keys: &[HolderKeys],
+        unseeded: &[usize],
+        now: i64,
+    ) -> Result<(), StateError> {
+        let (day_start, month_start) = crate::access::period_starts(now);
+        let read = self.spend_since.clone();
+        let spent = tokio::task::spawn_blocking(move || {
+            Ok::<_, anyhow::Error>((read(day_start)?, read(month_start)?))
+        })
+        .await
+        .map_err(|_| StateError::Unavailable)?;
+        let (day, month) = spent.map_err(|err| {
+            tracing::error!(%err, "cannot read the ledger to seed shared budgets");
+            StateError::Unavailable
+        })?;
+        let find = |rows: &[(String, String, f64, f64)], holder: &str| {
+            rows.iter()
+                .find(|(kind, name, _, _)| {
+                    holder.split_once(':') == Some((kind.as_str(), name.as_str()))
+                })
+                .map_or((0, 0), |(_, _, cloud, total)| {
+                    (micros(*cloud), micros(*total))
+                })
+        };
+        let mut invocation = SEED.prepare_invoke();
+        for &i in unseeded {
+            let (Some(holder), Some(k)) = (holders.get(i), keys.get(i)) else {
+                continue;
+            };
+            let (day_cloud, day_total) = find(&day, holder);
+            let (month_cloud, month_total) = find(&month, holder);
+            invocation.key(&k.spent_today).key(&k.spent_month);
+            invocation
+                .arg(day_cloud)
+                .arg(day_total)
+                .arg(month_cloud)
+                .arg(month_total);
+        }
+        self.store.run::<i64>(&invocation).await?;
+        Ok(())
+    }
+}
+
+/// A request's hold on shared budgets; settled (or dropped, which
+/// releases it) through the settler.
+pub struct SharedHold {
+    store: Arc<RedisStore>,
+    marker: String,
+    member: String,
+    holders: Vec<HolderKeys>,
+    cloud: bool,
+    amount: i64,
+    settled: bool,
+}
+
+impl SharedHold {
+    pub fn settle(&mut self, actual: f64) {
+        if !self.settled {
+            self.settled = true;
+            self.store.settle(Settlement::Budget {
+                marker: self.marker.clone(),
+                member: self.member.clone(),
+                holders: std::mem::take(&mut self.holders),
+                cloud: self.cloud,
+                amount: self.amount,
+                actual: micros(actual),
+            });
+        }
+    }
+}
+
+impl Drop for SharedHold {
+    fn drop(&mut self) {
+        self.settle(0.0);
+    }
+}

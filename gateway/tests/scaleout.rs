@@ -1,0 +1,360 @@
+//! Several gateway replicas sharing budgets and rate limits through a real
+//! Redis (`state.redis`): budgets that hold under concurrent load spread
+//! over the replicas, a requests-per-minute limit counted once across
+//! them, holds a killed replica leaves behind released within their ttl,
+//! and Redis going away and coming back without a restart.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is the failure report
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use support::servers::RedisServer;
+use support::{GatewayBuilder, Proc, get, post_with, priced, short};
+
+/// Each request's reply status, by replica it went to, for requests sent
+/// at once.
+async fn burst(urls: &[String], count: usize, body: &Value, key: &str) -> Vec<u16> {
+    let auth = format!("Bearer {key}");
+    let tasks: Vec<_> = (0..count)
+        .map(|i| {
+            let url = urls[i % urls.len()].clone();
+            let (body, auth) = (body.clone(), auth.clone());
+            tokio::spawn(async move {
+                post_with(&url, &body, &[("authorization", &auth)])
+                    .await
+                    .status
+                    .as_u16()
+            })
+        })
+        .collect();
+    let mut statuses = Vec::with_capacity(count);
+    for task in tasks {
+        statuses.push(task.await.unwrap());
+    }
+    statuses
+}
+
+/// A replica: the priced backends (cloud at a cent per ten tokens), key
+/// `alice` with `key_fields`, and `state.redis` with `redis_fields`.
+fn replica(redis: &RedisServer, prefix: &str, key_fields: &str, redis_fields: &str) -> Proc {
+    priced("")
+        .section(&format!(
+            "auth:\n  keys:\n    - {{name: alice, hash: '{}'{key_fields}}}\nstate:\n  redis: {{url: '{}', key_prefix: {prefix}{redis_fields}}}\n",
+            support::key_hash("sk-alice"),
+            redis.url(),
+        ))
+        .start()
+}
+
+/// Spend the replicas' ledgers record, in micro-dollars (as Redis counts).
+fn ledger_micros(replicas: &[Proc]) -> i64 {
+    replicas
+        .iter()
+        .map(|r| {
+            r.ledger()
+                .query_row(
+                    "SELECT COALESCE(SUM(CAST(ROUND(cost_usd * 1000000) AS INTEGER)), 0) FROM requests",
+                    [],
+                    |row| row.get::<_, i64>(0),
+                )
+                .unwrap()
+        })
+        .sum()
+}
+
+/// A hash field of a key under `prefix`, as a number (0 when unset).
+fn field(redis: &RedisServer, key: &str, name: &str) -> i64 {
+    redis.cli(&["HGET", key, name]).parse().unwrap_or(0)
+}
+
+/// Today's shared-spend key of `holder`.
+fn spent_today(redis: &RedisServer, prefix: &str, holder: &str) -> String {
+    let pattern = format!("{{{prefix}}}sp:{holder}:d:*");
+    let keys = redis.cli(&["--scan", "--pattern", &pattern]);
+    keys.lines().next().unwrap_or_default().to_string()
+}
+
+async fn wait_for(what: &str, limit: Duration, mut check: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !check() {
+        assert!(start.elapsed() < limit, "{what} within {limit:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// 1,000 requests at once over three replicas against a $1 cloud budget:
+/// the replicas together never spend more than it (holds are taken in
+/// Redis, atomically, before any call), yet spend nearly all of it, and
+/// Redis's count of the spend equals the ledgers' to the micro-dollar.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn replicas_together_keep_within_one_budget() {
+    let Some(redis) = RedisServer::start() else {
+        return;
+    };
+    let replicas: Vec<Proc> = (0..3)
+        .map(|_| {
+            replica(
+                &redis,
+                "budget",
+                ", budget: {daily_usd: 1.0}",
+                ", timeout_ms: 2000",
+            )
+        })
+        .collect();
+    let urls: Vec<String> = replicas
+        .iter()
+        .map(|r| r.url("/v1/chat/completions"))
+        .collect();
+    let statuses = tokio::time::timeout(
+        Duration::from_secs(120),
+        burst(&urls, 1000, &short("hello there", "cloud"), "sk-alice"),
+    )
+    .await
+    .expect("1,000 requests within two minutes");
+    let served = statuses.iter().filter(|s| **s == 200).count();
+    let refused = statuses.iter().filter(|s| **s == 429).count();
+    assert_eq!(served + refused, 1000, "only 200s and 429s: {statuses:?}");
+    assert!(served >= 10, "the budget pays for some requests: {served}");
+    // Then one at a time until the budget cannot cover another.
+    for _ in 0..50 {
+        if burst(&urls, 1, &short("hello there", "cloud"), "sk-alice").await[0] == 429 {
+            break;
+        }
+    }
+    let key = spent_today(&redis, "budget", "key:alice");
+    let reserved = "{budget}rv:key:alice";
+    wait_for("every hold settled", Duration::from_secs(10), || {
+        field(&redis, reserved, "t") == 0
+    })
+    .await;
+    let spent = ledger_micros(&replicas);
+    assert!(
+        spent <= 1_000_000,
+        "the replicas spent {spent} micro-dollars of a 1,000,000 budget"
+    );
+    // A request's worst case here is about ten cents: less is left.
+    assert!(spent > 850_000, "most of the budget is used: {spent}");
+    assert_eq!(
+        field(&redis, &key, "c"),
+        spent,
+        "Redis counts what the ledgers bill"
+    );
+}
+
+/// A 600 requests-per-minute limit shared by three replicas: over a
+/// minute of load spread over them, the replicas together admit what one
+/// GCRA limiter would (the minute's burst of 600, then ten a second),
+/// within 5%.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_requests_per_minute_limit_holds_across_replicas() {
+    let Some(redis) = RedisServer::start() else {
+        return;
+    };
+    let replicas: Vec<Proc> = (0..3)
+        .map(|_| replica(&redis, "rpm", ", requests_per_minute: 600", ""))
+        .collect();
+    let urls: Vec<String> = replicas
+        .iter()
+        .map(|r| r.url("/v1/chat/completions"))
+        .collect();
+    let body = short("hi", "local");
+    let started = Instant::now();
+    let mut admitted = 0usize;
+    let mut refused = 0usize;
+    // 30 a second for a minute, in rounds of three (one per replica).
+    let mut tick = tokio::time::interval(Duration::from_millis(100));
+    while started.elapsed() < Duration::from_secs(60) {
+        tick.tick().await;
+        for status in burst(&urls, 3, &body, "sk-alice").await {
+            match status {
+                200 => admitted += 1,
+                429 => refused += 1,
+                other => panic!("unexpected status {other}"),
+            }
+        }
+    }
+    let elapsed = started.elapsed().as_secs_f64();
+    let expected = 600.0 + elapsed * 10.0;
+    let off = (admitted as f64 - expected).abs() / expected;
+    assert!(
+        off <= 0.05,
+        "admitted {admitted} (refused {refused}) in {elapsed:.1} s; one limiter admits {expected:.0}"
+    );
+    assert!(refused > 0, "the load was over the limit");
+}
+
+/// A replica killed with requests in flight leaves holds in Redis; they
+/// are released within the hold ttl, so the budget is whole again for
+/// the replicas still running.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_killed_replicas_holds_expire() {
+    let Some(redis) = RedisServer::start() else {
+        return;
+    };
+    // A slow cloud backend (20 tokens a second), so requests stay in flight.
+    let slow = |redis: &RedisServer| {
+        GatewayBuilder::new()
+            .backend_yaml(
+                "  cloud:\n    tier: cloud\n    sim: {preset: large, base_ttft_ms: 2, prefill_tokens_per_s: 1000000, decode_tokens_per_s: 20, jitter: 0}\n    price: {input_per_mtok: 1000, output_per_mtok: 1000}\n",
+            )
+            .section(&format!(
+                "auth:\n  keys:\n    - {{name: alice, hash: '{}', budget: {{daily_usd: 1.0}}}}\nstate:\n  redis: {{url: '{}', key_prefix: kill, hold_ttl_ms: 2000}}\n",
+                support::key_hash("sk-alice"),
+                redis.url(),
+            ))
+            .start()
+    };
+    let mut doomed = slow(&redis);
+    let survivor = slow(&redis);
+    let mut long = short("hello there", "cloud");
+    long["max_tokens"] = json!(600);
+    // Each holds about 70 cents: one in flight leaves no room for another.
+    let url = doomed.url("/v1/chat/completions");
+    let in_flight = tokio::spawn(async move {
+        post_with(&url, &long, &[("authorization", "Bearer sk-alice")]).await
+    });
+    let holds = "{kill}hd:key:alice";
+    wait_for("the hold is taken", Duration::from_secs(10), || {
+        redis.cli(&["ZCARD", holds]) == "1"
+    })
+    .await;
+    let mut again = short("hello there", "cloud");
+    again["max_tokens"] = json!(600);
+    let survivor_url = survivor.url("/v1/chat/completions");
+    let refused = post_with(
+        &survivor_url,
+        &again,
+        &[("authorization", "Bearer sk-alice")],
+    )
+    .await;
+    assert_eq!(refused.status, 429, "the doomed replica's hold counts");
+    doomed.kill();
+    let _ = in_flight.await;
+    // The hold outlives its replica by at most its ttl (2 s), and is swept
+    // by the next reservation.
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    let mut shorter = again.clone();
+    shorter["max_tokens"] = json!(20);
+    let admitted = post_with(
+        &survivor_url,
+        &shorter,
+        &[("authorization", "Bearer sk-alice")],
+    )
+    .await;
+    assert_eq!(
+        admitted.status,
+        200,
+        "{}",
+        String::from_utf8_lossy(&admitted.body)
+    );
+    assert_eq!(redis.cli(&["ZCARD", holds]), "0", "the dead hold is gone");
+}
+
+/// Redis away: `fail_closed` refuses in the caller's dialect and says so
+/// on `/readyz`; `local` enforces a third of the limit in each replica.
+/// Redis back (empty): the replicas use it again without a restart, and
+/// the budget starts again from the ledger.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn redis_away_then_back() {
+    let Some(mut redis) = RedisServer::start() else {
+        return;
+    };
+    let closed = replica(
+        &redis,
+        "away",
+        ", budget: {daily_usd: 1.0}",
+        ", timeout_ms: 200",
+    );
+    let local = replica(
+        &redis,
+        "away",
+        ", budget: {daily_usd: 1.0}, requests_per_minute: 30",
+        ", timeout_ms: 200, on_unavailable: local, replicas: 3",
+    );
+    let alice = [("authorization", "Bearer sk-alice")];
+    let chat = closed.url("/v1/chat/completions");
+    let served = post_with(&chat, &short("hello", "cloud"), &alice).await;
+    assert_eq!(served.status, 200);
+    wait_for("the first spend is counted", Duration::from_secs(5), || {
+        field(&redis, &spent_today(&redis, "away", "key:alice"), "c") > 0
+    })
+    .await;
+    let before = ledger_micros(std::slice::from_ref(&closed));
+
+    redis.stop();
+    let refused = post_with(&chat, &short("hello", "cloud"), &alice).await;
+    assert_eq!(
+        refused.status,
+        503,
+        "{}",
+        String::from_utf8_lossy(&refused.body)
+    );
+    assert_eq!(refused.error()["code"], "shared_state_unavailable");
+    assert!(refused.header("retry-after").is_some());
+    let anthropic = post_with(
+        &closed.url("/v1/messages"),
+        &json!({"model": "cloud", "max_tokens": 20, "messages": [{"role": "user", "content": "hello"}]}),
+        &alice,
+    )
+    .await;
+    assert_eq!(anthropic.status, 503);
+    let body = anthropic.json();
+    assert_eq!(body["type"], "error", "{body}");
+    assert_eq!(body["error"]["type"], "overloaded_error", "{body}");
+    let ready = get(&closed.url("/readyz")).await;
+    assert_eq!(ready.status, 200);
+    assert_eq!(ready.json()["state"]["redis"], "unavailable");
+
+    // `local`: 30 a minute shared by three replicas is 10 here.
+    let local_chat = local.url("/v1/chat/completions");
+    let mut admitted = 0;
+    for _ in 0..15 {
+        if post_with(&local_chat, &short("hi", "local"), &alice)
+            .await
+            .status
+            == 200
+        {
+            admitted += 1;
+        }
+    }
+    assert_eq!(admitted, 10, "a third of the limit while Redis is away");
+    let metrics = get(&local.url("/metrics")).await;
+    let text = String::from_utf8_lossy(&metrics.body);
+    assert!(text.contains("switchyard_shared_state_up 0"), "{text}");
+
+    redis.restart();
+    wait_for(
+        "back on Redis without a restart",
+        Duration::from_secs(5),
+        || redis.cli(&["PING"]) == "PONG",
+    )
+    .await;
+    let start = Instant::now();
+    loop {
+        let reply = post_with(&chat, &short("hello", "cloud"), &alice).await;
+        if reply.status == 200 {
+            break;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(5),
+            "requests succeed within 5 s of Redis's return: {}",
+            reply.status
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert_eq!(
+        get(&closed.url("/readyz")).await.json()["state"]["redis"],
+        "up"
+    );
+    // The empty Redis started this key's day from the ledger: the spend
+    // before the outage, and the request that succeeded since.
+    wait_for("the spend is counted again", Duration::from_secs(5), || {
+        field(&redis, &spent_today(&redis, "away", "key:alice"), "c")
+            == ledger_micros(std::slice::from_ref(&closed))
+    })
+    .await;
+    assert!(ledger_micros(std::slice::from_ref(&closed)) > before);
+}
