@@ -19,6 +19,9 @@
 //! `perf record -p`; `OVERHEAD_STREAMS_ONLY` runs only the memory check.
 //! `OVERHEAD_AB=<path to another switchyard binary>` compares this build
 //! with that one in turns only (see `compare_builds`).
+//! `OVERHEAD_REDIS=1` compares budgets and rate limits in memory with the
+//! same kept in a `redis-server` on loopback, in turns (see
+//! `compare_state`).
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)] // a benchmark's job is to print
 
@@ -39,7 +42,8 @@ use tokio::signal::unix::{SignalKind, signal};
 
 use common::{Proc, cpu_ns, quantile, rss_kb};
 use overhead_systems::{
-    FAST, KEY, bare_hop, litellm, serve_bare_hop, switchyard, switchyard_bin, upstream,
+    FAST, KEY, bare_hop, litellm, redis_server, serve_bare_hop, switchyard, switchyard_bin,
+    switchyard_with, upstream,
 };
 
 /// Rounds of every system; on a shared VM one round can run 30% slow, so
@@ -512,6 +516,77 @@ async fn compare_builds(sim: &Proc, base_bin: &str) {
     );
 }
 
+/// Budgets and rate limits in this process against the same in Redis
+/// (`OVERHEAD_REDIS`, Debian's redis-server on core 0 with the load), in
+/// turns like [`compare_builds`]: per request Switchyard with Redis sends
+/// one script (the rate check and the budget hold together) and settles
+/// in batches off the answer's path. Both have a key with rate limits and
+/// a budget no request exhausts. Prints the added c=1 p50 and the
+/// gateway's CPU per request with Redis over without, and Redis's own CPU.
+async fn compare_state(sim: &Proc) {
+    const BUDGET: &str = ", budget: {daily_usd: 1000000000}";
+    let redis = redis_server().await;
+    let mut systems = floor(sim).await;
+    systems.push(System::served(
+        "memory",
+        switchyard_with(&sim.url, switchyard_bin(), BUDGET, "").await,
+        true,
+    ));
+    systems.push(System::served(
+        "redis",
+        switchyard_with(
+            &sim.url,
+            switchyard_bin(),
+            BUDGET,
+            &format!(
+                "state:\n  redis: {{url: '{}', timeout_ms: 1000}}\n",
+                redis.url
+            ),
+        )
+        .await,
+        true,
+    ));
+    let redis_before = cpu_ns(redis.pid);
+    for round in 0..AB_ROUNDS {
+        take_turns(&mut systems).await;
+        systems.swap(2, 3);
+        println!("round {}/{AB_ROUNDS} done", round + 1);
+    }
+    let redis_cpu_ms = (cpu_ns(redis.pid) - redis_before) as f64 / 1e6;
+    let by_name = |name: &str| systems.iter().find(|s| s.name == name).unwrap();
+    let (direct, bare, memory, shared) = (
+        by_name("direct"),
+        by_name("bare-hop"),
+        by_name("memory"),
+        by_name("redis"),
+    );
+    for level in LEVELS {
+        let (r, lo, hi) = spread(
+            shared.turn_cpu[&level]
+                .iter()
+                .zip(&memory.turn_cpu[&level])
+                .map(|(a, b)| a / b),
+        );
+        let median_cpu = |s: &System| spread(s.turn_cpu[&level].iter().copied()).0;
+        println!(
+            "c={level}: gateway CPU per request with Redis {:.1} us, in memory {:.1} us, bare hop {:.1} us; redis/memory {r:.3}x ({lo:.3}-{hi:.3})",
+            median_cpu(shared),
+            median_cpu(memory),
+            median_cpu(bare),
+        );
+    }
+    let turn_p50 = |s: &System| quantile(&mut s.turns.clone(), 0.5) * 1000.0;
+    let direct_p50 = turn_p50(direct);
+    println!(
+        "c=1 added p50 over direct: with Redis {:.1} us, in memory {:.1} us (Redis adds {:.1} us); bare hop {:.1} us",
+        turn_p50(shared) - direct_p50,
+        turn_p50(memory) - direct_p50,
+        turn_p50(shared) - turn_p50(memory),
+        turn_p50(bare) - direct_p50,
+    );
+    println!("redis-server used {redis_cpu_ms:.0} ms of CPU over the run (on the load's core)");
+}
+
 fn main() {
     let bare_hop = (
         std::env::var("BARE_HOP_LISTEN"),
@@ -553,6 +628,9 @@ async fn run() {
     }
     if let Ok(base) = std::env::var("OVERHEAD_AB") {
         return compare_builds(&sim, &base).await;
+    }
+    if std::env::var("OVERHEAD_REDIS").is_ok() {
+        return compare_state(&sim).await;
     }
     let litellm_bin = std::env::var("LITELLM").ok();
     let mut systems = floor(&sim).await;

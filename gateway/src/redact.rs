@@ -61,6 +61,10 @@ mod tests {
                 r#"{"api_key": "abc123", "x-api-key":"zzz"}"#,
                 r#"{"api_key": "[redacted]", "x-api-key":"[redacted]"}"#,
             ),
+            (
+                "state.redis: cannot reach redis://:s3cret@redis:6379/0",
+                "state.redis: cannot reach redis://[redacted]@redis:6379/0",
+            ),
             ("the model is overloaded", "the model is overloaded"),
         ];
         for (text, want) in cases {

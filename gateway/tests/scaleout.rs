@@ -118,17 +118,26 @@ async fn replicas_together_keep_within_one_budget() {
     let refused = statuses.iter().filter(|s| **s == 429).count();
     assert_eq!(served + refused, 1000, "only 200s and 429s: {statuses:?}");
     assert!(served >= 10, "the budget pays for some requests: {served}");
-    // Then one at a time until the budget cannot cover another.
+    // Then one at a time, each after the holds before it are settled,
+    // until the budget cannot cover another.
+    let reserved = "{budget}rv:key:alice";
     for _ in 0..50 {
+        wait_for("every hold settled", Duration::from_secs(10), || {
+            field(&redis, reserved, "t") == 0
+        })
+        .await;
         if burst(&urls, 1, &short("hello there", "cloud"), "sk-alice").await[0] == 429 {
             break;
         }
     }
     let key = spent_today(&redis, "budget", "key:alice");
-    let reserved = "{budget}rv:key:alice";
-    wait_for("every hold settled", Duration::from_secs(10), || {
-        field(&redis, reserved, "t") == 0
-    })
+    // The ledgers commit in groups: Redis may know a settlement first.
+    let counted = || field(&redis, &key, "c");
+    wait_for(
+        "the ledgers bill what Redis counts",
+        Duration::from_secs(10),
+        || ledger_micros(&replicas) == counted(),
+    )
     .await;
     let spent = ledger_micros(&replicas);
     assert!(
@@ -137,11 +146,6 @@ async fn replicas_together_keep_within_one_budget() {
     );
     // A request's worst case here is about ten cents: less is left.
     assert!(spent > 850_000, "most of the budget is used: {spent}");
-    assert_eq!(
-        field(&redis, &key, "c"),
-        spent,
-        "Redis counts what the ledgers bill"
-    );
 }
 
 /// A 600 requests-per-minute limit shared by three replicas: over a

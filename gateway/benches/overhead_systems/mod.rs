@@ -91,6 +91,65 @@ pub const KEY: &str = "sk-bench-0123456789";
 /// Switchyard with the default feature set: a virtual key with rate limits,
 /// a split route, the SQLite ledger, metrics.
 pub async fn switchyard(upstream: &str, bin: &str) -> Proc {
+    switchyard_with(upstream, bin, "", "").await
+}
+
+/// A `redis-server` without persistence on core 0 (with the load and the
+/// upstream), for Switchyard's shared state.
+pub struct Redis {
+    child: std::process::Child,
+    pub url: String,
+    pub pid: u32,
+}
+
+impl Drop for Redis {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+pub async fn redis_server() -> Redis {
+    let port = free_port();
+    let mut child = Command::new("taskset")
+        .args(["-c", "0", "redis-server", "--bind", "127.0.0.1"])
+        .args([
+            "--port",
+            &port.to_string(),
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+        ])
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .expect("redis-server (Debian's redis-server package)");
+    for _ in 0..100 {
+        if let Ok(mut socket) = tokio::net::TcpStream::connect(("127.0.0.1", port)).await {
+            use tokio::io::{AsyncReadExt, AsyncWriteExt};
+            let mut pong = [0u8; 7];
+            if socket.write_all(b"PING\r\n").await.is_ok()
+                && socket.read_exact(&mut pong).await.is_ok()
+                && &pong == b"+PONG\r\n"
+            {
+                let pid = child.id();
+                return Redis {
+                    child,
+                    url: format!("redis://127.0.0.1:{port}"),
+                    pid,
+                };
+            }
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    panic!("redis-server did not answer");
+}
+
+/// As [`switchyard`], with `key_fields` added to the key and `sections`
+/// to the config.
+pub async fn switchyard_with(upstream: &str, bin: &str, key_fields: &str, sections: &str) -> Proc {
     let dir = temp_dir("switchyard");
     let hash = String::from_utf8(
         Command::new(switchyard_bin())
@@ -101,7 +160,7 @@ pub async fn switchyard(upstream: &str, bin: &str) -> Proc {
     )
     .unwrap();
     let config = format!(
-        "backends:\n  sim:\n    tier: small\n    openai: {{base_url: '{upstream}/v1'}}\n    price: {{usd_per_hour: 0.1}}\nroutes:\n  auto:\n    strategy: {{split: {{weights: {{sim: 1}}}}}}\nauth:\n  keys:\n    - {{name: bench, hash: '{}', requests_per_minute: 10000000, tokens_per_minute: 1000000000}}\nserver:\n  max_concurrent_requests: 100000\n",
+        "backends:\n  sim:\n    tier: small\n    openai: {{base_url: '{upstream}/v1'}}\n    price: {{usd_per_hour: 0.1}}\nroutes:\n  auto:\n    strategy: {{split: {{weights: {{sim: 1}}}}}}\nauth:\n  keys:\n    - {{name: bench, hash: '{}', requests_per_minute: 10000000, tokens_per_minute: 1000000000{key_fields}}}\nserver:\n  max_concurrent_requests: 100000\n{sections}",
         hash.trim()
     );
     std::fs::write(dir.join("switchyard.yaml"), config).unwrap();

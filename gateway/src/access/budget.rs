@@ -8,7 +8,9 @@ use std::sync::{Arc, Mutex};
 
 use switchyard_policies::{Auth, OnExhausted, OnUnavailable, SpendLimit, SpendScope, VirtualKey};
 
-use super::shared::{SharedBudgets, SharedHold, StateError};
+use super::shared::{RateTicket, Refusal, SharedBudgets, SharedHold, StateError};
+use super::{Caller, RateLimits};
+use crate::error::GatewayError;
 
 use crate::ledger::now_ms;
 
@@ -89,6 +91,8 @@ pub struct Budgets {
 /// Why a reservation was not made.
 pub enum Refused {
     Exhausted(Exhausted),
+    /// A shared rate limit, checked with the reservation.
+    Limited(GatewayError),
     /// Redis is away and `on_unavailable` is `fail_closed`.
     Unavailable,
 }
@@ -183,31 +187,56 @@ impl Budgets {
         self.shared.is_some()
     }
 
-    /// Reserves `amount` USD for a request: in Redis when budgets are
-    /// shared (in this process while Redis is away, if allowed), else here.
+    /// Reserves `amount` USD for a backend call: in Redis when budgets are
+    /// shared, with the request's rate check if it still waits (one round
+    /// trip for both); in this process while Redis is away, if allowed;
+    /// else here.
     pub async fn hold(
         self: &Arc<Self>,
-        key: &VirtualKey,
+        rates: &RateLimits,
+        caller: &Caller,
         cloud: bool,
         amount: f64,
     ) -> Result<Reservation, Refused> {
+        let key = &caller.key;
+        let local = || self.reserve(key, cloud, amount).map_err(Refused::Exhausted);
         let Some(shared) = &self.shared else {
-            return self.reserve(key, cloud, amount).map_err(Refused::Exhausted);
+            return local();
         };
+        let mut ticket = caller.take_rate_check();
         let names = self.applicable(key, cloud);
-        if names.is_empty() {
-            return self.reserve(key, cloud, amount).map_err(Refused::Exhausted);
-        }
-        match shared.reserve(&names, cloud, amount).await {
-            Ok(Ok(hold)) => Ok(Reservation::Shared(hold)),
-            Ok(Err(exhausted)) => Err(Refused::Exhausted(exhausted)),
+        let outcome = match (&mut ticket, names.is_empty()) {
+            (None, true) => return local(),
+            (Some(ticket), true) => ticket
+                .check()
+                .await
+                .map(|checked| checked.map(|()| None).map_err(Refusal::Rate)),
+            (ticket, false) => shared
+                .reserve(&names, cloud, amount, ticket.as_mut())
+                .await
+                .map(|held| held.map(Some)),
+        };
+        match outcome {
+            Ok(Ok(Some(hold))) => Ok(Reservation::Shared(hold)),
+            Ok(Ok(None)) => local(),
+            Ok(Err(Refusal::Budget(exhausted))) => Err(Refused::Exhausted(exhausted)),
+            Ok(Err(Refusal::Rate(refusal))) => {
+                Err(Refused::Limited(rates.refusal(&key.name, refusal)))
+            }
             Err(StateError::Unavailable) => {
                 let store = shared.store();
                 store.fell_back();
+                // Counted here or refused: not in Redis when it returns.
+                let tokens = ticket.as_mut().map(RateTicket::abandon);
                 match store.on_unavailable {
                     OnUnavailable::FailClosed => Err(Refused::Unavailable),
                     OnUnavailable::Local => {
-                        self.reserve(key, cloud, amount).map_err(Refused::Exhausted)
+                        if let Some(tokens) = tokens {
+                            rates
+                                .check_here(&key.name, tokens)
+                                .map_err(Refused::Limited)?;
+                        }
+                        local()
                     }
                 }
             }

@@ -11,12 +11,33 @@ use switchyard_policies::{Auth, VirtualKey};
 use switchyard_router::prefix::Tenant;
 use xxhash_rust::xxh3::{xxh3_64, xxh3_64_with_seed};
 
+use super::shared::RateTicket;
 use crate::error::GatewayError;
 
 /// The authenticated caller of a request (in its extensions).
 #[derive(Debug, Clone)]
 pub struct Caller {
     pub key: Arc<VirtualKey>,
+    /// The request's shared rate check, waiting to go to Redis with its
+    /// first reservation (one round trip for both).
+    pub rate_check: Arc<std::sync::Mutex<Option<RateTicket>>>,
+}
+
+impl Caller {
+    pub fn new(key: Arc<VirtualKey>) -> Caller {
+        Caller {
+            key,
+            rate_check: Arc::default(),
+        }
+    }
+
+    /// The rate check still waiting to be sent, if any.
+    pub fn take_rate_check(&self) -> Option<RateTicket> {
+        self.rate_check
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()
+    }
 }
 
 pub struct KeyStore {
@@ -107,7 +128,7 @@ impl KeyStore {
             }
         }
         found
-            .map(|key| Caller { key })
+            .map(Caller::new)
             .ok_or_else(|| GatewayError::Unauthorized {
                 message: "invalid API key".into(),
             })

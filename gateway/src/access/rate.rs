@@ -9,9 +9,10 @@ use std::time::Duration;
 
 use governor::clock::{Clock, DefaultClock};
 use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
-use switchyard_policies::{Auth, OnUnavailable};
+use switchyard_policies::Auth;
 
-use super::shared::{RateRefusal, SharedRates, StateError};
+use super::Caller;
+use super::shared::{RateRefusal, SharedRates};
 
 use crate::error::GatewayError;
 
@@ -123,45 +124,48 @@ impl RateLimits {
         })
     }
 
-    /// Counts a routed request against the key's limits: here only its
-    /// `tokens` (estimated before the call), in Redis the request and its
-    /// tokens in one call.
-    pub async fn admit(&self, key: &str, tokens: u32) -> Result<(), GatewayError> {
-        let Some(shared) = self.shared.as_ref().filter(|s| s.limits(key)) else {
+    /// Counts a routed request against the caller's limits: here its
+    /// `tokens` (estimated before the call; its request was counted as it
+    /// arrived). Shared limits count the request and its tokens in Redis,
+    /// with the request's first reservation ([`Budgets::hold`]).
+    ///
+    /// [`Budgets::hold`]: super::Budgets::hold
+    pub fn admit(&self, caller: &Caller, tokens: u32) -> Result<(), GatewayError> {
+        let key = &caller.key.name;
+        let Some(shared) = &self.shared else {
             return self.check_tokens(key, tokens);
         };
-        match shared.admit(key, tokens, 0).await {
-            Ok(Ok(())) => Ok(()),
-            Ok(Err(refusal)) => Err(match refusal {
-                RateRefusal::Requests { wait } => self.limited(key, "requests-per-minute", wait),
-                RateRefusal::Tokens { wait, owed: false } => {
-                    self.limited(key, "tokens-per-minute", wait)
-                }
-                RateRefusal::Tokens { wait, owed: true } => self.limited(
-                    key,
-                    "tokens-per-minute (earlier requests used more than estimated)",
-                    wait,
-                ),
-                RateRefusal::TooLarge => self.limited(
-                    key,
-                    "tokens-per-minute (this request alone exceeds it)",
-                    Duration::from_secs(60),
-                ),
-            }),
-            Err(StateError::Unavailable) => {
-                let store = shared.store();
-                store.fell_back();
-                match store.on_unavailable {
-                    OnUnavailable::FailClosed => {
-                        Err(GatewayError::SharedStateUnavailable { what: "rate limit" })
-                    }
-                    OnUnavailable::Local => {
-                        self.check_local_request(key)?;
-                        self.check_tokens(key, tokens)
-                    }
-                }
-            }
+        if let Some(ticket) = shared.ticket(key, tokens) {
+            *caller.rate_check.lock().unwrap_or_else(|p| p.into_inner()) = Some(ticket);
         }
+        Ok(())
+    }
+
+    /// What a shared limiter's refusal tells the caller.
+    pub fn refusal(&self, key: &str, refusal: RateRefusal) -> GatewayError {
+        match refusal {
+            RateRefusal::Requests { wait } => self.limited(key, "requests-per-minute", wait),
+            RateRefusal::Tokens { wait, owed: false } => {
+                self.limited(key, "tokens-per-minute", wait)
+            }
+            RateRefusal::Tokens { wait, owed: true } => self.limited(
+                key,
+                "tokens-per-minute (earlier requests used more than estimated)",
+                wait,
+            ),
+            RateRefusal::TooLarge => self.limited(
+                key,
+                "tokens-per-minute (this request alone exceeds it)",
+                Duration::from_secs(60),
+            ),
+        }
+    }
+
+    /// While Redis is away (`on_unavailable: local`): the request and its
+    /// tokens against this process's share of the limits.
+    pub fn check_here(&self, key: &str, tokens: u32) -> Result<(), GatewayError> {
+        self.check_local_request(key)?;
+        self.check_tokens(key, tokens)
     }
 
     /// Counts `tokens` (estimated before the call) against tokens-per-minute.

@@ -67,16 +67,10 @@ fn route_names(app: &App) -> Vec<String> {
 /// The checks of a routed request as a whole, before any backend call:
 /// how many answers it asks for, and the key's tokens per minute (and,
 /// when limits are shared, its requests per minute, in the same call).
-pub async fn admit_request(
-    app: &App,
-    caller: Option<&Caller>,
-    size: Size,
-) -> Result<(), GatewayError> {
+pub fn admit_request(app: &App, caller: Option<&Caller>, size: Size) -> Result<(), GatewayError> {
     app.check_choices(size.choices)?;
     if let Some(caller) = caller {
-        app.rates
-            .admit(&caller.key.name, size.estimated_tokens())
-            .await?;
+        app.rates.admit(caller, size.estimated_tokens())?;
     }
     Ok(())
 }
@@ -88,6 +82,9 @@ pub enum NotAdmitted {
     /// The backend's circuit is open, or it is at its concurrency limit and
     /// queue: another backend may take the request.
     Unavailable(GatewayError),
+    /// Refused whichever backend it goes to: a shared rate limit, or the
+    /// shared store away under `fail_closed`.
+    Refused(GatewayError),
 }
 
 /// Everything a backend call needs before it is sent: the caller's budgets
@@ -122,16 +119,18 @@ pub async fn admit_call(
         Some(caller) => Some(
             app.budgets
                 .hold(
-                    &caller.key,
+                    &app.rates,
+                    caller,
                     backend.is_cloud(),
                     worst_cost(app, backend_index, size),
                 )
                 .await
                 .map_err(|refused| match refused {
                     Refused::Exhausted(exhausted) => NotAdmitted::Budget(exhausted),
+                    Refused::Limited(limited) => NotAdmitted::Refused(limited),
                     Refused::Unavailable => {
-                        NotAdmitted::Unavailable(GatewayError::SharedStateUnavailable {
-                            what: "budget",
+                        NotAdmitted::Refused(GatewayError::SharedStateUnavailable {
+                            what: "budget and rate limit",
                         })
                     }
                 })?,
@@ -155,7 +154,7 @@ impl From<NotAdmitted> for GatewayError {
     fn from(refused: NotAdmitted) -> Self {
         match refused {
             NotAdmitted::Budget(exhausted) => exhausted.into(),
-            NotAdmitted::Unavailable(err) => err,
+            NotAdmitted::Unavailable(err) | NotAdmitted::Refused(err) => err,
         }
     }
 }

@@ -225,7 +225,7 @@ pub async fn serve_decided<E: Endpoint>(
         &decision,
         request.clone(),
     );
-    admission::admit_request(app, caller.as_ref(), size).await?;
+    admission::admit_request(app, caller.as_ref(), size)?;
     let slot = Slot::of(app, parts, &request.0, &decision);
     // A hit from a backend the config no longer has is a miss.
     let cached = slot.as_ref().and_then(Slot::get).and_then(|cached| {
@@ -357,7 +357,9 @@ async fn dispatch<E: Endpoint>(
                 last_error = Some(err);
                 continue;
             }
-            Err(NotAdmitted::Unavailable(err)) => return (Err(err), served),
+            Err(NotAdmitted::Unavailable(err) | NotAdmitted::Refused(err)) => {
+                return (Err(err), served);
+            }
         };
         let backend = &app.backends[backend_index];
         // Each try sends its own copy: the original stays for the next try

@@ -102,7 +102,7 @@ async fn hedge_leg(
     // afford), given back if the hedge does not start after all.
     let worst = worst_cost(app, backend_index, size);
     let allowance = match (&context.caller, cap) {
-        (Some(Caller { key }), Some(cap)) => {
+        (Some(Caller { key, .. }), Some(cap)) => {
             if !app.hedges.take(&key.name, worst, cap) {
                 return None;
             }

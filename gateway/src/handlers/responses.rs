@@ -207,7 +207,7 @@ async fn passthrough(
         Arc::new((prompt_text(&raw), 0)),
     );
     let caller = parts.extensions.get::<Caller>();
-    admit_request(app, caller, size).await?;
+    admit_request(app, caller, size)?;
     let (reservation, admission) = admit_call(
         app,
         caller,

@@ -37,8 +37,8 @@ pub struct RedisState {
     pub hold_ttl: Duration,
 }
 
-/// A URL that may carry a password: written in the file, or named by an
-/// environment variable (filled from a Kubernetes Secret) read at start.
+/// A URL that may carry a password: written in the file, or `env:NAME`,
+/// an environment variable (filled from a Kubernetes Secret) read at start.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Secretive {
     Literal(String),
@@ -72,8 +72,7 @@ pub(super) struct RawState {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawRedis {
-    url: Option<String>,
-    url_env: Option<String>,
+    url: String,
     key_prefix: Option<String>,
     pool_size: Option<usize>,
     timeout_ms: Option<u64>,
@@ -87,18 +86,16 @@ pub(super) fn validate(ck: &Checker<'_>, raw: RawState) -> Result<SharedState, C
         return Ok(SharedState::default());
     };
     let at = |field: &'static str| ["state", "redis", field];
-    let url = match (redis.url, redis.url_env) {
-        (Some(url), None) if url.starts_with("redis://") || url.starts_with("rediss://") => {
-            Secretive::Literal(url)
+    let url = match redis.url.strip_prefix("env:") {
+        Some(var) if !var.is_empty() => Secretive::Env(var.to_owned()),
+        None if redis.url.starts_with("redis://") || redis.url.starts_with("rediss://") => {
+            Secretive::Literal(redis.url)
         }
-        (Some(_), None) => {
-            return Err(ck.error(&at("url"), "a redis:// or rediss:// (TLS) URL"));
-        }
-        (None, Some(var)) if !var.is_empty() => Secretive::Env(var),
+        // Never echo the value: it may hold a password.
         _ => {
             return Err(ck.error(
-                &["state", "redis"],
-                "set one of `url` (redis:// or rediss://) and `url_env` (the variable holding it)",
+                &at("url"),
+                "a redis:// or rediss:// (TLS) URL, or `env:NAME` naming the environment variable that holds it (a password belongs there)",
             ));
         }
     };

@@ -359,3 +359,51 @@ fn telemetry_is_off_unless_configured_and_checked_when_it_is() {
         assert_eq!(err.path, path, "{err}");
     }
 }
+
+#[test]
+fn shared_state_is_off_unless_configured_and_checked_when_it_is() {
+    assert_eq!(
+        Config::from_yaml(GOOD, "test.yaml").unwrap().state,
+        crate::SharedState::default()
+    );
+    let on = format!(
+        "{GOOD}state:\n  redis: {{url: \"env:REDIS_URL\", key_prefix: prod, on_unavailable: local, replicas: 3}}\n"
+    );
+    let redis = Config::from_yaml(&on, "test.yaml")
+        .unwrap()
+        .state
+        .redis
+        .unwrap();
+    assert_eq!(redis.url, crate::Secretive::Env("REDIS_URL".into()));
+    assert_eq!(redis.key_prefix, "prod");
+    assert_eq!(redis.on_unavailable, crate::OnUnavailable::Local);
+    assert_eq!(redis.replicas, 3);
+    assert_eq!(redis.timeout, Duration::from_millis(250));
+    assert_eq!(redis.hold_ttl, Duration::from_secs(30));
+    for (bad, path) in [
+        ("{url: 'http://redis:6379'}", "state.redis.url"),
+        ("{url: 'env:'}", "state.redis.url"),
+        ("{key_prefix: x}", "state.redis"),
+        (
+            "{url: 'redis://a', key_prefix: '{x}'}",
+            "state.redis.key_prefix",
+        ),
+        (
+            "{url: 'redis://a', on_unavailable: open}",
+            "state.redis.on_unavailable",
+        ),
+        ("{url: 'redis://a', pool_size: 0}", "state.redis.pool_size"),
+        (
+            "{url: 'redis://a', timeout_ms: 0}",
+            "state.redis.timeout_ms",
+        ),
+        ("{url: 'redis://a', replicas: 0}", "state.redis.replicas"),
+        (
+            "{url: 'redis://a', hold_ttl_ms: 500}",
+            "state.redis.hold_ttl_ms",
+        ),
+    ] {
+        let err = error_of(&format!("{GOOD}state:\n  redis: {bad}\n"));
+        assert_eq!(err.path, path, "{bad}: {err}");
+    }
+}

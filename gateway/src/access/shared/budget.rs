@@ -5,9 +5,10 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use redis::Script;
-use switchyard_policies::{Auth, SpendLimit};
+use switchyard_policies::{Auth, SpendLimit, SpendScope};
 
+use super::rate::RateTicket;
+use super::scripts::{ADMIT, RESERVE, RateRefusal, Reply, SEED};
 use super::settler::{HolderKeys, Settlement};
 use super::store::{RedisStore, StateError};
 use crate::access::Exhausted;
@@ -19,10 +20,11 @@ use crate::ledger::now_ms;
 pub type SpendSince =
     Arc<dyn Fn(i64) -> anyhow::Result<Vec<(String, String, f64, f64)>> + Send + Sync>;
 
-static RESERVE: std::sync::LazyLock<Script> =
-    std::sync::LazyLock::new(|| Script::new(include_str!("reserve.lua")));
-static SEED: std::sync::LazyLock<Script> =
-    std::sync::LazyLock::new(|| Script::new(include_str!("seed.lua")));
+/// What refused a reservation made with a rate check.
+pub enum Refusal {
+    Budget(Exhausted),
+    Rate(RateRefusal),
+}
 
 pub struct SharedBudgets {
     store: Arc<RedisStore>,
@@ -75,14 +77,16 @@ impl SharedBudgets {
         }
     }
 
-    /// Holds `amount` USD on `holders` (sorted names), or says which budget
-    /// is spent; `Err` when Redis cannot be asked.
+    /// Holds `amount` USD on `holders` (sorted names), with `ticket`'s rate
+    /// check in the same round trip when given; or says what refused.
+    /// `Err` when Redis cannot be asked.
     pub async fn reserve(
         self: &Arc<Self>,
         holders: &[String],
         cloud: bool,
         amount: f64,
-    ) -> Result<Result<SharedHold, Exhausted>, StateError> {
+        mut ticket: Option<&mut RateTicket>,
+    ) -> Result<Result<SharedHold, Refusal>, StateError> {
         let now = now_ms();
         let keys: Vec<HolderKeys> = holders.iter().map(|h| self.keys(h, now)).collect();
         let rid = self.store.next_id();
@@ -90,7 +94,13 @@ impl SharedBudgets {
         let member = format!("{rid}|{}|{held}", u8::from(cloud));
         let ttl_us = u64::try_from(self.store.hold_ttl.as_micros()).unwrap_or(u64::MAX);
         for _attempt in 0..2 {
-            let mut invocation = RESERVE.prepare_invoke();
+            let mut invocation = match ticket {
+                Some(_) => ADMIT.prepare_invoke(),
+                None => RESERVE.prepare_invoke(),
+            };
+            if let Some(ticket) = &ticket {
+                ticket.add_keys(&mut invocation);
+            }
             for k in &keys {
                 invocation
                     .key(&k.spent_today)
@@ -98,15 +108,18 @@ impl SharedBudgets {
                     .key(&k.reserved)
                     .key(&k.holds);
             }
+            invocation.arg(0);
+            if let Some(ticket) = &ticket {
+                ticket.add_args(&mut invocation);
+            }
             invocation
                 .arg(&member)
                 .arg(u8::from(cloud))
                 .arg(held)
-                .arg(ttl_us)
-                .arg(0);
+                .arg(ttl_us);
             for holder in holders {
                 let limit = &self.limits[holder];
-                let field = if limit.scope == switchyard_policies::SpendScope::Cloud {
+                let field = if limit.scope == SpendScope::Cloud {
                     "c"
                 } else {
                     "t"
@@ -117,8 +130,14 @@ impl SharedBudgets {
                     .arg(limit.monthly_usd.map_or(-1, micros));
             }
             let reply: Vec<i64> = self.store.run(&invocation).await?;
-            match reply.first() {
-                Some(0) => {
+            let parsed = Reply::parse(&reply);
+            if !matches!(parsed, Some(Reply::Unseeded(_)) | None)
+                && let Some(ticket) = ticket.as_deref_mut()
+            {
+                ticket.sent();
+            }
+            match parsed {
+                Some(Reply::Done) => {
                     let marker = self.store.key(&format!("st:{rid}"));
                     self.store.settler().track(
                         &marker,
@@ -135,29 +154,27 @@ impl SharedBudgets {
                         settled: false,
                     }));
                 }
-                Some(1) => {
-                    let unseeded: Vec<usize> = reply[1..]
-                        .iter()
-                        .filter_map(|i| usize::try_from(*i).ok())
-                        .collect();
+                Some(Reply::Unseeded(unseeded)) => {
                     self.seed(holders, &keys, &unseeded, now).await?;
                 }
-                Some(2) if reply.len() == 5 => {
-                    let holder = usize::try_from(reply[1])
-                        .ok()
-                        .and_then(|i| holders.get(i))
-                        .ok_or(StateError::Unavailable)?;
-                    let limit = &self.limits[holder];
-                    return Ok(Err(Exhausted {
+                Some(Reply::Exhausted {
+                    holder,
+                    period,
+                    cap,
+                    committed,
+                }) => {
+                    let holder = holders.get(holder).ok_or(StateError::Unavailable)?;
+                    return Ok(Err(Refusal::Budget(Exhausted {
                         holder: holder.clone(),
-                        on_exhausted: limit.on_exhausted,
-                        period: if reply[2] == 1 { "daily" } else { "monthly" },
-                        limit_usd: reply[3] as f64 / 1e6,
-                        committed_usd: reply[4] as f64 / 1e6,
+                        on_exhausted: self.limits[holder].on_exhausted,
+                        period,
+                        limit_usd: cap as f64 / 1e6,
+                        committed_usd: committed as f64 / 1e6,
                         request_usd: amount,
-                    }));
+                    })));
                 }
-                _ => {
+                Some(Reply::Limited(refusal)) => return Ok(Err(Refusal::Rate(refusal))),
+                None => {
                     tracing::error!(?reply, "unexpected reply from the reserve script");
                     return Err(StateError::Unavailable);
                 }

@@ -10,11 +10,13 @@
 
 mod budget;
 mod rate;
+mod scripts;
 mod settler;
 mod store;
 
-pub use budget::{SharedBudgets, SharedHold, SpendSince};
-pub use rate::{RateRefusal, SharedRates};
+pub use budget::{Refusal, SharedBudgets, SharedHold, SpendSince};
+pub use rate::{RateTicket, SharedRates};
+pub use scripts::RateRefusal;
 pub use store::{RedisStore, StateError};
 
 use switchyard_policies::Auth;

@@ -1,21 +1,23 @@
-//! Requests and tokens per minute in Redis: governor's GCRA, in one
-//! script per request for both limits, so every replica counts against
-//! one minute.
+//! Requests and tokens per minute in Redis: governor's GCRA, in Lua, so
+//! every replica counts against one minute. A request's check waits in a
+//! [`RateTicket`] for its first reservation, and both go to Redis in one
+//! round trip; a request with no budget to reserve sends it alone.
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::Duration;
 
+use redis::ScriptInvocation;
 use switchyard_policies::Auth;
 
-use super::settler::{Settlement, rate_script};
+use super::scripts::{RATE, RateRefusal, Reply};
+use super::settler::Settlement;
 use super::store::{RedisStore, StateError};
 
 /// A key's allowances as configured.
 #[derive(Debug, Clone, Copy)]
-pub struct Allowance {
-    pub requests_per_minute: Option<u32>,
-    pub tokens_per_minute: Option<u32>,
+struct Allowance {
+    requests_per_minute: u32,
+    tokens_per_minute: u32,
 }
 
 pub struct SharedRates {
@@ -23,25 +25,13 @@ pub struct SharedRates {
     by_key: HashMap<String, Allowance>,
 }
 
-/// Why a shared limiter refused.
-#[derive(Debug, PartialEq)]
-pub enum RateRefusal {
-    Requests {
-        wait: Duration,
-    },
-    Tokens {
-        wait: Duration,
-        owed: bool,
-    },
-    /// The request alone asks for more than a minute's tokens.
-    TooLarge,
-}
-
-/// Microseconds one unit of a per-minute allowance earns.
-fn unit_us(per_minute: Option<u32>) -> f64 {
-    per_minute
-        .filter(|n| *n > 0)
-        .map_or(0.0, |n| 60e6 / f64::from(n))
+/// Microseconds one unit of a per-minute allowance earns (0: no limit).
+fn unit_us(per_minute: u32) -> f64 {
+    if per_minute == 0 {
+        0.0
+    } else {
+        60e6 / f64::from(per_minute)
+    }
 }
 
 impl SharedRates {
@@ -49,12 +39,13 @@ impl SharedRates {
         let by_key = auth
             .keys
             .iter()
-            .map(|k| {
+            .filter_map(|k| {
                 let allowance = Allowance {
-                    requests_per_minute: k.requests_per_minute,
-                    tokens_per_minute: k.tokens_per_minute,
+                    requests_per_minute: k.requests_per_minute.unwrap_or(0),
+                    tokens_per_minute: k.tokens_per_minute.unwrap_or(0),
                 };
-                (k.name.clone(), allowance)
+                let limited = allowance.requests_per_minute > 0 || allowance.tokens_per_minute > 0;
+                limited.then(|| (k.name.clone(), allowance))
             })
             .collect();
         SharedRates { store, by_key }
@@ -64,68 +55,130 @@ impl SharedRates {
         &self.store
     }
 
-    /// Whether `key` has any limit here.
-    pub fn limits(&self, key: &str) -> bool {
-        self.by_key.get(key).is_some_and(|a| {
-            a.requests_per_minute.is_some_and(|n| n > 0)
-                || a.tokens_per_minute.is_some_and(|n| n > 0)
-        })
-    }
-
     fn limiter(&self, key: &str, what: &str) -> String {
         self.store.key(&format!("rl:{key}:{what}"))
     }
 
-    /// Counts one request and its estimated `tokens` against `key`'s
-    /// limits, at `now_us` (0: Redis's clock).
-    pub async fn admit(
-        &self,
-        key: &str,
-        tokens: u32,
-        now_us: u64,
-    ) -> Result<Result<(), RateRefusal>, StateError> {
-        let Some(allowance) = self.by_key.get(key) else {
-            return Ok(Ok(()));
-        };
-        let mut invocation = rate_script().prepare_invoke();
-        invocation
-            .key(self.limiter(key, "rpm"))
-            .key(self.limiter(key, "tpm"))
-            .arg(now_us)
-            .arg(unit_us(allowance.requests_per_minute))
-            .arg(allowance.requests_per_minute.unwrap_or(0))
-            .arg(unit_us(allowance.tokens_per_minute))
-            .arg(allowance.tokens_per_minute.unwrap_or(0))
-            .arg(tokens)
-            .arg("admit");
-        let reply: Vec<i64> = self.store.run(&invocation).await?;
-        let wait = |us: i64| Duration::from_micros(u64::try_from(us).unwrap_or(0));
-        Ok(match reply.as_slice() {
-            [1, ..] => Ok(()),
-            [0, 1, us, ..] => Err(RateRefusal::Requests { wait: wait(*us) }),
-            [0, 2, us, owed] => Err(RateRefusal::Tokens {
-                wait: wait(*us),
-                owed: *owed == 1,
-            }),
-            [-1, ..] => Err(RateRefusal::TooLarge),
-            _ => {
-                tracing::error!(?reply, "unexpected reply from the rate script");
-                return Err(StateError::Unavailable);
-            }
+    /// The check of one request with `tokens` estimated, for `key`; `None`
+    /// when the key has no limit.
+    pub fn ticket(&self, key: &str, tokens: u32) -> Option<RateTicket> {
+        let allowance = self.by_key.get(key)?;
+        Some(RateTicket {
+            store: self.store.clone(),
+            requests: self.limiter(key, "rpm"),
+            tokens_limiter: self.limiter(key, "tpm"),
+            rpm: allowance.requests_per_minute,
+            tpm: allowance.tokens_per_minute,
+            tokens,
+            done: false,
         })
     }
 
     /// Counts tokens used beyond the estimate (off the answer's latency).
     pub fn owe(&self, key: &str, tokens: u64) {
-        let Some(per_minute) = self.by_key.get(key).and_then(|a| a.tokens_per_minute) else {
+        let Some(allowance) = self.by_key.get(key) else {
             return;
         };
-        if tokens > 0 && per_minute > 0 {
-            self.store.settle(Settlement::TokenDebt {
-                limiter: self.limiter(key, "tpm"),
-                t_us: unit_us(Some(per_minute)),
+        if tokens > 0 && allowance.tokens_per_minute > 0 {
+            self.store.settle(Settlement::Rate {
+                mode: "debt",
+                limiters: [self.limiter(key, "rpm"), self.limiter(key, "tpm")],
+                args: [0.0, 0.0, unit_us(allowance.tokens_per_minute), 0.0],
                 tokens,
             });
+        }
+    }
+}
+
+/// A request's rate check, not yet sent: with its first reservation, or
+/// alone ([`RateTicket::check`]). Dropped unsent (the request ended
+/// first), it is counted without a check, so every request counts.
+pub struct RateTicket {
+    store: Arc<RedisStore>,
+    requests: String,
+    tokens_limiter: String,
+    rpm: u32,
+    tpm: u32,
+    tokens: u32,
+    done: bool,
+}
+
+impl std::fmt::Debug for RateTicket {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RateTicket")
+            .field("rpm", &self.rpm)
+            .field("tpm", &self.tpm)
+            .field("tokens", &self.tokens)
+            .finish()
+    }
+}
+
+impl RateTicket {
+    /// Adds the limiters' keys and the check's ARGV (after `now`).
+    pub fn add_keys(&self, invocation: &mut ScriptInvocation<'_>) {
+        invocation.key(&self.requests).key(&self.tokens_limiter);
+    }
+
+    pub fn add_args(&self, invocation: &mut ScriptInvocation<'_>) {
+        invocation
+            .arg(unit_us(self.rpm))
+            .arg(self.rpm)
+            .arg(unit_us(self.tpm))
+            .arg(self.tpm)
+            .arg(self.tokens);
+    }
+
+    /// The check went to Redis (admitted or refused).
+    pub fn sent(&mut self) {
+        self.done = true;
+    }
+
+    /// Sends the check alone.
+    pub async fn check(&mut self) -> Result<Result<(), RateRefusal>, StateError> {
+        let mut invocation = RATE.prepare_invoke();
+        self.add_keys(&mut invocation);
+        invocation.arg(0).arg("admit");
+        self.add_args(&mut invocation);
+        let reply: Vec<i64> = self.store.run(&invocation).await?;
+        self.sent();
+        match Reply::parse(&reply) {
+            Some(Reply::Done) => Ok(Ok(())),
+            Some(Reply::Limited(refusal)) => Ok(Err(refusal)),
+            _ => {
+                tracing::error!(?reply, "unexpected reply from the rate script");
+                Err(StateError::Unavailable)
+            }
+        }
+    }
+
+    /// Gives the check up (Redis is away: the caller counts it locally or
+    /// refuses the request); returns its tokens.
+    pub fn abandon(&mut self) -> u32 {
+        self.done = true;
+        self.tokens
+    }
+
+    /// Counts it without a check (off the request's path).
+    fn count(&mut self) {
+        self.done = true;
+        self.store.settle(Settlement::Rate {
+            mode: "count",
+            limiters: [self.requests.clone(), self.tokens_limiter.clone()],
+            args: [
+                unit_us(self.rpm),
+                f64::from(self.rpm),
+                unit_us(self.tpm),
+                f64::from(self.tpm),
+            ],
+            tokens: u64::from(self.tokens),
+        });
+    }
+}
+
+impl Drop for RateTicket {
+    fn drop(&mut self) {
+        if !self.done {
+            self.count();
         }
     }
 }

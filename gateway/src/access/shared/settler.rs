@@ -10,9 +10,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, Weak};
 use std::time::Duration;
 
-use redis::Script;
 use tokio::sync::mpsc;
 
+use super::scripts::{RATE, RENEW, SETTLE};
 use super::store::RedisStore;
 
 /// The keys of one budget in the current day and month.
@@ -34,11 +34,15 @@ pub enum Settlement {
         amount: i64,
         actual: i64,
     },
-    /// Tokens a request used beyond its estimate, owed to the key's
-    /// tokens-per-minute limiter (`t_us`: the time one token earns).
-    TokenDebt {
-        limiter: String,
-        t_us: f64,
+    /// Rate limiters moved on without a check (`rate.lua`'s `debt` or
+    /// `count` mode): tokens a request used beyond its estimate, or a
+    /// request that ended before its check was sent.
+    Rate {
+        mode: &'static str,
+        /// The requests and tokens limiters.
+        limiters: [String; 2],
+        /// Requests t, requests burst, tokens t, tokens burst.
+        args: [f64; 4],
         tokens: u64,
     },
 }
@@ -55,17 +59,6 @@ pub struct Settler {
     /// of the hold ttl.
     live: Mutex<HashMap<String, (Vec<String>, String)>>,
     pub dropped: AtomicU64,
-}
-
-static SETTLE: std::sync::LazyLock<Script> =
-    std::sync::LazyLock::new(|| Script::new(include_str!("settle.lua")));
-static RENEW: std::sync::LazyLock<Script> =
-    std::sync::LazyLock::new(|| Script::new(include_str!("renew.lua")));
-static RATE: std::sync::LazyLock<Script> =
-    std::sync::LazyLock::new(|| Script::new(include_str!("rate.lua")));
-
-pub fn rate_script() -> &'static Script {
-    &RATE
 }
 
 impl Settler {
@@ -136,7 +129,8 @@ async fn run(store: Weak<RedisStore>, mut inbox: mpsc::Receiver<Settlement>) {
     }
 }
 
-/// One script call for the chunk's budget settlements, one per debt.
+/// One script call for the chunk's budget settlements, one per rate
+/// settlement.
 async fn send(store: &std::sync::Arc<RedisStore>, chunk: &[Settlement]) -> Result<(), ()> {
     let budgets = chunk
         .iter()
@@ -174,22 +168,20 @@ async fn send(store: &std::sync::Arc<RedisStore>, chunk: &[Settlement]) -> Resul
         store.run::<i64>(&settle).await.map_err(|_| ())?;
     }
     for s in chunk {
-        if let Settlement::TokenDebt {
-            limiter,
-            t_us,
+        if let Settlement::Rate {
+            mode,
+            limiters,
+            args,
             tokens,
         } = s
         {
-            let mut debt = RATE.prepare_invoke();
-            debt.key(limiter).key(limiter);
-            debt.arg(0)
-                .arg(0)
-                .arg(0)
-                .arg(*t_us)
-                .arg(0)
-                .arg(*tokens)
-                .arg("debt");
-            store.run::<Vec<i64>>(&debt).await.map_err(|_| ())?;
+            let mut moved = RATE.prepare_invoke();
+            moved.key(&limiters[0]).key(&limiters[1]).arg(0).arg(*mode);
+            for arg in args {
+                moved.arg(*arg);
+            }
+            moved.arg(*tokens);
+            store.run::<Vec<i64>>(&moved).await.map_err(|_| ())?;
         }
     }
     Ok(())

@@ -52,7 +52,7 @@ impl RedisStore {
         let url = match &settings.url {
             Secretive::Literal(url) => url.clone(),
             Secretive::Env(var) => std::env::var(var).map_err(|_| {
-                anyhow::anyhow!("state.redis.url_env: environment variable `{var}` is not set")
+                anyhow::anyhow!("state.redis.url: environment variable `{var}` is not set")
             })?,
         };
         let client = redis::Client::open(url.as_str()).map_err(|err| {

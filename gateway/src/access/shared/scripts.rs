@@ -1,0 +1,76 @@
+//! The Lua scripts, each prefixed with the functions they share, and
+//! their replies.
+
+use std::sync::LazyLock;
+use std::time::Duration;
+
+use redis::Script;
+
+macro_rules! with_lib {
+    ($file:literal) => {
+        LazyLock::new(|| Script::new(concat!(include_str!("lib.lua"), "\n", include_str!($file))))
+    };
+}
+
+pub static RESERVE: LazyLock<Script> = with_lib!("reserve.lua");
+pub static ADMIT: LazyLock<Script> = with_lib!("admit.lua");
+pub static RATE: LazyLock<Script> = with_lib!("rate.lua");
+pub static SETTLE: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("settle.lua")));
+pub static SEED: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("seed.lua")));
+pub static RENEW: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("renew.lua")));
+
+/// Why a rate limit refused.
+#[derive(Debug, PartialEq)]
+pub enum RateRefusal {
+    Requests {
+        wait: Duration,
+    },
+    Tokens {
+        wait: Duration,
+        owed: bool,
+    },
+    /// The request alone asks for more than a minute's tokens.
+    TooLarge,
+}
+
+/// A script's reply (see lib.lua).
+#[derive(Debug, PartialEq)]
+pub enum Reply {
+    Done,
+    /// Holders (by index) whose period has no spend yet.
+    Unseeded(Vec<usize>),
+    /// Holder index, period (`daily`/`monthly`), cap and committed µ$.
+    Exhausted {
+        holder: usize,
+        period: &'static str,
+        cap: i64,
+        committed: i64,
+    },
+    Limited(RateRefusal),
+}
+
+impl Reply {
+    pub fn parse(reply: &[i64]) -> Option<Reply> {
+        let index = |i: i64| usize::try_from(i).ok();
+        let wait = |us: i64| Duration::from_micros(u64::try_from(us).unwrap_or(0));
+        Some(match reply {
+            [0] => Reply::Done,
+            [1, holders @ ..] => {
+                Reply::Unseeded(holders.iter().map(|i| index(*i)).collect::<Option<_>>()?)
+            }
+            [2, holder, period, cap, committed] => Reply::Exhausted {
+                holder: index(*holder)?,
+                period: if *period == 1 { "daily" } else { "monthly" },
+                cap: *cap,
+                committed: *committed,
+            },
+            [3, 1, us, _] => Reply::Limited(RateRefusal::Requests { wait: wait(*us) }),
+            [3, 2, us, owed] => Reply::Limited(RateRefusal::Tokens {
+                wait: wait(*us),
+                owed: *owed == 1,
+            }),
+            [4, _] => Reply::Limited(RateRefusal::TooLarge),
+            _ => return None,
+        })
+    }
+}
