@@ -182,3 +182,135 @@ impl Drop for RateTicket {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::num::NonZeroU32;
+    use std::process::{Command, Stdio};
+    use std::time::Duration;
+
+    use governor::clock::{Clock, FakeRelativeClock};
+    use governor::{Quota, RateLimiter};
+
+    use super::*;
+
+    /// A `redis-server` on a free port for one test, or `None` when it is
+    /// not installed (a failure when the test script requires servers).
+    struct Redis(std::process::Child, u16);
+
+    impl Drop for Redis {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+
+    fn redis() -> Option<Redis> {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .map(|a| a.port())
+            .unwrap();
+        let spawned = Command::new("redis-server")
+            .args(["--bind", "127.0.0.1", "--port", &port.to_string()])
+            .args(["--save", "", "--appendonly", "no"])
+            .stdout(Stdio::null())
+            .spawn();
+        match spawned {
+            Ok(child) => Some(Redis(child, port)),
+            Err(_) if std::env::var_os("SWITCHYARD_REQUIRE_SERVERS").is_none() => {
+                eprintln!("skipped: redis-server is not installed");
+                None
+            }
+            Err(err) => panic!("redis-server: {err}"),
+        }
+    }
+
+    /// What a limiter said: admitted, refused with a wait (ms), or never.
+    #[derive(Debug, PartialEq)]
+    enum Said {
+        Admitted,
+        Wait(u64),
+        TooLarge,
+    }
+
+    /// The script and governor, fed the same tokens at the same times,
+    /// agree on every answer, and on how long a refusal must wait (to the
+    /// millisecond: the script counts in whole microseconds).
+    #[tokio::test]
+    async fn the_script_counts_as_governor_does() {
+        let Some(server) = redis() else { return };
+        let client = redis::Client::open(format!("redis://127.0.0.1:{}", server.1)).unwrap();
+        let mut connection = None;
+        for _ in 0..100 {
+            if let Ok(c) = client.get_multiplexed_async_connection().await {
+                connection = Some(c);
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let mut connection = connection.expect("redis-server answers");
+        let per_minute = 1000u32;
+        let clock = FakeRelativeClock::default();
+        let governor = RateLimiter::direct_with_clock(
+            Quota::per_minute(NonZeroU32::new(per_minute).unwrap()),
+            clock.clone(),
+        );
+        let start_us: u64 = 1_800_000_000_000_000;
+        let mut elapsed = Duration::ZERO;
+        // (ms since the previous check, tokens)
+        let steps = [
+            (0, 500),
+            (0, 400),
+            (0, 200),
+            (100, 10),
+            (10_000, 300),
+            (0, 1),
+            (5, 1500),
+            (61_000, 1000),
+            (0, 1),
+            (59, 1),
+            (1, 1),
+            (30_000, 499),
+            (0, 2),
+            (120_000, 1),
+        ];
+        for (i, (after_ms, tokens)) in steps.into_iter().enumerate() {
+            elapsed += Duration::from_millis(after_ms);
+            clock.advance(Duration::from_millis(after_ms));
+            let expected = match governor.check_n(NonZeroU32::new(tokens).unwrap()) {
+                Ok(Ok(())) => Said::Admitted,
+                Ok(Err(not_until)) => {
+                    Said::Wait(not_until.wait_time_from(clock.now()).as_millis() as u64)
+                }
+                Err(_) => Said::TooLarge,
+            };
+            let now = start_us + elapsed.as_micros() as u64;
+            let mut invocation = RATE.prepare_invoke();
+            invocation
+                .key("rpm")
+                .key("tpm")
+                .arg(now)
+                .arg("admit")
+                .arg(0)
+                .arg(0)
+                .arg(unit_us(per_minute))
+                .arg(per_minute)
+                .arg(tokens);
+            let reply: Vec<i64> = invocation.invoke_async(&mut connection).await.unwrap();
+            let said = match Reply::parse(&reply) {
+                Some(Reply::Done) => Said::Admitted,
+                Some(Reply::Limited(RateRefusal::Tokens { wait, .. })) => {
+                    Said::Wait(wait.as_millis() as u64)
+                }
+                Some(Reply::Limited(RateRefusal::TooLarge)) => Said::TooLarge,
+                other => panic!("step {i}: {other:?}"),
+            };
+            match (&said, &expected) {
+                (Said::Wait(a), Said::Wait(b)) => {
+                    assert!(a.abs_diff(*b) <= 1, "step {i}: {said:?} vs {expected:?}")
+                }
+                _ => assert_eq!(said, expected, "step {i}"),
+            }
+        }
+    }
+}
