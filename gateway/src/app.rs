@@ -29,7 +29,7 @@ use crate::handlers::HedgeSpend;
 use crate::handlers::{PromptCache, ResponseCache};
 use crate::http::server::ConnectionLimits;
 use crate::http::{BodyLimits, read_json_body};
-use crate::ledger::{Ledger, now_ms, spend_since};
+use crate::ledger::{Ledger, now_ms};
 use crate::metrics::Metrics;
 
 /// A backend ready to call.
@@ -263,7 +263,7 @@ impl App {
             ),
         };
         let budgets = Budgets::carrying(&config.auth, previous.map(|p| &*p.budgets));
-        seed_budgets(&budgets, &ledger_path, previous.map(|p| &*p.budgets))?;
+        seed_budgets(&budgets, &ledger, previous.map(|p| &*p.budgets))?;
         let max_concurrent = config.server.max_concurrent_requests;
         // In-flight requests keep their places in the limits: the same
         // semaphores, resized to the new config's.
@@ -710,16 +710,16 @@ pub fn build_provider(backend: &Backend) -> anyhow::Result<Arc<dyn Provider>> {
 
 /// Starts budgets from what the ledger says was spent today and this month,
 /// so a restart does not hand out a budget twice.
+/// (With the ledger in PostgreSQL: what every replica spent.)
 fn seed_budgets(
     budgets: &Budgets,
-    ledger_path: &str,
+    ledger: &Ledger,
     carried: Option<&Budgets>,
 ) -> anyhow::Result<()> {
-    let conn = rusqlite::Connection::open(ledger_path)?;
     let (day_start, month_start) = crate::access::period_starts(now_ms());
     budgets.load(
-        &spend_since(&conn, day_start)?,
-        &spend_since(&conn, month_start)?,
+        &ledger.spend_since(day_start)?,
+        &ledger.spend_since(month_start)?,
         carried,
     );
     Ok(())

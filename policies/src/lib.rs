@@ -12,9 +12,10 @@ pub use config::{
     AnthropicBackend, Auth, Backend, BackendAdapter, BackendTls, Balance, BreakerSettings,
     CacheShare, CascadeCheck, ClientCert, Condition, Config, ConfigError, Durability, Engine,
     HeaderMatch, Hedge, LatencyBudget, LatencyHintsConfig, LedgerSettings, Limits, OnExhausted,
-    OpenAiBackend, Pattern, PrefixCacheSettings, Reference, ResponseCacheSettings, Route,
-    RouteStrategy, Rule, ServerSettings, SimFaults, SimParams, SimPreset, SimSpeculation, Similar,
-    SpendLimit, SpendScope, Team, Telemetry, Tier, Timeouts, TlsFiles, TrustRoots, VirtualKey,
+    OnSpoolFull, OpenAiBackend, Pattern, PostgresLedger, PostgresUrl, PrefixCacheSettings,
+    Reference, ResponseCacheSettings, Route, RouteStrategy, Rule, ServerSettings, SimFaults,
+    SimParams, SimPreset, SimSpeculation, Similar, SpendLimit, SpendScope, Team, Telemetry, Tier,
+    Timeouts, TlsFiles, TrustRoots, VirtualKey, check_postgres_url, redact_password,
     sim_params_from_yaml,
 };
 pub use pricing::{Pricing, TokenCounts, TokenPrice, builtin_price};

@@ -156,20 +156,25 @@ pub fn spend_report(
     })
 }
 
+/// The query of [`spend_since`], in SQL that SQLite and PostgreSQL read
+/// alike (`?1` is the start).
+pub(super) fn spend_since_sql() -> String {
+    format!(
+        "SELECT CAST('key' AS TEXT), key, SUM(CASE WHEN {CLOUD} THEN cost_usd ELSE 0 END), SUM(cost_usd)
+           FROM requests WHERE ts_ms >= ?1 AND key IS NOT NULL GROUP BY key
+         UNION ALL
+         SELECT CAST('team' AS TEXT), team, SUM(CASE WHEN {CLOUD} THEN cost_usd ELSE 0 END), SUM(cost_usd)
+           FROM requests WHERE ts_ms >= ?1 AND team IS NOT NULL GROUP BY team"
+    )
+}
+
 /// Spend so far per key and per team since `since_ms`, split into
 /// (cloud, total), for budgets to start from after a restart.
 pub fn spend_since(
     conn: &Connection,
     since_ms: i64,
 ) -> rusqlite::Result<Vec<(String, String, f64, f64)>> {
-    let sql = format!(
-        "SELECT 'key', key, SUM(CASE WHEN {CLOUD} THEN cost_usd ELSE 0 END), SUM(cost_usd)
-           FROM requests WHERE ts_ms >= ?1 AND key IS NOT NULL GROUP BY key
-         UNION ALL
-         SELECT 'team', team, SUM(CASE WHEN {CLOUD} THEN cost_usd ELSE 0 END), SUM(cost_usd)
-           FROM requests WHERE ts_ms >= ?1 AND team IS NOT NULL GROUP BY team"
-    );
-    let mut statement = conn.prepare(&sql)?;
+    let mut statement = conn.prepare(&spend_since_sql())?;
     statement
         .query_map([since_ms], |row| {
             Ok((
