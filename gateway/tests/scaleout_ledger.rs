@@ -83,6 +83,17 @@ fn rows_per_id(pg: &PostgresServer, db: &str) -> HashMap<String, u32> {
 /// Asserts every answered request has exactly one row, and no row is there
 /// twice.
 fn assert_each_once(answers: &Answers, rows: &HashMap<String, u32>) {
+    let missing: Vec<_> = answers
+        .iter()
+        .filter(|(id, _)| !rows.contains_key(id))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "{} of {} answered requests have no row: {:?}",
+        missing.len(),
+        answers.len(),
+        missing.iter().take(10).collect::<Vec<_>>()
+    );
     for (id, status) in answers {
         assert_eq!(
             rows.get(id).copied(),
@@ -102,11 +113,18 @@ async fn pending_rows(gateway: &Proc) -> Option<u64> {
         .and_then(|v| v.trim().parse().ok())
 }
 
-/// Waits (at most 30 s) until the gateway's spool and queue are empty.
+/// Waits (at most 30 s) until the gateway's spool and queue are empty,
+/// and then for its last batch's commit.
 async fn drained(gateway: &Proc) -> bool {
     for _ in 0..300 {
         if pending_rows(gateway).await == Some(0) {
-            return true;
+            // The batch being committed has left the spool's count only
+            // once committed; a row on its way from the queue into the
+            // spool is in neither for an instant: look twice.
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            if pending_rows(gateway).await == Some(0) {
+                return true;
+            }
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
@@ -235,13 +253,14 @@ async fn a_full_spool_refuses_in_the_callers_dialect() {
     let Some(mut pg) = PostgresServer::start() else {
         return;
     };
-    let url = pg.create_database("full");
+    let url = pg.create_database("spool_full");
     let gateway = replica(&url, "group", ", spool_rows: 3, on_full: refuse").start();
     let chat = gateway.url("/v1/chat/completions");
     assert_eq!(
         post_with(&chat, &short("before", "auto"), &[]).await.status,
         200
     );
+    assert!(drained(&gateway).await, "the first row is written");
     pg.stop();
     let mut served = Vec::new();
     let mut refused = None;
@@ -289,7 +308,7 @@ async fn a_full_spool_refuses_in_the_callers_dialect() {
         post_with(&chat, &short("back", "auto"), &[]).await.status,
         200
     );
-    assert_each_once(&served, &rows_per_id(&pg, "full"));
+    assert_each_once(&served, &rows_per_id(&pg, "spool_full"));
 }
 
 /// The same rows give the same reports, to the byte, from the SQLite file

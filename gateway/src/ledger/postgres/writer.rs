@@ -55,16 +55,27 @@ impl Spool {
     }
 }
 
-/// Rows waiting for their commit, each with its sequence number.
+/// Rows waiting for their commit, each with its sequence number. The
+/// spool's length follows every change at once: a row just taken off the
+/// queue must not look written to `pending`.
 struct Waiting {
     rows: VecDeque<(i64, Entry)>,
     next_seq: i64,
+    spool: Arc<Spool>,
 }
 
 impl Waiting {
     fn push(&mut self, entry: Entry) {
         self.rows.push_back((self.next_seq, entry));
         self.next_seq += 1;
+        self.spool.len.store(self.rows.len(), Ordering::Relaxed);
+    }
+
+    /// Takes the first `n` rows out (committed, or given up).
+    fn take_first(&mut self, n: usize) -> Vec<(i64, Entry)> {
+        let taken = self.rows.drain(..n).collect();
+        self.spool.len.store(self.rows.len(), Ordering::Relaxed);
+        taken
     }
 }
 
@@ -81,6 +92,7 @@ pub async fn run(
     let mut waiting = Waiting {
         rows: VecDeque::new(),
         next_seq: 0,
+        spool: spool.clone(),
     };
     let mut open = true;
     let mut backoff = FIRST_BACKOFF;
@@ -116,7 +128,6 @@ pub async fn run(
                 break;
             }
         }
-        spool.len.store(waiting.rows.len(), Ordering::Relaxed);
         let n = waiting.rows.len().min(BATCH);
         let committed = tokio::time::timeout(
             COMMIT_TIMEOUT,
@@ -130,7 +141,7 @@ pub async fn run(
                     tracing::info!(spooled = waiting.rows.len(), "ledger: PostgreSQL is back");
                 }
                 backoff = FIRST_BACKOFF;
-                for (_, entry) in waiting.rows.drain(..n) {
+                for (_, entry) in waiting.take_first(n) {
                     health
                         .commit_lag
                         .observe(entry.queued.elapsed().as_secs_f64());
@@ -138,7 +149,6 @@ pub async fn run(
                         let _ = waiter.send(true);
                     }
                 }
-                spool.len.store(waiting.rows.len(), Ordering::Relaxed);
             }
             Err(err) => {
                 tracing::warn!(
@@ -150,8 +160,8 @@ pub async fn run(
                 if !open {
                     let since = *closed_at.get_or_insert_with(Instant::now);
                     if since.elapsed() >= CLOSING_GRACE {
-                        give_up(waiting.rows, &health);
-                        spool.len.store(0, Ordering::Relaxed);
+                        let all = waiting.rows.len();
+                        give_up(waiting.take_first(all), &health);
                         return;
                     }
                 }
@@ -167,7 +177,6 @@ pub async fn run(
                             None => open = false,
                         },
                     }
-                    spool.len.store(waiting.rows.len(), Ordering::Relaxed);
                 }
                 backoff = (backoff * 2).min(MAX_BACKOFF);
             }
@@ -190,7 +199,7 @@ fn take(waiting: &mut Waiting, entry: Entry, spool: &Spool, health: &WriterHealt
     }
 }
 
-fn give_up(rows: VecDeque<(i64, Entry)>, health: &WriterHealth) {
+fn give_up(rows: Vec<(i64, Entry)>, health: &WriterHealth) {
     tracing::error!(
         rows = ?rows.iter().map(|(_, e)| &e.row).collect::<Vec<_>>(),
         "ledger: PostgreSQL still away at shutdown; rows lost"
