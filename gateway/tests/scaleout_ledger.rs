@@ -7,6 +7,8 @@
 //! PostgreSQL is not installed (unless `SWITCHYARD_REQUIRE_SERVERS` is set)
 //! and is bounded in time and in requests.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is the failure report
+
 mod support;
 
 use std::collections::{BTreeMap, HashMap};
@@ -407,17 +409,18 @@ async fn reports_are_the_same_from_sqlite_and_postgres() {
 fn sample_row(i: usize, now: i64) -> switchyard::ledger::LedgerRow {
     use switchyard_policies::{PromptClass, TokenCounts};
     let n = i as u64;
+    let every = |k: usize| i.is_multiple_of(k);
     let pick = |options: &[&'static str]| options[i % options.len()];
     switchyard::ledger::LedgerRow {
         ts_ms: now - (i as i64) * 97_000,
         request_id: Some(format!("gw-{i}")),
-        client_request_id: (i % 4 != 0).then(|| format!("client-{i}")),
-        key: (i % 5 != 0).then(|| pick(&["alice", "bob", "carol"]).to_owned()),
-        team: (i % 3 == 0).then(|| "research".to_owned()),
+        client_request_id: (!every(4)).then(|| format!("client-{i}")),
+        key: (!every(5)).then(|| pick(&["alice", "bob", "carol"]).to_owned()),
+        team: every(3).then(|| "research".to_owned()),
         route: Some(Arc::from(pick(&["auto", "agent", "code"]))),
         backend: pick(&["local", "cloud", "big"]).to_owned(),
         tier: pick(&["small", "cloud", "large"]),
-        profile: (i % 2 == 0).then_some("interactive"),
+        profile: every(2).then_some("interactive"),
         dialect: pick(&["openai", "anthropic"]),
         endpoint: "chat",
         tokens: TokenCounts {
@@ -428,30 +431,30 @@ fn sample_row(i: usize, now: i64) -> switchyard::ledger::LedgerRow {
         },
         cost_usd: 0.001 * (i % 7) as f64,
         counterfactual_usd: 0.002 * (i % 9) as f64,
-        ttft_ms: (i % 6 != 0).then_some(40.0 + i as f64),
+        ttft_ms: (!every(6)).then_some(40.0 + i as f64),
         predicted_ttft_ms: (i % 2 == 1).then_some(50.0),
-        decode_tokens_per_s: (i % 3 != 0).then_some(30.0 + (i % 13) as f64),
+        decode_tokens_per_s: (!every(3)).then_some(30.0 + (i % 13) as f64),
         duration_ms: 200.0 + (i * 17) as f64,
         status: pick(&["ok", "ok", "ok", "timeout", "cancelled"]),
         refusal: (i % 10 == 9).then(|| "budget exhausted".to_owned()),
         reason: pick(&["split", "rule", "refused"]),
-        hedge: i % 8 == 0,
-        fallback: i % 9 == 0,
-        cache_hit: i % 11 == 0,
-        estimated: i % 6 == 0,
-        prompt_class: if i % 2 == 0 {
+        hedge: every(8),
+        fallback: every(9),
+        cache_hit: every(11),
+        estimated: every(6),
+        prompt_class: if every(2) {
             PromptClass::Code
         } else {
             PromptClass::Prose
         },
-        drafts: (i % 4 == 0).then_some(switchyard::ledger::Drafts {
+        drafts: every(4).then_some(switchyard::ledger::Drafts {
             drafted: n,
             accepted: n / 2,
         }),
         expected_cached_tokens: (i % 5) as u32,
-        service_tier: (i % 7 == 0).then(|| "flex".to_owned()),
-        unpriced: i % 12 == 0,
-        session: (i % 2 == 0).then(|| Arc::from(pick(&["s1", "s2", "s3", "s4"]))),
+        service_tier: every(7).then(|| "flex".to_owned()),
+        unpriced: every(12),
+        session: every(2).then(|| Arc::from(pick(&["s1", "s2", "s3", "s4"]))),
         tool_results: i % 3 == 1,
         queued_ms: (i % 4) as f64,
     }

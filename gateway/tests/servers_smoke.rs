@@ -1,6 +1,8 @@
 //! The real Redis and PostgreSQL servers the scale-out tests use start,
 //! answer, restart and stop.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is the failure report
+
 mod support;
 
 use support::servers::{PostgresServer, RedisServer};
