@@ -192,6 +192,70 @@ async fn three_replicas_migrate_once_and_record_every_request_once() {
         "3",
         "each replica writes under its own writer id"
     );
+    // `switchyard spend` on any replica's config reports all three.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_switchyard"))
+        .args(["spend", "--since", "1h", "--by", "key", "--format", "json"])
+        .arg("--config")
+        .arg(replicas[1].config_path())
+        .output()
+        .expect("run switchyard spend");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert_eq!(report["total"]["requests"], 300, "{report}");
+}
+
+/// `switchyard check` takes a PostgreSQL ledger, refuses what this build
+/// cannot do (TLS) with a reason, and never shows the URL's password.
+#[test]
+fn check_validates_the_postgres_ledger_without_showing_its_password() {
+    let check = |ledger: &str| {
+        let path = support::write_temp_config(&format!(
+            "backends:\n  small:\n    tier: small\n    sim: {{preset: small}}\n{ledger}\n"
+        ));
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_switchyard"))
+            .arg("check")
+            .arg(&path)
+            .output()
+            .expect("run switchyard check");
+        let _ = std::fs::remove_file(&path);
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(!text.contains("hunter2"), "the password shown: {text}");
+        (out.status.success(), text)
+    };
+    let (ok, text) = check(
+        "ledger: {durability: strict, postgres: {url: 'postgres://sy:hunter2@db:5432/ledger', pool_size: 8, spool_rows: 5000, on_full: serve, strict_wait_ms: 2000}}",
+    );
+    assert!(ok, "{text}");
+    let (ok, text) = check("ledger: {postgres: {url: 'env:LEDGER_URL'}}");
+    assert!(ok, "{text}");
+    let (ok, text) =
+        check("ledger: {postgres: {url: 'postgres://sy:hunter2@db/ledger?sslmode=require'}}");
+    assert!(!ok);
+    assert!(
+        text.contains("ledger.postgres.url")
+            && text.contains("sslmode=require")
+            && text.contains("without TLS"),
+        "{text}"
+    );
+    let (ok, text) = check("ledger: {postgres: {url: 'mysql://sy:hunter2@db/ledger'}}");
+    assert!(!ok && text.contains("postgres://"), "{text}");
+    let (ok, text) = check("ledger: {postgres: {url: 'postgres://db/l', on_full: drop}}");
+    assert!(
+        !ok && text.contains("ledger.postgres.on_full") && text.contains("refuse, serve"),
+        "{text}"
+    );
+    let (ok, text) = check("ledger: {postgres: {url: 'postgres://db/l', spool_rows: 0}}");
+    assert!(!ok && text.contains("ledger.postgres.spool_rows"), "{text}");
+    let (ok, text) = check("ledger: {postgres: {pool_size: 2}}");
+    assert!(!ok && text.contains("ledger.postgres.url"), "{text}");
 }
 
 /// PostgreSQL crashes and comes back mid-load: no row is lost or doubled,
@@ -212,15 +276,32 @@ async fn survives_a_postgres_restart(durability: &'static str) {
         durability,
     ));
     tokio::time::sleep(Duration::from_millis(800)).await;
-    let pg = tokio::task::spawn_blocking(move || {
+    let mut pg = tokio::task::spawn_blocking(move || {
         let mut pg = pg;
         pg.stop();
-        std::thread::sleep(Duration::from_millis(700));
+        pg
+    })
+    .await
+    .expect("stop PostgreSQL");
+    // Rows gather in the spool while PostgreSQL is away.
+    let mut spooled = 0;
+    for _ in 0..100 {
+        spooled = pending_rows(&gateway).await.unwrap_or(0);
+        if spooled >= 5 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(
+        spooled >= 5,
+        "rows spooled while PostgreSQL was away: {spooled}"
+    );
+    let pg = tokio::task::spawn_blocking(move || {
         pg.restart();
         pg
     })
     .await
-    .expect("restart PostgreSQL");
+    .expect("start PostgreSQL");
     tokio::time::sleep(Duration::from_millis(800)).await;
     stop.store(true, Ordering::Relaxed);
     let answers = tokio::time::timeout(Duration::from_secs(60), running)
