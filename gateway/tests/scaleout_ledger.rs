@@ -375,6 +375,14 @@ async fn a_full_spool_refuses_in_the_callers_dialect() {
     assert_eq!(body["type"], "error", "Anthropic's error shape: {body}");
     assert_eq!(body["error"]["type"], "overloaded_error", "{body}");
     assert!(anthropic.header("retry-after").is_some());
+    let ready = get(&gateway.url("/readyz")).await;
+    assert_eq!(
+        ready.status, 200,
+        "ready: it answers in the callers' dialects"
+    );
+    let ledger = &ready.json()["ledger"];
+    assert_eq!(ledger["store"], "postgres");
+    assert_eq!(ledger["refusing"], true, "{ledger}");
     let pg = tokio::task::spawn_blocking(move || {
         pg.restart();
         pg

@@ -23,9 +23,21 @@ pub fn ready(app: &App) -> Response<Body> {
     if app.is_shutting_down() {
         return GatewayError::ShuttingDown.into_response();
     }
+    // Ready even while the ledger's database is away: rows spool, and a
+    // full spool refuses requests in the caller's dialect, which a pod
+    // taken out of its Service could not do.
+    let ledger = &app.ledger;
     json_response(
         StatusCode::OK,
-        &json!({"status": "ready", "backends": app.backends.len()}),
+        &json!({
+            "status": "ready",
+            "backends": app.backends.len(),
+            "ledger": {
+                "store": ledger.store_name(),
+                "pending_rows": ledger.pending(),
+                "refusing": ledger.refusing(),
+            },
+        }),
     )
 }
 

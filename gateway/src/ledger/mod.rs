@@ -195,6 +195,14 @@ impl Ledger {
         }))
     }
 
+    /// `sqlite` or `postgres`, for `/readyz`.
+    pub fn store_name(&self) -> &'static str {
+        match &self.store {
+            Store::Sqlite { .. } => "sqlite",
+            Store::Postgres { .. } => "postgres",
+        }
+    }
+
     /// Whether new requests are to be refused: PostgreSQL has been away
     /// long enough to fill the spool, and `on_full: refuse` says nothing is
     /// to be served unrecorded.
