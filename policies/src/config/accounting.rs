@@ -195,3 +195,36 @@ pub struct Reference {
     pub model: String,
     pub price: TokenPrice,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn postgres_passwords_are_never_shown() {
+        let cases = [
+            (
+                "postgres://sy:hunter2@db:5432/ledger",
+                "postgres://sy:[redacted]@db:5432/ledger",
+            ),
+            (
+                "postgresql://sy:p@ss:w@db/ledger?sslmode=disable",
+                "postgresql://sy:[redacted]@db/ledger?sslmode=disable",
+            ),
+            (
+                "postgres://db/ledger?user=sy&password=hunter2&sslmode=disable",
+                "postgres://db/ledger?user=sy&password=[redacted]&sslmode=disable",
+            ),
+            ("postgres://sy@db/ledger", "postgres://sy@db/ledger"),
+        ];
+        for (url, want) in cases {
+            assert_eq!(redact_password(url), want);
+            let shown = format!("{:?}", PostgresUrl::Inline(url.into()));
+            assert_eq!(shown, want, "Debug shows the redacted URL");
+        }
+        assert_eq!(
+            format!("{:?}", PostgresUrl::Env("LEDGER_URL".into())),
+            "env:LEDGER_URL"
+        );
+    }
+}
