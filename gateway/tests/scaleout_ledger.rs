@@ -548,3 +548,44 @@ fn sample_row(i: usize, now: i64) -> switchyard::ledger::LedgerRow {
         queued_ms: (i % 4) as f64,
     }
 }
+
+/// Rows older than `retention_days` are deleted from the shared ledger at
+/// start; newer ones stay.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn retention_purges_old_rows_from_postgres() {
+    let Some(pg) = PostgresServer::start() else {
+        return;
+    };
+    let url = pg.create_database("retention");
+    let mut first = replica(&url, "group", "").start();
+    assert!(first.terminate().success());
+    let now = switchyard::ledger::now_ms();
+    let insert = |writer: &str, ts: i64| {
+        format!(
+            "INSERT INTO requests (writer_id, seq, ts_ms, backend, tier, dialect, endpoint, input_tokens,
+                cached_tokens, cache_write_tokens, output_tokens, reasoning_tokens, cost_usd,
+                counterfactual_usd, duration_ms, status, reason, hedge, fallback, cache_hit, estimated)
+             VALUES ('{writer}', 0, {ts}, 'cloud', 'cloud', 'openai', 'chat', 1, 0, 0, 1, 0, 0.5, 0.5,
+                10, 'ok', 'split', 0, 0, 0, 0)"
+        )
+    };
+    pg.psql("retention", &insert("old", now - 3 * 86_400_000));
+    pg.psql("retention", &insert("recent", now - 3_600_000));
+    let _second = priced("")
+        .section(&format!(
+            "ledger: {{retention_days: 2, postgres: {{url: '{url}'}}}}"
+        ))
+        .start();
+    let mut left = String::new();
+    for _ in 0..100 {
+        left = pg.psql(
+            "retention",
+            "SELECT string_agg(writer_id, ',' ORDER BY writer_id) FROM requests",
+        );
+        if left == "recent" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(left, "recent", "the old row is purged, the recent one kept");
+}

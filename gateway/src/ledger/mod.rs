@@ -174,6 +174,10 @@ impl Ledger {
             spool.clone(),
             health.clone(),
         ));
+        postgres.spawn(postgres::run_retention(
+            postgres.pool().clone(),
+            settings.retention_days,
+        ));
         tracing::info!(
             url = %pg.url.redacted(),
             writer_id = %spool.writer_id,

@@ -11,6 +11,7 @@
 
 mod migrate;
 mod read;
+mod retention;
 mod writer;
 
 use std::future::Future;
@@ -21,6 +22,7 @@ use deadpool_postgres::{ManagerConfig, Pool, RecyclingMethod};
 use switchyard_policies::{PostgresLedger, PostgresUrl, check_postgres_url};
 
 pub use read::{snapshot, spend_since};
+pub(super) use retention::run as run_retention;
 pub(super) use writer::{Spool, run as run_writer};
 
 /// How long a connection attempt or a wait for a pooled connection lasts
