@@ -408,7 +408,7 @@ async fn a_full_spool_refuses_in_the_callers_dialect() {
 async fn reports_are_the_same_from_sqlite_and_postgres() {
     use switchyard::ledger::{
         AttainmentDimension, Dimension, Ledger, Postgres, Window, attainment_report, ledger_stats,
-        now_ms, sessions_report, snapshot, spend_report,
+        now_ms, postgres_spend_report, sessions_report, snapshot, spend_report,
     };
     use switchyard_policies::{LedgerSettings, OnSpoolFull, PostgresLedger, PostgresUrl};
 
@@ -490,7 +490,48 @@ async fn reports_are_the_same_from_sqlite_and_postgres() {
     for (name, report) in &from_sqlite {
         assert_eq!(Some(report), from_postgres.get(name), "report {name}");
     }
+    // The spend report summed by PostgreSQL itself: the same groups in the
+    // same order, the same counts, sums equal but for the last bits.
+    for by in Dimension::ALL {
+        let summed = postgres_spend_report(&postgres, since, by).expect("spend from PostgreSQL");
+        assert_close(
+            &from_sqlite[&format!("spend-{}", by.name())],
+            &json!(summed),
+            by.name(),
+        );
+    }
     let _ = std::fs::remove_file(&path);
+}
+
+/// `a` and `b` are the same JSON, numbers equal within 1e-9 (relative).
+fn assert_close(a: &serde_json::Value, b: &serde_json::Value, at: &str) {
+    use serde_json::Value;
+    match (a, b) {
+        (Value::Number(x), Value::Number(y)) => {
+            let (x, y) = (x.as_f64().unwrap(), y.as_f64().unwrap());
+            assert!(
+                (x - y).abs() <= 1e-9 * x.abs().max(y.abs()).max(1.0),
+                "{at}: {x} != {y}"
+            );
+        }
+        (Value::Array(x), Value::Array(y)) => {
+            assert_eq!(x.len(), y.len(), "{at}: lengths");
+            for (i, (x, y)) in x.iter().zip(y).enumerate() {
+                assert_close(x, y, &format!("{at}[{i}]"));
+            }
+        }
+        (Value::Object(x), Value::Object(y)) => {
+            assert_eq!(
+                x.keys().collect::<Vec<_>>(),
+                y.keys().collect::<Vec<_>>(),
+                "{at}: fields"
+            );
+            for (k, x) in x {
+                assert_close(x, &y[k], &format!("{at}.{k}"));
+            }
+        }
+        _ => assert_eq!(a, b, "{at}"),
+    }
 }
 
 /// Row `i` of a varied set: keys, teams, routes, tiers, statuses, sessions,

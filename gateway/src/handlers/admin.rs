@@ -12,7 +12,6 @@ use crate::error::GatewayError;
 use crate::http::{Body, json_response};
 use crate::ledger::{
     AttainmentDimension, Dimension, attainment_report, now_ms, route_budgets, sessions_report,
-    spend_report,
 };
 use crate::live::Live;
 
@@ -26,7 +25,17 @@ pub fn unauthorized() -> GatewayError {
 pub async fn spend(app: &App, req: Request<Incoming>) -> Result<Response<Body>, GatewayError> {
     let (since, by) = report_query(app, &req, "key", parse_dimension)?;
     let since_ms = now_ms() - since;
-    ledger_report(app, since_ms, move |conn| spend_report(conn, since_ms, by)).await
+    // Summed by the database itself, PostgreSQL's included.
+    let ledger = app.ledger.clone();
+    let report = tokio::task::spawn_blocking(move || ledger.spend_report(since_ms, by))
+        .await
+        .map_err(|err| GatewayError::Internal {
+            message: err.to_string(),
+        })?
+        .map_err(|err| GatewayError::Internal {
+            message: format!("ledger: {err}"),
+        })?;
+    Ok(json_response(StatusCode::OK, &report))
 }
 
 /// `GET /admin/budgets?since=7d&by=profile`: the budget-attainment report.

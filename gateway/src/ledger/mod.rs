@@ -24,6 +24,8 @@ pub use attainment::{
     AttainmentDimension, AttainmentReport, attainment_lines, attainment_report, route_budgets,
 };
 use futures_util::future::{BoxFuture, Either};
+/// The spend report from PostgreSQL (`Ledger::spend_report` for a running ledger).
+pub use postgres::spend_report as postgres_spend_report;
 pub use postgres::{Postgres, snapshot};
 pub use report::{Dimension, SpendLine, SpendReport, now_ms, spend_report, spend_since};
 pub use row::{Drafts, LedgerRow};
@@ -232,6 +234,20 @@ impl Ledger {
             Store::Postgres { postgres, .. } => postgres::snapshot(postgres, since_ms)?,
         };
         Ok(read(&mut conn)?)
+    }
+
+    /// The spend report since `since_ms`, across all replicas when the
+    /// ledger is in PostgreSQL (summed there). Blocks: call it off the
+    /// async threads.
+    pub fn spend_report(&self, since_ms: i64, by: Dimension) -> anyhow::Result<SpendReport> {
+        match &self.store {
+            Store::Sqlite { path } => Ok(spend_report(
+                &rusqlite::Connection::open(path)?,
+                since_ms,
+                by,
+            )?),
+            Store::Postgres { postgres, .. } => postgres::spend_report(postgres, since_ms, by),
+        }
     }
 
     /// Spend per key and team since `since_ms`, across all replicas when the

@@ -21,7 +21,7 @@ use std::time::Duration;
 use deadpool_postgres::{ManagerConfig, Pool, RecyclingMethod};
 use switchyard_policies::{PostgresLedger, PostgresUrl, check_postgres_url};
 
-pub use read::{snapshot, spend_since};
+pub use read::{snapshot, spend_report, spend_since};
 pub(super) use retention::run as run_retention;
 pub(super) use writer::{Spool, run as run_writer};
 

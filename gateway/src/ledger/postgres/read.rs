@@ -1,15 +1,18 @@
-//! Reads from the shared ledger: budgets' spend so far, and a window of
-//! rows for the reports.
+//! Reads from the shared ledger: budgets' spend so far and the spend
+//! report, summed in PostgreSQL, and a window of rows for the other reports.
 //!
-//! Reports read a copy of their window in an in-memory SQLite database and
-//! run their own SQL there, so a report from PostgreSQL is the same report,
-//! number for number, as from the SQLite file. The price is moving the
-//! window's rows (about 400 bytes each) to the replica that asks; budgets'
-//! spend, read at every start, is summed in PostgreSQL instead.
+//! Those other reports (sessions, budget attainment, stats, drift, advice)
+//! read rows one by one and aggregate in Rust, so they would move their
+//! window's rows anyway: they read a copy of it in an in-memory SQLite
+//! database and run their own SQL there, the same report, number for
+//! number, as from the SQLite file. The price is memory for the window's
+//! rows (about 400 bytes each) on the replica that asks.
 
 use rusqlite::types::Value;
 
 use super::Postgres;
+use crate::ledger::report::{Dialect, SpendSums, spend_lines, spend_sql};
+use crate::ledger::{Dimension, SpendReport};
 
 /// Spend per key and per team since `since_ms`, as (`key`|`team`, name,
 /// cloud USD, total USD): the same query as the SQLite ledger's.
@@ -34,6 +37,38 @@ pub fn spend_since(
             })
             .collect())
     })?
+}
+
+/// The spend report over every replica's rows, summed in PostgreSQL.
+pub fn spend_report(
+    postgres: &Postgres,
+    since_ms: i64,
+    by: Dimension,
+) -> anyhow::Result<SpendReport> {
+    let pool = postgres.pool().clone();
+    let sums = postgres.run(async move {
+        let client = pool.get().await?;
+        let rows = client
+            .query(&spend_sql(by, Dialect::Postgres), &[&since_ms])
+            .await?;
+        rows.iter()
+            .map(|row| {
+                anyhow::Ok(SpendSums {
+                    group: row.try_get(0)?,
+                    counts: [
+                        row.try_get(1)?,
+                        row.try_get(2)?,
+                        row.try_get(3)?,
+                        row.try_get(4)?,
+                    ],
+                    usd: [row.try_get(5)?, row.try_get(6)?, row.try_get(7)?],
+                    estimated: row.try_get(8)?,
+                    refused: row.try_get(9)?,
+                })
+            })
+            .collect::<anyhow::Result<Vec<_>>>()
+    })??;
+    Ok(spend_lines(since_ms, by, sums))
 }
 
 /// Every column the SQLite ledger has, in its order (`id` first).
