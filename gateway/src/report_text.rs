@@ -14,7 +14,7 @@ pub fn open_ledger(
     since_ms: i64,
 ) -> anyhow::Result<rusqlite::Connection> {
     if let Some(postgres) = &settings.postgres {
-        let postgres = crate::ledger::Postgres::connect(postgres)?;
+        let postgres = crate::ledger::Postgres::connect_reader(postgres)?;
         return crate::ledger::snapshot(&postgres, since_ms);
     }
     let path = &settings.path;

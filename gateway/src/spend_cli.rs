@@ -20,7 +20,9 @@ pub fn run(
     let since_ms = now_ms() - since;
     let report = match &ledger.postgres {
         // Summed in PostgreSQL, over every replica's rows.
-        Some(postgres) => postgres_spend_report(&*Postgres::connect(postgres)?, since_ms, by)?,
+        Some(postgres) => {
+            postgres_spend_report(&*Postgres::connect_reader(postgres)?, since_ms, by)?
+        }
         None => spend_report(&report_text::open_ledger(ledger, since_ms)?, since_ms, by)?,
     };
     report_text::write(out, format, &report, (report.by, &COLUMNS, &rows(&report)))

@@ -43,6 +43,18 @@ impl Postgres {
     /// when PostgreSQL cannot be reached, so a replica that cannot record
     /// does not start.
     pub fn connect(settings: &PostgresLedger) -> anyhow::Result<Arc<Postgres>> {
+        let postgres = Self::connect_reader(settings)?;
+        let pool = postgres.pool.clone();
+        postgres
+            .run(async move { migrate::apply(&pool).await })?
+            .map_err(|err| anyhow::anyhow!("ledger.postgres: {err:#}"))?;
+        Ok(postgres)
+    }
+
+    /// Starts the pool's thread, to read reports: the schema is left as it
+    /// is (a reporting user needs no right to change it), and nothing
+    /// connects before the first read.
+    pub fn connect_reader(settings: &PostgresLedger) -> anyhow::Result<Arc<Postgres>> {
         let url = match &settings.url {
             PostgresUrl::Inline(url) => url.clone(),
             PostgresUrl::Env(name) => std::env::var(name).map_err(|_| {
@@ -96,17 +108,12 @@ impl Postgres {
         let (handle, stop) = start
             .recv()
             .map_err(|_| anyhow::anyhow!("the ledger's PostgreSQL thread did not start"))??;
-        let postgres = Arc::new(Postgres {
+        Ok(Arc::new(Postgres {
             handle,
             pool,
             stop: Mutex::new(Some(stop)),
             thread: Mutex::new(Some(thread)),
-        });
-        let pool = postgres.pool.clone();
-        postgres
-            .run(async move { migrate::apply(&pool).await })?
-            .map_err(|err| anyhow::anyhow!("ledger.postgres: {err:#}"))?;
-        Ok(postgres)
+        }))
     }
 
     /// Runs `work` on the pool's runtime and waits for it. Never call it
