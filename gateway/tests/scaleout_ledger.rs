@@ -614,7 +614,7 @@ async fn retention_purges_old_rows_from_postgres() {
     };
     pg.psql("retention", &insert("old", now - 3 * 86_400_000));
     pg.psql("retention", &insert("recent", now - 3_600_000));
-    let _second = priced("")
+    let second = priced("")
         .section(&format!(
             "ledger: {{retention_days: 2, postgres: {{url: '{url}'}}}}"
         ))
@@ -631,4 +631,23 @@ async fn retention_purges_old_rows_from_postgres() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     assert_eq!(left, "recent", "the old row is purged, the recent one kept");
+    // PostgreSQL's text cannot hold NUL, a caller's JSON can: the row is
+    // still written (a rejected batch would stop the writer, or lose it).
+    let mut body = short("nul", "auto");
+    body["user"] = json!("a\u{0}b");
+    let reply = post_with(
+        &second.url("/v1/chat/completions"),
+        &body,
+        &[("x-request-id", "nul")],
+    )
+    .await;
+    assert_eq!(reply.status, 200);
+    assert!(drained(&second).await);
+    assert_eq!(
+        pg.psql(
+            "retention",
+            "SELECT session FROM requests WHERE client_request_id = 'nul'"
+        ),
+        "a\u{FFFD}b"
+    );
 }

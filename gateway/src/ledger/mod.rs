@@ -439,7 +439,20 @@ impl Ledger {
                 let _ = tokio::task::spawn_blocking(move || writer.join()).await;
             }
             Some(Writer::Postgres(writer)) => {
-                let _ = writer.await;
+                // The writer gives up on an unreachable PostgreSQL 10 s after
+                // the queue closes; rows still waiting to enter the queue
+                // (the spool full) keep it open: stop waiting anyway.
+                if tokio::time::timeout(Duration::from_secs(30), writer)
+                    .await
+                    .is_err()
+                {
+                    let left = self.pending();
+                    tracing::error!(
+                        rows = left,
+                        "ledger: PostgreSQL away at shutdown; spooled rows lost"
+                    );
+                    self.health.lost.inc_by(left as u64);
+                }
             }
             None => {}
         }

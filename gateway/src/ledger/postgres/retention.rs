@@ -23,7 +23,7 @@ pub async fn run(pool: Pool, days: u32) {
         match purge(&pool, days).await {
             Ok(0) => {}
             Ok(deleted) => tracing::info!(deleted, days, "ledger retention"),
-            Err(err) => tracing::warn!(error = %err, "ledger retention failed"),
+            Err(err) => tracing::warn!(error = %format_args!("{err:#}"), "ledger retention failed"),
         }
     }
 }

@@ -110,7 +110,7 @@ pub async fn run(
                 }
             }
             let deadline = Instant::now() + window;
-            while open && waiting.rows.len() < BATCH {
+            while open && waiting.rows.len() < BATCH.min(spool.capacity) {
                 match tokio::time::timeout_at(deadline, receiver.recv()).await {
                     Ok(Some(entry)) => waiting.push(entry),
                     Ok(None) => open = false,
@@ -128,31 +128,16 @@ pub async fn run(
                 break;
             }
         }
-        let n = waiting.rows.len().min(BATCH);
-        let committed = tokio::time::timeout(
-            COMMIT_TIMEOUT,
-            commit(&pool, &spool.writer_id, waiting.rows.range(..n)),
-        )
-        .await
-        .unwrap_or_else(|_| Err(anyhow::anyhow!("no answer in {COMMIT_TIMEOUT:?}")));
-        match committed {
+        match commit_head(&pool, &mut waiting, &health).await {
             Ok(()) => {
                 if backoff > FIRST_BACKOFF {
                     tracing::info!(spooled = waiting.rows.len(), "ledger: PostgreSQL is back");
                 }
                 backoff = FIRST_BACKOFF;
-                for (_, entry) in waiting.take_first(n) {
-                    health
-                        .commit_lag
-                        .observe(entry.queued.elapsed().as_secs_f64());
-                    if let Some(waiter) = entry.committed {
-                        let _ = waiter.send(true);
-                    }
-                }
             }
             Err(err) => {
                 tracing::warn!(
-                    error = %err,
+                    error = %format_args!("{err:#}"),
                     spooled = waiting.rows.len(),
                     retry_in_ms = backoff.as_millis() as u64,
                     "ledger: PostgreSQL commit failed; rows stay in the spool"
@@ -183,6 +168,77 @@ pub async fn run(
         }
     }
     spool.len.store(0, Ordering::Relaxed);
+}
+
+/// Commits the spool's head batch. A batch PostgreSQL rejects for its data
+/// (not for being away) is retried row by row, and a row rejected alone is
+/// logged whole and counted lost: one bad row must not hold up the ledger.
+async fn commit_head(
+    pool: &Pool,
+    waiting: &mut Waiting,
+    health: &WriterHealth,
+) -> anyhow::Result<()> {
+    let n = waiting.rows.len().min(BATCH);
+    let writer_id = waiting.spool.writer_id.clone();
+    match commit_within(pool, &writer_id, waiting.rows.range(..n)).await {
+        Ok(()) => {
+            committed(waiting.take_first(n), health);
+            return Ok(());
+        }
+        Err(err) if !rejected(&err) => return Err(err),
+        Err(err) => {
+            tracing::warn!(error = %format_args!("{err:#}"), rows = n, "ledger: batch rejected; writing its rows one by one")
+        }
+    }
+    for _ in 0..n {
+        match commit_within(pool, &writer_id, waiting.rows.range(..1)).await {
+            Ok(()) => committed(waiting.take_first(1), health),
+            Err(err) if rejected(&err) => {
+                for (_, entry) in waiting.take_first(1) {
+                    tracing::error!(error = %format_args!("{err:#}"), row = ?entry.row, "ledger: row rejected by PostgreSQL; not written");
+                    health.lost.inc();
+                    if let Some(waiter) = entry.committed {
+                        let _ = waiter.send(false);
+                    }
+                }
+            }
+            Err(err) => return Err(err),
+        }
+    }
+    Ok(())
+}
+
+/// [`commit`], bounded in time.
+async fn commit_within<'a>(
+    pool: &Pool,
+    writer_id: &str,
+    batch: impl Iterator<Item = &'a (i64, Entry)> + Clone,
+) -> anyhow::Result<()> {
+    tokio::time::timeout(COMMIT_TIMEOUT, commit(pool, writer_id, batch))
+        .await
+        .unwrap_or_else(|_| Err(anyhow::anyhow!("no answer in {COMMIT_TIMEOUT:?}")))
+}
+
+/// Whether PostgreSQL refused the statement for the data in it (SQLSTATE
+/// classes 22, data exception, and 23, integrity constraint), which no
+/// retry would change; anything else (a connection lost, the server
+/// shutting down, a missing table) is waited out.
+fn rejected(err: &anyhow::Error) -> bool {
+    err.downcast_ref::<tokio_postgres::Error>()
+        .and_then(tokio_postgres::Error::code)
+        .is_some_and(|code| matches!(&code.code()[..2], "22" | "23"))
+}
+
+/// Tells the waiters of rows just committed.
+fn committed(rows: Vec<(i64, Entry)>, health: &WriterHealth) {
+    for (_, entry) in rows {
+        health
+            .commit_lag
+            .observe(entry.queued.elapsed().as_secs_f64());
+        if let Some(waiter) = entry.committed {
+            let _ = waiter.send(true);
+        }
+    }
 }
 
 /// Spools `entry`, or, the spool full under `on_full: serve`, drops it:
@@ -243,8 +299,17 @@ async fn commit<'a>(
         batch.map(|(seq, entry)| (*seq, &entry.row)).collect();
     let n = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
     let flag = |v: bool| i32::from(v);
+    // PostgreSQL's text cannot hold NUL, which a caller's JSON can (a
+    // session from the body's `user`): stored as U+FFFD instead.
+    let text = |s: String| {
+        if s.contains('\0') {
+            s.replace('\0', "\u{FFFD}")
+        } else {
+            s
+        }
+    };
     let column = |f: &dyn Fn(&super::super::LedgerRow) -> Option<String>| {
-        rows.iter().map(|(_, r)| f(r)).collect::<Vec<_>>()
+        rows.iter().map(|(_, r)| f(r).map(text)).collect::<Vec<_>>()
     };
     let writer_ids = vec![writer_id; rows.len()];
     let seqs: Vec<i64> = rows.iter().map(|(seq, _)| *seq).collect();
@@ -253,7 +318,7 @@ async fn commit<'a>(
     let key = column(&|r| r.key.clone());
     let team = column(&|r| r.team.clone());
     let route = column(&|r| r.route.as_deref().map(str::to_owned));
-    let backend: Vec<&str> = rows.iter().map(|(_, r)| r.backend.as_str()).collect();
+    let backend: Vec<String> = rows.iter().map(|(_, r)| text(r.backend.clone())).collect();
     let tier: Vec<&str> = rows.iter().map(|(_, r)| r.tier).collect();
     let profile: Vec<Option<&str>> = rows.iter().map(|(_, r)| r.profile).collect();
     let dialect: Vec<&str> = rows.iter().map(|(_, r)| r.dialect).collect();
