@@ -441,7 +441,17 @@ async fn reports_are_the_same_from_sqlite_and_postgres() {
         }
         ledger.close().await;
         let ledger = Ledger::open(settings).expect("open again");
-        let mut since = ledger.spend_since(now - 86_400_000).expect("spend since");
+        let mut since = ledger
+            .spend_since_async(now - 86_400_000)
+            .await
+            .expect("spend since");
+        assert_eq!(
+            since.len(),
+            ledger
+                .spend_since(now - 86_400_000)
+                .expect("spend since")
+                .len()
+        );
         since.sort_by(|a, b| (&a.0, &a.1).cmp(&(&b.0, &b.1)));
         spend.push(since);
         ledger.close().await;

@@ -263,6 +263,16 @@ impl Ledger {
         }
     }
 
+    /// [`Ledger::spend_since`] from async code: the read runs on a blocking
+    /// thread, so the caller's task only awaits it.
+    pub async fn spend_since_async(
+        self: &Arc<Self>,
+        since_ms: i64,
+    ) -> anyhow::Result<Vec<(String, String, f64, f64)>> {
+        let ledger = self.clone();
+        tokio::task::spawn_blocking(move || ledger.spend_since(since_ms)).await?
+    }
+
     fn sender(&self) -> Option<mpsc::Sender<Entry>> {
         self.sender
             .lock()
