@@ -452,10 +452,8 @@ impl Ledger {
                 // The writer gives up on an unreachable PostgreSQL 10 s after
                 // the queue closes; rows still waiting to enter the queue
                 // (the spool full) keep it open: stop waiting anyway.
-                if tokio::time::timeout(Duration::from_secs(30), writer)
-                    .await
-                    .is_err()
-                {
+                let finished = tokio::time::timeout(Duration::from_secs(30), writer).await;
+                if finished.is_err() {
                     let left = self.pending();
                     tracing::error!(
                         rows = left,
