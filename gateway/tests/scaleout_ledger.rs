@@ -115,6 +115,15 @@ async fn pending_rows(gateway: &Proc) -> Option<u64> {
         .and_then(|v| v.trim().parse().ok())
 }
 
+/// The gateway's `switchyard_ledger_lost_rows` counter.
+async fn lost_rows(gateway: &Proc) -> u64 {
+    let text = String::from_utf8_lossy(&get(&gateway.url("/metrics")).await.body).into_owned();
+    text.lines()
+        .find_map(|line| line.strip_prefix("switchyard_ledger_lost_rows_total "))
+        .and_then(|v| v.trim().parse().ok())
+        .expect("the lost-rows counter is exported")
+}
+
 /// Waits (at most 30 s) until the gateway's spool and queue are empty,
 /// and then for its last batch's commit.
 async fn drained(gateway: &Proc) -> bool {
@@ -400,6 +409,19 @@ async fn a_full_spool_refuses_in_the_callers_dialect() {
         200
     );
     assert_each_once(&served, &rows_per_id(&pg, "spool_full"));
+    assert_eq!(
+        lost_rows(&gateway).await,
+        0,
+        "under on_full: refuse no row is dropped"
+    );
+    assert_eq!(
+        pg.psql(
+            "spool_full",
+            "SELECT COUNT(*) FROM requests WHERE refusal IS NOT NULL"
+        ),
+        "2",
+        "the two refusals are recorded too"
+    );
 }
 
 /// The same rows give the same reports, to the byte, from the SQLite file
@@ -659,5 +681,53 @@ async fn retention_purges_old_rows_from_postgres() {
             "SELECT session FROM requests WHERE client_request_id = 'nul'"
         ),
         "a\u{FFFD}b"
+    );
+}
+
+/// PostgreSQL away and the spool full under `on_full: serve`: requests are
+/// still served, the rows that do not fit are counted lost, and the spooled
+/// ones are written once PostgreSQL is back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_spool_serves_and_counts_the_rows_lost() {
+    let Some(mut pg) = PostgresServer::start() else {
+        return;
+    };
+    let url = pg.create_database("spool_serve");
+    let gateway = replica(&url, "group", ", spool_rows: 3, on_full: serve").start();
+    let chat = gateway.url("/v1/chat/completions");
+    pg.stop();
+    for i in 0..10 {
+        let id = format!("serve-{i}");
+        let reply = post_with(&chat, &short("away", "auto"), &[("x-request-id", &id)]).await;
+        assert_eq!(reply.status, 200, "served while the spool is full");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let mut lost = 0;
+    for _ in 0..100 {
+        lost = lost_rows(&gateway).await;
+        if lost == 7 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(lost, 7, "ten rows, three spooled");
+    let ready = get(&gateway.url("/readyz")).await.json();
+    assert_eq!(ready["ledger"]["refusing"], false);
+    let pg = tokio::task::spawn_blocking(move || {
+        pg.restart();
+        pg
+    })
+    .await
+    .expect("start PostgreSQL");
+    assert!(
+        tokio::time::timeout(Duration::from_secs(40), drained(&gateway))
+            .await
+            .unwrap_or(false),
+        "the spool drains once PostgreSQL is back"
+    );
+    assert_eq!(
+        pg.psql("spool_serve", "SELECT COUNT(*) FROM requests"),
+        "3",
+        "the spooled rows are written"
     );
 }

@@ -118,14 +118,13 @@ pub async fn run(
                 }
             }
         }
-        while open {
+        // Under `refuse` a full spool leaves rows in the queue (their
+        // requests wait); under `serve` they are taken and dropped.
+        while open && (waiting.rows.len() < spool.capacity || spool.on_full == OnSpoolFull::Serve) {
             match receiver.try_recv() {
                 Ok(entry) => take(&mut waiting, entry, &spool, &health),
                 Err(mpsc::error::TryRecvError::Empty) => break,
                 Err(mpsc::error::TryRecvError::Disconnected) => open = false,
-            }
-            if waiting.rows.len() >= spool.capacity && spool.on_full == OnSpoolFull::Refuse {
-                break;
             }
         }
         match commit_head(&pool, &mut waiting, &health).await {
