@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use serde_json::json;
 use support::servers::PostgresServer;
-use support::{Proc, get, post_with, priced, short};
+use support::{Proc, get, get_with, post_with, priced, short};
 
 /// `(client request id, HTTP status)` of every request that got an answer.
 type Answers = Vec<(String, u16)>;
@@ -163,7 +163,15 @@ async fn three_replicas_migrate_once_and_record_every_request_once() {
         return;
     };
     let url = pg.create_database("replicas");
-    let mut replicas = start_together((0..3).map(|_| replica(&url, "group", "")).collect());
+    let admin = format!(
+        "auth: {{admin_key_hash: '{}'}}",
+        support::key_hash("admin-secret")
+    );
+    let mut replicas = start_together(
+        (0..3)
+            .map(|_| replica(&url, "group", "").section(&admin))
+            .collect(),
+    );
     assert_eq!(
         pg.psql(
             "replicas",
@@ -192,6 +200,24 @@ async fn three_replicas_migrate_once_and_record_every_request_once() {
             .take(5)
             .collect::<Vec<_>>()
     );
+    for replica in &replicas {
+        assert!(drained(replica).await, "every replica's rows written");
+    }
+    // Any replica's admin API reports all three replicas' rows.
+    let as_admin = [("authorization", "Bearer admin-secret")];
+    let spend = get_with(&replicas[2].url("/admin/spend?since=1h&by=key"), &as_admin).await;
+    assert_eq!(spend.status, 200);
+    assert_eq!(spend.json()["total"]["requests"], 300, "{}", spend.json());
+    let stats = get_with(&replicas[0].url("/admin/stats?window=1h"), &as_admin).await;
+    assert_eq!(stats.status, 200);
+    assert_eq!(
+        stats.json()["totals"]["requests"],
+        300,
+        "{}",
+        stats.json()["totals"]
+    );
+    let budgets = get_with(&replicas[1].url("/admin/budgets?since=1h"), &as_admin).await;
+    assert_eq!(budgets.status, 200, "{:?}", budgets.body);
     for replica in &mut replicas {
         assert!(replica.terminate().success(), "clean shutdown");
     }
