@@ -757,3 +757,47 @@ async fn a_full_spool_serves_and_counts_the_rows_lost() {
         "the spooled rows are written"
     );
 }
+
+/// Strict durability in PostgreSQL: a replica killed mid-load (no shutdown,
+/// no flush) leaves a row for every response a client saw complete.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn strict_rows_survive_kill_9_of_a_replica() {
+    let Some(pg) = PostgresServer::start() else {
+        return;
+    };
+    let url = pg.create_database("strict_kill");
+    let mut gateway = replica(&url, "strict", "").start();
+    let chat = Arc::new(gateway.url("/v1/chat/completions"));
+    let completed = Arc::new(std::sync::Mutex::new(Vec::<(String, u16)>::new()));
+    let mut workers = Vec::new();
+    for w in 0..6 {
+        let (chat, completed) = (chat.clone(), completed.clone());
+        workers.push(tokio::spawn(async move {
+            for i in 0..1000 {
+                let id = format!("kill-{w}-{i}");
+                let mut body = short("load", "auto");
+                body["stream"] = json!(i % 2 == 0);
+                let reply = tokio::time::timeout(
+                    Duration::from_secs(5),
+                    post_with(&chat, &body, &[("x-request-id", &id)]),
+                )
+                .await;
+                let Ok(reply) = reply else { break };
+                let whole = reply.status == 200
+                    && (body["stream"] == false
+                        || reply.events().last().map(String::as_str) == Some("[DONE]"));
+                if whole {
+                    completed.lock().unwrap().push((id, 200));
+                }
+            }
+        }));
+    }
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    gateway.kill();
+    for worker in workers {
+        worker.abort();
+    }
+    let completed = completed.lock().unwrap().clone();
+    assert!(completed.len() > 20, "load ran: {}", completed.len());
+    assert_each_once(&completed, &rows_per_id(&pg, "strict_kill"));
+}
