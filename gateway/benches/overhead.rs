@@ -526,6 +526,37 @@ async fn compare_builds(sim: &Proc, base_bin: &str) {
 async fn compare_state(sim: &Proc) {
     const BUDGET: &str = ", budget: {daily_usd: 1000000000}";
     let redis = redis_server().await;
+    // The floor for one Redis round trip from the gateway's core: a bare
+    // EVAL from redis-benchmark (C, one connection) pinned there.
+    let port = redis.url.rsplit(':').next().unwrap().to_owned();
+    let bench = Command::new("taskset")
+        .args([
+            "-c",
+            "1",
+            "redis-benchmark",
+            "-p",
+            &port,
+            "-c",
+            "1",
+            "-n",
+            "20000",
+            "--csv",
+        ])
+        .args(["EVAL", "return 1", "0"])
+        .output()
+        .expect("redis-benchmark (Debian's redis-tools)");
+    let csv = String::from_utf8_lossy(&bench.stdout);
+    // "test","rps","avg_latency_ms","min_latency_ms","p50_latency_ms",...
+    let p50_ms: f64 = csv
+        .lines()
+        .last()
+        .and_then(|line| line.split(',').nth(4))
+        .and_then(|v| v.trim_matches('"').parse().ok())
+        .unwrap_or(f64::NAN);
+    println!(
+        "a bare EVAL round trip from the gateway's core (redis-benchmark, c=1): p50 {:.0} us",
+        p50_ms * 1000.0
+    );
     let mut systems = floor(sim).await;
     systems.push(System::served(
         "memory",

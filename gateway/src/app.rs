@@ -31,7 +31,7 @@ use crate::handlers::HedgeSpend;
 use crate::handlers::{PromptCache, ResponseCache};
 use crate::http::server::ConnectionLimits;
 use crate::http::{BodyLimits, read_json_body};
-use crate::ledger::{Ledger, now_ms, spend_since};
+use crate::ledger::{Ledger, now_ms};
 use crate::metrics::Metrics;
 
 /// A backend ready to call.
@@ -201,7 +201,6 @@ pub struct App {
     /// (`state.redis`); kept across reloads, like the ledger.
     pub shared_state: Option<Arc<RedisStore>>,
     pub ledger: Arc<Ledger>,
-    pub ledger_path: String,
     /// The cloud model every request is also priced on.
     pub reference: Option<Reference>,
     pub hedges: Arc<HedgeSpend>,
@@ -259,11 +258,10 @@ impl App {
                 .map(|b| &b.name)
                 .eq(router.backends().iter())
         );
-        let (ledger, ledger_path, connection_limits) = match previous {
-            Some(p) => (p.ledger.clone(), p.ledger_path.clone(), p.connection_limits),
+        let (ledger, connection_limits) = match previous {
+            Some(p) => (p.ledger.clone(), p.connection_limits),
             None => (
                 Ledger::open(&config.ledger)?,
-                config.ledger.path.clone(),
                 ConnectionLimits::of(&config.server),
             ),
         };
@@ -282,10 +280,10 @@ impl App {
             &local_auth,
             previous.map(|p| &*p.budgets),
             shared_state.as_ref().map(|store| {
-                SharedBudgets::new(store.clone(), &config.auth, ledger_spend(&ledger_path))
+                SharedBudgets::new(store.clone(), &config.auth, ledger_spend(&ledger))
             }),
         );
-        seed_budgets(&budgets, &ledger_path, previous.map(|p| &*p.budgets))?;
+        seed_budgets(&budgets, &ledger, previous.map(|p| &*p.budgets))?;
         let max_concurrent = config.server.max_concurrent_requests;
         // In-flight requests keep their places in the limits: the same
         // semaphores, resized to the new config's.
@@ -323,7 +321,6 @@ impl App {
             budgets,
             shared_state,
             ledger,
-            ledger_path,
             reference: config.reference.clone(),
             hedges: previous.map(|p| p.hedges.clone()).unwrap_or_default(),
             metrics: Arc::new(Metrics::carrying(
@@ -734,28 +731,30 @@ pub fn build_provider(backend: &Backend) -> anyhow::Result<Arc<dyn Provider>> {
     Ok(provider)
 }
 
-/// Reads spend per holder from the ledger, for Redis to start a period's
-/// shared spend from.
-fn ledger_spend(ledger_path: &str) -> SpendSince {
-    let path = ledger_path.to_owned();
-    Arc::new(move |since_ms| {
-        let conn = rusqlite::Connection::open(&path)?;
-        Ok(spend_since(&conn, since_ms)?)
-    })
+/// Reads spend per holder from the ledger (blocking), for Redis to start
+/// a period's shared spend from.
+fn ledger_spend(ledger: &Arc<Ledger>) -> SpendSince {
+    let ledger = ledger.clone();
+    Arc::new(move |since_ms| ledger.spend_since(since_ms))
 }
 
 /// Starts budgets from what the ledger says was spent today and this month,
 /// so a restart does not hand out a budget twice.
+/// (With the ledger in PostgreSQL: what every replica spent.)
 fn seed_budgets(
     budgets: &Budgets,
-    ledger_path: &str,
+    ledger: &Ledger,
     carried: Option<&Budgets>,
 ) -> anyhow::Result<()> {
-    let conn = rusqlite::Connection::open(ledger_path)?;
+    // A reload that adds no budget reads nothing (and so works while a
+    // PostgreSQL ledger is away).
+    if !budgets.has_new_holders(carried) {
+        return Ok(());
+    }
     let (day_start, month_start) = crate::access::period_starts(now_ms());
     budgets.load(
-        &spend_since(&conn, day_start)?,
-        &spend_since(&conn, month_start)?,
+        &ledger.spend_since(day_start)?,
+        &ledger.spend_since(month_start)?,
         carried,
     );
     Ok(())

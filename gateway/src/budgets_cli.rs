@@ -18,8 +18,9 @@ pub fn run(
 ) -> anyhow::Result<()> {
     let since = parse_since(since).map_err(|e| anyhow::anyhow!("--since: {e}"))?;
     let by = parse_attainment_dimension(by).map_err(|e| anyhow::anyhow!("--by: {e}"))?;
-    let conn = report_text::open_ledger(&config.ledger.path)?;
-    let report = attainment_report(&conn, now_ms() - since, by, &route_budgets(config))?;
+    let since_ms = now_ms() - since;
+    let conn = report_text::open_ledger(&config.ledger, since_ms)?;
+    let report = attainment_report(&conn, since_ms, by, &route_budgets(config))?;
     report_text::write(out, format, &report, (report.by, &COLUMNS, &rows(&report)))?;
     if format == "table" {
         for d in report.drift.iter().filter(|d| d.drifted) {

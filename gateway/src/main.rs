@@ -45,7 +45,7 @@ fn run() -> anyhow::Result<()> {
         } => {
             let config = config_file::load(config.as_deref())?;
             switchyard::spend_cli::run(
-                &config.ledger.path,
+                &config.ledger,
                 &since,
                 &by,
                 &format,
@@ -60,7 +60,7 @@ fn run() -> anyhow::Result<()> {
         } => {
             let config = config_file::load(config.as_deref())?;
             switchyard::sessions_cli::run(
-                &config.ledger.path,
+                &config.ledger,
                 &since,
                 route.as_deref(),
                 &format,

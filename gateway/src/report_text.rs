@@ -6,8 +6,18 @@ use std::io::Write;
 
 pub type Rows = Vec<(String, Vec<String>)>;
 
-/// The ledger at `path`, to read a report from.
-pub fn open_ledger(path: &str) -> anyhow::Result<rusqlite::Connection> {
+/// The ledger `settings` name, to read a report of the rows since
+/// `since_ms` from: the SQLite file, or a copy of the rows every replica
+/// wrote to PostgreSQL.
+pub fn open_ledger(
+    settings: &switchyard_policies::LedgerSettings,
+    since_ms: i64,
+) -> anyhow::Result<rusqlite::Connection> {
+    if let Some(postgres) = &settings.postgres {
+        let postgres = crate::ledger::Postgres::connect_reader(postgres)?;
+        return crate::ledger::snapshot(&postgres, since_ms);
+    }
+    let path = &settings.path;
     if !std::path::Path::new(path).exists() {
         anyhow::bail!("no ledger at {path}: nothing has been served with this config yet");
     }

@@ -8,15 +8,16 @@ use crate::ledger::{SessionLine, now_ms, sessions_report};
 use crate::report_text::{self, Rows};
 
 pub fn run(
-    ledger_path: &str,
+    ledger: &switchyard_policies::LedgerSettings,
     since: &str,
     route: Option<&str>,
     format: &str,
     out: &mut impl Write,
 ) -> anyhow::Result<()> {
     let since = parse_since(since).map_err(|e| anyhow::anyhow!("--since: {e}"))?;
-    let conn = report_text::open_ledger(ledger_path)?;
-    let report = sessions_report(&conn, now_ms() - since, route)?;
+    let since_ms = now_ms() - since;
+    let conn = report_text::open_ledger(ledger, since_ms)?;
+    let report = sessions_report(&conn, since_ms, route)?;
     let rows: Rows = report
         .sessions
         .iter()

@@ -3,11 +3,13 @@
 use std::io::Write;
 
 use crate::handlers::{parse_dimension, parse_since};
-use crate::ledger::{SpendLine, SpendReport, now_ms, spend_report};
+use crate::ledger::{
+    Postgres, SpendLine, SpendReport, now_ms, postgres_spend_report, spend_report,
+};
 use crate::report_text::{self, Rows};
 
 pub fn run(
-    ledger_path: &str,
+    ledger: &switchyard_policies::LedgerSettings,
     since: &str,
     by: &str,
     format: &str,
@@ -15,8 +17,14 @@ pub fn run(
 ) -> anyhow::Result<()> {
     let since = parse_since(since).map_err(|e| anyhow::anyhow!("--since: {e}"))?;
     let by = parse_dimension(by).map_err(|e| anyhow::anyhow!("--by: {e}"))?;
-    let conn = report_text::open_ledger(ledger_path)?;
-    let report = spend_report(&conn, now_ms() - since, by)?;
+    let since_ms = now_ms() - since;
+    let report = match &ledger.postgres {
+        // Summed in PostgreSQL, over every replica's rows.
+        Some(postgres) => {
+            postgres_spend_report(&*Postgres::connect_reader(postgres)?, since_ms, by)?
+        }
+        None => spend_report(&report_text::open_ledger(ledger, since_ms)?, since_ms, by)?,
+    };
     report_text::write(out, format, &report, (report.by, &COLUMNS, &rows(&report)))
 }
 

@@ -273,6 +273,14 @@ impl Budgets {
         }
     }
 
+    /// Whether any budget here is not one `carried` over from a previous
+    /// config (and so needs its spend from the ledger).
+    pub fn has_new_holders(&self, carried: Option<&Budgets>) -> bool {
+        self.holders
+            .keys()
+            .any(|name| !carried.is_some_and(|b| b.holders.contains_key(name)))
+    }
+
     /// The budgets a request by `key` to a cloud (or local) backend falls under.
     fn applicable(&self, key: &VirtualKey, cloud: bool) -> Vec<String> {
         if self.holders.is_empty() {

@@ -111,8 +111,8 @@ pub fn run(
         anyhow::bail!("--target {target}: a share between 0 and 1, such as 0.95");
     }
     let since = crate::handlers::parse_since(since).map_err(|e| anyhow::anyhow!("--since: {e}"))?;
-    let conn = crate::report_text::open_ledger(&config.ledger.path)?;
     let now = crate::ledger::now_ms();
+    let conn = crate::report_text::open_ledger(&config.ledger, now - since)?;
     let advice = advise(&conn, config, now - since, now, target)?;
     write(out, format, &advice)
 }

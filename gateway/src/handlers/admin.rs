@@ -12,7 +12,6 @@ use crate::error::GatewayError;
 use crate::http::{Body, json_response};
 use crate::ledger::{
     AttainmentDimension, Dimension, attainment_report, now_ms, route_budgets, sessions_report,
-    spend_report,
 };
 use crate::live::Live;
 
@@ -25,15 +24,27 @@ pub fn unauthorized() -> GatewayError {
 
 pub async fn spend(app: &App, req: Request<Incoming>) -> Result<Response<Body>, GatewayError> {
     let (since, by) = report_query(app, &req, "key", parse_dimension)?;
-    ledger_report(app, move |conn| spend_report(conn, now_ms() - since, by)).await
+    let since_ms = now_ms() - since;
+    // Summed by the database itself, PostgreSQL's included.
+    let ledger = app.ledger.clone();
+    let report = tokio::task::spawn_blocking(move || ledger.spend_report(since_ms, by))
+        .await
+        .map_err(|err| GatewayError::Internal {
+            message: err.to_string(),
+        })?
+        .map_err(|err| GatewayError::Internal {
+            message: format!("ledger: {err}"),
+        })?;
+    Ok(json_response(StatusCode::OK, &report))
 }
 
 /// `GET /admin/budgets?since=7d&by=profile`: the budget-attainment report.
 pub async fn budgets(app: &App, req: Request<Incoming>) -> Result<Response<Body>, GatewayError> {
     let (since, by) = report_query(app, &req, "profile", parse_attainment_dimension)?;
     let budgets = route_budgets(&app.config);
-    ledger_report(app, move |conn| {
-        attainment_report(conn, now_ms() - since, by, &budgets)
+    let since_ms = now_ms() - since;
+    ledger_report(app, since_ms, move |conn| {
+        attainment_report(conn, since_ms, by, &budgets)
     })
     .await
 }
@@ -53,8 +64,8 @@ pub async fn advice(app: &App, req: Request<Incoming>) -> Result<Response<Body>,
             })?,
     };
     let config = app.config.clone();
-    ledger_report(app, move |conn| {
-        let now = now_ms();
+    let now = now_ms();
+    ledger_report(app, now - since, move |conn| {
         crate::advice::advise(conn, &config, now - since, now, target)
     })
     .await
@@ -64,8 +75,9 @@ pub async fn advice(app: &App, req: Request<Incoming>) -> Result<Response<Body>,
 pub async fn sessions(app: &App, req: Request<Incoming>) -> Result<Response<Body>, GatewayError> {
     let since = report_since(app, &req, "1d")?;
     let route = query_param(&req, "route");
-    ledger_report(app, move |conn| {
-        sessions_report(conn, now_ms() - since, route.as_deref())
+    let since_ms = now_ms() - since;
+    ledger_report(app, since_ms, move |conn| {
+        sessions_report(conn, since_ms, route.as_deref())
     })
     .await
 }
@@ -116,29 +128,30 @@ fn report_since(app: &App, req: &Request<Incoming>, default: &str) -> Result<i64
 /// A report read from the ledger off the async threads, as JSON.
 async fn ledger_report<R: serde::Serialize + Send + 'static>(
     app: &App,
+    since_ms: i64,
     read: impl FnOnce(&rusqlite::Connection) -> rusqlite::Result<R> + Send + 'static,
 ) -> Result<Response<Body>, GatewayError> {
-    let report = read_ledger(app, move |conn| read(conn)).await?;
+    let report = read_ledger(app, since_ms, move |conn| read(conn)).await?;
     Ok(json_response(StatusCode::OK, &report))
 }
 
-/// Reads the ledger off the async threads, on a connection of its own.
+/// Reads the ledger's rows since `since_ms` off the async threads, on a
+/// connection of its own (from every replica when the ledger is in
+/// PostgreSQL).
 pub async fn read_ledger<R: Send + 'static>(
     app: &App,
+    since_ms: i64,
     read: impl FnOnce(&mut rusqlite::Connection) -> rusqlite::Result<R> + Send + 'static,
 ) -> Result<R, GatewayError> {
-    let path = app.ledger_path.clone();
-    tokio::task::spawn_blocking(move || {
-        let mut conn = rusqlite::Connection::open(&path)?;
-        read(&mut conn)
-    })
-    .await
-    .map_err(|err| GatewayError::Internal {
-        message: err.to_string(),
-    })?
-    .map_err(|err| GatewayError::Internal {
-        message: format!("ledger: {err}"),
-    })
+    let ledger = app.ledger.clone();
+    tokio::task::spawn_blocking(move || ledger.read(since_ms, read))
+        .await
+        .map_err(|err| GatewayError::Internal {
+            message: err.to_string(),
+        })?
+        .map_err(|err| GatewayError::Internal {
+            message: format!("ledger: {err}"),
+        })
 }
 
 /// Reloads the config file (the caller was checked for the admin key):

@@ -69,6 +69,12 @@ fn route_names(app: &App) -> Vec<String> {
 /// when limits are shared, its requests per minute, in the same call).
 pub fn admit_request(app: &App, caller: Option<&Caller>, size: Size) -> Result<(), GatewayError> {
     app.check_choices(size.choices)?;
+    if app.ledger.refusing() {
+        // `ledger.postgres.on_full: refuse`: nothing is served unrecorded.
+        return Err(GatewayError::Overloaded {
+            what: "the ledger's database is unreachable and its spool is full".into(),
+        });
+    }
     if let Some(caller) = caller {
         app.rates.admit(caller, size.estimated_tokens())?;
     }

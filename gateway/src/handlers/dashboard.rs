@@ -156,7 +156,9 @@ pub async fn stats(app: &App, req: Request<Incoming>) -> Result<Response<Body>, 
     }
     let budgets = route_budgets(&app.config);
     let now = now_ms();
-    let read = super::admin::read_ledger(app, move |conn| {
+    // A bucket more than the window: the first bucket starts before it.
+    let since_ms = now - window.length_ms - window.bucket_ms;
+    let read = super::admin::read_ledger(app, since_ms, move |conn| {
         // One snapshot: the totals, series and tables agree.
         let tx = conn.transaction()?;
         let stats = ledger_stats(&tx, window, now)?;

@@ -23,10 +23,20 @@ pub fn ready(app: &App) -> Response<Body> {
     if app.is_shutting_down() {
         return GatewayError::ShuttingDown.into_response();
     }
-    // Redis away is reported, not refused: every replica would go unready
-    // at once and the Service would answer connection errors instead of
-    // each request's refusal (or local enforcement) in its own dialect.
-    let mut body = json!({"status": "ready", "backends": app.backends.len()});
+    // Ready while Redis or the ledger's database is away: each request is
+    // still answered in its caller's dialect (refused, spooled or enforced
+    // locally), which a pod taken out of its Service could not do, and
+    // every replica would go unready at once.
+    let ledger = &app.ledger;
+    let mut body = json!({
+        "status": "ready",
+        "backends": app.backends.len(),
+        "ledger": {
+            "store": ledger.store_name(),
+            "pending_rows": ledger.pending(),
+            "refusing": ledger.refusing(),
+        },
+    });
     if let Some(store) = &app.shared_state {
         body["state"] = json!({
             "redis": if store.is_up() { "up" } else { "unavailable" },

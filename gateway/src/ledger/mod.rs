@@ -1,11 +1,13 @@
 //! The ledger: one durable row per request, cloud and local alike, in SQLite
-//! (WAL). Rows go to a writer thread over a bounded channel: when it is
-//! full, requests wait rather than drop rows. Rows are committed in groups
+//! (WAL), or in PostgreSQL shared by replicas (`ledger.postgres`). Rows go
+//! to a writer over a bounded channel: when it is full, requests wait
+//! rather than drop rows. Rows are committed in groups
 //! (every `flush`, or at once in strict mode, where the caller waits for the
 //! commit), and everything queued is written before the process exits.
 
 mod attainment;
 mod drift;
+mod postgres;
 mod report;
 mod row;
 mod schema;
@@ -22,11 +24,14 @@ pub use attainment::{
     AttainmentDimension, AttainmentReport, attainment_lines, attainment_report, route_budgets,
 };
 use futures_util::future::{BoxFuture, Either};
+/// The spend report from PostgreSQL (`Ledger::spend_report` for a running ledger).
+pub use postgres::spend_report as postgres_spend_report;
+pub use postgres::{Postgres, snapshot};
 pub use report::{Dimension, SpendLine, SpendReport, now_ms, spend_report, spend_since};
 pub use row::{Drafts, LedgerRow};
 pub use sessions::{SessionLine, SessionsReport, sessions_report};
 pub use stats::{LedgerStats, Window, ledger_stats};
-use switchyard_policies::{Durability, LedgerSettings};
+use switchyard_policies::{Durability, LedgerSettings, OnSpoolFull};
 use tokio::sync::mpsc::error::TrySendError;
 use tokio::sync::{Notify, mpsc, oneshot};
 
@@ -78,10 +83,31 @@ enum Queued {
     Lost(Entry),
 }
 
+/// The writer, on a thread of its own (SQLite) or a task on the pool's
+/// runtime (PostgreSQL).
+enum Writer {
+    Sqlite(std::thread::JoinHandle<()>),
+    Postgres(tokio::task::JoinHandle<()>),
+}
+
+/// Where rows are stored and reports read from.
+enum Store {
+    Sqlite {
+        path: String,
+    },
+    Postgres {
+        postgres: Arc<Postgres>,
+        spool: Arc<postgres::Spool>,
+        /// How long a strict request waits for its commit.
+        strict_wait: Duration,
+    },
+}
+
 pub struct Ledger {
     sender: Mutex<Option<mpsc::Sender<Entry>>>,
     strict: bool,
-    writer: Mutex<Option<std::thread::JoinHandle<()>>>,
+    writer: Mutex<Option<Writer>>,
+    store: Store,
     /// Rows handed to background tasks and not yet queued.
     detached: AtomicUsize,
     detached_done: Notify,
@@ -93,6 +119,9 @@ pub struct Ledger {
 impl Ledger {
     /// Opens (creating) the database and starts the writer thread.
     pub fn open(settings: &LedgerSettings) -> anyhow::Result<Arc<Ledger>> {
+        if settings.postgres.is_some() {
+            return Self::open_postgres(settings);
+        }
         let strict = settings.durability == Durability::Strict;
         let conn = schema::open(&settings.path, strict)?;
         schema::apply_retention(&conn, settings.retention_days)?;
@@ -114,12 +143,134 @@ impl Ledger {
         Ok(Arc::new(Ledger {
             sender: Mutex::new(Some(sender)),
             strict,
-            writer: Mutex::new(Some(writer)),
+            writer: Mutex::new(Some(Writer::Sqlite(writer))),
+            store: Store::Sqlite {
+                path: settings.path.clone(),
+            },
             detached: AtomicUsize::new(0),
             detached_done: Notify::new(),
             queue: settings.queue,
             health,
         }))
+    }
+
+    /// Connects to PostgreSQL (applying the schema's migrations) and starts
+    /// the spooling writer on the pool's runtime.
+    fn open_postgres(settings: &LedgerSettings) -> anyhow::Result<Arc<Ledger>> {
+        let Some(pg) = &settings.postgres else {
+            anyhow::bail!("ledger.postgres is not set");
+        };
+        let strict = settings.durability == Durability::Strict;
+        let postgres = Postgres::connect(pg)?;
+        let spool = Arc::new(postgres::Spool::new(pg.spool_rows, pg.on_full));
+        let (sender, receiver) = mpsc::channel(settings.queue);
+        let health = Arc::new(WriterHealth::new());
+        let writer = postgres.spawn(postgres::run_writer(
+            postgres.pool().clone(),
+            receiver,
+            if strict {
+                Duration::ZERO
+            } else {
+                settings.flush
+            },
+            spool.clone(),
+            health.clone(),
+        ));
+        postgres.spawn(postgres::run_retention(
+            postgres.pool().clone(),
+            settings.retention_days,
+        ));
+        tracing::info!(
+            url = %pg.url.redacted(),
+            writer_id = %spool.writer_id,
+            "ledger in PostgreSQL"
+        );
+        Ok(Arc::new(Ledger {
+            sender: Mutex::new(Some(sender)),
+            strict,
+            writer: Mutex::new(Some(Writer::Postgres(writer))),
+            store: Store::Postgres {
+                postgres,
+                spool,
+                strict_wait: pg.strict_wait,
+            },
+            detached: AtomicUsize::new(0),
+            detached_done: Notify::new(),
+            queue: settings.queue,
+            health,
+        }))
+    }
+
+    /// `sqlite` or `postgres`, for `/readyz`.
+    pub fn store_name(&self) -> &'static str {
+        match &self.store {
+            Store::Sqlite { .. } => "sqlite",
+            Store::Postgres { .. } => "postgres",
+        }
+    }
+
+    /// Whether new requests are to be refused: PostgreSQL has been away
+    /// long enough to fill the spool, and `on_full: refuse` says nothing is
+    /// to be served unrecorded.
+    pub fn refusing(&self) -> bool {
+        match &self.store {
+            Store::Sqlite { .. } => false,
+            Store::Postgres { spool, .. } => {
+                spool.on_full == OnSpoolFull::Refuse && spool.is_full()
+            }
+        }
+    }
+
+    /// Runs `read` on the ledger's rows since `since_ms`: on the SQLite file,
+    /// or on a copy of PostgreSQL's rows from every replica. Blocks: call it
+    /// off the async threads.
+    pub fn read<R>(
+        &self,
+        since_ms: i64,
+        read: impl FnOnce(&mut rusqlite::Connection) -> rusqlite::Result<R>,
+    ) -> anyhow::Result<R> {
+        let mut conn = match &self.store {
+            Store::Sqlite { path } => rusqlite::Connection::open(path)?,
+            Store::Postgres { postgres, .. } => postgres::snapshot(postgres, since_ms)?,
+        };
+        Ok(read(&mut conn)?)
+    }
+
+    /// The spend report since `since_ms`, across all replicas when the
+    /// ledger is in PostgreSQL (summed there). Blocks: call it off the
+    /// async threads.
+    pub fn spend_report(&self, since_ms: i64, by: Dimension) -> anyhow::Result<SpendReport> {
+        match &self.store {
+            Store::Sqlite { path } => Ok(spend_report(
+                &rusqlite::Connection::open(path)?,
+                since_ms,
+                by,
+            )?),
+            Store::Postgres { postgres, .. } => postgres::spend_report(postgres, since_ms, by),
+        }
+    }
+
+    /// Spend per key and team since `since_ms`, across all replicas when the
+    /// ledger is in PostgreSQL: `(kind, name, cloud_usd, total_usd)` with
+    /// kind `key` or `team`. Blocks: call it at start or off the async
+    /// threads. Rows still in this process's queue or spool are not in it.
+    pub fn spend_since(&self, since_ms: i64) -> anyhow::Result<Vec<(String, String, f64, f64)>> {
+        match &self.store {
+            Store::Sqlite { path } => {
+                Ok(spend_since(&rusqlite::Connection::open(path)?, since_ms)?)
+            }
+            Store::Postgres { postgres, .. } => postgres::spend_since(postgres, since_ms),
+        }
+    }
+
+    /// [`Ledger::spend_since`] from async code: the read runs on a blocking
+    /// thread, so the caller's task only awaits it.
+    pub async fn spend_since_async(
+        self: &Arc<Self>,
+        since_ms: i64,
+    ) -> anyhow::Result<Vec<(String, String, f64, f64)>> {
+        let ledger = self.clone();
+        tokio::task::spawn_blocking(move || ledger.spend_since(since_ms)).await?
     }
 
     fn sender(&self) -> Option<mpsc::Sender<Entry>> {
@@ -159,22 +310,32 @@ impl Ledger {
                 },
             }
         };
-        let committed = |answer: Result<bool, _>| match answer {
-            Ok(true) => Ok(()),
-            _ => Err(NotCommitted),
+        let limit = match &self.store {
+            Store::Postgres { strict_wait, .. } => Some(*strict_wait),
+            Store::Sqlite { .. } => None,
+        };
+        let committed = move |wait: oneshot::Receiver<bool>| async move {
+            let answer = match limit {
+                // PostgreSQL away: the row stays spooled and lands later,
+                // but the caller is not kept waiting for it.
+                Some(limit) => tokio::time::timeout(limit, wait).await.unwrap_or(Ok(false)),
+                None => wait.await,
+            };
+            match answer {
+                Ok(true) => Ok(()),
+                _ => Err(NotCommitted),
+            }
         };
         match (queued, wait) {
             (Queued::Now, None) => Either::Left(std::future::ready(Ok(()))),
-            (Queued::Now, Some(wait)) => {
-                Either::Right(Box::pin(async move { committed(wait.await) }))
-            }
+            (Queued::Now, Some(wait)) => Either::Right(Box::pin(committed(wait))),
             (Queued::Later(sender, entry), wait) => Either::Right(Box::pin(async move {
                 if let Err(lost) = sender.send(entry).await {
                     tracing::error!(row = ?lost.0.row, "ledger writer stopped; row not written");
                     return Err(NotCommitted);
                 }
                 match wait {
-                    Some(wait) => committed(wait.await),
+                    Some(wait) => committed(wait).await,
                     None => Ok(()),
                 }
             })),
@@ -218,11 +379,15 @@ impl Ledger {
         &self.health
     }
 
-    /// Rows not yet with the writer's transaction: in its queue, or waiting
-    /// in background tasks to be queued.
+    /// Rows not yet committed by the writer: in its queue, waiting in
+    /// background tasks to be queued, or (PostgreSQL) in its spool.
     pub fn pending(&self) -> usize {
         let queued = self.sender().map_or(0, |s| s.max_capacity() - s.capacity());
-        queued + self.detached.load(Ordering::Relaxed)
+        let spooled = match &self.store {
+            Store::Postgres { spool, .. } => spool.len.load(Ordering::Relaxed),
+            Store::Sqlite { .. } => 0,
+        };
+        queued + spooled + self.detached.load(Ordering::Relaxed)
     }
 
     /// Runs `work` (a request's bookkeeping, ending in its row) in a task of
@@ -279,8 +444,28 @@ impl Ledger {
         }
         drop(self.sender.lock().unwrap_or_else(|p| p.into_inner()).take());
         let writer = self.writer.lock().unwrap_or_else(|p| p.into_inner()).take();
-        if let Some(writer) = writer {
-            let _ = tokio::task::spawn_blocking(move || writer.join()).await;
+        match writer {
+            Some(Writer::Sqlite(writer)) => {
+                let _ = tokio::task::spawn_blocking(move || writer.join()).await;
+            }
+            Some(Writer::Postgres(writer)) => {
+                // The writer gives up on an unreachable PostgreSQL 10 s after
+                // the queue closes; rows still waiting to enter the queue
+                // (the spool full) keep it open: stop waiting anyway.
+                let finished = tokio::time::timeout(Duration::from_secs(30), writer).await;
+                if finished.is_err() {
+                    let left = self.pending();
+                    tracing::error!(
+                        rows = left,
+                        "ledger: PostgreSQL away at shutdown; spooled rows lost"
+                    );
+                    self.health.lost.inc_by(left as u64);
+                }
+            }
+            None => {}
+        }
+        if let Store::Postgres { postgres, .. } = &self.store {
+            postgres.stop().await;
         }
     }
 }

@@ -97,40 +97,97 @@ pub fn now_ms() -> i64 {
 /// Cloud tiers, for the cloud/local split.
 const CLOUD: &str = "tier IN ('cloud', 'large')";
 
+/// The SQL a spend report's query is written in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Dialect {
+    Sqlite,
+    Postgres,
+}
+
+impl Dimension {
+    /// The grouped expression in `dialect`.
+    fn column_in(self, dialect: Dialect) -> &'static str {
+        match (self, dialect) {
+            (Dimension::Day, Dialect::Postgres) => {
+                "to_char(to_timestamp(ts_ms / 1000) AT TIME ZONE 'UTC', 'YYYY-MM-DD')"
+            }
+            _ => self.column(),
+        }
+    }
+}
+
+/// The spend report's query (`?1` is the start; PostgreSQL's takes `$1`).
+/// Counts are summed as CASE and cast to BIGINT, which both databases read
+/// alike (PostgreSQL sums BIGINTs to NUMERIC); groups sort by their bytes,
+/// SQLite's order, whatever the database's collation.
+pub(super) fn spend_sql(by: Dimension, dialect: Dialect) -> String {
+    let group = by.column_in(dialect);
+    let (start, bytes) = match dialect {
+        Dialect::Sqlite => ("?1", ""),
+        Dialect::Postgres => ("$1", " COLLATE \"C\""),
+    };
+    format!(
+        "SELECT {group}, CAST(SUM(CASE WHEN refusal IS NULL THEN 1 ELSE 0 END) AS BIGINT),
+                CAST(SUM(input_tokens) AS BIGINT), CAST(SUM(cached_tokens) AS BIGINT),
+                CAST(SUM(output_tokens) AS BIGINT), SUM(cost_usd),
+                SUM(CASE WHEN {CLOUD} THEN cost_usd ELSE 0 END), SUM(counterfactual_usd),
+                CAST(SUM(estimated) AS BIGINT),
+                CAST(SUM(CASE WHEN refusal IS NOT NULL THEN 1 ELSE 0 END) AS BIGINT)
+         FROM requests WHERE ts_ms >= {start} GROUP BY 1 ORDER BY 6 DESC, {group}{bytes}"
+    )
+}
+
+/// One row of [`spend_sql`]'s answer: the group, then the sums in order.
+pub(super) struct SpendSums {
+    pub group: String,
+    pub counts: [Option<i64>; 4],
+    pub usd: [Option<f64>; 3],
+    pub estimated: Option<i64>,
+    pub refused: Option<i64>,
+}
+
 pub fn spend_report(
     conn: &Connection,
     since_ms: i64,
     by: Dimension,
 ) -> rusqlite::Result<SpendReport> {
-    let sql = format!(
-        "SELECT {group}, SUM(refusal IS NULL), SUM(input_tokens), SUM(cached_tokens), SUM(output_tokens), SUM(cost_usd),
-                SUM(CASE WHEN {CLOUD} THEN cost_usd ELSE 0 END), SUM(counterfactual_usd), SUM(estimated),
-                SUM(refusal IS NOT NULL)
-         FROM requests WHERE ts_ms >= ?1 GROUP BY 1 ORDER BY 6 DESC, 1",
-        group = by.column()
-    );
-    let mut statement = conn.prepare(&sql)?;
-    let lines: Vec<SpendLine> = statement
+    let mut statement = conn.prepare(&spend_sql(by, Dialect::Sqlite))?;
+    let sums = statement
         .query_map([since_ms], |row| {
-            let cost: f64 = row.get::<_, Option<f64>>(5)?.unwrap_or(0.0);
-            let cloud: f64 = row.get::<_, Option<f64>>(6)?.unwrap_or(0.0);
-            let counterfactual: f64 = row.get::<_, Option<f64>>(7)?.unwrap_or(0.0);
-            Ok(SpendLine {
+            Ok(SpendSums {
                 group: row.get(0)?,
-                requests: count(row.get(1)?),
-                input_tokens: count(row.get(2)?),
-                cached_tokens: count(row.get(3)?),
-                output_tokens: count(row.get(4)?),
+                counts: [row.get(1)?, row.get(2)?, row.get(3)?, row.get(4)?],
+                usd: [row.get(5)?, row.get(6)?, row.get(7)?],
+                estimated: row.get(8)?,
+                refused: row.get(9)?,
+            })
+        })?
+        .collect::<rusqlite::Result<Vec<_>>>()?;
+    Ok(spend_lines(since_ms, by, sums))
+}
+
+/// The report from its query's rows, and their total.
+pub(super) fn spend_lines(since_ms: i64, by: Dimension, sums: Vec<SpendSums>) -> SpendReport {
+    let lines: Vec<SpendLine> = sums
+        .into_iter()
+        .map(|s| {
+            let [cost, cloud, counterfactual] = s.usd.map(|v| v.unwrap_or(0.0));
+            SpendLine {
+                group: s.group,
+                requests: count(s.counts[0]),
+                input_tokens: count(s.counts[1]),
+                cached_tokens: count(s.counts[2]),
+                output_tokens: count(s.counts[3]),
                 cost_usd: cost,
                 cloud_usd: cloud,
                 local_usd: cost - cloud,
                 counterfactual_usd: counterfactual,
                 savings_usd: counterfactual - cost,
-                estimated: count(row.get(8)?),
-                refused: count(row.get(9)?),
-            })
-        })?
-        .collect::<rusqlite::Result<_>>()?;
+                estimated: count(s.estimated),
+                refused: count(s.refused),
+            }
+        })
+        .collect();
     let mut total = SpendLine {
         group: "total".into(),
         ..SpendLine::default()
@@ -148,12 +205,24 @@ pub fn spend_report(
         total.estimated += line.estimated;
         total.refused += line.refused;
     }
-    Ok(SpendReport {
+    SpendReport {
         since_ms,
         by: by.name(),
         lines,
         total,
-    })
+    }
+}
+
+/// The query of [`spend_since`], in SQL that SQLite and PostgreSQL read
+/// alike (`?1` is the start).
+pub(super) fn spend_since_sql() -> String {
+    format!(
+        "SELECT CAST('key' AS TEXT), key, SUM(CASE WHEN {CLOUD} THEN cost_usd ELSE 0 END), SUM(cost_usd)
+           FROM requests WHERE ts_ms >= ?1 AND key IS NOT NULL GROUP BY key
+         UNION ALL
+         SELECT CAST('team' AS TEXT), team, SUM(CASE WHEN {CLOUD} THEN cost_usd ELSE 0 END), SUM(cost_usd)
+           FROM requests WHERE ts_ms >= ?1 AND team IS NOT NULL GROUP BY team"
+    )
 }
 
 /// Spend so far per key and per team since `since_ms`, split into
@@ -162,14 +231,7 @@ pub fn spend_since(
     conn: &Connection,
     since_ms: i64,
 ) -> rusqlite::Result<Vec<(String, String, f64, f64)>> {
-    let sql = format!(
-        "SELECT 'key', key, SUM(CASE WHEN {CLOUD} THEN cost_usd ELSE 0 END), SUM(cost_usd)
-           FROM requests WHERE ts_ms >= ?1 AND key IS NOT NULL GROUP BY key
-         UNION ALL
-         SELECT 'team', team, SUM(CASE WHEN {CLOUD} THEN cost_usd ELSE 0 END), SUM(cost_usd)
-           FROM requests WHERE ts_ms >= ?1 AND team IS NOT NULL GROUP BY team"
-    );
-    let mut statement = conn.prepare(&sql)?;
+    let mut statement = conn.prepare(&spend_since_sql())?;
     statement
         .query_map([since_ms], |row| {
             Ok((

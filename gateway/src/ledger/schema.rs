@@ -65,9 +65,15 @@ pub fn open(path: &str, strict: bool) -> anyhow::Result<Connection> {
     conn.pragma_update(None, "journal_mode", "WAL")?;
     conn.pragma_update(None, "synchronous", if strict { "FULL" } else { "NORMAL" })?;
     conn.busy_timeout(std::time::Duration::from_secs(5))?;
-    conn.execute_batch(SCHEMA)?;
-    migrate(&conn)?;
+    create(&conn)?;
     Ok(conn)
+}
+
+/// Creates the table and its indexes on `conn` (or brings an older ledger's
+/// up to date).
+pub fn create(conn: &Connection) -> rusqlite::Result<()> {
+    conn.execute_batch(SCHEMA)?;
+    migrate(conn)
 }
 
 /// Creates the ledger file readable and writable by its owner only, when it

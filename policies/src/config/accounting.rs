@@ -16,6 +16,95 @@ pub struct LedgerSettings {
     pub retention_days: u32,
     /// Rows waiting to be written; when full, requests wait (no row is dropped).
     pub queue: usize,
+    /// Set: rows go to PostgreSQL (shared by replicas), not to `path`.
+    pub postgres: Option<PostgresLedger>,
+}
+
+/// The ledger in PostgreSQL.
+#[derive(Clone, PartialEq)]
+pub struct PostgresLedger {
+    pub url: PostgresUrl,
+    /// Connections in the pool the writer and the reports share.
+    pub pool_size: usize,
+    /// Rows that may wait in memory while PostgreSQL is away.
+    pub spool_rows: usize,
+    pub on_full: OnSpoolFull,
+    /// How long a strict request waits for its row's commit before it is
+    /// answered with an error (the row still lands once PostgreSQL is back).
+    pub strict_wait: Duration,
+}
+
+/// Where the connection string comes from. It may hold a password: it is
+/// never shown, only [`PostgresUrl::redacted`].
+#[derive(Clone, PartialEq)]
+pub enum PostgresUrl {
+    Inline(String),
+    /// The environment variable holding the URL, read at start.
+    Env(String),
+}
+
+impl PostgresUrl {
+    /// The URL with any password replaced, for logs and messages.
+    pub fn redacted(&self) -> String {
+        match self {
+            PostgresUrl::Env(name) => format!("env:{name}"),
+            PostgresUrl::Inline(url) => redact_password(url),
+        }
+    }
+}
+
+/// `scheme://user:password@host` -> `scheme://user:[redacted]@host`, and a
+/// `password=` parameter likewise.
+pub fn redact_password(url: &str) -> String {
+    let mut out = url.to_owned();
+    if let Some(scheme_end) = out.find("://") {
+        let rest_start = scheme_end + 3;
+        let authority_end = out[rest_start..]
+            .find(['/', '?'])
+            .map_or(out.len(), |i| rest_start + i);
+        if let Some(at) = out[rest_start..authority_end].rfind('@') {
+            let userinfo = &out[rest_start..rest_start + at];
+            if let Some(colon) = userinfo.find(':') {
+                out.replace_range(rest_start + colon + 1..rest_start + at, "[redacted]");
+            }
+        }
+    }
+    if let Some(at) = out.find("password=") {
+        let value_start = at + "password=".len();
+        let value_end = out[value_start..]
+            .find('&')
+            .map_or(out.len(), |i| value_start + i);
+        out.replace_range(value_start..value_end, "[redacted]");
+    }
+    out
+}
+
+impl std::fmt::Debug for PostgresUrl {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.redacted())
+    }
+}
+
+impl std::fmt::Debug for PostgresLedger {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PostgresLedger")
+            .field("url", &self.url)
+            .field("pool_size", &self.pool_size)
+            .field("spool_rows", &self.spool_rows)
+            .field("on_full", &self.on_full)
+            .field("strict_wait", &self.strict_wait)
+            .finish()
+    }
+}
+
+/// What a request meets when PostgreSQL has been away long enough to fill
+/// the spool.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OnSpoolFull {
+    /// 503 in the caller's dialect: nothing is served unrecorded.
+    Refuse,
+    /// Served; its row is counted lost and logged whole.
+    Serve,
 }
 
 impl Default for LedgerSettings {
@@ -26,6 +115,7 @@ impl Default for LedgerSettings {
             flush: Duration::from_millis(200),
             retention_days: 90,
             queue: 10_000,
+            postgres: None,
         }
     }
 }
@@ -104,4 +194,37 @@ pub enum OnExhausted {
 pub struct Reference {
     pub model: String,
     pub price: TokenPrice,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn postgres_passwords_are_never_shown() {
+        let cases = [
+            (
+                "postgres://sy:hunter2@db:5432/ledger",
+                "postgres://sy:[redacted]@db:5432/ledger",
+            ),
+            (
+                "postgresql://sy:p@ss:w@db/ledger?sslmode=disable",
+                "postgresql://sy:[redacted]@db/ledger?sslmode=disable",
+            ),
+            (
+                "postgres://db/ledger?user=sy&password=hunter2&sslmode=disable",
+                "postgres://db/ledger?user=sy&password=[redacted]&sslmode=disable",
+            ),
+            ("postgres://sy@db/ledger", "postgres://sy@db/ledger"),
+        ];
+        for (url, want) in cases {
+            assert_eq!(redact_password(url), want);
+            let shown = format!("{:?}", PostgresUrl::Inline(url.into()));
+            assert_eq!(shown, want, "Debug shows the redacted URL");
+        }
+        assert_eq!(
+            format!("{:?}", PostgresUrl::Env("LEDGER_URL".into())),
+            "env:LEDGER_URL"
+        );
+    }
 }

@@ -25,8 +25,8 @@ use std::time::Duration;
 use crate::pricing::Pricing;
 
 pub use accounting::{
-    Auth, Durability, LedgerSettings, OnExhausted, Reference, SpendLimit, SpendScope, Team,
-    VirtualKey,
+    Auth, Durability, LedgerSettings, OnExhausted, OnSpoolFull, PostgresLedger, PostgresUrl,
+    Reference, SpendLimit, SpendScope, Team, VirtualKey, redact_password,
 };
 pub use error::ConfigError;
 pub use route::{CacheShare, Hedge, LatencyBudget, ResponseCacheSettings};
@@ -36,6 +36,7 @@ pub use route::{
 pub use sim::{SimFaults, SimParams, SimPreset, SimSpeculation};
 pub use state::{OnUnavailable, RedisState, Secretive, SharedState};
 pub use telemetry::Telemetry;
+pub use validate_accounting::check_postgres_url;
 
 /// A validated configuration.
 #[derive(Debug, Clone, PartialEq)]

@@ -43,6 +43,21 @@ pub(super) struct RawLedger {
     pub flush_ms: Option<u64>,
     pub retention_days: Option<u32>,
     pub queue: Option<usize>,
+    /// The ledger in PostgreSQL instead of the SQLite file, shared by replicas.
+    pub postgres: Option<RawPostgres>,
+}
+
+/// `ledger.postgres:` as written.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawPostgres {
+    /// `postgres://user:password@host:port/db`, or `env:NAME` naming the
+    /// variable that holds it.
+    pub url: Option<String>,
+    pub pool_size: Option<usize>,
+    pub spool_rows: Option<usize>,
+    pub on_full: Option<String>,
+    pub strict_wait_ms: Option<u64>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -3,10 +3,12 @@
 use std::time::Duration;
 
 use super::accounting::{
-    Auth, Durability, LedgerSettings, OnExhausted, Reference, SpendLimit, SpendScope, Team,
-    VirtualKey,
+    Auth, Durability, LedgerSettings, OnExhausted, OnSpoolFull, PostgresLedger, PostgresUrl,
+    Reference, SpendLimit, SpendScope, Team, VirtualKey,
 };
-use super::raw_accounting::{RawAccounting, RawAuth, RawLedger, RawPrice, RawSpendLimit};
+use super::raw_accounting::{
+    RawAccounting, RawAuth, RawLedger, RawPostgres, RawPrice, RawSpendLimit,
+};
 use super::validate::Checker;
 use super::{ConfigError, Tier};
 use crate::pricing::{Pricing, TokenPrice, builtin_price};
@@ -145,13 +147,92 @@ pub(super) fn ledger(ck: &Checker<'_>, raw: RawLedger) -> Result<LedgerSettings,
     if queue == 0 {
         return Err(ck.error(&["ledger", "queue"], "must be positive"));
     }
+    let postgres = raw
+        .postgres
+        .map(|raw| postgres_ledger(ck, raw))
+        .transpose()?;
     Ok(LedgerSettings {
         path: raw.path.unwrap_or(defaults.path),
         durability,
         flush,
         retention_days: raw.retention_days.unwrap_or(defaults.retention_days),
         queue,
+        postgres,
     })
+}
+
+fn postgres_ledger(ck: &Checker<'_>, raw: RawPostgres) -> Result<PostgresLedger, ConfigError> {
+    let at = |field: &'static str| ["ledger", "postgres", field];
+    let url = match raw.url {
+        None => {
+            return Err(ck.error(
+                &at("url"),
+                "required: `postgres://user@host:port/database` or `env:NAME`",
+            ));
+        }
+        Some(text) => match text.strip_prefix("env:") {
+            Some(var) if !var.is_empty() => PostgresUrl::Env(var.to_owned()),
+            Some(_) => return Err(ck.error(&at("url"), "`env:` needs the variable's name")),
+            None => {
+                check_postgres_url(&text).map_err(|message| ck.error(&at("url"), message))?;
+                PostgresUrl::Inline(text)
+            }
+        },
+    };
+    let pool_size = raw.pool_size.unwrap_or(4);
+    if !(1..=64).contains(&pool_size) {
+        return Err(ck.error(&at("pool_size"), "between 1 and 64"));
+    }
+    let spool_rows = raw.spool_rows.unwrap_or(100_000);
+    if spool_rows == 0 {
+        return Err(ck.error(&at("spool_rows"), "must be positive"));
+    }
+    let on_full = match raw.on_full.as_deref() {
+        None | Some("refuse") => OnSpoolFull::Refuse,
+        Some("serve") => OnSpoolFull::Serve,
+        Some(other) => {
+            return Err(ck.error(
+                &at("on_full"),
+                format!("`{other}` is not one of refuse, serve"),
+            ));
+        }
+    };
+    let strict_wait = Duration::from_millis(raw.strict_wait_ms.unwrap_or(5_000));
+    if strict_wait.is_zero() || strict_wait > Duration::from_secs(300) {
+        return Err(ck.error(&at("strict_wait_ms"), "between 1 and 300000"));
+    }
+    Ok(PostgresLedger {
+        url,
+        pool_size,
+        spool_rows,
+        on_full,
+        strict_wait,
+    })
+}
+
+/// Whether `url` is a PostgreSQL URL this build can use: plain connections
+/// only (no TLS support is compiled in), so an `sslmode` that demands TLS is
+/// refused here rather than at the first connection. Messages never echo
+/// the URL: it may hold a password.
+pub fn check_postgres_url(url: &str) -> Result<(), String> {
+    if !(url.starts_with("postgres://") || url.starts_with("postgresql://")) {
+        return Err("must start with postgres:// or postgresql:// (or be `env:NAME`)".into());
+    }
+    let query = url.split_once('?').map_or("", |(_, q)| q);
+    for pair in query.split('&') {
+        if let Some(("sslmode", mode)) = pair.split_once('=') {
+            match mode {
+                "disable" | "prefer" => {}
+                "require" | "verify-ca" | "verify-full" => {
+                    return Err(format!(
+                        "sslmode={mode}: this build connects to PostgreSQL without TLS only; use sslmode=disable (or prefer) on a trusted network, or a TLS-terminating proxy such as pgbouncer on loopback"
+                    ));
+                }
+                other => return Err(format!("sslmode=`{other}` is not one of disable, prefer")),
+            }
+        }
+    }
+    Ok(())
 }
 
 /// `sha256:<64 hex digits>` -> bytes.

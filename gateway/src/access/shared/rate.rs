@@ -257,6 +257,7 @@ mod tests {
         );
         let start_us: u64 = 1_800_000_000_000_000;
         let mut elapsed = Duration::ZERO;
+        let mut seen = Vec::new();
         // (ms since the previous check, tokens)
         let steps = [
             (0, 500),
@@ -311,6 +312,10 @@ mod tests {
                 }
                 _ => assert_eq!(said, expected, "step {i}"),
             }
+            seen.push(said);
         }
+        // The steps cover every kind of answer.
+        assert!(seen.contains(&Said::Admitted) && seen.contains(&Said::TooLarge));
+        assert!(seen.iter().any(|s| matches!(s, Said::Wait(_))));
     }
 }

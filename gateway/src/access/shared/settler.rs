@@ -52,6 +52,10 @@ pub enum Settlement {
 const BACKLOG: usize = 100_000;
 /// Settlements per script call.
 const BATCH: usize = 256;
+/// How long settlements gather before a batch goes: spend reaches Redis
+/// this much later, and holds last this much longer (they only ever
+/// cover more than the spend).
+const GATHER: Duration = Duration::from_millis(2);
 
 pub struct Settler {
     queue: mpsc::Sender<Settlement>,
@@ -102,6 +106,15 @@ async fn run(store: Weak<RedisStore>, mut inbox: mpsc::Receiver<Settlement>) {
         if waiting.is_empty() {
             if inbox.recv_many(&mut batch, BATCH).await == 0 {
                 return; // the store is gone
+            }
+            // A moment for more to arrive: one script call for many
+            // requests, and fewer calls queued in Redis ahead of the next
+            // request's admission.
+            tokio::time::sleep(GATHER).await;
+            while batch.len() < BATCH
+                && let Ok(s) = inbox.try_recv()
+            {
+                batch.push(s);
             }
             waiting.extend(batch.drain(..));
         } else {

@@ -1,0 +1,131 @@
+//! Reads from the shared ledger: budgets' spend so far and the spend
+//! report, summed in PostgreSQL, and a window of rows for the other reports.
+//!
+//! Those other reports (sessions, budget attainment, stats, drift, advice)
+//! read rows one by one and aggregate in Rust, so they would move their
+//! window's rows anyway: they read a copy of it in an in-memory SQLite
+//! database and run their own SQL there, the same report, number for
+//! number, as from the SQLite file. The price is memory for the window's
+//! rows (about 400 bytes each) on the replica that asks.
+
+use rusqlite::types::Value;
+
+use super::Postgres;
+use crate::ledger::report::{Dialect, SpendSums, spend_lines, spend_sql};
+use crate::ledger::{Dimension, SpendReport};
+
+/// Spend per key and per team since `since_ms`, as (`key`|`team`, name,
+/// cloud USD, total USD): the same query as the SQLite ledger's.
+pub fn spend_since(
+    postgres: &Postgres,
+    since_ms: i64,
+) -> anyhow::Result<Vec<(String, String, f64, f64)>> {
+    let pool = postgres.pool().clone();
+    postgres.run(async move {
+        let client = pool.get().await?;
+        let sql = super::super::report::spend_since_sql().replace("?1", "$1");
+        let rows = client.query(&sql, &[&since_ms]).await?;
+        Ok(rows
+            .iter()
+            .map(|row| {
+                (
+                    row.get::<_, String>(0),
+                    row.get::<_, String>(1),
+                    row.get::<_, Option<f64>>(2).unwrap_or(0.0),
+                    row.get::<_, Option<f64>>(3).unwrap_or(0.0),
+                )
+            })
+            .collect())
+    })?
+}
+
+/// The spend report over every replica's rows, summed in PostgreSQL.
+pub fn spend_report(
+    postgres: &Postgres,
+    since_ms: i64,
+    by: Dimension,
+) -> anyhow::Result<SpendReport> {
+    let pool = postgres.pool().clone();
+    let sums = postgres.run(async move {
+        let client = pool.get().await?;
+        let rows = client
+            .query(&spend_sql(by, Dialect::Postgres), &[&since_ms])
+            .await?;
+        rows.iter()
+            .map(|row| {
+                anyhow::Ok(SpendSums {
+                    group: row.try_get(0)?,
+                    counts: [
+                        row.try_get(1)?,
+                        row.try_get(2)?,
+                        row.try_get(3)?,
+                        row.try_get(4)?,
+                    ],
+                    usd: [row.try_get(5)?, row.try_get(6)?, row.try_get(7)?],
+                    estimated: row.try_get(8)?,
+                    refused: row.try_get(9)?,
+                })
+            })
+            .collect::<anyhow::Result<Vec<_>>>()
+    })??;
+    Ok(spend_lines(since_ms, by, sums))
+}
+
+/// Every column the SQLite ledger has, in its order (`id` first).
+const COLUMNS: &str = "id, ts_ms, request_id, key, team, route, backend, tier, profile, dialect, endpoint,
+    input_tokens, cached_tokens, cache_write_tokens, output_tokens, reasoning_tokens, cost_usd,
+    counterfactual_usd, ttft_ms, predicted_ttft_ms, decode_tokens_per_s, duration_ms, status, reason,
+    hedge, fallback, cache_hit, estimated, prompt_class, draft_tokens, draft_accepted_tokens,
+    expected_cached_tokens, refusal, client_request_id, service_tier, unpriced, session,
+    tool_results, queued_ms";
+
+/// The rows since `since_ms` from every replica, in an in-memory SQLite
+/// ledger for a report to read.
+pub fn snapshot(postgres: &Postgres, since_ms: i64) -> anyhow::Result<rusqlite::Connection> {
+    let pool = postgres.pool().clone();
+    let rows: Vec<Vec<Value>> = postgres.run(async move {
+        let client = pool.get().await?;
+        let sql = format!("SELECT {COLUMNS} FROM requests WHERE ts_ms >= $1 ORDER BY id");
+        let rows = client.query(&sql, &[&since_ms]).await?;
+        rows.iter()
+            .map(|row| {
+                (0..row.len())
+                    .map(|i| value(row, i))
+                    .collect::<anyhow::Result<Vec<Value>>>()
+            })
+            .collect::<anyhow::Result<Vec<_>>>()
+    })??;
+    let mut conn = rusqlite::Connection::open_in_memory()?;
+    super::super::schema::create(&conn)?;
+    let tx = conn.transaction()?;
+    {
+        let placeholders = vec!["?"; COLUMNS.split(',').count()].join(", ");
+        let mut insert = tx.prepare(&format!(
+            "INSERT INTO requests ({COLUMNS}) VALUES ({placeholders})"
+        ))?;
+        for row in rows {
+            insert.execute(rusqlite::params_from_iter(row))?;
+        }
+    }
+    tx.commit()?;
+    Ok(conn)
+}
+
+/// Column `i` of `row` as SQLite would hold it.
+fn value(row: &tokio_postgres::Row, i: usize) -> anyhow::Result<Value> {
+    use tokio_postgres::types::Type;
+    let kind = row.columns()[i].type_();
+    Ok(if *kind == Type::INT8 {
+        row.try_get::<_, Option<i64>>(i)?
+            .map_or(Value::Null, Value::Integer)
+    } else if *kind == Type::INT4 {
+        row.try_get::<_, Option<i32>>(i)?
+            .map_or(Value::Null, |v| Value::Integer(v.into()))
+    } else if *kind == Type::FLOAT8 {
+        row.try_get::<_, Option<f64>>(i)?
+            .map_or(Value::Null, Value::Real)
+    } else {
+        row.try_get::<_, Option<String>>(i)?
+            .map_or(Value::Null, Value::Text)
+    })
+}

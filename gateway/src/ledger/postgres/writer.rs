@@ -1,0 +1,420 @@
+//! The PostgreSQL writer: a task that moves rows from the ledger's queue
+//! into a bounded spool in memory and commits the spool's head in batches.
+//! While PostgreSQL is away the batch stays at the head, retried with
+//! backoff, and new rows gather behind it until the spool is full.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use deadpool_postgres::Pool;
+use switchyard_policies::OnSpoolFull;
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+use tokio_postgres::types::ToSql;
+
+use super::super::{Entry, WriterHealth};
+
+/// Most rows in one INSERT: 40 arrays of 1,024 values, one statement.
+const BATCH: usize = 1024;
+const FIRST_BACKOFF: Duration = Duration::from_millis(100);
+const MAX_BACKOFF: Duration = Duration::from_secs(5);
+/// A batch that takes longer than this is counted failed and retried
+/// (`ON CONFLICT` makes a retry safe whatever the first try did).
+const COMMIT_TIMEOUT: Duration = Duration::from_secs(30);
+/// After the queue closes (shutdown), how long the spool keeps trying to
+/// reach PostgreSQL before what is left is logged and counted lost.
+const CLOSING_GRACE: Duration = Duration::from_secs(10);
+
+/// The spool's state, shared with the ledger for `pending`, refusals and
+/// metrics.
+pub struct Spool {
+    /// Rows taken from the queue and not yet committed.
+    pub len: AtomicUsize,
+    pub capacity: usize,
+    pub on_full: OnSpoolFull,
+    /// Names this process's rows: with `seq`, a row's key across retries.
+    pub writer_id: String,
+}
+
+impl Spool {
+    pub fn new(capacity: usize, on_full: OnSpoolFull) -> Self {
+        Spool {
+            len: AtomicUsize::new(0),
+            capacity,
+            on_full,
+            writer_id: uuid::Builder::from_random_bytes(rand::random())
+                .into_uuid()
+                .to_string(),
+        }
+    }
+
+    pub fn is_full(&self) -> bool {
+        self.len.load(Ordering::Relaxed) >= self.capacity
+    }
+}
+
+/// Rows waiting for their commit, each with its sequence number. The
+/// spool's length follows every change at once: a row just taken off the
+/// queue must not look written to `pending`.
+struct Waiting {
+    rows: VecDeque<(i64, Entry)>,
+    next_seq: i64,
+    spool: Arc<Spool>,
+}
+
+impl Waiting {
+    fn push(&mut self, entry: Entry) {
+        self.rows.push_back((self.next_seq, entry));
+        self.next_seq += 1;
+        self.spool.len.store(self.rows.len(), Ordering::Relaxed);
+    }
+
+    /// Takes the first `n` rows out (committed, or given up).
+    fn take_first(&mut self, n: usize) -> Vec<(i64, Entry)> {
+        let taken = self.rows.drain(..n).collect();
+        self.spool.len.store(self.rows.len(), Ordering::Relaxed);
+        taken
+    }
+}
+
+/// Runs until the queue is closed and the spool is empty (or, PostgreSQL
+/// still away, `CLOSING_GRACE` after the close). `window`: how long a batch
+/// gathers rows after its first (zero in strict mode).
+pub async fn run(
+    pool: Pool,
+    mut receiver: mpsc::Receiver<Entry>,
+    window: Duration,
+    spool: Arc<Spool>,
+    health: Arc<WriterHealth>,
+) {
+    let mut waiting = Waiting {
+        rows: VecDeque::new(),
+        next_seq: 0,
+        spool: spool.clone(),
+    };
+    let mut open = true;
+    let mut backoff = FIRST_BACKOFF;
+    let mut closed_at: Option<Instant> = None;
+    loop {
+        if waiting.rows.is_empty() {
+            if !open {
+                break;
+            }
+            match receiver.recv().await {
+                Some(entry) => waiting.push(entry),
+                None => {
+                    open = false;
+                    continue;
+                }
+            }
+            let deadline = Instant::now() + window;
+            while open && waiting.rows.len() < BATCH.min(spool.capacity) {
+                match tokio::time::timeout_at(deadline, receiver.recv()).await {
+                    Ok(Some(entry)) => waiting.push(entry),
+                    Ok(None) => open = false,
+                    Err(_) => break,
+                }
+            }
+        }
+        // Under `refuse` a full spool leaves rows in the queue (their
+        // requests wait); under `serve` they are taken and dropped.
+        while open && (waiting.rows.len() < spool.capacity || spool.on_full == OnSpoolFull::Serve) {
+            match receiver.try_recv() {
+                Ok(entry) => take(&mut waiting, entry, &spool, &health),
+                Err(mpsc::error::TryRecvError::Empty) => break,
+                Err(mpsc::error::TryRecvError::Disconnected) => open = false,
+            }
+        }
+        match commit_head(&pool, &mut waiting, &health).await {
+            Ok(()) => {
+                if backoff > FIRST_BACKOFF {
+                    tracing::info!(spooled = waiting.rows.len(), "ledger: PostgreSQL is back");
+                }
+                backoff = FIRST_BACKOFF;
+            }
+            Err(err) => {
+                tracing::warn!(
+                    error = %format_args!("{err:#}"),
+                    spooled = waiting.rows.len(),
+                    retry_in_ms = backoff.as_millis() as u64,
+                    "ledger: PostgreSQL commit failed; rows stay in the spool"
+                );
+                if !open {
+                    let since = *closed_at.get_or_insert_with(Instant::now);
+                    if since.elapsed() >= CLOSING_GRACE {
+                        let all = waiting.rows.len();
+                        give_up(waiting.take_first(all), &health);
+                        return;
+                    }
+                }
+                // Keep taking rows while waiting, as far as the spool holds.
+                let until = Instant::now() + backoff;
+                loop {
+                    let room =
+                        waiting.rows.len() < spool.capacity || spool.on_full == OnSpoolFull::Serve;
+                    tokio::select! {
+                        _ = tokio::time::sleep_until(until) => break,
+                        entry = receiver.recv(), if open && room => match entry {
+                            Some(entry) => take(&mut waiting, entry, &spool, &health),
+                            None => open = false,
+                        },
+                    }
+                }
+                backoff = (backoff * 2).min(MAX_BACKOFF);
+            }
+        }
+    }
+    spool.len.store(0, Ordering::Relaxed);
+}
+
+/// Commits the spool's head batch. A batch PostgreSQL rejects for its data
+/// (not for being away) is retried row by row, and a row rejected alone is
+/// logged whole and counted lost: one bad row must not hold up the ledger.
+async fn commit_head(
+    pool: &Pool,
+    waiting: &mut Waiting,
+    health: &WriterHealth,
+) -> anyhow::Result<()> {
+    let n = waiting.rows.len().min(BATCH);
+    let writer_id = waiting.spool.writer_id.clone();
+    match commit_within(pool, &writer_id, waiting.rows.range(..n)).await {
+        Ok(()) => {
+            committed(waiting.take_first(n), health);
+            return Ok(());
+        }
+        Err(err) if !rejected(&err) => return Err(err),
+        Err(err) => {
+            tracing::warn!(error = %format_args!("{err:#}"), rows = n, "ledger: batch rejected; writing its rows one by one")
+        }
+    }
+    for _ in 0..n {
+        match commit_within(pool, &writer_id, waiting.rows.range(..1)).await {
+            Ok(()) => committed(waiting.take_first(1), health),
+            Err(err) if rejected(&err) => {
+                for (_, entry) in waiting.take_first(1) {
+                    tracing::error!(error = %format_args!("{err:#}"), row = ?entry.row, "ledger: row rejected by PostgreSQL; not written");
+                    health.lost.inc();
+                    if let Some(waiter) = entry.committed {
+                        let _ = waiter.send(false);
+                    }
+                }
+            }
+            Err(err) => return Err(err),
+        }
+    }
+    Ok(())
+}
+
+/// [`commit`], bounded in time.
+async fn commit_within<'a>(
+    pool: &Pool,
+    writer_id: &str,
+    batch: impl Iterator<Item = &'a (i64, Entry)> + Clone,
+) -> anyhow::Result<()> {
+    tokio::time::timeout(COMMIT_TIMEOUT, commit(pool, writer_id, batch))
+        .await
+        .unwrap_or_else(|_| Err(anyhow::anyhow!("no answer in {COMMIT_TIMEOUT:?}")))
+}
+
+/// Whether PostgreSQL refused the statement for the data in it (SQLSTATE
+/// classes 22, data exception, and 23, integrity constraint), which no
+/// retry would change; anything else (a connection lost, the server
+/// shutting down, a missing table) is waited out.
+fn rejected(err: &anyhow::Error) -> bool {
+    err.downcast_ref::<tokio_postgres::Error>()
+        .and_then(tokio_postgres::Error::code)
+        .is_some_and(|code| matches!(&code.code()[..2], "22" | "23"))
+}
+
+/// Tells the waiters of rows just committed.
+fn committed(rows: Vec<(i64, Entry)>, health: &WriterHealth) {
+    for (_, entry) in rows {
+        health
+            .commit_lag
+            .observe(entry.queued.elapsed().as_secs_f64());
+        if let Some(waiter) = entry.committed {
+            let _ = waiter.send(true);
+        }
+    }
+}
+
+/// Spools `entry`, or, the spool full under `on_full: serve`, drops it:
+/// logged whole and counted lost, so it can be entered by hand.
+fn take(waiting: &mut Waiting, entry: Entry, spool: &Spool, health: &WriterHealth) {
+    if waiting.rows.len() < spool.capacity {
+        waiting.push(entry);
+        return;
+    }
+    tracing::error!(row = ?entry.row, "ledger spool full (PostgreSQL away): row not written");
+    health.lost.inc();
+    if let Some(waiter) = entry.committed {
+        let _ = waiter.send(false);
+    }
+}
+
+fn give_up(rows: Vec<(i64, Entry)>, health: &WriterHealth) {
+    tracing::error!(
+        rows = ?rows.iter().map(|(_, e)| &e.row).collect::<Vec<_>>(),
+        "ledger: PostgreSQL still away at shutdown; rows lost"
+    );
+    health.lost.inc_by(rows.len() as u64);
+    for (_, entry) in rows {
+        if let Some(waiter) = entry.committed {
+            let _ = waiter.send(false);
+        }
+    }
+}
+
+const INSERT: &str =
+    "INSERT INTO requests (writer_id, seq, ts_ms, request_id, key, team, route, backend,
+        tier, profile, dialect, endpoint, input_tokens, cached_tokens, cache_write_tokens,
+        output_tokens, reasoning_tokens, cost_usd, counterfactual_usd, ttft_ms, duration_ms, status,
+        reason, hedge, fallback, cache_hit, estimated, predicted_ttft_ms, decode_tokens_per_s,
+        prompt_class, draft_tokens, draft_accepted_tokens, expected_cached_tokens, refusal,
+        client_request_id, service_tier, unpriced, session, tool_results, queued_ms)
+    SELECT * FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::text[], $5::text[],
+        $6::text[], $7::text[], $8::text[], $9::text[], $10::text[], $11::text[], $12::text[],
+        $13::bigint[], $14::bigint[], $15::bigint[], $16::bigint[], $17::bigint[],
+        $18::float8[], $19::float8[], $20::float8[], $21::float8[], $22::text[], $23::text[],
+        $24::int[], $25::int[], $26::int[], $27::int[], $28::float8[], $29::float8[],
+        $30::text[], $31::bigint[], $32::bigint[], $33::bigint[], $34::text[], $35::text[],
+        $36::text[], $37::int[], $38::text[], $39::int[], $40::float8[])
+    ON CONFLICT (writer_id, seq) DO NOTHING";
+
+/// Inserts `batch` in one statement (its own transaction: the answer comes
+/// after COMMIT). The batch is in `seq` order under one `writer_id`, so
+/// rows are inserted in key order and replicas never wait on each other's
+/// keys: concurrent batches cannot deadlock.
+async fn commit<'a>(
+    pool: &Pool,
+    writer_id: &str,
+    batch: impl Iterator<Item = &'a (i64, Entry)> + Clone,
+) -> anyhow::Result<()> {
+    let client = pool.get().await?;
+    let insert = client.prepare_cached(INSERT).await?;
+    let rows: Vec<(i64, &super::super::LedgerRow)> =
+        batch.map(|(seq, entry)| (*seq, &entry.row)).collect();
+    let n = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
+    let flag = |v: bool| i32::from(v);
+    // PostgreSQL's text cannot hold NUL, which a caller's JSON can (a
+    // session from the body's `user`): stored as U+FFFD instead.
+    let text = |s: String| {
+        if s.contains('\0') {
+            s.replace('\0', "\u{FFFD}")
+        } else {
+            s
+        }
+    };
+    let column = |f: &dyn Fn(&super::super::LedgerRow) -> Option<String>| {
+        rows.iter().map(|(_, r)| f(r).map(text)).collect::<Vec<_>>()
+    };
+    let writer_ids = vec![writer_id; rows.len()];
+    let seqs: Vec<i64> = rows.iter().map(|(seq, _)| *seq).collect();
+    let ts: Vec<i64> = rows.iter().map(|(_, r)| r.ts_ms).collect();
+    let request_id = column(&|r| r.request_id.clone());
+    let key = column(&|r| r.key.clone());
+    let team = column(&|r| r.team.clone());
+    let route = column(&|r| r.route.as_deref().map(str::to_owned));
+    let backend: Vec<String> = rows.iter().map(|(_, r)| text(r.backend.clone())).collect();
+    let tier: Vec<&str> = rows.iter().map(|(_, r)| r.tier).collect();
+    let profile: Vec<Option<&str>> = rows.iter().map(|(_, r)| r.profile).collect();
+    let dialect: Vec<&str> = rows.iter().map(|(_, r)| r.dialect).collect();
+    let endpoint: Vec<&str> = rows.iter().map(|(_, r)| r.endpoint).collect();
+    let tokens = |f: fn(&switchyard_policies::TokenCounts) -> u64| {
+        rows.iter()
+            .map(|(_, r)| n(f(&r.tokens)))
+            .collect::<Vec<i64>>()
+    };
+    let input = tokens(|t| t.input);
+    let cached = tokens(|t| t.cached_input);
+    let cache_write = tokens(|t| t.cache_write);
+    let output = tokens(|t| t.output);
+    let reasoning = tokens(|t| t.reasoning);
+    let real = |f: fn(&super::super::LedgerRow) -> f64| {
+        rows.iter().map(|(_, r)| f(r)).collect::<Vec<f64>>()
+    };
+    let maybe_real = |f: fn(&super::super::LedgerRow) -> Option<f64>| {
+        rows.iter().map(|(_, r)| f(r)).collect::<Vec<Option<f64>>>()
+    };
+    let flags = |f: fn(&super::super::LedgerRow) -> bool| {
+        rows.iter().map(|(_, r)| flag(f(r))).collect::<Vec<i32>>()
+    };
+    let cost = real(|r| r.cost_usd);
+    let counterfactual = real(|r| r.counterfactual_usd);
+    let ttft = maybe_real(|r| r.ttft_ms);
+    let duration = real(|r| r.duration_ms);
+    let status: Vec<&str> = rows.iter().map(|(_, r)| r.status).collect();
+    let reason: Vec<&str> = rows.iter().map(|(_, r)| r.reason).collect();
+    let hedge = flags(|r| r.hedge);
+    let fallback = flags(|r| r.fallback);
+    let cache_hit = flags(|r| r.cache_hit);
+    let estimated = flags(|r| r.estimated);
+    let predicted = maybe_real(|r| r.predicted_ttft_ms);
+    let decode = maybe_real(|r| r.decode_tokens_per_s);
+    let prompt_class: Vec<&str> = rows.iter().map(|(_, r)| r.prompt_class.as_str()).collect();
+    let drafted: Vec<Option<i64>> = rows
+        .iter()
+        .map(|(_, r)| r.drafts.map(|d| n(d.drafted)))
+        .collect();
+    let accepted: Vec<Option<i64>> = rows
+        .iter()
+        .map(|(_, r)| r.drafts.map(|d| n(d.accepted)))
+        .collect();
+    let expected: Vec<i64> = rows
+        .iter()
+        .map(|(_, r)| i64::from(r.expected_cached_tokens))
+        .collect();
+    let refusal = column(&|r| r.refusal.clone());
+    let client_request_id = column(&|r| r.client_request_id.clone());
+    let service_tier = column(&|r| r.service_tier.clone());
+    let unpriced = flags(|r| r.unpriced);
+    let session = column(&|r| r.session.as_deref().map(str::to_owned));
+    let tool_results = flags(|r| r.tool_results);
+    let queued = real(|r| r.queued_ms);
+    let params: [&(dyn ToSql + Sync); 40] = [
+        &writer_ids,
+        &seqs,
+        &ts,
+        &request_id,
+        &key,
+        &team,
+        &route,
+        &backend,
+        &tier,
+        &profile,
+        &dialect,
+        &endpoint,
+        &input,
+        &cached,
+        &cache_write,
+        &output,
+        &reasoning,
+        &cost,
+        &counterfactual,
+        &ttft,
+        &duration,
+        &status,
+        &reason,
+        &hedge,
+        &fallback,
+        &cache_hit,
+        &estimated,
+        &predicted,
+        &decode,
+        &prompt_class,
+        &drafted,
+        &accepted,
+        &expected,
+        &refusal,
+        &client_request_id,
+        &service_tier,
+        &unpriced,
+        &session,
+        &tool_results,
+        &queued,
+    ];
+    client.execute(&insert, &params).await?;
+    Ok(())
+}
