@@ -2,7 +2,8 @@
 //! Redis (`state.redis`): budgets that hold under concurrent load spread
 //! over the replicas, a requests-per-minute limit counted once across
 //! them, holds a killed replica leaves behind released within their ttl,
-//! and Redis going away and coming back without a restart.
+//! Redis going away and coming back without a restart, and an empty Redis
+//! starting again from the ledger in a real PostgreSQL.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is the failure report
 
@@ -11,7 +12,7 @@ mod support;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use support::servers::RedisServer;
+use support::servers::{PostgresServer, RedisServer};
 use support::{GatewayBuilder, Proc, get, post_with, priced, short};
 
 /// Each request's reply status, by replica it went to, for requests sent
@@ -364,4 +365,139 @@ async fn redis_away_then_back() {
     })
     .await;
     assert!(ledger_micros(std::slice::from_ref(&closed)) > before);
+}
+
+/// Redis and PostgreSQL together, as a deployment runs them: three
+/// replicas spend part of a $1 budget, Redis restarts empty, and the
+/// budget's day starts again from the ledger in PostgreSQL, which has
+/// every replica's rows; so the replicas together still stop at $1. (With
+/// a SQLite ledger per replica, the seed would see one replica's spend.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_empty_redis_starts_again_from_every_replicas_spend() {
+    let (Some(mut redis), Some(pg)) = (RedisServer::start(), PostgresServer::start()) else {
+        return;
+    };
+    let db = pg.create_database("reseed");
+    let replicas: Vec<Proc> = (0..3)
+        .map(|_| {
+            priced("")
+                .section(&format!(
+                    "auth:\n  keys:\n    - {{name: alice, hash: '{}', budget: {{daily_usd: 1.0}}}}\nstate:\n  redis: {{url: '{}', key_prefix: reseed, timeout_ms: 2000}}\nledger: {{durability: strict, postgres: {{url: '{db}'}}}}\n",
+                    support::key_hash("sk-alice"),
+                    redis.url(),
+                ))
+                .start()
+        })
+        .collect();
+    let urls: Vec<String> = replicas
+        .iter()
+        .map(|r| r.url("/v1/chat/completions"))
+        .collect();
+    let body = short("hello there", "cloud");
+    let spent = || -> i64 {
+        pg.psql(
+            "reseed",
+            "SELECT COALESCE(SUM(ROUND(cost_usd * 1000000)), 0)::bigint FROM requests",
+        )
+        .parse()
+        .unwrap()
+    };
+    let reserved = "{reseed}rv:key:alice";
+    for status in burst(&urls, 12, &body, "sk-alice").await {
+        assert_eq!(status, 200);
+    }
+    wait_for("every hold settled", Duration::from_secs(10), || {
+        field(&redis, reserved, "t") == 0
+    })
+    .await;
+    let before = spent();
+    assert!(before > 0 && before < 600_000, "{before}");
+
+    redis.restart();
+    // Until the replicas' probes see Redis back, they refuse (fail_closed).
+    let start = Instant::now();
+    while burst(&urls, 3, &body, "sk-alice").await.contains(&503) {
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "Redis is used again"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let statuses = burst(&urls, 300, &body, "sk-alice").await;
+    assert!(
+        statuses.iter().all(|s| *s == 200 || *s == 429),
+        "{statuses:?}"
+    );
+    for _ in 0..50 {
+        wait_for("every hold settled", Duration::from_secs(10), || {
+            field(&redis, reserved, "t") == 0
+        })
+        .await;
+        if burst(&urls, 1, &body, "sk-alice").await[0] == 429 {
+            break;
+        }
+    }
+    let total = spent();
+    assert!(
+        total <= 1_000_000,
+        "the replicas spent {total} micro-dollars of a 1,000,000 budget ({before} before Redis restarted)"
+    );
+    assert!(
+        total > 1_000_000 - 94_000,
+        "the budget was used up: {total}"
+    );
+    let day = spent_today(&redis, "reseed", "key:alice");
+    assert_eq!(
+        field(&redis, &day, "c"),
+        total,
+        "Redis counts what PostgreSQL holds"
+    );
+}
+
+/// A team's requests-per-minute limit is shared by its keys across
+/// replicas: two keys on two replicas, a team limit of 10 and no limit
+/// of their own, get 10 requests between them, and the refusal names the
+/// team.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_teams_limit_holds_across_keys_and_replicas() {
+    let Some(redis) = RedisServer::start() else {
+        return;
+    };
+    let replicas: Vec<Proc> = (0..2)
+        .map(|_| {
+            priced("")
+                .section(&format!(
+                    "auth:\n  teams:\n    t: {{requests_per_minute: 10}}\n  keys:\n    - {{name: a, hash: '{}', team: t}}\n    - {{name: b, hash: '{}', team: t}}\nstate:\n  redis: {{url: '{}', key_prefix: team}}\n",
+                    support::key_hash("sk-a"),
+                    support::key_hash("sk-b"),
+                    redis.url(),
+                ))
+                .start()
+        })
+        .collect();
+    let mut admitted = 0;
+    let mut refusal = None;
+    for i in 0..14 {
+        let url = replicas[i % 2].url("/v1/chat/completions");
+        let key = if i % 4 < 2 {
+            "Bearer sk-a"
+        } else {
+            "Bearer sk-b"
+        };
+        let reply = post_with(&url, &short("hi", "local"), &[("authorization", key)]).await;
+        match reply.status.as_u16() {
+            200 => admitted += 1,
+            429 => refusal = Some(reply.error()["message"].as_str().unwrap().to_owned()),
+            other => panic!("unexpected {other}"),
+        }
+    }
+    assert_eq!(
+        admitted, 10,
+        "the team's minute, once across keys and replicas"
+    );
+    let refusal = refusal.unwrap();
+    assert!(
+        refusal.starts_with("team `t` is over its requests-per-minute limit"),
+        "{refusal}"
+    );
 }

@@ -220,9 +220,7 @@ impl Budgets {
             Ok(Ok(Some(hold))) => Ok(Reservation::Shared(hold)),
             Ok(Ok(None)) => local(),
             Ok(Err(Refusal::Budget(exhausted))) => Err(Refused::Exhausted(exhausted)),
-            Ok(Err(Refusal::Rate(refusal))) => {
-                Err(Refused::Limited(rates.refusal(&key.name, refusal)))
-            }
+            Ok(Err(Refusal::Rate(refusal))) => Err(Refused::Limited(rates.refusal(refusal))),
             Err(StateError::Unavailable) => {
                 let store = shared.store();
                 store.fell_back();
@@ -232,9 +230,7 @@ impl Budgets {
                     OnUnavailable::FailClosed => Err(Refused::Unavailable),
                     OnUnavailable::Local => {
                         if let Some(tokens) = tokens {
-                            rates
-                                .check_here(&key.name, tokens)
-                                .map_err(Refused::Limited)?;
+                            rates.check_here(key, tokens).map_err(Refused::Limited)?;
                         }
                         local()
                     }
@@ -478,6 +474,8 @@ mod tests {
         let team = Team {
             name: "t".into(),
             budget: None,
+            requests_per_minute: None,
+            tokens_per_minute: None,
         };
         (
             Budgets::new(&Auth {

@@ -111,7 +111,7 @@ fn route_template(path: &str, endpoint: &'static str) -> &'static str {
 /// not in the auth layer, so a refusal of a model request has its row).
 fn requests_per_minute(app: &App, req: &Request<Incoming>) -> Result<(), GatewayError> {
     match req.extensions().get::<Caller>() {
-        Some(caller) => app.rates.check_request(&caller.key.name),
+        Some(caller) => app.rates.check_request(&caller.key),
         None => Ok(()),
     }
 }

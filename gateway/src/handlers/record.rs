@@ -428,7 +428,7 @@ impl RequestRecord {
         let key = self.context.caller.as_ref().map(|c| c.key.clone());
         if let Some(key) = &key {
             self.rates.settle_tokens(
-                &key.name,
+                key,
                 self.context.estimated_tokens,
                 tokens.prompt() + tokens.output,
             );

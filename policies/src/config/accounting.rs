@@ -162,6 +162,10 @@ pub struct VirtualKey {
 pub struct Team {
     pub name: String,
     pub budget: Option<SpendLimit>,
+    /// Limits every key of the team counts against together, on top of
+    /// each key's own.
+    pub requests_per_minute: Option<u32>,
+    pub tokens_per_minute: Option<u32>,
 }
 
 /// A spend budget.

@@ -82,6 +82,9 @@ fn yes() -> bool {
 #[serde(deny_unknown_fields)]
 pub(super) struct RawTeam {
     pub budget: Option<RawSpendLimit>,
+    /// Shared by every key of the team, on top of each key's own.
+    pub requests_per_minute: Option<u32>,
+    pub tokens_per_minute: Option<u32>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -308,7 +308,23 @@ pub(super) fn auth(ck: &Checker<'_>, raw: RawAuth) -> Result<Auth, ConfigError> 
             .budget
             .map(|b| spend_limit(ck, &["auth", "teams", &name, "budget"], b))
             .transpose()?;
-        teams.push(Team { name, budget });
+        for (field, value) in [
+            ("requests_per_minute", team.requests_per_minute),
+            ("tokens_per_minute", team.tokens_per_minute),
+        ] {
+            if value == Some(0) {
+                return Err(ck.error(
+                    &["auth", "teams", &name, field],
+                    "must be positive (leave it out for no limit)",
+                ));
+            }
+        }
+        teams.push(Team {
+            name,
+            budget,
+            requests_per_minute: team.requests_per_minute,
+            tokens_per_minute: team.tokens_per_minute,
+        });
     }
     let mut keys: Vec<VirtualKey> = Vec::new();
     for (i, key) in raw.keys.into_iter().enumerate() {

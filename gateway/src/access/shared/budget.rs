@@ -173,7 +173,13 @@ impl SharedBudgets {
                         request_usd: amount,
                     })));
                 }
-                Some(Reply::Limited(refusal)) => return Ok(Err(Refusal::Rate(refusal))),
+                Some(Reply::Limited { pair, limit }) => {
+                    let refusal = match &ticket {
+                        Some(ticket) => ticket.refusal(pair, limit),
+                        None => limit.of(String::new()),
+                    };
+                    return Ok(Err(Refusal::Rate(refusal)));
+                }
                 None => {
                     tracing::error!(?reply, "unexpected reply from the reserve script");
                     return Err(StateError::Unavailable);

@@ -3,8 +3,9 @@
 -- micro-dollars. Replies: {0} done; {1, i...} holders i (0-based) have no
 -- spend yet this period (seed them from the ledger and retry); {2, i,
 -- period (1 daily, 2 monthly), cap, committed} a budget cannot cover the
--- request; {3, which (1 requests, 2 tokens), wait us, owed} a rate limit
--- refuses; {4, which} the tokens alone exceed a minute's allowance.
+-- request; {3, which (1 requests, 2 tokens), wait us, owed, pair} a rate
+-- limit refuses; {4, which, pair} the tokens alone exceed a minute's
+-- allowance.
 
 -- Microseconds: `given`, or the server's clock when it is 0.
 local function clock(given)
@@ -52,18 +53,34 @@ local function owe(key, t, n, now)
   put_tat(key, math.ceil(math.max(tat, now) + n * t), now)
 end
 
--- One request and its tokens. KEYS[k], KEYS[k+1]: the requests and tokens
--- limiters; ARGV[a..a+4]: requests t (0: no limit), requests burst, tokens
--- t (0: no limit), tokens burst, tokens.
+-- One request and its tokens against m limiter pairs (the key's, then
+-- its team's). KEYS[k+2i], KEYS[k+2i+1]: pair i's requests and tokens
+-- limiters. ARGV[a]: m; then per pair: requests t (0: no limit), requests
+-- burst, tokens t (0: no limit), tokens burst; then the tokens. Requests
+-- are counted before tokens, as one process counts them (a request as it
+-- arrives, its tokens once estimated).
 local function rate_admit(k, a, now)
-  local rpm_t, tpm_t, tokens = tonumber(ARGV[a]), tonumber(ARGV[a+2]), tonumber(ARGV[a+4])
-  if rpm_t > 0 then
-    local refused = gcra(1, KEYS[k], rpm_t, tonumber(ARGV[a+1]), 1, now)
-    if refused then return refused end
+  local m = tonumber(ARGV[a])
+  local tokens = tonumber(ARGV[a + 1 + 4*m])
+  for i = 0, m - 1 do
+    local t = tonumber(ARGV[a + 1 + 4*i])
+    if t > 0 then
+      local refused = gcra(1, KEYS[k + 2*i], t, tonumber(ARGV[a + 2 + 4*i]), 1, now)
+      if refused then
+        refused[#refused + 1] = i
+        return refused
+      end
+    end
   end
-  if tpm_t > 0 and tokens > 0 then
-    local refused = gcra(2, KEYS[k+1], tpm_t, tonumber(ARGV[a+3]), tokens, now)
-    if refused then return refused end
+  for i = 0, m - 1 do
+    local t = tonumber(ARGV[a + 3 + 4*i])
+    if t > 0 and tokens > 0 then
+      local refused = gcra(2, KEYS[k + 2*i + 1], t, tonumber(ARGV[a + 4 + 4*i]), tokens, now)
+      if refused then
+        refused[#refused + 1] = i
+        return refused
+      end
+    end
   end
   return nil
 end

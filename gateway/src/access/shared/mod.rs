@@ -42,6 +42,8 @@ pub fn share_of(auth: &Auth, replicas: u32) -> Auth {
         key.budget = budget(key.budget);
     }
     for team in &mut share.teams {
+        team.requests_per_minute = per_minute(team.requests_per_minute);
+        team.tokens_per_minute = per_minute(team.tokens_per_minute);
         team.budget = budget(team.budget);
     }
     share

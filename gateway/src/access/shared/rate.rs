@@ -1,19 +1,21 @@
-//! Requests and tokens per minute in Redis: governor's GCRA, in Lua, so
-//! every replica counts against one minute. A request's check waits in a
-//! [`RateTicket`] for its first reservation, and both go to Redis in one
-//! round trip; a request with no budget to reserve sends it alone.
+//! Requests and tokens per minute in Redis, per key and per team:
+//! governor's GCRA, in Lua, so every replica counts against one minute. A
+//! request's check waits in a [`RateTicket`] for its first reservation,
+//! and both go to Redis in one round trip; a request with no budget to
+//! reserve sends it alone.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
 use redis::ScriptInvocation;
-use switchyard_policies::Auth;
+use switchyard_policies::{Auth, VirtualKey};
 
 use super::scripts::{RATE, RateRefusal, Reply};
 use super::settler::Settlement;
 use super::store::{RedisStore, StateError};
+use crate::access::rate::{holders_of, limited_holders};
 
-/// A key's allowances as configured.
+/// A holder's allowances as configured (0: no limit).
 #[derive(Debug, Clone, Copy)]
 struct Allowance {
     requests_per_minute: u32,
@@ -22,7 +24,8 @@ struct Allowance {
 
 pub struct SharedRates {
     store: Arc<RedisStore>,
-    by_key: HashMap<String, Allowance>,
+    /// By holder (`key:NAME`, `team:NAME`).
+    by_holder: HashMap<String, Allowance>,
 }
 
 /// Microseconds one unit of a per-minute allowance earns (0: no limit).
@@ -34,60 +37,98 @@ fn unit_us(per_minute: u32) -> f64 {
     }
 }
 
+/// One holder's two limiters, as a script takes them.
+#[derive(Debug, Clone)]
+struct Pair {
+    holder: String,
+    requests: String,
+    tokens: String,
+    allowance: Allowance,
+}
+
 impl SharedRates {
     pub fn new(store: Arc<RedisStore>, auth: &Auth) -> SharedRates {
-        let by_key = auth
-            .keys
-            .iter()
-            .filter_map(|k| {
+        let by_holder = limited_holders(auth)
+            .into_iter()
+            .map(|(holder, rpm, tpm)| {
                 let allowance = Allowance {
-                    requests_per_minute: k.requests_per_minute.unwrap_or(0),
-                    tokens_per_minute: k.tokens_per_minute.unwrap_or(0),
+                    requests_per_minute: rpm.unwrap_or(0),
+                    tokens_per_minute: tpm.unwrap_or(0),
                 };
-                let limited = allowance.requests_per_minute > 0 || allowance.tokens_per_minute > 0;
-                limited.then(|| (k.name.clone(), allowance))
+                (holder, allowance)
             })
             .collect();
-        SharedRates { store, by_key }
+        SharedRates { store, by_holder }
     }
 
-    pub fn store(&self) -> &Arc<RedisStore> {
-        &self.store
+    /// The limiter pairs of `key` and its team, where they have limits.
+    fn pairs(&self, key: &VirtualKey) -> Vec<Pair> {
+        holders_of(key)
+            .filter_map(|holder| {
+                let allowance = *self.by_holder.get(&holder)?;
+                Some(Pair {
+                    requests: self.store.key(&format!("rl:{holder}:rpm")),
+                    tokens: self.store.key(&format!("rl:{holder}:tpm")),
+                    holder,
+                    allowance,
+                })
+            })
+            .collect()
     }
 
-    fn limiter(&self, key: &str, what: &str) -> String {
-        self.store.key(&format!("rl:{key}:{what}"))
-    }
-
-    /// The check of one request with `tokens` estimated, for `key`; `None`
-    /// when the key has no limit.
-    pub fn ticket(&self, key: &str, tokens: u32) -> Option<RateTicket> {
-        let allowance = self.by_key.get(key)?;
-        Some(RateTicket {
+    /// The check of one request by `key` with `tokens` estimated; `None`
+    /// when neither the key nor its team has a limit.
+    pub fn ticket(&self, key: &VirtualKey, tokens: u32) -> Option<RateTicket> {
+        let pairs = self.pairs(key);
+        (!pairs.is_empty()).then(|| RateTicket {
             store: self.store.clone(),
-            requests: self.limiter(key, "rpm"),
-            tokens_limiter: self.limiter(key, "tpm"),
-            rpm: allowance.requests_per_minute,
-            tpm: allowance.tokens_per_minute,
+            pairs,
             tokens,
             done: false,
         })
     }
 
     /// Counts tokens used beyond the estimate (off the answer's latency).
-    pub fn owe(&self, key: &str, tokens: u64) {
-        let Some(allowance) = self.by_key.get(key) else {
-            return;
-        };
-        if tokens > 0 && allowance.tokens_per_minute > 0 {
+    pub fn owe(&self, key: &VirtualKey, tokens: u64) {
+        let pairs: Vec<Pair> = self
+            .pairs(key)
+            .into_iter()
+            .filter(|p| p.allowance.tokens_per_minute > 0)
+            .collect();
+        if tokens > 0 && !pairs.is_empty() {
             self.store.settle(Settlement::Rate {
                 mode: "debt",
-                limiters: [self.limiter(key, "rpm"), self.limiter(key, "tpm")],
-                args: [0.0, 0.0, unit_us(allowance.tokens_per_minute), 0.0],
+                limiters: limiters(&pairs),
+                args: args(&pairs),
                 tokens,
             });
         }
     }
+}
+
+/// The pairs' limiter keys, requests then tokens for each.
+fn limiters(pairs: &[Pair]) -> Vec<String> {
+    pairs
+        .iter()
+        .flat_map(|p| [p.requests.clone(), p.tokens.clone()])
+        .collect()
+}
+
+/// The pairs' ARGV: per pair requests t, requests burst, tokens t, tokens
+/// burst.
+fn args(pairs: &[Pair]) -> Vec<f64> {
+    pairs
+        .iter()
+        .flat_map(|p| {
+            let a = p.allowance;
+            [
+                unit_us(a.requests_per_minute),
+                f64::from(a.requests_per_minute),
+                unit_us(a.tokens_per_minute),
+                f64::from(a.tokens_per_minute),
+            ]
+        })
+        .collect()
 }
 
 /// A request's rate check, not yet sent: with its first reservation, or
@@ -95,10 +136,7 @@ impl SharedRates {
 /// first), it is counted without a check, so every request counts.
 pub struct RateTicket {
     store: Arc<RedisStore>,
-    requests: String,
-    tokens_limiter: String,
-    rpm: u32,
-    tpm: u32,
+    pairs: Vec<Pair>,
     tokens: u32,
     done: bool,
 }
@@ -106,26 +144,44 @@ pub struct RateTicket {
 impl std::fmt::Debug for RateTicket {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RateTicket")
-            .field("rpm", &self.rpm)
-            .field("tpm", &self.tpm)
+            .field(
+                "holders",
+                &self.pairs.iter().map(|p| &p.holder).collect::<Vec<_>>(),
+            )
             .field("tokens", &self.tokens)
             .finish()
     }
 }
 
 impl RateTicket {
-    /// Adds the limiters' keys and the check's ARGV (after `now`).
+    /// Adds the limiters' keys (before any other keys).
     pub fn add_keys(&self, invocation: &mut ScriptInvocation<'_>) {
-        invocation.key(&self.requests).key(&self.tokens_limiter);
+        for limiter in limiters(&self.pairs) {
+            invocation.key(limiter);
+        }
     }
 
+    /// Adds the check's ARGV: the pair count, each pair's, the tokens.
     pub fn add_args(&self, invocation: &mut ScriptInvocation<'_>) {
-        invocation
-            .arg(unit_us(self.rpm))
-            .arg(self.rpm)
-            .arg(unit_us(self.tpm))
-            .arg(self.tpm)
-            .arg(self.tokens);
+        invocation.arg(self.pairs.len());
+        for arg in args(&self.pairs) {
+            invocation.arg(arg);
+        }
+        invocation.arg(self.tokens);
+    }
+
+    /// How many limiter pairs it checks.
+    pub fn pair_count(&self) -> usize {
+        self.pairs.len()
+    }
+
+    /// The refusal of pair `pair`, naming its holder.
+    pub fn refusal(&self, pair: usize, limit: super::scripts::Limit) -> RateRefusal {
+        let holder = self
+            .pairs
+            .get(pair)
+            .map_or_else(String::new, |p| p.holder.clone());
+        limit.of(holder)
     }
 
     /// The check went to Redis (admitted or refused).
@@ -137,13 +193,13 @@ impl RateTicket {
     pub async fn check(&mut self) -> Result<Result<(), RateRefusal>, StateError> {
         let mut invocation = RATE.prepare_invoke();
         self.add_keys(&mut invocation);
-        invocation.arg(0).arg("admit");
+        invocation.arg(0);
         self.add_args(&mut invocation);
         let reply: Vec<i64> = self.store.run(&invocation).await?;
         self.sent();
         match Reply::parse(&reply) {
             Some(Reply::Done) => Ok(Ok(())),
-            Some(Reply::Limited(refusal)) => Ok(Err(refusal)),
+            Some(Reply::Limited { pair, limit }) => Ok(Err(self.refusal(pair, limit))),
             _ => {
                 tracing::error!(?reply, "unexpected reply from the rate script");
                 Err(StateError::Unavailable)
@@ -163,13 +219,8 @@ impl RateTicket {
         self.done = true;
         self.store.settle(Settlement::Rate {
             mode: "count",
-            limiters: [self.requests.clone(), self.tokens_limiter.clone()],
-            args: [
-                unit_us(self.rpm),
-                f64::from(self.rpm),
-                unit_us(self.tpm),
-                f64::from(self.tpm),
-            ],
+            limiters: limiters(&self.pairs),
+            args: args(&self.pairs),
             tokens: u64::from(self.tokens),
         });
     }
@@ -192,6 +243,7 @@ mod tests {
     use governor::clock::{Clock, FakeRelativeClock};
     use governor::{Quota, RateLimiter};
 
+    use super::super::scripts::{Limit, OWE};
     use super::*;
 
     /// A `redis-server` on a free port for one test, or `None` when it is
@@ -225,6 +277,44 @@ mod tests {
         }
     }
 
+    async fn connect(server: &Redis) -> redis::aio::MultiplexedConnection {
+        let client = redis::Client::open(format!("redis://127.0.0.1:{}", server.1)).unwrap();
+        for _ in 0..100 {
+            if let Ok(c) = client.get_multiplexed_async_connection().await {
+                return c;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        panic!("redis-server does not answer");
+    }
+
+    /// Tokens used beyond the estimate are owed in full: two minutes' worth
+    /// keep the next request waiting, and the refusal says why.
+    #[tokio::test]
+    async fn tokens_beyond_the_estimate_are_owed() {
+        let Some(server) = redis() else { return };
+        let mut connection = connect(&server).await;
+        let tpm = 1000u32;
+        let mut owe = OWE.prepare_invoke();
+        owe.key("rpm").key("tpm").arg(1).arg("debt").arg(1);
+        owe.arg(0).arg(0).arg(unit_us(tpm)).arg(tpm).arg(2000);
+        let _: i64 = owe.invoke_async(&mut connection).await.unwrap();
+        let mut admit = RATE.prepare_invoke();
+        admit.key("rpm").key("tpm").arg(0).arg(1);
+        admit.arg(0).arg(0).arg(unit_us(tpm)).arg(tpm).arg(1);
+        let reply: Vec<i64> = admit.invoke_async(&mut connection).await.unwrap();
+        match Reply::parse(&reply) {
+            Some(Reply::Limited {
+                pair: 0,
+                limit: Limit::Tokens { wait, owed: true },
+            }) => assert!(
+                wait > Duration::from_secs(55) && wait <= Duration::from_secs(61),
+                "{wait:?}"
+            ),
+            other => panic!("{other:?}"),
+        }
+    }
+
     /// What a limiter said: admitted, refused with a wait (ms), or never.
     #[derive(Debug, PartialEq)]
     enum Said {
@@ -239,16 +329,7 @@ mod tests {
     #[tokio::test]
     async fn the_script_counts_as_governor_does() {
         let Some(server) = redis() else { return };
-        let client = redis::Client::open(format!("redis://127.0.0.1:{}", server.1)).unwrap();
-        let mut connection = None;
-        for _ in 0..100 {
-            if let Ok(c) = client.get_multiplexed_async_connection().await {
-                connection = Some(c);
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        let mut connection = connection.expect("redis-server answers");
+        let mut connection = connect(&server).await;
         let per_minute = 1000u32;
         let clock = FakeRelativeClock::default();
         let governor = RateLimiter::direct_with_clock(
@@ -291,7 +372,7 @@ mod tests {
                 .key("rpm")
                 .key("tpm")
                 .arg(now)
-                .arg("admit")
+                .arg(1)
                 .arg(0)
                 .arg(0)
                 .arg(unit_us(per_minute))
@@ -300,10 +381,14 @@ mod tests {
             let reply: Vec<i64> = invocation.invoke_async(&mut connection).await.unwrap();
             let said = match Reply::parse(&reply) {
                 Some(Reply::Done) => Said::Admitted,
-                Some(Reply::Limited(RateRefusal::Tokens { wait, .. })) => {
-                    Said::Wait(wait.as_millis() as u64)
-                }
-                Some(Reply::Limited(RateRefusal::TooLarge)) => Said::TooLarge,
+                Some(Reply::Limited {
+                    pair: 0,
+                    limit: Limit::Tokens { wait, .. },
+                }) => Said::Wait(wait.as_millis() as u64),
+                Some(Reply::Limited {
+                    pair: 0,
+                    limit: Limit::TooLarge,
+                }) => Said::TooLarge,
                 other => panic!("step {i}: {other:?}"),
             };
             match (&said, &expected) {

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use tokio::sync::mpsc;
 
-use super::scripts::{RATE, RENEW, SETTLE};
+use super::scripts::{OWE, RENEW, SETTLE};
 use super::store::RedisStore;
 
 /// The keys of one budget in the current day and month.
@@ -34,15 +34,15 @@ pub enum Settlement {
         amount: i64,
         actual: i64,
     },
-    /// Rate limiters moved on without a check (`rate.lua`'s `debt` or
-    /// `count` mode): tokens a request used beyond its estimate, or a
+    /// Rate limiters moved on without a check (`owe.lua`'s `debt` or
+    /// `count`): tokens a request used beyond its estimate, or a
     /// request that ended before its check was sent.
     Rate {
         mode: &'static str,
-        /// The requests and tokens limiters.
-        limiters: [String; 2],
-        /// Requests t, requests burst, tokens t, tokens burst.
-        args: [f64; 4],
+        /// The requests and tokens limiters of each holder.
+        limiters: Vec<String>,
+        /// Per holder: requests t, requests burst, tokens t, tokens burst.
+        args: Vec<f64>,
         tokens: u64,
     },
 }
@@ -142,8 +142,8 @@ async fn run(store: Weak<RedisStore>, mut inbox: mpsc::Receiver<Settlement>) {
     }
 }
 
-/// One script call for the chunk's budget settlements, one per rate
-/// settlement.
+/// One script call for the chunk's budget settlements, one for its rate
+/// settlements.
 async fn send(store: &std::sync::Arc<RedisStore>, chunk: &[Settlement]) -> Result<(), ()> {
     let budgets = chunk
         .iter()
@@ -180,22 +180,32 @@ async fn send(store: &std::sync::Arc<RedisStore>, chunk: &[Settlement]) -> Resul
         }
         store.run::<i64>(&settle).await.map_err(|_| ())?;
     }
-    for s in chunk {
-        if let Settlement::Rate {
-            mode,
-            limiters,
-            args,
-            tokens,
-        } = s
-        {
-            let mut moved = RATE.prepare_invoke();
-            moved.key(&limiters[0]).key(&limiters[1]).arg(0).arg(*mode);
-            for arg in args {
-                moved.arg(*arg);
+    let rates = chunk
+        .iter()
+        .filter(|s| matches!(s, Settlement::Rate { .. }))
+        .count();
+    if rates > 0 {
+        let mut owe = OWE.prepare_invoke();
+        owe.arg(rates);
+        for s in chunk {
+            if let Settlement::Rate {
+                mode,
+                limiters,
+                args,
+                tokens,
+            } = s
+            {
+                for limiter in limiters {
+                    owe.key(limiter);
+                }
+                owe.arg(*mode).arg(limiters.len() / 2);
+                for arg in args {
+                    owe.arg(*arg);
+                }
+                owe.arg(*tokens);
             }
-            moved.arg(*tokens);
-            store.run::<Vec<i64>>(&moved).await.map_err(|_| ())?;
         }
+        store.run::<i64>(&owe).await.map_err(|_| ())?;
     }
     Ok(())
 }
