@@ -221,7 +221,7 @@ impl Budgets {
             Ok(Ok(None)) => local(),
             Ok(Err(Refusal::Budget(exhausted))) => Err(Refused::Exhausted(exhausted)),
             Ok(Err(Refusal::Rate(refusal))) => Err(Refused::Limited(rates.refusal(refusal))),
-            Err(StateError::Unavailable) => {
+            Err(StateError::Unavailable | StateError::Rejected) => {
                 let store = shared.store();
                 store.fell_back();
                 // Counted here or refused: not in Redis when it returns.
@@ -232,7 +232,19 @@ impl Budgets {
                         if let Some(tokens) = tokens {
                             rates.check_here(key, tokens).map_err(Refused::Limited)?;
                         }
-                        local()
+                        // Spent from this process's share, and added to
+                        // Redis's count once it answers.
+                        match local()? {
+                            Reservation::Local(hold) if !names.is_empty() => {
+                                Ok(Reservation::Fallback {
+                                    hold,
+                                    shared: shared.clone(),
+                                    holders: names,
+                                    cloud,
+                                })
+                            }
+                            other => Ok(other),
+                        }
                     }
                 }
             }
@@ -417,6 +429,14 @@ impl Budgets {
 pub enum Reservation {
     Local(LocalHold),
     Shared(SharedHold),
+    /// Held in this process's share while Redis was away; its spend goes
+    /// to Redis too, when it is back.
+    Fallback {
+        hold: LocalHold,
+        shared: Arc<SharedBudgets>,
+        holders: Vec<String>,
+        cloud: bool,
+    },
 }
 
 impl Reservation {
@@ -424,6 +444,17 @@ impl Reservation {
         match self {
             Reservation::Local(hold) => hold.settle(actual),
             Reservation::Shared(hold) => hold.settle(actual),
+            Reservation::Fallback {
+                hold,
+                shared,
+                holders,
+                cloud,
+            } => {
+                if !hold.settled && actual > 0.0 {
+                    shared.record_spend(holders, *cloud, actual);
+                }
+                hold.settle(actual);
+            }
         }
     }
 }

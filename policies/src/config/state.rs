@@ -25,7 +25,9 @@ pub struct RedisState {
     pub key_prefix: String,
     /// Multiplexed connections, used in turn.
     pub pool_size: usize,
-    /// How long one Redis call may take before Redis counts as away.
+    /// How long one Redis call may take: a slower one falls back, and
+    /// three timing out with no answered call between them mark Redis
+    /// away until a probe gets an answer.
     pub timeout: Duration,
     pub on_unavailable: OnUnavailable,
     /// Replicas sharing the limits: with Redis away and `local`, each

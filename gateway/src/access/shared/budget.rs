@@ -20,6 +20,9 @@ use crate::ledger::now_ms;
 pub type SpendSince =
     Arc<dyn Fn(i64) -> anyhow::Result<Vec<(String, String, f64, f64)>> + Send + Sync>;
 
+/// How long seeding a period's shared spend may wait for the ledger.
+const SEED_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// What refused a reservation made with a rate check.
 pub enum Refusal {
     Budget(Exhausted),
@@ -94,6 +97,9 @@ impl SharedBudgets {
         let member = format!("{rid}|{}|{held}", u8::from(cloud));
         let ttl_us = u64::try_from(self.store.hold_ttl.as_micros()).unwrap_or(u64::MAX);
         for _attempt in 0..2 {
+            if !self.store.is_up() {
+                return Err(StateError::Unavailable);
+            }
             let mut invocation = match ticket {
                 Some(_) => ADMIT.prepare_invoke(),
                 None => RESERVE.prepare_invoke(),
@@ -129,30 +135,36 @@ impl SharedBudgets {
                     .arg(limit.daily_usd.map_or(-1, micros))
                     .arg(limit.monthly_usd.map_or(-1, micros));
             }
+            // Until the reply says otherwise, the hold may exist: dropped
+            // (the caller went away, or Redis did not answer in time), this
+            // guard releases it through the settler.
+            let mut guard = SharedHold {
+                store: self.store.clone(),
+                marker: self.store.key(&format!("st:{rid}")),
+                member: member.clone(),
+                holders: keys.clone(),
+                cloud,
+                amount: held,
+                settled: false,
+            };
+            // Counted by this call, or given up with it: never counted
+            // again when the ticket drops.
+            if let Some(ticket) = ticket.as_deref_mut() {
+                ticket.sent();
+            }
             let reply: Vec<i64> = self.store.run(&invocation).await?;
             let parsed = Reply::parse(&reply);
-            if !matches!(parsed, Some(Reply::Unseeded(_)) | None)
-                && let Some(ticket) = ticket.as_deref_mut()
-            {
-                ticket.sent();
+            if !matches!(parsed, Some(Reply::Done)) {
+                guard.settled = true; // no hold was taken
             }
             match parsed {
                 Some(Reply::Done) => {
-                    let marker = self.store.key(&format!("st:{rid}"));
                     self.store.settler().track(
-                        &marker,
+                        &guard.marker,
                         keys.iter().map(|k| k.holds.clone()).collect(),
                         &member,
                     );
-                    return Ok(Ok(SharedHold {
-                        store: self.store.clone(),
-                        marker,
-                        member,
-                        holders: keys,
-                        cloud,
-                        amount: held,
-                        settled: false,
-                    }));
+                    return Ok(Ok(guard));
                 }
                 Some(Reply::Unseeded(unseeded)) => {
                     self.seed(holders, &keys, &unseeded, now).await?;
@@ -162,8 +174,8 @@ impl SharedBudgets {
                     period,
                     cap,
                     committed,
-                }) => {
-                    let holder = holders.get(holder).ok_or(StateError::Unavailable)?;
+                }) if holder < holders.len() => {
+                    let holder = &holders[holder];
                     return Ok(Err(Refusal::Budget(Exhausted {
                         holder: holder.clone(),
                         on_exhausted: self.limits[holder].on_exhausted,
@@ -173,16 +185,15 @@ impl SharedBudgets {
                         request_usd: amount,
                     })));
                 }
-                Some(Reply::Limited { pair, limit }) => {
-                    let refusal = match &ticket {
-                        Some(ticket) => ticket.refusal(pair, limit),
-                        None => limit.of(String::new()),
-                    };
-                    return Ok(Err(Refusal::Rate(refusal)));
+                Some(Reply::Limited { pair, limit })
+                    if ticket.as_ref().is_some_and(|t| pair < t.pair_count()) =>
+                {
+                    let refusal = ticket.as_ref().map(|t| t.refusal(pair, limit));
+                    return Ok(Err(Refusal::Rate(refusal.ok_or(StateError::Rejected)?)));
                 }
-                None => {
+                _ => {
                     tracing::error!(?reply, "unexpected reply from the reserve script");
-                    return Err(StateError::Unavailable);
+                    return Err(StateError::Rejected);
                 }
             }
         }
@@ -201,11 +212,18 @@ impl SharedBudgets {
     ) -> Result<(), StateError> {
         let (day_start, month_start) = crate::access::period_starts(now);
         let read = self.spend_since.clone();
-        let spent = tokio::task::spawn_blocking(move || {
+        let reading = tokio::task::spawn_blocking(move || {
             Ok::<_, anyhow::Error>((read(day_start)?, read(month_start)?))
-        })
-        .await
-        .map_err(|_| StateError::Unavailable)?;
+        });
+        // A ledger that does not answer soon is treated as Redis away:
+        // the request falls back (or is refused), it does not hang.
+        let spent = tokio::time::timeout(SEED_TIMEOUT, reading)
+            .await
+            .map_err(|_| {
+                tracing::error!("the ledger did not answer within 2 s to seed shared budgets");
+                StateError::Unavailable
+            })?
+            .map_err(|_| StateError::Unavailable)?;
         let (day, month) = spent.map_err(|err| {
             tracing::error!(%err, "cannot read the ledger to seed shared budgets");
             StateError::Unavailable
@@ -235,6 +253,23 @@ impl SharedBudgets {
         }
         self.store.run::<i64>(&invocation).await?;
         Ok(())
+    }
+}
+
+impl SharedBudgets {
+    /// Counts `actual` USD spent on `holders` without a hold: a request
+    /// served from this process's share while Redis was away. Sent
+    /// through the settler, so it lands when Redis is back.
+    pub fn record_spend(&self, holders: &[String], cloud: bool, actual: f64) {
+        let now = now_ms();
+        self.store.settle(Settlement::Budget {
+            marker: self.store.key(&format!("st:{}", self.store.next_id())),
+            member: String::from("-"),
+            holders: holders.iter().map(|h| self.keys(h, now)).collect(),
+            cloud,
+            amount: 0,
+            actual: micros(actual),
+        });
     }
 }
 

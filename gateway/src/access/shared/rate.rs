@@ -199,7 +199,9 @@ impl RateTicket {
         self.sent();
         match Reply::parse(&reply) {
             Some(Reply::Done) => Ok(Ok(())),
-            Some(Reply::Limited { pair, limit }) => Ok(Err(self.refusal(pair, limit))),
+            Some(Reply::Limited { pair, limit }) if pair < self.pairs.len() => {
+                Ok(Err(self.refusal(pair, limit)))
+            }
             _ => {
                 tracing::error!(?reply, "unexpected reply from the rate script");
                 Err(StateError::Unavailable)

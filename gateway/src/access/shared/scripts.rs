@@ -91,7 +91,7 @@ impl Reply {
             [1, holders @ ..] => Some(Reply::Unseeded(
                 holders.iter().map(|i| index(*i)).collect::<Option<_>>()?,
             )),
-            [2, holder, period, cap, committed] => Some(Reply::Exhausted {
+            [2, holder, period @ (1 | 2), cap, committed] => Some(Reply::Exhausted {
                 holder: index(*holder)?,
                 period: if *period == 1 { "daily" } else { "monthly" },
                 cap: *cap,

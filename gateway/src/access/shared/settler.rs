@@ -13,7 +13,7 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 
 use super::scripts::{OWE, RENEW, SETTLE};
-use super::store::RedisStore;
+use super::store::{RedisStore, StateError};
 
 /// The keys of one budget in the current day and month.
 #[derive(Debug, Clone)]
@@ -129,30 +129,48 @@ async fn run(store: Weak<RedisStore>, mut inbox: mpsc::Receiver<Settlement>) {
         while !waiting.is_empty() {
             let take = waiting.len().min(BATCH);
             let chunk: Vec<Settlement> = waiting.drain(..take).collect();
-            if send(&store, &chunk).await.is_err() {
-                // Back at the front, in order: retried when Redis answers.
-                for s in chunk.into_iter().rev() {
-                    waiting.push_front(s);
+            match send(&store, chunk).await {
+                Ok(()) => {}
+                // Redis answered with an error: retrying would block every
+                // settlement behind these.
+                Err((StateError::Rejected, unsent)) => {
+                    store
+                        .settler()
+                        .dropped
+                        .fetch_add(unsent.len() as u64, Ordering::Relaxed);
+                    tracing::error!(
+                        settlements = unsent.len(),
+                        "Redis refused settlements: dropped (the ledger has their rows)"
+                    );
                 }
-                drop(store);
-                tokio::time::sleep(Duration::from_millis(500)).await;
-                break;
+                Err((StateError::Unavailable, unsent)) => {
+                    // Back at the front, in order: retried when Redis answers.
+                    for s in unsent.into_iter().rev() {
+                        waiting.push_front(s);
+                    }
+                    drop(store);
+                    tokio::time::sleep(Duration::from_millis(500)).await;
+                    break;
+                }
             }
         }
     }
 }
 
 /// One script call for the chunk's budget settlements, one for its rate
-/// settlements.
-async fn send(store: &std::sync::Arc<RedisStore>, chunk: &[Settlement]) -> Result<(), ()> {
-    let budgets = chunk
-        .iter()
-        .filter(|s| matches!(s, Settlement::Budget { .. }))
-        .count();
-    if budgets > 0 {
+/// settlements; on failure, what is still to send (budget settlements are
+/// idempotent, rate settlements are not, so a sent part is not resent).
+async fn send(
+    store: &std::sync::Arc<RedisStore>,
+    chunk: Vec<Settlement>,
+) -> Result<(), (StateError, Vec<Settlement>)> {
+    let (budgets, rates): (Vec<Settlement>, Vec<Settlement>) = chunk
+        .into_iter()
+        .partition(|s| matches!(s, Settlement::Budget { .. }));
+    if !budgets.is_empty() {
         let mut settle = SETTLE.prepare_invoke();
-        settle.arg(budgets);
-        for s in chunk {
+        settle.arg(budgets.len());
+        for s in &budgets {
             if let Settlement::Budget {
                 marker,
                 member,
@@ -178,16 +196,16 @@ async fn send(store: &std::sync::Arc<RedisStore>, chunk: &[Settlement]) -> Resul
                 }
             }
         }
-        store.run::<i64>(&settle).await.map_err(|_| ())?;
+        if let Err(err) = store.run::<i64>(&settle).await {
+            let mut unsent = budgets;
+            unsent.extend(rates);
+            return Err((err, unsent));
+        }
     }
-    let rates = chunk
-        .iter()
-        .filter(|s| matches!(s, Settlement::Rate { .. }))
-        .count();
-    if rates > 0 {
+    if !rates.is_empty() {
         let mut owe = OWE.prepare_invoke();
-        owe.arg(rates);
-        for s in chunk {
+        owe.arg(rates.len());
+        for s in &rates {
             if let Settlement::Rate {
                 mode,
                 limiters,
@@ -205,7 +223,7 @@ async fn send(store: &std::sync::Arc<RedisStore>, chunk: &[Settlement]) -> Resul
                 owe.arg(*tokens);
             }
         }
-        store.run::<i64>(&owe).await.map_err(|_| ())?;
+        store.run::<i64>(&owe).await.map_err(|err| (err, rates))?;
     }
     Ok(())
 }

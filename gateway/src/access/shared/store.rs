@@ -13,8 +13,11 @@ use super::settler::{Settlement, Settler};
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum StateError {
     /// Redis is away (or was, moments ago, and the probe has not seen it
-    /// back yet).
+    /// back yet), or did not answer in time.
     Unavailable,
+    /// Redis answered with an error (a script error, out of memory, a
+    /// read-only replica): this call failed, the connection did not.
+    Rejected,
 }
 
 /// Unanswered calls in a row after which Redis counts as away.
@@ -127,14 +130,26 @@ impl RedisStore {
                 self.slow_in_a_row.store(0, Ordering::Relaxed);
                 Ok(value)
             }
-            Ok(Err(err)) if !err.is_timeout() => {
+            Ok(Err(err))
+                if err.is_io_error()
+                    || err.is_connection_refusal()
+                    || err.is_connection_dropped() =>
+            {
                 self.went_away(&crate::redact::redact(&err.to_string()));
                 Err(StateError::Unavailable)
             }
+            Ok(Err(err)) if !err.is_timeout() => {
+                tracing::error!(
+                    error = %crate::redact::redact(&err.to_string()),
+                    "Redis refused a shared-state script"
+                );
+                Err(StateError::Rejected)
+            }
             _ => {
-                // This call falls back; Redis counts as away after three.
+                // This call falls back; Redis counts as away after three
+                // with no answered call between them.
                 if self.slow_in_a_row.fetch_add(1, Ordering::Relaxed) + 1 >= SLOW_CALLS_FOR_AWAY {
-                    self.went_away("no answer within state.redis.timeout_ms, three calls in a row");
+                    self.went_away("no answer within state.redis.timeout_ms, three calls running");
                 }
                 Err(StateError::Unavailable)
             }
@@ -158,10 +173,9 @@ impl RedisStore {
             loop {
                 tokio::time::sleep(Duration::from_secs(1)).await;
                 let Some(store) = store.upgrade() else { return };
-                let mut connection = store.connection();
-                let ping = redis::cmd("PING");
-                let answer = ping.query_async::<String>(&mut connection);
-                if let Ok(Ok(_)) = tokio::time::timeout(store.timeout, answer).await {
+                // Every connection: one that has not reconnected yet would
+                // fail the next call and mark Redis away again.
+                if store.answers_on_every_connection().await {
                     store.probing.store(false, Ordering::Release);
                     store.slow_in_a_row.store(0, Ordering::Relaxed);
                     store.up.store(true, Ordering::Release);
@@ -172,6 +186,18 @@ impl RedisStore {
                 }
             }
         });
+    }
+
+    async fn answers_on_every_connection(&self) -> bool {
+        for connection in &self.connections {
+            let mut connection = connection.clone();
+            let ping = redis::cmd("PING");
+            let answer = ping.query_async::<String>(&mut connection);
+            if !matches!(tokio::time::timeout(self.timeout, answer).await, Ok(Ok(_))) {
+                return false;
+            }
+        }
+        true
     }
 
     pub fn fallbacks(&self) -> u64 {
