@@ -252,16 +252,11 @@ async fn serve(
         tls.spawn_reload();
     }
     let scheme = if tls.is_some() { "https" } else { "http" };
+    // Before the address is out: a SIGTERM from then on stops gracefully.
+    let stop = switchyard::http::server::shutdown_signal();
     announce("switchyard", scheme, listener.local_addr()?)?;
     tracing::info!(models = ?live.app().router.model_names(), "serving");
-    stack::serve(
-        live,
-        listener,
-        switchyard::http::server::shutdown_signal(),
-        config.server.shutdown_grace,
-        tls,
-    )
-    .await;
+    stack::serve(live, listener, stop, config.server.shutdown_grace, tls).await;
     // Every request has ended, and with it its spans.
     if let Some(telemetry) = switchyard::telemetry::get() {
         telemetry.flush().await;
@@ -277,11 +272,12 @@ async fn sim(
     let listener = tokio::net::TcpListener::bind(listen)
         .await
         .map_err(|err| anyhow::anyhow!("cannot listen on {listen}: {err}"))?;
+    let stop = switchyard::http::server::shutdown_signal();
     announce("switchyard sim", "http", listener.local_addr()?)?;
     sim_server::serve(
         switchyard_adapters::sim::SimBackend::new(params),
         listener,
-        switchyard::http::server::shutdown_signal(),
+        stop,
     )
     .await;
     Ok(())
