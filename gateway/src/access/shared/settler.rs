@@ -55,7 +55,7 @@ const BATCH: usize = 256;
 /// How long settlements gather before a batch goes: spend reaches Redis
 /// this much later, and holds last this much longer (they only ever
 /// cover more than the spend).
-const GATHER: Duration = Duration::from_millis(2);
+const GATHER: Duration = Duration::from_millis(10);
 
 pub struct Settler {
     queue: mpsc::Sender<Settlement>,

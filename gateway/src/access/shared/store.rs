@@ -123,14 +123,23 @@ impl RedisStore {
             return Err(StateError::Unavailable);
         }
         let mut connection = self.connection();
-        let outcome =
-            tokio::time::timeout(self.timeout, script.invoke_async(&mut connection)).await;
-        match outcome {
-            Ok(Ok(value)) => {
+        // The connection's own response timeout (`timeout_ms`) bounds the
+        // call: no second timer per call.
+        match script.invoke_async(&mut connection).await {
+            Ok(value) => {
                 self.slow_in_a_row.store(0, Ordering::Relaxed);
                 Ok(value)
             }
-            Ok(Err(err))
+            // Checked first: a timeout is an I/O error too.
+            Err(err) if err.is_timeout() => {
+                // This call falls back; Redis counts as away after three
+                // with no answered call between them.
+                if self.slow_in_a_row.fetch_add(1, Ordering::Relaxed) + 1 >= SLOW_CALLS_FOR_AWAY {
+                    self.went_away("no answer within state.redis.timeout_ms, three calls running");
+                }
+                Err(StateError::Unavailable)
+            }
+            Err(err)
                 if err.is_io_error()
                     || err.is_connection_refusal()
                     || err.is_connection_dropped() =>
@@ -138,20 +147,12 @@ impl RedisStore {
                 self.went_away(&crate::redact::redact(&err.to_string()));
                 Err(StateError::Unavailable)
             }
-            Ok(Err(err)) if !err.is_timeout() => {
+            Err(err) => {
                 tracing::error!(
                     error = %crate::redact::redact(&err.to_string()),
                     "Redis refused a shared-state script"
                 );
                 Err(StateError::Rejected)
-            }
-            _ => {
-                // This call falls back; Redis counts as away after three
-                // with no answered call between them.
-                if self.slow_in_a_row.fetch_add(1, Ordering::Relaxed) + 1 >= SLOW_CALLS_FOR_AWAY {
-                    self.went_away("no answer within state.redis.timeout_ms, three calls running");
-                }
-                Err(StateError::Unavailable)
             }
         }
     }
