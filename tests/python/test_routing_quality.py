@@ -1,0 +1,124 @@
+"""The routing-quality benchmark's task generator, grader and measures
+(scripts/routing_tasks.py, scripts/routing_metrics.py): no model needed."""
+
+import json
+import pathlib
+import sys
+import time
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "scripts"))
+
+import routing_metrics as rm  # noqa: E402
+import routing_tasks as rt  # noqa: E402
+
+
+def right_reply(task):
+    """A reply that solves `task`, as a model might write it."""
+    if task.kind == "python":
+        return f"Here you go:\n```python\n{task.reference}\n```"
+    if task.kind == "extract":
+        return "```json\n" + json.dumps(task.answer) + "\n```"
+    if task.kind == "word":
+        return f"First we add things up.\nAnswer: {task.answer}"
+    return str(task.answer)
+
+
+def wrong_reply(task):
+    if task.kind == "python":
+        return f"```python\ndef {task.answer}(*args):\n    return None\n```"
+    if task.kind == "extract":
+        ((name, value),) = task.answer.items()
+        wrong = value + 1 if isinstance(value, int) else value + "x"
+        return json.dumps({name: wrong})
+    if task.kind == "word":
+        return f"Answer: {task.answer + 1}"
+    if isinstance(task.answer, (int, float)):
+        return str(task.answer + 1)
+    return "I do not know"
+
+
+def test_the_same_seed_gives_the_same_tasks_and_covers_every_kind_and_level():
+    a = [t.to_json() for t in rt.generate(11, 96)]
+    assert a == [t.to_json() for t in rt.generate(11, 96)]
+    assert a != [t.to_json() for t in rt.generate(12, 96)]
+    cells = {(t["kind"], t["level"]) for t in a}
+    assert cells == {(k, lv) for k in rt.KINDS for lv in rt.LEVELS}
+    assert len({t["id"] for t in a}) == 96
+    assert rt.Task.from_json(a[0]).to_json() == a[0]
+
+
+def test_right_replies_pass_and_wrong_ones_fail():
+    for task in rt.generate(5, 96):
+        assert rt.grade(task, right_reply(task)), task.id
+        assert not rt.grade(task, wrong_reply(task)), task.id
+        assert not rt.grade(task, ""), task.id
+
+
+def test_graders_read_answers_the_way_models_write_them():
+    task = rt.Task("t", "arithmetic", 2, "", 1234)
+    assert rt.grade(task, "The result is 1,234.")
+    task = rt.Task("t", "units", 3, "", 98.6, tolerance=0.06)
+    assert rt.grade(task, "98.6 °F")
+    assert not rt.grade(task, "98.8")
+    task = rt.Task("t", "extract", 1, "", {"age": 42})
+    assert rt.grade(task, 'Sure: {"age": "42"} as asked')
+    task = rt.Task("t", "question", 3, "", "Friday")
+    assert rt.grade(task, "Friday.")
+    assert not rt.grade(task, "It will be Thursday, not Friday.")
+
+
+def test_python_replies_are_stopped_at_the_time_limit():
+    started = time.monotonic()
+    assert not rt.run_python("while True:\n    pass", ["assert True"], timeout_s=1.0)
+    assert time.monotonic() - started < 5
+    assert rt.run_python("def f():\n    return 1", ["assert f() == 1"])
+    # No environment reaches the code.
+    assert not rt.run_python("import os\nassert os.environ.get('HOME')", [])
+
+
+def test_random_routing_recovers_half_the_gap():
+    n = 4000
+    rng = rt.random.Random(3)
+    weak = [rng.random() < 0.4 for _ in range(n)]
+    strong = [w or rng.random() < 0.5 for w in weak]
+    weak_acc, strong_acc = sum(weak) / n, sum(strong) / n
+    points = rm.sweep(rm.random_scores(n, 9), weak, strong)
+    assert points[0] == (0.0, weak_acc) and points[-1][0] == 1.0
+    assert abs(rm.apgr(points, weak_acc, strong_acc) - 0.5) < 0.05
+    half = rm.cpt(points, 0.5, weak_acc, strong_acc)
+    assert half is not None and abs(half - 0.5) < 0.07
+
+
+def test_a_router_that_knows_the_gap_recovers_it_with_few_strong_calls():
+    # 40% solved by both, 20% only by the strong tier, 40% by neither.
+    weak = [True] * 40 + [False] * 20 + [False] * 40
+    strong = [True] * 40 + [True] * 20 + [False] * 40
+    perfect = [0.0] * 40 + [1.0] * 20 + [0.0] * 40
+    points = rm.sweep(perfect, weak, strong)
+    weak_acc, strong_acc = 0.4, 0.6
+    # RouteLLM's ten bins cap even a perfect ranker near 1 - gap/2.
+    assert rm.apgr(points, weak_acc, strong_acc) >= 0.89
+    assert rm.cpt(points, 0.8, weak_acc, strong_acc) <= 0.2 + 1e-9
+    assert rm.oracle_accuracy(0.2, weak, strong) == 0.6
+    backwards = [1 - s for s in perfect]
+    assert rm.apgr(rm.sweep(backwards, weak, strong), weak_acc, strong_acc) < 0.3
+    assert rm.cpt(rm.sweep(backwards, weak, strong), 0.8, weak_acc, strong_acc) > 0.8
+
+
+def test_thresholds_match_numpys_linear_quantiles():
+    # numpy.quantile([1, 2, 3, 4], [0, .1, ..., 1]) by hand.
+    assert rm.thresholds([4, 1, 3, 2], bins=10)[:3] == [1, 1.3, 1.6]
+    assert rm.thresholds([4, 1, 3, 2], bins=10)[-1] == 4
+
+
+def test_the_plot_is_an_svg_with_every_policy():
+    import xml.etree.ElementTree as ET
+
+    weak = [True, False, False, True]
+    strong = [True, True, False, True]
+    curve = rm.sweep([0.1, 0.9, 0.5, 0.2], weak, strong)
+    svg = rm.svg_plot({"target share <sweep>": curve}, {"cascade": (0.3, 0.7)}, 0.5, 0.75)
+    root = ET.fromstring(svg)
+    assert root.tag.endswith("svg")
+    assert "target share &lt;sweep&gt;" in svg and "cascade" in svg
+    assert len(root.findall("{http://www.w3.org/2000/svg}polyline")) == 1
