@@ -8,7 +8,7 @@ use std::sync::Arc;
 use switchyard_policies::{Auth, SpendLimit, SpendScope};
 
 use super::rate::RateTicket;
-use super::scripts::{ADMIT, RESERVE, RateRefusal, Reply, SEED};
+use super::scripts::{ADMIT, EXISTING, RESERVE, RateRefusal, Reply, SEED};
 use super::settler::{HolderKeys, Settlement};
 use super::store::{RedisStore, StateError};
 use crate::access::Exhausted;
@@ -35,6 +35,7 @@ pub struct SharedBudgets {
     /// divided by the replica count).
     limits: HashMap<String, SpendLimit>,
     spend_since: SpendSince,
+    seeding: tokio::sync::Mutex<()>,
 }
 
 /// Whole micro-dollars: holds round up, so a hold never covers less than
@@ -62,6 +63,7 @@ impl SharedBudgets {
             store,
             limits,
             spend_since,
+            seeding: tokio::sync::Mutex::new(()),
         })
     }
 
@@ -167,7 +169,14 @@ impl SharedBudgets {
                     return Ok(Ok(guard));
                 }
                 Some(Reply::Unseeded(unseeded)) => {
-                    self.seed(holders, &keys, &unseeded, now).await?;
+                    // One seed at a time in this process: the requests that
+                    // arrive together at a new day (or after Redis restarted
+                    // empty) wait for the first one's, rather than each
+                    // reading the ledger.
+                    let _one_at_a_time = self.seeding.lock().await;
+                    if !self.seeded(&keys, &unseeded).await? {
+                        self.seed(holders, &keys, &unseeded, now).await?;
+                    }
                 }
                 Some(Reply::Exhausted {
                     holder,
@@ -199,6 +208,17 @@ impl SharedBudgets {
         }
         // Seeded, and yet unseeded: the keys expired between the calls.
         Err(StateError::Unavailable)
+    }
+
+    /// Whether the periods of the `unseeded` holders have been started
+    /// since (by another request, or another replica).
+    async fn seeded(&self, keys: &[HolderKeys], unseeded: &[usize]) -> Result<bool, StateError> {
+        let mut invocation = EXISTING.prepare_invoke();
+        for k in unseeded.iter().filter_map(|&i| keys.get(i)) {
+            invocation.key(&k.spent_today).key(&k.spent_month);
+        }
+        let existing: usize = self.store.run(&invocation).await?;
+        Ok(existing == 2 * unseeded.len())
     }
 
     /// Starts this day's and month's spend of `unseeded` holders from the
@@ -304,5 +324,78 @@ impl SharedHold {
 impl Drop for SharedHold {
     fn drop(&mut self) {
         self.settle(0.0);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::time::Duration;
+
+    use switchyard_policies::{OnExhausted, OnUnavailable, RedisState, Secretive, SpendScope};
+
+    use super::super::test_redis::{connect, redis};
+    use super::*;
+
+    /// Requests arriving together at a budget's first use read the
+    /// ledger once between them (a day and a month), not once each, and
+    /// each gets its hold.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn concurrent_first_uses_seed_once() {
+        let Some(server) = redis() else { return };
+        connect(&server).await; // until it listens
+        let store = RedisStore::open(&RedisState {
+            url: Secretive::Literal(format!("redis://127.0.0.1:{}", server.1)),
+            key_prefix: "seed-once".into(),
+            pool_size: 2,
+            timeout: Duration::from_secs(2),
+            on_unavailable: OnUnavailable::FailClosed,
+            replicas: 1,
+            hold_ttl: Duration::from_secs(30),
+        })
+        .unwrap();
+        let reads = Arc::new(AtomicUsize::new(0));
+        let counted = reads.clone();
+        let spend_since: SpendSince = Arc::new(move |_| {
+            counted.fetch_add(1, Ordering::Relaxed);
+            std::thread::sleep(Duration::from_millis(50)); // a ledger takes a while
+            Ok(vec![("key".into(), "k".into(), 0.25, 0.25)])
+        });
+        let limit = SpendLimit {
+            daily_usd: Some(100.0),
+            monthly_usd: None,
+            scope: SpendScope::Cloud,
+            on_exhausted: OnExhausted::Refuse,
+        };
+        let budgets = Arc::new(SharedBudgets {
+            store: store.clone(),
+            limits: HashMap::from([("key:k".to_owned(), limit)]),
+            spend_since,
+            seeding: tokio::sync::Mutex::new(()),
+        });
+        let holders = vec!["key:k".to_owned()];
+        let tasks: Vec<_> = (0..20)
+            .map(|_| {
+                let (budgets, holders) = (budgets.clone(), holders.clone());
+                tokio::spawn(async move { budgets.reserve(&holders, true, 0.01, None).await })
+            })
+            .collect();
+        for task in tasks {
+            assert!(matches!(task.await.unwrap(), Ok(Ok(_))));
+        }
+        assert_eq!(
+            reads.load(Ordering::Relaxed),
+            2,
+            "one day and one month read"
+        );
+        let day = budgets.keys("key:k", now_ms()).spent_today;
+        let mut connection = store.connection();
+        let seeded: i64 = redis::cmd("HGET")
+            .arg(&day)
+            .arg("c")
+            .query_async(&mut connection)
+            .await
+            .unwrap();
+        assert_eq!(seeded, 250_000, "the ledger's $0.25");
     }
 }

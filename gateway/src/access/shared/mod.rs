@@ -13,6 +13,8 @@ mod rate;
 mod scripts;
 mod settler;
 mod store;
+#[cfg(test)]
+mod test_redis;
 
 pub use budget::{Refusal, SharedBudgets, SharedHold, SpendSince};
 pub use rate::{RateTicket, SharedRates};

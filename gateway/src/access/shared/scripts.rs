@@ -18,6 +18,9 @@ pub static RATE: LazyLock<Script> = with_lib!("rate.lua");
 pub static OWE: LazyLock<Script> = with_lib!("owe.lua");
 pub static SETTLE: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("settle.lua")));
 pub static SEED: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("seed.lua")));
+/// How many of KEYS exist.
+pub static EXISTING: LazyLock<Script> =
+    LazyLock::new(|| Script::new("return redis.call('EXISTS', unpack(KEYS))"));
 pub static RENEW: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("renew.lua")));
 
 /// Why a rate limit refused, naming its holder (`key:NAME`, `team:NAME`).
