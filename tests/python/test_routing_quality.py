@@ -122,3 +122,33 @@ def test_the_plot_is_an_svg_with_every_policy():
     assert root.tag.endswith("svg")
     assert "target share &lt;sweep&gt;" in svg and "cascade" in svg
     assert len(root.findall("{http://www.w3.org/2000/svg}polyline")) == 1
+
+
+def test_collect_records_every_answer_with_its_receipts_and_resumes(tmp_path):
+    """Against the gateway on its embedded default (simulated tiers, whose
+    answers are not meant to be right): every task gets a line with the
+    reply, times, usage and the backend that served it, and a second run
+    asks nothing again."""
+    import routing_collect as rc
+    from conftest import Proc
+
+    gateway = Proc(["serve", "--listen", "127.0.0.1:0"])
+    try:
+        tasks = rt.generate(21, 12)
+        out = str(tmp_path / "results.jsonl")
+        assert rc.collect(gateway.url, "small", tasks, out) == 12
+        rows = [json.loads(line) for line in open(out)]
+        assert [r["task"]["id"] for r in rows] == [t.id for t in tasks]
+        for row in rows:
+            assert row["status"] == 200, row
+            assert row["receipts"]["backend"] == "small"
+            assert row["reply"] and row["ttft_ms"] > 0 and row["total_ms"] >= row["ttft_ms"]
+            assert row["usage"]["completion_tokens"] > 0
+            assert row["correct"] in (True, False)
+        assert rc.collect(gateway.url, "small", tasks, out) == 0, "resumed: nothing asked again"
+        # The route: its receipts say where each task went.
+        assert rc.collect(gateway.url, "auto", tasks[:4], out) == 4
+        routed = [json.loads(line) for line in open(out)][-4:]
+        assert all(r["receipts"]["route"] == "auto" for r in routed)
+    finally:
+        gateway.stop()
