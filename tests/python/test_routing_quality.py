@@ -152,3 +152,47 @@ def test_collect_records_every_answer_with_its_receipts_and_resumes(tmp_path):
         assert all(r["receipts"]["route"] == "auto" for r in routed)
     finally:
         gateway.stop()
+
+
+def test_the_report_reads_recorded_answers_and_regrades_them(tmp_path):
+    """Recorded rows of three tiers (made up here: a reply is right when it
+    is the reference answer) give the fixed policies, the oracle, random's
+    APGR near 0.5 and a plot; a stored `correct` is ignored for the grade
+    the reply earns now."""
+    import routing_quality_report as rq
+
+    tasks = [t for t in rt.generate(8, 120) if t.kind in ("arithmetic", "units", "question")]
+    rng = rt.random.Random(1)
+    out = tmp_path / "results.jsonl"
+    with open(out, "w") as f:
+        for task in tasks:
+            small_right = rng.random() < 0.4
+            large_right = small_right or rng.random() < 0.6
+            for model, right in (("small", small_right), ("mid", small_right), ("large", large_right)):
+                row = {
+                    "model": model,
+                    "task": task.to_json(),
+                    "status": 200,
+                    "reply": right_reply(task) if right else wrong_reply(task),
+                    "correct": not right,  # stale: the report grades again
+                    "ttft_ms": 10.0 if model == "small" else 50.0,
+                    "usage": {"prompt_tokens": 100, "completion_tokens": 10},
+                    "receipts": {"backend": model},
+                }
+                f.write(json.dumps(row) + "\n")
+    rows = rq.load([str(out)])
+    summary = rq.report(rows, "small", "mid", "large", [], {"large": (1.0, 2.0)})
+    by_name = {p["policy"]: p for p in summary["policies"]}
+    n = summary["tasks"]
+    assert n == len(tasks)
+    assert by_name["all small"]["accuracy"] == summary["accuracy"]["small"] < by_name["all large"]["accuracy"]
+    assert abs(by_name["all large"]["cost_usd"] - n * (100 * 1.0 + 10 * 2.0) / 1e6) < 1e-12
+    assert by_name["all small"]["cost_usd"] == 0
+    assert by_name["oracle"]["accuracy"] == by_name["all large"]["accuracy"]
+    assert by_name["oracle"]["large_share"] < 0.5
+    assert abs(summary["random"]["apgr"] - 0.5) < 0.1
+    assert summary["oracle_apgr"] > 0.8
+    text = rq.markdown(summary)
+    assert "| oracle |" in text and "APGR" in text
+    svg = rm.svg_plot(summary["curves"], {"oracle": (0.2, 0.8)}, 0.4, 0.7)
+    assert svg.startswith("<svg")

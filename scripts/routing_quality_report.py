@@ -1,0 +1,190 @@
+"""The routing-quality report (issue #27): from the answers
+`routing_collect.py` recorded, each policy's accuracy, share of large-tier
+calls, cost and first-token time, RouteLLM's APGR and CPT for the policies
+that sweep a threshold, and a plot.
+
+    python3 scripts/routing_quality_report.py results.jsonl \\
+        --small small --mid mid --large large \\
+        --price large=0.15/0.60 --routes auto --out report/
+
+The tiers' rows (every task asked of each tier) give the fixed policies
+(all-small, all-mid, all-large), random routing between small and large
+(swept over its share, averaged over 20 seeds) and the oracle (the
+cheapest tier that solves each task; small when none does). Rows of the
+routes named in `--routes` were routed live by the gateway: their
+`x-switchyard-backend` receipts say where each task went. Grades are taken
+again from the raw replies, so a changed grader needs no model run.
+Prices are USD per million input/output tokens per tier (default 0).
+Writes report.md, plot.svg and summary.json into `--out`. Stdlib only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import routing_metrics as rm  # noqa: E402
+import routing_tasks as rt  # noqa: E402
+
+RANDOM_SEEDS = 20
+
+
+def load(paths: list[str]) -> dict[str, dict[str, dict]]:
+    """Rows by model name, then task id, graded again from the replies."""
+    rows: dict[str, dict[str, dict]] = {}
+    for path in paths:
+        with open(path) as f:
+            for line in f:
+                row = json.loads(line)
+                task = rt.Task.from_json(row["task"])
+                row["correct"] = row.get("status") == 200 and rt.grade(task, row.get("reply", ""))
+                rows.setdefault(row["model"], {})[task.id] = row
+    return rows
+
+
+def cost(row: dict, prices: dict[str, tuple[float, float]], tier: str) -> float:
+    usage = row.get("usage") or {}
+    price_in, price_out = prices.get(tier, (0.0, 0.0))
+    return (usage.get("prompt_tokens", 0) * price_in + usage.get("completion_tokens", 0) * price_out) / 1e6
+
+
+def percentile(values: list[float], q: float) -> float | None:
+    values = sorted(v for v in values if v is not None)
+    return rm.quantile(values, q) if values else None
+
+
+def summarise(name: str, chosen: list[dict], large_share: float, prices, tier_of) -> dict:
+    """A policy's figures from the rows it would have served."""
+    n = len(chosen)
+    return {
+        "policy": name,
+        "accuracy": sum(r["correct"] for r in chosen) / n,
+        "large_share": large_share,
+        "cost_usd": sum(cost(r, prices, tier_of(r)) for r in chosen),
+        "ttft_p50_ms": percentile([r.get("ttft_ms") for r in chosen], 0.5),
+        "ttft_p90_ms": percentile([r.get("ttft_ms") for r in chosen], 0.9),
+    }
+
+
+def report(rows, small: str, mid: str | None, large: str, routes: list[str], prices) -> dict:
+    tiers = [t for t in (small, mid, large) if t]
+    ids = sorted(set.intersection(*(set(rows[t]) for t in tiers)))
+    if not ids:
+        raise SystemExit("no task was answered by every tier")
+    weak = [rows[small][i]["correct"] for i in ids]
+    strong = [rows[large][i]["correct"] for i in ids]
+    acc_weak, acc_strong = sum(weak) / len(ids), sum(strong) / len(ids)
+
+    def tier_row(tier):
+        return lambda r: tier
+
+    policies = []
+    for tier in tiers:
+        share = 1.0 if tier == large else 0.0
+        policies.append(summarise(f"all {tier}", [rows[tier][i] for i in ids], share, prices, tier_row(tier)))
+    # The oracle: the cheapest tier that solves the task, small when none does.
+    oracle_rows, oracle_large = [], 0
+    for i in ids:
+        tier = next((t for t in tiers if rows[t][i]["correct"]), small)
+        oracle_large += tier == large
+        oracle_rows.append(dict(rows[tier][i], tier=tier))
+    policies.append(summarise("oracle", oracle_rows, oracle_large / len(ids), prices, lambda r: r["tier"]))
+    # Routes the gateway routed live.
+    for route in routes:
+        served = [rows.get(route, {}).get(i) for i in ids]
+        served = [r for r in served if r is not None]
+        if not served:
+            continue
+        backend = lambda r: (r.get("receipts") or {}).get("backend") or ""  # noqa: E731
+        share = sum(backend(r) == large for r in served) / len(served)
+        policies.append(summarise(f"route {route}", served, share, prices, backend))
+    for p in policies:
+        gap = acc_strong - acc_weak
+        p["pgr"] = (p["accuracy"] - acc_weak) / gap if gap else None
+
+    # Random routing between small and large, swept as RouteLLM sweeps it.
+    curves = []
+    for seed in range(RANDOM_SEEDS):
+        curves.append(rm.sweep(rm.random_scores(len(ids), seed), weak, strong))
+    gap = acc_strong != acc_weak
+    random_summary = {
+        "apgr": statistics.mean(rm.apgr(c, acc_weak, acc_strong) for c in curves) if gap else None,
+        "cpt50": _mean_or_none([rm.cpt(c, 0.5, acc_weak, acc_strong) for c in curves]) if gap else None,
+        "cpt80": _mean_or_none([rm.cpt(c, 0.8, acc_weak, acc_strong) for c in curves]) if gap else None,
+    }
+    oracle_curve = [(x / 10, rm.oracle_accuracy(x / 10, weak, strong)) for x in range(11)]
+    return {
+        "tasks": len(ids),
+        "accuracy": {"small": acc_weak, "large": acc_strong},
+        "policies": policies,
+        "random": random_summary,
+        "oracle_apgr": rm.apgr(oracle_curve, acc_weak, acc_strong) if gap else None,
+        "curves": {"random (seed 0)": curves[0], "best possible": oracle_curve},
+    }
+
+
+def _mean_or_none(values):
+    values = [v for v in values if v is not None]
+    return statistics.mean(values) if values else None
+
+
+def markdown(summary: dict) -> str:
+    def fmt(value, pattern="{:.3f}"):
+        return "n/a" if value is None else pattern.format(value)
+
+    lines = [
+        f"Tasks: {summary['tasks']}; small tier right on {summary['accuracy']['small']:.1%}, "
+        f"large tier on {summary['accuracy']['large']:.1%}.",
+        "",
+        "| policy | accuracy | large-tier calls | cost (USD) | first token p50 / p90 (ms) | PGR |",
+        "|---|---|---|---|---|---|",
+    ]
+    for p in summary["policies"]:
+        lines.append(
+            f"| {p['policy']} | {p['accuracy']:.1%} | {p['large_share']:.1%} | {p['cost_usd']:.4f} | "
+            f"{fmt(p['ttft_p50_ms'], '{:.0f}')} / {fmt(p['ttft_p90_ms'], '{:.0f}')} | {fmt(p['pgr'], '{:.2f}')} |"
+        )
+    r = summary["random"]
+    lines += [
+        "",
+        f"Random routing between small and large (mean of {RANDOM_SEEDS} seeds): APGR {fmt(r['apgr'], '{:.2f}')}, "
+        f"CPT(50%) {fmt(r['cpt50'], '{:.0%}')}, CPT(80%) {fmt(r['cpt80'], '{:.0%}')}. "
+        f"The oracle's APGR (the ceiling): {fmt(summary['oracle_apgr'], '{:.2f}')}.",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("results", nargs="+")
+    parser.add_argument("--small", required=True)
+    parser.add_argument("--mid")
+    parser.add_argument("--large", required=True)
+    parser.add_argument("--routes", nargs="*", default=[])
+    parser.add_argument("--price", action="append", default=[], help="TIER=IN/OUT, USD per million tokens")
+    parser.add_argument("--out", required=True)
+    args = parser.parse_args()
+    prices = {}
+    for item in args.price:
+        tier, pair = item.split("=", 1)
+        price_in, price_out = pair.split("/", 1)
+        prices[tier] = (float(price_in), float(price_out))
+    summary = report(load(args.results), args.small, args.mid, args.large, args.routes, prices)
+    os.makedirs(args.out, exist_ok=True)
+    with open(os.path.join(args.out, "summary.json"), "w") as f:
+        json.dump(summary, f, indent=1)
+    with open(os.path.join(args.out, "report.md"), "w") as f:
+        f.write(markdown(summary))
+    markers = {p["policy"]: (p["large_share"], p["accuracy"]) for p in summary["policies"]}
+    with open(os.path.join(args.out, "plot.svg"), "w") as f:
+        f.write(rm.svg_plot(summary["curves"], markers, summary["accuracy"]["small"], summary["accuracy"]["large"]))
+    print(markdown(summary))
+
+
+if __name__ == "__main__":
+    main()
