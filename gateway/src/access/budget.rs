@@ -88,6 +88,19 @@ pub struct Budgets {
     shared: Option<Arc<SharedBudgets>>,
 }
 
+/// Every budget `auth` sets, by holder name (`key:NAME`, `team:NAME`).
+pub(crate) fn budget_holders(auth: &Auth) -> impl Iterator<Item = (String, SpendLimit)> + '_ {
+    let keys = auth
+        .keys
+        .iter()
+        .filter_map(|k| Some((format!("key:{}", k.name), k.budget?)));
+    let teams = auth
+        .teams
+        .iter()
+        .filter_map(|t| Some((format!("team:{}", t.name), t.budget?)));
+    keys.chain(teams)
+}
+
 /// Why a reservation was not made.
 pub enum Refused {
     Exhausted(Exhausted),
@@ -162,16 +175,7 @@ impl Budgets {
         previous: Option<&Budgets>,
         shared: Option<Arc<SharedBudgets>>,
     ) -> Arc<Self> {
-        let keys = auth
-            .keys
-            .iter()
-            .filter_map(|k| Some((format!("key:{}", k.name), k.budget?)));
-        let teams = auth
-            .teams
-            .iter()
-            .filter_map(|t| Some((format!("team:{}", t.name), t.budget?)));
-        let holders = keys
-            .chain(teams)
+        let holders = budget_holders(auth)
             .map(|(name, limit)| {
                 let window = previous
                     .and_then(|b| b.holders.get(&name))

@@ -26,15 +26,7 @@ pub async fn spend(app: &App, req: Request<Incoming>) -> Result<Response<Body>, 
     let (since, by) = report_query(app, &req, "key", parse_dimension)?;
     let since_ms = now_ms() - since;
     // Summed by the database itself, PostgreSQL's included.
-    let ledger = app.ledger.clone();
-    let report = tokio::task::spawn_blocking(move || ledger.spend_report(since_ms, by))
-        .await
-        .map_err(|err| GatewayError::Internal {
-            message: err.to_string(),
-        })?
-        .map_err(|err| GatewayError::Internal {
-            message: format!("ledger: {err}"),
-        })?;
+    let report = on_ledger(app, move |ledger| ledger.spend_report(since_ms, by)).await?;
     Ok(json_response(StatusCode::OK, &report))
 }
 
@@ -143,8 +135,16 @@ pub async fn read_ledger<R: Send + 'static>(
     since_ms: i64,
     read: impl FnOnce(&mut rusqlite::Connection) -> rusqlite::Result<R> + Send + 'static,
 ) -> Result<R, GatewayError> {
+    on_ledger(app, move |ledger| ledger.read(since_ms, read)).await
+}
+
+/// Runs blocking ledger `work` off the async workers.
+async fn on_ledger<R: Send + 'static>(
+    app: &App,
+    work: impl FnOnce(&crate::ledger::Ledger) -> anyhow::Result<R> + Send + 'static,
+) -> Result<R, GatewayError> {
     let ledger = app.ledger.clone();
-    tokio::task::spawn_blocking(move || ledger.read(since_ms, read))
+    tokio::task::spawn_blocking(move || work(&ledger))
         .await
         .map_err(|err| GatewayError::Internal {
             message: err.to_string(),

@@ -12,7 +12,7 @@ use super::scripts::{ADMIT, EXISTING, RESERVE, RateRefusal, Reply, SEED};
 use super::settler::{HolderKeys, Settlement};
 use super::store::{RedisStore, StateError};
 use crate::access::Exhausted;
-use crate::access::budget::periods;
+use crate::access::budget::{budget_holders, periods};
 use crate::ledger::now_ms;
 
 /// Spend per budget holder since a time (ms): `(kind, name, cloud_usd,
@@ -50,15 +50,7 @@ fn micros(usd: f64) -> i64 {
 
 impl SharedBudgets {
     pub fn new(store: Arc<RedisStore>, auth: &Auth, spend_since: SpendSince) -> Arc<SharedBudgets> {
-        let keys = auth
-            .keys
-            .iter()
-            .filter_map(|k| Some((format!("key:{}", k.name), k.budget?)));
-        let teams = auth
-            .teams
-            .iter()
-            .filter_map(|t| Some((format!("team:{}", t.name), t.budget?)));
-        let limits = keys.chain(teams).collect();
+        let limits = budget_holders(auth).collect();
         Arc::new(SharedBudgets {
             store,
             limits,

@@ -62,23 +62,20 @@ end
 local function rate_admit(k, a, now)
   local m = tonumber(ARGV[a])
   local tokens = tonumber(ARGV[a + 1 + 4*m])
-  for i = 0, m - 1 do
-    local t = tonumber(ARGV[a + 1 + 4*i])
-    if t > 0 then
-      local refused = gcra(1, KEYS[k + 2*i], t, tonumber(ARGV[a + 2 + 4*i]), 1, now)
-      if refused then
-        refused[#refused + 1] = i
-        return refused
-      end
-    end
-  end
-  for i = 0, m - 1 do
-    local t = tonumber(ARGV[a + 3 + 4*i])
-    if t > 0 and tokens > 0 then
-      local refused = gcra(2, KEYS[k + 2*i + 1], t, tonumber(ARGV[a + 4 + 4*i]), tokens, now)
-      if refused then
-        refused[#refused + 1] = i
-        return refused
+  -- which = 1: one request against each requests limiter; 2: the tokens
+  -- against each tokens limiter.
+  for which = 1, 2 do
+    local n = tokens
+    if which == 1 then n = 1 end
+    for i = 0, m - 1 do
+      local t = tonumber(ARGV[a + 2*which - 1 + 4*i])
+      if t > 0 and n > 0 then
+        local burst = tonumber(ARGV[a + 2*which + 4*i])
+        local refused = gcra(which, KEYS[k + 2*i + which - 1], t, burst, n, now)
+        if refused then
+          refused[#refused + 1] = i
+          return refused
+        end
       end
     end
   end
