@@ -287,37 +287,10 @@ async fn strict_durability_survives_kill_9() {
     let mut gateway = priced(", max_concurrency: 64")
         .section("ledger: {durability: strict}")
         .start();
-    let url = Arc::new(gateway.url("/v1/chat/completions"));
-    let completed = Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
-    let mut workers = Vec::new();
-    for w in 0..8 {
-        let (url, completed) = (url.clone(), completed.clone());
-        workers.push(tokio::spawn(async move {
-            for i in 0.. {
-                let id = format!("w{w}-{i}");
-                let mut body = short("load", "auto");
-                body["stream"] = json!(i % 2 == 0);
-                let reply = tokio::time::timeout(
-                    Duration::from_secs(5),
-                    post_with(&url, &body, &[("x-request-id", &id)]),
-                )
-                .await;
-                let Ok(reply) = reply else { break };
-                let whole = reply.status == 200
-                    && (body["stream"] == false
-                        || reply.events().last().map(String::as_str) == Some("[DONE]"));
-                if whole {
-                    completed.lock().unwrap().push(id);
-                }
-            }
-        }));
-    }
+    let load = support::kill_load::KillLoad::start(&gateway.url("/v1/chat/completions"), 8, "w");
     tokio::time::sleep(Duration::from_millis(1500)).await;
     gateway.kill(); // SIGKILL: no shutdown, no flush
-    for worker in workers {
-        worker.abort();
-    }
-    let completed = completed.lock().unwrap().clone();
+    let completed = load.stop();
     assert!(completed.len() > 20, "load ran: {}", completed.len());
     let conn = gateway.ledger();
     for id in &completed {

@@ -126,6 +126,23 @@ async fn lost_rows(gateway: &Proc) -> u64 {
 
 /// Waits (at most 30 s) until the gateway's spool and queue are empty,
 /// and then for its last batch's commit.
+/// Starts PostgreSQL again and waits until `gateway`'s spool drains.
+async fn restart_and_drain(mut pg: PostgresServer, gateway: &Proc) -> PostgresServer {
+    let pg = tokio::task::spawn_blocking(move || {
+        pg.restart();
+        pg
+    })
+    .await
+    .expect("start PostgreSQL");
+    assert!(
+        tokio::time::timeout(Duration::from_secs(40), drained(gateway))
+            .await
+            .unwrap_or(false),
+        "the spool drains once PostgreSQL is back"
+    );
+    pg
+}
+
 async fn drained(gateway: &Proc) -> bool {
     for _ in 0..300 {
         if pending_rows(gateway).await == Some(0) {
@@ -418,18 +435,7 @@ async fn a_full_spool_refuses_in_the_callers_dialect() {
     let ledger = &ready.json()["ledger"];
     assert_eq!(ledger["store"], "postgres");
     assert_eq!(ledger["refusing"], true, "{ledger}");
-    let pg = tokio::task::spawn_blocking(move || {
-        pg.restart();
-        pg
-    })
-    .await
-    .expect("start PostgreSQL");
-    assert!(
-        tokio::time::timeout(Duration::from_secs(40), drained(&gateway))
-            .await
-            .unwrap_or(false),
-        "the spool drains once PostgreSQL is back"
-    );
+    let pg = restart_and_drain(pg, &gateway).await;
     assert_eq!(
         post_with(&chat, &short("back", "auto"), &[]).await.status,
         200
@@ -739,18 +745,7 @@ async fn a_full_spool_serves_and_counts_the_rows_lost() {
     assert_eq!(lost, 7, "ten rows, three spooled");
     let ready = get(&gateway.url("/readyz")).await.json();
     assert_eq!(ready["ledger"]["refusing"], false);
-    let pg = tokio::task::spawn_blocking(move || {
-        pg.restart();
-        pg
-    })
-    .await
-    .expect("start PostgreSQL");
-    assert!(
-        tokio::time::timeout(Duration::from_secs(40), drained(&gateway))
-            .await
-            .unwrap_or(false),
-        "the spool drains once PostgreSQL is back"
-    );
+    let pg = restart_and_drain(pg, &gateway).await;
     assert_eq!(
         pg.psql("spool_serve", "SELECT COUNT(*) FROM requests"),
         "3",
@@ -767,37 +762,10 @@ async fn strict_rows_survive_kill_9_of_a_replica() {
     };
     let url = pg.create_database("strict_kill");
     let mut gateway = replica(&url, "strict", "").start();
-    let chat = Arc::new(gateway.url("/v1/chat/completions"));
-    let completed = Arc::new(std::sync::Mutex::new(Vec::<(String, u16)>::new()));
-    let mut workers = Vec::new();
-    for w in 0..6 {
-        let (chat, completed) = (chat.clone(), completed.clone());
-        workers.push(tokio::spawn(async move {
-            for i in 0..1000 {
-                let id = format!("kill-{w}-{i}");
-                let mut body = short("load", "auto");
-                body["stream"] = json!(i % 2 == 0);
-                let reply = tokio::time::timeout(
-                    Duration::from_secs(5),
-                    post_with(&chat, &body, &[("x-request-id", &id)]),
-                )
-                .await;
-                let Ok(reply) = reply else { break };
-                let whole = reply.status == 200
-                    && (body["stream"] == false
-                        || reply.events().last().map(String::as_str) == Some("[DONE]"));
-                if whole {
-                    completed.lock().unwrap().push((id, 200));
-                }
-            }
-        }));
-    }
+    let load = support::kill_load::KillLoad::start(&gateway.url("/v1/chat/completions"), 6, "kill");
     tokio::time::sleep(Duration::from_millis(1500)).await;
     gateway.kill();
-    for worker in workers {
-        worker.abort();
-    }
-    let completed = completed.lock().unwrap().clone();
+    let completed: Answers = load.stop().into_iter().map(|id| (id, 200)).collect();
     assert!(completed.len() > 20, "load ran: {}", completed.len());
     assert_each_once(&completed, &rows_per_id(&pg, "strict_kill"));
 }

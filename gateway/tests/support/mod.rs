@@ -16,6 +16,7 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 use serde_json::Value;
 
+pub mod kill_load;
 pub mod servers;
 
 /// Simulator settings that make tests quick and timings predictable.
