@@ -22,16 +22,14 @@ use switchyard_router::latency::{LatencyStore, LocalLatency, Shape};
 use switchyard_router::prefix::{PrefixChain, PrefixIndex, ReplicaLoad, Tenant, choose_replica};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-use crate::access::{
-    Budgets, KeyStore, RateLimits, RedisStore, SharedBudgets, SharedRates, SpendSince,
-};
+use crate::access::{Budgets, KeyStore, RateLimits, RedisStore};
 use crate::breaker::Breaker;
 use crate::error::GatewayError;
 use crate::handlers::HedgeSpend;
 use crate::handlers::{PromptCache, ResponseCache};
 use crate::http::server::ConnectionLimits;
 use crate::http::{BodyLimits, read_json_body};
-use crate::ledger::{Ledger, now_ms};
+use crate::ledger::Ledger;
 use crate::metrics::Metrics;
 
 /// A backend ready to call.
@@ -265,25 +263,15 @@ impl App {
                 ConnectionLimits::of(&config.server),
             ),
         };
-        let shared_state = match (previous, &config.state.redis) {
-            (Some(p), _) => p.shared_state.clone(),
-            (None, Some(redis)) => Some(RedisStore::open(redis)?),
-            (None, None) => None,
-        };
-        // With shared state, this process's own counters are the fallback
-        // while Redis is away: its share of each limit.
-        let local_auth = match &shared_state {
-            Some(store) => crate::access::share_of(&config.auth, store.replicas),
-            None => config.auth.clone(),
-        };
-        let budgets = Budgets::sharing(
-            &local_auth,
-            previous.map(|p| &*p.budgets),
-            shared_state.as_ref().map(|store| {
-                SharedBudgets::new(store.clone(), &config.auth, ledger_spend(&ledger))
+        let access = crate::access::assemble(
+            config,
+            previous.map(|p| crate::access::Previous {
+                budgets: &p.budgets,
+                rates: &p.rates,
+                shared_state: p.shared_state.as_ref(),
             }),
-        );
-        seed_budgets(&budgets, &ledger, previous.map(|p| &*p.budgets))?;
+            &ledger,
+        )?;
         let max_concurrent = config.server.max_concurrent_requests;
         // In-flight requests keep their places in the limits: the same
         // semaphores, resized to the new config's.
@@ -311,15 +299,9 @@ impl App {
             limits: config.limits,
             default_max_tokens: config.default_max_tokens,
             keys: Arc::new(KeyStore::new(&config.auth)),
-            rates: Arc::new(RateLimits::sharing(
-                &local_auth,
-                previous.map(|p| &*p.rates),
-                shared_state
-                    .as_ref()
-                    .map(|store| SharedRates::new(store.clone(), &config.auth)),
-            )),
-            budgets,
-            shared_state,
+            rates: access.rates,
+            budgets: access.budgets,
+            shared_state: access.shared_state,
             ledger,
             reference: config.reference.clone(),
             hedges: previous.map(|p| p.hedges.clone()).unwrap_or_default(),
@@ -729,35 +711,6 @@ pub fn build_provider(backend: &Backend) -> anyhow::Result<Arc<dyn Provider>> {
         ),
     };
     Ok(provider)
-}
-
-/// Reads spend per holder from the ledger (blocking), for Redis to start
-/// a period's shared spend from.
-fn ledger_spend(ledger: &Arc<Ledger>) -> SpendSince {
-    let ledger = ledger.clone();
-    Arc::new(move |since_ms| ledger.spend_since(since_ms))
-}
-
-/// Starts budgets from what the ledger says was spent today and this month,
-/// so a restart does not hand out a budget twice.
-/// (With the ledger in PostgreSQL: what every replica spent.)
-fn seed_budgets(
-    budgets: &Budgets,
-    ledger: &Ledger,
-    carried: Option<&Budgets>,
-) -> anyhow::Result<()> {
-    // A reload that adds no budget reads nothing (and so works while a
-    // PostgreSQL ledger is away).
-    if !budgets.has_new_holders(carried) {
-        return Ok(());
-    }
-    let (day_start, month_start) = crate::access::period_starts(now_ms());
-    budgets.load(
-        &ledger.spend_since(day_start)?,
-        &ledger.spend_since(month_start)?,
-        carried,
-    );
-    Ok(())
 }
 
 #[cfg(test)]
