@@ -56,6 +56,7 @@ def ask(gateway: str, model: str, task: rt.Task, key: str | None, timeout_s: flo
     parts: list[str] = []
     usage = None
     finish = None
+    logprobs: list[float] = []
     try:
         with urllib.request.urlopen(request, timeout=timeout_s) as response:
             receipts = {name: response.headers.get(f"x-switchyard-{name}") for name in RECEIPTS}
@@ -70,6 +71,9 @@ def ask(gateway: str, model: str, task: rt.Task, key: str | None, timeout_s: flo
                     if text and first is None:
                         first = time.monotonic()
                     parts.append(text)
+                    for token in (choice.get("logprobs") or {}).get("content") or []:
+                        if isinstance(token.get("logprob"), (int, float)):
+                            logprobs.append(token["logprob"])
                     finish = choice.get("finish_reason") or finish
         status = 200
     except urllib.error.HTTPError as err:
@@ -81,6 +85,8 @@ def ask(gateway: str, model: str, task: rt.Task, key: str | None, timeout_s: flo
         "status": status,
         "reply": reply,
         "finish_reason": finish,
+        # What a cascade's `low_logprob` check compares (None: none sent).
+        "mean_logprob": sum(logprobs) / len(logprobs) if logprobs else None,
         "ttft_ms": None if first is None else round((first - started) * 1000, 1),
         "total_ms": round((done - started) * 1000, 1),
         "usage": usage,

@@ -57,11 +57,32 @@ class Task:
         return Task(**row)
 
 
-def generate(seed: int, count: int) -> list[Task]:
-    """`count` tasks spread evenly over the kinds and levels (in a shuffled
-    order), the same for the same seed."""
+# How many tasks of each kind and level go in every 34, fixed from a pilot
+# run before any router was measured (SmolLM2-135M as small,
+# Qwen2.5-Coder-1.5B as large, 96 tasks of seeds 91 and 92 spread evenly):
+# small solved questions with a named answer and letter counts, some JSON
+# extractions and easy word problems, and nothing else (11%); large solved
+# 58%, failing 3- and 4-digit arithmetic, temperatures and speeds, weekday
+# sums and harder code. Weighted this way, the pilot's rates give small
+# about 27% and large about 59%: small solves some, large clearly more, and
+# neither solves all, as issue #27 asks.
+MIX = {
+    ("question", 1): 3, ("question", 2): 3, ("question", 3): 1, ("question", 4): 1,
+    ("extract", 1): 2, ("extract", 2): 2, ("extract", 3): 2, ("extract", 4): 2,
+    ("word", 1): 2, ("word", 2): 2, ("word", 3): 1, ("word", 4): 1,
+    ("units", 1): 1, ("units", 2): 1, ("units", 3): 1, ("units", 4): 1,
+    ("python", 1): 1, ("python", 2): 1, ("python", 3): 1, ("python", 4): 1,
+    ("arithmetic", 1): 1, ("arithmetic", 2): 1, ("arithmetic", 3): 1, ("arithmetic", 4): 1,
+}
+
+
+def generate(seed: int, count: int, mix: dict | None = None) -> list[Task]:
+    """`count` tasks over the kinds and levels in the proportions of `mix`
+    (`MIX` unless given; a cell's weight is how many of each round it
+    gets), in a shuffled order, the same for the same seed."""
     rng = random.Random(seed)
-    cells = [(kind, level) for kind in KINDS for level in LEVELS]
+    mix = MIX if mix is None else mix
+    cells = [cell for cell, weight in mix.items() for _ in range(weight)]
     tasks = []
     for i in range(count):
         kind, level = cells[i % len(cells)]
@@ -332,8 +353,9 @@ def grade(task: Task, reply: str, timeout_s: float = 5.0) -> bool:
         value = float(found[-1].replace(",", "")) if found else _last_number(reply)
         return value is not None and value == task.answer
     if task.kind == "units":
-        numbers = _numbers(reply)
-        return bool(numbers) and abs(numbers[0] - float(task.answer)) <= task.tolerance + 1e-9
+        # The last number: models tend to restate the question first.
+        value = _last_number(reply)
+        return value is not None and abs(value - float(task.answer)) <= task.tolerance + 1e-9
     if task.kind == "extract":
         return _grade_json(task, reply)
     if task.kind == "python":
@@ -342,9 +364,32 @@ def grade(task: Task, reply: str, timeout_s: float = 5.0) -> bool:
         if isinstance(task.answer, int):
             value = _last_number(reply)
             return value is not None and value == task.answer
-        lines = [line for line in reply.strip().splitlines() if line.strip()]
-        return bool(lines) and _normal(lines[0]) == _normal(str(task.answer))
+        return _grade_named(task, reply)
     raise ValueError(f"unknown kind {task.kind}")
+
+
+def _grade_named(task: Task, reply: str) -> bool:
+    """A named answer inside a sentence counts (\"The capital of Peru is
+    Lima.\"), but only as the first name of its kind the reply gives that the
+    question did not: \"Today is Monday\" does not answer with Monday, and
+    \"Thursday, not Friday\" answers Thursday. A sorted list counts when its
+    words come in the right order."""
+    text = _normal(reply)
+    answer = str(task.answer)
+    if "," in answer:
+        words = [w.strip().lower() for w in answer.split(",")]
+        found = [re.search(rf"\b{re.escape(w)}\b", text) for w in words]
+        return all(found) and all(a.start() < b.start() for a, b in zip(found, found[1:]))
+    names = WEEKDAYS if answer in WEEKDAYS else sorted(CAPITALS.values()) if answer in CAPITALS.values() else [answer]
+    prompt = task.prompt.lower()
+    mentioned = []
+    for name in names:
+        if name.lower() in prompt:
+            continue
+        hit = re.search(rf"\b{re.escape(name.lower())}\b", text)
+        if hit:
+            mentioned.append((hit.start(), name))
+    return bool(mentioned) and min(mentioned)[1] == answer
 
 
 def _grade_json(task: Task, reply: str) -> bool:

@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# The routing-quality benchmark (issue #27), from one command:
+#
+#   scripts/bench-routing-quality.sh [--out DIR] [--tasks N] [--tiers "small mid large"]
+#
+# 1. Installs llama-server and the three models (cached and sha256-checked
+#    by examples/local-three-tier/install.sh) and builds the gateway.
+# 2. Runs each tier alone (two threads, one slot, nothing else on the
+#    machine) behind the gateway on examples/routing-quality/local.yaml and
+#    asks it every task of two seeds (A and B, N/2 each), recording the raw
+#    answers (scripts/routing_collect.py). A rerun resumes where it stopped.
+# 3. Trains the learned router on each seed's answers and scores it on the
+#    other's (switchyard train-router), replays every policy over the
+#    recorded answers (switchyard replay), and writes the report
+#    (scripts/routing_quality_report.py): DIR/report.md, DIR/plot.svg.
+#
+# Environment: SEED_A, SEED_B (default 1 and 2); SWITCHYARD_BIN to use a
+# gateway binary already built.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+out="${SWITCHYARD_CACHE:-$HOME/.cache/switchyard}/routing-quality/run"
+tasks=300
+tiers="small mid large"
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --out) out="$2"; shift 2 ;;
+    --tasks) tasks="$2"; shift 2 ;;
+    --tiers) tiers="$2"; shift 2 ;;
+    *) echo "unknown argument: $1" >&2; exit 2 ;;
+  esac
+done
+seed_a="${SEED_A:-1}"
+seed_b="${SEED_B:-2}"
+half=$((tasks / 2))
+mkdir -p "$out"
+out="$(cd "$out" && pwd)"
+config="$PWD/examples/routing-quality/local.yaml"
+
+eval "$(examples/local-three-tier/install.sh | grep -E '^(LLAMA_SERVER|MODELS)=')"
+if [ -z "${SWITCHYARD_BIN:-}" ]; then
+  cargo build --release --locked -p switchyard
+  SWITCHYARD_BIN="$PWD/target/release/switchyard"
+fi
+
+declare -A port=([small]=18191 [mid]=18192 [large]=18193)
+declare -A model=(
+  [small]=smollm2-135m-instruct-q4_1.gguf
+  [mid]=qwen2.5-coder-0.5b-instruct-q4_k_m.gguf
+  [large]=qwen2.5-coder-1.5b-instruct-q4_k_m.gguf
+)
+
+pids=()
+cleanup() { for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done; }
+trap cleanup EXIT
+
+# The gateway runs in the results folder, so its ledger lands there.
+(cd "$out" && exec "$SWITCHYARD_BIN" serve --config "$config" --listen 127.0.0.1:0) \
+  >"$out/gateway.out" 2>"$out/gateway.log" &
+gateway=$!
+pids+=("$gateway")
+for _ in $(seq 100); do grep -q http:// "$out/gateway.out" && break; sleep 0.1; done
+addr=$(grep -o 'http://[0-9.:]*' "$out/gateway.out")
+
+for tier in $tiers; do
+  echo "== $tier: ${model[$tier]} alone on 127.0.0.1:${port[$tier]}"
+  "$LLAMA_SERVER" --host 127.0.0.1 --port "${port[$tier]}" -t 2 -np 1 -c 4096 --no-webui --metrics \
+    -m "$MODELS/${model[$tier]}" >"$out/$tier.log" 2>&1 &
+  server=$!
+  for _ in $(seq 240); do curl -sf "http://127.0.0.1:${port[$tier]}/health" >/dev/null && break; sleep 0.5; done
+  for seed in "$seed_a" "$seed_b"; do
+    python3 scripts/routing_collect.py --gateway "$addr" --model "$tier" --seed "$seed" --count "$half" \
+      --out "$out/answers.jsonl"
+  done
+  kill "$server"
+  wait "$server" 2>/dev/null || true
+done
+
+kill -TERM "$gateway"
+wait "$gateway" 2>/dev/null || true  # flushes the ledger
+pids=()
+echo "== answers in $out/answers.jsonl"
