@@ -3,6 +3,7 @@
 use std::path::Path;
 
 use switchyard_policies::Config;
+use switchyard_router::learned::Weights;
 
 /// The config `switchyard serve` uses when given no file.
 pub const EMBEDDED_DEFAULT: &str = include_str!("default.yaml");
@@ -16,6 +17,23 @@ pub fn load(path: Option<&Path>) -> anyhow::Result<Config> {
                 // Relative to the config file, as a user reading it expects.
                 let hints = path.parent().unwrap_or(Path::new(".")).join(hints);
                 config.apply_latency_hints(&read(&hints)?, &hints.display().to_string())?;
+            }
+            let predictors: Vec<(String, String)> = config
+                .predictors
+                .values()
+                .filter_map(|p| Some((p.name.clone(), p.weights.clone()?)))
+                .collect();
+            for (name, file) in predictors {
+                let file = path.parent().unwrap_or(Path::new(".")).join(file);
+                let text = read(&file)?;
+                if let Err(err) = Weights::from_json(&text) {
+                    anyhow::bail!(
+                        "{}: predictors.{name}.weights: {}: {err}",
+                        path.display(),
+                        file.display()
+                    );
+                }
+                config.apply_predictor_weights(&name, &text);
             }
             Ok(config)
         }

@@ -17,6 +17,9 @@ pub const PREDICTED_TTFT: HeaderName = HeaderName::from_static("x-switchyard-pre
 /// `hit` (the response cache answered), `prefix=N` (N prompt tokens were
 /// expected cached on the replica that served) or `miss`.
 pub const CACHE: HeaderName = HeaderName::from_static("x-switchyard-cache");
+/// A learned predictor's P(the easy backend fails), three decimals, on
+/// routes that consult one.
+pub const PREDICTED_FAIL: HeaderName = HeaderName::from_static("x-switchyard-predicted-fail");
 
 /// Which backend served (or last failed) and why it was that one.
 #[derive(Debug, Clone, Copy)]
@@ -81,6 +84,11 @@ pub fn apply(app: &App, decision: &Decision, served: Served, headers: &mut Heade
             PREDICTED_TTFT,
             HeaderValue::from(decision.predicted_ttft_ms.round() as u64),
         );
+    }
+    if let Some(fail) = decision.features.predicted_fail
+        && let Ok(value) = HeaderValue::from_str(&format!("{fail:.3}"))
+    {
+        headers.insert(PREDICTED_FAIL, value);
     }
 }
 

@@ -112,6 +112,12 @@ impl CompiledCondition {
             && c.max_prompt_tokens
                 .is_none_or(|m| features.prompt_tokens <= m)
             && c.min_score.is_none_or(|m| features.score >= m)
+            && c.predicted_fail.as_ref().is_none_or(|p| {
+                // The route computed it, since a rule asks (0.5 otherwise:
+                // a predictor with nothing learnt).
+                let fail = features.predicted_fail.unwrap_or(0.5);
+                p.min.is_none_or(|m| fail >= m) && p.max.is_none_or(|m| fail <= m)
+            })
             && c.max_score.is_none_or(|m| features.score <= m)
             && c.regex.as_ref().is_none_or(|r| r.0.is_match(text))
             && c.keywords

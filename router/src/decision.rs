@@ -49,6 +49,14 @@ pub enum Reason {
     /// The route's choice could not hold the prompt and the requested
     /// output in its context window: another of its backends that can.
     ContextFit,
+    /// The learned predictor expects the easy backend to fail: straight to
+    /// the hard one.
+    LearnedHard,
+    /// The learned predictor expects the easy backend to do.
+    LearnedEasy,
+    /// Expected to fail, but tried on the easy backend anyway (the route's
+    /// `explore` share), so the predictor keeps learning what it sends up.
+    LearnedExplore,
     /// Not a model call of the caller's: an encoder embedding the request
     /// for a semantic rule, billed to the caller as routing overhead.
     RoutingEncoder,
@@ -76,6 +84,9 @@ impl Reason {
             Reason::DraftingOff => "drafting-off",
             Reason::ContextFit => "context-fit",
             Reason::RoutingEncoder => "routing-encoder",
+            Reason::LearnedHard => "learned-hard",
+            Reason::LearnedEasy => "learned-easy",
+            Reason::LearnedExplore => "learned-explore",
         }
     }
 }
@@ -100,6 +111,17 @@ pub struct Decision {
     pub expected_cached_tokens: u32,
     /// On routes with speculative settings: whether this request drafts.
     pub drafting: Option<bool>,
+    /// When the first backend's answer will be checked and the outcome
+    /// trains predictors: which, and on what.
+    pub learning: Option<Learning>,
+}
+
+/// What an outcome teaches: the predictors (indices into the router's) and
+/// the request as they saw it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Learning {
+    pub predictors: Vec<usize>,
+    pub sample: std::sync::Arc<crate::learned::Sample>,
 }
 
 impl Decision {

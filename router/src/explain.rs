@@ -24,6 +24,9 @@ pub struct Explanation {
     /// The target-share score threshold now.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub share_threshold: Option<f64>,
+    /// The learned predictor the route consults, as `name@version+updates`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub predictor: Option<String>,
     pub features: Features,
 }
 

@@ -81,6 +81,10 @@ pub struct Features {
     pub session: Option<Arc<str>>,
     /// The request carries tool results.
     pub tool_results: bool,
+    /// A learned predictor's P(the easy backend fails), on routes that
+    /// consult one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub predicted_fail: Option<f64>,
 }
 
 /// The code signal of two keyword hits (see `signals::saturate`).
@@ -118,6 +122,7 @@ impl Features {
             tenant: view.tenant,
             session: view.session.map(Arc::from),
             tool_results: view.tool_results,
+            predicted_fail: None,
         };
         features.score = features.complexity();
         features

@@ -10,6 +10,7 @@ mod decision;
 mod embed;
 mod explain;
 mod features;
+pub mod learned;
 pub mod latency;
 mod output_length;
 pub mod prefix;
@@ -21,7 +22,7 @@ mod target_share;
 
 pub use budgeted::budget_for;
 pub use cascade::{AnswerSummary, failed_check};
-pub use decision::{Decision, Reason};
+pub use decision::{Decision, Learning, Reason};
 pub use explain::{Explanation, RuleTrace};
 pub use features::{Features, RequestView};
 pub use output_length::OutputLengths;

@@ -12,10 +12,11 @@ use switchyard_policies::{
 
 use crate::budgeted::{Candidate, budget_for, candidate_traces, expected_cost, meets, rank};
 use crate::conditions::CompiledCondition;
-use crate::decision::{Decision, Reason};
+use crate::decision::{Decision, Learning, Reason};
 use crate::embed::embed;
 use crate::explain::{CandidateTrace, Explanation, RuleTrace, Workings};
 use crate::features::{Features, RequestView};
+use crate::learned::{Predictor, Sample};
 use crate::latency::{LatencyStore, LocalLatency, Prediction, Shape};
 use crate::output_length::OutputLengths;
 use crate::prefix::{LocalPrefixIndex, PrefixChain, PrefixIndex, Tenant};
@@ -76,10 +77,25 @@ enum Policy {
         hard: usize,
         easy: usize,
         tracker: Arc<dyn ShareTracker>,
+        /// Ranks by this predictor's P(fail) instead of the score.
+        by: Option<usize>,
     },
     Rules {
         rules: Vec<(CompiledCondition, usize)>,
         needs_embedding: bool,
+        /// The predictor `predicted_fail` conditions read.
+        predictor: Option<usize>,
+    },
+    Learned {
+        predictor: usize,
+        threshold: f64,
+        easy: usize,
+        hard: usize,
+        checks: Vec<CascadeCheck>,
+        min_mean_logprob: f64,
+        explore: f64,
+        /// Predictors its easy backend's outcomes train (its own first).
+        learners: Vec<usize>,
     },
     Budgeted {
         candidates: Vec<usize>,
@@ -89,6 +105,8 @@ enum Policy {
         order: Vec<usize>,
         checks: Vec<CascadeCheck>,
         min_mean_logprob: f64,
+        /// Predictors its first backend's outcomes train (`learn_from`).
+        learners: Vec<usize>,
     },
 }
 
@@ -101,7 +119,9 @@ impl Policy {
                 shares.sort_by(|a, b| b.1.total_cmp(&a.1));
                 shares.into_iter().map(|(backend, _)| backend).collect()
             }
-            Policy::TargetShare { hard, easy, .. } => vec![*easy, *hard],
+            Policy::TargetShare { hard, easy, .. } | Policy::Learned { hard, easy, .. } => {
+                vec![*easy, *hard]
+            }
             // A rule's conditions say where a request may go (say, private
             // data to a local model): another rule's target is not a
             // candidate, only the route's fallbacks are.
@@ -111,12 +131,24 @@ impl Policy {
         }
     }
 
+    /// The predictor the policy consults, if any.
+    fn predictor(&self) -> Option<usize> {
+        match self {
+            Policy::TargetShare { by, .. } => *by,
+            Policy::Rules { predictor, .. } => *predictor,
+            Policy::Learned { predictor, .. } => Some(*predictor),
+            Policy::Cascade { learners, .. } => learners.first().copied(),
+            Policy::Split { .. } | Policy::Budgeted { .. } => None,
+        }
+    }
+
     fn name(&self) -> &'static str {
         match self {
             Policy::Split { .. } => "split",
             Policy::TargetShare { .. } => "target_share",
             Policy::Rules { .. } => "rules",
             Policy::Cascade { .. } => "cascade",
+            Policy::Learned { .. } => "learned",
             Policy::Budgeted { cheapest: true, .. } => "cheapest_within_budget",
             Policy::Budgeted {
                 cheapest: false, ..
@@ -142,6 +174,8 @@ pub struct Router {
     slots_per_replica: Vec<usize>,
     /// Whose prefixes each backend's cache is shared by.
     prefix_share: Vec<CacheShare>,
+    /// Learned predictors, in the config's order (by name).
+    predictors: Vec<Arc<Predictor>>,
     /// Each backend's context window in tokens; 0 while unknown (then every
     /// request is taken to fit). Atomics: a window read from the server
     /// after start-up is set in place.
@@ -401,16 +435,41 @@ impl Router {
         }
     }
 
-    /// The cascade checks of a route, when it is a cascade.
-    pub fn cascade(&self, route: usize) -> Option<(&[CascadeCheck], f64)> {
-        match &self.routes[route].policy {
+    /// The checks each answer but the last one of a decision must pass: a
+    /// cascade's, or a learned route's when it tried the easy backend first.
+    pub fn cascade(&self, decision: &Decision) -> Option<(&[CascadeCheck], f64)> {
+        match &self.routes[decision.route?].policy {
             Policy::Cascade {
                 checks,
                 min_mean_logprob,
                 ..
             } => Some((checks, *min_mean_logprob)),
+            Policy::Learned {
+                checks,
+                min_mean_logprob,
+                ..
+            } if !checks.is_empty()
+                && matches!(decision.reason, Reason::LearnedEasy | Reason::LearnedExplore) =>
+            {
+                Some((checks, *min_mean_logprob))
+            }
             _ => None,
         }
+    }
+
+    /// Feeds the outcome of a decision's first answer (`failed`: it failed
+    /// a check) to the predictors that learn from it.
+    pub fn observe(&self, decision: &Decision, failed: bool) {
+        if let Some(learning) = &decision.learning {
+            for &p in &learning.predictors {
+                self.predictors[p].learn(&learning.sample, failed);
+            }
+        }
+    }
+
+    /// The learned predictors, by name.
+    pub fn predictors(&self) -> impl Iterator<Item = &Predictor> {
+        self.predictors.iter().map(|p| &**p)
     }
 
     /// Decides where a request goes. `unit`, uniform in [0, 1), drives the
@@ -470,6 +529,7 @@ impl Router {
                     expected_cached_tokens,
                     features,
                     drafting: None,
+                    learning: None,
                 });
             }
             None => {
@@ -480,8 +540,9 @@ impl Router {
             }
         };
         let route = &self.routes[number];
-        let features = Features::of(view, route.profile);
+        let mut features = Features::of(view, route.profile);
         let mut rule = None;
+        let mut learning = None;
         let (targets, reason) = match &route.policy {
             Policy::Split { split, sticky } => match view.session.filter(|_| *sticky) {
                 Some(session) => {
@@ -498,11 +559,16 @@ impl Router {
                 hard,
                 easy,
                 tracker,
+                by,
             } => {
+                let score = match by {
+                    Some(p) => self.predict_fail(*p, view, &mut features, None).0,
+                    None => features.score,
+                };
                 let is_hard = match trace {
                     // Explaining must not move the threshold.
-                    Some(_) => features.score > tracker.threshold(),
-                    None => tracker.is_hard(features.score, unit),
+                    Some(_) => score > tracker.threshold(),
+                    None => tracker.is_hard(score, unit),
                 };
                 if is_hard {
                     (vec![*hard], Reason::TargetShareHard)
@@ -513,8 +579,12 @@ impl Router {
             Policy::Rules {
                 rules,
                 needs_embedding,
+                predictor,
             } => {
                 let embedding = needs_embedding.then(|| embed(view.last_user_text));
+                if let Some(p) = predictor {
+                    self.predict_fail(*p, view, &mut features, embedding.as_deref());
+                }
                 let mut chosen = None;
                 for (i, (condition, to)) in rules.iter().enumerate() {
                     let matched = condition.matches(view, &features, embedding.as_deref());
@@ -549,7 +619,48 @@ impl Router {
                 };
                 (vec![to], reason)
             }
-            Policy::Cascade { order, .. } => (order.clone(), Reason::Cascade),
+            Policy::Cascade {
+                order, learners, ..
+            } => {
+                if let Some(&first) = learners.first() {
+                    let (_, sample) = self.predict_fail(first, view, &mut features, None);
+                    learning = Some(Learning {
+                        predictors: learners.clone(),
+                        sample,
+                    });
+                }
+                (order.clone(), Reason::Cascade)
+            }
+            Policy::Learned {
+                predictor,
+                threshold,
+                easy,
+                hard,
+                checks,
+                explore,
+                learners,
+                ..
+            } => {
+                let (fail, sample) = self.predict_fail(*predictor, view, &mut features, None);
+                let reason = if fail < *threshold {
+                    Reason::LearnedEasy
+                } else if unit < *explore {
+                    Reason::LearnedExplore
+                } else {
+                    Reason::LearnedHard
+                };
+                if reason == Reason::LearnedHard {
+                    (vec![*hard], reason)
+                } else if checks.is_empty() {
+                    (vec![*easy], reason)
+                } else {
+                    learning = Some(Learning {
+                        predictors: learners.clone(),
+                        sample,
+                    });
+                    (vec![*easy, *hard], reason)
+                }
+            }
             Policy::Budgeted {
                 candidates,
                 cheapest,
@@ -610,7 +721,24 @@ impl Router {
             rule,
             features,
             drafting: None,
+            learning,
         })
+    }
+
+    /// A predictor's P(its backend fails) for the request, recorded in the
+    /// features (explanations and receipts show it), with the sample it
+    /// was computed on, for learning from the outcome.
+    fn predict_fail(
+        &self,
+        predictor: usize,
+        view: &RequestView<'_>,
+        features: &mut Features,
+        embedding: Option<&[f32]>,
+    ) -> (f64, Arc<Sample>) {
+        let sample = Arc::new(Sample::of(view, features, embedding));
+        let fail = self.predictors[predictor].predict(&sample);
+        features.predicted_fail = Some(fail);
+        (fail, sample)
     }
 
     /// Where a session stuck to `stuck` goes instead, when `stuck` is
@@ -686,6 +814,9 @@ impl Router {
             rules: workings.rules,
             candidates: workings.candidates,
             share_threshold: threshold,
+            predictor: route
+                .and_then(|r| r.policy.predictor())
+                .map(|p| format!("{}@{}", self.predictors[p].name, self.predictors[p].version())),
             features: decision.features,
         })
     }

@@ -182,7 +182,7 @@ fn cascades_list_their_order_and_direct_names_bypass() {
     let d = router.decide(&view("cascade"), 0.5).unwrap();
     let order: Vec<&str> = d.targets.iter().map(|t| name(&router, *t)).collect();
     assert_eq!(order, ["small", "large"]);
-    assert!(router.cascade(d.route.unwrap()).is_some());
+    assert!(router.cascade(&d).is_some());
     let direct = router.decide(&view("mid"), 0.5).unwrap();
     assert_eq!((direct.reason, direct.route), (Reason::Direct, None));
 }

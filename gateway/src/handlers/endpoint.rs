@@ -303,9 +303,9 @@ async fn dispatch<E: Endpoint>(
     size: Size,
     mut slot: Option<Slot>,
 ) -> (Result<Response<Body>, GatewayError>, Served) {
-    let cascade = decision
-        .route
-        .and_then(|r| app.router.cascade(r))
+    let cascade = app
+        .router
+        .cascade(decision)
         .filter(|_| E::CHECKED_BY_CASCADES);
     let streaming = E::is_stream(&request.0);
     let mut served = Served::first_choice(decision);
@@ -479,7 +479,13 @@ async fn dispatch<E: Endpoint>(
                 Answer::Collected(chunks) => E::summarize_chunks(chunks),
                 Answer::Stream(_) => AnswerSummary::default(),
             };
-            if let Some(failed) = failed_check(&summary, checks, min_mean_logprob) {
+            let failed = failed_check(&summary, checks, min_mean_logprob);
+            // The first backend's outcome is a label for the predictors
+            // learning from this route (a fallback's or retry's is not).
+            if tried.len() == 1 && backend_index == decision.primary() {
+                app.router.observe(decision, failed.is_some());
+            }
+            if let Some(failed) = failed {
                 tracing::info!(backend = %backend.name, check = failed.name(), "cascade escalates");
                 record_answer::<E>(&mut record, &answer);
                 record.finish("escalated");

@@ -6,6 +6,7 @@ mod accounting;
 mod error;
 mod locate;
 mod raw;
+mod predictors;
 mod raw_accounting;
 mod route;
 mod sim;
@@ -30,8 +31,10 @@ pub use accounting::{
 };
 pub use error::ConfigError;
 pub use route::{CacheShare, Hedge, LatencyBudget, ResponseCacheSettings};
+pub use predictors::Predictor;
 pub use route::{
-    CascadeCheck, Condition, HeaderMatch, Pattern, Route, RouteStrategy, Rule, Similar,
+    CascadeCheck, Condition, HeaderMatch, Pattern, PredictedFail, Route, RouteStrategy, Rule,
+    Similar,
 };
 pub use sim::{SimFaults, SimParams, SimPreset, SimSpeculation};
 pub use state::{OnUnavailable, RedisState, Secretive, SharedState};
@@ -66,6 +69,8 @@ pub struct Config {
     /// Budgets and rate limits shared between replicas (`state:`); empty:
     /// each process keeps its own.
     pub state: SharedState,
+    /// Learned predictors by name (`predictors:`).
+    pub predictors: BTreeMap<String, Predictor>,
 }
 
 impl Config {
@@ -97,6 +102,14 @@ impl Config {
     /// backend name to `ttft_ms`, `prefill_tokens_per_s`,
     /// `decode_tokens_per_s`, `concurrency`). Hints for a backend the config
     /// does not have are an error.
+    /// Gives a predictor its weights file's text, which the caller read
+    /// (from the path in [`Predictor::weights`]) and checked.
+    pub fn apply_predictor_weights(&mut self, predictor: &str, text: &str) {
+        if let Some(p) = self.predictors.get_mut(predictor) {
+            p.weights_text = Some(text.into());
+        }
+    }
+
     pub fn apply_latency_hints(&mut self, text: &str, source: &str) -> Result<(), ConfigError> {
         validate::apply_latency_hints(self, text, source)
     }

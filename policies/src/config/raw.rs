@@ -63,6 +63,8 @@ pub(super) struct RawConfig {
     pub telemetry: Option<super::telemetry::RawTelemetry>,
     #[serde(default)]
     pub state: super::state::RawState,
+    #[serde(default)]
+    pub predictors: BTreeMap<String, super::predictors::RawPredictor>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -357,6 +359,18 @@ pub(super) enum RawStrategy {
         easy: String,
         share: f64,
         window: Option<usize>,
+        by: Option<String>,
+    },
+    /// `learned: {predictor: p, threshold: 0.5, easy: small, hard: large, escalate_on: [length]}`
+    Learned {
+        predictor: String,
+        threshold: Option<f64>,
+        easy: String,
+        hard: String,
+        #[serde(default)]
+        escalate_on: Vec<CascadeCheck>,
+        min_mean_logprob: Option<f64>,
+        explore: Option<f64>,
     },
     /// `rules: [{when: {...}, to: backend}, ..., {to: default}]`
     Rules(Vec<RawRule>),
@@ -404,6 +418,15 @@ pub(super) struct RawCondition {
     pub min_score: Option<f64>,
     pub max_score: Option<f64>,
     pub similar_to: Option<RawSimilar>,
+    pub predicted_fail: Option<RawPredictedFail>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawPredictedFail {
+    pub predictor: Option<String>,
+    pub min: Option<f64>,
+    pub max: Option<f64>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -82,6 +82,23 @@ pub enum RouteStrategy {
         easy: String,
         share: f64,
         window: usize,
+        /// Rank by this predictor's P(`easy` fails) instead of the
+        /// complexity score.
+        by: Option<String>,
+    },
+    /// Requests a predictor expects `easy` to fail (p >= `threshold`) go
+    /// straight to `hard`; the rest try `easy` first and, when `checks` are
+    /// set, escalate to `hard` on a failed check, which trains the
+    /// predictor. `explore` is the share of predicted failures still tried
+    /// on `easy`, so the predictor keeps seeing labels for what it sends up.
+    Learned {
+        predictor: String,
+        threshold: f64,
+        easy: String,
+        hard: String,
+        checks: Vec<CascadeCheck>,
+        min_mean_logprob: f64,
+        explore: f64,
     },
     /// First matching rule wins; the last rule matches everything.
     Rules { rules: Vec<Rule> },
@@ -105,7 +122,8 @@ impl RouteStrategy {
             RouteStrategy::Split { weights, .. } => {
                 weights.iter().map(|(b, _)| b.as_str()).collect()
             }
-            RouteStrategy::TargetShare { hard, easy, .. } => vec![hard.as_str(), easy.as_str()],
+            RouteStrategy::TargetShare { hard, easy, .. }
+            | RouteStrategy::Learned { hard, easy, .. } => vec![hard.as_str(), easy.as_str()],
             RouteStrategy::Rules { rules } => rules.iter().map(|r| r.to.as_str()).collect(),
             RouteStrategy::Cascade { order, .. } => order.iter().map(String::as_str).collect(),
             RouteStrategy::CheapestWithinBudget { candidates }
@@ -151,6 +169,18 @@ pub struct Condition {
     pub max_score: Option<f64>,
     /// The last user message resembles one of these examples.
     pub similar_to: Option<Similar>,
+    /// A predictor's P(its backend fails) lies in a range.
+    pub predicted_fail: Option<PredictedFail>,
+}
+
+/// `predicted_fail: {predictor: small-fails, min: 0.5}`: bounds are
+/// inclusive; an unset one is open.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PredictedFail {
+    /// Filled in by validation when the config has one predictor.
+    pub predictor: String,
+    pub min: Option<f64>,
+    pub max: Option<f64>,
 }
 
 impl Condition {

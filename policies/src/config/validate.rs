@@ -45,6 +45,8 @@ pub(super) fn validate(raw: RawConfig, text: &str, source: &str) -> Result<Confi
         routes.insert(name, route);
     }
     super::validate_route::check_model_names(&ck, &backends, &routes)?;
+    let predictors = super::predictors::validate(&ck, raw.predictors, &backends)?;
+    super::predictors::check_uses(&ck, &predictors, &mut routes)?;
     let default_max_tokens = raw.accounting.default_max_tokens.unwrap_or(4096);
     if default_max_tokens == 0 {
         return Err(ck.error(&["accounting", "default_max_tokens"], "must be at least 1"));
@@ -64,6 +66,7 @@ pub(super) fn validate(raw: RawConfig, text: &str, source: &str) -> Result<Confi
             .map(|t| super::telemetry::validate(&ck, t))
             .transpose()?,
         state: super::state::validate(&ck, raw.state)?,
+        predictors,
     })
 }
 

@@ -71,6 +71,7 @@ pub(super) fn validate_route(
             easy,
             share,
             window,
+            by,
         } => {
             let path = ["routes", name, "strategy", "target_share"];
             let hard = known(&[&path[..], &["hard"]].concat(), &hard)?;
@@ -93,6 +94,39 @@ pub(super) fn validate_route(
                 easy,
                 share,
                 window,
+                by,
+            }
+        }
+        RawStrategy::Learned {
+            predictor,
+            threshold,
+            easy,
+            hard,
+            escalate_on,
+            min_mean_logprob,
+            explore,
+        } => {
+            let path = ["routes", name, "strategy", "learned"];
+            let easy = known(&[&path[..], &["easy"]].concat(), &easy)?;
+            let hard = known(&[&path[..], &["hard"]].concat(), &hard)?;
+            let threshold = threshold.unwrap_or(0.5);
+            let explore = explore.unwrap_or(0.0);
+            for (field, value) in [("threshold", threshold), ("explore", explore)] {
+                if !(0.0..=1.0).contains(&value) {
+                    return Err(ck.error(
+                        &[&path[..], &[field]].concat(),
+                        "a probability from 0 to 1",
+                    ));
+                }
+            }
+            RouteStrategy::Learned {
+                predictor,
+                threshold,
+                easy,
+                hard,
+                checks: escalate_on,
+                min_mean_logprob: min_mean_logprob.unwrap_or(DEFAULT_MIN_MEAN_LOGPROB),
+                explore,
             }
         }
         RawStrategy::Rules(raw_rules) => {
@@ -323,6 +357,27 @@ fn condition(
             })
         }
     };
+    let predicted_fail = match raw.predicted_fail {
+        None => None,
+        Some(p) => {
+            for (name, value) in [("min", p.min), ("max", p.max)] {
+                if value.is_some_and(|v| !(0.0..=1.0).contains(&v)) {
+                    return Err(ck.error(
+                        &[&field("predicted_fail")[..], &[name]].concat(),
+                        "a probability from 0 to 1",
+                    ));
+                }
+            }
+            if p.min.is_none() && p.max.is_none() {
+                return Err(ck.error(&field("predicted_fail"), "set `min`, `max` or both"));
+            }
+            Some(super::PredictedFail {
+                predictor: p.predictor.unwrap_or_default(),
+                min: p.min,
+                max: p.max,
+            })
+        }
+    };
     if raw.keywords.as_ref().is_some_and(Vec::is_empty) {
         return Err(ck.error(&field("keywords"), "give at least one keyword"));
     }
@@ -347,6 +402,7 @@ fn condition(
         min_score: raw.min_score,
         max_score: raw.max_score,
         similar_to,
+        predicted_fail,
     })
 }
 
@@ -417,6 +473,7 @@ fn covers(wide: &Condition, narrow: &Condition) -> bool {
         && at_least(wide.min_score, narrow.min_score)
         && at_most(wide.max_score, narrow.max_score)
         && same(&wide.similar_to, &narrow.similar_to)
+        && same(&wide.predicted_fail, &narrow.predicted_fail)
 }
 
 /// Model names (backends, routes, aliases) must each mean one thing.

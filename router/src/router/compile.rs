@@ -9,6 +9,7 @@ use switchyard_policies::{Backend, BackendAdapter, Config, RouteStrategy};
 
 use super::{CompiledRoute, CompiledSpeculative, Policy, Router, Target};
 use crate::conditions::CompiledCondition;
+use crate::learned::{Predictor, Weights};
 use crate::latency::{LatencyHints, LocalLatency};
 use crate::output_length::OutputLengths;
 use crate::prefix::{LocalPrefixIndex, ReplicaCache};
@@ -44,6 +45,24 @@ impl Router {
             .enumerate()
             .map(|(i, b)| (b.clone(), Target::Backend(i)))
             .collect();
+        let predictors = compile_predictors(config, &at, previous.map(|(router, _)| router));
+        // Validation guarantees every predictor a route names exists.
+        let predictor_at = |name: &str| {
+            predictors
+                .iter()
+                .position(|p| p.name == name)
+                .unwrap_or(0)
+        };
+        // The predictors that learn from a route's first answers.
+        let learners_of = |route: &str, own: Option<usize>| -> Vec<usize> {
+            let mut learners: Vec<usize> = own.into_iter().collect();
+            for (i, p) in config.predictors.values().enumerate() {
+                if p.learn_from.iter().any(|r| r == route) && !learners.contains(&i) {
+                    learners.push(i);
+                }
+            }
+            learners
+        };
         let mut routes = Vec::with_capacity(config.routes.len());
         let mut header_names = Vec::new();
         for route in config.routes.values() {
@@ -58,7 +77,9 @@ impl Router {
                     easy,
                     share,
                     window,
+                    by,
                 } => Policy::TargetShare {
+                    by: by.as_deref().map(predictor_at),
                     hard: at(hard),
                     easy: at(easy),
                     tracker: previous
@@ -87,9 +108,14 @@ impl Router {
                             .map(|h| h.name.clone()),
                     );
                     let needs_embedding = rules.iter().any(|(c, _)| c.needs_embedding());
+                    let predictor = rules
+                        .iter()
+                        .find_map(|(c, _)| c.condition.predicted_fail.as_ref())
+                        .map(|p| predictor_at(&p.predictor));
                     Policy::Rules {
                         rules,
                         needs_embedding,
+                        predictor,
                     }
                 }
                 RouteStrategy::CheapestWithinBudget { candidates } => Policy::Budgeted {
@@ -108,6 +134,25 @@ impl Router {
                     order: order.iter().map(|b| at(b)).collect(),
                     checks: checks.clone(),
                     min_mean_logprob: *min_mean_logprob,
+                    learners: learners_of(&route.name, None),
+                },
+                RouteStrategy::Learned {
+                    predictor,
+                    threshold,
+                    easy,
+                    hard,
+                    checks,
+                    min_mean_logprob,
+                    explore,
+                } => Policy::Learned {
+                    predictor: predictor_at(predictor),
+                    threshold: *threshold,
+                    easy: at(easy),
+                    hard: at(hard),
+                    checks: checks.clone(),
+                    min_mean_logprob: *min_mean_logprob,
+                    explore: *explore,
+                    learners: learners_of(&route.name, Some(predictor_at(predictor))),
                 },
             };
             let number = routes.len();
@@ -229,6 +274,7 @@ impl Router {
                 .map(|b| b.prefix_cache.share)
                 .collect(),
             context_windows,
+            predictors,
         }
     }
 
@@ -251,6 +297,36 @@ impl Router {
             _ => None,
         }
     }
+}
+
+/// Every predictor of the config, from its weights file (zeros without
+/// one). One whose starting weights and settings are unchanged since
+/// `previous` is kept, with what it learned online.
+fn compile_predictors(
+    config: &Config,
+    at: &dyn Fn(&str) -> usize,
+    previous: Option<&Router>,
+) -> Vec<Arc<Predictor>> {
+    config
+        .predictors
+        .values()
+        .map(|p| {
+            // The caller checked the file when it read it.
+            let weights = p
+                .weights_text
+                .as_deref()
+                .and_then(|text| Weights::from_json(text).ok())
+                .unwrap_or_default();
+            let backend = at(&p.backend);
+            previous
+                .and_then(|old| old.predictors.iter().find(|o| o.name == p.name))
+                .filter(|old| old.same_start(backend, &weights, p.learning_rate))
+                .cloned()
+                .unwrap_or_else(|| {
+                    Arc::new(Predictor::new(&p.name, backend, weights, p.learning_rate))
+                })
+        })
+        .collect()
 }
 
 /// A backend's starting latency figures: its config hints, else (for a
