@@ -61,6 +61,52 @@ pub enum Command {
         #[arg(long = "header", value_name = "NAME:VALUE")]
         headers: Vec<String>,
     },
+    /// Train a learned router's weights from requests with outcomes: a JSONL
+    /// file of `{"request": {chat body}, "failed": true|false}` lines
+    /// (scripts/routing_quality_report.py writes them from the benchmark's
+    /// answers). Prints how it did on a held-out fifth.
+    TrainRouter {
+        /// The examples (JSONL).
+        #[arg(long)]
+        from: PathBuf,
+        /// The weights file to write (a config's `predictors.*.weights`).
+        #[arg(long)]
+        out: PathBuf,
+        /// Whose answers the labels are about (recorded in the file).
+        #[arg(long, default_value = "small")]
+        backend: String,
+        /// What `failed` means (recorded in the file), e.g. `fail` (the
+        /// answer was wrong) or `gain` (wrong, where the large tier was right).
+        #[arg(long, default_value = "fail")]
+        label: String,
+        /// See every request as sent to this model name (a route's profile
+        /// applies); the request's own model when absent.
+        #[arg(long)]
+        model: Option<String>,
+        /// The config whose routes `--model` names (the embedded default when absent).
+        #[arg(long)]
+        config: Option<PathBuf>,
+        #[arg(long, default_value_t = 7)]
+        seed: u64,
+        #[arg(long, default_value_t = 40)]
+        epochs: u32,
+    },
+    /// Replay a config's routes over recorded requests and answers, without
+    /// calling a model: a JSON line per route and request (where it goes,
+    /// why, its score and predicted failure, which check failed, who served).
+    /// Input: JSONL of `{"id", "request": {chat body}, "answers": {backend:
+    /// chat response}}`.
+    Replay {
+        /// The recorded requests (JSONL).
+        #[arg(long)]
+        from: PathBuf,
+        /// YAML config file (the embedded default when absent).
+        #[arg(long)]
+        config: Option<PathBuf>,
+        /// A route to replay (repeatable); every route when absent.
+        #[arg(long = "route")]
+        routes: Vec<String>,
+    },
     /// Report spend from the ledger: cloud against local, and savings against
     /// the reference cloud model.
     Spend {

@@ -21,6 +21,7 @@ pub mod probe;
 pub mod receipts;
 pub mod redact;
 pub mod report_text;
+pub mod route_cli;
 pub mod routing;
 pub mod sessions_cli;
 pub mod sim_cli;

@@ -108,6 +108,42 @@ fn run() -> anyhow::Result<()> {
             config,
             headers,
         } => explain(&file, config.as_deref(), &headers),
+        Command::TrainRouter {
+            from,
+            out,
+            backend,
+            label,
+            model,
+            config,
+            seed,
+            epochs,
+        } => {
+            let config = config_file::load(config.as_deref())?;
+            let settings = switchyard::route_cli::TrainSettings {
+                from: &from,
+                out: &out,
+                label: &label,
+                backend: &backend,
+                model: model.as_deref(),
+                options: switchyard_router::learned::TrainOptions {
+                    seed,
+                    epochs,
+                    ..Default::default()
+                },
+            };
+            switchyard::route_cli::train_router(&config, &settings, &mut std::io::stdout().lock())
+        }
+        Command::Replay {
+            from,
+            config,
+            routes,
+        } => {
+            let config = config_file::load(config.as_deref())?;
+            let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+            switchyard::route_cli::replay(&config, &from, &routes, &mut out)?;
+            out.flush()?;
+            Ok(())
+        }
         Command::Serve { config, listen } => runtime()?.block_on(serve(config, listen)),
         Command::Probe {
             config,

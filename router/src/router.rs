@@ -16,8 +16,8 @@ use crate::decision::{Decision, Learning, Reason};
 use crate::embed::embed;
 use crate::explain::{CandidateTrace, Explanation, RuleTrace, Workings};
 use crate::features::{Features, RequestView};
-use crate::learned::{Predictor, Sample};
 use crate::latency::{LatencyStore, LocalLatency, Prediction, Shape};
+use crate::learned::{Predictor, Sample};
 use crate::output_length::OutputLengths;
 use crate::prefix::{LocalPrefixIndex, PrefixChain, PrefixIndex, Tenant};
 use crate::speculation::SpeculationStats;
@@ -449,7 +449,10 @@ impl Router {
                 min_mean_logprob,
                 ..
             } if !checks.is_empty()
-                && matches!(decision.reason, Reason::LearnedEasy | Reason::LearnedExplore) =>
+                && matches!(
+                    decision.reason,
+                    Reason::LearnedEasy | Reason::LearnedExplore
+                ) =>
             {
                 Some((checks, *min_mean_logprob))
             }
@@ -814,9 +817,13 @@ impl Router {
             rules: workings.rules,
             candidates: workings.candidates,
             share_threshold: threshold,
-            predictor: route
-                .and_then(|r| r.policy.predictor())
-                .map(|p| format!("{}@{}", self.predictors[p].name, self.predictors[p].version())),
+            predictor: route.and_then(|r| r.policy.predictor()).map(|p| {
+                format!(
+                    "{}@{}",
+                    self.predictors[p].name,
+                    self.predictors[p].version()
+                )
+            }),
             features: decision.features,
         })
     }

@@ -3,8 +3,9 @@
 
 use http::{HeaderMap, Request, Response, StatusCode};
 use hyper::body::Incoming;
-use switchyard_adapters::types::ChatRequest;
-use switchyard_router::{Decision, Explanation, RequestView, Router};
+use switchyard_adapters::types::{ChatRequest, ChatResponse};
+use switchyard_router::learned::Sample;
+use switchyard_router::{AnswerSummary, Decision, Explanation, RequestView, Router};
 
 use super::chat::Chat;
 use super::encoder::encode_for_routing;
@@ -53,10 +54,34 @@ pub fn decide_chat(
     request: &ChatRequest,
     headers: &HeaderMap,
 ) -> Result<Decision, GatewayError> {
+    decide_chat_with(router, request, headers, rand::random::<f64>())
+}
+
+/// [`decide_chat`] with the random draw given (`switchyard replay` draws
+/// it from the request's id, so a replay decides the same twice).
+pub fn decide_chat_with(
+    router: &Router,
+    request: &ChatRequest,
+    headers: &HeaderMap,
+    unit: f64,
+) -> Result<Decision, GatewayError> {
     let view = complete_view(Chat::view(request), headers, Chat::hints(request), router)?;
-    router
-        .decide(&view, rand::random::<f64>())
-        .map_err(route_error)
+    router.decide(&view, unit).map_err(route_error)
+}
+
+/// What a learned predictor sees of a chat request sent to `request.model`
+/// (that route's profile included): `switchyard train-router` trains on
+/// exactly what a live decision computes.
+pub fn sample_chat(router: &Router, request: &ChatRequest) -> Result<Sample, GatewayError> {
+    let headers = HeaderMap::new();
+    let view = complete_view(Chat::view(request), &headers, Chat::hints(request), router)?;
+    let features = router.decide(&view, 0.0).map_err(route_error)?.features;
+    Ok(Sample::of(&view, &features, None))
+}
+
+/// What a cascade's checks see of a whole chat answer.
+pub fn summarize_chat(response: &ChatResponse) -> AnswerSummary {
+    Chat::summarize(response)
 }
 
 /// Explains how `router` would route the chat request in `body`, offline:

@@ -41,7 +41,7 @@ use crate::live::Live;
 
 pub use admin::{parse_attainment_dimension, parse_dimension, parse_since};
 use endpoint::Endpoint;
-pub use explain::{decide_chat, explain_chat};
+pub use explain::{decide_chat, decide_chat_with, explain_chat, sample_chat, summarize_chat};
 pub use hedge::HedgeSpend;
 pub use prompt_cache::PromptCache;
 pub use record::UPSTREAM_FAILURES;

@@ -5,8 +5,8 @@
 mod accounting;
 mod error;
 mod locate;
-mod raw;
 mod predictors;
+mod raw;
 mod raw_accounting;
 mod route;
 mod sim;
@@ -30,8 +30,8 @@ pub use accounting::{
     Reference, SpendLimit, SpendScope, Team, VirtualKey, redact_password,
 };
 pub use error::ConfigError;
-pub use route::{CacheShare, Hedge, LatencyBudget, ResponseCacheSettings};
 pub use predictors::Predictor;
+pub use route::{CacheShare, Hedge, LatencyBudget, ResponseCacheSettings};
 pub use route::{
     CascadeCheck, Condition, HeaderMatch, Pattern, PredictedFail, Route, RouteStrategy, Rule,
     Similar,

@@ -93,14 +93,22 @@ pub(super) fn check_uses(
             path,
             format!(
                 "unknown predictor `{name}`; known: {}",
-                if names.is_empty() { "none (add a `predictors:` section)".to_owned() } else { names.join(", ") }
+                if names.is_empty() {
+                    "none (add a `predictors:` section)".to_owned()
+                } else {
+                    names.join(", ")
+                }
             ),
         ))
     };
-    let only = (predictors.len() == 1).then(|| predictors.keys().next().cloned()).flatten();
+    let only = (predictors.len() == 1)
+        .then(|| predictors.keys().next().cloned())
+        .flatten();
     for (name, route) in routes.iter_mut() {
         match &mut route.strategy {
-            RouteStrategy::Learned { predictor, easy, .. } => {
+            RouteStrategy::Learned {
+                predictor, easy, ..
+            } => {
                 let path = ["routes", name.as_str(), "strategy", "learned"];
                 known(&[&path[..], &["predictor"]].concat(), predictor)?;
                 if predictors[predictor.as_str()].backend != *easy {
@@ -119,12 +127,25 @@ pub(super) fn check_uses(
             RouteStrategy::Rules { rules } => {
                 let mut used: Option<String> = None;
                 for (i, rule) in rules.iter_mut().enumerate() {
-                    let Some(p) = &mut rule.when.predicted_fail else { continue };
+                    let Some(p) = &mut rule.when.predicted_fail else {
+                        continue;
+                    };
                     let index = i.to_string();
-                    let path = ["routes", name.as_str(), "strategy", "rules", index.as_str(), "when", "predicted_fail"];
+                    let path = [
+                        "routes",
+                        name.as_str(),
+                        "strategy",
+                        "rules",
+                        index.as_str(),
+                        "when",
+                        "predicted_fail",
+                    ];
                     if p.predictor.is_empty() {
                         p.predictor = only.clone().ok_or_else(|| {
-                            ck.error(&path, "name the `predictor`: the config has none or several")
+                            ck.error(
+                                &path,
+                                "name the `predictor`: the config has none or several",
+                            )
                         })?;
                     }
                     known(&path, &p.predictor)?;
@@ -140,19 +161,30 @@ pub(super) fn check_uses(
     for predictor in predictors.values() {
         for (i, from) in predictor.learn_from.iter().enumerate() {
             let index = i.to_string();
-            let path = ["predictors", predictor.name.as_str(), "learn_from", index.as_str()];
+            let path = [
+                "predictors",
+                predictor.name.as_str(),
+                "learn_from",
+                index.as_str(),
+            ];
             let first = match routes.get(from).map(|r| &r.strategy) {
                 Some(RouteStrategy::Cascade { order, .. }) => order.first(),
                 Some(RouteStrategy::Learned { easy, .. }) => Some(easy),
                 Some(_) => {
-                    return Err(ck.error(&path, format!("route `{from}` is not a cascade or a learned route")));
+                    return Err(ck.error(
+                        &path,
+                        format!("route `{from}` is not a cascade or a learned route"),
+                    ));
                 }
                 None => return Err(ck.error(&path, format!("unknown route `{from}`"))),
             };
             if first != Some(&predictor.backend) {
                 return Err(ck.error(
                     &path,
-                    format!("route `{from}` does not try `{}` first, so its outcomes say nothing of it", predictor.backend),
+                    format!(
+                        "route `{from}` does not try `{}` first, so its outcomes say nothing of it",
+                        predictor.backend
+                    ),
                 ));
             }
         }

@@ -113,10 +113,9 @@ pub(super) fn validate_route(
             let explore = explore.unwrap_or(0.0);
             for (field, value) in [("threshold", threshold), ("explore", explore)] {
                 if !(0.0..=1.0).contains(&value) {
-                    return Err(ck.error(
-                        &[&path[..], &[field]].concat(),
-                        "a probability from 0 to 1",
-                    ));
+                    return Err(
+                        ck.error(&[&path[..], &[field]].concat(), "a probability from 0 to 1")
+                    );
                 }
             }
             RouteStrategy::Learned {

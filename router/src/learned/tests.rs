@@ -18,7 +18,9 @@ fn separable(n: usize, seed: u64) -> Vec<(Sample, bool)> {
     let hard = ["multiply", "sort these words", "integrate", "prove that"];
     let mut x = seed;
     let mut next = || {
-        x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        x = x
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
         (x >> 33) as usize
     };
     (0..n)
@@ -113,7 +115,11 @@ fn an_online_step_moves_the_prediction_toward_the_outcome() {
     assert!(up > 0.5, "{up}");
     predictor.learn(&s, false);
     assert!(predictor.predict(&s) < up);
-    assert!(predictor.version().ends_with("+2"), "{}", predictor.version());
+    assert!(
+        predictor.version().ends_with("+2"),
+        "{}",
+        predictor.version()
+    );
     // A rate of 0 never moves.
     let frozen = Predictor::new("f", 0, Weights::default(), 0.0);
     frozen.learn(&s, true);

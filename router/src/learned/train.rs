@@ -87,8 +87,8 @@ pub fn fit(examples: &[(Sample, bool)], options: &TrainOptions) -> Weights {
         rng.shuffle(&mut order);
         for &i in &order {
             let (sample, label) = &examples[i];
-            let error = (weights.predict(sample) - if *label { 1.0 } else { 0.0 })
-                * class_weight(*label);
+            let error =
+                (weights.predict(sample) - if *label { 1.0 } else { 0.0 }) * class_weight(*label);
             seen_bias += error * error;
             weights.bias -= rate * error / f64::sqrt(seen_bias);
             for ((w, seen), x) in weights
@@ -178,4 +178,3 @@ pub fn auc(scored: &[(f64, bool)]) -> Option<f64> {
     }
     Some(wins / (positives.len() * negatives.len()) as f64)
 }
-

@@ -9,8 +9,8 @@ use switchyard_policies::{Backend, BackendAdapter, Config, RouteStrategy};
 
 use super::{CompiledRoute, CompiledSpeculative, Policy, Router, Target};
 use crate::conditions::CompiledCondition;
-use crate::learned::{Predictor, Weights};
 use crate::latency::{LatencyHints, LocalLatency};
+use crate::learned::{Predictor, Weights};
 use crate::output_length::OutputLengths;
 use crate::prefix::{LocalPrefixIndex, ReplicaCache};
 use crate::speculation::SpeculationStats;
@@ -47,12 +47,7 @@ impl Router {
             .collect();
         let predictors = compile_predictors(config, &at, previous.map(|(router, _)| router));
         // Validation guarantees every predictor a route names exists.
-        let predictor_at = |name: &str| {
-            predictors
-                .iter()
-                .position(|p| p.name == name)
-                .unwrap_or(0)
-        };
+        let predictor_at = |name: &str| predictors.iter().position(|p| p.name == name).unwrap_or(0);
         // The predictors that learn from a route's first answers.
         let learners_of = |route: &str, own: Option<usize>| -> Vec<usize> {
             let mut learners: Vec<usize> = own.into_iter().collect();

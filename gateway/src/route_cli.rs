@@ -1,0 +1,221 @@
+//! `switchyard train-router` and `switchyard replay`: the learned router
+//! trained offline, and any config's routes replayed over recorded
+//! requests and answers, both through the routing code a live request
+//! takes.
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, Write};
+use std::path::Path;
+
+use anyhow::Context;
+use serde::Deserialize;
+use switchyard_adapters::types::{ChatRequest, ChatResponse};
+use switchyard_policies::Config;
+use switchyard_router::learned::{TrainOptions, train};
+use switchyard_router::{Router, failed_check, unit_from_key};
+
+use crate::handlers::{decide_chat_with, sample_chat, summarize_chat};
+
+/// One line of `train-router`'s input: a chat request and whether the
+/// backend's answer to it failed.
+#[derive(Deserialize)]
+struct Example {
+    request: ChatRequest,
+    failed: bool,
+}
+
+/// Fewest examples of each class `train-router` learns from.
+const MIN_PER_CLASS: usize = 10;
+
+pub struct TrainSettings<'a> {
+    pub from: &'a Path,
+    pub out: &'a Path,
+    /// Written into the file: what the label means, whose answers.
+    pub label: &'a str,
+    pub backend: &'a str,
+    /// When set, every request is seen as sent to this model name (a
+    /// learned route, say), with that route's profile.
+    pub model: Option<&'a str>,
+    pub options: TrainOptions,
+}
+
+/// Trains weights on a JSONL file of `{"request": {...chat...}, "failed":
+/// bool}` lines and writes them (a temporary file, then a rename); prints
+/// the held-out figures.
+pub fn train_router(
+    config: &Config,
+    settings: &TrainSettings<'_>,
+    out: &mut dyn Write,
+) -> anyhow::Result<()> {
+    let router = Router::new(config);
+    let mut examples = Vec::new();
+    for (number, line) in lines(settings.from)? {
+        let mut example: Example = serde_json::from_str(&line).with_context(|| {
+            format!(
+                "{}:{number}: not a {{request, failed}} line",
+                settings.from.display()
+            )
+        })?;
+        if let Some(model) = settings.model {
+            example.request.model = model.to_owned();
+        }
+        let sample = sample_chat(&router, &example.request)
+            .map_err(|err| anyhow::anyhow!("{}:{number}: {err}", settings.from.display()))?;
+        examples.push((sample, example.failed));
+    }
+    let failed = examples.iter().filter(|(_, f)| *f).count();
+    let passed = examples.len() - failed;
+    if failed.min(passed) < MIN_PER_CLASS {
+        anyhow::bail!(
+            "{} has {failed} failed and {passed} passed examples: at least {MIN_PER_CLASS} of each are needed to learn anything",
+            settings.from.display()
+        );
+    }
+    let (mut weights, validation) = train(&examples, &settings.options);
+    let source = std::fs::read(settings.from)?;
+    weights.about.label = Some(settings.label.to_owned());
+    weights.about.backend = Some(settings.backend.to_owned());
+    weights.about.training = Some(serde_json::json!({
+        "examples": examples.len(),
+        "failed": failed,
+        "epochs": settings.options.epochs,
+        "learning_rate": settings.options.learning_rate,
+        "l2": settings.options.l2,
+        "seed": settings.options.seed,
+        "balance": settings.options.balance,
+        "source": settings.from.file_name().map(|n| n.to_string_lossy().into_owned()),
+        "source_xxh3": format!("{:016x}", xxhash_rust::xxh3::xxh3_64(&source)),
+    }));
+    weights.about.validation = Some(serde_json::to_value(validation)?);
+    let temporary = settings.out.with_extension("json.tmp");
+    std::fs::write(&temporary, weights.to_json() + "\n")
+        .with_context(|| format!("cannot write {}", temporary.display()))?;
+    std::fs::rename(&temporary, settings.out)?;
+    writeln!(
+        out,
+        "trained on {} examples ({failed} failed); held-out fifth: {} examples, AUC {}, log loss {:.3}, accuracy {:.3}; weights {} in {}",
+        examples.len(),
+        validation.examples,
+        validation
+            .auc
+            .map_or("n/a".to_owned(), |a| format!("{a:.3}")),
+        validation.log_loss,
+        validation.accuracy,
+        weights.version(),
+        settings.out.display()
+    )?;
+    Ok(())
+}
+
+/// One line of `replay`'s input: a request with an id, and what each
+/// backend answered it (OpenAI chat responses), for the checks a cascade
+/// runs.
+#[derive(Deserialize)]
+struct Recorded {
+    id: String,
+    request: ChatRequest,
+    #[serde(default)]
+    answers: BTreeMap<String, ChatResponse>,
+}
+
+/// Replays `routes` (every route when empty) over recorded requests, in
+/// file order, writing a JSON line per route and request: where the route
+/// sends it, why, the score and predicted failure it decided on, and for
+/// cascades which answer failed which check and who served. Cascade
+/// outcomes train the predictors that learn from them, as live.
+pub fn replay(
+    config: &Config,
+    from: &Path,
+    routes: &[String],
+    out: &mut dyn Write,
+) -> anyhow::Result<()> {
+    let router = Router::new(config);
+    let routes: Vec<String> = if routes.is_empty() {
+        config.routes.keys().cloned().collect()
+    } else {
+        routes.to_vec()
+    };
+    for route in &routes {
+        if !config.routes.contains_key(route) {
+            anyhow::bail!(
+                "unknown route `{route}`; the config has: {}",
+                config.routes.keys().cloned().collect::<Vec<_>>().join(", ")
+            );
+        }
+    }
+    let backends: Vec<&str> = config.backends.keys().map(String::as_str).collect();
+    let recorded: Vec<Recorded> = lines(from)?
+        .into_iter()
+        .map(|(number, line)| {
+            serde_json::from_str(&line).with_context(|| {
+                format!(
+                    "{}:{number}: not an {{id, request, answers}} line",
+                    from.display()
+                )
+            })
+        })
+        .collect::<anyhow::Result<_>>()?;
+    let headers = http::HeaderMap::new();
+    for route in &routes {
+        for line in &recorded {
+            let mut request = line.request.clone();
+            request.model = route.clone();
+            let unit = unit_from_key(&format!("{route}/{}", line.id));
+            let decision = decide_chat_with(&router, &request, &headers, unit)
+                .map_err(|err| anyhow::anyhow!("{}: {err}", line.id))?;
+            let mut served = decision.primary();
+            let mut failed = None;
+            if let Some((checks, min_mean_logprob)) = router.cascade(&decision) {
+                // Every target but the last is checked, as dispatch does.
+                for (step, &target) in decision.targets.iter().enumerate() {
+                    served = target;
+                    if step + 1 == decision.targets.len() {
+                        break;
+                    }
+                    let answer = line.answers.get(backends[target]).with_context(|| {
+                        format!(
+                            "{}: no recorded answer of `{}`, which route `{route}` checks",
+                            line.id, backends[target]
+                        )
+                    })?;
+                    let check = failed_check(&summarize_chat(answer), checks, min_mean_logprob);
+                    if step == 0 {
+                        router.observe(&decision, check.is_some());
+                    }
+                    match check {
+                        Some(check) => failed = failed.or(Some(check.name())),
+                        None => break,
+                    }
+                }
+            }
+            let row = serde_json::json!({
+                "route": route,
+                "id": line.id,
+                "backend": backends[decision.primary()],
+                "targets": decision.targets.iter().map(|&t| backends[t]).collect::<Vec<_>>(),
+                "reason": decision.reason.as_str(),
+                "score": decision.features.score,
+                "predicted_fail": decision.features.predicted_fail,
+                "failed_check": failed,
+                "served": backends[served],
+                "escalated": served != decision.primary(),
+            });
+            writeln!(out, "{row}")?;
+        }
+    }
+    Ok(())
+}
+
+/// A JSONL file's non-empty lines, numbered from 1.
+fn lines(path: &Path) -> anyhow::Result<Vec<(usize, String)>> {
+    let file =
+        std::fs::File::open(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let mut lines = Vec::new();
+    for (i, line) in std::io::BufReader::new(file).lines().enumerate() {
+        let line = line?;
+        if !line.trim().is_empty() {
+            lines.push((i + 1, line));
+        }
+    }
+    Ok(lines)
+}
