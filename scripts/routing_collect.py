@@ -34,9 +34,10 @@ MAX_TOKENS = {"arithmetic": 24, "word": 256, "units": 24, "extract": 64, "python
 RECEIPTS = ("route", "backend", "reason", "predicted-ttft-ms", "cache")
 
 
-def ask(gateway: str, model: str, task: rt.Task, key: str | None, timeout_s: float) -> dict:
-    """One streamed request; the reply, the times and the receipts."""
-    body = {
+def request_body(task: rt.Task, model: str) -> dict:
+    """The chat request a task is asked as (`replay` and `train-router`
+    see the same request)."""
+    return {
         "model": model,
         "messages": [{"role": "user", "content": task.prompt}],
         "temperature": 0,
@@ -45,6 +46,11 @@ def ask(gateway: str, model: str, task: rt.Task, key: str | None, timeout_s: flo
         "stream_options": {"include_usage": True},
         "logprobs": True,
     }
+
+
+def ask(gateway: str, model: str, task: rt.Task, key: str | None, timeout_s: float) -> dict:
+    """One streamed request; the reply, the times and the receipts."""
+    body = request_body(task, model)
     headers = {"content-type": "application/json", "x-request-id": f"rq-{model}-{task.id}"}
     if key:
         headers["authorization"] = f"Bearer {key}"

@@ -58,24 +58,102 @@ def percentile(values: list[float], q: float) -> float | None:
     return rm.quantile(values, q) if values else None
 
 
-def summarise(name: str, chosen: list[dict], large_share: float, prices, tier_of) -> dict:
-    """A policy's figures from the rows it would have served."""
+# The chat profile's latency budget (policies/src/profiles.rs): first
+# token within 1 s, then at least 20 tokens/s.
+BUDGET_TTFT_MS, BUDGET_TOKENS_PER_S = 1000.0, 20.0
+
+
+def decode_rate(row: dict) -> float | None:
+    tokens = (row.get("usage") or {}).get("completion_tokens") or 0
+    if row.get("ttft_ms") is None or row.get("total_ms") is None or tokens < 2:
+        return None
+    seconds = (row["total_ms"] - row["ttft_ms"]) / 1000
+    return (tokens - 1) / seconds if seconds > 0 else None
+
+
+def within_budget(ttft_ms: float | None, row: dict) -> bool:
+    rate = decode_rate(row)
+    return ttft_ms is not None and ttft_ms <= BUDGET_TTFT_MS and (rate is None or rate >= BUDGET_TOKENS_PER_S)
+
+
+def summarise(name: str, chosen: list[dict], large_share: float, prices, tier_of, costs=None, ttfts=None) -> dict:
+    """A policy's figures from the rows it would have served. `costs` and
+    `ttfts` replace each row's own when the policy called more than one
+    tier for a task (a cascade pays both, and its caller waits for both)."""
     n = len(chosen)
+    costs = costs if costs is not None else [cost(r, prices, tier_of(r)) for r in chosen]
+    ttfts = ttfts if ttfts is not None else [r.get("ttft_ms") for r in chosen]
     return {
         "policy": name,
         "accuracy": sum(r["correct"] for r in chosen) / n,
         "large_share": large_share,
-        "cost_usd": sum(cost(r, prices, tier_of(r)) for r in chosen),
-        "ttft_p50_ms": percentile([r.get("ttft_ms") for r in chosen], 0.5),
-        "ttft_p90_ms": percentile([r.get("ttft_ms") for r in chosen], 0.9),
+        "cost_usd": sum(costs),
+        "ttft_p50_ms": percentile(ttfts, 0.5),
+        "ttft_p90_ms": percentile(ttfts, 0.9),
+        "within_budget": sum(within_budget(t, r) for t, r in zip(ttfts, chosen)) / n,
     }
 
 
-def report(rows, small: str, mid: str | None, large: str, routes: list[str], prices) -> dict:
-    tiers = [t for t in (small, mid, large) if t]
+def replayed_policy(route: str, decisions: dict[str, dict], rows, ids, large: str, prices) -> dict:
+    """A route `switchyard replay` decided, composed from the tiers'
+    recorded answers: the tiers it called, what they cost together, and the
+    first token its caller waited for (a checked answer is collected whole
+    first, then the escalation's first token follows)."""
+    chosen, costs, ttfts, large_calls = [], [], [], 0
+    for i in ids:
+        d = decisions[i]
+        served = rows[d["served"]][i]
+        called = [d["backend"], d["served"]] if d["escalated"] else [d["served"]]
+        if d["checked"] and not d["escalated"]:
+            called = [d["backend"]]
+        large_calls += large in called
+        chosen.append(served)
+        costs.append(sum(cost(rows[t][i], prices, t) for t in called))
+        if d["checked"]:
+            first = rows[d["backend"]][i]["total_ms"]
+            ttfts.append(first + (served.get("ttft_ms") or 0) if d["escalated"] else first)
+        else:
+            ttfts.append(served.get("ttft_ms"))
+    return summarise(f"route {route}", chosen, large_calls / len(ids), prices, None, costs, ttfts)
+
+
+# Checks a cascade escalates on whatever its logprob threshold.
+FORCED_CHECKS = ("length", "empty", "refusal", "invalid_tool_json")
+
+
+def swept_scores(decisions: dict[str, dict[str, dict]], rows, ids, small: str) -> dict[str, list[float]]:
+    """The score each replayed policy ranks tasks by, for RouteLLM's sweep:
+    target share by the complexity score, learned routes by their predicted
+    failure, the cascade by its small answer's mean logprob (lower escalates
+    sooner; a failed length/empty/refusal check escalates at any threshold)."""
+    scores = {}
+    for route, by_id in decisions.items():
+        first = by_id[ids[0]]
+        if first["predicted_fail"] is not None and first["reason"].startswith(("learned", "target-share")):
+            scores[f"{route} (predicted failure)"] = [by_id[i]["predicted_fail"] for i in ids]
+        elif first["reason"].startswith("target-share"):
+            scores[f"{route} (complexity score)"] = [by_id[i]["score"] for i in ids]
+        elif first["reason"] in ("cascade", "cascade-escalated"):
+            values = []
+            for i in ids:
+                mean = rows[small][i].get("mean_logprob")
+                if by_id[i]["failed_check"] in FORCED_CHECKS:
+                    values.append(1e9)
+                else:
+                    values.append(-1e9 if mean is None else -mean)
+            scores[f"{route} (small's mean logprob)"] = values
+    return scores
+
+
+def report(rows, small: str, mid: str | None, large: str, routes: list[str], prices, replayed=None) -> dict:
+    tiers = [t for t in (small, mid, large) if t and (t in rows or t != mid)]
     ids = sorted(set.intersection(*(set(rows[t]) for t in tiers)))
+    replayed = replayed or {}
+    for decisions in replayed.values():
+        # Only tasks every replayed route decided.
+        ids = [i for i in ids if i in decisions]
     if not ids:
-        raise SystemExit("no task was answered by every tier")
+        raise SystemExit("no task was answered by every tier (and replayed by every route)")
     weak = [rows[small][i]["correct"] for i in ids]
     strong = [rows[large][i]["correct"] for i in ids]
     acc_weak, acc_strong = sum(weak) / len(ids), sum(strong) / len(ids)
@@ -103,6 +181,8 @@ def report(rows, small: str, mid: str | None, large: str, routes: list[str], pri
         backend = lambda r: (r.get("receipts") or {}).get("backend") or ""  # noqa: E731
         share = sum(backend(r) == large for r in served) / len(served)
         policies.append(summarise(f"route {route}", served, share, prices, backend))
+    for route, decisions in replayed.items():
+        policies.append(replayed_policy(route, decisions, rows, ids, large, prices))
     for p in policies:
         gap = acc_strong - acc_weak
         p["pgr"] = (p["accuracy"] - acc_weak) / gap if gap else None
@@ -118,14 +198,38 @@ def report(rows, small: str, mid: str | None, large: str, routes: list[str], pri
         "cpt80": _mean_or_none([rm.cpt(c, 0.8, acc_weak, acc_strong) for c in curves]) if gap else None,
     }
     oracle_curve = [(x / 10, rm.oracle_accuracy(x / 10, weak, strong)) for x in range(11)]
+    sweeps = []
+    curves_out = {"random (seed 0)": curves[0], "best possible": oracle_curve}
+    for name, scores in swept_scores(replayed, rows, ids, small).items():
+        curve = rm.sweep(scores, weak, strong)
+        curves_out[name] = curve
+        sweeps.append({
+            "policy": name,
+            "apgr": rm.apgr(curve, acc_weak, acc_strong) if gap else None,
+            "cpt50": rm.cpt(curve, 0.5, acc_weak, acc_strong) if gap else None,
+            "cpt80": rm.cpt(curve, 0.8, acc_weak, acc_strong) if gap else None,
+            "curve": curve,
+        })
     return {
+        "sweeps": sweeps,
         "tasks": len(ids),
         "accuracy": {"small": acc_weak, "large": acc_strong},
         "policies": policies,
         "random": random_summary,
         "oracle_apgr": rm.apgr(oracle_curve, acc_weak, acc_strong) if gap else None,
-        "curves": {"random (seed 0)": curves[0], "best possible": oracle_curve},
+        "curves": curves_out,
     }
+
+
+def load_replay(paths: list[str]) -> dict[str, dict[str, dict]]:
+    """`switchyard replay` lines by route, then task id, in file order."""
+    replayed: dict[str, dict[str, dict]] = {}
+    for path in paths:
+        with open(path) as f:
+            for line in f:
+                row = json.loads(line)
+                replayed.setdefault(row["route"], {})[row["id"]] = row
+    return replayed
 
 
 def _mean_or_none(values):
@@ -141,14 +245,27 @@ def markdown(summary: dict) -> str:
         f"Tasks: {summary['tasks']}; small tier right on {summary['accuracy']['small']:.1%}, "
         f"large tier on {summary['accuracy']['large']:.1%}.",
         "",
-        "| policy | accuracy | large-tier calls | cost (USD) | first token p50 / p90 (ms) | PGR |",
-        "|---|---|---|---|---|---|",
+        "| policy | accuracy | large-tier calls | cost (USD) | first token p50 / p90 (ms) | within chat budget | PGR |",
+        "|---|---|---|---|---|---|---|",
     ]
     for p in summary["policies"]:
         lines.append(
             f"| {p['policy']} | {p['accuracy']:.1%} | {p['large_share']:.1%} | {p['cost_usd']:.4f} | "
-            f"{fmt(p['ttft_p50_ms'], '{:.0f}')} / {fmt(p['ttft_p90_ms'], '{:.0f}')} | {fmt(p['pgr'], '{:.2f}')} |"
+            f"{fmt(p['ttft_p50_ms'], '{:.0f}')} / {fmt(p['ttft_p90_ms'], '{:.0f}')} | {p['within_budget']:.0%} | "
+            f"{fmt(p['pgr'], '{:.2f}')} |"
         )
+    if summary.get("sweeps"):
+        lines += [
+            "",
+            "Swept over their thresholds as RouteLLM sweeps them (10 bins):",
+            "",
+            "| policy | APGR | CPT(50%) | CPT(80%) |",
+            "|---|---|---|---|",
+        ]
+        for s in summary["sweeps"]:
+            lines.append(
+                f"| {s['policy']} | {fmt(s['apgr'], '{:.2f}')} | {fmt(s['cpt50'], '{:.0%}')} | {fmt(s['cpt80'], '{:.0%}')} |"
+            )
     r = summary["random"]
     lines += [
         "",
@@ -167,6 +284,7 @@ def main() -> None:
     parser.add_argument("--large", required=True)
     parser.add_argument("--routes", nargs="*", default=[])
     parser.add_argument("--price", action="append", default=[], help="TIER=IN/OUT, USD per million tokens")
+    parser.add_argument("--replay", nargs="*", default=[], help="switchyard replay output (JSONL)")
     parser.add_argument("--out", required=True)
     args = parser.parse_args()
     prices = {}
@@ -174,7 +292,8 @@ def main() -> None:
         tier, pair = item.split("=", 1)
         price_in, price_out = pair.split("/", 1)
         prices[tier] = (float(price_in), float(price_out))
-    summary = report(load(args.results), args.small, args.mid, args.large, args.routes, prices)
+    summary = report(load(args.results), args.small, args.mid, args.large, args.routes, prices,
+                     load_replay(args.replay))
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, "summary.json"), "w") as f:
         json.dump(summary, f, indent=1)

@@ -227,6 +227,23 @@ fn check(file: &std::path::Path) -> anyhow::Result<()> {
     for route in config.routes.values() {
         writeln!(out, "  route {}", route.name)?;
     }
+    for predictor in config.predictors.values() {
+        // The file was read and checked by `load`.
+        let weights = predictor
+            .weights_text
+            .as_deref()
+            .and_then(|text| switchyard_router::learned::Weights::from_json(text).ok());
+        writeln!(
+            out,
+            "  predictor {} -> P({} fails), {}",
+            predictor.name,
+            predictor.backend,
+            weights.map_or("no weights file: starts at 0.5".to_owned(), |w| format!(
+                "weights {}",
+                w.version()
+            ))
+        )?;
+    }
     Ok(())
 }
 

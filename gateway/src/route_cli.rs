@@ -165,7 +165,8 @@ pub fn replay(
                 .map_err(|err| anyhow::anyhow!("{}: {err}", line.id))?;
             let mut served = decision.primary();
             let mut failed = None;
-            if let Some((checks, min_mean_logprob)) = router.cascade(&decision) {
+            let cascade = router.cascade(&decision);
+            if let Some((checks, min_mean_logprob)) = cascade {
                 // Every target but the last is checked, as dispatch does.
                 for (step, &target) in decision.targets.iter().enumerate() {
                     served = target;
@@ -199,6 +200,9 @@ pub fn replay(
                 "failed_check": failed,
                 "served": backends[served],
                 "escalated": served != decision.primary(),
+                // The first answer was collected whole and checked before
+                // anything reached the caller.
+                "checked": cascade.is_some() && decision.targets.len() > 1,
             });
             writeln!(out, "{row}")?;
         }

@@ -463,3 +463,110 @@ async fn a_held_back_stream_is_bounded_by_the_backends_answer_size() {
     assert_eq!(long.status, 502);
     assert_eq!(long.error()["type"], "upstream_error");
 }
+
+/// A learned route with no weights file starts at p = 0.5 and tries small
+/// first; every answer cut at the token limit escalates and teaches the
+/// predictor, until the same prompt goes straight to large.
+#[tokio::test]
+async fn a_learned_route_learns_from_its_own_escalations() {
+    let gateway = sims()
+        .route(
+            "learned",
+            "strategy:\n  learned: {predictor: small-fails, threshold: 0.6, easy: small, hard: large, escalate_on: [length]}",
+        )
+        .section("predictors:\n  small-fails: {backend: small, learning_rate: 0.5}")
+        .start();
+    let url = gateway.url("/v1/chat/completions");
+    let mut request = chat("learned", "Compute 7311 * 8506 and explain each step");
+    request["max_tokens"] = json!(3);
+    let first = post_json(&url, &request).await;
+    assert_eq!(first.status, 200);
+    assert_eq!(
+        first.header("x-switchyard-reason"),
+        Some("cascade-escalated")
+    );
+    assert_eq!(first.header("x-switchyard-predicted-fail"), Some("0.500"));
+    let mut reasons = Vec::new();
+    for _ in 0..10 {
+        let reply = post_json(&url, &request).await;
+        assert_eq!(reply.status, 200);
+        reasons.push(reply.header("x-switchyard-reason").unwrap().to_owned());
+        if reasons.last().unwrap() == "learned-hard" {
+            assert_eq!(reply.header("x-switchyard-backend"), Some("large"));
+            let p: f64 = reply
+                .header("x-switchyard-predicted-fail")
+                .unwrap()
+                .parse()
+                .unwrap();
+            assert!(p >= 0.6, "{p}");
+            break;
+        }
+    }
+    assert_eq!(
+        reasons.last().map(String::as_str),
+        Some("learned-hard"),
+        "{reasons:?}"
+    );
+    // Explaining names the predictor and how many outcomes it learnt from.
+    let explained = post_json(&gateway.url("/v1/route/explain"), &request)
+        .await
+        .json();
+    assert_eq!(explained["strategy"], "learned");
+    let version = explained["predictor"].as_str().unwrap();
+    let updates: usize = version.rsplit('+').next().unwrap().parse().unwrap();
+    assert_eq!(updates, reasons.len(), "{version}");
+    assert!(explained["features"]["predicted_fail"].as_f64().unwrap() >= 0.6);
+}
+
+/// Weights come from the file a config names; a file that is not weights
+/// stops the gateway from starting, naming the file.
+#[tokio::test]
+async fn predictors_read_their_weights_file() {
+    let mut weights = switchyard_router::learned::Weights::default();
+    weights.bias = 3.0;
+    let file = support::unique_path("weights.json");
+    std::fs::write(&file, weights.to_json()).unwrap();
+    let route = "strategy:\n  target_share: {hard: large, easy: small, share: 0.5, by: p}";
+    let gateway = sims()
+        .route("share", route)
+        .route(
+            "rules",
+            "strategy:\n  rules:\n    - when: {predicted_fail: {min: 0.9}}\n      to: large\n    - to: small",
+        )
+        .section(&format!("predictors:\n  p: {{backend: small, weights: {}}}", file.display()))
+        .start();
+    let reply = post_json(
+        &gateway.url("/v1/chat/completions"),
+        &chat("rules", "hello"),
+    )
+    .await;
+    assert_eq!(reply.header("x-switchyard-backend"), Some("large"));
+    assert_eq!(reply.header("x-switchyard-predicted-fail"), Some("0.953"));
+    let explained = post_json(&gateway.url("/v1/route/explain"), &chat("share", "hello"))
+        .await
+        .json();
+    assert!(
+        explained["predictor"]
+            .as_str()
+            .unwrap()
+            .starts_with(&format!("p@{}+0", weights.version()))
+    );
+
+    std::fs::write(&file, "{\"format\": \"something else\"}").unwrap();
+    let config = support::write_temp_config(&format!(
+        "backends:\n  small: {{tier: small, sim: {{preset: small}}}}\npredictors:\n  p: {{backend: small, weights: {}}}\n",
+        file.display()
+    ));
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_switchyard"))
+        .arg("check")
+        .arg(&config)
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("predictors.p.weights") && stderr.contains(&file.display().to_string()),
+        "{stderr}"
+    );
+    let _ = std::fs::remove_file(&file);
+}
