@@ -13,7 +13,8 @@ use switchyard::http::parse_json;
 use switchyard_adapters::tokens;
 use switchyard_adapters::types::ChatRequest;
 use switchyard_policies::Config;
-use switchyard_router::Router;
+use switchyard_router::learned::{Sample, Weights};
+use switchyard_router::{Features, RequestView, Router};
 
 const CONFIG: &str = "
 backends:
@@ -40,19 +41,21 @@ routes:
         - when: {similar_to: {examples: [write a python function, fix this bug, refactor this code]}}
           to: mid
         - to: small
+  learned:
+    strategy:
+      learned: {predictor: p, easy: small, hard: large, escalate_on: [length, empty]}
+predictors:
+  p: {backend: small}
 ";
 
 /// A chat request of about 2 KB: a system prompt, a short exchange, and a
 /// question with some code in it.
 fn request_2kb(model: &str) -> Vec<u8> {
+    let question = request_2kb_question();
     let system =
         "You are a careful assistant for a software team. Answer briefly, cite files by path, \
                   and prefer small, reviewable changes. "
             .repeat(9);
-    let question = "Here is the function that fails on empty input:\n```python\ndef mean(xs):\n    return sum(xs) / len(xs)\n```\n\
-                    Why does it raise, and how should I change it so callers get a clear error instead? \
-                    Please also suggest a unit test."
-        .repeat(3);
     let body = serde_json::json!({
         "model": model,
         "messages": [
@@ -69,12 +72,29 @@ fn request_2kb(model: &str) -> Vec<u8> {
     bytes
 }
 
+/// Weights with every entry set, so no multiplication is skipped.
+fn dense_weights() -> Weights {
+    let mut weights = Weights::default();
+    let mut x = 0.37_f64;
+    let mut next = || {
+        x = (x * 3.9 * (1.0 - x)).clamp(0.01, 0.99);
+        x - 0.5
+    };
+    weights.bias = next();
+    weights.dense.iter_mut().for_each(|w| *w = next());
+    weights.ngram.iter_mut().for_each(|w| *w = next());
+    weights
+}
+
 fn routing(c: &mut Criterion) {
-    let router = Router::new(&Config::from_yaml(CONFIG, "bench").unwrap());
+    let mut config = Config::from_yaml(CONFIG, "bench").unwrap();
+    let weights = dense_weights();
+    config.apply_predictor_weights("p", &weights.to_json());
+    let router = Router::new(&config);
     let mut headers = HeaderMap::new();
     headers.insert("x-session-id", "bench-session".parse().unwrap());
 
-    for route in ["auto", "share", "ruled"] {
+    for route in ["auto", "share", "ruled", "learned"] {
         let bytes = request_2kb(route);
         let request: ChatRequest = parse_json(&bytes).unwrap();
         c.bench_function(&format!("decide/{route}"), |b| {
@@ -88,12 +108,35 @@ fn routing(c: &mut Criterion) {
         });
     }
     let request: ChatRequest = parse_json(&request_2kb("auto")).unwrap();
+    let text = request_2kb_question();
+    let view = RequestView {
+        last_user_text: &text,
+        prompt_tokens: 500,
+        turns: 4,
+        ..Default::default()
+    };
+    let features = Features::of(&view, None);
+    c.bench_function("part/learned-features", |b| {
+        b.iter(|| Sample::of(black_box(&view), &features, None))
+    });
+    let sample = Sample::of(&view, &features, None);
+    c.bench_function("part/learned-predict", |b| {
+        b.iter(|| weights.predict(black_box(&sample)))
+    });
     c.bench_function("part/tiktoken-count", |b| {
         b.iter(|| tokens::count_chat_prompt(black_box(&request)))
     });
     c.bench_function("part/token-estimate", |b| {
         b.iter(|| tokens::estimate_chat_prompt(black_box(&request)))
     });
+}
+
+/// The request's last user message (the text the learned router reads).
+fn request_2kb_question() -> String {
+    "Here is the function that fails on empty input:\n```python\ndef mean(xs):\n    return sum(xs) / len(xs)\n```\n\
+     Why does it raise, and how should I change it so callers get a clear error instead? \
+     Please also suggest a unit test."
+        .repeat(3)
 }
 
 criterion_group!(benches, routing);
