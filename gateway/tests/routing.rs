@@ -475,7 +475,12 @@ async fn a_learned_route_learns_from_its_own_escalations() {
             "strategy:\n  learned: {predictor: small-fails, threshold: 0.6, easy: small, hard: large, escalate_on: [length]}",
         )
         .section("predictors:\n  small-fails: {backend: small, learning_rate: 0.5}")
+        .section(&format!(
+            "auth:\n  admin_key_hash: \"{}\"",
+            support::key_hash("sk-admin-learned")
+        ))
         .start();
+    let admin = [("authorization", "Bearer sk-admin-learned")];
     let url = gateway.url("/v1/chat/completions");
     let mut request = chat("learned", "Compute 7311 * 8506 and explain each step");
     request["max_tokens"] = json!(3);
@@ -516,6 +521,18 @@ async fn a_learned_route_learns_from_its_own_escalations() {
     let updates: usize = version.rsplit('+').next().unwrap().parse().unwrap();
     assert_eq!(updates, reasons.len(), "{version}");
     assert!(explained["features"]["predicted_fail"].as_f64().unwrap() >= 0.6);
+    // What it learnt can be saved as a weights file and pinned in a config.
+    let listed = support::get_with(&gateway.url("/admin/predictors"), &admin)
+        .await
+        .json();
+    assert_eq!(listed["predictors"][0]["updates"], reasons.len() as u64);
+    let file = support::get_with(&gateway.url("/admin/predictors?name=small-fails"), &admin).await;
+    assert_eq!(file.status, 200);
+    let weights =
+        switchyard_router::learned::Weights::from_json(std::str::from_utf8(&file.body).unwrap())
+            .unwrap();
+    assert!(version.starts_with(&format!("small-fails@")));
+    assert!(weights.bias > 0.0, "{}", weights.bias);
 }
 
 /// Weights come from the file a config names; a file that is not weights

@@ -1,12 +1,18 @@
 """The routing-quality benchmark's task generator, grader and measures
 (scripts/routing_tasks.py, scripts/routing_metrics.py): no model needed."""
 
+import hashlib
 import json
+import os
 import pathlib
+import shutil
+import subprocess
 import sys
 import time
+import xml.etree.ElementTree as ET
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "scripts"))
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "scripts"))
 
 import routing_metrics as rm  # noqa: E402
 import routing_tasks as rt  # noqa: E402
@@ -112,7 +118,6 @@ def test_thresholds_match_numpys_linear_quantiles():
 
 
 def test_the_plot_is_an_svg_with_every_policy():
-    import xml.etree.ElementTree as ET
 
     weak = [True, False, False, True]
     strong = [True, True, False, True]
@@ -196,3 +201,97 @@ def test_the_report_reads_recorded_answers_and_regrades_them(tmp_path):
     assert "| oracle |" in text and "APGR" in text
     svg = rm.svg_plot(summary["curves"], {"oracle": (0.2, 0.8)}, 0.4, 0.7)
     assert svg.startswith("<svg")
+
+
+def drawn_reply(task, tier):
+    """The simulator's answers are not meant to be right, so the pipeline
+    test draws each tier's correctness instead, labelled as such: harder
+    levels fail more, larger tiers fail less, and a smaller tier's right
+    answer is right on the larger ones too."""
+    skill = {"small": 0.35, "mid": 0.55, "large": 0.8}[tier]
+    u = (int(hashlib.sha256(task.id.encode()).hexdigest(), 16) % 1000) / 1000
+    difficulty = (task.level - 1) / 4 + 0.25 * u
+    return right_reply(task) if difficulty < skill else wrong_reply(task)
+
+
+def sim_config(tmp_path):
+    """The benchmark's own routes and predictors (examples/routing-quality/
+    local.yaml) over fast simulated tiers instead of llama-server."""
+    local = (ROOT / "examples" / "routing-quality" / "local.yaml").read_text()
+    fast = "base_ttft_ms: 2, prefill_tokens_per_s: 1000000, decode_tokens_per_s: 5000, jitter: 0"
+    backends = (
+        "backends:\n"
+        f"  small: {{tier: small, sim: {{preset: small, {fast}}}, price: {{usd_per_hour: 0.10}}}}\n"
+        f"  mid: {{tier: mid, sim: {{preset: mid, {fast}}}, price: {{usd_per_hour: 0.10}}}}\n"
+        f"  large: {{tier: cloud, sim: {{preset: large, {fast}}}, price: {{input_per_mtok: 2.5, output_per_mtok: 10}}}}\n"
+    )
+    config = tmp_path / "sim.yaml"
+    config.write_text(backends + local[local.index("\nroutes:") :])
+    for weights in ("small-fails.json", "large-helps.json"):
+        shutil.copy(ROOT / "examples" / "routing-quality" / weights, tmp_path / weights)
+    return config
+
+
+def test_the_pipeline_runs_on_the_simulator_and_replays_what_live_routing_does(tmp_path):
+    """The benchmark's collection, training, replay and report, end to end
+    on simulated tiers through the real gateway binary; correctness is
+    drawn (see `drawn_reply`). The cascade route, asked live, escalates
+    exactly the tasks the replay says it escalates."""
+    import routing_collect as rc
+    from conftest import BINARY, Proc
+
+    config = sim_config(tmp_path)
+    gateway = Proc(["serve", "--config", str(config), "--listen", "127.0.0.1:0"])
+    tasks = rt.generate(31, 40) + rt.generate(32, 40)
+    answers = tmp_path / "answers.jsonl"
+    live = tmp_path / "live.jsonl"
+    try:
+        for tier in ("small", "mid", "large"):
+            assert rc.collect(gateway.url, tier, tasks, str(answers)) == len(tasks)
+        assert rc.collect(gateway.url, "careful", tasks, str(live)) == len(tasks)
+    finally:
+        gateway.stop()
+    rows = [json.loads(line) for line in open(answers)]
+    assert all(r["status"] == 200 and r["mean_logprob"] is not None for r in rows)
+    for row in rows:
+        row["reply"] = drawn_reply(rt.Task.from_json(row["task"]), row["model"])
+    answers.write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+    env = dict(os.environ, SWITCHYARD_BIN=str(BINARY))
+    done = subprocess.run(
+        ["bash", str(ROOT / "scripts" / "routing_quality_analyse.sh"), str(tmp_path), str(config)],
+        env=env, capture_output=True, text=True, timeout=300,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.count("held-out fifth") == 4, done.stdout
+
+    summary = json.loads((tmp_path / "report" / "summary.json").read_text())
+    assert summary["tasks"] == len(tasks)
+    policies = {p["policy"]: p for p in summary["policies"]}
+    for name in ("all small", "all mid", "all large", "oracle", "route random", "route share",
+                 "route smart", "route careful", "route learned", "route learned-gain", "route share-learned"):
+        assert name in policies, sorted(policies)
+    assert policies["all small"]["accuracy"] < policies["all large"]["accuracy"]
+    assert policies["oracle"]["accuracy"] >= policies["all large"]["accuracy"]
+    sweeps = {s["policy"]: s for s in summary["sweeps"]}
+    for name in ("learned (predicted failure)", "share (complexity score)", "careful (small's mean logprob)"):
+        assert name in sweeps, sorted(sweeps)
+        assert 0.0 <= sweeps[name]["apgr"] <= summary["oracle_apgr"] + 1e-9
+    svg = (tmp_path / "report" / "plot.svg").read_text()
+    ET.fromstring(svg)
+    assert "route learned" in svg and "learned (predicted failure)" in svg
+
+    replayed = {}
+    for path in (tmp_path / "replay").glob("replay-*.jsonl"):
+        for line in open(path):
+            row = json.loads(line)
+            if row["route"] == "careful":
+                replayed[row["id"]] = row
+    live_rows = [json.loads(line) for line in open(live)]
+    escalations = 0
+    for row in live_rows:
+        decided = replayed[row["task"]["id"]]
+        assert row["receipts"]["backend"] == decided["served"], (row["task"]["id"], decided)
+        assert (row["receipts"]["reason"] == "cascade-escalated") == decided["escalated"]
+        escalations += decided["escalated"]
+    assert 0 < escalations < len(live_rows), "the sample exercises both outcomes"

@@ -30,6 +30,46 @@ pub async fn spend(app: &App, req: Request<Incoming>) -> Result<Response<Body>, 
     Ok(json_response(StatusCode::OK, &report))
 }
 
+/// `GET /admin/predictors`: each learned predictor's version and online
+/// updates; `?name=NAME`: that predictor's live weights as a weights file,
+/// byte for byte what a config's `predictors.*.weights` reads, so what it
+/// learned online can be pinned.
+pub fn predictors(app: &App, req: &Request<Incoming>) -> Result<Response<Body>, GatewayError> {
+    let router = &app.router;
+    match query_param(req, "name") {
+        Some(name) => {
+            let predictor = router
+                .predictors()
+                .find(|p| p.name == name)
+                .ok_or_else(|| GatewayError::InvalidField {
+                    param: "name".into(),
+                    message: format!("no predictor `{name}`"),
+                })?;
+            Ok(crate::http::json_bytes_response(
+                StatusCode::OK,
+                predictor.weights().to_json().into(),
+            ))
+        }
+        None => {
+            let list: Vec<serde_json::Value> = router
+                .predictors()
+                .map(|p| {
+                    serde_json::json!({
+                        "name": p.name,
+                        "backend": app.backends[p.backend].name,
+                        "version": p.version(),
+                        "updates": p.updates(),
+                    })
+                })
+                .collect();
+            Ok(json_response(
+                StatusCode::OK,
+                &serde_json::json!({"predictors": list}),
+            ))
+        }
+    }
+}
+
 /// `GET /admin/budgets?since=7d&by=profile`: the budget-attainment report.
 pub async fn budgets(app: &App, req: Request<Incoming>) -> Result<Response<Body>, GatewayError> {
     let (since, by) = report_query(app, &req, "profile", parse_attainment_dimension)?;

@@ -195,6 +195,9 @@ async fn serve_endpoint(
             Ok(()) => dashboard::stats(app, req).await,
             Err(err) => Err(err),
         },
+        "/admin/predictors" => {
+            allow(&req, Method::GET, "GET").and_then(|()| admin::predictors(app, &req))
+        }
         "/admin/reload" => match allow(&req, Method::POST, "POST") {
             Ok(()) => admin::reload(live).await,
             Err(err) => Err(err),
@@ -250,7 +253,7 @@ fn is_admin_path(path: &str) -> bool {
 /// The paths served (after any `/v1`), as `'static` strings: the request
 /// itself moves into its endpoint, and a copy of its path would cost an
 /// allocation on every request.
-const ENDPOINTS: [&str; 18] = [
+const ENDPOINTS: [&str; 19] = [
     "/chat/completions",
     "/messages",
     "/messages/count_tokens",
@@ -266,13 +269,14 @@ const ENDPOINTS: [&str; 18] = [
     "/admin/advice",
     "/admin/stats",
     "/admin/reload",
+    "/admin/predictors",
     "/healthz",
     "/metrics",
     "/readyz",
 ];
 
 /// [`ENDPOINTS`] as written under `/v1`.
-const V1_ENDPOINTS: [&str; 18] = [
+const V1_ENDPOINTS: [&str; 19] = [
     "/v1/chat/completions",
     "/v1/messages",
     "/v1/messages/count_tokens",
@@ -288,6 +292,7 @@ const V1_ENDPOINTS: [&str; 18] = [
     "/v1/admin/advice",
     "/v1/admin/stats",
     "/v1/admin/reload",
+    "/v1/admin/predictors",
     "/v1/healthz",
     "/v1/metrics",
     "/v1/readyz",
