@@ -75,7 +75,25 @@ for tier in $tiers; do
   wait "$server" 2>/dev/null || true
 done
 
-kill -TERM "$gateway"
-wait "$gateway" 2>/dev/null || true  # flushes the ledger
+# The replay's check against live routing: small and large up together
+# (one thread each), the cascade route asked live on the first tasks of
+# seed B. The report compares where each went with where the replay sends it.
+live_tasks="${LIVE_TASKS:-30}"
+if [ "$live_tasks" -gt 0 ] && [[ " $tiers " == *" small "* && " $tiers " == *" large "* ]]; then
+  echo "== live: route careful, small and large up together, $live_tasks tasks"
+  for tier in small large; do
+    "$LLAMA_SERVER" --host 127.0.0.1 --port "${port[$tier]}" -t 1 -np 1 -c 4096 --no-webui --metrics \
+      -m "$MODELS/${model[$tier]}" >"$out/$tier-live.log" 2>&1 &
+    pids+=("$!")
+  done
+  for tier in small large; do
+    for _ in $(seq 240); do curl -sf "http://127.0.0.1:${port[$tier]}/health" >/dev/null && break; sleep 0.5; done
+  done
+  python3 scripts/routing_collect.py --gateway "$addr" --model careful --seed "$seed_b" --count "$half" \
+    --limit "$live_tasks" --out "$out/live.jsonl"
+fi
+
+cleanup
 pids=()
 echo "== answers in $out/answers.jsonl"
+scripts/routing_quality_analyse.sh "$out" "$config"

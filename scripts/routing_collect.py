@@ -135,8 +135,9 @@ def main() -> None:
     parser.add_argument("--count", type=int, required=True)
     parser.add_argument("--out", required=True)
     parser.add_argument("--key")
+    parser.add_argument("--limit", type=int, help="ask only the first N of the tasks")
     args = parser.parse_args()
-    tasks = rt.generate(args.seed, args.count)
+    tasks = rt.generate(args.seed, args.count)[: args.limit]
     asked = collect(args.gateway, args.model, tasks, args.out, args.key)
     print(f"{asked} tasks asked of {args.model}; results in {args.out}")
 

@@ -37,4 +37,5 @@ done
 "$bin" replay --config "$work/config-$first.yaml" --from "$work/requests-$second.jsonl" >"$work/replay-$second.jsonl"
 "$bin" replay --config "$work/config-$second.yaml" --from "$work/requests-$first.jsonl" >"$work/replay-$first.jsonl"
 python3 "$here/routing_quality_report.py" "$dir/answers.jsonl" --small small --mid mid --large large \
-  --price "large=$price" --replay "$work/replay-$first.jsonl" "$work/replay-$second.jsonl" --out "$dir/report"
+  --price "large=$price" --replay "$work/replay-$first.jsonl" "$work/replay-$second.jsonl" \
+  $( [ -f "$dir/live.jsonl" ] && echo --live "$dir/live.jsonl" ) --out "$dir/report"

@@ -212,6 +212,7 @@ def report(rows, small: str, mid: str | None, large: str, routes: list[str], pri
         })
     return {
         "sweeps": sweeps,
+        "against_cascade": against_cascade(policies, sweeps, acc_weak, acc_strong),
         "tasks": len(ids),
         "accuracy": {"small": acc_weak, "large": acc_strong},
         "policies": policies,
@@ -219,6 +220,46 @@ def report(rows, small: str, mid: str | None, large: str, routes: list[str], pri
         "oracle_apgr": rm.apgr(oracle_curve, acc_weak, acc_strong) if gap else None,
         "curves": curves_out,
     }
+
+
+def against_cascade(policies, sweeps, acc_weak: float, acc_strong: float) -> list[dict]:
+    """For each cascade route and each predictor's sweep: the large-tier
+    share the sweep needs to be as accurate as the cascade (first
+    crossing), against the share the cascade used."""
+    out = []
+    if acc_strong == acc_weak:
+        return out
+    for cascade in (p for p in policies if p["policy"] == "route careful"):
+        fraction = (cascade["accuracy"] - acc_weak) / (acc_strong - acc_weak)
+        for sweep in (s for s in sweeps if "predicted failure" in s["policy"]):
+            out.append({
+                "cascade": cascade["policy"],
+                "sweep": sweep["policy"],
+                "accuracy": cascade["accuracy"],
+                "cascade_large_share": cascade["large_share"],
+                "sweep_large_share": rm.cpt(sweep["curve"], fraction, acc_weak, acc_strong),
+            })
+    return out
+
+
+def live_check(path: str, replayed: dict[str, dict[str, dict]], rows) -> dict:
+    """How often a route asked live served from the backend its replay
+    says, and answered with the text that backend's recorded answer has
+    (llama.cpp at temperature 0 with one slot should repeat itself)."""
+    with open(path) as f:
+        live = [json.loads(line) for line in f]
+    same_backend = same_text = compared = 0
+    route = None
+    for row in live:
+        route = row["model"]
+        decided = replayed.get(route, {}).get(row["task"]["id"])
+        if decided is None:
+            continue
+        compared += 1
+        same_backend += (row.get("receipts") or {}).get("backend") == decided["served"]
+        recorded = rows.get(decided["served"], {}).get(row["task"]["id"], {})
+        same_text += row.get("reply") == recorded.get("reply")
+    return {"route": route, "compared": compared, "same_backend": same_backend, "same_text": same_text}
 
 
 def load_replay(paths: list[str]) -> dict[str, dict[str, dict]]:
@@ -266,6 +307,18 @@ def markdown(summary: dict) -> str:
             lines.append(
                 f"| {s['policy']} | {fmt(s['apgr'], '{:.2f}')} | {fmt(s['cpt50'], '{:.0%}')} | {fmt(s['cpt80'], '{:.0%}')} |"
             )
+    for c in summary.get("against_cascade", []):
+        lines.append(
+            f"\nAs accurate as {c['cascade']} ({c['accuracy']:.1%}, {c['cascade_large_share']:.0%} large-tier calls), "
+            f"{c['sweep']} needs {fmt(c['sweep_large_share'], '{:.0%}')} large-tier calls."
+        )
+    live = summary.get("live_check")
+    if live:
+        lines.append(
+            f"\nLive check: route {live['route']} asked live on {live['compared']} tasks served from the backend "
+            f"its replay names on {live['same_backend']}, with the text that backend answered alone on "
+            f"{live['same_text']}."
+        )
     r = summary["random"]
     lines += [
         "",
@@ -285,6 +338,7 @@ def main() -> None:
     parser.add_argument("--routes", nargs="*", default=[])
     parser.add_argument("--price", action="append", default=[], help="TIER=IN/OUT, USD per million tokens")
     parser.add_argument("--replay", nargs="*", default=[], help="switchyard replay output (JSONL)")
+    parser.add_argument("--live", help="a route's answers asked live (routing_collect.py), to compare with its replay")
     parser.add_argument("--out", required=True)
     args = parser.parse_args()
     prices = {}
@@ -294,6 +348,8 @@ def main() -> None:
         prices[tier] = (float(price_in), float(price_out))
     summary = report(load(args.results), args.small, args.mid, args.large, args.routes, prices,
                      load_replay(args.replay))
+    if args.live:
+        summary["live_check"] = live_check(args.live, load_replay(args.replay), load(args.results))
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, "summary.json"), "w") as f:
         json.dump(summary, f, indent=1)

@@ -531,7 +531,7 @@ async fn a_learned_route_learns_from_its_own_escalations() {
     let weights =
         switchyard_router::learned::Weights::from_json(std::str::from_utf8(&file.body).unwrap())
             .unwrap();
-    assert!(version.starts_with(&format!("small-fails@")));
+    assert!(version.starts_with("small-fails@"));
     assert!(weights.bias > 0.0, "{}", weights.bias);
 }
 
@@ -539,8 +539,10 @@ async fn a_learned_route_learns_from_its_own_escalations() {
 /// stops the gateway from starting, naming the file.
 #[tokio::test]
 async fn predictors_read_their_weights_file() {
-    let mut weights = switchyard_router::learned::Weights::default();
-    weights.bias = 3.0;
+    let weights = switchyard_router::learned::Weights {
+        bias: 3.0,
+        ..Default::default()
+    };
     let file = support::unique_path("weights.json");
     std::fs::write(&file, weights.to_json()).unwrap();
     let route = "strategy:\n  target_share: {hard: large, easy: small, share: 0.5, by: p}";
