@@ -99,7 +99,25 @@ def oracle_accuracy(share: float, weak: list[bool], strong: list[bool]) -> float
     return (sum(weak) + min(share * n, gap)) / n
 
 
-COLOURS = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf"]
+COLOURS = [
+    "#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b",
+    "#e377c2", "#17becf", "#bcbd22", "#7f7f7f", "#393b79", "#ad494a",
+]
+
+
+def _marker(shape: int, x: float, y: float, colour: str, name: str = "") -> str:
+    """A marker of one of four shapes (so a shape and a colour tell more
+    policies apart than the colours alone)."""
+    title = f"<title>{_escape(name)}</title>" if name else ""
+    if shape == 0:
+        return f'<circle cx="{x:.1f}" cy="{y:.1f}" r="5" fill="{colour}">{title}</circle>'
+    if shape == 1:
+        return f'<rect x="{x - 4.5:.1f}" y="{y - 4.5:.1f}" width="9" height="9" fill="{colour}">{title}</rect>'
+    if shape == 2:
+        d = f"M{x:.1f},{y - 6:.1f} L{x + 6:.1f},{y + 4.5:.1f} L{x - 6:.1f},{y + 4.5:.1f} Z"
+    else:
+        d = f"M{x:.1f},{y - 6:.1f} L{x + 6:.1f},{y:.1f} L{x:.1f},{y + 6:.1f} L{x - 6:.1f},{y:.1f} Z"
+    return f'<path d="{d}" fill="{colour}">{title}</path>'
 
 
 def svg_plot(
@@ -112,7 +130,7 @@ def svg_plot(
     """An SVG of accuracy (y) against the strong tier's share of calls (x):
     a line per swept policy, a marker per fixed one, and dashed lines at the
     weak and strong tiers' accuracy, as RouteLLM plots them."""
-    width, height, left, right, top, bottom = 720, 460, 60, 200, 40, 50
+    width, height, left, right, top, bottom = 1000, 480, 60, 400, 40, 50
     plot_w, plot_h = width - left - right, height - top - bottom
     ys = [y for pts in curves.values() for _, y in pts] + [y for _, y in markers.values()]
     ys += [weak_accuracy, strong_accuracy]
@@ -156,10 +174,11 @@ def svg_plot(
         out.append(f'<text x="{width - right + 76}" y="{legend_y}">{_escape(name)}</text>')
     for i, (name, (x, y)) in enumerate(markers.items()):
         colour = COLOURS[(len(curves) + i) % len(COLOURS)]
+        shape = i % 4
         px, py = at(x, y)
-        out.append(f'<circle cx="{px:.1f}" cy="{py:.1f}" r="5" fill="{colour}"><title>{_escape(name)}</title></circle>')
+        out.append(_marker(shape, px, py, colour, name))
         legend_y += 18
-        out.append(f'<circle cx="{width - right + 60}" cy="{legend_y - 4}" r="5" fill="{colour}"/>')
+        out.append(_marker(shape, width - right + 60, legend_y - 4, colour))
         out.append(f'<text x="{width - right + 76}" y="{legend_y}">{_escape(name)}</text>')
     out.append("</svg>")
     return "\n".join(out) + "\n"

@@ -12,7 +12,8 @@
 # `large-helps.json`; each replay gets a copy of CONFIG naming the weights
 # trained on the other seed. Then the report: DIR/report/report.md, plot.svg
 # and summary.json. LARGE_PRICE is the large tier's USD per million
-# input/output tokens (gpt-4o's 2.5/10 unless given).
+# input/output tokens (gpt-4o's 2.5/10 unless given); small and mid cost
+# $0.10 per hour of their calls, as in examples/routing-quality/local.yaml.
 set -euo pipefail
 dir="$(cd "$1" && pwd)"
 config="$(cd "$(dirname "$2")" && pwd)/$(basename "$2")"
@@ -37,5 +38,5 @@ done
 "$bin" replay --config "$work/config-$first.yaml" --from "$work/requests-$second.jsonl" >"$work/replay-$second.jsonl"
 "$bin" replay --config "$work/config-$second.yaml" --from "$work/requests-$first.jsonl" >"$work/replay-$first.jsonl"
 python3 "$here/routing_quality_report.py" "$dir/answers.jsonl" --small small --mid mid --large large \
-  --price "large=$price" --replay "$work/replay-$first.jsonl" "$work/replay-$second.jsonl" \
+  --price "large=$price" --price small=0.10/h --price mid=0.10/h --replay "$work/replay-$first.jsonl" "$work/replay-$second.jsonl" \
   $( [ -f "$dir/live.jsonl" ] && echo --live "$dir/live.jsonl" ) --out "$dir/report"

@@ -47,10 +47,23 @@ def load(paths: list[str]) -> dict[str, dict[str, dict]]:
     return rows
 
 
-def cost(row: dict, prices: dict[str, tuple[float, float]], tier: str) -> float:
+def cost(row: dict, prices: dict[str, tuple[float, float, float]], tier: str) -> float:
+    """A call's cost: per token, and per hour of the machine while it ran
+    (a local tier's `usd_per_hour`, with the call alone on the machine)."""
     usage = row.get("usage") or {}
-    price_in, price_out = prices.get(tier, (0.0, 0.0))
-    return (usage.get("prompt_tokens", 0) * price_in + usage.get("completion_tokens", 0) * price_out) / 1e6
+    price_in, price_out, hourly = prices.get(tier, (0.0, 0.0, 0.0))
+    tokens = (usage.get("prompt_tokens", 0) * price_in + usage.get("completion_tokens", 0) * price_out) / 1e6
+    return tokens + hourly * (row.get("total_ms") or 0) / 3.6e6
+
+
+def parse_price(item: str) -> tuple[str, tuple[float, float, float]]:
+    """`TIER=IN/OUT` (USD per million input/output tokens) or `TIER=RATE/h`
+    (USD per hour)."""
+    tier, value = item.split("=", 1)
+    if value.endswith("/h"):
+        return tier, (0.0, 0.0, float(value[:-2]))
+    price_in, price_out = value.split("/", 1)
+    return tier, (float(price_in), float(price_out), 0.0)
 
 
 def percentile(values: list[float], q: float) -> float | None:
@@ -97,24 +110,24 @@ def summarise(name: str, chosen: list[dict], large_share: float, prices, tier_of
 def replayed_policy(route: str, decisions: dict[str, dict], rows, ids, large: str, prices) -> dict:
     """A route `switchyard replay` decided, composed from the tiers'
     recorded answers: the tiers it called, what they cost together, and the
-    first token its caller waited for (a checked answer is collected whole
-    first, then the escalation's first token follows)."""
+    first token its caller waited for: each checked answer is collected
+    whole before the next backend is tried or anything is sent, so the
+    caller waits for every checked answer, then for the served one's first
+    token unless it was checked too)."""
     chosen, costs, ttfts, large_calls = [], [], [], 0
     for i in ids:
         d = decisions[i]
+        tried = d["tried"]
         served = rows[d["served"]][i]
-        called = [d["backend"], d["served"]] if d["escalated"] else [d["served"]]
-        if d["checked"] and not d["escalated"]:
-            called = [d["backend"]]
-        large_calls += large in called
+        large_calls += large in tried
         chosen.append(served)
-        costs.append(sum(cost(rows[t][i], prices, t) for t in called))
-        if d["checked"]:
-            first = rows[d["backend"]][i]["total_ms"]
-            ttfts.append(first + (served.get("ttft_ms") or 0) if d["escalated"] else first)
-        else:
-            ttfts.append(served.get("ttft_ms"))
-    return summarise(f"route {route}", chosen, large_calls / len(ids), prices, None, costs, ttfts)
+        costs.append(sum(cost(rows[t][i], prices, t) for t in tried))
+        waited = sum(rows[t][i].get("total_ms") or 0 for t in tried[:-1])
+        served_checked = d["checked"] and tried[-1] != d["targets"][-1]
+        ttfts.append(waited + ((served.get("total_ms") if served_checked else served.get("ttft_ms")) or 0))
+    policy = summarise(f"route {route}", chosen, large_calls / len(ids), prices, None, costs, ttfts)
+    policy["strategy"] = decisions[ids[0]].get("strategy")
+    return policy
 
 
 # Checks a cascade escalates on whatever its logprob threshold.
@@ -125,15 +138,17 @@ def swept_scores(decisions: dict[str, dict[str, dict]], rows, ids, small: str) -
     """The score each replayed policy ranks tasks by, for RouteLLM's sweep:
     target share by the complexity score, learned routes by their predicted
     failure, the cascade by its small answer's mean logprob (lower escalates
-    sooner; a failed length/empty/refusal check escalates at any threshold)."""
+    sooner; a failed length/empty/refusal check escalates at any threshold).
+    A target share ranking by a predictor is a point: the learned route of
+    the same predictor sweeps its scores."""
     scores = {}
     for route, by_id in decisions.items():
         first = by_id[ids[0]]
-        if first["predicted_fail"] is not None and first["reason"].startswith(("learned", "target-share")):
+        if first["strategy"] == "learned":
             scores[f"{route} (predicted failure)"] = [by_id[i]["predicted_fail"] for i in ids]
-        elif first["reason"].startswith("target-share"):
+        elif first["strategy"] == "target_share" and first["predicted_fail"] is None:
             scores[f"{route} (complexity score)"] = [by_id[i]["score"] for i in ids]
-        elif first["reason"] in ("cascade", "cascade-escalated"):
+        elif first["strategy"] == "cascade":
             values = []
             for i in ids:
                 mean = rows[small][i].get("mean_logprob")
@@ -229,7 +244,7 @@ def against_cascade(policies, sweeps, acc_weak: float, acc_strong: float) -> lis
     out = []
     if acc_strong == acc_weak:
         return out
-    for cascade in (p for p in policies if p["policy"] == "route careful"):
+    for cascade in (p for p in policies if p.get("strategy") == "cascade"):
         fraction = (cascade["accuracy"] - acc_weak) / (acc_strong - acc_weak)
         for sweep in (s for s in sweeps if "predicted failure" in s["policy"]):
             out.append({
@@ -336,16 +351,13 @@ def main() -> None:
     parser.add_argument("--mid")
     parser.add_argument("--large", required=True)
     parser.add_argument("--routes", nargs="*", default=[])
-    parser.add_argument("--price", action="append", default=[], help="TIER=IN/OUT, USD per million tokens")
+    parser.add_argument("--price", action="append", default=[],
+                        help="TIER=IN/OUT, USD per million tokens, or TIER=RATE/h, USD per hour")
     parser.add_argument("--replay", nargs="*", default=[], help="switchyard replay output (JSONL)")
     parser.add_argument("--live", help="a route's answers asked live (routing_collect.py), to compare with its replay")
     parser.add_argument("--out", required=True)
     args = parser.parse_args()
-    prices = {}
-    for item in args.price:
-        tier, pair = item.split("=", 1)
-        price_in, price_out = pair.split("/", 1)
-        prices[tier] = (float(price_in), float(price_out))
+    prices = dict(parse_price(item) for item in args.price)
     summary = report(load(args.results), args.small, args.mid, args.large, args.routes, prices,
                      load_replay(args.replay))
     if args.live:

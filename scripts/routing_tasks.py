@@ -339,7 +339,9 @@ def _last_number(text: str) -> float | None:
 
 
 def _normal(text: str) -> str:
-    return re.sub(r"[^a-z0-9, ]", "", text.lower()).strip()
+    """Lower case, with anything but letters, digits and commas a space (so
+    `1. apple\n2. banjo` keeps `apple` and `banjo` apart)."""
+    return re.sub(r"[^a-z0-9,]+", " ", text.lower()).strip()
 
 
 def grade(task: Task, reply: str, timeout_s: float = 5.0) -> bool:
@@ -370,22 +372,24 @@ def grade(task: Task, reply: str, timeout_s: float = 5.0) -> bool:
 
 def _grade_named(task: Task, reply: str) -> bool:
     """A named answer inside a sentence counts (\"The capital of Peru is
-    Lima.\"), but only as the first name of its kind the reply gives that the
-    question did not: \"Today is Monday\" does not answer with Monday, and
-    \"Thursday, not Friday\" answers Thursday. A sorted list counts when its
-    words come in the right order."""
+    Lima.\"), but only as the first name of its kind the reply gives once
+    the sentences it repeats from the question are taken out: \"Today is
+    Monday.\" does not answer with Monday, and \"Thursday, not Friday\"
+    answers Thursday. A sorted list counts when its words come in the right
+    order."""
     text = _normal(reply)
+    for sentence in task.prompt.split("."):
+        restated = _normal(sentence)
+        if restated:
+            text = text.replace(restated, " ")
     answer = str(task.answer)
     if "," in answer:
         words = [w.strip().lower() for w in answer.split(",")]
         found = [re.search(rf"\b{re.escape(w)}\b", text) for w in words]
         return all(found) and all(a.start() < b.start() for a, b in zip(found, found[1:]))
     names = WEEKDAYS if answer in WEEKDAYS else sorted(CAPITALS.values()) if answer in CAPITALS.values() else [answer]
-    prompt = task.prompt.lower()
     mentioned = []
     for name in names:
-        if name.lower() in prompt:
-            continue
         hit = re.search(rf"\b{re.escape(name.lower())}\b", text)
         if hit:
             mentioned.append((hit.start(), name))

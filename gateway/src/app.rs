@@ -17,9 +17,9 @@ use switchyard_adapters::{AdapterError, Provider};
 use switchyard_policies::{
     Backend, BackendAdapter, Balance, Config, Engine, Limits, Pricing, Reference, Tier,
 };
-use switchyard_router::Router;
 use switchyard_router::latency::{LatencyStore, LocalLatency, Shape};
 use switchyard_router::prefix::{PrefixChain, PrefixIndex, ReplicaLoad, Tenant, choose_replica};
+use switchyard_router::{Decision, Router};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use crate::access::{Budgets, KeyStore, RateLimits, RedisStore};
@@ -31,6 +31,7 @@ use crate::http::server::ConnectionLimits;
 use crate::http::{BodyLimits, read_json_body};
 use crate::ledger::Ledger;
 use crate::metrics::Metrics;
+use crate::outcomes::OutcomeLog;
 
 /// A backend ready to call.
 pub struct BackendHandle {
@@ -210,6 +211,9 @@ pub struct App {
     /// The dashboard's figures per window, kept two seconds: each open
     /// page asks every ten, and a week's are many rows to read.
     pub stats_cache: moka::sync::Cache<&'static str, Bytes>,
+    /// Where each predictor's outcomes are recorded, if anywhere (by the
+    /// router's predictor index).
+    pub outcome_logs: Vec<Option<Arc<OutcomeLog>>>,
     in_flight: Arc<Semaphore>,
     /// Request bodies being read at once: as many as requests may be in
     /// flight, so slow uploaders cannot make the gateway hold more bodies.
@@ -288,7 +292,9 @@ impl App {
             gateway_limit(|app| &app.in_flight),
             gateway_limit(|app| &app.reading),
         );
+        let outcome_logs = outcome_logs(config, previous)?;
         Ok(App {
+            outcome_logs,
             config: Arc::new(config.clone()),
             backends,
             router,
@@ -492,6 +498,23 @@ impl App {
             idle_timeout: self.body_idle_timeout,
         };
         read_json_body(parts, body, limits).await
+    }
+
+    /// Appends a first answer's outcome to the record of every predictor
+    /// that learns from it and keeps one.
+    pub fn record_outcome(&self, decision: &Decision, backend: usize, failed: bool) {
+        let (Some(learning), Some(route)) = (&decision.learning, decision.route) else {
+            return;
+        };
+        if learning.backend != backend {
+            return;
+        }
+        let route = self.router.route_name(route);
+        for &p in &learning.predictors {
+            if let Some(Some(log)) = self.outcome_logs.get(p) {
+                log.record(route, &learning.sample, failed);
+            }
+        }
     }
 
     /// Refuses a request for more answers (`n`, `best_of`) than
@@ -747,4 +770,33 @@ mod tests {
         changes.into_iter().for_each(LimitChange::apply);
         assert_eq!(limit.available_permits(), 5);
     }
+}
+
+/// Each predictor's outcome file, opened once: a reload that keeps the
+/// path keeps the writer.
+fn outcome_logs(
+    config: &Config,
+    previous: Option<&App>,
+) -> anyhow::Result<Vec<Option<Arc<OutcomeLog>>>> {
+    let mut logs: Vec<Option<Arc<OutcomeLog>>> = Vec::new();
+    for p in config.predictors.values() {
+        let Some(path) = p.record.as_deref().map(std::path::Path::new) else {
+            logs.push(None);
+            continue;
+        };
+        // Predictors naming one file share its writer, so lines never
+        // interleave.
+        let open = previous
+            .into_iter()
+            .flat_map(|app| app.outcome_logs.iter().flatten())
+            .chain(logs.iter().flatten())
+            .find(|log| log.path == path)
+            .cloned();
+        let log = match open {
+            Some(log) => log,
+            None => Arc::new(OutcomeLog::open(path)?),
+        };
+        logs.push(Some(log));
+    }
+    Ok(logs)
 }

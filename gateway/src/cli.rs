@@ -63,8 +63,9 @@ pub enum Command {
     },
     /// Train a learned router's weights from requests with outcomes: a JSONL
     /// file of `{"request": {chat body}, "failed": true|false}` lines
-    /// (scripts/routing_quality_report.py writes them from the benchmark's
-    /// answers). Prints how it did on a held-out fifth.
+    /// (scripts/routing_replay_inputs.py writes them from the benchmark's
+    /// answers) or of the outcomes a predictor recorded while serving
+    /// (`predictors.*.record`). Prints how it did on a held-out fifth.
     TrainRouter {
         /// The examples (JSONL).
         #[arg(long)]

@@ -17,6 +17,7 @@ pub mod http;
 pub mod ledger;
 pub mod live;
 pub mod metrics;
+pub mod outcomes;
 pub mod probe;
 pub mod receipts;
 pub mod redact;

@@ -11,17 +11,42 @@ use anyhow::Context;
 use serde::Deserialize;
 use switchyard_adapters::types::{ChatRequest, ChatResponse};
 use switchyard_policies::Config;
-use switchyard_router::learned::{TrainOptions, train};
-use switchyard_router::{Router, failed_check, unit_from_key};
+use switchyard_router::learned::{DENSE, FEATURE_SET, NGRAM_SLOTS, Sample, TrainOptions, train};
+use switchyard_router::{Router, Target, failed_check, unit_from_key};
 
 use crate::handlers::{decide_chat_with, sample_chat, summarize_chat};
 
-/// One line of `train-router`'s input: a chat request and whether the
+/// One line of `train-router`'s input: a chat request, or the features a
+/// predictor recorded of one (`predictors.*.record`), and whether the
 /// backend's answer to it failed.
 #[derive(Deserialize)]
 struct Example {
-    request: ChatRequest,
+    request: Option<ChatRequest>,
+    sample: Option<RecordedSample>,
+    /// The feature set a recorded sample was computed with.
+    features: Option<String>,
     failed: bool,
+}
+
+/// A sample as an outcome record holds it: the dense features, and the
+/// n-gram slots that are not zero.
+#[derive(Deserialize)]
+struct RecordedSample {
+    dense: Vec<f64>,
+    ngram: BTreeMap<usize, f32>,
+}
+
+impl RecordedSample {
+    fn into_sample(self) -> Option<Sample> {
+        let mut ngram = vec![0.0; NGRAM_SLOTS];
+        for (slot, value) in self.ngram {
+            *ngram.get_mut(slot)? = value;
+        }
+        Some(Sample {
+            dense: self.dense.try_into().ok()?,
+            ngram,
+        })
+    }
 }
 
 /// Fewest examples of each class `train-router` learns from.
@@ -49,19 +74,39 @@ pub fn train_router(
 ) -> anyhow::Result<()> {
     let router = Router::new(config);
     let mut examples = Vec::new();
+    let mut other_features = 0;
+    let from = settings.from.display();
     for (number, line) in lines(settings.from)? {
-        let mut example: Example = serde_json::from_str(&line).with_context(|| {
-            format!(
-                "{}:{number}: not a {{request, failed}} line",
-                settings.from.display()
-            )
+        let example: Example = serde_json::from_str(&line).with_context(|| {
+            format!("{from}:{number}: not a {{request or sample, failed}} line")
         })?;
-        if let Some(model) = settings.model {
-            example.request.model = model.to_owned();
-        }
-        let sample = sample_chat(&router, &example.request)
-            .map_err(|err| anyhow::anyhow!("{}:{number}: {err}", settings.from.display()))?;
+        let sample = match (example.request, example.sample) {
+            (Some(mut request), _) => {
+                if let Some(model) = settings.model {
+                    request.model = model.to_owned();
+                }
+                sample_chat(&router, &request)
+                    .map_err(|err| anyhow::anyhow!("{from}:{number}: {err}"))?
+            }
+            (None, Some(recorded)) => {
+                // Features another version computed mean something else.
+                if example.features.as_deref() != Some(FEATURE_SET) {
+                    other_features += 1;
+                    continue;
+                }
+                recorded
+                    .into_sample()
+                    .with_context(|| format!("{from}:{number}: a sample needs {} dense features and n-gram slots below {NGRAM_SLOTS}", DENSE.len()))?
+            }
+            (None, None) => anyhow::bail!("{from}:{number}: neither `request` nor `sample`"),
+        };
         examples.push((sample, example.failed));
+    }
+    if other_features > 0 {
+        writeln!(
+            out,
+            "skipped {other_features} recorded samples of another feature set than `{FEATURE_SET}`"
+        )?;
     }
     let failed = examples.iter().filter(|(_, f)| *f).count();
     let passed = examples.len() - failed;
@@ -129,7 +174,6 @@ pub fn replay(
     routes: &[String],
     out: &mut dyn Write,
 ) -> anyhow::Result<()> {
-    let router = Router::new(config);
     let routes: Vec<String> = if routes.is_empty() {
         config.routes.keys().cloned().collect()
     } else {
@@ -157,19 +201,30 @@ pub fn replay(
         .collect::<anyhow::Result<_>>()?;
     let headers = http::HeaderMap::new();
     for route in &routes {
+        // A router of its own per route: what one route's outcomes teach a
+        // shared predictor must not reach another route's decisions on the
+        // same requests.
+        let router = Router::new(config);
+        let strategy = match router.target(route) {
+            Some(Target::Route(number)) => Some(router.strategy_name(number)),
+            _ => None,
+        };
         for line in &recorded {
             let mut request = line.request.clone();
             request.model = route.clone();
             let unit = unit_from_key(&format!("{route}/{}", line.id));
             let decision = decide_chat_with(&router, &request, &headers, unit)
                 .map_err(|err| anyhow::anyhow!("{}: {err}", line.id))?;
-            let mut served = decision.primary();
-            let mut failed = None;
             let cascade = router.cascade(&decision);
+            // The backends called, in order; all but the last were
+            // collected whole and checked before the caller saw a byte.
+            let mut tried = vec![decision.primary()];
+            let mut failed = None;
             if let Some((checks, min_mean_logprob)) = cascade {
+                tried.clear();
                 // Every target but the last is checked, as dispatch does.
                 for (step, &target) in decision.targets.iter().enumerate() {
-                    served = target;
+                    tried.push(target);
                     if step + 1 == decision.targets.len() {
                         break;
                     }
@@ -181,7 +236,7 @@ pub fn replay(
                     })?;
                     let check = failed_check(&summarize_chat(answer), checks, min_mean_logprob);
                     if step == 0 {
-                        router.observe(&decision, check.is_some());
+                        router.observe(&decision, target, check.is_some());
                     }
                     match check {
                         Some(check) => failed = failed.or(Some(check.name())),
@@ -189,8 +244,10 @@ pub fn replay(
                     }
                 }
             }
+            let served = tried[tried.len() - 1];
             let row = serde_json::json!({
                 "route": route,
+                "strategy": strategy,
                 "id": line.id,
                 "backend": backends[decision.primary()],
                 "targets": decision.targets.iter().map(|&t| backends[t]).collect::<Vec<_>>(),
@@ -198,10 +255,12 @@ pub fn replay(
                 "score": decision.features.score,
                 "predicted_fail": decision.features.predicted_fail,
                 "failed_check": failed,
+                "tried": tried.iter().map(|&t| backends[t]).collect::<Vec<_>>(),
                 "served": backends[served],
                 "escalated": served != decision.primary(),
-                // The first answer was collected whole and checked before
-                // anything reached the caller.
+                // The answers before the served one were collected whole
+                // and checked before anything reached the caller; the
+                // served one too when the route checks its answers.
                 "checked": cascade.is_some() && decision.targets.len() > 1,
             });
             writeln!(out, "{row}")?;

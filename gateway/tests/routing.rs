@@ -589,3 +589,70 @@ async fn predictors_read_their_weights_file() {
     );
     let _ = std::fs::remove_file(&file);
 }
+
+/// A predictor with `record:` appends the outcomes it learns from
+/// (features, not prompts), and `switchyard train-router` learns from that
+/// file: the traffic's own labels, offline.
+#[tokio::test]
+async fn recorded_outcomes_train_a_predictor_offline() {
+    let record = support::unique_path("outcomes.jsonl");
+    let gateway = sims()
+        .route(
+            "learned",
+            "strategy:\n  learned: {predictor: p, threshold: 0.99, easy: small, hard: large, escalate_on: [length]}",
+        )
+        .section(&format!(
+            "predictors:\n  p: {{backend: small, learning_rate: 0, record: {}}}",
+            record.display()
+        ))
+        .start();
+    let url = gateway.url("/v1/chat/completions");
+    for i in 0..24 {
+        // Long answers cut at 3 tokens fail; short questions pass.
+        let (text, max_tokens) = if i % 2 == 0 {
+            (format!("Write a long essay about rivers, part {i}"), 3)
+        } else {
+            (format!("Say hi to number {i}"), 400)
+        };
+        let mut request = chat("learned", &text);
+        request["max_tokens"] = json!(max_tokens);
+        assert_eq!(post_json(&url, &request).await.status, 200);
+    }
+    let written = support::eventually(async || {
+        std::fs::read_to_string(&record).is_ok_and(|text| text.lines().count() == 24)
+    })
+    .await;
+    assert!(written, "24 outcomes recorded");
+    let lines = std::fs::read_to_string(&record).unwrap();
+    let first: Value = serde_json::from_str(lines.lines().next().unwrap()).unwrap();
+    assert_eq!(first["features"], "v1");
+    assert_eq!(first["route"], "learned");
+    assert_eq!(first["failed"], true);
+    assert!(!lines.contains("rivers"), "no prompt text is recorded");
+    drop(gateway);
+
+    let weights = support::unique_path("weights.json");
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_switchyard"))
+        .args(["train-router", "--from"])
+        .arg(&record)
+        .arg("--out")
+        .arg(&weights)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(
+        stdout.contains("trained on 24 examples (12 failed)"),
+        "{stdout}"
+    );
+    let trained =
+        switchyard_router::learned::Weights::from_json(&std::fs::read_to_string(&weights).unwrap())
+            .unwrap();
+    assert_ne!(trained, switchyard_router::learned::Weights::default());
+    let _ = std::fs::remove_file(&record);
+    let _ = std::fs::remove_file(&weights);
+}

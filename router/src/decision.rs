@@ -116,11 +116,14 @@ pub struct Decision {
     pub learning: Option<Learning>,
 }
 
-/// What an outcome teaches: the predictors (indices into the router's) and
-/// the request as they saw it.
+/// What an outcome teaches: the predictors (indices into the router's), the
+/// backend whose answer is the label, and the request as they saw it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Learning {
     pub predictors: Vec<usize>,
+    /// An answer of another backend (a context fit or a draft-less
+    /// backend moved first) teaches nothing of this one.
+    pub backend: usize,
     pub sample: std::sync::Arc<crate::learned::Sample>,
 }
 

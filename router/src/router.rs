@@ -460,10 +460,11 @@ impl Router {
         }
     }
 
-    /// Feeds the outcome of a decision's first answer (`failed`: it failed
-    /// a check) to the predictors that learn from it.
-    pub fn observe(&self, decision: &Decision, failed: bool) {
-        if let Some(learning) = &decision.learning {
+    /// Feeds the outcome of `backend`'s answer to a decision (`failed`: it
+    /// failed a check) to the predictors that learn from it, when it is the
+    /// answer they learn from.
+    pub fn observe(&self, decision: &Decision, backend: usize, failed: bool) {
+        if let Some(learning) = decision.learning.as_ref().filter(|l| l.backend == backend) {
             for &p in &learning.predictors {
                 self.predictors[p].learn(&learning.sample, failed);
             }
@@ -629,6 +630,7 @@ impl Router {
                     let (_, sample) = self.predict_fail(first, view, &mut features, None);
                     learning = Some(Learning {
                         predictors: learners.clone(),
+                        backend: order[0],
                         sample,
                     });
                 }
@@ -659,6 +661,7 @@ impl Router {
                 } else {
                     learning = Some(Learning {
                         predictors: learners.clone(),
+                        backend: *easy,
                         sample,
                     });
                     (vec![*easy, *hard], reason)

@@ -186,7 +186,7 @@ def test_the_report_reads_recorded_answers_and_regrades_them(tmp_path):
                 }
                 f.write(json.dumps(row) + "\n")
     rows = rq.load([str(out)])
-    summary = rq.report(rows, "small", "mid", "large", [], {"large": (1.0, 2.0)})
+    summary = rq.report(rows, "small", "mid", "large", [], {"large": (1.0, 2.0, 0.0)})
     by_name = {p["policy"]: p for p in summary["policies"]}
     n = summary["tasks"]
     assert n == len(tasks)

@@ -53,12 +53,16 @@ pub fn predictors(app: &App, req: &Request<Incoming>) -> Result<Response<Body>, 
         None => {
             let list: Vec<serde_json::Value> = router
                 .predictors()
-                .map(|p| {
+                .enumerate()
+                .map(|(i, p)| {
                     serde_json::json!({
                         "name": p.name,
                         "backend": app.backends[p.backend].name,
                         "version": p.version(),
                         "updates": p.updates(),
+                        "record": app.outcome_logs.get(i).and_then(Option::as_ref).map(|log| {
+                            serde_json::json!({"file": log.path.display().to_string(), "dropped": log.dropped()})
+                        }),
                     })
                 })
                 .collect();

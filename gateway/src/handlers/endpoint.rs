@@ -480,10 +480,12 @@ async fn dispatch<E: Endpoint>(
                 Answer::Stream(_) => AnswerSummary::default(),
             };
             let failed = failed_check(&summary, checks, min_mean_logprob);
-            // The first backend's outcome is a label for the predictors
-            // learning from this route (a fallback's or retry's is not).
-            if tried.len() == 1 && backend_index == decision.primary() {
-                app.router.observe(decision, failed.is_some());
+            // The first backend's answer is a label for the predictors
+            // learning from this route (a fallback's is not).
+            if tried.len() == 1 {
+                app.router
+                    .observe(decision, backend_index, failed.is_some());
+                app.record_outcome(decision, backend_index, failed.is_some());
             }
             if let Some(failed) = failed {
                 tracing::info!(backend = %backend.name, check = failed.name(), "cascade escalates");

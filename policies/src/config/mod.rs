@@ -98,10 +98,6 @@ impl Config {
         validate::validate(raw, text, source)
     }
 
-    /// Fills each backend's unset latency hints from a hints file (YAML:
-    /// backend name to `ttft_ms`, `prefill_tokens_per_s`,
-    /// `decode_tokens_per_s`, `concurrency`). Hints for a backend the config
-    /// does not have are an error.
     /// Gives a predictor its weights file's text, which the caller read
     /// (from the path in [`Predictor::weights`]) and checked.
     pub fn apply_predictor_weights(&mut self, predictor: &str, text: &str) {
@@ -110,6 +106,10 @@ impl Config {
         }
     }
 
+    /// Fills each backend's unset latency hints from a hints file (YAML:
+    /// backend name to `ttft_ms`, `prefill_tokens_per_s`,
+    /// `decode_tokens_per_s`, `concurrency`). Hints for a backend the config
+    /// does not have are an error.
     pub fn apply_latency_hints(&mut self, text: &str, source: &str) -> Result<(), ConfigError> {
         validate::apply_latency_hints(self, text, source)
     }

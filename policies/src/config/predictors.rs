@@ -21,6 +21,7 @@ pub(super) struct RawPredictor {
     #[serde(default)]
     pub learn_from: Vec<String>,
     pub learning_rate: Option<f64>,
+    pub record: Option<String>,
 }
 
 /// A learned predictor of P(`backend`'s answer fails | the request).
@@ -38,6 +39,9 @@ pub struct Predictor {
     pub learn_from: Vec<String>,
     /// Step size of each online update (0: never learns online).
     pub learning_rate: f64,
+    /// A file the outcomes it learns from are appended to (features and
+    /// label, no prompt text), for `switchyard train-router`.
+    pub record: Option<String>,
 }
 
 pub(super) fn validate(
@@ -70,6 +74,7 @@ pub(super) fn validate(
                 weights_text: None,
                 learn_from: raw.learn_from,
                 learning_rate,
+                record: raw.record,
             },
         );
     }
@@ -107,10 +112,19 @@ pub(super) fn check_uses(
     for (name, route) in routes.iter_mut() {
         match &mut route.strategy {
             RouteStrategy::Learned {
-                predictor, easy, ..
+                predictor,
+                easy,
+                hard,
+                ..
             } => {
                 let path = ["routes", name.as_str(), "strategy", "learned"];
                 known(&[&path[..], &["predictor"]].concat(), predictor)?;
+                if easy == hard {
+                    return Err(ck.error(
+                        &[&path[..], &["hard"]].concat(),
+                        "`hard` must differ from `easy`",
+                    ));
+                }
                 if predictors[predictor.as_str()].backend != *easy {
                     return Err(ck.error(
                         &[&path[..], &["easy"]].concat(),
@@ -121,8 +135,20 @@ pub(super) fn check_uses(
                     ));
                 }
             }
-            RouteStrategy::TargetShare { by: Some(by), .. } => {
-                known(&["routes", name, "strategy", "target_share", "by"], by)?;
+            RouteStrategy::TargetShare {
+                by: Some(by), easy, ..
+            } => {
+                let path = ["routes", name.as_str(), "strategy", "target_share", "by"];
+                known(&path, by)?;
+                if predictors[by.as_str()].backend != *easy {
+                    return Err(ck.error(
+                        &path,
+                        format!(
+                            "predictor `{by}` predicts `{}`'s failures, not those of `easy` (`{easy}`)",
+                            predictors[by.as_str()].backend
+                        ),
+                    ));
+                }
             }
             RouteStrategy::Rules { rules } => {
                 let mut used: Option<String> = None;
@@ -169,6 +195,12 @@ pub(super) fn check_uses(
             ];
             let first = match routes.get(from).map(|r| &r.strategy) {
                 Some(RouteStrategy::Cascade { order, .. }) => order.first(),
+                Some(RouteStrategy::Learned { checks, .. }) if checks.is_empty() => {
+                    return Err(ck.error(
+                        &path,
+                        format!("route `{from}` checks no answer (no `escalate_on`), so it has no outcomes to learn from"),
+                    ));
+                }
                 Some(RouteStrategy::Learned { easy, .. }) => Some(easy),
                 Some(_) => {
                     return Err(ck.error(

@@ -491,6 +491,22 @@ fn predictor_mistakes_are_named() {
             "unknown backend `nope`",
         ),
         (
+            "predictors:\n  p: {backend: small}\nroutes:\n  r:\n    strategy:\n      learned: {predictor: p, easy: small, hard: small}\n",
+            "`hard` must differ",
+        ),
+        (
+            "predictors:\n  p: {backend: large}\nroutes:\n  r:\n    strategy: {target_share: {hard: large, easy: small, share: 0.2, by: p}}\n",
+            "predicts `large`'s failures",
+        ),
+        (
+            "predictors:\n  p: {backend: small, learn_from: [r]}\nroutes:\n  r:\n    strategy:\n      learned: {predictor: p, easy: small, hard: large}\n",
+            "checks no answer",
+        ),
+        (
+            "predictors:\n  p: {backend: small}\nroutes:\n  r:\n    strategy:\n      rules:\n        - when: {predicted_fail: {min: 0.8, max: 0.2}}\n          to: large\n        - to: small\n",
+            "min is above max",
+        ),
+        (
             "routes:\n  r:\n    strategy:\n      rules:\n        - when: {predicted_fail: {min: 0.5}}\n          to: large\n        - to: small\n",
             "name the `predictor`",
         ),

@@ -370,6 +370,14 @@ fn condition(
             if p.min.is_none() && p.max.is_none() {
                 return Err(ck.error(&field("predicted_fail"), "set `min`, `max` or both"));
             }
+            if let (Some(min), Some(max)) = (p.min, p.max)
+                && min > max
+            {
+                return Err(ck.error(
+                    &field("predicted_fail"),
+                    "min is above max: nothing can match",
+                ));
+            }
             Some(super::PredictedFail {
                 predictor: p.predictor.unwrap_or_default(),
                 min: p.min,

@@ -42,6 +42,9 @@ pub const DENSE: [&str; 26] = [
     "questions",
 ];
 
+/// Slots of the n-gram embedding in a sample.
+pub const NGRAM_SLOTS: usize = DIMENSIONS;
+
 /// One request as the learned router sees it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Sample {

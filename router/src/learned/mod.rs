@@ -13,7 +13,7 @@ mod tests;
 use std::sync::RwLock;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-pub use features::{DENSE, FEATURE_SET, Sample};
+pub use features::{DENSE, FEATURE_SET, NGRAM_SLOTS, Sample};
 pub use model::{About, FORMAT, Weights, sigmoid};
 pub use train::{TrainOptions, Validation, auc, fit, train, validate};
 

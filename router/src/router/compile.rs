@@ -79,7 +79,7 @@ impl Router {
                     easy: at(easy),
                     tracker: previous
                         .and_then(|(router, config)| {
-                            router.same_share_tracker(config, &route.name, *share, *window)
+                            router.same_share_tracker(config, &route.name, *share, *window, by)
                         })
                         .unwrap_or_else(|| Arc::new(WindowTracker::new(*share, *window))),
                 },
@@ -274,18 +274,21 @@ impl Router {
     }
 
     /// Route `name`'s target-share window, when `config` (this router's)
-    /// gave that route the same share and window size.
+    /// gave that route the same share, window size and ranking (a window
+    /// of complexity scores says nothing of predicted failures).
     fn same_share_tracker(
         &self,
         config: &Config,
         name: &str,
         share: f64,
         window: usize,
+        by: &Option<String>,
     ) -> Option<Arc<dyn ShareTracker>> {
         let number = config.routes.keys().position(|r| r == name)?;
         let unchanged = matches!(
             config.routes.get(name).map(|r| &r.strategy),
-            Some(RouteStrategy::TargetShare { share: s, window: w, .. }) if *s == share && *w == window
+            Some(RouteStrategy::TargetShare { share: s, window: w, by: b, .. })
+                if *s == share && *w == window && b == by
         );
         match &self.routes.get(number)?.policy {
             Policy::TargetShare { tracker, .. } if unchanged => Some(tracker.clone()),
