@@ -9,13 +9,15 @@
 #    machine) behind the gateway on examples/routing-quality/local.yaml and
 #    asks it every task of two seeds (A and B, N/2 each), recording the raw
 #    answers (scripts/routing_collect.py). A rerun resumes where it stopped.
-# 3. Trains the learned router on each seed's answers and scores it on the
-#    other's (switchyard train-router), replays every policy over the
-#    recorded answers (switchyard replay), and writes the report
-#    (scripts/routing_quality_report.py): DIR/report.md, DIR/plot.svg.
+# 3. Asks the cascade route live on LIVE_TASKS tasks (30) with small and
+#    large up together, to check the replay against live routing.
+# 4. scripts/routing_quality_analyse.sh: trains the learned router on each
+#    seed's answers and replays every route over the other seed's tasks
+#    (switchyard train-router, switchyard replay), then writes the report:
+#    DIR/report/report.md, plot.svg and summary.json.
 #
-# Environment: SEED_A, SEED_B (default 1 and 2); SWITCHYARD_BIN to use a
-# gateway binary already built.
+# Environment: SEED_A, SEED_B (default 1 and 2); LIVE_TASKS (0 skips the
+# live check); SWITCHYARD_BIN to use a gateway binary already built.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out="${SWITCHYARD_CACHE:-$HOME/.cache/switchyard}/routing-quality/run"
@@ -66,6 +68,7 @@ for tier in $tiers; do
   "$LLAMA_SERVER" --host 127.0.0.1 --port "${port[$tier]}" -t 2 -np 1 -c 4096 --no-webui --metrics \
     -m "$MODELS/${model[$tier]}" >"$out/$tier.log" 2>&1 &
   server=$!
+  pids+=("$server")
   for _ in $(seq 240); do curl -sf "http://127.0.0.1:${port[$tier]}/health" >/dev/null && break; sleep 0.5; done
   for seed in "$seed_a" "$seed_b"; do
     python3 scripts/routing_collect.py --gateway "$addr" --model "$tier" --seed "$seed" --count "$half" \
@@ -73,6 +76,7 @@ for tier in $tiers; do
   done
   kill "$server"
   wait "$server" 2>/dev/null || true
+  unset 'pids[-1]'
 done
 
 # The replay's check against live routing: small and large up together
