@@ -292,7 +292,8 @@ impl App {
             gateway_limit(|app| &app.in_flight),
             gateway_limit(|app| &app.reading),
         );
-        let outcome_logs = outcome_logs(config, previous)?;
+        let outcome_logs =
+            crate::outcomes::logs_for(config, previous.map_or(&[][..], |p| &p.outcome_logs[..]))?;
         Ok(App {
             outcome_logs,
             config: Arc::new(config.clone()),
@@ -770,33 +771,4 @@ mod tests {
         changes.into_iter().for_each(LimitChange::apply);
         assert_eq!(limit.available_permits(), 5);
     }
-}
-
-/// Each predictor's outcome file, opened once: a reload that keeps the
-/// path keeps the writer.
-fn outcome_logs(
-    config: &Config,
-    previous: Option<&App>,
-) -> anyhow::Result<Vec<Option<Arc<OutcomeLog>>>> {
-    let mut logs: Vec<Option<Arc<OutcomeLog>>> = Vec::new();
-    for p in config.predictors.values() {
-        let Some(path) = p.record.as_deref().map(std::path::Path::new) else {
-            logs.push(None);
-            continue;
-        };
-        // Predictors naming one file share its writer, so lines never
-        // interleave.
-        let open = previous
-            .into_iter()
-            .flat_map(|app| app.outcome_logs.iter().flatten())
-            .chain(logs.iter().flatten())
-            .find(|log| log.path == path)
-            .cloned();
-        let log = match open {
-            Some(log) => log,
-            None => Arc::new(OutcomeLog::open(path)?),
-        };
-        logs.push(Some(log));
-    }
-    Ok(logs)
 }

@@ -7,9 +7,11 @@
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{SyncSender, TrySendError, sync_channel};
 
+use switchyard_policies::Config;
 use switchyard_router::learned::{FEATURE_SET, Sample};
 
 /// Lines waiting for the writer; beyond this, outcomes are dropped (and
@@ -81,4 +83,32 @@ impl OutcomeLog {
     pub fn dropped(&self) -> u64 {
         self.dropped.load(Ordering::Relaxed)
     }
+}
+
+/// Each predictor's outcome file (by predictor index), opened once: one a
+/// previous config's app (`previous`) had open stays open, and predictors
+/// naming one file share its writer, so lines never interleave.
+pub fn logs_for(
+    config: &Config,
+    previous: &[Option<Arc<OutcomeLog>>],
+) -> anyhow::Result<Vec<Option<Arc<OutcomeLog>>>> {
+    let mut logs: Vec<Option<Arc<OutcomeLog>>> = Vec::new();
+    for p in config.predictors.values() {
+        let Some(path) = p.record.as_deref().map(Path::new) else {
+            logs.push(None);
+            continue;
+        };
+        let open = previous
+            .iter()
+            .chain(&logs)
+            .flatten()
+            .find(|log| log.path == path)
+            .cloned();
+        let log = match open {
+            Some(log) => log,
+            None => Arc::new(OutcomeLog::open(path)?),
+        };
+        logs.push(Some(log));
+    }
+    Ok(logs)
 }
