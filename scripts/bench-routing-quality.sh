@@ -38,6 +38,37 @@ mkdir -p "$out"
 out="$(cd "$out" && pwd)"
 config="$PWD/examples/routing-quality/local.yaml"
 
+# With OPENAI_API_KEY set, the large tier is a real cloud model instead of
+# the local 1.5B: CLOUD_MODEL (gpt-4o-mini unless set), priced at
+# CLOUD_PRICE USD per million input/output tokens (0.15/0.60). Untested
+# here: this machine reaches no API.
+cloud=false
+large_price="2.5/10"
+if [ -n "${OPENAI_API_KEY:-}" ]; then
+  cloud=true
+  large_price="${CLOUD_PRICE:-0.15/0.60}"
+  python3 - "$config" "$out/config.yaml" "${CLOUD_MODEL:-gpt-4o-mini}" "$large_price" <<'PY'
+import os, sys
+source, target, model, price = sys.argv[1:]
+price_in, price_out = price.split("/")
+here = os.path.dirname(source)
+text = open(source).read()
+for old, new in [
+    ("model: qwen2.5-coder-1.5b", f"model: {model}"),
+    ('openai: {base_url: "http://127.0.0.1:18193/v1", engine: llamacpp, slots: 1}',
+     'openai: {base_url: "https://api.openai.com/v1", api_key: env:OPENAI_API_KEY}'),
+    ("price: {input_per_mtok: 2.50, cached_input_per_mtok: 1.25, output_per_mtok: 10.00}",
+     f"price: {{input_per_mtok: {price_in}, output_per_mtok: {price_out}}}"),
+    ("weights: small-fails.json", f"weights: {here}/small-fails.json"),
+    ("weights: large-helps.json", f"weights: {here}/large-helps.json"),
+]:
+    assert text.count(old) == 1, old
+    text = text.replace(old, new)
+open(target, "w").write(text)
+PY
+  config="$out/config.yaml"
+fi
+
 eval "$(examples/local-three-tier/install.sh | grep -E '^(LLAMA_SERVER|MODELS)=')"
 if [ -z "${SWITCHYARD_BIN:-}" ]; then
   cargo build --release --locked -p switchyard
@@ -63,20 +94,28 @@ pids+=("$gateway")
 for _ in $(seq 100); do grep -q http:// "$out/gateway.out" && break; sleep 0.1; done
 addr=$(grep -o 'http://[0-9.:]*' "$out/gateway.out")
 
+start_tier() {  # TIER THREADS LOG: a llama-server for the tier, unless it is the cloud
+  if [ "$1" = large ] && $cloud; then return; fi
+  "$LLAMA_SERVER" --host 127.0.0.1 --port "${port[$1]}" -t "$2" -np 1 -c 4096 --no-webui --metrics \
+    -m "$MODELS/${model[$1]}" >"$3" 2>&1 &
+  pids+=("$!")
+  for _ in $(seq 240); do curl -sf "http://127.0.0.1:${port[$1]}/health" >/dev/null && break; sleep 0.5; done
+}
+
 for tier in $tiers; do
-  echo "== $tier: ${model[$tier]} alone on 127.0.0.1:${port[$tier]}"
-  "$LLAMA_SERVER" --host 127.0.0.1 --port "${port[$tier]}" -t 2 -np 1 -c 4096 --no-webui --metrics \
-    -m "$MODELS/${model[$tier]}" >"$out/$tier.log" 2>&1 &
-  server=$!
-  pids+=("$server")
-  for _ in $(seq 240); do curl -sf "http://127.0.0.1:${port[$tier]}/health" >/dev/null && break; sleep 0.5; done
+  echo "== $tier alone (port ${port[$tier]}, or the cloud)"
+  started=${#pids[@]}
+  start_tier "$tier" 2 "$out/$tier.log"
   for seed in "$seed_a" "$seed_b"; do
     python3 scripts/routing_collect.py --gateway "$addr" --model "$tier" --seed "$seed" --count "$half" \
       --out "$out/answers.jsonl"
   done
-  kill "$server"
-  wait "$server" 2>/dev/null || true
-  unset 'pids[-1]'
+  # Stop what this tier started, so the next runs alone.
+  for pid in "${pids[@]:$started}"; do
+    kill "$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
+  done
+  pids=("${pids[@]:0:$started}")
 done
 
 # The replay's check against live routing: small and large up together
@@ -85,14 +124,8 @@ done
 live_tasks="${LIVE_TASKS:-30}"
 if [ "$live_tasks" -gt 0 ] && [[ " $tiers " == *" small "* && " $tiers " == *" large "* ]]; then
   echo "== live: route careful, small and large up together, $live_tasks tasks"
-  for tier in small large; do
-    "$LLAMA_SERVER" --host 127.0.0.1 --port "${port[$tier]}" -t 1 -np 1 -c 4096 --no-webui --metrics \
-      -m "$MODELS/${model[$tier]}" >"$out/$tier-live.log" 2>&1 &
-    pids+=("$!")
-  done
-  for tier in small large; do
-    for _ in $(seq 240); do curl -sf "http://127.0.0.1:${port[$tier]}/health" >/dev/null && break; sleep 0.5; done
-  done
+  start_tier small 1 "$out/small-live.log"
+  start_tier large 1 "$out/large-live.log"
   python3 scripts/routing_collect.py --gateway "$addr" --model careful --seed "$seed_b" --count "$half" \
     --limit "$live_tasks" --out "$out/live.jsonl"
 fi
@@ -100,4 +133,4 @@ fi
 cleanup
 pids=()
 echo "== answers in $out/answers.jsonl"
-scripts/routing_quality_analyse.sh "$out" "$config"
+scripts/routing_quality_analyse.sh "$out" "$config" "$large_price"
