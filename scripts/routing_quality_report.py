@@ -115,6 +115,10 @@ def replayed_policy(route: str, decisions: dict[str, dict], rows, ids, large: st
     caller waits for every checked answer, then for the served one's first
     token unless it was checked too)."""
     chosen, costs, ttfts, large_calls = [], [], [], 0
+    missing = {t for i in ids for t in decisions[i]["tried"] if t not in rows}
+    if missing:
+        # The run did not ask those tiers (--tiers): nothing to compose from.
+        return {"policy": f"route {route}", "skipped": f"it calls {', '.join(sorted(missing))}, which this run did not ask"}
     for i in ids:
         d = decisions[i]
         tried = d["tried"]
@@ -196,8 +200,10 @@ def report(rows, small: str, mid: str | None, large: str, routes: list[str], pri
         backend = lambda r: (r.get("receipts") or {}).get("backend") or ""  # noqa: E731
         share = sum(backend(r) == large for r in served) / len(served)
         policies.append(summarise(f"route {route}", served, share, prices, backend))
+    skipped = []
     for route, decisions in replayed.items():
-        policies.append(replayed_policy(route, decisions, rows, ids, large, prices))
+        policy = replayed_policy(route, decisions, rows, ids, large, prices)
+        (skipped if "skipped" in policy else policies).append(policy)
     for p in policies:
         gap = acc_strong - acc_weak
         p["pgr"] = (p["accuracy"] - acc_weak) / gap if gap else None
@@ -226,6 +232,7 @@ def report(rows, small: str, mid: str | None, large: str, routes: list[str], pri
             "curve": curve,
         })
     return {
+        "skipped": skipped,
         "sweeps": sweeps,
         "against_cascade": against_cascade(policies, sweeps, acc_weak, acc_strong),
         "tasks": len(ids),
@@ -327,6 +334,8 @@ def markdown(summary: dict) -> str:
             f"\nAs accurate as {c['cascade']} ({c['accuracy']:.1%}, {c['cascade_large_share']:.0%} large-tier calls), "
             f"{c['sweep']} needs {fmt(c['sweep_large_share'], '{:.0%}')} large-tier calls."
         )
+    for s in summary.get("skipped", []):
+        lines.append(f"\n{s['policy']}: not reported, {s['skipped']}.")
     live = summary.get("live_check")
     if live:
         lines.append(
