@@ -240,6 +240,8 @@ def report(rows, small: str, mid: str | None, large: str, routes: list[str], pri
         "policies": policies,
         "random": random_summary,
         "oracle_apgr": rm.apgr(oracle_curve, acc_weak, acc_strong) if gap else None,
+        "oracle_cpt50": rm.cpt(oracle_curve, 0.5, acc_weak, acc_strong) if gap else None,
+        "oracle_cpt80": rm.cpt(oracle_curve, 0.8, acc_weak, acc_strong) if gap else None,
         "curves": curves_out,
     }
 
@@ -348,7 +350,8 @@ def markdown(summary: dict) -> str:
         "",
         f"Random routing between small and large (mean of {RANDOM_SEEDS} seeds): APGR {fmt(r['apgr'], '{:.2f}')}, "
         f"CPT(50%) {fmt(r['cpt50'], '{:.0%}')}, CPT(80%) {fmt(r['cpt80'], '{:.0%}')}. "
-        f"The oracle's APGR (the ceiling): {fmt(summary['oracle_apgr'], '{:.2f}')}.",
+        f"The oracle curve (the ceiling): APGR {fmt(summary['oracle_apgr'], '{:.2f}')}, "
+        f"CPT(50%) {fmt(summary.get('oracle_cpt50'), '{:.0%}')}, CPT(80%) {fmt(summary.get('oracle_cpt80'), '{:.0%}')}.",
     ]
     return "\n".join(lines) + "\n"
 
