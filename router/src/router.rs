@@ -12,12 +12,12 @@ use switchyard_policies::{
 
 use crate::budgeted::{Candidate, budget_for, candidate_traces, expected_cost, meets, rank};
 use crate::conditions::CompiledCondition;
-use crate::decision::{Decision, Learning, Reason};
+use crate::decision::{Decision, Reason};
 use crate::embed::embed;
 use crate::explain::{CandidateTrace, Explanation, RuleTrace, Workings};
 use crate::features::{Features, RequestView};
 use crate::latency::{LatencyStore, LocalLatency, Prediction, Shape};
-use crate::learned::{Predictor, Sample};
+use crate::learned::Predictor;
 use crate::output_length::OutputLengths;
 use crate::prefix::{LocalPrefixIndex, PrefixChain, PrefixIndex, Tenant};
 use crate::speculation::SpeculationStats;
@@ -25,6 +25,9 @@ use crate::split::{SplitPolicy, unit_from_key};
 use crate::target_share::ShareTracker;
 
 mod compile;
+mod learning;
+
+use learning::LearnedPolicy;
 
 /// What a model name stands for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -86,17 +89,7 @@ enum Policy {
         /// The predictor `predicted_fail` conditions read.
         predictor: Option<usize>,
     },
-    Learned {
-        predictor: usize,
-        threshold: f64,
-        easy: usize,
-        hard: usize,
-        checks: Vec<CascadeCheck>,
-        min_mean_logprob: f64,
-        explore: f64,
-        /// Predictors its easy backend's outcomes train (its own first).
-        learners: Vec<usize>,
-    },
+    Learned(LearnedPolicy),
     Budgeted {
         candidates: Vec<usize>,
         cheapest: bool,
@@ -119,9 +112,8 @@ impl Policy {
                 shares.sort_by(|a, b| b.1.total_cmp(&a.1));
                 shares.into_iter().map(|(backend, _)| backend).collect()
             }
-            Policy::TargetShare { hard, easy, .. } | Policy::Learned { hard, easy, .. } => {
-                vec![*easy, *hard]
-            }
+            Policy::TargetShare { hard, easy, .. }
+            | Policy::Learned(LearnedPolicy { hard, easy, .. }) => vec![*easy, *hard],
             // A rule's conditions say where a request may go (say, private
             // data to a local model): another rule's target is not a
             // candidate, only the route's fallbacks are.
@@ -136,7 +128,7 @@ impl Policy {
         match self {
             Policy::TargetShare { by, .. } => *by,
             Policy::Rules { predictor, .. } => *predictor,
-            Policy::Learned { predictor, .. } => Some(*predictor),
+            Policy::Learned(learned) => Some(learned.predictor),
             Policy::Cascade { learners, .. } => learners.first().copied(),
             Policy::Split { .. } | Policy::Budgeted { .. } => None,
         }
@@ -148,7 +140,7 @@ impl Policy {
             Policy::TargetShare { .. } => "target_share",
             Policy::Rules { .. } => "rules",
             Policy::Cascade { .. } => "cascade",
-            Policy::Learned { .. } => "learned",
+            Policy::Learned(_) => "learned",
             Policy::Budgeted { cheapest: true, .. } => "cheapest_within_budget",
             Policy::Budgeted {
                 cheapest: false, ..
@@ -444,36 +436,17 @@ impl Router {
                 min_mean_logprob,
                 ..
             } => Some((checks, *min_mean_logprob)),
-            Policy::Learned {
-                checks,
-                min_mean_logprob,
-                ..
-            } if !checks.is_empty()
-                && matches!(
-                    decision.reason,
-                    Reason::LearnedEasy | Reason::LearnedExplore
-                ) =>
+            Policy::Learned(learned)
+                if !learned.checks.is_empty()
+                    && matches!(
+                        decision.reason,
+                        Reason::LearnedEasy | Reason::LearnedExplore
+                    ) =>
             {
-                Some((checks, *min_mean_logprob))
+                Some((&learned.checks, learned.min_mean_logprob))
             }
             _ => None,
         }
-    }
-
-    /// Feeds the outcome of `backend`'s answer to a decision (`failed`: it
-    /// failed a check) to the predictors that learn from it, when it is the
-    /// answer they learn from.
-    pub fn observe(&self, decision: &Decision, backend: usize, failed: bool) {
-        if let Some(learning) = decision.learning.as_ref().filter(|l| l.backend == backend) {
-            for &p in &learning.predictors {
-                self.predictors[p].learn(&learning.sample, failed);
-            }
-        }
-    }
-
-    /// The learned predictors, by name.
-    pub fn predictors(&self) -> impl Iterator<Item = &Predictor> {
-        self.predictors.iter().map(|p| &**p)
     }
 
     /// Decides where a request goes. `unit`, uniform in [0, 1), drives the
@@ -626,46 +599,14 @@ impl Router {
             Policy::Cascade {
                 order, learners, ..
             } => {
-                if let Some(&first) = learners.first() {
-                    let (_, sample) = self.predict_fail(first, view, &mut features, None);
-                    learning = Some(Learning {
-                        predictors: learners.clone(),
-                        backend: order[0],
-                        sample,
-                    });
-                }
+                learning = self.cascade_learning(learners, order[0], view, &mut features);
                 (order.clone(), Reason::Cascade)
             }
-            Policy::Learned {
-                predictor,
-                threshold,
-                easy,
-                hard,
-                checks,
-                explore,
-                learners,
-                ..
-            } => {
-                let (fail, sample) = self.predict_fail(*predictor, view, &mut features, None);
-                let reason = if fail < *threshold {
-                    Reason::LearnedEasy
-                } else if unit < *explore {
-                    Reason::LearnedExplore
-                } else {
-                    Reason::LearnedHard
-                };
-                if reason == Reason::LearnedHard {
-                    (vec![*hard], reason)
-                } else if checks.is_empty() {
-                    (vec![*easy], reason)
-                } else {
-                    learning = Some(Learning {
-                        predictors: learners.clone(),
-                        backend: *easy,
-                        sample,
-                    });
-                    (vec![*easy, *hard], reason)
-                }
+            Policy::Learned(learned) => {
+                let (targets, reason, taught) =
+                    self.decide_learned(learned, view, &mut features, unit);
+                learning = taught;
+                (targets, reason)
             }
             Policy::Budgeted {
                 candidates,
@@ -729,22 +670,6 @@ impl Router {
             drafting: None,
             learning,
         })
-    }
-
-    /// A predictor's P(its backend fails) for the request, recorded in the
-    /// features (explanations and receipts show it), with the sample it
-    /// was computed on, for learning from the outcome.
-    fn predict_fail(
-        &self,
-        predictor: usize,
-        view: &RequestView<'_>,
-        features: &mut Features,
-        embedding: Option<&[f32]>,
-    ) -> (f64, Arc<Sample>) {
-        let sample = Arc::new(Sample::of(view, features, embedding));
-        let fail = self.predictors[predictor].predict(&sample);
-        features.predicted_fail = Some(fail);
-        (fail, sample)
     }
 
     /// Where a session stuck to `stuck` goes instead, when `stuck` is

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 
 use switchyard_policies::{Backend, BackendAdapter, Config, RouteStrategy};
 
-use super::{CompiledRoute, CompiledSpeculative, Policy, Router, Target};
+use super::{CompiledRoute, CompiledSpeculative, LearnedPolicy, Policy, Router, Target};
 use crate::conditions::CompiledCondition;
 use crate::latency::{LatencyHints, LocalLatency};
 use crate::learned::{Predictor, Weights};
@@ -139,7 +139,7 @@ impl Router {
                     checks,
                     min_mean_logprob,
                     explore,
-                } => Policy::Learned {
+                } => Policy::Learned(LearnedPolicy {
                     predictor: predictor_at(predictor),
                     threshold: *threshold,
                     easy: at(easy),
@@ -148,7 +148,7 @@ impl Router {
                     min_mean_logprob: *min_mean_logprob,
                     explore: *explore,
                     learners: learners_of(&route.name, Some(predictor_at(predictor))),
-                },
+                }),
             };
             let number = routes.len();
             for name in std::iter::once(&route.name).chain(&route.aliases) {
