@@ -34,16 +34,21 @@ import routing_tasks as rt  # noqa: E402
 RANDOM_SEEDS = 20
 
 
-def load(paths: list[str]) -> dict[str, dict[str, dict]]:
-    """Rows by model name, then task id, graded again from the replies."""
-    rows: dict[str, dict[str, dict]] = {}
+def read_jsonl(paths: list[str]):
+    """Every line of every file, parsed, in order."""
     for path in paths:
         with open(path) as f:
             for line in f:
-                row = json.loads(line)
-                task = rt.Task.from_json(row["task"])
-                row["correct"] = row.get("status") == 200 and rt.grade(task, row.get("reply", ""))
-                rows.setdefault(row["model"], {})[task.id] = row
+                yield json.loads(line)
+
+
+def load(paths: list[str]) -> dict[str, dict[str, dict]]:
+    """Rows by model name, then task id, graded again from the replies."""
+    rows: dict[str, dict[str, dict]] = {}
+    for row in read_jsonl(paths):
+        task = rt.Task.from_json(row["task"])
+        row["correct"] = row.get("status") == 200 and rt.grade(task, row.get("reply", ""))
+        rows.setdefault(row["model"], {})[task.id] = row
     return rows
 
 
@@ -270,8 +275,7 @@ def live_check(path: str, replayed: dict[str, dict[str, dict]], rows) -> dict:
     """How often a route asked live served from the backend its replay
     says, and answered with the text that backend's recorded answer has
     (llama.cpp at temperature 0 with one slot should repeat itself)."""
-    with open(path) as f:
-        live = [json.loads(line) for line in f]
+    live = list(read_jsonl([path]))
     same_backend = same_text = compared = 0
     route = None
     for row in live:
@@ -289,11 +293,8 @@ def live_check(path: str, replayed: dict[str, dict[str, dict]], rows) -> dict:
 def load_replay(paths: list[str]) -> dict[str, dict[str, dict]]:
     """`switchyard replay` lines by route, then task id, in file order."""
     replayed: dict[str, dict[str, dict]] = {}
-    for path in paths:
-        with open(path) as f:
-            for line in f:
-                row = json.loads(line)
-                replayed.setdefault(row["route"], {})[row["id"]] = row
+    for row in read_jsonl(paths):
+        replayed.setdefault(row["route"], {})[row["id"]] = row
     return replayed
 
 
@@ -370,10 +371,10 @@ def main() -> None:
     parser.add_argument("--out", required=True)
     args = parser.parse_args()
     prices = dict(parse_price(item) for item in args.price)
-    summary = report(load(args.results), args.small, args.mid, args.large, args.routes, prices,
-                     load_replay(args.replay))
+    rows, replayed = load(args.results), load_replay(args.replay)
+    summary = report(rows, args.small, args.mid, args.large, args.routes, prices, replayed)
     if args.live:
-        summary["live_check"] = live_check(args.live, load_replay(args.replay), load(args.results))
+        summary["live_check"] = live_check(args.live, replayed, rows)
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, "summary.json"), "w") as f:
         json.dump(summary, f, indent=1)
