@@ -504,12 +504,9 @@ impl App {
     /// Appends a first answer's outcome to the record of every predictor
     /// that learns from it and keeps one.
     pub fn record_outcome(&self, decision: &Decision, backend: usize, failed: bool) {
-        let (Some(learning), Some(route)) = (&decision.learning, decision.route) else {
+        let (Some(learning), Some(route)) = (decision.lesson(backend), decision.route) else {
             return;
         };
-        if learning.backend != backend {
-            return;
-        }
         let route = self.router.route_name(route);
         for &p in &learning.predictors {
             if let Some(Some(log)) = self.outcome_logs.get(p) {

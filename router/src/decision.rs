@@ -132,4 +132,10 @@ impl Decision {
     pub fn primary(&self) -> usize {
         self.targets[0]
     }
+
+    /// What `backend`'s answer to this request teaches, when it is the
+    /// answer the decision's predictors learn from.
+    pub fn lesson(&self, backend: usize) -> Option<&Learning> {
+        self.learning.as_ref().filter(|l| l.backend == backend)
+    }
 }

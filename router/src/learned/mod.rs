@@ -48,12 +48,17 @@ impl Predictor {
         }
     }
 
+    /// The live weights to read. A step cannot leave them half-written
+    /// (it panics on nothing), so a poisoned lock's weights are still good.
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, Weights> {
+        self.live
+            .read()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
     /// P(the backend's answer fails | request).
     pub fn predict(&self, sample: &Sample) -> f64 {
-        match self.live.read() {
-            Ok(w) => w.predict(sample),
-            Err(poisoned) => poisoned.into_inner().predict(sample),
-        }
+        self.read().predict(sample)
     }
 
     /// One online step from an outcome: `failed` when the answer failed its
@@ -62,10 +67,10 @@ impl Predictor {
         if self.learning_rate <= 0.0 {
             return;
         }
-        let mut live = match self.live.write() {
-            Ok(w) => w,
-            Err(poisoned) => poisoned.into_inner(),
-        };
+        let mut live = self
+            .live
+            .write()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
         live.step(sample, failed, self.learning_rate, ONLINE_L2, 1.0);
         self.updates.fetch_add(1, Ordering::Relaxed);
     }
@@ -78,10 +83,7 @@ impl Predictor {
 
     /// The live weights, to save or inspect.
     pub fn weights(&self) -> Weights {
-        match self.live.read() {
-            Ok(w) => w.clone(),
-            Err(poisoned) => poisoned.into_inner().clone(),
-        }
+        self.read().clone()
     }
 
     pub fn updates(&self) -> u64 {

@@ -28,7 +28,7 @@ impl Router {
     /// failed a check) to the predictors that learn from it, when it is the
     /// answer they learn from.
     pub fn observe(&self, decision: &Decision, backend: usize, failed: bool) {
-        if let Some(learning) = decision.learning.as_ref().filter(|l| l.backend == backend) {
+        if let Some(learning) = decision.lesson(backend) {
             for &p in &learning.predictors {
                 self.predictors[p].learn(&learning.sample, failed);
             }
