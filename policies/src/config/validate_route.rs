@@ -111,13 +111,12 @@ pub(super) fn validate_route(
             let hard = known(&[&path[..], &["hard"]].concat(), &hard)?;
             let threshold = threshold.unwrap_or(0.5);
             let explore = explore.unwrap_or(0.0);
-            for (field, value) in [("threshold", threshold), ("explore", explore)] {
-                if !(0.0..=1.0).contains(&value) {
-                    return Err(
-                        ck.error(&[&path[..], &[field]].concat(), "a probability from 0 to 1")
-                    );
-                }
-            }
+            within_unit(
+                ck,
+                &path,
+                &[("threshold", Some(threshold)), ("explore", Some(explore))],
+                "a probability from 0 to 1",
+            )?;
             RouteStrategy::Learned {
                 predictor,
                 threshold,
@@ -321,11 +320,12 @@ fn condition(
             ck.error(&field("regex"), format!("not a valid regex: {err}"))
         })?)),
     };
-    for (name, value) in [("min_score", raw.min_score), ("max_score", raw.max_score)] {
-        if value.is_some_and(|v| !(0.0..=1.0).contains(&v)) {
-            return Err(ck.error(&field(name), "scores run from 0 to 1"));
-        }
-    }
+    within_unit(
+        ck,
+        &[at, &["when"]].concat(),
+        &[("min_score", raw.min_score), ("max_score", raw.max_score)],
+        "scores run from 0 to 1",
+    )?;
     if let (Some(min), Some(max)) = (raw.min_prompt_tokens, raw.max_prompt_tokens)
         && min > max
     {
@@ -359,14 +359,12 @@ fn condition(
     let predicted_fail = match raw.predicted_fail {
         None => None,
         Some(p) => {
-            for (name, value) in [("min", p.min), ("max", p.max)] {
-                if value.is_some_and(|v| !(0.0..=1.0).contains(&v)) {
-                    return Err(ck.error(
-                        &[&field("predicted_fail")[..], &[name]].concat(),
-                        "a probability from 0 to 1",
-                    ));
-                }
-            }
+            within_unit(
+                ck,
+                &field("predicted_fail"),
+                &[("min", p.min), ("max", p.max)],
+                "a probability from 0 to 1",
+            )?;
             if p.min.is_none() && p.max.is_none() {
                 return Err(ck.error(&field("predicted_fail"), "set `min`, `max` or both"));
             }
@@ -411,6 +409,23 @@ fn condition(
         similar_to,
         predicted_fail,
     })
+}
+
+/// Each of `fields` that is set lies in [0, 1]; the first that does not is
+/// an error at `at` and its name, saying `message`.
+fn within_unit(
+    ck: &Checker<'_>,
+    at: &[&str],
+    fields: &[(&str, Option<f64>)],
+    message: &str,
+) -> Result<(), ConfigError> {
+    match fields
+        .iter()
+        .find(|(_, value)| value.is_some_and(|v| !(0.0..=1.0).contains(&v)))
+    {
+        Some((name, _)) => Err(ck.error(&[at, &[*name]].concat(), message)),
+        None => Ok(()),
+    }
 }
 
 /// A rule below one that matches everything it matches can never fire:
