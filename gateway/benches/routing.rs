@@ -8,7 +8,7 @@ use std::hint::black_box;
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use http::HeaderMap;
-use switchyard::handlers::decide_chat;
+use switchyard::admin::explain::decide_chat;
 use switchyard::http::parse_json;
 use switchyard_adapters::tokens;
 use switchyard_adapters::types::ChatRequest;

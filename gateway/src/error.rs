@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 use switchyard_adapters::AdapterError;
 use switchyard_adapters::anthropic::TranslateError;
 
-use crate::access::Exhausted;
+use crate::admit::access::Exhausted;
 use crate::http::{Body, json_response};
 
 /// The API dialect a caller speaks, which decides the shape of its errors.
@@ -582,7 +582,7 @@ fn upstream_message(err: &AdapterError) -> String {
 /// operator can fix it.
 fn log_upstream_detail(err: &AdapterError) {
     if let AdapterError::Certificate { .. } = err {
-        tracing::warn!(detail = %crate::redact::redact(&err.to_string()), "backend TLS certificate refused");
+        tracing::warn!(detail = %crate::http::redact::redact(&err.to_string()), "backend TLS certificate refused");
         return;
     }
     if tracing::enabled!(tracing::Level::DEBUG) {
@@ -593,8 +593,8 @@ fn log_upstream_detail(err: &AdapterError) {
             _ => String::new(),
         };
         tracing::debug!(
-            detail = %crate::redact::redact(&err.to_string()),
-            body = %crate::redact::redact(&body),
+            detail = %crate::http::redact::redact(&err.to_string()),
+            body = %crate::http::redact::redact(&body),
             "upstream error"
         );
     }

@@ -1,32 +1,23 @@
-//! The Switchyard gateway: the hyper server and tower stack, the OpenAI
-//! endpoints, routing through the router crate, and the simulator server.
-//! The `switchyard` binary (`main.rs`) parses arguments and calls in here.
+//! The Switchyard gateway. The folders follow a request's path:
+//! `ingress` (endpoint by path, one module per dialect) -> `admit` (one
+//! admission step) -> `route` (the router's view, the decision, receipts)
+//! -> `dispatch` (backends tried, hedged, streamed, cached) -> `settle`
+//! (usage, cost, the ledger row, budgets, metrics, spans). `state` is the
+//! running config they all read; `admin` the admin plane; `cli` every other
+//! subcommand. `http` is the edge (server, TLS, the tower stack), `ledger`,
+//! `metrics` and `telemetry` the stores settlement feeds. The `switchyard`
+//! binary (`main.rs`) parses arguments and calls in here.
 
-pub mod access;
-pub mod advice;
-pub mod app;
-pub mod breaker;
-pub mod budgets_cli;
+pub mod admin;
+pub mod admit;
 pub mod cli;
-pub mod config_file;
-pub mod context_watch;
-pub mod engine_watch;
+pub mod dispatch;
 pub mod error;
-pub mod handlers;
 pub mod http;
+pub mod ingress;
 pub mod ledger;
-pub mod live;
 pub mod metrics;
-pub mod outcomes;
-pub mod probe;
-pub mod receipts;
-pub mod redact;
-pub mod report_text;
-pub mod route_cli;
-pub mod routing;
-pub mod sessions_cli;
-pub mod sim_cli;
-pub mod sim_server;
-pub mod spend_cli;
-pub mod stack;
+pub mod route;
+pub mod settle;
+pub mod state;
 pub mod telemetry;

@@ -3,9 +3,12 @@
 use std::io::Write;
 
 use clap::Parser;
-use switchyard::cli::{Cli, Command};
-use switchyard::live::Live;
-use switchyard::{app, config_file, handlers, sim_cli, sim_server, stack};
+use switchyard::admin::explain;
+use switchyard::cli::args::{Cli, Command};
+use switchyard::cli::{sim as sim_cli, sim_server};
+use switchyard::http::stack;
+use switchyard::state::live::Live;
+use switchyard::state::{app, config_file};
 
 /// Each request allocates and frees many small buffers, often on another
 /// thread than the one that made them; glibc's malloc spent about an eighth
@@ -44,7 +47,7 @@ fn run() -> anyhow::Result<()> {
             config,
         } => {
             let config = config_file::load(config.as_deref())?;
-            switchyard::spend_cli::run(
+            switchyard::cli::spend::run(
                 &config.ledger,
                 &since,
                 &by,
@@ -59,7 +62,7 @@ fn run() -> anyhow::Result<()> {
             config,
         } => {
             let config = config_file::load(config.as_deref())?;
-            switchyard::sessions_cli::run(
+            switchyard::cli::sessions::run(
                 &config.ledger,
                 &since,
                 route.as_deref(),
@@ -74,7 +77,7 @@ fn run() -> anyhow::Result<()> {
             config,
         } => {
             let config = config_file::load(config.as_deref())?;
-            switchyard::budgets_cli::run(
+            switchyard::cli::budgets::run(
                 &config,
                 &since,
                 &by,
@@ -89,7 +92,7 @@ fn run() -> anyhow::Result<()> {
             config,
         } => {
             let config = config_file::load(config.as_deref())?;
-            switchyard::advice::run(
+            switchyard::cli::advice::run(
                 &config,
                 &since,
                 target,
@@ -98,7 +101,7 @@ fn run() -> anyhow::Result<()> {
             )
         }
         Command::KeyHash { key } => {
-            let hash = switchyard::access::hash_key(&key);
+            let hash = switchyard::admit::access::hash_key(&key);
             let hex: String = hash.iter().map(|b| format!("{b:02x}")).collect();
             writeln!(std::io::stdout().lock(), "sha256:{hex}")?;
             Ok(())
@@ -119,7 +122,7 @@ fn run() -> anyhow::Result<()> {
             epochs,
         } => {
             let config = config_file::load(config.as_deref())?;
-            let settings = switchyard::route_cli::TrainSettings {
+            let settings = switchyard::cli::route::TrainSettings {
                 from: &from,
                 out: &out,
                 label: &label,
@@ -131,7 +134,7 @@ fn run() -> anyhow::Result<()> {
                     ..Default::default()
                 },
             };
-            switchyard::route_cli::train_router(&config, &settings, &mut std::io::stdout().lock())
+            switchyard::cli::route::train_router(&config, &settings, &mut std::io::stdout().lock())
         }
         Command::Replay {
             from,
@@ -140,7 +143,7 @@ fn run() -> anyhow::Result<()> {
         } => {
             let config = config_file::load(config.as_deref())?;
             let mut out = std::io::BufWriter::new(std::io::stdout().lock());
-            switchyard::route_cli::replay(&config, &from, &routes, &mut out)?;
+            switchyard::cli::route::replay(&config, &from, &routes, &mut out)?;
             out.flush()?;
             Ok(())
         }
@@ -157,13 +160,14 @@ fn run() -> anyhow::Result<()> {
                 .map_or("<embedded default>".to_owned(), |p| p.display().to_string());
             let config = config_file::load(config.as_deref())?;
             switchyard_adapters::tokens::warm_up();
-            let options = switchyard::probe::Options {
+            let options = switchyard::cli::probe::Options {
                 backends,
                 out: out.clone(),
                 lengths,
                 output_tokens,
             };
-            let report = runtime()?.block_on(switchyard::probe::run(&config, &source, &options))?;
+            let report =
+                runtime()?.block_on(switchyard::cli::probe::run(&config, &source, &options))?;
             let mut stdout = std::io::stdout().lock();
             writeln!(stdout, "{report}")?;
             writeln!(stdout, "(written to {})", out.join("report.md").display())?;
@@ -267,7 +271,7 @@ fn explain(
         );
     }
     let explanation =
-        handlers::explain_chat(&router, &body, &map).map_err(|err| anyhow::anyhow!("{err}"))?;
+        explain::explain_chat(&router, &body, &map).map_err(|err| anyhow::anyhow!("{err}"))?;
     let mut out = std::io::stdout().lock();
     serde_json::to_writer_pretty(&mut out, &explanation)?;
     writeln!(out)?;

@@ -522,7 +522,7 @@ async fn reports_are_the_same_from_sqlite_and_postgres() {
     }
 
     let since = now - 7 * 86_400_000;
-    let config = switchyard::config_file::load(None).expect("the embedded config");
+    let config = switchyard::state::config_file::load(None).expect("the embedded config");
     let reports = |conn: &rusqlite::Connection| {
         let mut all = BTreeMap::new();
         for by in Dimension::ALL {
@@ -539,7 +539,8 @@ async fn reports_are_the_same_from_sqlite_and_postgres() {
         }
         let sessions = sessions_report(conn, since, None).expect("sessions");
         all.insert("sessions".into(), json!(sessions));
-        let advice = switchyard::advice::advise(conn, &config, since, now, 0.95).expect("advice");
+        let advice =
+            switchyard::cli::advice::advise(conn, &config, since, now, 0.95).expect("advice");
         all.insert("advice".into(), json!(advice));
         all
     };

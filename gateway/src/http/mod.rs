@@ -2,11 +2,13 @@
 //! JSON and SSE responses, reading request bodies within limits.
 
 mod idle_body;
+pub mod redact;
 mod request;
 pub mod request_id;
 mod response;
 pub mod server;
+pub mod stack;
 pub mod tls;
 
-pub use request::{BodyLimits, parse_json, read_json_body};
-pub use response::{Body, json_bytes_response, json_response, sse_response};
+pub use crate::http::request::{BodyLimits, parse_json, read_json_body};
+pub use crate::http::response::{Body, json_bytes_response, json_response, sse_response};

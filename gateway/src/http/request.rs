@@ -10,8 +10,8 @@ use serde::de::DeserializeOwned;
 use serde_json::error::Category;
 use switchyard_adapters::body::TooLarge;
 
-use super::idle_body::{BodyError, IdleLimited};
 use crate::error::GatewayError;
+use crate::http::idle_body::{BodyError, IdleLimited};
 
 /// How much of a request body is read, and for how long.
 #[derive(Debug, Clone, Copy)]

@@ -75,7 +75,7 @@ pub struct AttainmentReport {
     pub total: AttainmentLine,
     /// Each backend's decode and prefill speeds and failed share over the
     /// last hour against before it.
-    pub drift: Vec<super::drift::DriftLine>,
+    pub drift: Vec<crate::ledger::drift::DriftLine>,
 }
 
 pub(super) const HOUR_MS: i64 = 3_600_000;
@@ -149,7 +149,7 @@ pub fn attainment_report(
     route_budgets: &BTreeMap<String, LatencyBudget>,
 ) -> rusqlite::Result<AttainmentReport> {
     let mut report = attainment_lines(conn, since_ms, by, route_budgets)?;
-    report.drift = super::drift::drift(conn, since_ms, super::now_ms() - HOUR_MS)?;
+    report.drift = crate::ledger::drift::drift(conn, since_ms, crate::ledger::now_ms() - HOUR_MS)?;
     Ok(report)
 }
 

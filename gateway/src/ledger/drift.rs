@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 
 use rusqlite::Connection;
 
-use super::attainment::quantile;
+use crate::ledger::attainment::quantile;
 
 /// One backend's figure, recent against before.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
@@ -63,7 +63,7 @@ pub fn drift(conn: &Connection, since_ms: i64, recent_ms: i64) -> rusqlite::Resu
                 "SELECT backend, ts_ms >= ?2, CAST(status IN ({}) AS REAL)
                  FROM requests
                  WHERE ts_ms >= ?1 AND backend != '' AND reason != 'refused' AND NOT cache_hit",
-                crate::handlers::UPSTREAM_FAILURES
+                crate::settle::record::UPSTREAM_FAILURES
                     .map(|status| format!("'{status}'"))
                     .join(", ")
             ),

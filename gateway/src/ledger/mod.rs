@@ -20,17 +20,19 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-pub use attainment::{
+pub use crate::ledger::attainment::{
     AttainmentDimension, AttainmentReport, attainment_lines, attainment_report, route_budgets,
 };
-use futures_util::future::{BoxFuture, Either};
 /// The spend report from PostgreSQL (`Ledger::spend_report` for a running ledger).
-pub use postgres::spend_report as postgres_spend_report;
-pub use postgres::{Postgres, snapshot};
-pub use report::{Dimension, SpendLine, SpendReport, now_ms, spend_report, spend_since};
-pub use row::{Drafts, LedgerRow};
-pub use sessions::{SessionLine, SessionsReport, sessions_report};
-pub use stats::{LedgerStats, Window, ledger_stats};
+pub use crate::ledger::postgres::spend_report as postgres_spend_report;
+pub use crate::ledger::postgres::{Postgres, snapshot};
+pub use crate::ledger::report::{
+    Dimension, SpendLine, SpendReport, now_ms, spend_report, spend_since,
+};
+pub use crate::ledger::row::{Drafts, LedgerRow};
+pub use crate::ledger::sessions::{SessionLine, SessionsReport, sessions_report};
+pub use crate::ledger::stats::{LedgerStats, Window, ledger_stats};
+use futures_util::future::{BoxFuture, Either};
 use switchyard_policies::{Durability, LedgerSettings, OnSpoolFull};
 use tokio::sync::mpsc::error::TrySendError;
 use tokio::sync::{Notify, mpsc, oneshot};

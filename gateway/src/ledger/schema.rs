@@ -128,7 +128,7 @@ pub fn apply_retention(conn: &Connection, days: u32) -> rusqlite::Result<usize> 
     if days == 0 {
         return Ok(0);
     }
-    let cutoff = super::report::now_ms() - i64::from(days) * 86_400_000;
+    let cutoff = crate::ledger::report::now_ms() - i64::from(days) * 86_400_000;
     conn.execute("DELETE FROM requests WHERE ts_ms < ?1", [cutoff])
 }
 

@@ -5,8 +5,8 @@ use std::time::{Duration, Instant};
 use rusqlite::{Connection, params};
 use tokio::sync::mpsc;
 
-use super::Entry;
-use super::row::LedgerRow;
+use crate::ledger::Entry;
+use crate::ledger::row::LedgerRow;
 
 /// Most rows in one transaction.
 const BATCH: usize = 1024;
@@ -24,7 +24,7 @@ pub fn run(
     mut receiver: mpsc::Receiver<Entry>,
     window: Duration,
     retention_days: u32,
-    health: &super::WriterHealth,
+    health: &crate::ledger::WriterHealth,
 ) {
     let mut last_retention = Instant::now();
     while let Some(first) = receiver.blocking_recv() {
@@ -63,7 +63,7 @@ pub fn run(
         }
         if last_retention.elapsed() > RETENTION_EVERY {
             last_retention = Instant::now();
-            if let Err(err) = super::schema::apply_retention(&conn, retention_days) {
+            if let Err(err) = crate::ledger::schema::apply_retention(&conn, retention_days) {
                 tracing::warn!(error = %err, "ledger retention failed");
             }
         }

@@ -6,8 +6,8 @@ use std::sync::atomic::Ordering;
 
 use switchyard_router::latency::Drifts;
 
-use super::Metrics;
-use super::families::{BackendLabel, ErrorWindow};
+use crate::metrics::Metrics;
+use crate::metrics::families::{BackendLabel, ErrorWindow};
 
 /// How far (as a share) a recent speed may move from its baseline before
 /// it is reported as drift, and how near it must come back before the

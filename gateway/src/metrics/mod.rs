@@ -19,13 +19,13 @@ use prometheus_client::metrics::histogram::Histogram;
 use switchyard_policies::{PromptClass, VirtualKey};
 
 use crate::ledger::LedgerRow;
-use families::{
+use crate::metrics::families::{
     BackendLabel, Class, Families, FloatCounter, GenAi, GenAiOutcome, GenAiTokens, Holder, Kind,
     Lookup, Outcome, ReloadOutcome, Role, Routed, TokenKind,
 };
-pub use scrape::{Scrape, content_type};
+pub use crate::metrics::scrape::{Scrape, content_type};
 
-pub use drift::DRIFT_THRESHOLD;
+pub use crate::metrics::drift::DRIFT_THRESHOLD;
 
 /// A backend as its metrics name it.
 pub struct BackendLabels {

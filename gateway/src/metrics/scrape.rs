@@ -11,8 +11,8 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 use switchyard_policies::PromptClass;
 
-use super::families::{BackendLabel, Class};
-use crate::app::App;
+use crate::metrics::families::{BackendLabel, Class};
+use crate::state::app::App;
 
 type FloatGauge = Gauge<f64, AtomicU64>;
 

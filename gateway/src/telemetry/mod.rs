@@ -25,10 +25,10 @@ use opentelemetry_sdk::propagation::TraceContextPropagator;
 use opentelemetry_sdk::trace::{Sampler, SdkTracer, SdkTracerProvider, SpanExporter as _};
 use switchyard_policies::Telemetry as Settings;
 
-pub use export::ExportStats;
-use export::{OtlpClient, QueueProcessor};
-pub use peer::Peer;
-pub use spans::{AnswerMeta, AttemptSpan, RequestTrace, strings};
+pub use crate::telemetry::export::ExportStats;
+use crate::telemetry::export::{OtlpClient, QueueProcessor};
+pub use crate::telemetry::peer::Peer;
+pub use crate::telemetry::spans::{AnswerMeta, AttemptSpan, RequestTrace, strings};
 
 /// The process's trace pipeline.
 pub struct Telemetry {

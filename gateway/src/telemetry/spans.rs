@@ -13,8 +13,8 @@ use opentelemetry_http::{HeaderExtractor, HeaderInjector};
 use opentelemetry_sdk::trace::Span;
 use switchyard_adapters::upstream::TraceContext;
 
-use super::Telemetry;
-use super::names::*;
+use crate::telemetry::Telemetry;
+use crate::telemetry::names::*;
 
 /// A request's SERVER span, as the context its other spans hang below.
 /// The span ends when the last copy is dropped: the request's answer has
@@ -79,7 +79,7 @@ impl Telemetry {
 
 impl RequestTrace {
     fn telemetry() -> Option<&'static Telemetry> {
-        super::get()
+        crate::telemetry::get()
     }
 
     /// The answer's status; a 5xx marks the span failed.

@@ -21,9 +21,9 @@ use std::time::Duration;
 use deadpool_postgres::{ManagerConfig, Pool, RecyclingMethod};
 use switchyard_policies::{PostgresLedger, PostgresUrl, check_postgres_url};
 
-pub use read::{snapshot, spend_report, spend_since};
-pub(super) use retention::run as run_retention;
-pub(super) use writer::{Spool, run as run_writer};
+pub use crate::ledger::postgres::read::{snapshot, spend_report, spend_since};
+pub(super) use crate::ledger::postgres::retention::run as run_retention;
+pub(super) use crate::ledger::postgres::writer::{Spool, run as run_writer};
 
 /// How long a connection attempt or a wait for a pooled connection lasts
 /// before the caller hears that PostgreSQL is away.

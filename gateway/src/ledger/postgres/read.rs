@@ -10,7 +10,7 @@
 
 use rusqlite::types::Value;
 
-use super::Postgres;
+use crate::ledger::postgres::Postgres;
 use crate::ledger::report::{Dialect, SpendSums, spend_lines, spend_sql};
 use crate::ledger::{Dimension, SpendReport};
 
@@ -23,7 +23,7 @@ pub fn spend_since(
     let pool = postgres.pool().clone();
     postgres.run(async move {
         let client = pool.get().await?;
-        let sql = super::super::report::spend_since_sql().replace("?1", "$1");
+        let sql = crate::ledger::report::spend_since_sql().replace("?1", "$1");
         let rows = client.query(&sql, &[&since_ms]).await?;
         Ok(rows
             .iter()
@@ -96,7 +96,7 @@ pub fn snapshot(postgres: &Postgres, since_ms: i64) -> anyhow::Result<rusqlite::
             .collect::<anyhow::Result<Vec<_>>>()
     })??;
     let mut conn = rusqlite::Connection::open_in_memory()?;
-    super::super::schema::create(&conn)?;
+    crate::ledger::schema::create(&conn)?;
     let tx = conn.transaction()?;
     {
         let placeholders = vec!["?"; COLUMNS.split(',').count()].join(", ");

@@ -31,7 +31,7 @@ pub async fn run(pool: Pool, days: u32) {
 /// Deletes rows older than `days`, a chunk per transaction, while this
 /// replica holds the lock; returns how many.
 async fn purge(pool: &Pool, days: u32) -> anyhow::Result<u64> {
-    let cutoff = super::super::report::now_ms() - i64::from(days) * 86_400_000;
+    let cutoff = crate::ledger::report::now_ms() - i64::from(days) * 86_400_000;
     let mut client = pool.get().await?;
     let mut deleted = 0;
     loop {

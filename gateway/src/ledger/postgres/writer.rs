@@ -14,7 +14,7 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tokio_postgres::types::ToSql;
 
-use super::super::{Entry, WriterHealth};
+use crate::ledger::{Entry, WriterHealth};
 
 /// Most rows in one INSERT: 40 arrays of 1,024 values, one statement.
 const BATCH: usize = 1024;
@@ -294,7 +294,7 @@ async fn commit<'a>(
 ) -> anyhow::Result<()> {
     let client = pool.get().await?;
     let insert = client.prepare_cached(INSERT).await?;
-    let rows: Vec<(i64, &super::super::LedgerRow)> =
+    let rows: Vec<(i64, &crate::ledger::LedgerRow)> =
         batch.map(|(seq, entry)| (*seq, &entry.row)).collect();
     let n = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
     let flag = |v: bool| i32::from(v);
@@ -307,7 +307,7 @@ async fn commit<'a>(
             s
         }
     };
-    let column = |f: &dyn Fn(&super::super::LedgerRow) -> Option<String>| {
+    let column = |f: &dyn Fn(&crate::ledger::LedgerRow) -> Option<String>| {
         rows.iter().map(|(_, r)| f(r).map(text)).collect::<Vec<_>>()
     };
     let writer_ids = vec![writer_id; rows.len()];
@@ -332,13 +332,13 @@ async fn commit<'a>(
     let cache_write = tokens(|t| t.cache_write);
     let output = tokens(|t| t.output);
     let reasoning = tokens(|t| t.reasoning);
-    let real = |f: fn(&super::super::LedgerRow) -> f64| {
+    let real = |f: fn(&crate::ledger::LedgerRow) -> f64| {
         rows.iter().map(|(_, r)| f(r)).collect::<Vec<f64>>()
     };
-    let maybe_real = |f: fn(&super::super::LedgerRow) -> Option<f64>| {
+    let maybe_real = |f: fn(&crate::ledger::LedgerRow) -> Option<f64>| {
         rows.iter().map(|(_, r)| f(r)).collect::<Vec<Option<f64>>>()
     };
-    let flags = |f: fn(&super::super::LedgerRow) -> bool| {
+    let flags = |f: fn(&crate::ledger::LedgerRow) -> bool| {
         rows.iter().map(|(_, r)| flag(f(r))).collect::<Vec<i32>>()
     };
     let cost = real(|r| r.cost_usd);

@@ -1,0 +1,64 @@
+//! Liveness and readiness for load balancers and Kubernetes probes, and
+//! the Prometheus scrape.
+
+use bytes::Bytes;
+use http::header::CONTENT_TYPE;
+use http::{HeaderValue, Response, StatusCode};
+use http_body_util::{BodyExt, Full};
+use serde_json::json;
+
+use crate::error::GatewayError;
+use crate::http::{Body, json_response};
+use crate::metrics::{Scrape, content_type};
+use crate::state::app::App;
+
+/// The process is up and answering.
+pub fn live() -> Response<Body> {
+    json_response(StatusCode::OK, &json!({"status": "ok"}))
+}
+
+/// The gateway takes new requests: not when it is draining for shutdown,
+/// so a load balancer stops sending before the listener closes.
+pub fn ready(app: &App) -> Response<Body> {
+    if app.is_shutting_down() {
+        return GatewayError::ShuttingDown.into_response();
+    }
+    // Ready while Redis or the ledger's database is away: each request is
+    // still answered in its caller's dialect (refused, spooled or enforced
+    // locally), which a pod taken out of its Service could not do, and
+    // every replica would go unready at once.
+    let ledger = &app.ledger;
+    let mut body = json!({
+        "status": "ready",
+        "backends": app.backends.len(),
+        "ledger": {
+            "store": ledger.store_name(),
+            "pending_rows": ledger.pending(),
+            "refusing": ledger.refusing(),
+        },
+    });
+    if let Some(store) = &app.shared_state {
+        body["state"] = json!({
+            "redis": if store.is_up() { "up" } else { "unavailable" },
+            "on_unavailable": store.on_unavailable.as_str(),
+        });
+    }
+    json_response(StatusCode::OK, &body)
+}
+
+/// The metrics exposition: OpenMetrics when the scraper's `Accept` asks
+/// for it (Prometheus does), else the Prometheus text format.
+pub fn metrics(app: &App, headers: &http::HeaderMap) -> Response<Body> {
+    let openmetrics = headers
+        .get_all(http::header::ACCEPT)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .any(|v| v.contains("application/openmetrics-text"));
+    let text = Scrape::render(app, openmetrics);
+    let mut response = Response::new(Full::new(Bytes::from(text)).boxed_unsync());
+    response.headers_mut().insert(
+        CONTENT_TYPE,
+        HeaderValue::from_static(content_type(openmetrics)),
+    );
+    response
+}

@@ -1,0 +1,11 @@
+//! The admin plane: the admin API (`api`), the built-in dashboard, health
+//! and readiness, the model list and `POST /v1/route/explain`.
+//!
+//! May import: anything below ingress (route, dispatch, state, ledger,
+//! metrics, cli's report arithmetic). No stage imports admin.
+
+pub mod api;
+pub mod dashboard;
+pub mod explain;
+pub mod health;
+pub mod models;

@@ -1,0 +1,288 @@
+//! Virtual keys: looked up by the SHA-256 of what the caller sent, compared
+//! in constant time against every configured key.
+
+use std::sync::Arc;
+
+use http::header::AUTHORIZATION;
+use http::{HeaderMap, HeaderName};
+use sha2::{Digest, Sha256};
+use subtle::ConstantTimeEq;
+use switchyard_policies::{Auth, VirtualKey};
+use switchyard_router::prefix::Tenant;
+use xxhash_rust::xxh3::{xxh3_64, xxh3_64_with_seed};
+
+use crate::admit::access::shared::RateTicket;
+use crate::error::GatewayError;
+
+/// The authenticated caller of a request (in its extensions).
+#[derive(Debug, Clone)]
+pub struct Caller {
+    pub key: Arc<VirtualKey>,
+    /// The request's shared rate check, waiting to go to Redis with its
+    /// first reservation (one round trip for both).
+    pub rate_check: Arc<std::sync::Mutex<Option<RateTicket>>>,
+}
+
+impl Caller {
+    pub fn new(key: Arc<VirtualKey>) -> Caller {
+        Caller {
+            key,
+            rate_check: Arc::default(),
+        }
+    }
+
+    /// The rate check still waiting to be sent, if any.
+    pub fn take_rate_check(&self) -> Option<RateTicket> {
+        self.rate_check
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()
+    }
+}
+
+pub struct KeyStore {
+    keys: Vec<Arc<VirtualKey>>,
+    admin: Option<[u8; 32]>,
+    /// Seeds team salts: made of every key's stored hash, so it is the same
+    /// on every replica of one config and known to no tenant.
+    team_secret: u64,
+}
+
+/// The header anthropic SDK 1.x sends its key in.
+pub const X_API_KEY: HeaderName = HeaderName::from_static("x-api-key");
+
+/// SHA-256 of a key, as config stores it.
+pub fn hash_key(key: &str) -> [u8; 32] {
+    Sha256::digest(key.as_bytes()).into()
+}
+
+/// The key a request carries: `Authorization: Bearer KEY` (OpenAI SDKs,
+/// anthropic SDK 2.x) or `x-api-key: KEY` (anthropic SDK 1.x).
+fn presented(headers: &HeaderMap) -> Option<&str> {
+    let bearer = headers
+        .get(AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(bearer_token);
+    bearer
+        .or_else(|| headers.get(X_API_KEY).and_then(|v| v.to_str().ok()))
+        .map(str::trim)
+}
+
+/// The password of a `Basic` credential (any user name): how a browser
+/// sends the admin key to the dashboard after asking for it.
+fn basic_password(headers: &HeaderMap) -> Option<String> {
+    use base64::Engine;
+    let value = headers.get(AUTHORIZATION)?.to_str().ok()?.trim();
+    let (scheme, encoded) = value.split_once([' ', '\t'])?;
+    if !scheme.eq_ignore_ascii_case("basic") {
+        return None;
+    }
+    let decoded = base64::engine::general_purpose::STANDARD
+        .decode(encoded.trim())
+        .ok()?;
+    let (_, password) = String::from_utf8(decoded)
+        .ok()?
+        .split_once(':')
+        .map(|(u, p)| (u.to_owned(), p.to_owned()))?;
+    (!password.is_empty()).then_some(password)
+}
+
+/// The token of a `Bearer` credential: the scheme in any case, then one or
+/// more spaces or tabs (RFC 9110 section 11.1 and 11.4).
+fn bearer_token(value: &str) -> Option<&str> {
+    let value = value.trim_start_matches([' ', '\t']);
+    let (scheme, token) = value.split_once([' ', '\t'])?;
+    let token = token.trim_matches([' ', '\t']);
+    (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then_some(token)
+}
+
+impl KeyStore {
+    pub fn new(auth: &Auth) -> Self {
+        let hashes: Vec<u8> = auth.keys.iter().flat_map(|k| k.hash).collect();
+        KeyStore {
+            keys: auth.keys.iter().cloned().map(Arc::new).collect(),
+            admin: auth.admin_key_hash,
+            team_secret: xxh3_64(&hashes),
+        }
+    }
+
+    /// Auth is on when any key is configured.
+    pub fn enabled(&self) -> bool {
+        !self.keys.is_empty()
+    }
+
+    /// The caller's key, or 401. Every configured key is compared, so the
+    /// time taken says nothing about which one (nearly) matched.
+    pub fn authenticate(&self, headers: &HeaderMap) -> Result<Caller, GatewayError> {
+        let Some(key) = presented(headers) else {
+            return Err(GatewayError::Unauthorized {
+                message: "missing API key: send `Authorization: Bearer KEY` or `x-api-key: KEY`"
+                    .into(),
+            });
+        };
+        let hash = hash_key(key);
+        let mut found = None;
+        for candidate in &self.keys {
+            if bool::from(candidate.hash.ct_eq(&hash)) {
+                found = Some(candidate.clone());
+            }
+        }
+        found
+            .map(Caller::new)
+            .ok_or_else(|| GatewayError::Unauthorized {
+                message: "invalid API key".into(),
+            })
+    }
+
+    /// The caller's prefix-cache salts: its key's from the key's stored
+    /// hash (a secret of the key's own), its team's from the team's name
+    /// and every key's hash. Never 0, which means shared.
+    pub fn tenant(&self, caller: &Caller) -> Tenant {
+        let key = xxh3_64(&caller.key.hash).max(1);
+        let team = caller.key.team.as_ref().map_or(key, |team| {
+            xxh3_64_with_seed(team.as_bytes(), self.team_secret).max(1)
+        });
+        Tenant { key, team }
+    }
+
+    /// Whether the request carries the admin key.
+    pub fn is_admin(&self, headers: &HeaderMap) -> bool {
+        self.admin_matches(presented(headers))
+    }
+
+    /// Whether the request carries the admin key, as a `Basic` password
+    /// too: how a browser sends it to the dashboard after asking. Only the
+    /// dashboard's reads take it: a browser attaches a Basic credential to
+    /// any request to the origin, a cross-site form's POST included.
+    pub fn is_admin_reader(&self, headers: &HeaderMap) -> bool {
+        self.is_admin(headers) || self.admin_matches(basic_password(headers).as_deref())
+    }
+
+    /// An admin key is configured.
+    pub fn has_admin(&self) -> bool {
+        self.admin.is_some()
+    }
+
+    fn admin_matches(&self, key: Option<&str>) -> bool {
+        match (self.admin, key) {
+            (Some(admin), Some(key)) => bool::from(admin.ct_eq(&hash_key(key))),
+            _ => false,
+        }
+    }
+
+    /// Neither keys nor an admin key are configured (the embedded
+    /// default): the dashboard is open; the rest of the admin API is not.
+    pub fn is_open(&self) -> bool {
+        self.keys.is_empty() && self.admin.is_none()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn store() -> KeyStore {
+        let key = VirtualKey {
+            name: "alice".into(),
+            hash: hash_key("sk-alice"),
+            team: None,
+            budget: None,
+            requests_per_minute: None,
+            tokens_per_minute: None,
+            may_name_backends: true,
+        };
+        KeyStore::new(&Auth {
+            keys: vec![key],
+            teams: vec![],
+            admin_key_hash: Some(hash_key("sk-admin")),
+        })
+    }
+
+    fn headers(name: &str, value: &str) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        h.insert(
+            http::HeaderName::from_bytes(name.as_bytes()).unwrap(),
+            value.parse().unwrap(),
+        );
+        h
+    }
+
+    #[test]
+    fn bearer_and_x_api_key_both_work() {
+        let store = store();
+        assert_eq!(
+            store
+                .authenticate(&headers("authorization", "Bearer sk-alice"))
+                .unwrap()
+                .key
+                .name,
+            "alice"
+        );
+        assert_eq!(
+            store
+                .authenticate(&headers("x-api-key", "sk-alice"))
+                .unwrap()
+                .key
+                .name,
+            "alice"
+        );
+        assert!(
+            store
+                .authenticate(&headers("x-api-key", "sk-mallory"))
+                .is_err()
+        );
+        assert!(store.authenticate(&HeaderMap::new()).is_err());
+        for scheme in [
+            "bearer sk-alice",
+            "BEARER sk-alice",
+            "Bearer   sk-alice ",
+            "bEaReR\tsk-alice",
+        ] {
+            assert!(
+                store
+                    .authenticate(&headers("authorization", scheme))
+                    .is_ok(),
+                "{scheme}"
+            );
+        }
+        for wrong in [
+            "Basic sk-alice",
+            "Bearer",
+            "Bearersk-alice",
+            "Token sk-alice",
+        ] {
+            assert!(
+                store
+                    .authenticate(&headers("authorization", wrong))
+                    .is_err(),
+                "{wrong}"
+            );
+        }
+        assert!(store.is_admin(&headers("authorization", "Bearer sk-admin")));
+        assert!(!store.is_admin(&headers("authorization", "Bearer sk-alice")));
+    }
+
+    #[test]
+    fn a_browser_may_send_the_admin_key_as_a_basic_password() {
+        let store = store();
+        // base64("admin:sk-admin"), base64("anyone:sk-admin"), base64("admin:sk-alice")
+        let basic = headers("authorization", "Basic YWRtaW46c2stYWRtaW4=");
+        assert!(store.is_admin_reader(&basic));
+        assert!(
+            !store.is_admin(&basic),
+            "the admin API's writes want the key itself"
+        );
+        assert!(store.is_admin_reader(&headers("authorization", "basic  YW55b25lOnNrLWFkbWlu")));
+        assert!(!store.is_admin_reader(&headers("authorization", "Basic YWRtaW46c2stYWxpY2U=")));
+        assert!(!store.is_admin_reader(&headers("authorization", "Basic not-base64!")));
+        assert!(store.is_admin_reader(&headers("authorization", "Bearer sk-admin")));
+        // A Basic credential is never a model key.
+        assert!(
+            store
+                .authenticate(&headers("authorization", "Basic YWRtaW46c2stYWRtaW4="))
+                .is_err()
+        );
+        assert!(!store.is_open());
+        assert!(KeyStore::new(&Auth::default()).is_open());
+    }
+}

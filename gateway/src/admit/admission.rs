@@ -1,0 +1,240 @@
+//! Admission: the checks every model request passes once routed, and the
+//! one step every backend call goes through before it is sent (the
+//! backend's breaker, the caller's budgets, the backend's capacity). The
+//! endpoints, fallbacks, hedges and the Responses pass-through all call
+//! these, so none can skip a policy.
+
+use switchyard_policies::{Pricing, PromptClass, TokenCounts};
+use switchyard_router::latency::LatencyStore;
+use switchyard_router::latency::Shape;
+use switchyard_router::prefix::{PrefixChain, Tenant};
+use switchyard_router::{Decision, Features, Reason, Target};
+
+use crate::admit::access::{Caller, Exhausted, Refused, Reservation};
+use crate::error::GatewayError;
+use crate::settle::billed_fields;
+use crate::state::app::{Admission, App};
+
+/// Refuses a backend named directly by a key that may only use routes.
+pub fn check_direct(
+    app: &App,
+    caller: Option<&Caller>,
+    decision: &Decision,
+) -> Result<(), GatewayError> {
+    let Some(caller) = caller else {
+        return Ok(());
+    };
+    if decision.reason != Reason::Direct || caller.key.may_name_backends {
+        return Ok(());
+    }
+    Err(GatewayError::BackendNotAllowed {
+        backend: app.router.backends()[decision.primary()].clone(),
+        routes: route_names(app),
+    })
+}
+
+/// A routing error as the caller may see it: a key that may only use
+/// routes is told only of routes when its model does not exist (as
+/// `/v1/models` lists only routes to it).
+pub fn for_caller(err: GatewayError, app: &App, caller: Option<&Caller>) -> GatewayError {
+    match err {
+        GatewayError::UnknownModel { model, .. }
+            if caller.is_some_and(|c| !c.key.may_name_backends) =>
+        {
+            GatewayError::UnknownModel {
+                model,
+                available: route_names(app),
+            }
+        }
+        other => other,
+    }
+}
+
+/// Every route name and alias.
+fn route_names(app: &App) -> Vec<String> {
+    app.router
+        .model_names()
+        .iter()
+        .filter(|m| {
+            app.router
+                .target(m)
+                .is_some_and(|t| matches!(t, Target::Route(_)))
+        })
+        .cloned()
+        .collect()
+}
+
+/// The checks of a routed request as a whole, before any backend call:
+/// how many answers it asks for, and the key's tokens per minute (and,
+/// when limits are shared, its requests per minute, in the same call).
+pub fn admit_request(app: &App, caller: Option<&Caller>, size: Size) -> Result<(), GatewayError> {
+    app.check_choices(size.choices)?;
+    if app.ledger.refusing() {
+        // `ledger.postgres.on_full: refuse`: nothing is served unrecorded.
+        return Err(GatewayError::Overloaded {
+            what: "the ledger's database is unreachable and its spool is full".into(),
+        });
+    }
+    if let Some(caller) = caller {
+        app.rates.admit(caller, size.estimated_tokens())?;
+    }
+    Ok(())
+}
+
+/// Why a backend call could not start.
+pub enum NotAdmitted {
+    /// A budget cannot hold the call's worst case.
+    Budget(Exhausted),
+    /// The backend's circuit is open, or it is at its concurrency limit and
+    /// queue: another backend may take the request.
+    Unavailable(GatewayError),
+    /// Refused whichever backend it goes to: a shared rate limit, or the
+    /// shared store away under `fail_closed`.
+    Refused(GatewayError),
+}
+
+/// Everything a backend call needs before it is sent: the caller's budgets
+/// hold its worst case, the backend's breaker allows it, and the gateway
+/// and the backend have room (waiting in the backend's queue). `prefix`
+/// and `tenant` choose the replica that holds the prompt.
+///
+/// The breaker is asked after the budgets, and told when the call does not
+/// start after all: in half-open it lets one probe through, and a call
+/// refused after taking that place would hold the circuit for every caller
+/// until the next cooldown.
+/// `shape`: the request as the backend's latency model sees it.
+pub async fn admit_call(
+    app: &App,
+    caller: Option<&Caller>,
+    backend_index: usize,
+    (size, shape): (Size, &Shape),
+    prefix: Option<&PrefixChain>,
+    tenant: Tenant,
+) -> Result<(Option<Reservation>, Admission), NotAdmitted> {
+    let backend = &app.backends[backend_index];
+    if backend.pricing == Pricing::Unpriced
+        && let Some(caller) = caller
+        && app.budgets.applies(&caller.key, backend.is_cloud())
+    {
+        return Err(NotAdmitted::Unavailable(GatewayError::UnpricedForBudget {
+            backend: backend.name.clone(),
+        }));
+    }
+    let reservation = match caller {
+        None => None,
+        Some(caller) => Some(
+            app.budgets
+                .hold(
+                    &app.rates,
+                    caller,
+                    backend.is_cloud(),
+                    worst_cost(app, backend_index, size),
+                )
+                .await
+                .map_err(|refused| match refused {
+                    Refused::Exhausted(exhausted) => NotAdmitted::Budget(exhausted),
+                    Refused::Limited(limited) => NotAdmitted::Refused(limited),
+                    Refused::Unavailable => {
+                        NotAdmitted::Refused(GatewayError::SharedStateUnavailable {
+                            what: "budget and rate limit",
+                        })
+                    }
+                })?,
+        ),
+    };
+    if !backend.breaker.allow() {
+        return Err(NotAdmitted::Unavailable(GatewayError::Overloaded {
+            what: format!("backend `{}` is failing; its circuit is open", backend.name),
+        }));
+    }
+    match app.admit(backend_index, shape, prefix, tenant).await {
+        Ok(admission) => Ok((reservation, admission)),
+        Err(full) => {
+            backend.breaker.inconclusive();
+            Err(NotAdmitted::Unavailable(full))
+        }
+    }
+}
+
+impl From<NotAdmitted> for GatewayError {
+    fn from(refused: NotAdmitted) -> Self {
+        match refused {
+            NotAdmitted::Budget(exhausted) => exhausted.into(),
+            NotAdmitted::Unavailable(err) | NotAdmitted::Refused(err) => err,
+        }
+    }
+}
+
+/// A request's size as admission sees it.
+#[derive(Debug, Clone, Copy)]
+pub struct Size {
+    pub prompt_tokens: u32,
+    /// The limit on each answer's output.
+    pub max_tokens: Option<u32>,
+    /// Answers generated (`n`, `best_of`), each up to `max_tokens`.
+    pub choices: u32,
+}
+
+impl Size {
+    pub fn of(features: &Features) -> Self {
+        Size {
+            prompt_tokens: features.prompt_tokens,
+            max_tokens: features.max_tokens,
+            choices: features.choices,
+        }
+    }
+
+    /// Tokens counted against tokens-per-minute before the call: the
+    /// prompt, and every answer's output limit.
+    pub fn estimated_tokens(self) -> u32 {
+        let output = self.max_tokens.unwrap_or(0).saturating_mul(self.choices);
+        self.prompt_tokens.saturating_add(output)
+    }
+}
+
+/// The most a request could cost on a backend: what budgets reserve.
+pub fn worst_cost(app: &App, backend_index: usize, size: Size) -> f64 {
+    let backend = &app.backends[backend_index];
+    let output = worst_output(app, backend_index, size);
+    match backend.pricing {
+        // The prompt estimate gets a margin; output is the request's limit,
+        // for each answer it asks for.
+        // A priced service tier the request may carry can raise it.
+        Pricing::Tokens(price) => {
+            price.cost(&TokenCounts {
+                input: u64::from(size.prompt_tokens) * 5 / 4 + 64,
+                output: u64::from(output) * u64::from(size.choices.max(1)),
+                ..TokenCounts::default()
+            }) * billed_fields::worst_multiplier(backend)
+        }
+        // The hardware for as long as the latency model expects such a
+        // request to take at worst (its p90).
+        Pricing::Hourly { usd_per_hour } => {
+            let shape = Shape {
+                prompt_tokens: size.prompt_tokens,
+                cached_tokens: 0,
+                output_tokens: output,
+                class: PromptClass::Prose,
+            };
+            let predicted = app.router.latency().predict(backend_index, &shape);
+            // Paid while the request is served, not while it waits.
+            let serving_ms = predicted.total_p90_ms - predicted.queue_ms;
+            usd_per_hour * (serving_ms.max(0.0) / 1000.0) / 3600.0
+        }
+        // Budgeted keys never reach an unpriced backend (`admit_call`).
+        Pricing::Free | Pricing::Unpriced => 0.0,
+    }
+}
+
+/// The output one answer may run to: its `max_tokens`, else what the
+/// backend's context window leaves after the prompt, else the configured
+/// `accounting.default_max_tokens`.
+fn worst_output(app: &App, backend_index: usize, size: Size) -> u32 {
+    size.max_tokens.unwrap_or_else(|| {
+        app.router
+            .context_window(backend_index)
+            .map_or(app.default_max_tokens, |window| {
+                window.saturating_sub(size.prompt_tokens).max(1)
+            })
+    })
+}

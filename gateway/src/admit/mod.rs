@@ -1,0 +1,13 @@
+//! Admission: whether a request may go on, decided in one step before any
+//! backend is called: the caller's key and model access, rate limits,
+//! budget reservations, the breaker and the capacity queue.
+//! `access` holds the state admission checks against (keys, limiters,
+//! budgets, in memory or in Redis); `admission` is the step itself.
+//!
+//! May import: settle's accounting types, state, ledger, http, error.
+//! `access` and `breaker` import nothing of the request path: the running
+//! config (state) holds them.
+
+pub mod access;
+pub mod admission;
+pub mod breaker;

@@ -1,0 +1,213 @@
+//! Who asked and how a request was routed: what every backend call it
+//! makes shares (`RequestContext`), and the request's ids as rows keep them.
+
+use std::sync::Arc;
+
+use http::HeaderValue;
+use http::request::Parts;
+use switchyard_policies::{Profile, PromptClass};
+use switchyard_router::Decision;
+use switchyard_router::latency::Shape;
+use switchyard_router::prefix::{PrefixChain, Tenant};
+
+use crate::admit::access::Caller;
+use crate::admit::admission::Size;
+use crate::error::Dialect;
+use crate::http::request_id::{ClientRequestId, REQUEST_ID};
+use crate::settle::refusal::Accounted;
+use crate::state::app::App;
+use crate::telemetry::RequestTrace;
+
+/// Where a request's prompt text comes from when its tokens must be
+/// counted (the backend reported no usage): the request itself, so the
+/// text is built only then, not for every request.
+pub trait PromptSource: Send + Sync {
+    /// The prompt as text, and the tokens the chat template adds.
+    fn prompt_for_count(&self) -> (String, usize);
+    /// The request's `temperature` and `top_p`, for its attempts' spans.
+    fn sampling(&self) -> (Option<f64>, Option<f64>) {
+        (None, None)
+    }
+}
+
+/// A prompt already in hand as text (embeddings' inputs; none at all for
+/// pass-through endpoints).
+impl PromptSource for (String, usize) {
+    fn prompt_for_count(&self) -> (String, usize) {
+        self.clone()
+    }
+}
+
+/// Who asked and how the request was routed: the same for every backend a
+/// request tries, so shared among their records.
+pub struct RequestContext {
+    pub endpoint: &'static str,
+    pub dialect: Dialect,
+    /// The model name the caller asked for.
+    pub model: String,
+    /// The request's `x-request-id` (a shared copy of the header's bytes).
+    pub request_id: Option<HeaderValue>,
+    /// The caller's own id, when it was kept.
+    pub client_request_id: Option<HeaderValue>,
+    pub caller: Option<Caller>,
+    pub route: Option<Arc<str>>,
+    pub profile: Option<&'static str>,
+    /// The prompt, for counting when the backend reports no usage.
+    pub prompt: Arc<dyn PromptSource>,
+    /// Tokens estimated at admission (for the tokens-per-minute limit).
+    pub estimated_tokens: u32,
+    /// Code or prose, for speculative-decoding figures.
+    pub class: PromptClass,
+    /// The prompt's prefix chain, for the prefix index.
+    pub prefix: Option<Arc<PrefixChain>>,
+    /// The caller's salts for prefixes shared per key or team.
+    pub tenant: Tenant,
+    /// Prompt tokens as estimated at routing.
+    pub prompt_tokens: u32,
+    /// The route's number in the config the request was routed under, and
+    /// the use case: what the answer's length teaches.
+    pub route_number: Option<usize>,
+    pub use_case: Option<Profile>,
+    /// Output tokens expected of the answer, when routed.
+    pub expected_output: u32,
+    /// The first target, and the prompt tokens routing expected it to hold
+    /// cached (not looked up again when the call goes there).
+    pub(crate) first_target: Option<(usize, u32)>,
+    /// The caller's session, and whether the request carried tool results.
+    pub session: Option<Arc<str>>,
+    pub tool_results: bool,
+    /// The request's refusal guard, told when a record takes over its row.
+    pub(crate) accounted: Option<Arc<Accounted>>,
+    /// The request's SERVER span, when traces are on.
+    pub trace: Option<RequestTrace>,
+    /// The output tokens asked for, and whether the answer streams: for
+    /// the attempts' spans.
+    pub max_tokens: Option<u32>,
+    pub streaming: bool,
+}
+
+impl RequestContext {
+    /// The context of a request routed by `decision`, with the caller, the
+    /// request id and the route taken from the request and the decision.
+    pub fn new(
+        app: &App,
+        parts: &Parts,
+        (endpoint, dialect): (&'static str, Dialect),
+        model: String,
+        decision: &Decision,
+        prompt: Arc<dyn PromptSource>,
+    ) -> Arc<Self> {
+        let accounted = parts.extensions.get::<Arc<Accounted>>().cloned();
+        if let Some(accounted) = &accounted {
+            accounted.decided(app, decision);
+        }
+        let (request_id, client_request_id) = request_ids(&parts.headers, &parts.extensions);
+        Arc::new(RequestContext {
+            endpoint,
+            dialect,
+            model,
+            request_id,
+            client_request_id,
+            caller: parts.extensions.get::<Caller>().cloned(),
+            route: decision.route.map(|r| app.router.shared_route_name(r)),
+            profile: decision.features.profile.map(|p| p.name()),
+            prompt,
+            estimated_tokens: Size::of(&decision.features).estimated_tokens(),
+            class: decision.features.prompt_class(),
+            prefix: decision.features.prefix.clone(),
+            tenant: decision.features.tenant,
+            prompt_tokens: decision.features.prompt_tokens,
+            route_number: decision.route,
+            use_case: decision.features.profile,
+            expected_output: app.router.output_lengths().expect(
+                decision.route,
+                decision.features.profile,
+                decision.features.max_tokens,
+            ),
+            first_target: Some((decision.primary(), decision.expected_cached_tokens)),
+            session: decision.features.session.clone(),
+            tool_results: decision.features.tool_results,
+            accounted,
+            trace: parts.extensions.get::<RequestTrace>().cloned(),
+            max_tokens: decision.features.max_tokens,
+            streaming: decision.features.streaming,
+        })
+    }
+
+    /// The request as `backend`'s latency model sees it: the work it adds
+    /// there while it waits and runs.
+    pub fn shape(&self, app: &App, backend: usize) -> Shape {
+        Shape {
+            prompt_tokens: self.prompt_tokens,
+            cached_tokens: match (self.first_target, &self.prefix) {
+                (Some((first, cached)), _) if first == backend => cached,
+                (_, Some(chain)) => {
+                    app.router
+                        .cached_tokens(backend, chain, self.tenant, self.prompt_tokens)
+                }
+                (_, None) => 0,
+            },
+            output_tokens: self.expected_output,
+            class: self.class,
+        }
+    }
+}
+
+impl RequestContext {
+    /// The context of a call the gateway makes to route a request (an
+    /// encoder's embeddings): the request's caller and ids, no route. It
+    /// does not stand in for the request's own row: a refusal of the
+    /// request itself still leaves one.
+    pub fn for_routing_call(
+        parts: &Parts,
+        endpoint: &'static str,
+        model: String,
+        prompt: Arc<dyn PromptSource>,
+        prompt_tokens: u32,
+    ) -> Arc<Self> {
+        let (request_id, client_request_id) = request_ids(&parts.headers, &parts.extensions);
+        Arc::new(RequestContext {
+            endpoint,
+            dialect: Dialect::OpenAi,
+            model,
+            request_id,
+            client_request_id,
+            caller: parts.extensions.get::<Caller>().cloned(),
+            route: None,
+            profile: None,
+            prompt,
+            estimated_tokens: prompt_tokens,
+            class: PromptClass::Prose,
+            prefix: None,
+            tenant: Tenant::default(),
+            prompt_tokens,
+            route_number: None,
+            use_case: None,
+            expected_output: 0,
+            first_target: None,
+            session: None,
+            tool_results: false,
+            accounted: None,
+            trace: parts.extensions.get::<RequestTrace>().cloned(),
+            max_tokens: None,
+            streaming: false,
+        })
+    }
+}
+
+/// A request's ids as its rows keep them: the gateway's own, and the
+/// caller's when it was kept.
+pub fn request_ids(
+    headers: &http::HeaderMap,
+    extensions: &http::Extensions,
+) -> (Option<HeaderValue>, Option<HeaderValue>) {
+    (
+        headers.get(REQUEST_ID).cloned(),
+        extensions.get::<ClientRequestId>().map(|c| c.0.clone()),
+    )
+}
+
+/// A header value as ledger text (ids are ASCII by construction).
+pub fn header_text(value: Option<&HeaderValue>) -> Option<String> {
+    value.and_then(|v| v.to_str().ok()).map(str::to_owned)
+}

@@ -1,0 +1,16 @@
+//! Ingress: a request's first stage. `paths` picks the endpoint by path;
+//! each dialect module (chat, completions, embeddings, messages, responses)
+//! decodes its wire format into the canonical request and encodes answers
+//! back, and does nothing else: admission, routing, dispatch and settlement
+//! are the stages below, reached through `dispatch::pipeline`.
+//!
+//! May import: every stage below (admit, route, dispatch, settle), state,
+//! http, error. Nothing imports ingress but `main.rs` and the admin plane.
+
+pub mod chat;
+pub mod chat_backed;
+pub mod completions;
+pub mod embeddings;
+pub mod messages;
+pub mod paths;
+pub mod responses;

@@ -1,0 +1,289 @@
+//! Every request's first step: its path (the query string is ignored)
+//! picks the endpoint, model endpoints or the admin plane.
+
+use std::sync::Arc;
+
+use http::{Method, Request, Response};
+use hyper::body::Incoming;
+
+use crate::admit::access::Caller;
+use crate::error::{Dialect, GatewayError};
+use crate::http::Body;
+use crate::http::request_id::REQUEST_ID;
+use crate::state::app::App;
+use crate::state::live::Live;
+
+use crate::admin::{api as admin, dashboard, explain, health, models};
+use crate::dispatch::pipeline::{self as endpoint, Endpoint};
+use crate::ingress::{chat, completions, embeddings, messages, responses};
+use crate::settle::refusal::RefusalGuard;
+
+/// Serves one request with `app`, the config live when it arrived; `live`
+/// is for reloading it.
+pub async fn handle(live: &Live, app: Arc<App>, mut req: Request<Incoming>) -> Response<Body> {
+    // Accept both `/v1/...` and bare paths: clients disagree on whether the
+    // base URL they are given ends in /v1.
+    let path = req.uri().path();
+    let dialect = Dialect::of_request(path, req.headers());
+    let endpoint = known_endpoint(
+        path.strip_prefix("/v1")
+            .filter(|rest| rest.starts_with('/'))
+            .unwrap_or(path),
+    );
+    let trace = crate::telemetry::get()
+        .filter(|_| !matches!(endpoint, "/healthz" | "/readyz" | "/metrics" | "/"))
+        .map(|telemetry| {
+            let id = req.headers().get(REQUEST_ID).and_then(|v| v.to_str().ok());
+            telemetry.server_span(
+                req.method(),
+                route_template(path, endpoint),
+                req.headers(),
+                id,
+            )
+        });
+    if let Some(trace) = &trace {
+        req.extensions_mut().insert(trace.clone());
+    }
+    // Made before anything can refuse the request, so every refusal of a
+    // model request (and a client that leaves) leaves a ledger row.
+    let guard =
+        model_endpoint(endpoint).map(|name| RefusalGuard::new(&app, &mut req, name, dialect));
+    let result = match requests_per_minute(&app, &req) {
+        Ok(()) => serve_endpoint(live, &app, endpoint, req).await,
+        Err(err) => Err(err),
+    };
+    let response = result.unwrap_or_else(|err| err.into_response_for(dialect));
+    if let Some(guard) = guard {
+        guard.answered(&response);
+    }
+    if let Some(trace) = trace {
+        trace.answered(response.status());
+    }
+    response
+}
+
+/// A path as spans name it: the endpoint as the caller wrote it (with or
+/// without `/v1`), `/v1/models/{model}`, or empty for anything else.
+fn route_template(path: &str, endpoint: &'static str) -> &'static str {
+    let v1 = path.starts_with("/v1/");
+    match ENDPOINTS
+        .iter()
+        .position(|e| *e == endpoint && !e.is_empty())
+    {
+        Some(at) if v1 => V1_ENDPOINTS[at],
+        Some(_) => endpoint,
+        None if one_model(path).is_some() => "/v1/models/{model}",
+        None => "",
+    }
+}
+
+/// Counts the request against its key's requests-per-minute limit (here,
+/// not in the auth layer, so a refusal of a model request has its row).
+fn requests_per_minute(app: &App, req: &Request<Incoming>) -> Result<(), GatewayError> {
+    match req.extensions().get::<Caller>() {
+        Some(caller) => app.rates.check_request(&caller.key),
+        None => Ok(()),
+    }
+}
+
+/// The endpoints that call models, by the name their ledger rows give.
+fn model_endpoint(endpoint: &str) -> Option<&'static str> {
+    Some(match endpoint {
+        "/chat/completions" => chat::Chat::NAME,
+        "/messages" => messages::Messages::NAME,
+        "/responses" => responses::Responses::NAME,
+        "/completions" => completions::Completions::NAME,
+        "/embeddings" => embeddings::Embeddings::NAME,
+        _ => return None,
+    })
+}
+
+async fn serve_endpoint(
+    live: &Live,
+    app: &App,
+    endpoint: &'static str,
+    req: Request<Incoming>,
+) -> Result<Response<Body>, GatewayError> {
+    // The admin API answers only the admin key, even about what it does
+    // not have or which methods it takes: which admin paths exist is not
+    // for others to probe.
+    let stats = endpoint == "/admin/stats" && dashboard::may_see(app, req.headers());
+    if is_admin_path(req.uri().path()) && !stats && !app.keys.is_admin(req.headers()) {
+        return Err(admin::unauthorized());
+    }
+    match endpoint {
+        "/chat/completions" => match allow(&req, Method::POST, "POST") {
+            Ok(()) => endpoint::serve::<chat::Chat>(app, req).await,
+            Err(err) => Err(err),
+        },
+        "/messages" => match allow(&req, Method::POST, "POST") {
+            Ok(()) => endpoint::serve::<messages::Messages>(app, req).await,
+            Err(err) => Err(err),
+        },
+        "/messages/count_tokens" => match allow(&req, Method::POST, "POST") {
+            Ok(()) => messages::count_tokens(app, req).await,
+            Err(err) => Err(err),
+        },
+        "/" if req.method() == Method::HEAD => Ok(health::live()),
+        // Boxed, as is embeddings: the two largest endpoint futures would
+        // otherwise set the size of (and be copied with) every request's.
+        "/responses" => match allow(&req, Method::POST, "POST") {
+            Ok(()) => Box::pin(responses::serve(app, req)).await,
+            Err(err) => Err(err),
+        },
+        "/completions" => match allow(&req, Method::POST, "POST") {
+            Ok(()) => endpoint::serve::<completions::Completions>(app, req).await,
+            Err(err) => Err(err),
+        },
+        "/embeddings" => match allow(&req, Method::POST, "POST") {
+            Ok(()) => Box::pin(endpoint::serve::<embeddings::Embeddings>(app, req)).await,
+            Err(err) => Err(err),
+        },
+        "/route/explain" => match allow(&req, Method::POST, "POST") {
+            Ok(()) => explain::serve(app, req).await,
+            Err(err) => Err(err),
+        },
+        "/models" => allow(&req, Method::GET, "GET")
+            .map(|()| models::list(app, req.extensions().get::<Caller>(), dialect_of(&req))),
+        "/admin/spend" => match allow(&req, Method::GET, "GET") {
+            Ok(()) => admin::spend(app, req).await,
+            Err(err) => Err(err),
+        },
+        "/admin/budgets" => match allow(&req, Method::GET, "GET") {
+            Ok(()) => admin::budgets(app, req).await,
+            Err(err) => Err(err),
+        },
+        "/admin/sessions" => match allow(&req, Method::GET, "GET") {
+            Ok(()) => admin::sessions(app, req).await,
+            Err(err) => Err(err),
+        },
+        "/admin/advice" => match allow(&req, Method::GET, "GET") {
+            Ok(()) => admin::advice(app, req).await,
+            Err(err) => Err(err),
+        },
+        "/admin/stats" => match allow(&req, Method::GET, "GET") {
+            Ok(()) => dashboard::stats(app, req).await,
+            Err(err) => Err(err),
+        },
+        "/admin/predictors" => {
+            allow(&req, Method::GET, "GET").and_then(|()| admin::predictors(app, &req))
+        }
+        "/admin/reload" => match allow(&req, Method::POST, "POST") {
+            Ok(()) => admin::reload(live).await,
+            Err(err) => Err(err),
+        },
+        "/healthz" => Ok(health::live()),
+        "/metrics" => allow(&req, Method::GET, "GET").map(|()| health::metrics(app, req.headers())),
+        "/readyz" => Ok(health::ready(app)),
+        _ => match one_model(req.uri().path()) {
+            Some(name) => allow(&req, Method::GET, "GET").and_then(|()| {
+                models::retrieve(
+                    app,
+                    req.extensions().get::<Caller>(),
+                    name,
+                    dialect_of(&req),
+                )
+            }),
+            None if dashboard::is_dashboard_path(req.uri().path()) => {
+                allow(&req, Method::GET, "GET").and_then(|()| dashboard::asset(app, &req))
+            }
+            None if is_stored_response(req.uri().path()) => Err(GatewayError::ResponsesNotStored),
+            None => Err(GatewayError::NotFound {
+                path: req.uri().path().to_owned(),
+            }),
+        },
+    }
+}
+
+fn dialect_of(req: &Request<Incoming>) -> Dialect {
+    Dialect::of_request(req.uri().path(), req.headers())
+}
+
+/// `/v1/responses/{id}` and below: a stored response, which Switchyard does
+/// not keep.
+fn is_stored_response(path: &str) -> bool {
+    let path = path.strip_prefix("/v1").unwrap_or(path);
+    path.strip_prefix("/responses/")
+        .is_some_and(|id| !id.is_empty())
+}
+
+/// The model a `/v1/models/{model}` path names (percent-decoding is not
+/// needed: model names are of a URL-safe alphabet).
+fn one_model(path: &str) -> Option<&str> {
+    let path = path.strip_prefix("/v1").unwrap_or(path);
+    path.strip_prefix("/models/")
+        .filter(|name| !name.is_empty())
+}
+
+fn is_admin_path(path: &str) -> bool {
+    let path = path.strip_prefix("/v1").unwrap_or(path);
+    path == "/admin" || path.starts_with("/admin/")
+}
+
+/// The paths served (after any `/v1`), as `'static` strings: the request
+/// itself moves into its endpoint, and a copy of its path would cost an
+/// allocation on every request.
+const ENDPOINTS: [&str; 19] = [
+    "/chat/completions",
+    "/messages",
+    "/messages/count_tokens",
+    "/",
+    "/responses",
+    "/completions",
+    "/embeddings",
+    "/route/explain",
+    "/models",
+    "/admin/spend",
+    "/admin/budgets",
+    "/admin/sessions",
+    "/admin/advice",
+    "/admin/stats",
+    "/admin/reload",
+    "/admin/predictors",
+    "/healthz",
+    "/metrics",
+    "/readyz",
+];
+
+/// [`ENDPOINTS`] as written under `/v1`.
+const V1_ENDPOINTS: [&str; 19] = [
+    "/v1/chat/completions",
+    "/v1/messages",
+    "/v1/messages/count_tokens",
+    "/v1/",
+    "/v1/responses",
+    "/v1/completions",
+    "/v1/embeddings",
+    "/v1/route/explain",
+    "/v1/models",
+    "/v1/admin/spend",
+    "/v1/admin/budgets",
+    "/v1/admin/sessions",
+    "/v1/admin/advice",
+    "/v1/admin/stats",
+    "/v1/admin/reload",
+    "/v1/admin/predictors",
+    "/v1/healthz",
+    "/v1/metrics",
+    "/v1/readyz",
+];
+
+fn known_endpoint(path: &str) -> &'static str {
+    ENDPOINTS.iter().copied().find(|e| *e == path).unwrap_or("")
+}
+
+fn allow(
+    req: &Request<Incoming>,
+    method: Method,
+    allowed: &'static str,
+) -> Result<(), GatewayError> {
+    if req.method() == method {
+        Ok(())
+    } else {
+        Err(GatewayError::MethodNotAllowed {
+            path: req.uri().path().to_owned(),
+            method: req.method().to_string(),
+            allowed,
+        })
+    }
+}

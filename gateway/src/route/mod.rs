@@ -1,0 +1,13 @@
+//! Routing: from a decoded request to the router crate's view of it
+//! (`view`, `prefix`, `encoder`), to a decision, and to the receipts that
+//! tell the caller what was decided (`receipts`). Predictors' outcomes for
+//! offline training are recorded here too (`outcomes`).
+//!
+//! May import: state, http, error, and the router crate. Not dispatch or
+//! settle: a decision is made before anything is called.
+
+pub mod encoder;
+pub mod outcomes;
+pub mod prefix;
+pub mod receipts;
+pub mod view;

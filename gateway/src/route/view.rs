@@ -1,0 +1,95 @@
+//! From a request to the router's view of it, and to a decision. The
+//! selection itself is the router crate's; this module feeds it.
+
+use http::{HeaderMap, HeaderName};
+use switchyard_policies::Profile;
+use switchyard_router::{Decision, RequestView, RouteError, Router};
+
+use crate::error::GatewayError;
+use crate::state::app::App;
+
+/// Names the request's use-case profile (chat, code, agentic, ...).
+pub static PROFILE_HEADER: HeaderName = HeaderName::from_static("x-switchyard-profile");
+
+/// Headers that carry a session id, most specific first: our own, Claude
+/// Code's, and Codex CLI's (`session-id` now, with its `thread-id` beside
+/// it; `session_id` in older versions).
+/// `HeaderName`s, not strings: a lookup by string parses the name first.
+const SESSION_HEADERS: [HeaderName; 4] = [
+    HeaderName::from_static("x-session-id"),
+    HeaderName::from_static("x-claude-code-session-id"),
+    HeaderName::from_static("session-id"),
+    HeaderName::from_static("session_id"),
+];
+
+/// What the request body itself says about who calls and for what.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct BodyHints<'a> {
+    /// `user` or `metadata.user_id`.
+    pub user: Option<&'a str>,
+    /// `metadata.profile`.
+    pub profile: Option<&'a str>,
+}
+
+/// Completes an endpoint's view of a request with what every endpoint
+/// shares: the session, the profile, and the headers rules read.
+pub fn complete_view<'a>(
+    mut view: RequestView<'a>,
+    headers: &'a HeaderMap,
+    hints: BodyHints<'a>,
+    router: &'a Router,
+) -> Result<RequestView<'a>, GatewayError> {
+    view.session = SESSION_HEADERS
+        .iter()
+        .find_map(|name| headers.get(name).and_then(|v| v.to_str().ok()))
+        .or(hints.user)
+        .filter(|s| !s.is_empty());
+    view.profile = profile(headers, hints)?;
+    view.headers = router
+        .header_names()
+        .iter()
+        .filter_map(|name| Some((name.as_str(), headers.get(name.as_str())?.to_str().ok()?)))
+        .collect();
+    Ok(view)
+}
+
+/// The profile named by the header or, failing that, the body's metadata.
+fn profile(headers: &HeaderMap, hints: BodyHints<'_>) -> Result<Option<Profile>, GatewayError> {
+    let (named, param) = match headers.get(&PROFILE_HEADER) {
+        Some(value) => (Some(value.to_str().unwrap_or("")), PROFILE_HEADER.as_str()),
+        None => (hints.profile, "metadata.profile"),
+    };
+    let Some(named) = named else { return Ok(None) };
+    Profile::from_name(named)
+        .map(Some)
+        .ok_or_else(|| GatewayError::InvalidField {
+            param: param.to_owned(),
+            message: format!(
+                "unknown profile `{named}`; valid profiles: {}",
+                Profile::names().join(", ")
+            ),
+        })
+}
+
+impl App {
+    pub fn decide(&self, view: &RequestView<'_>) -> Result<Decision, GatewayError> {
+        self.router
+            .decide(view, rand::random::<f64>())
+            .map_err(route_error)
+    }
+}
+
+pub fn route_error(err: RouteError) -> GatewayError {
+    match err {
+        RouteError::UnknownModel { model, available } => {
+            GatewayError::UnknownModel { model, available }
+        }
+        RouteError::ContextTooLong {
+            needed,
+            largest_window,
+        } => GatewayError::ContextTooLong {
+            needed,
+            largest_window,
+        },
+    }
+}

@@ -1,0 +1,171 @@
+//! Rows for model requests that no backend call recorded: refused before
+//! any backend was called (rate limit, budget, open breaker, full queue,
+//! a request the gateway cannot take) or dropped because the client left
+//! first. Every model request then has a row, whatever path refused it,
+//! without each refusal remembering to write one: the guard is made as the
+//! request comes in, and a request record made for it stands it down.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Instant;
+
+use http::{HeaderValue, Request, Response};
+use switchyard_policies::{PromptClass, TokenCounts};
+use switchyard_router::Decision;
+
+use crate::admit::access::Caller;
+use crate::dispatch::request_context::{header_text, request_ids};
+use crate::error::{Dialect, ErrorNote};
+use crate::http::Body;
+use crate::ledger::{LedgerRow, now_ms};
+use crate::state::app::App;
+
+/// Shared by a request's guard and its records: whether a record has
+/// taken over its row, and where routing sent it (for the refusal's row).
+pub struct Accounted {
+    recorded: AtomicBool,
+    decided: std::sync::OnceLock<(Option<Arc<str>>, usize)>,
+    /// When the handler took the request, and whether its first call has
+    /// measured the gateway's time before it.
+    arrived: Instant,
+    overhead_measured: AtomicBool,
+}
+
+impl Accounted {
+    fn new() -> Self {
+        Accounted {
+            recorded: AtomicBool::new(false),
+            decided: std::sync::OnceLock::new(),
+            arrived: Instant::now(),
+            overhead_measured: AtomicBool::new(false),
+        }
+    }
+
+    /// The time since the request arrived, for its first backend call only
+    /// (a retry's or fallback's would count the calls before it).
+    pub fn first_call_overhead(&self) -> Option<std::time::Duration> {
+        (!self.overhead_measured.swap(true, Ordering::Relaxed)).then(|| self.arrived.elapsed())
+    }
+
+    /// A backend call of the request has a record, which writes a row
+    /// however the call ends.
+    pub fn recorded(&self) {
+        self.recorded.store(true, Ordering::Release);
+    }
+
+    /// The request was routed: its route and first-choice backend.
+    pub fn decided(&self, app: &App, decision: &Decision) {
+        let route = decision.route.map(|r| app.router.shared_route_name(r));
+        let _ = self.decided.set((route, decision.primary()));
+    }
+}
+
+/// Writes a model request's row if nothing else does: when it is answered
+/// with an error no record covers, or dropped unanswered (the client left).
+pub struct RefusalGuard {
+    app: Arc<App>,
+    accounted: Arc<Accounted>,
+    endpoint: &'static str,
+    dialect: Dialect,
+    caller: Option<Caller>,
+    request_id: Option<HeaderValue>,
+    client_request_id: Option<HeaderValue>,
+    ts_ms: i64,
+    started: Instant,
+    answered: bool,
+}
+
+impl RefusalGuard {
+    /// A guard for a model request, whose records find its `Accounted` in
+    /// the request's extensions.
+    pub fn new<B>(
+        app: &Arc<App>,
+        req: &mut Request<B>,
+        endpoint: &'static str,
+        dialect: Dialect,
+    ) -> Self {
+        let accounted = Arc::new(Accounted::new());
+        req.extensions_mut().insert(accounted.clone());
+        let (request_id, client_request_id) = request_ids(req.headers(), req.extensions());
+        RefusalGuard {
+            app: app.clone(),
+            accounted,
+            endpoint,
+            dialect,
+            caller: req.extensions().get::<Caller>().cloned(),
+            request_id,
+            client_request_id,
+            ts_ms: now_ms(),
+            started: Instant::now(),
+            answered: false,
+        }
+    }
+
+    /// The request is answered with `response`: an error answer no record
+    /// covers becomes a refusal row.
+    pub fn answered(mut self, response: &Response<Body>) {
+        self.answered = true;
+        if let Some(note) = response.extensions().get::<ErrorNote>() {
+            self.write(note.kind, &note.message);
+        }
+    }
+
+    fn write(&self, status: &'static str, why: &str) {
+        if self.accounted.recorded.load(Ordering::Acquire) {
+            return;
+        }
+        let (route, backend) = match self.accounted.decided.get() {
+            Some((route, index)) => {
+                let backend = &self.app.backends[*index];
+                (route.clone(), Some(backend))
+            }
+            None => (None, None),
+        };
+        let key = self.caller.as_ref().map(|c| &c.key);
+        let row = LedgerRow {
+            ts_ms: self.ts_ms,
+            request_id: header_text(self.request_id.as_ref()),
+            client_request_id: header_text(self.client_request_id.as_ref()),
+            key: key.map(|k| k.name.clone()),
+            team: key.and_then(|k| k.team.clone()),
+            route,
+            backend: backend.map(|b| b.name.clone()).unwrap_or_default(),
+            tier: backend.map_or("", |b| b.tier.as_str()),
+            profile: None,
+            dialect: self.dialect.name(),
+            endpoint: self.endpoint,
+            tokens: TokenCounts::default(),
+            cost_usd: 0.0,
+            counterfactual_usd: 0.0,
+            ttft_ms: None,
+            predicted_ttft_ms: None,
+            decode_tokens_per_s: None,
+            duration_ms: self.started.elapsed().as_secs_f64() * 1000.0,
+            status,
+            refusal: Some(why.to_owned()),
+            reason: "refused",
+            hedge: false,
+            fallback: false,
+            cache_hit: false,
+            estimated: false,
+            prompt_class: PromptClass::Prose,
+            drafts: None,
+            expected_cached_tokens: 0,
+            service_tier: None,
+            unpriced: false,
+            session: None,
+            tool_results: false,
+            queued_ms: 0.0,
+        };
+        self.app.metrics.refused(status);
+        self.app.ledger.write_detached(row);
+    }
+}
+
+impl Drop for RefusalGuard {
+    fn drop(&mut self) {
+        if !self.answered {
+            self.write("cancelled", "the client left before an answer");
+        }
+    }
+}
