@@ -6,8 +6,9 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use switchyard_policies::{Auth, OnExhausted, OnUnavailable, SpendLimit, SpendScope, VirtualKey};
+use switchyard_policies::{Auth, OnUnavailable, SpendLimit, SpendScope, VirtualKey};
 
+use crate::admit::access::exhausted::Exhausted;
 use crate::admit::access::shared::{RateTicket, Refusal, SharedBudgets, SharedHold, StateError};
 use crate::admit::access::{Caller, RateLimits};
 use crate::error::GatewayError;
@@ -108,49 +109,6 @@ pub enum Refused {
     Limited(GatewayError),
     /// Redis is away and `on_unavailable` is `fail_closed`.
     Unavailable,
-}
-
-/// Why a request may not spend: the budget, and the numbers that refused it.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Exhausted {
-    pub holder: String,
-    pub on_exhausted: OnExhausted,
-    /// `daily` or `monthly`.
-    pub period: &'static str,
-    pub limit_usd: f64,
-    /// Spent in the period plus what requests in flight hold.
-    pub committed_usd: f64,
-    /// The most this request could cost, which it would have had to hold.
-    pub request_usd: f64,
-}
-
-impl std::fmt::Display for Exhausted {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let (holder, period, limit) = (&self.holder, self.period, usd(self.limit_usd));
-        let left = self.limit_usd - self.committed_usd;
-        if left <= 1e-12 {
-            write!(
-                f,
-                "budget `{holder}` is spent: {} of its {limit} {period} limit is spent or held by requests in flight; raise it or wait for the next period",
-                usd(self.committed_usd)
-            )
-        } else {
-            write!(
-                f,
-                "budget `{holder}` cannot cover this request: it may cost up to {}, and {} of its {limit} {period} limit remains (the rest is spent or held by requests in flight); ask for fewer tokens or wait for the next period",
-                usd(self.request_usd),
-                usd(left)
-            )
-        }
-    }
-}
-
-/// Dollars with enough places to show a fraction of a cent.
-fn usd(amount: f64) -> String {
-    let text = format!("{amount:.6}");
-    let text = text.trim_end_matches('0');
-    let places = text.split_once('.').map_or(0, |(_, p)| p.len());
-    format!("${text}{}", "0".repeat(2usize.saturating_sub(places)))
 }
 
 fn slot(cloud: bool) -> [bool; 2] {
@@ -494,6 +452,7 @@ impl Drop for LocalHold {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use switchyard_policies::OnExhausted;
     use switchyard_policies::Team;
 
     fn key(budget: SpendLimit) -> (Arc<Budgets>, VirtualKey) {

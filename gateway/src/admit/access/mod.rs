@@ -4,6 +4,7 @@
 
 mod assemble;
 mod budget;
+mod exhausted;
 mod keys;
 mod layer;
 mod rate;
@@ -11,8 +12,9 @@ mod shared;
 
 pub use crate::admit::access::assemble::{Previous, assemble};
 pub use crate::admit::access::budget::{
-    Budgets, Exhausted, Refused, Reservation, civil_from_days, period_starts,
+    Budgets, Refused, Reservation, civil_from_days, period_starts,
 };
+pub use crate::admit::access::exhausted::Exhausted;
 pub use crate::admit::access::keys::{Caller, KeyStore, X_API_KEY, hash_key};
 pub use crate::admit::access::layer::AuthLayer;
 pub use crate::admit::access::rate::RateLimits;

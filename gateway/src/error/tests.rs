@@ -1,0 +1,87 @@
+use http::StatusCode;
+use http::header::RETRY_AFTER;
+use serde_json::json;
+use switchyard_adapters::AdapterError;
+
+use super::kinds::*;
+
+#[test]
+fn upstream_client_errors_keep_the_backends_code() {
+    let err = GatewayError::Upstream(AdapterError::Status {
+        status: 400,
+        message: "too long".into(),
+        body: Some(
+            json!({"message": "too long", "type": "invalid_request_error", "code": "context_length_exceeded"}),
+        ),
+    });
+    let object = err.error_object();
+    assert_eq!(object["code"], "context_length_exceeded");
+    assert_eq!(err.into_response().status(), StatusCode::BAD_REQUEST);
+}
+
+#[test]
+fn a_backends_words_never_reach_the_caller() {
+    let leaky = "invalid key sk-proj-1234567890 at http://10.1.2.3:8000/internal";
+    let errors = [
+        AdapterError::Status {
+            status: 400,
+            message: leaky.into(),
+            body: Some(json!({"message": leaky, "type": leaky, "code": "bad_thing"})),
+        },
+        AdapterError::Status {
+            status: 500,
+            message: leaky.into(),
+            body: None,
+        },
+        AdapterError::Status {
+            status: 401,
+            message: leaky.into(),
+            body: Some(json!({"message": leaky, "type": "authentication_error"})),
+        },
+        AdapterError::Connect {
+            message: leaky.into(),
+        },
+        AdapterError::Reset {
+            message: leaky.into(),
+        },
+        AdapterError::Protocol {
+            message: leaky.into(),
+        },
+    ];
+    for err in errors {
+        let err = GatewayError::Upstream(err);
+        for body in [
+            err.error_object().to_string(),
+            err.anthropic_error_object().to_string(),
+        ] {
+            assert!(
+                !body.contains("sk-proj") && !body.contains("10.1.2.3"),
+                "{body}"
+            );
+        }
+    }
+}
+
+#[test]
+fn refused_gateway_credentials_are_a_502() {
+    for status in [401, 403] {
+        let err = GatewayError::Upstream(AdapterError::Status {
+            status,
+            message: "Incorrect API key provided: sk-abc***xyz".into(),
+            body: None,
+        });
+        assert_eq!(err.kind(), "upstream_auth");
+        assert_eq!(err.error_object()["code"], "upstream_credentials_refused");
+        assert_eq!(err.into_response().status(), StatusCode::BAD_GATEWAY);
+    }
+}
+
+#[test]
+fn overload_says_when_to_retry() {
+    let response = GatewayError::Overloaded {
+        what: "full".into(),
+    }
+    .into_response();
+    assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(response.headers()[RETRY_AFTER], "1");
+}
