@@ -187,7 +187,8 @@ def analyse(crate):
                 if public:
                     mod.reexports.append(target)
         local_names[key] = names
-        for m in INLINE.finditer(text):
+        # Inline paths, outside `use` lines (whose `a::{` prefixes name no item).
+        for m in INLINE.finditer(USE.sub("", text)):
             mod.uses.append(absolute(m.group(1), key))
         # Paths through a name brought in by `use`: `handlers::parse_since`.
         for alias, target in names.items():

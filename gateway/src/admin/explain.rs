@@ -7,7 +7,7 @@ use switchyard_adapters::types::{ChatRequest, ChatResponse};
 use switchyard_router::learned::Sample;
 use switchyard_router::{AnswerSummary, Decision, Explanation, RequestView, Router};
 
-use crate::dispatch::pipeline::Endpoint;
+use crate::dispatch::endpoint::Endpoint;
 use crate::error::GatewayError;
 use crate::http::{Body, json_response, parse_json};
 use crate::ingress::chat::Chat;

@@ -7,9 +7,9 @@ use http::{HeaderValue, Response, StatusCode};
 use http_body_util::{BodyExt, Full};
 use serde_json::json;
 
+use crate::admin::scrape::{Scrape, content_type};
 use crate::error::GatewayError;
 use crate::http::{Body, json_response};
-use crate::metrics::{Scrape, content_type};
 use crate::state::app::App;
 
 /// The process is up and answering.

@@ -9,3 +9,4 @@ pub mod dashboard;
 pub mod explain;
 pub mod health;
 pub mod models;
+pub mod scrape;

@@ -5,8 +5,7 @@
 //! marked `hedge` in the ledger. Each key's hedged spend per day is capped
 //! by the worst case of the hedges it started.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 use switchyard_adapters::upstream::with_trace_context;
 use switchyard_router::latency::LatencyStore;
@@ -16,10 +15,9 @@ use switchyard_adapters::{AdapterError, Provider};
 
 use crate::admit::access::Caller;
 use crate::admit::admission::{Size, admit_call, worst_cost};
-use crate::dispatch::pipeline::{Answer, Endpoint};
+use crate::dispatch::endpoint::{Answer, Endpoint};
 use crate::dispatch::request_context::RequestContext;
 use crate::error::GatewayError;
-use crate::ledger::now_ms;
 use crate::settle::billed_fields::SentTier;
 use crate::settle::record::RequestRecord;
 use crate::state::app::{Admission, App};
@@ -32,37 +30,6 @@ pub struct Leg {
     pub backend: usize,
     pub record: RequestRecord,
     pub admission: Admission,
-}
-
-/// Hedged spend per key today, counted as the worst case of each hedge.
-#[derive(Default)]
-pub struct HedgeSpend {
-    by_key: Mutex<HashMap<String, (i64, f64)>>,
-}
-
-impl HedgeSpend {
-    /// Takes `amount` from the key's daily hedge allowance, if it fits.
-    fn take(&self, key: &str, amount: f64, cap: f64) -> bool {
-        let today = now_ms().div_euclid(86_400_000);
-        let mut spend = self.by_key.lock().unwrap_or_else(|p| p.into_inner());
-        let entry = spend.entry(key.to_owned()).or_insert((today, 0.0));
-        if entry.0 != today {
-            *entry = (today, 0.0);
-        }
-        if entry.1 + amount > cap {
-            return false;
-        }
-        entry.1 += amount;
-        true
-    }
-
-    /// Gives back what `take` took for a hedge that did not start.
-    fn refund(&self, key: &str, amount: f64) {
-        let mut spend = self.by_key.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(entry) = spend.get_mut(key) {
-            entry.1 = (entry.1 - amount).max(0.0);
-        }
-    }
 }
 
 /// Calls a backend and waits until it has produced output: the whole answer,

@@ -7,10 +7,14 @@
 //!
 //! May import: admit, route, settle, state, http, error.
 
+pub mod attempts;
+pub mod endpoint;
 pub mod engine;
 pub mod hedge;
+pub mod hedge_spend;
 pub mod pipeline;
 pub mod prompt_cache;
 pub mod request_context;
 pub mod response_cache;
+pub mod response_store;
 pub mod stream;

@@ -15,48 +15,19 @@ use bytes::Bytes;
 use futures_util::StreamExt;
 use http::Response;
 use http::request::Parts;
-use moka::sync::Cache;
 use switchyard_adapters::types::{ChatChunk, ChatRequest, ChatResponse};
-use switchyard_policies::{CacheShare, ResponseCacheSettings};
+use switchyard_policies::CacheShare;
 use switchyard_router::Decision;
 use xxhash_rust::xxh3::xxh3_128;
 
 use crate::admit::access::Caller;
-use crate::dispatch::pipeline::Endpoint;
+use crate::dispatch::endpoint::Endpoint;
 use crate::dispatch::request_context::RequestContext;
+use crate::dispatch::response_store::{Cached, CachedAnswer, ResponseCache};
 use crate::dispatch::stream;
 use crate::http::{Body, sse_response};
 use crate::settle::record::RequestRecord;
 use crate::state::app::App;
-
-/// A kept answer and the backend that gave it, by name: a cache outlives a
-/// config reload, and backends' numbers change with the config.
-pub struct Cached {
-    pub answer: CachedAnswer,
-    pub backend: Arc<str>,
-}
-
-pub enum CachedAnswer {
-    Whole(Box<ChatResponse>),
-    Stream(Vec<ChatChunk>),
-}
-
-pub struct ResponseCache {
-    entries: Cache<u128, Arc<Cached>>,
-    settings: ResponseCacheSettings,
-}
-
-impl ResponseCache {
-    pub fn new(settings: ResponseCacheSettings) -> Self {
-        ResponseCache {
-            entries: Cache::builder()
-                .max_capacity(settings.max_entries)
-                .time_to_live(settings.ttl)
-                .build(),
-            settings,
-        }
-    }
-}
 
 /// One request's place in its route's cache.
 pub struct Slot {

@@ -15,7 +15,7 @@ use switchyard_adapters::responses::ResponseStream;
 use switchyard_adapters::sse::{DONE, data_event, named_event};
 use switchyard_adapters::types::ChatChunk;
 
-use crate::dispatch::pipeline::Endpoint;
+use crate::dispatch::endpoint::Endpoint;
 use crate::dispatch::response_cache::Slot;
 use crate::error::GatewayError;
 use crate::settle::record::RequestRecord;

@@ -12,7 +12,7 @@ use switchyard_adapters::{AdapterError, Provider};
 use switchyard_router::prefix::PrefixChain;
 use switchyard_router::{AnswerSummary, RequestView};
 
-use crate::dispatch::pipeline::{Chunks, Endpoint};
+use crate::dispatch::endpoint::{Chunks, Endpoint};
 use crate::dispatch::stream::OpenAiEvents;
 use crate::error::{Dialect, GatewayError};
 use crate::http::{Body, json_bytes_response, json_response};

@@ -11,7 +11,7 @@ use switchyard_adapters::{AdapterError, Provider};
 use switchyard_router::prefix::PrefixChain;
 use switchyard_router::{AnswerSummary, RequestView};
 
-use crate::dispatch::pipeline::{Chunks, Endpoint};
+use crate::dispatch::endpoint::{Chunks, Endpoint};
 use crate::dispatch::stream::OpenAiEvents;
 use crate::error::{Dialect, GatewayError};
 use crate::route::view::BodyHints;

@@ -13,7 +13,7 @@ use switchyard_adapters::types::{EmbeddingRequest, EmbeddingResponse, Extra, Tim
 use switchyard_adapters::{AdapterError, Provider, tokens};
 use switchyard_router::{AnswerSummary, RequestView};
 
-use crate::dispatch::pipeline::{Chunks, Endpoint};
+use crate::dispatch::endpoint::{Chunks, Endpoint};
 use crate::dispatch::stream::OpenAiEvents;
 use crate::error::{Dialect, GatewayError};
 use crate::http::{Body, json_response};

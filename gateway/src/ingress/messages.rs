@@ -15,7 +15,7 @@ use switchyard_adapters::types::{ChatChunk, ChatRequest, ChatResponse, Extra, Ti
 use switchyard_adapters::{AdapterError, Provider};
 use switchyard_router::{AnswerSummary, RequestView};
 
-use crate::dispatch::pipeline::{Chunks, Endpoint};
+use crate::dispatch::endpoint::{Chunks, Endpoint};
 use crate::dispatch::stream::AnthropicEvents;
 use crate::error::{Dialect, GatewayError};
 use crate::http::{Body, json_response, parse_json};

@@ -14,7 +14,8 @@ use crate::state::app::App;
 use crate::state::live::Live;
 
 use crate::admin::{api as admin, dashboard, explain, health, models};
-use crate::dispatch::pipeline::{self as endpoint, Endpoint};
+use crate::dispatch::endpoint::Endpoint;
+use crate::dispatch::pipeline as endpoint;
 use crate::ingress::{chat, completions, embeddings, messages, responses};
 use crate::settle::refusal::RefusalGuard;
 

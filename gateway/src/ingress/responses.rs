@@ -26,7 +26,8 @@ use switchyard_router::{AnswerSummary, Decision, RequestView};
 
 use crate::admit::access::Caller;
 use crate::admit::admission::{Size, admit_call, admit_request, check_direct, for_caller};
-use crate::dispatch::pipeline::{Chunks, Endpoint, decide, serve_decided};
+use crate::dispatch::endpoint::{Chunks, Endpoint};
+use crate::dispatch::pipeline::{decide, serve_decided};
 use crate::dispatch::request_context::RequestContext;
 use crate::dispatch::stream::ResponsesEvents;
 use crate::error::{Dialect, GatewayError};

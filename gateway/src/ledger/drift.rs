@@ -63,7 +63,7 @@ pub fn drift(conn: &Connection, since_ms: i64, recent_ms: i64) -> rusqlite::Resu
                 "SELECT backend, ts_ms >= ?2, CAST(status IN ({}) AS REAL)
                  FROM requests
                  WHERE ts_ms >= ?1 AND backend != '' AND reason != 'refused' AND NOT cache_hit",
-                crate::settle::record::UPSTREAM_FAILURES
+                crate::ledger::UPSTREAM_FAILURES
                     .map(|status| format!("'{status}'"))
                     .join(", ")
             ),

@@ -7,6 +7,7 @@
 
 mod attainment;
 mod drift;
+mod entry;
 mod postgres;
 mod report;
 mod row;
@@ -23,58 +24,20 @@ use std::time::Duration;
 pub use crate::ledger::attainment::{
     AttainmentDimension, AttainmentReport, attainment_lines, attainment_report, route_budgets,
 };
+pub use crate::ledger::entry::{Entry, NotCommitted, WriterHealth, Written};
 /// The spend report from PostgreSQL (`Ledger::spend_report` for a running ledger).
 pub use crate::ledger::postgres::spend_report as postgres_spend_report;
 pub use crate::ledger::postgres::{Postgres, snapshot};
 pub use crate::ledger::report::{
     Dimension, SpendLine, SpendReport, now_ms, spend_report, spend_since,
 };
-pub use crate::ledger::row::{Drafts, LedgerRow};
+pub use crate::ledger::row::{Drafts, LedgerRow, UPSTREAM_FAILURES};
 pub use crate::ledger::sessions::{SessionLine, SessionsReport, sessions_report};
 pub use crate::ledger::stats::{LedgerStats, Window, ledger_stats};
 use futures_util::future::{BoxFuture, Either};
 use switchyard_policies::{Durability, LedgerSettings, OnSpoolFull};
 use tokio::sync::mpsc::error::TrySendError;
 use tokio::sync::{Notify, mpsc, oneshot};
-
-/// What goes to the writer: a row and, in strict mode, who waits for it
-/// (told whether the row was committed).
-struct Entry {
-    row: LedgerRow,
-    committed: Option<oneshot::Sender<bool>>,
-    /// When the row was handed to the writer: its commit lag starts here.
-    queued: std::time::Instant,
-}
-
-/// How the writer keeps up, for `/metrics`.
-#[derive(Debug)]
-pub struct WriterHealth {
-    /// From a row's handing to the writer to its commit.
-    pub commit_lag: prometheus_client::metrics::histogram::Histogram,
-    /// Rows whose commit failed twice (logged whole).
-    pub lost: prometheus_client::metrics::counter::Counter,
-}
-
-impl WriterHealth {
-    fn new() -> Self {
-        WriterHealth {
-            // 1 ms to about 33 s.
-            commit_lag: prometheus_client::metrics::histogram::Histogram::new(
-                prometheus_client::metrics::histogram::exponential_buckets(0.001, 2.0, 16),
-            ),
-            lost: Default::default(),
-        }
-    }
-}
-
-/// A row that strict durability required committed was not: the request
-/// it records must not be answered as a success.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct NotCommitted;
-
-/// Where a row stands once `Ledger::write` is done with it: committed (in
-/// strict mode) or queued for the next group commit.
-pub type Written = Result<(), NotCommitted>;
 
 /// Where `Ledger::write` got with a row before any waiting.
 enum Queued {

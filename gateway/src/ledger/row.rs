@@ -70,3 +70,15 @@ pub struct Drafts {
     pub drafted: u64,
     pub accepted: u64,
 }
+
+/// The outcomes that are the backend's own failures: what trips its
+/// breaker, and what the budgets report counts as failed calls.
+pub const UPSTREAM_FAILURES: [&str; 7] = [
+    "upstream_connect",
+    "upstream_auth",
+    "upstream_reset",
+    "upstream_protocol",
+    "upstream_timeout",
+    "upstream_overloaded",
+    "upstream_error",
+];

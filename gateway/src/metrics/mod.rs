@@ -8,8 +8,7 @@
 
 mod buckets;
 mod drift;
-mod families;
-mod scrape;
+pub(crate) mod families;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -23,7 +22,6 @@ use crate::metrics::families::{
     BackendLabel, Class, Families, FloatCounter, GenAi, GenAiOutcome, GenAiTokens, Holder, Kind,
     Lookup, Outcome, ReloadOutcome, Role, Routed, TokenKind,
 };
-pub use crate::metrics::scrape::{Scrape, content_type};
 
 pub use crate::metrics::drift::DRIFT_THRESHOLD;
 
@@ -179,7 +177,7 @@ impl BackendSeries {
 /// the next config on reload (per backend name), so a reload never sets a
 /// counter back.
 pub struct Metrics {
-    families: Arc<Families>,
+    pub(crate) families: Arc<Families>,
     backends: Vec<Arc<BackendSeries>>,
     /// Spend per configured key, looked up by name (a few string
     /// comparisons; hashing the name cost more).

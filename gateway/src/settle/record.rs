@@ -22,6 +22,7 @@ use crate::admit::access::{RateLimits, Reservation};
 use crate::admit::breaker::{Blame, Breaker};
 use crate::dispatch::request_context::{RequestContext, header_text};
 use crate::error::GatewayError;
+use crate::ledger::UPSTREAM_FAILURES;
 use crate::ledger::{Drafts, Ledger, LedgerRow, NotCommitted};
 use crate::metrics::{CallFacts, Metrics};
 use crate::settle::billed_fields::SentTier;
@@ -32,18 +33,6 @@ use crate::telemetry::{AnswerMeta, AttemptSpan};
 /// ledger; an error when strict durability's commit failed.
 pub type RowWritten =
     Either<Ready<Result<(), GatewayError>>, BoxFuture<'static, Result<(), GatewayError>>>;
-
-/// The outcomes that are the backend's own failures: what trips its
-/// breaker, and what the budgets report counts as failed calls.
-pub const UPSTREAM_FAILURES: [&str; 7] = [
-    "upstream_connect",
-    "upstream_auth",
-    "upstream_reset",
-    "upstream_protocol",
-    "upstream_timeout",
-    "upstream_overloaded",
-    "upstream_error",
-];
 
 /// Output text held before it is counted (see `RequestRecord::output`).
 const OUTPUT_COUNT_BYTES: usize = 64 * 1024;

@@ -24,9 +24,9 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use crate::admit::access::{Budgets, KeyStore, RateLimits, RedisStore};
 use crate::admit::breaker::Breaker;
-use crate::dispatch::hedge::HedgeSpend;
+use crate::dispatch::hedge_spend::HedgeSpend;
 use crate::dispatch::prompt_cache::PromptCache;
-use crate::dispatch::response_cache::ResponseCache;
+use crate::dispatch::response_store::ResponseCache;
 use crate::error::GatewayError;
 use crate::http::server::ConnectionLimits;
 use crate::http::{BodyLimits, read_json_body};

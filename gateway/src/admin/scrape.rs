@@ -1,4 +1,4 @@
-//! One scrape: the recorded series, then what is true now (breakers,
+//! `GET /metrics`, one scrape: the recorded series, then what is true now (breakers,
 //! queues, speculation, budgets, the ledger's backlog, span export), read
 //! from the running config into a registry made for this scrape.
 

@@ -1,0 +1,459 @@
+//! Trying a decision's backends in order: fallbacks on failures before the
+//! first byte, escalation for cascades, local backends when the cloud budget
+//! is spent; each try reserves its worst-case cost first and is recorded.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use switchyard_adapters::upstream::with_trace_context;
+
+use futures_util::StreamExt;
+use http::Response;
+use switchyard_adapters::AdapterError;
+use switchyard_policies::OnExhausted;
+use switchyard_router::{AnswerSummary, Decision, Reason, failed_check};
+
+use crate::admit::admission::{self, NotAdmitted, Size};
+use crate::dispatch::endpoint::{Answer, Chunks, Endpoint};
+use crate::dispatch::engine;
+use crate::dispatch::hedge::{self, Leg};
+use crate::dispatch::prompt_cache::{self, PromptCache};
+use crate::dispatch::request_context::{PromptSource, RequestContext};
+use crate::dispatch::response_cache::Slot;
+use crate::dispatch::stream::{self};
+use crate::error::GatewayError;
+use crate::http::{Body, sse_response};
+use crate::route::receipts::{CacheUse, Served};
+use crate::settle::billed_fields::{self, SentTier};
+use crate::settle::record::RequestRecord;
+use crate::state::app::{Admission, App};
+
+/// A decoded request, shared by the tries that each send a copy of it and
+/// by the request's records, which count its prompt only if a backend
+/// reports no usage.
+pub(crate) struct Shared<E: Endpoint>(pub(crate) E::Request);
+
+impl<E: Endpoint> PromptSource for Shared<E> {
+    fn prompt_for_count(&self) -> (String, usize) {
+        E::prompt_for_count(&self.0)
+    }
+    fn sampling(&self) -> (Option<f64>, Option<f64>) {
+        E::sampling(&self.0)
+    }
+}
+
+/// Local backends to serve a request whose cloud budget is spent: the
+/// decision's own local targets first, then every other local backend.
+pub(crate) fn local_targets(app: &App, decision: &Decision, tried: &[usize]) -> VecDeque<usize> {
+    let locals = decision
+        .targets
+        .iter()
+        .copied()
+        .chain(0..app.backends.len());
+    let mut out: VecDeque<usize> = VecDeque::new();
+    for index in locals {
+        if !app.backends[index].is_cloud() && !tried.contains(&index) && !out.contains(&index) {
+            out.push_back(index);
+        }
+    }
+    out
+}
+
+/// Tries the decision's backends in order until one answers. A retryable
+/// failure before anything reached the client moves on to the next
+/// (fallback); in a cascade, an answer failing a check does too. Each try
+/// reserves its worst-case cost against the caller's budgets first.
+pub(crate) async fn dispatch<E: Endpoint>(
+    app: &App,
+    decision: &Decision,
+    request: Arc<Shared<E>>,
+    context: Arc<RequestContext>,
+    size: Size,
+    mut slot: Option<Slot>,
+) -> (Result<Response<Body>, GatewayError>, Served) {
+    let cascade = app
+        .router
+        .cascade(decision)
+        .filter(|_| E::CHECKED_BY_CASCADES);
+    let streaming = E::is_stream(&request.0);
+    let mut served = Served::first_choice(decision);
+    let mut last_error = None;
+    let mut targets: VecDeque<usize> = decision.targets.iter().copied().collect();
+    let mut tried: Vec<usize> = Vec::new();
+    let retries = app.router.retries(decision.route);
+    let mut retries_used = 0;
+    while let Some(backend_index) = targets.pop_front() {
+        let is_last = targets.is_empty();
+        // A retry of the same backend keeps the reason; moving on is a fallback.
+        let retrying = tried.last() == Some(&backend_index);
+        if !retrying {
+            retries_used = 0;
+            if !tried.is_empty()
+                && !matches!(
+                    served.reason,
+                    Reason::CascadeEscalated | Reason::BudgetDowngrade
+                )
+            {
+                served.reason = Reason::Fallback;
+            }
+            tried.push(backend_index);
+        }
+        served.backend = backend_index;
+        let admitted = admission::admit_call(
+            app,
+            context.caller.as_ref(),
+            backend_index,
+            (size, &context.shape(app, backend_index)),
+            decision.features.prefix.as_deref(),
+            decision.features.tenant,
+        )
+        .await;
+        let (reservation, mut admission) = match admitted {
+            Ok(admitted) => admitted,
+            Err(NotAdmitted::Budget(exhausted))
+                if exhausted.on_exhausted == OnExhausted::Downgrade
+                    && app.backends[backend_index].is_cloud() =>
+            {
+                targets = local_targets(app, decision, &tried);
+                served.reason = Reason::BudgetDowngrade;
+                last_error = Some(exhausted.into());
+                continue;
+            }
+            Err(NotAdmitted::Budget(exhausted)) => return (Err(exhausted.into()), served),
+            // An open circuit or a full backend: the next backend may take it.
+            Err(NotAdmitted::Unavailable(err)) if !is_last => {
+                last_error = Some(err);
+                continue;
+            }
+            Err(NotAdmitted::Unavailable(err) | NotAdmitted::Refused(err)) => {
+                return (Err(err), served);
+            }
+        };
+        let backend = &app.backends[backend_index];
+        // Each try sends its own copy: the original stays for the next try
+        // and for the records.
+        let (mut req, tier) = prepared::<E>(
+            app,
+            decision,
+            backend_index,
+            request.0.clone(),
+            Some(&admission),
+        );
+        let predicted = (backend_index == decision.primary()).then_some(decision.predicted_ttft_ms);
+        let mut record = RequestRecord::new(
+            app,
+            context.clone(),
+            backend_index,
+            served.reason,
+            reservation,
+            &admission,
+            predicted,
+        );
+        record.sent_tier(tier);
+        served.cache = CacheUse::Prefix(record.expected_cached_tokens());
+        let client_wants_usage = streaming && E::request_stream_usage(&mut req);
+        let checked = cascade.filter(|_| !is_last);
+        // Hedge the first choice with the next, on routes that hedge.
+        let hedge_with = decision
+            .route
+            .and_then(|r| app.router.hedge(r))
+            .filter(|_| tried.len() == 1 && !retrying && checked.is_none())
+            .zip(targets.front().copied());
+        let answer = match (streaming, checked, hedge_with) {
+            (_, None, Some((hedge, other))) => {
+                let leg = Leg {
+                    backend: backend_index,
+                    record,
+                    admission,
+                };
+                // Boxed: the race's state is large and most requests never
+                // hedge; inline, every request's future would carry it.
+                let (answer, winner) = Box::pin(hedge::race::<E>(
+                    app,
+                    &context,
+                    size,
+                    leg,
+                    req,
+                    other,
+                    prepared::<E>(app, decision, other, request.0.clone(), None),
+                    streaming,
+                    hedge.max_usd_per_key_per_day,
+                ))
+                .await;
+                if winner.backend != backend_index {
+                    served = Served {
+                        backend: winner.backend,
+                        reason: Reason::Hedge,
+                        cache: CacheUse::Prefix(winner.record.expected_cached_tokens()),
+                    };
+                }
+                record = winner.record;
+                admission = winner.admission;
+                answer
+            }
+            (false, _, _) => {
+                with_trace_context(record.trace_context(), E::call(&*admission.provider, req))
+                    .await
+                    .map(Answer::<E>::Whole)
+            }
+            (true, None, _) => with_trace_context(
+                record.trace_context(),
+                E::call_stream(&*admission.provider, req),
+            )
+            .await
+            .map(Answer::Stream),
+            (true, Some(_), _) => match with_trace_context(
+                record.trace_context(),
+                E::call_stream(&*admission.provider, req),
+            )
+            .await
+            {
+                Ok(chunks) => {
+                    collect::<E>(chunks, &mut record, held_answer_limits(app, backend_index))
+                        .await
+                        .map(Answer::Collected)
+                }
+                Err(err) => Err(err),
+            },
+        };
+        let answer = match answer {
+            Ok(answer) => answer,
+            Err(err) => {
+                let err = GatewayError::from(err);
+                record.finish(err.kind());
+                // The request fails or moves on either way; a row the
+                // ledger could not take is logged by its writer.
+                let _ = record.write().await;
+                let retryable = matches!(&err, GatewayError::Upstream(e) if e.retryable());
+                if retryable && retries_used < retries {
+                    retries_used += 1;
+                    tokio::time::sleep(backoff(retries_used)).await;
+                    targets.push_front(backend_index);
+                    last_error = Some(err);
+                    continue;
+                }
+                // Refused credentials are this backend's alone: another
+                // backend may answer, the same one will not.
+                if (retryable || err.kind() == "upstream_auth") && !is_last {
+                    last_error = Some(err);
+                    continue;
+                }
+                return (Err(err), served);
+            }
+        };
+        if let Some((checks, min_mean_logprob)) = checked {
+            let summary = match &answer {
+                Answer::Whole(resp) => E::summarize(resp),
+                Answer::Collected(chunks) => E::summarize_chunks(chunks),
+                Answer::Stream(_) => AnswerSummary::default(),
+            };
+            let failed = failed_check(&summary, checks, min_mean_logprob);
+            // The first backend's answer is a label for the predictors
+            // learning from this route (a fallback's is not).
+            if tried.len() == 1 {
+                app.router
+                    .observe(decision, backend_index, failed.is_some());
+                app.record_outcome(decision, backend_index, failed.is_some());
+            }
+            if let Some(failed) = failed {
+                tracing::info!(backend = %backend.name, check = failed.name(), "cascade escalates");
+                record_answer::<E>(&mut record, &answer);
+                record.finish("escalated");
+                if let Err(err) = record.write().await {
+                    return (Err(err), served);
+                }
+                served.reason = Reason::CascadeEscalated;
+                continue;
+            }
+        }
+        let keep = slot.take().map(|slot| {
+            (
+                slot,
+                Arc::<str>::from(app.backends[served.backend].name.as_str()),
+            )
+        });
+        let response = match answer {
+            Answer::Whole(resp) => {
+                record.whole_answer();
+                record_whole::<E>(&mut record, &resp);
+                record.finish("ok");
+                if let Err(err) = record.write_after_reply().await {
+                    return (Err(err), served);
+                }
+                if let Some((slot, backend)) = keep {
+                    slot.put_whole(&resp, backend);
+                }
+                E::respond(&request.0, &resp)
+            }
+            Answer::Stream(chunks) => sse_response(stream::encode::<E>(
+                chunks,
+                E::encoder(
+                    &request.0,
+                    client_wants_usage,
+                    &context.model,
+                    size.prompt_tokens,
+                ),
+                record,
+                Some(admission),
+                keep,
+            )),
+            Answer::Collected(chunks) => {
+                let replay = futures_util::stream::iter(chunks.into_iter().map(Ok)).boxed();
+                sse_response(stream::encode::<E>(
+                    replay,
+                    E::encoder(
+                        &request.0,
+                        client_wants_usage,
+                        &context.model,
+                        size.prompt_tokens,
+                    ),
+                    record,
+                    Some(admission),
+                    keep,
+                ))
+            }
+        };
+        return (Ok(response), served);
+    }
+    let err = last_error.unwrap_or(GatewayError::Internal {
+        message: "no backend to try".into(),
+    });
+    (Err(err), served)
+}
+
+/// The request as backend `backend` takes it: its model name, the engine's
+/// extra fields (llama.cpp's speculative settings, and the slot chosen at
+/// admission), and provider prompt caching (from what the admitted replica
+/// holds). Fields that change the bill are priced or removed; the priced
+/// service tier sent comes back with the request.
+pub(crate) fn prepared<E: Endpoint>(
+    app: &App,
+    decision: &Decision,
+    backend: usize,
+    mut req: E::Request,
+    admission: Option<&Admission>,
+) -> (E::Request, Option<SentTier>) {
+    let handle = &app.backends[backend];
+    E::set_model(&mut req, &handle.upstream_model);
+    let mut fields = engine::body_fields(app, decision, backend);
+    if let Some(slot) = admission.and_then(|a| a.slot) {
+        fields.insert("id_slot".into(), slot.into());
+    }
+    if !fields.is_empty()
+        && let Some(extra) = E::body_extra(&mut req)
+    {
+        engine::apply(extra, &fields);
+    }
+    let tier = E::caller_fields(&mut req).and_then(|extra| billed_fields::apply(extra, handle));
+    let tenant = decision.features.tenant;
+    if let Some(extra) = E::body_extra(&mut req) {
+        engine::cache_salt(
+            extra,
+            handle.engine,
+            app.router.prefix_salt(backend, tenant),
+        );
+    }
+    if let Some(chain) = &decision.features.prefix {
+        let chain = app.router.chain_for(backend, chain, tenant);
+        match handle.prompt_cache {
+            PromptCache::OpenAiKey => {
+                if let Some(extra) = E::body_extra(&mut req) {
+                    prompt_cache::openai_key(extra, &chain);
+                }
+            }
+            PromptCache::AnthropicMarkers => {
+                if let Some(admission) = admission {
+                    prompt_cache::anthropic_markers(
+                        &mut req,
+                        &chain,
+                        decision.features.prompt_tokens,
+                        admission.cached_blocks,
+                    );
+                }
+            }
+            PromptCache::None => {}
+        }
+    }
+    (req, tier)
+}
+
+/// The wait before retry `n` (1-based): 50 ms doubling, jittered by ±50% so
+/// many callers retrying at once do not arrive together.
+pub(crate) fn backoff(n: u32) -> std::time::Duration {
+    let base = 50.0 * f64::from(1u32 << n.saturating_sub(1).min(6));
+    std::time::Duration::from_secs_f64(base * (0.5 + rand::random::<f64>()) / 1000.0)
+}
+
+/// How long a stream held back for a cascade check may take, and how large
+/// it may grow: what the backend's whole answers may (`first_byte_ms` for
+/// the whole answer, `max_response_bytes`).
+pub(crate) fn held_answer_limits(app: &App, backend: usize) -> (std::time::Duration, usize) {
+    let handle = &app.backends[backend];
+    (handle.first_byte_timeout, handle.max_response_bytes)
+}
+
+/// Reads a whole stream, for a cascade to check before anything is sent;
+/// the first output it reads is the call's first token. Held in memory, so
+/// bounded like a whole answer: `limits` is the time it may take and the
+/// bytes its chunks may hold (as JSON).
+async fn collect<E: Endpoint>(
+    mut chunks: Chunks<E::Chunk>,
+    record: &mut RequestRecord,
+    (within, max_bytes): (std::time::Duration, usize),
+) -> Result<Vec<E::Chunk>, AdapterError> {
+    let read = async {
+        let mut all = Vec::new();
+        let mut bytes = 0usize;
+        while let Some(chunk) = chunks.next().await {
+            let chunk = chunk?;
+            if E::chunk_has_output(&chunk) {
+                record.first_output();
+            }
+            bytes += serde_json::to_vec(&chunk).map_or(0, |json| json.len());
+            if bytes > max_bytes {
+                return Err(AdapterError::Protocol {
+                    message: format!(
+                        "the answer is larger than {max_bytes} bytes (max_response_bytes)"
+                    ),
+                });
+            }
+            all.push(chunk);
+        }
+        Ok(all)
+    };
+    tokio::time::timeout(within, read)
+        .await
+        .unwrap_or(Err(AdapterError::Timeout {
+            phase: switchyard_adapters::TimeoutPhase::FirstByte,
+            after: within,
+        }))
+}
+
+/// Notes an answer's output and usage in its record.
+pub(crate) fn record_answer<E: Endpoint>(record: &mut RequestRecord, answer: &Answer<E>) {
+    // A whole answer's first token is not seen; a collected stream's was,
+    // as it was read.
+    record.whole_answer();
+    match answer {
+        Answer::Whole(resp) => record_whole::<E>(record, resp),
+        Answer::Collected(chunks) => {
+            for chunk in chunks {
+                record.answer_meta(|meta| E::chunk_meta(chunk, meta));
+                record.timings(E::chunk_timings(chunk));
+                record.usage(E::chunk_usage(chunk));
+                E::chunk_output(chunk, record.output());
+            }
+        }
+        Answer::Stream(_) => {}
+    }
+}
+
+pub(crate) fn record_whole<E: Endpoint>(record: &mut RequestRecord, resp: &E::Response) {
+    record.answer_meta(|meta| E::answer_meta(resp, meta));
+    record.timings(E::response_timings(resp));
+    record.usage(E::response_usage(resp));
+    // The text is counted when no usage came, and recorded on the span
+    // when content is captured.
+    if E::response_usage(resp).is_none() || record.captures_content() {
+        record.output().push_str(&E::output_text(resp));
+    }
+}
