@@ -11,9 +11,10 @@ use switchyard_router::prefix::{PrefixChain, Tenant};
 use switchyard_router::{Decision, Features, Reason, Target};
 
 use crate::admit::access::{Caller, Exhausted, Refused, Reservation};
+use crate::admit::capacity::Admission;
 use crate::error::GatewayError;
 use crate::settle::billed_fields;
-use crate::state::app::{Admission, App};
+use crate::state::app::App;
 
 /// Refuses a backend named directly by a key that may only use routes.
 pub fn check_direct(

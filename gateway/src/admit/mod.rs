@@ -11,3 +11,4 @@
 pub mod access;
 pub mod admission;
 pub mod breaker;
+pub mod capacity;

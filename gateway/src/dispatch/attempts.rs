@@ -13,6 +13,7 @@ use switchyard_policies::OnExhausted;
 use switchyard_router::{AnswerSummary, Decision, Reason, failed_check};
 
 use crate::admit::admission::{self, NotAdmitted, Size};
+use crate::admit::capacity::Admission;
 use crate::dispatch::endpoint::{Answer, Chunks, Endpoint};
 use crate::dispatch::engine;
 use crate::dispatch::hedge::{self, Leg};
@@ -25,7 +26,7 @@ use crate::http::{Body, sse_response};
 use crate::route::receipts::{CacheUse, Served};
 use crate::settle::billed_fields::{self, SentTier};
 use crate::settle::record::RequestRecord;
-use crate::state::app::{Admission, App};
+use crate::state::app::App;
 
 /// A decoded request, shared by the tries that each send a copy of it and
 /// by the request's records, which count its prompt only if a backend

@@ -15,12 +15,13 @@ use switchyard_adapters::{AdapterError, Provider};
 
 use crate::admit::access::Caller;
 use crate::admit::admission::{Size, admit_call, worst_cost};
+use crate::admit::capacity::Admission;
 use crate::dispatch::endpoint::{Answer, Endpoint};
 use crate::dispatch::request_context::RequestContext;
 use crate::error::GatewayError;
 use crate::settle::billed_fields::SentTier;
 use crate::settle::record::RequestRecord;
-use crate::state::app::{Admission, App};
+use crate::state::app::App;
 
 /// Never hedge sooner than this: below it a hedge only doubles the load.
 const MIN_DELAY: Duration = Duration::from_millis(10);

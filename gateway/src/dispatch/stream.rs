@@ -15,11 +15,11 @@ use switchyard_adapters::responses::ResponseStream;
 use switchyard_adapters::sse::{DONE, data_event, named_event};
 use switchyard_adapters::types::ChatChunk;
 
+use crate::admit::capacity::Admission;
 use crate::dispatch::endpoint::Endpoint;
 use crate::dispatch::response_cache::Slot;
 use crate::error::GatewayError;
 use crate::settle::record::RequestRecord;
-use crate::state::app::Admission;
 
 /// Writes one dialect's stream.
 pub trait StreamEncoder<C>: Send + 'static {

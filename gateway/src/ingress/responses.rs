@@ -26,6 +26,7 @@ use switchyard_router::{AnswerSummary, Decision, RequestView};
 
 use crate::admit::access::Caller;
 use crate::admit::admission::{Size, admit_call, admit_request, check_direct, for_caller};
+use crate::admit::capacity::Admission;
 use crate::dispatch::endpoint::{Chunks, Endpoint};
 use crate::dispatch::pipeline::{decide, serve_decided};
 use crate::dispatch::request_context::RequestContext;
@@ -38,7 +39,7 @@ use crate::route::receipts::{self, Served};
 use crate::route::view::BodyHints;
 use crate::settle::billed_fields;
 use crate::settle::record::RequestRecord;
-use crate::state::app::{Admission, App};
+use crate::state::app::App;
 
 pub struct Responses;
 

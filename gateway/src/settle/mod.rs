@@ -11,3 +11,4 @@ pub mod attempt_span;
 pub mod billed_fields;
 pub mod record;
 pub mod refusal;
+pub mod row;

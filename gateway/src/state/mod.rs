@@ -8,6 +8,7 @@
 //! request handling.
 
 pub mod app;
+pub mod backends;
 pub mod config_file;
 pub mod context_watch;
 pub mod engine_watch;

@@ -17,6 +17,8 @@ mod validate_accounting;
 mod validate_route;
 
 #[cfg(test)]
+mod reference_tests;
+#[cfg(test)]
 mod tests;
 
 use std::collections::BTreeMap;

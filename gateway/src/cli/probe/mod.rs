@@ -87,7 +87,7 @@ fn write(path: PathBuf, text: &str) -> anyhow::Result<()> {
 }
 
 async fn probe(backend: &Backend, options: &Options) -> anyhow::Result<BackendProbe> {
-    let provider = crate::state::app::build_provider(backend)?;
+    let provider = crate::state::backends::build_provider(backend)?;
     let engine = match &backend.adapter {
         BackendAdapter::OpenAi(openai) => openai.engine,
         _ => Engine::Generic,

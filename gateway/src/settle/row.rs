@@ -1,0 +1,263 @@
+//! From a finished call's record to its ledger row: tokens (reported or
+//! counted), cost, and what the row teaches the router's latency and
+//! length models, the prefix index and the breaker.
+
+use std::time::{Duration, Instant};
+
+use switchyard_adapters::tokens;
+use switchyard_policies::{Pricing, TokenCounts};
+use switchyard_router::Reason;
+use switchyard_router::latency::{Observation, Shape};
+
+use crate::admit::breaker::Blame;
+use crate::dispatch::request_context::header_text;
+use crate::ledger::LedgerRow;
+use crate::ledger::UPSTREAM_FAILURES;
+use crate::metrics::CallFacts;
+use crate::settle::record::RequestRecord;
+
+impl RequestRecord {
+    /// Tokens by kind: as reported, or counted from the prompt and output.
+    pub(crate) fn tokens(&self) -> (TokenCounts, bool) {
+        match &self.usage {
+            Some(usage) => (usage.token_counts(), false),
+            // A call that failed before any output: nothing was generated,
+            // and a failed call is not billed.
+            None if self.first_output.is_none()
+                && !self.answered_whole
+                && !matches!(self.outcome, "cancelled" | "hedge-lost") =>
+            {
+                (TokenCounts::default(), false)
+            }
+            None => {
+                let (prompt, overhead) = self.context.prompt.prompt_for_count();
+                let input = (tokens::count(&prompt) + overhead) as u64;
+                let output = self.output_counted + tokens::count(&self.output) as u64;
+                (
+                    TokenCounts {
+                        input,
+                        output,
+                        ..TokenCounts::default()
+                    },
+                    true,
+                )
+            }
+        }
+    }
+
+    /// The row, priced, with the budget settled; once.
+    pub(crate) fn take_row(&mut self) -> Option<LedgerRow> {
+        if self.written {
+            return None;
+        }
+        self.written = true;
+        let (tokens, estimated) = self.tokens();
+        let busy = self.started.elapsed().as_secs_f64();
+        let multiplier = self.service_tier.as_ref().map_or(1.0, |t| t.multiplier);
+        let cost = self.pricing.cost(&tokens, busy, self.sharing) * multiplier;
+        let counterfactual = self
+            .reference
+            .as_ref()
+            .map_or(0.0, |r| r.price.cost(&tokens));
+        if let Some(reservation) = self.reservation.as_mut() {
+            reservation.settle(cost);
+        }
+        let key = self.context.caller.as_ref().map(|c| c.key.clone());
+        if let Some(key) = &key {
+            self.rates.settle_tokens(
+                key,
+                self.context.estimated_tokens,
+                tokens.prompt() + tokens.output,
+            );
+        }
+        let started = self.started;
+        // The caller's times: from before the wait for the backend's slot.
+        let waited_ms = self.waited.as_secs_f64() * 1000.0;
+        let ms = |t: Instant| waited_ms + t.duration_since(started).as_secs_f64() * 1000.0;
+        let total = self.started.elapsed();
+        let ttft = self.first_output.map(|t| t.duration_since(self.started));
+        // Measured from the first token on; a whole answer's, as the
+        // backend reported it (llama.cpp's timings), if it did.
+        let decode_tokens_per_s = match ttft {
+            Some(ttft) => {
+                let decoding = total.saturating_sub(ttft).as_secs_f64();
+                (tokens.output > 1 && decoding > 0.0).then(|| (tokens.output - 1) as f64 / decoding)
+            }
+            None => self.reported_rates.1.filter(|_| tokens.output > 1),
+        };
+        if !self.from_cache {
+            self.tell_routing();
+            self.inform_backend_models(&tokens, ttft, total);
+        }
+        let row = LedgerRow {
+            ts_ms: self.ts_ms,
+            request_id: header_text(self.context.request_id.as_ref()),
+            client_request_id: header_text(self.context.client_request_id.as_ref()),
+            key: key.as_ref().map(|k| k.name.clone()),
+            team: key.as_ref().and_then(|k| k.team.clone()),
+            route: self.context.route.clone(),
+            // Taken: the row is made once, and the record needs no name after.
+            backend: std::mem::take(&mut self.backend),
+            tier: self.tier,
+            profile: self.context.profile,
+            dialect: self.context.dialect.name(),
+            endpoint: self.context.endpoint,
+            tokens,
+            cost_usd: cost,
+            counterfactual_usd: counterfactual,
+            ttft_ms: self.first_output.map(ms),
+            predicted_ttft_ms: self.predicted_ttft_ms,
+            decode_tokens_per_s,
+            duration_ms: ms(Instant::now()),
+            status: self.outcome,
+            refusal: None,
+            reason: self.reason.as_str(),
+            hedge: self.hedge,
+            fallback: self.reason == Reason::Fallback,
+            cache_hit: self.from_cache,
+            estimated,
+            prompt_class: self.context.class,
+            drafts: self.drafts,
+            expected_cached_tokens: self.expected_cached_tokens,
+            service_tier: self.service_tier.as_ref().map(|t| t.name.clone()),
+            unpriced: self.pricing == Pricing::Unpriced,
+            session: self.context.session.clone(),
+            tool_results: self.context.tool_results,
+            queued_ms: waited_ms,
+        };
+        if let Some(span) = self.span.take() {
+            let content = span.captures_content().then(|| {
+                // Output held back and counted is gone: only a whole
+                // completion is recorded.
+                let output = (self.output_counted == 0 && !self.output.is_empty())
+                    .then(|| self.output.clone());
+                (self.context.prompt.prompt_for_count().0, output)
+            });
+            crate::settle::attempt_span::end(span, &row, ttft, content);
+        }
+        let facts = CallFacts {
+            operation: crate::settle::attempt_span::operation(self.context.endpoint),
+            role: crate::settle::attempt_span::role(self.reason),
+            ttft_saved_ms: self.ttft_saved_ms(&tokens),
+            upstream_seconds: total.as_secs_f64(),
+            upstream_ttft: ttft,
+            from_cache: self.from_cache,
+        };
+        self.metrics.record(self.backend_index, &row, facts);
+        tracing::info!(
+            target: "switchyard::request",
+            endpoint = row.endpoint,
+            route = row.route.as_deref().unwrap_or("-"),
+            backend = %row.backend,
+            reason = row.reason,
+            status = row.status,
+            ttft_ms = row.ttft_ms,
+            duration_ms = row.duration_ms,
+            prompt_tokens = tokens.prompt(),
+            cached_tokens = tokens.cached_input,
+            completion_tokens = tokens.output,
+            cost_usd = row.cost_usd,
+            estimated = row.estimated,
+        );
+        Some(row)
+    }
+
+    /// Tells the backend's breaker and the prefix index how the call went,
+    /// once (not for cache hits: no backend was called).
+    pub(crate) fn tell_routing(&mut self) {
+        if self.routing_told || self.from_cache {
+            return;
+        }
+        self.routing_told = true;
+        match self.outcome {
+            "ok" | "escalated" => self.breaker.success(),
+            _ if self.upstream_failure() => self.breaker.failure(self.blame()),
+            _ => self.breaker.inconclusive(),
+        }
+        if matches!(self.outcome, "ok" | "escalated")
+            && let Some(chain) = &self.context.prefix
+        {
+            self.prefix_index
+                .served(self.replica, &chain.salted(self.prefix_salt));
+        }
+    }
+
+    /// The backend's own failures trip its breaker; a caller's bad request
+    /// or a client that left says nothing about the backend.
+    pub(crate) fn upstream_failure(&self) -> bool {
+        UPSTREAM_FAILURES.contains(&self.outcome)
+    }
+
+    /// Who the backend's fault may be laid to: the caller's key, unless no
+    /// request could have caused it (the backend was not reached).
+    pub(crate) fn blame(&self) -> Blame<'_> {
+        match (&self.context.caller, self.outcome) {
+            (_, "upstream_connect" | "upstream_auth") | (None, _) => Blame::Backend,
+            (Some(caller), _) => Blame::Key(&caller.key.name),
+        }
+    }
+
+    /// What this call tells the backend's latency model and speculation
+    /// figures.
+    pub(crate) fn inform_backend_models(
+        &self,
+        tokens: &TokenCounts,
+        ttft: Option<Duration>,
+        total: Duration,
+    ) {
+        let upstream_failure = self.upstream_failure();
+        let clamp = |n: u64| u32::try_from(n).unwrap_or(u32::MAX);
+        self.latency.observe(
+            self.backend_index,
+            &Observation {
+                prompt_tokens: clamp(tokens.prompt()),
+                cached_tokens: clamp(tokens.cached_input),
+                output_tokens: clamp(tokens.output),
+                ttft,
+                total,
+                reported_prefill_tokens_per_s: self.reported_rates.0,
+                reported_decode_tokens_per_s: self.reported_rates.1,
+                class: self.context.class,
+                concurrent: self.load,
+                predicted_ttft_ms: self.predicted_ttft_ms,
+                waited: self.waited,
+                failed: upstream_failure,
+            },
+        );
+        self.metrics
+            .set_drifts(self.backend_index, &self.latency.drifts(self.backend_index));
+        if !upstream_failure && tokens.output > 0 {
+            self.output_lengths.observe(
+                self.context.route_number,
+                self.context.use_case,
+                tokens.output,
+            );
+        }
+        if let Some(drafts) = self.drafts {
+            self.speculation.observe(
+                self.backend_index,
+                self.context.class,
+                drafts.drafted,
+                drafts.accepted,
+            );
+        }
+    }
+
+    /// First-token time the reported cached tokens saved, by the latency model.
+    pub(crate) fn ttft_saved_ms(&self, tokens: &TokenCounts) -> f64 {
+        if tokens.cached_input == 0 || self.from_cache {
+            return 0.0;
+        }
+        let clamp = |n: u64| u32::try_from(n).unwrap_or(u32::MAX);
+        let predict = |cached| {
+            let shape = Shape {
+                prompt_tokens: clamp(tokens.prompt()),
+                cached_tokens: cached,
+                output_tokens: 1,
+                class: self.context.class,
+            };
+            self.latency.predict(self.backend_index, &shape).ttft_p50_ms
+        };
+        (predict(0) - predict(clamp(tokens.cached_input))).max(0.0)
+    }
+}

@@ -1,0 +1,239 @@
+//! Building a config's backends: clients per replica, and what a reload
+//! keeps of the old ones (clients, in-flight counts, breakers, concurrency
+//! limits resized as requests end).
+
+use std::sync::Arc;
+use std::sync::atomic::AtomicUsize;
+
+use http::HeaderValue;
+use switchyard_adapters::anthropic::AnthropicClient;
+use switchyard_adapters::openai::OpenAiClient;
+use switchyard_adapters::sim::SimBackend;
+use switchyard_adapters::upstream::Link;
+use switchyard_adapters::{AdapterError, Provider};
+use switchyard_policies::{Backend, BackendAdapter, Engine};
+use tokio::sync::Semaphore;
+
+use crate::admit::breaker::Breaker;
+use crate::dispatch::prompt_cache::PromptCache;
+use crate::state::app::{BackendHandle, ReplicaHandle};
+
+/// A backend's handle; with `old` (its handle and config before a
+/// reload), it keeps the old clients when its config is unchanged (and
+/// names no certificate files, which may have been renewed), its in-flight
+/// counts and concurrency limit (resized when the new config goes live),
+/// and, when it still reaches the same servers, its breaker (unless its
+/// settings changed) and per-replica counts.
+pub(crate) fn build_backend(
+    backend: &Backend,
+    old: Option<(&BackendHandle, &Backend)>,
+    limit_changes: &mut Vec<LimitChange>,
+) -> anyhow::Result<BackendHandle> {
+    let openai = match &backend.adapter {
+        BackendAdapter::OpenAi(openai) => Some(openai),
+        _ => None,
+    };
+    let unchanged = old
+        .filter(|(_, config)| *config == backend && backend.tls == Default::default())
+        .map(|(h, _)| h);
+    let same_server = old.filter(|(_, config)| config.same_server(backend));
+    let replicas = match unchanged {
+        Some(handle) => handle.replicas.clone(),
+        None => new_replicas(backend, openai, same_server.map(|(h, _)| &h.replicas[..]))?,
+    };
+    let limit = match (old, backend.max_concurrency) {
+        (Some((handle, config)), Some(now)) => match (&handle.limit, config.max_concurrency) {
+            (Some(limit), Some(was)) => Some(LimitChange::keep(limit, was, now, limit_changes)),
+            _ => Some(Arc::new(Semaphore::new(now))),
+        },
+        (_, now) => now.map(|n| Arc::new(Semaphore::new(n))),
+    };
+    let breaker = match same_server {
+        Some((handle, config)) if config.breaker == backend.breaker => handle.breaker.clone(),
+        _ => Arc::new(match old {
+            Some((handle, _)) => Breaker::continuing(backend.breaker, &handle.breaker),
+            None => Breaker::new(backend.breaker),
+        }),
+    };
+    Ok(BackendHandle {
+        name: backend.name.clone(),
+        // Config validation keeps names to a header-safe alphabet.
+        name_receipt: HeaderValue::from_str(&backend.name).ok(),
+        tier: backend.tier,
+        upstream_model: backend.upstream_model.clone(),
+        peer: crate::telemetry::Peer::of(backend),
+        replicas,
+        balance: backend.prefix_cache.balance,
+        max_imbalance: backend.prefix_cache.max_imbalance,
+        turn: AtomicUsize::new(0),
+        engine: openai.map_or(Engine::Generic, |o| o.engine),
+        slots: openai.and_then(|o| o.slots),
+        prompt_cache: match &backend.adapter {
+            BackendAdapter::OpenAi(o) if o.prompt_cache_key => PromptCache::OpenAiKey,
+            BackendAdapter::Anthropic(a) if a.prompt_caching => PromptCache::AnthropicMarkers,
+            _ => PromptCache::None,
+        },
+        pricing: backend.pricing,
+        first_byte_timeout: backend.timeouts.first_byte,
+        max_response_bytes: backend.max_response_bytes,
+        in_flight: old.map_or_else(Arc::default, |(h, _)| h.in_flight.clone()),
+        limit,
+        max_queue: backend.max_queue,
+        waiting: old.map_or_else(Arc::default, |(h, _)| h.waiting.clone()),
+        breaker,
+        service_tiers: backend.service_tiers.clone(),
+        deny_fields: backend.deny_fields.clone(),
+    })
+}
+
+/// A semaphore the previous config's requests hold, to be resized from
+/// `was` permits to `now` when the new config goes live: permits are added
+/// at once, or taken out as they come free (a task waits for them), so the
+/// requests in flight count against the new limit. (Requests already
+/// waiting in a backend's queue are served before the permits owed.)
+pub(crate) struct LimitChange {
+    pub(crate) limit: Arc<Semaphore>,
+    pub(crate) was: usize,
+    pub(crate) now: usize,
+}
+
+impl LimitChange {
+    /// `limit`, kept for the new config, with its resize noted in `changes`.
+    pub(crate) fn keep(
+        limit: &Arc<Semaphore>,
+        was: usize,
+        now: usize,
+        changes: &mut Vec<LimitChange>,
+    ) -> Arc<Semaphore> {
+        if was != now {
+            changes.push(LimitChange {
+                limit: limit.clone(),
+                was,
+                now,
+            });
+        }
+        limit.clone()
+    }
+
+    pub(crate) fn apply(self) {
+        let LimitChange { limit, was, now } = self;
+        if now > was {
+            limit.add_permits(now - was);
+        } else {
+            let owed = (was - now) - limit.forget_permits(was - now);
+            if owed > 0 {
+                tokio::spawn(async move {
+                    let owed = u32::try_from(owed).unwrap_or(u32::MAX);
+                    if let Ok(permits) = limit.acquire_many_owned(owed).await {
+                        permits.forget();
+                    }
+                });
+            }
+        }
+    }
+}
+
+/// New clients for a backend's servers (one per replica URL). With `old`
+/// (the replicas before a reload), each keeps its predecessor's in-flight
+/// count when the number of replicas is unchanged.
+pub(crate) fn new_replicas(
+    backend: &Backend,
+    openai: Option<&switchyard_policies::OpenAiBackend>,
+    old: Option<&[ReplicaHandle]>,
+) -> anyhow::Result<Vec<ReplicaHandle>> {
+    let providers = match openai {
+        Some(openai) if openai.replicas.len() > 1 => openai
+            .replicas
+            .iter()
+            .map(|url| {
+                let mut one = backend.clone();
+                if let BackendAdapter::OpenAi(o) = &mut one.adapter {
+                    o.base_url.clone_from(url);
+                }
+                build_provider(&one)
+            })
+            .collect::<anyhow::Result<Vec<_>>>()?,
+        _ => vec![build_provider(backend)?],
+    };
+    let old = old.filter(|r| r.len() == providers.len());
+    Ok(providers
+        .into_iter()
+        .enumerate()
+        .map(|(i, provider)| ReplicaHandle {
+            provider,
+            in_flight: old.map_or_else(Arc::default, |r| r[i].in_flight.clone()),
+        })
+        .collect())
+}
+
+/// The client for a backend: its adapter with the API key from the
+/// environment.
+pub fn build_provider(backend: &Backend) -> anyhow::Result<Arc<dyn Provider>> {
+    // Keys come from the environment at start-up; a missing one stops the start.
+    let key = |env: &Option<String>| -> anyhow::Result<Option<String>> {
+        env.as_ref()
+            .map(|var| {
+                std::env::var(var).map_err(|_| {
+                    anyhow::anyhow!(
+                        "backend `{}`: environment variable {var} (its api_key) is not set",
+                        backend.name
+                    )
+                })
+            })
+            .transpose()
+    };
+    let failed = |err: AdapterError| anyhow::anyhow!("backend `{}`: {err}", backend.name);
+    let link = Link {
+        timeouts: backend.timeouts,
+        max_response_bytes: backend.max_response_bytes,
+        tls: &backend.tls,
+    };
+    let provider: Arc<dyn Provider> = match &backend.adapter {
+        BackendAdapter::Sim(params) => Arc::new(SimBackend::new(params.clone())),
+        BackendAdapter::OpenAi(openai) => Arc::new(
+            OpenAiClient::new(openai, link, key(&openai.api_key_env)?.as_deref())
+                .map_err(failed)?,
+        ),
+        BackendAdapter::Anthropic(anthropic) => Arc::new(
+            AnthropicClient::new(anthropic, link, key(&anthropic.api_key_env)?.as_deref())
+                .map_err(failed)?,
+        ),
+    };
+    Ok(provider)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_limit_resized_by_a_reload_counts_what_is_in_flight() {
+        let limit = Arc::new(Semaphore::new(4));
+        let held: Vec<_> = (0..3)
+            .map(|_| limit.clone().try_acquire_owned().unwrap())
+            .collect();
+        // Down to 2 with 3 in flight: nothing more may start until two end.
+        let mut changes = Vec::new();
+        let limit = LimitChange::keep(&limit, 4, 2, &mut changes);
+        assert_eq!(
+            limit.available_permits(),
+            1,
+            "nothing changes before the config goes live"
+        );
+        changes.into_iter().for_each(LimitChange::apply);
+        assert_eq!(limit.available_permits(), 0);
+        let mut held = held.into_iter();
+        drop(held.next());
+        tokio::task::yield_now().await;
+        assert_eq!(limit.available_permits(), 0, "the freed permit was owed");
+        drop(held.next());
+        drop(held.next());
+        tokio::task::yield_now().await;
+        assert_eq!(limit.available_permits(), 2);
+        // Up again: added at once.
+        let mut changes = Vec::new();
+        let limit = LimitChange::keep(&limit, 2, 5, &mut changes);
+        changes.into_iter().for_each(LimitChange::apply);
+        assert_eq!(limit.available_permits(), 5);
+    }
+}
