@@ -6,6 +6,7 @@
 //! commit), and everything queued is written before the process exits.
 
 mod attainment;
+pub mod columns;
 mod drift;
 mod entry;
 mod postgres;

@@ -2,48 +2,18 @@
 
 use rusqlite::Connection;
 
-const SCHEMA: &str = "
-CREATE TABLE IF NOT EXISTS requests (
-    id INTEGER PRIMARY KEY,
-    ts_ms INTEGER NOT NULL,
-    request_id TEXT,
-    key TEXT,
-    team TEXT,
-    route TEXT,
-    backend TEXT NOT NULL,
-    tier TEXT NOT NULL,
-    profile TEXT,
-    dialect TEXT NOT NULL,
-    endpoint TEXT NOT NULL,
-    input_tokens INTEGER NOT NULL,
-    cached_tokens INTEGER NOT NULL,
-    cache_write_tokens INTEGER NOT NULL,
-    output_tokens INTEGER NOT NULL,
-    reasoning_tokens INTEGER NOT NULL,
-    cost_usd REAL NOT NULL,
-    counterfactual_usd REAL NOT NULL,
-    ttft_ms REAL,
-    predicted_ttft_ms REAL,
-    decode_tokens_per_s REAL,
-    duration_ms REAL NOT NULL,
-    status TEXT NOT NULL,
-    reason TEXT NOT NULL,
-    hedge INTEGER NOT NULL,
-    fallback INTEGER NOT NULL,
-    cache_hit INTEGER NOT NULL,
-    estimated INTEGER NOT NULL,
-    prompt_class TEXT,
-    draft_tokens INTEGER,
-    draft_accepted_tokens INTEGER,
-    expected_cached_tokens INTEGER,
-    refusal TEXT,
-    client_request_id TEXT,
-    service_tier TEXT,
-    unpriced INTEGER,
-    session TEXT,
-    tool_results INTEGER,
-    queued_ms REAL
-);
+use crate::ledger::columns::{COLUMNS, Since, definition};
+
+/// The table, from the column table, with the store's own key first.
+fn table_sql() -> String {
+    let columns: Vec<String> = COLUMNS.iter().map(|c| definition(c, false)).collect();
+    format!(
+        "CREATE TABLE IF NOT EXISTS requests (\n    id INTEGER PRIMARY KEY,\n    {}\n);",
+        columns.join(",\n    ")
+    )
+}
+
+const INDEXES: &str = "
 -- Report queries filter by time and group by one dimension: they read the
 -- time range from this index and group what it finds. (Indexes on a
 -- dimension and time led SQLite to scan the whole index to avoid a sort,
@@ -72,7 +42,8 @@ pub fn open(path: &str, strict: bool) -> anyhow::Result<Connection> {
 /// Creates the table and its indexes on `conn` (or brings an older ledger's
 /// up to date).
 pub fn create(conn: &Connection) -> rusqlite::Result<()> {
-    conn.execute_batch(SCHEMA)?;
+    conn.execute_batch(&table_sql())?;
+    conn.execute_batch(INDEXES)?;
     migrate(conn)
 }
 
@@ -93,31 +64,16 @@ fn create_private(path: &str) -> anyhow::Result<()> {
     }
 }
 
-/// Columns added after the first release, added to older ledgers in place.
-const ADDED_COLUMNS: [(&str, &str); 13] = [
-    ("predicted_ttft_ms", "REAL"),
-    ("decode_tokens_per_s", "REAL"),
-    ("prompt_class", "TEXT"),
-    ("draft_tokens", "INTEGER"),
-    ("draft_accepted_tokens", "INTEGER"),
-    ("expected_cached_tokens", "INTEGER"),
-    ("refusal", "TEXT"),
-    ("client_request_id", "TEXT"),
-    ("service_tier", "TEXT"),
-    ("unpriced", "INTEGER"),
-    ("session", "TEXT"),
-    ("tool_results", "INTEGER"),
-    ("queued_ms", "REAL"),
-];
-
 fn migrate(conn: &Connection) -> rusqlite::Result<()> {
     let mut statement = conn.prepare("SELECT name FROM pragma_table_info('requests')")?;
     let existing: Vec<String> = statement
         .query_map([], |row| row.get(0))?
         .collect::<rusqlite::Result<_>>()?;
-    for (column, kind) in ADDED_COLUMNS {
-        if !existing.iter().any(|c| c == column) {
-            conn.execute_batch(&format!("ALTER TABLE requests ADD COLUMN {column} {kind}"))?;
+    // Columns added after the first release, added to older ledgers in place.
+    for column in COLUMNS.iter().filter(|c| c.since == Since::Added) {
+        if !existing.iter().any(|c| c == column.name) {
+            let definition = definition(column, false);
+            conn.execute_batch(&format!("ALTER TABLE requests ADD COLUMN {definition}"))?;
         }
     }
     Ok(())
@@ -149,5 +105,78 @@ mod tests {
             assert_eq!(synchronous, want, "strict={strict}: 2 is FULL, 1 NORMAL");
         }
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    fn table_columns(conn: &Connection) -> Vec<(String, String, bool)> {
+        let mut statement = conn
+            .prepare("SELECT name, type, \"notnull\" FROM pragma_table_info('requests') WHERE name != 'id'")
+            .unwrap();
+        statement
+            .query_map([], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)))
+            .unwrap()
+            .collect::<rusqlite::Result<_>>()
+            .unwrap()
+    }
+
+    fn want(columns: &[crate::ledger::columns::Column]) -> Vec<(String, String, bool)> {
+        columns
+            .iter()
+            .map(|c| {
+                let definition = definition(c, false);
+                let kind = definition.split(' ').nth(1).unwrap().to_owned();
+                (c.name.to_owned(), kind, c.required)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_table_has_the_column_tables_columns() {
+        let conn = Connection::open_in_memory().unwrap();
+        create(&conn).unwrap();
+        assert_eq!(table_columns(&conn), want(&COLUMNS));
+    }
+
+    #[test]
+    fn an_older_ledger_gains_the_added_columns_and_keeps_its_rows() {
+        let conn = Connection::open_in_memory().unwrap();
+        let first: Vec<_> = COLUMNS
+            .iter()
+            .filter(|c| c.since == Since::First)
+            .copied()
+            .collect();
+        let definitions: Vec<String> = first.iter().map(|c| definition(c, false)).collect();
+        conn.execute_batch(&format!(
+            "CREATE TABLE requests (id INTEGER PRIMARY KEY, {});",
+            definitions.join(", ")
+        ))
+        .unwrap();
+        let names: Vec<&str> = first.iter().map(|c| c.name).collect();
+        let values: Vec<&str> = first
+            .iter()
+            .map(|c| match c.kind {
+                crate::ledger::columns::Kind::Text => "'x'",
+                _ => "1",
+            })
+            .collect();
+        conn.execute_batch(&format!(
+            "INSERT INTO requests ({}) VALUES ({})",
+            names.join(", "),
+            values.join(", ")
+        ))
+        .unwrap();
+        create(&conn).unwrap();
+        let mut have = table_columns(&conn);
+        let mut expected = want(&COLUMNS);
+        have.sort();
+        expected.sort();
+        assert_eq!(have, expected);
+        let rows: i64 = conn
+            .query_row(
+                "SELECT count(*) FROM requests WHERE queued_ms IS NULL",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert_eq!(rows, 1);
     }
 }

@@ -2,11 +2,14 @@
 
 use std::time::{Duration, Instant};
 
-use rusqlite::{Connection, params};
+use rusqlite::Connection;
+use rusqlite::ToSql;
+use rusqlite::types::{ToSqlOutput, Value as SqlValue, ValueRef};
+
+use crate::ledger::columns::{self, COLUMNS, Cell, cells};
 use tokio::sync::mpsc;
 
 use crate::ledger::Entry;
-use crate::ledger::row::LedgerRow;
 
 /// Most rows in one transaction.
 const BATCH: usize = 1024;
@@ -71,71 +74,37 @@ pub fn run(
 }
 
 fn commit(conn: &mut Connection, batch: &[Entry]) -> rusqlite::Result<()> {
+    static INSERT: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+        let placeholders: Vec<String> = (1..=COLUMNS.len()).map(|i| format!("?{i}")).collect();
+        format!(
+            "INSERT INTO requests ({}) VALUES ({})",
+            columns::names(),
+            placeholders.join(", ")
+        )
+    });
     let tx = conn.transaction()?;
     {
-        let mut insert = tx.prepare_cached(
-            "INSERT INTO requests (ts_ms, request_id, key, team, route, backend, tier, profile, dialect, endpoint,
-                input_tokens, cached_tokens, cache_write_tokens, output_tokens, reasoning_tokens,
-                cost_usd, counterfactual_usd, ttft_ms, duration_ms, status, reason, hedge, fallback, cache_hit, estimated,
-                predicted_ttft_ms, decode_tokens_per_s, prompt_class, draft_tokens, draft_accepted_tokens,
-                expected_cached_tokens, refusal, client_request_id, service_tier, unpriced, session, tool_results,
-                queued_ms)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20,
-                ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28, ?29, ?30, ?31, ?32, ?33, ?34, ?35, ?36, ?37, ?38)",
-        )?;
+        let mut insert = tx.prepare_cached(&INSERT)?;
         for Entry { row, .. } in batch {
-            insert_row(&mut insert, row)?;
+            insert.execute(rusqlite::params_from_iter(cells(row)))?;
         }
     }
     tx.commit()
 }
 
-fn insert_row(
-    insert: &mut rusqlite::CachedStatement<'_>,
-    r: &LedgerRow,
-) -> rusqlite::Result<usize> {
-    let t = &r.tokens;
-    let n = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
-    insert.execute(params![
-        r.ts_ms,
-        r.request_id,
-        r.key,
-        r.team,
-        r.route,
-        r.backend,
-        r.tier,
-        r.profile,
-        r.dialect,
-        r.endpoint,
-        n(t.input),
-        n(t.cached_input),
-        n(t.cache_write),
-        n(t.output),
-        n(t.reasoning),
-        r.cost_usd,
-        r.counterfactual_usd,
-        r.ttft_ms,
-        r.duration_ms,
-        r.status,
-        r.reason,
-        r.hedge,
-        r.fallback,
-        r.cache_hit,
-        r.estimated,
-        r.predicted_ttft_ms,
-        r.decode_tokens_per_s,
-        r.prompt_class.as_str(),
-        r.drafts.map(|d| n(d.drafted)),
-        r.drafts.map(|d| n(d.accepted)),
-        r.expected_cached_tokens,
-        r.refusal,
-        r.client_request_id,
-        r.service_tier,
-        r.unpriced,
-        r.session,
-        r.tool_results,
-        r.queued_ms,
-    ])
+/// A cell as SQLite stores it: flags as 0 or 1, as rusqlite stores `bool`.
+impl ToSql for Cell<'_> {
+    fn to_sql(&self) -> rusqlite::Result<ToSqlOutput<'_>> {
+        Ok(match *self {
+            Cell::Int(Some(v)) => ToSqlOutput::Owned(SqlValue::Integer(v)),
+            Cell::Real(Some(v)) => ToSqlOutput::Owned(SqlValue::Real(v)),
+            Cell::Text(Some(v)) => ToSqlOutput::Borrowed(ValueRef::Text(v.as_bytes())),
+            Cell::Flag(Some(v)) => ToSqlOutput::Owned(SqlValue::Integer(i64::from(v))),
+            Cell::Int(None) | Cell::Real(None) | Cell::Text(None) | Cell::Flag(None) => {
+                ToSqlOutput::Owned(SqlValue::Null)
+            }
+        })
+    }
 }
 
 #[cfg(test)]
@@ -144,6 +113,7 @@ mod tests {
 
     use super::super::Drafts;
     use super::*;
+    use crate::ledger::row::LedgerRow;
 
     fn row(i: usize) -> LedgerRow {
         LedgerRow {

@@ -7,65 +7,56 @@
 
 use deadpool_postgres::Pool;
 
+use crate::ledger::columns::{COLUMNS, definition};
+
 /// The advisory lock's key: any constant other software on the database
 /// is unlikely to use (`switchya` in ASCII).
 const LOCK_KEY: i64 = 0x7377_6974_6368_7961;
 
-/// `(version, SQL)`, in order; a version once released never changes.
+/// `(version, SQL)`, in order, from the column table: version 1 creates the
+/// table with the columns it brought, each later version adds its own.
+/// A version once released never changes what it does.
 ///
 /// Version 1: the SQLite ledger's columns with PostgreSQL's types (INTEGER
 /// becomes BIGINT, REAL DOUBLE PRECISION, as PostgreSQL's REAL is 4 bytes);
 /// flags stay 0/1 integers so report SQL means the same in both databases.
 /// `(writer_id, seq)` names a row across retries: a batch retried after a
 /// COMMIT whose answer was lost inserts nothing twice.
-const MIGRATIONS: &[(i32, &str)] = &[(
-    1,
-    "CREATE TABLE requests (
+fn migrations() -> Vec<(i32, String)> {
+    let newest = COLUMNS
+        .iter()
+        .map(|c| c.postgres_version)
+        .max()
+        .unwrap_or(1);
+    (1..=newest)
+        .map(|version| {
+            let columns = COLUMNS
+                .iter()
+                .filter(|c| c.postgres_version == version)
+                .map(|c| definition(c, true));
+            let sql = if version == 1 {
+                let columns: Vec<String> = columns.collect();
+                format!(
+                    "CREATE TABLE requests (
         id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
         writer_id TEXT NOT NULL,
         seq BIGINT NOT NULL,
-        ts_ms BIGINT NOT NULL,
-        request_id TEXT,
-        key TEXT,
-        team TEXT,
-        route TEXT,
-        backend TEXT NOT NULL,
-        tier TEXT NOT NULL,
-        profile TEXT,
-        dialect TEXT NOT NULL,
-        endpoint TEXT NOT NULL,
-        input_tokens BIGINT NOT NULL,
-        cached_tokens BIGINT NOT NULL,
-        cache_write_tokens BIGINT NOT NULL,
-        output_tokens BIGINT NOT NULL,
-        reasoning_tokens BIGINT NOT NULL,
-        cost_usd DOUBLE PRECISION NOT NULL,
-        counterfactual_usd DOUBLE PRECISION NOT NULL,
-        ttft_ms DOUBLE PRECISION,
-        predicted_ttft_ms DOUBLE PRECISION,
-        decode_tokens_per_s DOUBLE PRECISION,
-        duration_ms DOUBLE PRECISION NOT NULL,
-        status TEXT NOT NULL,
-        reason TEXT NOT NULL,
-        hedge INTEGER NOT NULL,
-        fallback INTEGER NOT NULL,
-        cache_hit INTEGER NOT NULL,
-        estimated INTEGER NOT NULL,
-        prompt_class TEXT,
-        draft_tokens BIGINT,
-        draft_accepted_tokens BIGINT,
-        expected_cached_tokens BIGINT,
-        refusal TEXT,
-        client_request_id TEXT,
-        service_tier TEXT,
-        unpriced INTEGER,
-        session TEXT,
-        tool_results INTEGER,
-        queued_ms DOUBLE PRECISION,
+        {},
         UNIQUE (writer_id, seq)
     );
     CREATE INDEX requests_ts ON requests (ts_ms);",
-)];
+                    columns.join(",\n        ")
+                )
+            } else {
+                columns
+                    .map(|c| format!("ALTER TABLE requests ADD COLUMN {c};"))
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            };
+            (version, sql)
+        })
+        .collect()
+}
 
 /// Applies every version not yet applied, each once across all replicas.
 pub async fn apply(pool: &Pool) -> anyhow::Result<()> {
@@ -86,7 +77,8 @@ pub async fn apply(pool: &Pool) -> anyhow::Result<()> {
         .iter()
         .map(|row| row.get(0))
         .collect();
-    for (version, sql) in MIGRATIONS {
+    let migrations = migrations();
+    for (version, sql) in &migrations {
         if applied.contains(version) {
             continue;
         }
@@ -101,11 +93,11 @@ pub async fn apply(pool: &Pool) -> anyhow::Result<()> {
         tracing::info!(version, "ledger schema version applied");
     }
     if let Some(newest) = applied.iter().max()
-        && *newest > MIGRATIONS.len() as i32
+        && *newest > migrations.len() as i32
     {
         anyhow::bail!(
             "the database has ledger schema version {newest}, newer than this build knows ({}): run the newer build",
-            MIGRATIONS.len()
+            migrations.len()
         );
     }
     tx.commit().await?;

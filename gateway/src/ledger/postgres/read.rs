@@ -71,21 +71,17 @@ pub fn spend_report(
     Ok(spend_lines(since_ms, by, sums))
 }
 
-/// Every column the SQLite ledger has, in its order (`id` first).
-const COLUMNS: &str = "id, ts_ms, request_id, key, team, route, backend, tier, profile, dialect, endpoint,
-    input_tokens, cached_tokens, cache_write_tokens, output_tokens, reasoning_tokens, cost_usd,
-    counterfactual_usd, ttft_ms, predicted_ttft_ms, decode_tokens_per_s, duration_ms, status, reason,
-    hedge, fallback, cache_hit, estimated, prompt_class, draft_tokens, draft_accepted_tokens,
-    expected_cached_tokens, refusal, client_request_id, service_tier, unpriced, session,
-    tool_results, queued_ms";
-
 /// The rows since `since_ms` from every replica, in an in-memory SQLite
 /// ledger for a report to read.
 pub fn snapshot(postgres: &Postgres, since_ms: i64) -> anyhow::Result<rusqlite::Connection> {
     let pool = postgres.pool().clone();
+    // Every column the SQLite ledger has, in its order (`id` first).
+    let columns = format!("id, {}", crate::ledger::columns::names());
+    let select = columns.clone();
     let rows: Vec<Vec<Value>> = postgres.run(async move {
+        let columns = select;
         let client = pool.get().await?;
-        let sql = format!("SELECT {COLUMNS} FROM requests WHERE ts_ms >= $1 ORDER BY id");
+        let sql = format!("SELECT {columns} FROM requests WHERE ts_ms >= $1 ORDER BY id");
         let rows = client.query(&sql, &[&since_ms]).await?;
         rows.iter()
             .map(|row| {
@@ -99,9 +95,9 @@ pub fn snapshot(postgres: &Postgres, since_ms: i64) -> anyhow::Result<rusqlite::
     crate::ledger::schema::create(&conn)?;
     let tx = conn.transaction()?;
     {
-        let placeholders = vec!["?"; COLUMNS.split(',').count()].join(", ");
+        let placeholders = vec!["?"; crate::ledger::columns::COLUMNS.len() + 1].join(", ");
         let mut insert = tx.prepare(&format!(
-            "INSERT INTO requests ({COLUMNS}) VALUES ({placeholders})"
+            "INSERT INTO requests ({columns}) VALUES ({placeholders})"
         ))?;
         for row in rows {
             insert.execute(rusqlite::params_from_iter(row))?;

@@ -14,6 +14,7 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tokio_postgres::types::ToSql;
 
+use crate::ledger::columns::{self, COLUMNS, Cell, Kind, cells};
 use crate::ledger::{Entry, WriterHealth};
 
 /// Most rows in one INSERT: 40 arrays of 1,024 values, one statement.
@@ -267,21 +268,84 @@ fn give_up(rows: Vec<(i64, Entry)>, health: &WriterHealth) {
     }
 }
 
-const INSERT: &str =
-    "INSERT INTO requests (writer_id, seq, ts_ms, request_id, key, team, route, backend,
-        tier, profile, dialect, endpoint, input_tokens, cached_tokens, cache_write_tokens,
-        output_tokens, reasoning_tokens, cost_usd, counterfactual_usd, ttft_ms, duration_ms, status,
-        reason, hedge, fallback, cache_hit, estimated, predicted_ttft_ms, decode_tokens_per_s,
-        prompt_class, draft_tokens, draft_accepted_tokens, expected_cached_tokens, refusal,
-        client_request_id, service_tier, unpriced, session, tool_results, queued_ms)
-    SELECT * FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::text[], $5::text[],
-        $6::text[], $7::text[], $8::text[], $9::text[], $10::text[], $11::text[], $12::text[],
-        $13::bigint[], $14::bigint[], $15::bigint[], $16::bigint[], $17::bigint[],
-        $18::float8[], $19::float8[], $20::float8[], $21::float8[], $22::text[], $23::text[],
-        $24::int[], $25::int[], $26::int[], $27::int[], $28::float8[], $29::float8[],
-        $30::text[], $31::bigint[], $32::bigint[], $33::bigint[], $34::text[], $35::text[],
-        $36::text[], $37::int[], $38::text[], $39::int[], $40::float8[])
-    ON CONFLICT (writer_id, seq) DO NOTHING";
+/// One INSERT of a whole batch: an array per column, unnested into rows,
+/// the columns and their array types from the column table.
+static INSERT: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    let arrays: Vec<String> = COLUMNS
+        .iter()
+        .enumerate()
+        .map(|(i, column)| {
+            let kind = match column.kind {
+                Kind::Int => "bigint",
+                Kind::Real => "float8",
+                Kind::Text => "text",
+                Kind::Flag => "int",
+            };
+            format!("${}::{kind}[]", i + 3)
+        })
+        .collect();
+    format!(
+        "INSERT INTO requests (writer_id, seq, {})
+    SELECT * FROM unnest($1::text[], $2::bigint[], {})
+    ON CONFLICT (writer_id, seq) DO NOTHING",
+        columns::names(),
+        arrays.join(", ")
+    )
+});
+
+/// One column of a batch, as the array PostgreSQL takes for it.
+enum ColumnArray {
+    Int(Vec<Option<i64>>),
+    Real(Vec<Option<f64>>),
+    Text(Vec<Option<String>>),
+    Flag(Vec<Option<i32>>),
+}
+
+impl ColumnArray {
+    fn new(kind: Kind, rows: usize) -> Self {
+        match kind {
+            Kind::Int => ColumnArray::Int(Vec::with_capacity(rows)),
+            Kind::Real => ColumnArray::Real(Vec::with_capacity(rows)),
+            Kind::Text => ColumnArray::Text(Vec::with_capacity(rows)),
+            Kind::Flag => ColumnArray::Flag(Vec::with_capacity(rows)),
+        }
+    }
+
+    fn push(&mut self, cell: Cell<'_>) {
+        match (self, cell) {
+            (ColumnArray::Int(values), Cell::Int(v)) => values.push(v),
+            (ColumnArray::Real(values), Cell::Real(v)) => values.push(v),
+            // PostgreSQL's text cannot hold NUL, which a caller's JSON can (a
+            // session from the body's `user`): stored as U+FFFD instead.
+            (ColumnArray::Text(values), Cell::Text(v)) => {
+                values.push(v.map(|s| s.replace('\0', "\u{FFFD}")));
+            }
+            (ColumnArray::Flag(values), Cell::Flag(v)) => values.push(v.map(i32::from)),
+            // `cells` gives each column its own kind (tested in `columns`).
+            (array, cell) => {
+                unreachable!("a {:?} cell in a {:?} column", cell.kind(), array.kind())
+            }
+        }
+    }
+
+    fn kind(&self) -> Kind {
+        match self {
+            ColumnArray::Int(_) => Kind::Int,
+            ColumnArray::Real(_) => Kind::Real,
+            ColumnArray::Text(_) => Kind::Text,
+            ColumnArray::Flag(_) => Kind::Flag,
+        }
+    }
+
+    fn as_param(&self) -> &(dyn ToSql + Sync) {
+        match self {
+            ColumnArray::Int(values) => values,
+            ColumnArray::Real(values) => values,
+            ColumnArray::Text(values) => values,
+            ColumnArray::Flag(values) => values,
+        }
+    }
+}
 
 /// Inserts `batch` in one statement (its own transaction: the answer comes
 /// after COMMIT). The batch is in `seq` order under one `writer_id`, so
@@ -293,128 +357,21 @@ async fn commit<'a>(
     batch: impl Iterator<Item = &'a (i64, Entry)> + Clone,
 ) -> anyhow::Result<()> {
     let client = pool.get().await?;
-    let insert = client.prepare_cached(INSERT).await?;
-    let rows: Vec<(i64, &crate::ledger::LedgerRow)> =
-        batch.map(|(seq, entry)| (*seq, &entry.row)).collect();
-    let n = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
-    let flag = |v: bool| i32::from(v);
-    // PostgreSQL's text cannot hold NUL, which a caller's JSON can (a
-    // session from the body's `user`): stored as U+FFFD instead.
-    let text = |s: String| {
-        if s.contains('\0') {
-            s.replace('\0', "\u{FFFD}")
-        } else {
-            s
+    let insert = client.prepare_cached(&INSERT).await?;
+    let rows = batch.clone().count();
+    let writer_ids = vec![writer_id; rows];
+    let seqs: Vec<i64> = batch.clone().map(|(seq, _)| *seq).collect();
+    let mut arrays: Vec<ColumnArray> = COLUMNS
+        .iter()
+        .map(|column| ColumnArray::new(column.kind, rows))
+        .collect();
+    for (_, entry) in batch {
+        for (array, cell) in arrays.iter_mut().zip(cells(&entry.row)) {
+            array.push(cell);
         }
-    };
-    let column = |f: &dyn Fn(&crate::ledger::LedgerRow) -> Option<String>| {
-        rows.iter().map(|(_, r)| f(r).map(text)).collect::<Vec<_>>()
-    };
-    let writer_ids = vec![writer_id; rows.len()];
-    let seqs: Vec<i64> = rows.iter().map(|(seq, _)| *seq).collect();
-    let ts: Vec<i64> = rows.iter().map(|(_, r)| r.ts_ms).collect();
-    let request_id = column(&|r| r.request_id.clone());
-    let key = column(&|r| r.key.clone());
-    let team = column(&|r| r.team.clone());
-    let route = column(&|r| r.route.as_deref().map(str::to_owned));
-    let backend: Vec<String> = rows.iter().map(|(_, r)| text(r.backend.clone())).collect();
-    let tier: Vec<&str> = rows.iter().map(|(_, r)| r.tier).collect();
-    let profile: Vec<Option<&str>> = rows.iter().map(|(_, r)| r.profile).collect();
-    let dialect: Vec<&str> = rows.iter().map(|(_, r)| r.dialect).collect();
-    let endpoint: Vec<&str> = rows.iter().map(|(_, r)| r.endpoint).collect();
-    let tokens = |f: fn(&switchyard_policies::TokenCounts) -> u64| {
-        rows.iter()
-            .map(|(_, r)| n(f(&r.tokens)))
-            .collect::<Vec<i64>>()
-    };
-    let input = tokens(|t| t.input);
-    let cached = tokens(|t| t.cached_input);
-    let cache_write = tokens(|t| t.cache_write);
-    let output = tokens(|t| t.output);
-    let reasoning = tokens(|t| t.reasoning);
-    let real = |f: fn(&crate::ledger::LedgerRow) -> f64| {
-        rows.iter().map(|(_, r)| f(r)).collect::<Vec<f64>>()
-    };
-    let maybe_real = |f: fn(&crate::ledger::LedgerRow) -> Option<f64>| {
-        rows.iter().map(|(_, r)| f(r)).collect::<Vec<Option<f64>>>()
-    };
-    let flags = |f: fn(&crate::ledger::LedgerRow) -> bool| {
-        rows.iter().map(|(_, r)| flag(f(r))).collect::<Vec<i32>>()
-    };
-    let cost = real(|r| r.cost_usd);
-    let counterfactual = real(|r| r.counterfactual_usd);
-    let ttft = maybe_real(|r| r.ttft_ms);
-    let duration = real(|r| r.duration_ms);
-    let status: Vec<&str> = rows.iter().map(|(_, r)| r.status).collect();
-    let reason: Vec<&str> = rows.iter().map(|(_, r)| r.reason).collect();
-    let hedge = flags(|r| r.hedge);
-    let fallback = flags(|r| r.fallback);
-    let cache_hit = flags(|r| r.cache_hit);
-    let estimated = flags(|r| r.estimated);
-    let predicted = maybe_real(|r| r.predicted_ttft_ms);
-    let decode = maybe_real(|r| r.decode_tokens_per_s);
-    let prompt_class: Vec<&str> = rows.iter().map(|(_, r)| r.prompt_class.as_str()).collect();
-    let drafted: Vec<Option<i64>> = rows
-        .iter()
-        .map(|(_, r)| r.drafts.map(|d| n(d.drafted)))
-        .collect();
-    let accepted: Vec<Option<i64>> = rows
-        .iter()
-        .map(|(_, r)| r.drafts.map(|d| n(d.accepted)))
-        .collect();
-    let expected: Vec<i64> = rows
-        .iter()
-        .map(|(_, r)| i64::from(r.expected_cached_tokens))
-        .collect();
-    let refusal = column(&|r| r.refusal.clone());
-    let client_request_id = column(&|r| r.client_request_id.clone());
-    let service_tier = column(&|r| r.service_tier.clone());
-    let unpriced = flags(|r| r.unpriced);
-    let session = column(&|r| r.session.as_deref().map(str::to_owned));
-    let tool_results = flags(|r| r.tool_results);
-    let queued = real(|r| r.queued_ms);
-    let params: [&(dyn ToSql + Sync); 40] = [
-        &writer_ids,
-        &seqs,
-        &ts,
-        &request_id,
-        &key,
-        &team,
-        &route,
-        &backend,
-        &tier,
-        &profile,
-        &dialect,
-        &endpoint,
-        &input,
-        &cached,
-        &cache_write,
-        &output,
-        &reasoning,
-        &cost,
-        &counterfactual,
-        &ttft,
-        &duration,
-        &status,
-        &reason,
-        &hedge,
-        &fallback,
-        &cache_hit,
-        &estimated,
-        &predicted,
-        &decode,
-        &prompt_class,
-        &drafted,
-        &accepted,
-        &expected,
-        &refusal,
-        &client_request_id,
-        &service_tier,
-        &unpriced,
-        &session,
-        &tool_results,
-        &queued,
-    ];
+    }
+    let mut params: Vec<&(dyn ToSql + Sync)> = vec![&writer_ids, &seqs];
+    params.extend(arrays.iter().map(ColumnArray::as_param));
     client.execute(&insert, &params).await?;
     Ok(())
 }
