@@ -176,6 +176,72 @@ async fn responses_reach_a_native_backend_untranslated() {
     assert!(seen.starts_with("POST /v1/responses "), "{seen}");
 }
 
+/// The untranslated Responses call takes the one pipeline too: it is routed
+/// with the caller's key (a rule on `keys` matches it), and a native backend
+/// that cannot be reached falls back to the next one that speaks Responses,
+/// skipping a chat-only backend on the way.
+#[tokio::test]
+async fn an_untranslatable_responses_request_is_routed_by_key_and_falls_back_among_native_backends()
+{
+    let (addr, seen) = support::recording_server(
+        1,
+        r#"{"id":"resp_1","object":"response","status":"completed","model":"gpt-x","output":[{"type":"message","id":"m","role":"assistant","status":"completed","content":[{"type":"output_text","text":"native","annotations":[]}]}],"usage":{"input_tokens":9,"output_tokens":1,"total_tokens":10,"input_tokens_details":{"cached_tokens":0}}}"#,
+    )
+    .await;
+    // A port nothing listens on: connections to it are refused.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let key = |name: &str| {
+        format!(
+            "    - {{name: {name}, hash: '{}'}}\n",
+            support::key_hash(&format!("sk-{name}"))
+        )
+    };
+    let front = GatewayBuilder::new()
+        .backend_yaml(&format!(
+            "  gone:\n    tier: small\n    model: gpt-x\n    openai: {{base_url: 'http://{closed}/v1', responses: true}}\n  chatty:\n    tier: small\n    sim: {{preset: small, {FAST_SIM_FIELDS}}}\n  native:\n    tier: small\n    model: gpt-x\n    openai: {{base_url: 'http://{addr}/v1', responses: true}}\n"
+        ))
+        .route(
+            "auto",
+            "retries: 0\nstrategy:\n  rules:\n    - when: {keys: [alice]}\n      to: gone\n    - to: chatty\nfallbacks: [chatty, native]",
+        )
+        .section(&format!("auth:\n  keys:\n{}{}", key("alice"), key("bob")))
+        .start();
+    // A stored response's id: chat cannot express it, so only a native
+    // backend can take the request.
+    let request =
+        json!({"model": "auto", "input": "news today?", "previous_response_id": "resp_0"});
+    let alice = support::post_with(
+        &front.url("/v1/responses"),
+        &request,
+        &[("authorization", "Bearer sk-alice")],
+    )
+    .await;
+    assert_eq!(
+        alice.status,
+        200,
+        "{}",
+        String::from_utf8_lossy(&alice.body)
+    );
+    assert_eq!(alice.json()["output"][0]["content"][0]["text"], "native");
+    assert_eq!(alice.header("x-switchyard-backend"), Some("native"));
+    assert_eq!(alice.header("x-switchyard-reason"), Some("fallback"));
+    let seen = seen.await.unwrap().remove(0);
+    assert!(seen.starts_with("POST /v1/responses "), "{seen}");
+    // Bob's key matches no rule: his request goes to the chat-only backend,
+    // which cannot take it untranslated.
+    let bob = support::post_with(
+        &front.url("/v1/responses"),
+        &request,
+        &[("authorization", "Bearer sk-bob")],
+    )
+    .await;
+    assert_eq!(bob.status, 400, "{}", String::from_utf8_lossy(&bob.body));
+    assert_eq!(bob.header("x-switchyard-backend"), Some("chatty"));
+}
+
 #[tokio::test]
 async fn native_responses_streams_are_relayed_event_by_event() {
     // The upstream gateway translates Responses through chat; the front one

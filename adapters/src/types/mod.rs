@@ -5,6 +5,7 @@
 //! vendor extensions (`cache_prompt`, `id_slot`, `prompt_cache_key`,
 //! ...) pass through the gateway untouched.
 
+mod canonical;
 mod chat;
 mod completion;
 mod embedding;
@@ -13,6 +14,7 @@ mod timings;
 mod usage;
 pub(crate) mod with_extra;
 
+pub use canonical::{CanonicalChunk, CanonicalRequest, CanonicalResponse};
 pub use chat::{
     ChatChunk, ChatRequest, ChatResponse, Choice, ChunkChoice, Content, ContentPart, Delta,
     FunctionCall, FunctionCallDelta, FunctionDef, Message, Role, StreamOptions, Tool, ToolCall,

@@ -7,10 +7,9 @@ use switchyard_adapters::types::{ChatRequest, ChatResponse};
 use switchyard_router::learned::Sample;
 use switchyard_router::{AnswerSummary, Decision, Explanation, RequestView, Router};
 
-use crate::dispatch::endpoint::Endpoint;
+use crate::dispatch::endpoint::Call;
 use crate::error::GatewayError;
 use crate::http::{Body, json_response, parse_json};
-use crate::ingress::chat::Chat;
 use crate::route::encoder::encode_for_routing;
 use crate::route::view::{complete_view, route_error};
 use crate::state::app::App;
@@ -19,13 +18,8 @@ pub async fn serve(app: &App, req: Request<Incoming>) -> Result<Response<Body>, 
     let (parts, body) = req.into_parts();
     let bytes = app.read_body(&parts, body).await?;
     let request: ChatRequest = parse_json(&bytes)?;
-    Chat::validate(&request)?;
-    let view = complete_view(
-        Chat::view(&request),
-        &parts.headers,
-        Chat::hints(&request),
-        &app.router,
-    )?;
+    request.validate()?;
+    let view = complete_view(request.view(), &parts.headers, request.hints(), &app.router)?;
     let (encoded, called) = encode_for_routing(app, &parts, &view).await;
     let view = RequestView {
         encoded: &encoded,
@@ -65,7 +59,7 @@ pub fn decide_chat_with(
     headers: &HeaderMap,
     unit: f64,
 ) -> Result<Decision, GatewayError> {
-    let view = complete_view(Chat::view(request), headers, Chat::hints(request), router)?;
+    let view = complete_view(request.view(), headers, request.hints(), router)?;
     router.decide(&view, unit).map_err(route_error)
 }
 
@@ -74,14 +68,14 @@ pub fn decide_chat_with(
 /// exactly what a live decision computes.
 pub fn sample_chat(router: &Router, request: &ChatRequest) -> Result<Sample, GatewayError> {
     let headers = HeaderMap::new();
-    let view = complete_view(Chat::view(request), &headers, Chat::hints(request), router)?;
+    let view = complete_view(request.view(), &headers, request.hints(), router)?;
     let features = router.decide(&view, 0.0).map_err(route_error)?.features;
     Ok(Sample::of(&view, &features, None))
 }
 
 /// What a cascade's checks see of a whole chat answer.
 pub fn summarize_chat(response: &ChatResponse) -> AnswerSummary {
-    Chat::summarize(response)
+    ChatRequest::summarize(response)
 }
 
 /// Explains how `router` would route the chat request in `body`, offline:
@@ -92,8 +86,8 @@ pub fn explain_chat(
     headers: &HeaderMap,
 ) -> Result<Explanation, GatewayError> {
     let request: ChatRequest = parse_json(body)?;
-    Chat::validate(&request)?;
-    let view = complete_view(Chat::view(&request), headers, Chat::hints(&request), router)?;
+    request.validate()?;
+    let view = complete_view(request.view(), headers, request.hints(), router)?;
     router
         .explain(&view, rand::random::<f64>())
         .map_err(route_error)

@@ -14,6 +14,7 @@ use switchyard_router::{AnswerSummary, Decision, Reason, failed_check};
 
 use crate::admit::admission::{self, NotAdmitted, Size};
 use crate::admit::capacity::Admission;
+use crate::dispatch::endpoint::Call;
 use crate::dispatch::endpoint::{Answer, Chunks, Endpoint};
 use crate::dispatch::engine;
 use crate::dispatch::hedge::{self, Leg};
@@ -27,6 +28,7 @@ use crate::route::receipts::{CacheUse, Served};
 use crate::settle::billed_fields::{self, SentTier};
 use crate::settle::record::RequestRecord;
 use crate::state::app::App;
+use switchyard_adapters::types::{CanonicalChunk, CanonicalRequest, CanonicalResponse};
 
 /// A decoded request, shared by the tries that each send a copy of it and
 /// by the request's records, which count its prompt only if a backend
@@ -35,10 +37,10 @@ pub(crate) struct Shared<E: Endpoint>(pub(crate) E::Request);
 
 impl<E: Endpoint> PromptSource for Shared<E> {
     fn prompt_for_count(&self) -> (String, usize) {
-        E::prompt_for_count(&self.0)
+        self.0.prompt_for_count()
     }
     fn sampling(&self) -> (Option<f64>, Option<f64>) {
-        E::sampling(&self.0)
+        self.0.sampling()
     }
 }
 
@@ -75,10 +77,14 @@ pub(crate) async fn dispatch<E: Endpoint>(
         .router
         .cascade(decision)
         .filter(|_| E::CHECKED_BY_CASCADES);
-    let streaming = E::is_stream(&request.0);
+    let streaming = request.0.is_stream();
     let mut served = Served::first_choice(decision);
     let mut last_error = None;
-    let mut targets: VecDeque<usize> = decision.targets.iter().copied().collect();
+    // Backends that cannot take this kind of call (a passthrough's
+    // dialect) are never tried, as fallbacks or hedges either.
+    let servable =
+        |backend: &usize| E::Request::served_by(&*app.backends[*backend].replicas[0].provider);
+    let mut targets: VecDeque<usize> = decision.targets.iter().copied().filter(servable).collect();
     let mut tried: Vec<usize> = Vec::new();
     let retries = app.router.retries(decision.route);
     let mut retries_used = 0;
@@ -115,6 +121,7 @@ pub(crate) async fn dispatch<E: Endpoint>(
                     && app.backends[backend_index].is_cloud() =>
             {
                 targets = local_targets(app, decision, &tried);
+                targets.retain(servable);
                 served.reason = Reason::BudgetDowngrade;
                 last_error = Some(exhausted.into());
                 continue;
@@ -151,7 +158,7 @@ pub(crate) async fn dispatch<E: Endpoint>(
         );
         record.sent_tier(tier);
         served.cache = CacheUse::Prefix(record.expected_cached_tokens());
-        let client_wants_usage = streaming && E::request_stream_usage(&mut req);
+        let client_wants_usage = streaming && req.request_stream_usage();
         let checked = cascade.filter(|_| !is_last);
         // Hedge the first choice with the next, on routes that hedge.
         let hedge_with = decision
@@ -192,19 +199,19 @@ pub(crate) async fn dispatch<E: Endpoint>(
                 answer
             }
             (false, _, _) => {
-                with_trace_context(record.trace_context(), E::call(&*admission.provider, req))
+                with_trace_context(record.trace_context(), req.call(&*admission.provider))
                     .await
                     .map(Answer::<E>::Whole)
             }
             (true, None, _) => with_trace_context(
                 record.trace_context(),
-                E::call_stream(&*admission.provider, req),
+                req.call_stream(&*admission.provider),
             )
             .await
             .map(Answer::Stream),
             (true, Some(_), _) => match with_trace_context(
                 record.trace_context(),
-                E::call_stream(&*admission.provider, req),
+                req.call_stream(&*admission.provider),
             )
             .await
             {
@@ -243,8 +250,8 @@ pub(crate) async fn dispatch<E: Endpoint>(
         };
         if let Some((checks, min_mean_logprob)) = checked {
             let summary = match &answer {
-                Answer::Whole(resp) => E::summarize(resp),
-                Answer::Collected(chunks) => E::summarize_chunks(chunks),
+                Answer::Whole(resp) => E::Request::summarize(resp),
+                Answer::Collected(chunks) => E::Request::summarize_chunks(chunks),
                 Answer::Stream(_) => AnswerSummary::default(),
             };
             let failed = failed_check(&summary, checks, min_mean_logprob);
@@ -334,19 +341,21 @@ pub(crate) fn prepared<E: Endpoint>(
     admission: Option<&Admission>,
 ) -> (E::Request, Option<SentTier>) {
     let handle = &app.backends[backend];
-    E::set_model(&mut req, &handle.upstream_model);
+    req.set_model(&handle.upstream_model);
     let mut fields = engine::body_fields(app, decision, backend);
     if let Some(slot) = admission.and_then(|a| a.slot) {
         fields.insert("id_slot".into(), slot.into());
     }
     if !fields.is_empty()
-        && let Some(extra) = E::body_extra(&mut req)
+        && let Some(extra) = req.engine_fields()
     {
         engine::apply(extra, &fields);
     }
-    let tier = E::caller_fields(&mut req).and_then(|extra| billed_fields::apply(extra, handle));
+    let tier = req
+        .caller_fields()
+        .and_then(|extra| billed_fields::apply(extra, handle));
     let tenant = decision.features.tenant;
-    if let Some(extra) = E::body_extra(&mut req) {
+    if let Some(extra) = req.engine_fields() {
         engine::cache_salt(
             extra,
             handle.engine,
@@ -357,7 +366,7 @@ pub(crate) fn prepared<E: Endpoint>(
         let chain = app.router.chain_for(backend, chain, tenant);
         match handle.prompt_cache {
             PromptCache::OpenAiKey => {
-                if let Some(extra) = E::body_extra(&mut req) {
+                if let Some(extra) = req.engine_fields() {
                     prompt_cache::openai_key(extra, &chain);
                 }
             }
@@ -406,7 +415,7 @@ async fn collect<E: Endpoint>(
         let mut bytes = 0usize;
         while let Some(chunk) = chunks.next().await {
             let chunk = chunk?;
-            if E::chunk_has_output(&chunk) {
+            if chunk.has_output() {
                 record.first_output();
             }
             bytes += serde_json::to_vec(&chunk).map_or(0, |json| json.len());
@@ -438,10 +447,10 @@ pub(crate) fn record_answer<E: Endpoint>(record: &mut RequestRecord, answer: &An
         Answer::Whole(resp) => record_whole::<E>(record, resp),
         Answer::Collected(chunks) => {
             for chunk in chunks {
-                record.answer_meta(|meta| E::chunk_meta(chunk, meta));
-                record.timings(E::chunk_timings(chunk));
-                record.usage(E::chunk_usage(chunk));
-                E::chunk_output(chunk, record.output());
+                record.answer_meta(|meta| E::Request::chunk_meta(chunk, meta));
+                record.timings(chunk.timings());
+                record.usage(chunk.usage());
+                chunk.push_output(record.output());
             }
         }
         Answer::Stream(_) => {}
@@ -449,12 +458,12 @@ pub(crate) fn record_answer<E: Endpoint>(record: &mut RequestRecord, answer: &An
 }
 
 pub(crate) fn record_whole<E: Endpoint>(record: &mut RequestRecord, resp: &E::Response) {
-    record.answer_meta(|meta| E::answer_meta(resp, meta));
-    record.timings(E::response_timings(resp));
-    record.usage(E::response_usage(resp));
+    record.answer_meta(|meta| E::Request::answer_meta(resp, meta));
+    record.timings(resp.timings());
+    record.usage(resp.usage());
     // The text is counted when no usage came, and recorded on the span
     // when content is captured.
-    if E::response_usage(resp).is_none() || record.captures_content() {
-        record.output().push_str(&E::output_text(resp));
+    if resp.usage().is_none() || record.captures_content() {
+        record.output().push_str(&resp.output_text());
     }
 }

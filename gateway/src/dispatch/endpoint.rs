@@ -1,7 +1,9 @@
-//! What the pipeline needs of an endpoint: the `Endpoint` trait every
-//! dialect implements (decode, view, encode, and reading usage and text off
-//! its answers), and what one backend gave (`Answer`). Defined here, below
-//! ingress, so the dialects depend on dispatch and never the other way.
+//! What the pipeline needs of an endpoint: the small `Endpoint` trait every
+//! dialect implements (decode, respond, encode), the `Call` trait each
+//! canonical request type implements (the router's view, checks, the
+//! backend call), and what one backend gave (`Answer`). Usage, timings and
+//! text are read through the adapters' canonical accessors. Defined here,
+//! below ingress, so the dialects depend on dispatch and never the other way.
 
 use crate::telemetry::AnswerMeta;
 
@@ -10,7 +12,7 @@ use futures_util::stream::BoxStream;
 use http::{Response, StatusCode};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
-use switchyard_adapters::types::{Extra, Timings, Usage};
+use switchyard_adapters::types::{CanonicalChunk, CanonicalRequest, CanonicalResponse};
 use switchyard_adapters::{AdapterError, Provider};
 use switchyard_router::prefix::PrefixChain;
 use switchyard_router::{AnswerSummary, RequestView};
@@ -23,7 +25,51 @@ use crate::route::view::BodyHints;
 /// A backend's chunks.
 pub type Chunks<C> = BoxStream<'static, Result<C, AdapterError>>;
 
-/// One OpenAI-compatible model endpoint that can answer whole or streamed.
+/// A kind of model call, implemented once per canonical request type (chat,
+/// completions, embeddings): how the router sees it, how its answers are
+/// checked and described, and how a backend is called with it. Dialects
+/// that share a request type (chat, Messages, Responses) share this.
+pub trait Call:
+    CanonicalRequest + DeserializeOwned + Clone + Send + Sync + Sized + 'static
+{
+    type Response: CanonicalResponse + Serialize + Send + 'static;
+    type Chunk: CanonicalChunk + Serialize + Send + 'static;
+
+    /// The router's view of the request (session, profile and headers are
+    /// filled in by the caller).
+    fn view(&self) -> RequestView<'_>;
+    fn hints(&self) -> BodyHints<'_>;
+    /// The canonical prompt's prefix chain, for requests with a prompt.
+    fn prefix_chain(&self) -> Option<PrefixChain> {
+        None
+    }
+    /// Checks serde cannot express (empty lists, zero counts).
+    fn validate(&self) -> Result<(), GatewayError>;
+    /// What a whole answer or a chunk says of itself (id, model, finish
+    /// reasons), for its attempt's span; nothing for calls without.
+    fn answer_meta(_resp: &Self::Response, _meta: &mut AnswerMeta) {}
+    fn chunk_meta(_chunk: &Self::Chunk, _meta: &mut AnswerMeta) {}
+    /// What cascade checks look at, from a whole answer or a streamed one.
+    fn summarize(resp: &Self::Response) -> AnswerSummary;
+    fn summarize_chunks(chunks: &[Self::Chunk]) -> AnswerSummary;
+
+    /// Whether a backend can take this kind of call at all (a passthrough
+    /// needs a backend that speaks its dialect): dispatch skips those that
+    /// cannot, fallbacks and hedges included.
+    fn served_by(_provider: &dyn Provider) -> bool {
+        true
+    }
+
+    fn call(self, provider: &dyn Provider) -> BoxFuture<'_, Result<Self::Response, AdapterError>>;
+    fn call_stream(
+        self,
+        provider: &dyn Provider,
+    ) -> BoxFuture<'_, Result<Chunks<Self::Chunk>, AdapterError>>;
+}
+
+/// One model endpoint in one dialect: how its body is decoded and its
+/// answers and chunks are written. Everything else is its request type's
+/// ([`Call`]) and the canonical types' own accessors.
 pub trait Endpoint: Sized + 'static {
     /// For logs and metrics.
     const NAME: &'static str;
@@ -32,9 +78,9 @@ pub trait Endpoint: Sized + 'static {
     /// Whether a cascade's checks (which read an answer's text) apply; an
     /// endpoint without text (embeddings) takes a cascade's first backend.
     const CHECKED_BY_CASCADES: bool = true;
-    type Request: DeserializeOwned + Clone + Send + Sync + 'static;
-    type Response: Serialize + Send + 'static;
-    type Chunk: Serialize + Send + 'static;
+    type Request: Call<Response = Self::Response, Chunk = Self::Chunk>;
+    type Response: CanonicalResponse + Serialize + Send + 'static;
+    type Chunk: CanonicalChunk + Serialize + Send + 'static;
     /// Writes streamed chunks in the caller's dialect.
     type Encoder: StreamEncoder<Self::Chunk>;
 
@@ -58,71 +104,6 @@ pub trait Endpoint: Sized + 'static {
         model: &str,
         prompt_tokens: u32,
     ) -> Self::Encoder;
-
-    /// The router's view of the request (session, profile and headers are
-    /// filled in by the caller).
-    fn view(req: &Self::Request) -> RequestView<'_>;
-    fn hints(req: &Self::Request) -> BodyHints<'_>;
-    fn set_model(req: &mut Self::Request, model: &str);
-    /// The request body's fields the canonical type does not model, where
-    /// engine extras go; `None` for endpoints that take none.
-    fn body_extra(_req: &mut Self::Request) -> Option<&mut Extra> {
-        None
-    }
-    /// The same fields as the caller sent them, where fields that change
-    /// the bill are priced or removed: every endpoint that keeps any.
-    fn caller_fields(req: &mut Self::Request) -> Option<&mut Extra> {
-        Self::body_extra(req)
-    }
-    /// The canonical prompt's prefix chain, for endpoints with a prompt.
-    fn prefix_chain(_req: &Self::Request) -> Option<PrefixChain> {
-        None
-    }
-    /// The model name the caller asked for.
-    fn model_name(req: &Self::Request) -> &str;
-    /// Checks serde cannot express (empty lists, zero counts).
-    fn validate(req: &Self::Request) -> Result<(), GatewayError>;
-    fn is_stream(req: &Self::Request) -> bool;
-    /// Asks the backend for a final usage chunk, which accounting needs;
-    /// returns whether the client asked for it too (else it is not forwarded).
-    fn request_stream_usage(req: &mut Self::Request) -> bool;
-    fn response_usage(resp: &Self::Response) -> Option<&Usage>;
-    fn chunk_usage(chunk: &Self::Chunk) -> Option<&Usage>;
-    /// A chunk with no choices that only carries usage.
-    fn chunk_is_usage_only(chunk: &Self::Chunk) -> bool;
-    /// A chunk carrying generated output (text or a tool call): the first one
-    /// marks the time to first token.
-    fn chunk_has_output(chunk: &Self::Chunk) -> bool;
-    /// The prompt as text and the template's extra tokens, for counting
-    /// usage when a backend reports none.
-    fn prompt_for_count(req: &Self::Request) -> (String, usize);
-    /// Generated text of a whole answer, for counting when no usage came.
-    fn output_text(resp: &Self::Response) -> String;
-    /// Appends a chunk's generated text (content, tool-call arguments).
-    fn chunk_output(chunk: &Self::Chunk, out: &mut String);
-    /// llama.cpp's `timings` of an answer, or on a chunk.
-    fn response_timings(resp: &Self::Response) -> Option<&Timings>;
-    fn chunk_timings(chunk: &Self::Chunk) -> Option<&Timings>;
-    /// What a whole answer or a chunk says of itself (id, model, finish
-    /// reasons), for its attempt's span; nothing for endpoints without.
-    fn answer_meta(_resp: &Self::Response, _meta: &mut AnswerMeta) {}
-    fn chunk_meta(_chunk: &Self::Chunk, _meta: &mut AnswerMeta) {}
-    /// The request's `temperature` and `top_p`, for its attempts' spans.
-    fn sampling(_req: &Self::Request) -> (Option<f64>, Option<f64>) {
-        (None, None)
-    }
-    /// What cascade checks look at, from a whole answer or a streamed one.
-    fn summarize(resp: &Self::Response) -> AnswerSummary;
-    fn summarize_chunks(chunks: &[Self::Chunk]) -> AnswerSummary;
-
-    fn call(
-        provider: &dyn Provider,
-        req: Self::Request,
-    ) -> BoxFuture<'_, Result<Self::Response, AdapterError>>;
-    fn call_stream(
-        provider: &dyn Provider,
-        req: Self::Request,
-    ) -> BoxFuture<'_, Result<Chunks<Self::Chunk>, AdapterError>>;
 }
 
 /// What one backend gave.

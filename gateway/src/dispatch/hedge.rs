@@ -16,12 +16,14 @@ use switchyard_adapters::{AdapterError, Provider};
 use crate::admit::access::Caller;
 use crate::admit::admission::{Size, admit_call, worst_cost};
 use crate::admit::capacity::Admission;
+use crate::dispatch::endpoint::Call;
 use crate::dispatch::endpoint::{Answer, Endpoint};
 use crate::dispatch::request_context::RequestContext;
 use crate::error::GatewayError;
 use crate::settle::billed_fields::SentTier;
 use crate::settle::record::RequestRecord;
 use crate::state::app::App;
+use switchyard_adapters::types::{CanonicalChunk, CanonicalRequest};
 
 /// Never hedge sooner than this: below it a hedge only doubles the load.
 const MIN_DELAY: Duration = Duration::from_millis(10);
@@ -41,13 +43,13 @@ async fn until_output<E: Endpoint>(
     streaming: bool,
 ) -> Result<Answer<E>, AdapterError> {
     if !streaming {
-        return E::call(provider, req).await.map(Answer::Whole);
+        return req.call(provider).await.map(Answer::Whole);
     }
-    let mut chunks = E::call_stream(provider, req).await?;
+    let mut chunks = req.call_stream(provider).await?;
     let mut read_ahead = Vec::new();
     while let Some(chunk) = chunks.next().await {
         let chunk = chunk?;
-        let has_output = E::chunk_has_output(&chunk);
+        let has_output = chunk.has_output();
         read_ahead.push(chunk);
         if has_output {
             break;
@@ -155,7 +157,7 @@ pub async fn race<E: Endpoint>(
     hedge.record.sent_tier(hedge_tier);
     primary.record.hedged();
     if streaming {
-        E::request_stream_usage(&mut hedge_req);
+        hedge_req.request_stream_usage();
     }
     tracing::info!(primary = %app.backends[primary.backend].name, hedge = %app.backends[hedge_backend].name, ?delay, "hedging");
     let hedge_provider = hedge.admission.provider.clone();

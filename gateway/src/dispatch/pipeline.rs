@@ -2,8 +2,10 @@
 //! route, then try the decision's backends in order (`attempts`), answer
 //! with receipts.
 
+use crate::dispatch::endpoint::Call;
 use crate::telemetry::RequestTrace;
 use std::sync::Arc;
+use switchyard_adapters::types::CanonicalRequest;
 
 use http::request::Parts;
 use http::{Request, Response};
@@ -31,7 +33,7 @@ pub async fn serve<E: Endpoint>(
     let bytes = app.read_body(&parts, body).await?;
     let mut request: E::Request = E::decode(&bytes)?;
     E::forward_headers(&mut request, &parts.headers);
-    E::validate(&request)?;
+    request.validate()?;
     let decision = decide::<E>(app, &parts, &request).await?;
     serve_decided::<E>(app, &parts, request, decision).await
 }
@@ -45,18 +47,13 @@ pub async fn decide<E: Endpoint>(
     request: &E::Request,
 ) -> Result<Decision, GatewayError> {
     let caller = parts.extensions.get::<Caller>();
-    let mut view = complete_view(
-        E::view(request),
-        &parts.headers,
-        E::hints(request),
-        &app.router,
-    )?;
+    let mut view = complete_view(request.view(), &parts.headers, request.hints(), &app.router)?;
     if let Some(caller) = caller {
         view.key = Some(&caller.key.name);
         view.team = caller.key.team.as_deref();
         view.tenant = app.keys.tenant(caller);
     }
-    view.prefix = E::prefix_chain(request).map(Arc::new);
+    view.prefix = request.prefix_chain().map(Arc::new);
     let trace = parts.extensions.get::<RequestTrace>();
     let started = trace.map(|_| std::time::SystemTime::now());
     let (encoded, _) = encode_for_routing(app, parts, &view).await;
@@ -90,7 +87,7 @@ pub async fn serve_decided<E: Endpoint>(
         app,
         parts,
         (E::NAME, E::DIALECT),
-        E::model_name(&request.0).to_owned(),
+        request.0.model().to_owned(),
         &decision,
         request.clone(),
     );

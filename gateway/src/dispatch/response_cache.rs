@@ -28,6 +28,7 @@ use crate::dispatch::stream;
 use crate::http::{Body, sse_response};
 use crate::settle::record::RequestRecord;
 use crate::state::app::App;
+use switchyard_adapters::types::{CanonicalRequest, CanonicalResponse};
 
 /// One request's place in its route's cache.
 pub struct Slot {
@@ -146,7 +147,7 @@ pub async fn replay<E: Endpoint>(
         CachedAnswer::Whole(resp) => {
             let resp: E::Response = downcast(ChatResponse::clone(resp))?;
             record.whole_answer();
-            record.usage(E::response_usage(&resp));
+            record.usage(resp.usage());
             record.finish("ok");
             Some(match record.write_after_reply().await {
                 Ok(()) => E::respond(&request, &resp),
@@ -158,11 +159,11 @@ pub async fn replay<E: Endpoint>(
                 .iter()
                 .map(|c| downcast(c.clone()))
                 .collect::<Option<_>>()?;
-            let client_wants_usage = E::request_stream_usage(&mut request);
+            let client_wants_usage = request.request_stream_usage();
             let encoder = E::encoder(
                 &request,
                 client_wants_usage,
-                E::model_name(&request),
+                request.model(),
                 decision.features.prompt_tokens,
             );
             let chunks = futures_util::stream::iter(chunks.into_iter().map(Ok)).boxed();

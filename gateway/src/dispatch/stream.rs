@@ -16,10 +16,12 @@ use switchyard_adapters::sse::{DONE, data_event, named_event};
 use switchyard_adapters::types::ChatChunk;
 
 use crate::admit::capacity::Admission;
+use crate::dispatch::endpoint::Call;
 use crate::dispatch::endpoint::Endpoint;
 use crate::dispatch::response_cache::Slot;
 use crate::error::GatewayError;
 use crate::settle::record::RequestRecord;
+use switchyard_adapters::types::CanonicalChunk;
 
 /// Writes one dialect's stream.
 pub trait StreamEncoder<C>: Send + 'static {
@@ -49,7 +51,7 @@ impl<E> OpenAiEvents<E> {
 
 impl<E: Endpoint + 'static> StreamEncoder<E::Chunk> for OpenAiEvents<E> {
     fn chunk(&mut self, chunk: &E::Chunk) -> Option<Bytes> {
-        if E::chunk_is_usage_only(chunk) && !self.forward_usage_chunk {
+        if chunk.is_usage_only() && !self.forward_usage_chunk {
             return None;
         }
         Some(data_event(&serde_json::to_vec(chunk).unwrap_or_default()))
@@ -154,13 +156,14 @@ pub fn encode<E: Endpoint>(
         loop {
             match st.upstream.next().await {
                 Some(Ok(chunk)) => {
-                    if E::chunk_has_output(&chunk) {
+                    if chunk.has_output() {
                         st.record.first_output();
                     }
-                    st.record.usage(E::chunk_usage(&chunk));
-                    st.record.answer_meta(|meta| E::chunk_meta(&chunk, meta));
-                    E::chunk_output(&chunk, st.record.output());
-                    st.record.timings(E::chunk_timings(&chunk));
+                    st.record.usage(chunk.usage());
+                    st.record
+                        .answer_meta(|meta| E::Request::chunk_meta(&chunk, meta));
+                    chunk.push_output(st.record.output());
+                    st.record.timings(chunk.timings());
                     if let Some((_, kept, _)) = &mut st.keep
                         && let Some(chunk) = (&chunk as &dyn Any).downcast_ref::<ChatChunk>()
                     {

@@ -5,14 +5,12 @@ use futures_util::future::BoxFuture;
 use http::{Response, StatusCode};
 use serde_json::Value;
 use switchyard_adapters::tokens;
-use switchyard_adapters::types::{
-    ChatChunk, ChatRequest, ChatResponse, Content, Extra, Role, StreamOptions, Timings, Usage,
-};
+use switchyard_adapters::types::{ChatChunk, ChatRequest, ChatResponse, Content, Role};
 use switchyard_adapters::{AdapterError, Provider};
 use switchyard_router::prefix::PrefixChain;
 use switchyard_router::{AnswerSummary, RequestView};
 
-use crate::dispatch::endpoint::{Chunks, Endpoint};
+use crate::dispatch::endpoint::{Call, Chunks, Endpoint};
 use crate::dispatch::stream::OpenAiEvents;
 use crate::error::{Dialect, GatewayError};
 use crate::http::{Body, json_bytes_response, json_response};
@@ -70,8 +68,30 @@ impl Endpoint for Chat {
     type Request = ChatRequest;
     type Response = ChatResponse;
     type Chunk = ChatChunk;
+    type Encoder = OpenAiEvents<Self>;
+    /// The backend's own bytes when it spoke this dialect (the answer is
+    /// not changed on the way), else the answer encoded.
+    fn respond(_req: &ChatRequest, resp: &ChatResponse) -> Response<Body> {
+        match &resp.verbatim {
+            Some(body) => json_bytes_response(StatusCode::OK, body.clone()),
+            None => json_response(StatusCode::OK, resp),
+        }
+    }
+    fn encoder(
+        _req: &ChatRequest,
+        client_wants_usage: bool,
+        _model: &str,
+        _prompt_tokens: u32,
+    ) -> Self::Encoder {
+        OpenAiEvents::new(client_wants_usage)
+    }
+}
 
-    fn view(req: &ChatRequest) -> RequestView<'_> {
+impl Call for ChatRequest {
+    type Response = ChatResponse;
+    type Chunk = ChatChunk;
+    fn view(&self) -> RequestView<'_> {
+        let req = self;
         RequestView {
             model: &req.model,
             prompt_tokens: u32::try_from(tokens::estimate_chat_prompt(req)).unwrap_or(u32::MAX),
@@ -88,8 +108,8 @@ impl Endpoint for Chat {
             ..RequestView::default()
         }
     }
-
-    fn hints(req: &ChatRequest) -> BodyHints<'_> {
+    fn hints(&self) -> BodyHints<'_> {
+        let req = self;
         let metadata = |key: &str| {
             req.metadata
                 .as_ref()
@@ -101,44 +121,11 @@ impl Endpoint for Chat {
             profile: metadata("profile"),
         }
     }
-
-    /// The backend's own bytes when it spoke this dialect (the answer is
-    /// not changed on the way), else the answer encoded.
-    fn respond(_req: &ChatRequest, resp: &ChatResponse) -> Response<Body> {
-        match &resp.verbatim {
-            Some(body) => json_bytes_response(StatusCode::OK, body.clone()),
-            None => json_response(StatusCode::OK, resp),
-        }
+    fn prefix_chain(&self) -> Option<PrefixChain> {
+        Some(crate::route::prefix::chat_chain(self))
     }
-
-    type Encoder = OpenAiEvents<Self>;
-
-    fn encoder(
-        _req: &ChatRequest,
-        client_wants_usage: bool,
-        _model: &str,
-        _prompt_tokens: u32,
-    ) -> Self::Encoder {
-        OpenAiEvents::new(client_wants_usage)
-    }
-
-    fn model_name(req: &ChatRequest) -> &str {
-        &req.model
-    }
-
-    fn set_model(req: &mut ChatRequest, model: &str) {
-        model.clone_into(&mut req.model);
-    }
-
-    fn body_extra(req: &mut ChatRequest) -> Option<&mut Extra> {
-        Some(&mut req.extra)
-    }
-
-    fn prefix_chain(req: &ChatRequest) -> Option<PrefixChain> {
-        Some(crate::route::prefix::chat_chain(req))
-    }
-
-    fn validate(req: &ChatRequest) -> Result<(), GatewayError> {
+    fn validate(&self) -> Result<(), GatewayError> {
+        let req = self;
         if req.messages.is_empty() {
             return Err(GatewayError::InvalidField {
                 param: "messages".into(),
@@ -153,74 +140,6 @@ impl Endpoint for Chat {
         }
         Ok(())
     }
-
-    fn is_stream(req: &ChatRequest) -> bool {
-        req.is_stream()
-    }
-
-    fn request_stream_usage(req: &mut ChatRequest) -> bool {
-        let wanted = req.wants_stream_usage();
-        req.stream_options
-            .get_or_insert_with(StreamOptions::default)
-            .include_usage = Some(true);
-        wanted
-    }
-
-    fn response_usage(resp: &ChatResponse) -> Option<&Usage> {
-        resp.usage.as_ref()
-    }
-
-    fn chunk_usage(chunk: &ChatChunk) -> Option<&Usage> {
-        chunk.usage.as_ref()
-    }
-
-    fn chunk_is_usage_only(chunk: &ChatChunk) -> bool {
-        chunk.is_usage_only()
-    }
-
-    fn chunk_has_output(chunk: &ChatChunk) -> bool {
-        chunk.choices.iter().any(|c| {
-            c.delta.content.as_deref().is_some_and(|s| !s.is_empty())
-                || c.delta.tool_calls.is_some()
-        })
-    }
-
-    fn prompt_for_count(req: &ChatRequest) -> (String, usize) {
-        tokens::prompt_text_and_overhead(req)
-    }
-
-    fn output_text(resp: &ChatResponse) -> String {
-        let mut out = String::new();
-        for choice in &resp.choices {
-            choice.message.push_text(&mut out);
-            for call in choice.message.tool_calls.iter().flatten() {
-                out.push_str(&call.function.name);
-                out.push_str(&call.function.arguments);
-            }
-        }
-        out
-    }
-
-    fn chunk_output(chunk: &ChatChunk, out: &mut String) {
-        for choice in &chunk.choices {
-            out.push_str(choice.delta.content.as_deref().unwrap_or(""));
-            for call in choice.delta.tool_calls.iter().flatten() {
-                if let Some(function) = &call.function {
-                    out.push_str(function.name.as_deref().unwrap_or(""));
-                    out.push_str(function.arguments.as_deref().unwrap_or(""));
-                }
-            }
-        }
-    }
-
-    fn response_timings(resp: &ChatResponse) -> Option<&Timings> {
-        resp.timings.as_deref()
-    }
-
-    fn chunk_timings(chunk: &ChatChunk) -> Option<&Timings> {
-        chunk.timings.as_deref()
-    }
-
     fn answer_meta(resp: &ChatResponse, meta: &mut AnswerMeta) {
         meta.note(
             &resp.id,
@@ -228,7 +147,6 @@ impl Endpoint for Chat {
             resp.choices.iter().map(|c| c.finish_reason.as_ref()),
         );
     }
-
     fn chunk_meta(chunk: &ChatChunk, meta: &mut AnswerMeta) {
         meta.note(
             &chunk.id,
@@ -236,12 +154,6 @@ impl Endpoint for Chat {
             chunk.choices.iter().map(|c| c.finish_reason.as_ref()),
         );
     }
-
-    fn sampling(req: &ChatRequest) -> (Option<f64>, Option<f64>) {
-        let top_p = req.extra.get("top_p").and_then(serde_json::Value::as_f64);
-        (req.temperature, top_p)
-    }
-
     fn summarize(resp: &ChatResponse) -> AnswerSummary {
         AnswerSummary {
             finish_reasons: resp
@@ -268,7 +180,6 @@ impl Endpoint for Chat {
             mean_logprob: mean_logprob(resp.choices.iter().filter_map(|c| c.logprobs.as_ref())),
         }
     }
-
     fn summarize_chunks(chunks: &[ChatChunk]) -> AnswerSummary {
         let choices = || chunks.iter().flat_map(|c| &c.choices);
         // Tool-call arguments arrive in fragments keyed by (choice, call index).
@@ -297,18 +208,13 @@ impl Endpoint for Chat {
             mean_logprob: mean_logprob(choices().filter_map(|c| c.logprobs.as_ref())),
         }
     }
-
-    fn call(
-        provider: &dyn Provider,
-        req: ChatRequest,
-    ) -> BoxFuture<'_, Result<ChatResponse, AdapterError>> {
-        provider.chat(req)
+    fn call(self, provider: &dyn Provider) -> BoxFuture<'_, Result<ChatResponse, AdapterError>> {
+        provider.chat(self)
     }
-
     fn call_stream(
+        self,
         provider: &dyn Provider,
-        req: ChatRequest,
     ) -> BoxFuture<'_, Result<Chunks<ChatChunk>, AdapterError>> {
-        provider.chat_stream(req)
+        provider.chat_stream(self)
     }
 }

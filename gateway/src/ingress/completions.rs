@@ -4,14 +4,12 @@ use crate::telemetry::AnswerMeta;
 use futures_util::future::BoxFuture;
 use serde_json::Value;
 use switchyard_adapters::tokens;
-use switchyard_adapters::types::{
-    CompletionRequest, CompletionResponse, Extra, StreamOptions, Timings, Usage,
-};
+use switchyard_adapters::types::{CompletionRequest, CompletionResponse};
 use switchyard_adapters::{AdapterError, Provider};
 use switchyard_router::prefix::PrefixChain;
 use switchyard_router::{AnswerSummary, RequestView};
 
-use crate::dispatch::endpoint::{Chunks, Endpoint};
+use crate::dispatch::endpoint::{Call, Chunks, Endpoint};
 use crate::dispatch::stream::OpenAiEvents;
 use crate::error::{Dialect, GatewayError};
 use crate::route::view::BodyHints;
@@ -24,8 +22,22 @@ impl Endpoint for Completions {
     type Request = CompletionRequest;
     type Response = CompletionResponse;
     type Chunk = CompletionResponse;
+    type Encoder = OpenAiEvents<Self>;
+    fn encoder(
+        _req: &CompletionRequest,
+        client_wants_usage: bool,
+        _model: &str,
+        _prompt_tokens: u32,
+    ) -> Self::Encoder {
+        OpenAiEvents::new(client_wants_usage)
+    }
+}
 
-    fn view(req: &CompletionRequest) -> RequestView<'_> {
+impl Call for CompletionRequest {
+    type Response = CompletionResponse;
+    type Chunk = CompletionResponse;
+    fn view(&self) -> RequestView<'_> {
+        let req = self;
         let prompt = match &req.prompt {
             Value::String(s) => s.as_str(),
             Value::Array(items) => items.iter().rev().find_map(Value::as_str).unwrap_or(""),
@@ -57,42 +69,19 @@ impl Endpoint for Completions {
             ..RequestView::default()
         }
     }
-
-    fn hints(req: &CompletionRequest) -> BodyHints<'_> {
+    fn hints(&self) -> BodyHints<'_> {
+        let req = self;
         BodyHints {
             user: req.user.as_deref(),
             profile: None,
         }
     }
-
-    type Encoder = OpenAiEvents<Self>;
-
-    fn encoder(
-        _req: &CompletionRequest,
-        client_wants_usage: bool,
-        _model: &str,
-        _prompt_tokens: u32,
-    ) -> Self::Encoder {
-        OpenAiEvents::new(client_wants_usage)
-    }
-
-    fn model_name(req: &CompletionRequest) -> &str {
-        &req.model
-    }
-
-    fn set_model(req: &mut CompletionRequest, model: &str) {
-        model.clone_into(&mut req.model);
-    }
-
-    fn body_extra(req: &mut CompletionRequest) -> Option<&mut Extra> {
-        Some(&mut req.extra)
-    }
-
-    fn prefix_chain(req: &CompletionRequest) -> Option<PrefixChain> {
+    fn prefix_chain(&self) -> Option<PrefixChain> {
+        let req = self;
         Some(crate::route::prefix::completion_chain(req))
     }
-
-    fn validate(req: &CompletionRequest) -> Result<(), GatewayError> {
+    fn validate(&self) -> Result<(), GatewayError> {
+        let req = self;
         let empty = match &req.prompt {
             Value::String(_) => false,
             Value::Array(items) => items.is_empty(),
@@ -112,56 +101,6 @@ impl Endpoint for Completions {
         }
         Ok(())
     }
-
-    fn is_stream(req: &CompletionRequest) -> bool {
-        req.is_stream()
-    }
-
-    fn request_stream_usage(req: &mut CompletionRequest) -> bool {
-        let options = req
-            .stream_options
-            .get_or_insert_with(StreamOptions::default);
-        let wanted = options.include_usage.unwrap_or(false);
-        options.include_usage = Some(true);
-        wanted
-    }
-
-    fn response_usage(resp: &CompletionResponse) -> Option<&Usage> {
-        resp.usage.as_ref()
-    }
-
-    fn chunk_usage(chunk: &CompletionResponse) -> Option<&Usage> {
-        chunk.usage.as_ref()
-    }
-
-    fn chunk_is_usage_only(chunk: &CompletionResponse) -> bool {
-        chunk.choices.is_empty() && chunk.usage.is_some()
-    }
-
-    fn chunk_has_output(chunk: &CompletionResponse) -> bool {
-        chunk.choices.iter().any(|c| !c.text.is_empty())
-    }
-
-    fn prompt_for_count(req: &CompletionRequest) -> (String, usize) {
-        (req.prompt_text(), 0)
-    }
-
-    fn output_text(resp: &CompletionResponse) -> String {
-        resp.choices.iter().map(|c| c.text.as_str()).collect()
-    }
-
-    fn chunk_output(chunk: &CompletionResponse, out: &mut String) {
-        chunk.choices.iter().for_each(|c| out.push_str(&c.text));
-    }
-
-    fn response_timings(resp: &CompletionResponse) -> Option<&Timings> {
-        resp.timings.as_deref()
-    }
-
-    fn chunk_timings(chunk: &CompletionResponse) -> Option<&Timings> {
-        chunk.timings.as_deref()
-    }
-
     fn answer_meta(resp: &CompletionResponse, meta: &mut AnswerMeta) {
         meta.note(
             &resp.id,
@@ -169,20 +108,12 @@ impl Endpoint for Completions {
             resp.choices.iter().map(|c| c.finish_reason.as_ref()),
         );
     }
-
     fn chunk_meta(chunk: &CompletionResponse, meta: &mut AnswerMeta) {
         Self::answer_meta(chunk, meta);
     }
-
-    fn sampling(req: &CompletionRequest) -> (Option<f64>, Option<f64>) {
-        let number = |name| req.extra.get(name).and_then(serde_json::Value::as_f64);
-        (number("temperature"), number("top_p"))
-    }
-
     fn summarize(resp: &CompletionResponse) -> AnswerSummary {
         Self::summarize_chunks(std::slice::from_ref(resp))
     }
-
     fn summarize_chunks(chunks: &[CompletionResponse]) -> AnswerSummary {
         let choices = || chunks.iter().flat_map(|c| &c.choices);
         AnswerSummary {
@@ -191,18 +122,16 @@ impl Endpoint for Completions {
             ..AnswerSummary::default()
         }
     }
-
     fn call(
+        self,
         provider: &dyn Provider,
-        req: CompletionRequest,
     ) -> BoxFuture<'_, Result<CompletionResponse, AdapterError>> {
-        provider.completion(req)
+        provider.completion(self)
     }
-
     fn call_stream(
+        self,
         provider: &dyn Provider,
-        req: CompletionRequest,
     ) -> BoxFuture<'_, Result<Chunks<CompletionResponse>, AdapterError>> {
-        provider.completion_stream(req)
+        provider.completion_stream(self)
     }
 }

@@ -6,17 +6,17 @@
 
 use futures_util::FutureExt;
 use futures_util::future::BoxFuture;
-use http::{Response, StatusCode};
 use serde::Serialize;
 use serde_json::Value;
-use switchyard_adapters::types::{EmbeddingRequest, EmbeddingResponse, Extra, Timings, Usage};
+use switchyard_adapters::types::{
+    CanonicalChunk, CanonicalResponse, EmbeddingRequest, EmbeddingResponse, Usage,
+};
 use switchyard_adapters::{AdapterError, Provider, tokens};
 use switchyard_router::{AnswerSummary, RequestView};
 
-use crate::dispatch::endpoint::{Chunks, Endpoint};
+use crate::dispatch::endpoint::{Call, Chunks, Endpoint};
 use crate::dispatch::stream::OpenAiEvents;
 use crate::error::{Dialect, GatewayError};
-use crate::http::{Body, json_response};
 use crate::route::view::BodyHints;
 
 pub struct Embeddings;
@@ -50,11 +50,6 @@ impl Endpoint for Embeddings {
     /// Never streamed: the type only fills the trait.
     type Chunk = Embedded;
     type Encoder = OpenAiEvents<Self>;
-
-    fn respond(_req: &EmbeddingRequest, resp: &Embedded) -> Response<Body> {
-        json_response(StatusCode::OK, &resp.response)
-    }
-
     fn encoder(
         _req: &EmbeddingRequest,
         client_wants_usage: bool,
@@ -63,11 +58,44 @@ impl Endpoint for Embeddings {
     ) -> Self::Encoder {
         OpenAiEvents::new(client_wants_usage)
     }
+}
 
+/// An embedding answer has usage and no text; "chunks" exist only to fill
+/// the types (embeddings are never streamed).
+impl CanonicalResponse for Embedded {
+    fn usage(&self) -> Option<&Usage> {
+        self.usage.as_ref()
+    }
+
+    fn output_text(&self) -> String {
+        String::new()
+    }
+}
+
+impl CanonicalChunk for Embedded {
+    fn usage(&self) -> Option<&Usage> {
+        self.usage.as_ref()
+    }
+
+    fn is_usage_only(&self) -> bool {
+        false
+    }
+
+    fn has_output(&self) -> bool {
+        true
+    }
+
+    fn push_output(&self, _out: &mut String) {}
+}
+
+impl Call for EmbeddingRequest {
+    type Response = Embedded;
+    type Chunk = Embedded;
     /// Every input of a batch is billed: all are reserved for and counted
     /// against tokens-per-minute, not only the first. (Token arrays count
     /// by their JSON text, more than their tokens: a reservation errs high.)
-    fn view(req: &EmbeddingRequest) -> RequestView<'_> {
+    fn view(&self) -> RequestView<'_> {
+        let req = self;
         // Each input is its own sequence: a context window holds the
         // longest, a budget pays for all.
         let each: Vec<usize> = match &req.input {
@@ -94,28 +122,15 @@ impl Endpoint for Embeddings {
             ..RequestView::default()
         }
     }
-
-    fn hints(req: &EmbeddingRequest) -> BodyHints<'_> {
+    fn hints(&self) -> BodyHints<'_> {
+        let req = self;
         BodyHints {
             user: req.user.as_deref(),
             profile: None,
         }
     }
-
-    fn set_model(req: &mut EmbeddingRequest, model: &str) {
-        model.clone_into(&mut req.model);
-    }
-
-    /// No engine extras for an encoder, but `passthrough.deny` applies.
-    fn caller_fields(req: &mut EmbeddingRequest) -> Option<&mut Extra> {
-        Some(&mut req.extra)
-    }
-
-    fn model_name(req: &EmbeddingRequest) -> &str {
-        &req.model
-    }
-
-    fn validate(req: &EmbeddingRequest) -> Result<(), GatewayError> {
+    fn validate(&self) -> Result<(), GatewayError> {
+        let req = self;
         let empty = match &req.input {
             Value::String(s) => s.is_empty(),
             Value::Array(items) => items.is_empty(),
@@ -138,61 +153,14 @@ impl Endpoint for Embeddings {
         }
         Ok(())
     }
-
-    fn is_stream(_req: &EmbeddingRequest) -> bool {
-        false
-    }
-
-    fn request_stream_usage(_req: &mut EmbeddingRequest) -> bool {
-        false
-    }
-
-    fn response_usage(resp: &Embedded) -> Option<&Usage> {
-        resp.usage.as_ref()
-    }
-
-    fn chunk_usage(chunk: &Embedded) -> Option<&Usage> {
-        chunk.usage.as_ref()
-    }
-
-    fn chunk_is_usage_only(_chunk: &Embedded) -> bool {
-        false
-    }
-
-    fn chunk_has_output(_chunk: &Embedded) -> bool {
-        true
-    }
-
-    fn prompt_for_count(req: &EmbeddingRequest) -> (String, usize) {
-        (req.texts().join("\n"), 0)
-    }
-
-    fn output_text(_resp: &Embedded) -> String {
-        String::new()
-    }
-
-    fn chunk_output(_chunk: &Embedded, _out: &mut String) {}
-
-    fn response_timings(_resp: &Embedded) -> Option<&Timings> {
-        None
-    }
-
-    fn chunk_timings(_chunk: &Embedded) -> Option<&Timings> {
-        None
-    }
-
     fn summarize(_resp: &Embedded) -> AnswerSummary {
         AnswerSummary::default()
     }
-
     fn summarize_chunks(_chunks: &[Embedded]) -> AnswerSummary {
         AnswerSummary::default()
     }
-
-    fn call(
-        provider: &dyn Provider,
-        req: EmbeddingRequest,
-    ) -> BoxFuture<'_, Result<Embedded, AdapterError>> {
+    fn call(self, provider: &dyn Provider) -> BoxFuture<'_, Result<Embedded, AdapterError>> {
+        let req = self;
         provider
             .embeddings(req)
             .map(|answer| {
@@ -206,10 +174,9 @@ impl Endpoint for Embeddings {
             })
             .boxed()
     }
-
     fn call_stream(
+        self,
         _provider: &dyn Provider,
-        _req: EmbeddingRequest,
     ) -> BoxFuture<'_, Result<Chunks<Embedded>, AdapterError>> {
         // `is_stream` is false: dispatch never asks for a stream.
         async {

@@ -3,7 +3,6 @@
 //! and served like any chat request, and the answer translated back, whole
 //! or as the Messages event stream.
 
-use futures_util::future::BoxFuture;
 use http::{Request, Response, StatusCode};
 use hyper::body::Incoming;
 use serde_json::json;
@@ -11,17 +10,12 @@ use switchyard_adapters::anthropic::{
     CountTokensRequest, MessageStream, MessagesRequest, chat_from_messages, message_from_chat,
 };
 use switchyard_adapters::tokens;
-use switchyard_adapters::types::{ChatChunk, ChatRequest, ChatResponse, Extra, Timings, Usage};
-use switchyard_adapters::{AdapterError, Provider};
-use switchyard_router::{AnswerSummary, RequestView};
+use switchyard_adapters::types::{ChatChunk, ChatRequest, ChatResponse};
 
-use crate::dispatch::endpoint::{Chunks, Endpoint};
+use crate::dispatch::endpoint::Endpoint;
 use crate::dispatch::stream::AnthropicEvents;
 use crate::error::{Dialect, GatewayError};
 use crate::http::{Body, json_response, parse_json};
-use crate::ingress::chat::Chat;
-use crate::ingress::chat_backed::chat_backed;
-use crate::route::view::BodyHints;
 use crate::state::app::App;
 
 pub struct Messages;
@@ -63,8 +57,6 @@ impl Endpoint for Messages {
     ) -> AnthropicEvents {
         AnthropicEvents(MessageStream::new(model, u64::from(prompt_tokens)))
     }
-
-    chat_backed!();
 }
 
 /// `POST /v1/messages/count_tokens`: the prompt's tokens (cl100k, with the

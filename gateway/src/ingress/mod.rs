@@ -8,9 +8,9 @@
 //! http, error. Nothing imports ingress but `main.rs` and the admin plane.
 
 pub mod chat;
-pub mod chat_backed;
 pub mod completions;
 pub mod embeddings;
 pub mod messages;
 pub mod paths;
 pub mod responses;
+pub mod responses_native;

@@ -5,7 +5,6 @@
 //! nor is any field the backend's `passthrough.deny` names. The ledger
 //! keeps the tier that was sent.
 
-use serde_json::Value;
 use switchyard_adapters::types::Extra;
 
 use crate::state::app::BackendHandle;
@@ -54,14 +53,6 @@ pub fn apply(fields: &mut Extra, backend: &BackendHandle) -> Option<SentTier> {
             tracing::debug!(backend = %backend.name, %tier, "service tier not sent: no price for it");
             None
         }
-    }
-}
-
-/// The same, for a body kept as JSON (a Responses request passed through).
-pub fn apply_to_json(body: &mut Value, backend: &BackendHandle) -> Option<SentTier> {
-    match body {
-        Value::Object(fields) => apply(fields, backend),
-        _ => None,
     }
 }
 
