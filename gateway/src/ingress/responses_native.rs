@@ -401,4 +401,67 @@ mod tests {
         }
         assert!(!text.contains("input_text"), "types are not prompt text");
     }
+
+    fn event(name: &str, data: Value) -> SseEvent {
+        SseEvent {
+            event: Some(name.to_owned()),
+            data: data.to_string(),
+        }
+    }
+
+    #[test]
+    fn events_carry_their_output_and_the_last_one_its_usage() {
+        let delta = RawEvent::from_sse(event(
+            "response.output_text.delta",
+            json!({"type": "response.output_text.delta", "delta": "Hel", "sequence_number": 3}),
+        ))
+        .unwrap();
+        assert!(delta.has_output() && !delta.terminal);
+        let mut out = String::new();
+        delta.push_output(&mut out);
+        assert_eq!(out, "Hel");
+        let created =
+            RawEvent::from_sse(event("response.created", json!({"response": {}}))).unwrap();
+        assert!(!created.has_output() && CanonicalChunk::usage(&created).is_none());
+        let completed = RawEvent::from_sse(event(
+            "response.completed",
+            json!({"response": {"usage": {"input_tokens": 4, "output_tokens": 2}}}),
+        ))
+        .unwrap();
+        assert!(completed.terminal);
+        assert_eq!(CanonicalChunk::usage(&completed).unwrap().prompt_tokens, 4);
+    }
+
+    #[test]
+    fn a_backends_failure_event_is_an_upstream_error() {
+        for name in ["error", "response.failed"] {
+            let err = RawEvent::from_sse(event(name, json!({"message": "boom"}))).unwrap_err();
+            assert!(
+                matches!(err, AdapterError::Status { status: 502, .. }),
+                "{name}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_last_event_waits_for_the_end_and_errors_are_numbered_after_what_was_sent() {
+        let mut encoder = NativeEvents::default();
+        let created = RawEvent::from_sse(event("response.created", json!({}))).unwrap();
+        let completed =
+            RawEvent::from_sse(event("response.completed", json!({"response": {}}))).unwrap();
+        assert!(encoder.chunk(&created).is_some());
+        assert!(
+            encoder.chunk(&completed).is_none(),
+            "held until the row is written"
+        );
+        let end = encoder.done();
+        assert!(String::from_utf8_lossy(&end).starts_with("event: response.completed\n"));
+        let err = GatewayError::Internal {
+            message: "x".into(),
+        };
+        let text = String::from_utf8_lossy(&encoder.error(&err)).to_string();
+        let data: Value =
+            serde_json::from_str(text.split_once("data: ").unwrap().1.trim()).unwrap();
+        assert_eq!(data["sequence_number"], 1);
+    }
 }
