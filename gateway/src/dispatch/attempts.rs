@@ -18,6 +18,7 @@ use crate::dispatch::endpoint::Call;
 use crate::dispatch::endpoint::{Answer, Chunks, Endpoint};
 use crate::dispatch::engine;
 use crate::dispatch::hedge::{self, Leg};
+use crate::dispatch::plan::{self, Mode, Next, Plan, Refusal, Try};
 use crate::dispatch::prompt_cache::{self, PromptCache};
 use crate::dispatch::request_context::{PromptSource, RequestContext};
 use crate::dispatch::response_cache::Slot;
@@ -64,7 +65,8 @@ pub(crate) fn local_targets(app: &App, decision: &Decision, tried: &[usize]) -> 
 /// Tries the decision's backends in order until one answers. A retryable
 /// failure before anything reached the client moves on to the next
 /// (fallback); in a cascade, an answer failing a check does too. Each try
-/// reserves its worst-case cost against the caller's budgets first.
+/// reserves its worst-case cost against the caller's budgets first. The
+/// order and what a failure leads to are the plan's (`plan.rs`).
 pub(crate) async fn dispatch<E: Endpoint>(
     app: &App,
     decision: &Decision,
@@ -77,152 +79,96 @@ pub(crate) async fn dispatch<E: Endpoint>(
         .router
         .cascade(decision)
         .filter(|_| E::CHECKED_BY_CASCADES);
-    let streaming = request.0.is_stream();
-    let mut served = Served::first_choice(decision);
-    let mut last_error = None;
     // Backends that cannot take this kind of call (a passthrough's
     // dialect) are never tried, as fallbacks or hedges either.
     let servable =
         |backend: &usize| E::Request::served_by(&*app.backends[*backend].replicas[0].provider);
-    let mut targets: VecDeque<usize> = decision.targets.iter().copied().filter(servable).collect();
-    let mut tried: Vec<usize> = Vec::new();
-    let retries = app.router.retries(decision.route);
-    let mut retries_used = 0;
-    while let Some(backend_index) = targets.pop_front() {
-        let is_last = targets.is_empty();
-        // A retry of the same backend keeps the reason; moving on is a fallback.
-        let retrying = tried.last() == Some(&backend_index);
-        if !retrying {
-            retries_used = 0;
-            if !tried.is_empty()
-                && !matches!(
-                    served.reason,
-                    Reason::CascadeEscalated | Reason::BudgetDowngrade
-                )
-            {
-                served.reason = Reason::Fallback;
-            }
-            tried.push(backend_index);
-        }
-        served.backend = backend_index;
+    let mut plan = Plan::new(
+        decision.targets.iter().copied().filter(servable),
+        app.router.retries(decision.route),
+    );
+    let tries = Tries {
+        app,
+        decision,
+        request: &request,
+        context: &context,
+        size,
+        streaming: request.0.is_stream(),
+    };
+    let mut served = Served::first_choice(decision);
+    let mut last_error = None;
+    while let Some(attempt) = plan.next(&mut served.reason) {
+        served.backend = attempt.backend;
         let admitted = admission::admit_call(
             app,
             context.caller.as_ref(),
-            backend_index,
-            (size, &context.shape(app, backend_index)),
+            attempt.backend,
+            (size, &context.shape(app, attempt.backend)),
             decision.features.prefix.as_deref(),
             decision.features.tenant,
         )
         .await;
-        let (reservation, mut admission) = match admitted {
+        let (reservation, admission) = match admitted {
             Ok(admitted) => admitted,
-            Err(NotAdmitted::Budget(exhausted))
-                if exhausted.on_exhausted == OnExhausted::Downgrade
-                    && app.backends[backend_index].is_cloud() =>
-            {
-                targets = local_targets(app, decision, &tried);
-                targets.retain(servable);
-                served.reason = Reason::BudgetDowngrade;
-                last_error = Some(exhausted.into());
-                continue;
-            }
-            Err(NotAdmitted::Budget(exhausted)) => return (Err(exhausted.into()), served),
-            // An open circuit or a full backend: the next backend may take it.
-            Err(NotAdmitted::Unavailable(err)) if !is_last => {
+            Err(refused) => {
+                let (refusal, err) = refusal_of(refused);
+                let cloud = app.backends[attempt.backend].is_cloud();
+                match plan.after_refusal(refusal, cloud, attempt.is_last) {
+                    Next::Downgrade => {
+                        let mut locals = local_targets(app, decision, plan.tried());
+                        locals.retain(servable);
+                        plan.downgrade_to(locals);
+                        served.reason = Reason::BudgetDowngrade;
+                    }
+                    Next::GiveUp => return (Err(err), served),
+                    Next::MoveOn | Next::Retry { .. } => {}
+                }
                 last_error = Some(err);
                 continue;
             }
-            Err(NotAdmitted::Unavailable(err) | NotAdmitted::Refused(err)) => {
-                return (Err(err), served);
-            }
         };
-        let backend = &app.backends[backend_index];
-        // Each try sends its own copy: the original stays for the next try
-        // and for the records.
-        let (mut req, tier) = prepared::<E>(
-            app,
-            decision,
-            backend_index,
-            request.0.clone(),
-            Some(&admission),
-        );
-        let predicted = (backend_index == decision.primary()).then_some(decision.predicted_ttft_ms);
+        let predicted =
+            (attempt.backend == decision.primary()).then_some(decision.predicted_ttft_ms);
         let mut record = RequestRecord::new(
             app,
             context.clone(),
-            backend_index,
+            attempt.backend,
             served.reason,
             reservation,
             &admission,
             predicted,
         );
+        // Each try sends its own copy: the original stays for the next try
+        // and for the records.
+        let (mut req, tier) = prepared::<E>(
+            app,
+            decision,
+            attempt.backend,
+            request.0.clone(),
+            Some(&admission),
+        );
         record.sent_tier(tier);
         served.cache = CacheUse::Prefix(record.expected_cached_tokens());
-        let client_wants_usage = streaming && req.request_stream_usage();
-        let checked = cascade.filter(|_| !is_last);
-        // Hedge the first choice with the next, on routes that hedge.
-        let hedge_with = decision
-            .route
-            .and_then(|r| app.router.hedge(r))
-            .filter(|_| tried.len() == 1 && !retrying && checked.is_none())
-            .zip(targets.front().copied());
-        let answer = match (streaming, checked, hedge_with) {
-            (_, None, Some((hedge, other))) => {
-                let leg = Leg {
-                    backend: backend_index,
-                    record,
-                    admission,
-                };
-                // Boxed: the race's state is large and most requests never
-                // hedge; inline, every request's future would carry it.
-                let (answer, winner) = Box::pin(hedge::race::<E>(
-                    app,
-                    &context,
-                    size,
-                    leg,
-                    req,
-                    other,
-                    prepared::<E>(app, decision, other, request.0.clone(), None),
-                    streaming,
-                    hedge.max_usd_per_key_per_day,
-                ))
-                .await;
-                if winner.backend != backend_index {
-                    served = Served {
-                        backend: winner.backend,
-                        reason: Reason::Hedge,
-                        cache: CacheUse::Prefix(winner.record.expected_cached_tokens()),
-                    };
-                }
-                record = winner.record;
-                admission = winner.admission;
-                answer
-            }
-            (false, _, _) => {
-                with_trace_context(record.trace_context(), req.call(&*admission.provider))
-                    .await
-                    .map(Answer::<E>::Whole)
-            }
-            (true, None, _) => with_trace_context(
-                record.trace_context(),
-                req.call_stream(&*admission.provider),
-            )
-            .await
-            .map(Answer::Stream),
-            (true, Some(_), _) => match with_trace_context(
-                record.trace_context(),
-                req.call_stream(&*admission.provider),
-            )
-            .await
-            {
-                Ok(chunks) => {
-                    collect::<E>(chunks, &mut record, held_answer_limits(app, backend_index))
-                        .await
-                        .map(Answer::Collected)
-                }
-                Err(err) => Err(err),
-            },
+        let client_wants_usage = tries.streaming && req.request_stream_usage();
+        let checked = cascade.filter(|_| !attempt.is_last);
+        let leg = Leg {
+            backend: attempt.backend,
+            record,
+            admission,
         };
+        let (answer, leg) = call(&tries, &plan, attempt, checked.is_some(), leg, req).await;
+        if leg.backend != attempt.backend {
+            served = Served {
+                backend: leg.backend,
+                reason: Reason::Hedge,
+                cache: CacheUse::Prefix(leg.record.expected_cached_tokens()),
+            };
+        }
+        let Leg {
+            mut record,
+            admission,
+            ..
+        } = leg;
         let answer = match answer {
             Ok(answer) => answer,
             Err(err) => {
@@ -232,46 +178,25 @@ pub(crate) async fn dispatch<E: Endpoint>(
                 // ledger could not take is logged by its writer.
                 let _ = record.write().await;
                 let retryable = matches!(&err, GatewayError::Upstream(e) if e.retryable());
-                if retryable && retries_used < retries {
-                    retries_used += 1;
-                    tokio::time::sleep(backoff(retries_used)).await;
-                    targets.push_front(backend_index);
-                    last_error = Some(err);
-                    continue;
+                match plan.after_failure(attempt.backend, retryable, err.kind(), attempt.is_last) {
+                    Next::Retry { attempt } => tokio::time::sleep(backoff(attempt)).await,
+                    Next::MoveOn | Next::Downgrade => {}
+                    Next::GiveUp => return (Err(err), served),
                 }
-                // Refused credentials are this backend's alone: another
-                // backend may answer, the same one will not.
-                if (retryable || err.kind() == "upstream_auth") && !is_last {
-                    last_error = Some(err);
-                    continue;
-                }
-                return (Err(err), served);
-            }
-        };
-        if let Some((checks, min_mean_logprob)) = checked {
-            let summary = match &answer {
-                Answer::Whole(resp) => E::Request::summarize(resp),
-                Answer::Collected(chunks) => E::Request::summarize_chunks(chunks),
-                Answer::Stream(_) => AnswerSummary::default(),
-            };
-            let failed = failed_check(&summary, checks, min_mean_logprob);
-            // The first backend's answer is a label for the predictors
-            // learning from this route (a fallback's is not).
-            if tried.len() == 1 {
-                app.router
-                    .observe(decision, backend_index, failed.is_some());
-                app.record_outcome(decision, backend_index, failed.is_some());
-            }
-            if let Some(failed) = failed {
-                tracing::info!(backend = %backend.name, check = failed.name(), "cascade escalates");
-                record_answer::<E>(&mut record, &answer);
-                record.finish("escalated");
-                if let Err(err) = record.write().await {
-                    return (Err(err), served);
-                }
-                served.reason = Reason::CascadeEscalated;
+                last_error = Some(err);
                 continue;
             }
+        };
+        if let Some((checks, min_mean_logprob)) = checked
+            && escalates::<E>(app, decision, attempt, &answer, checks, min_mean_logprob)
+        {
+            record_answer::<E>(&mut record, &answer);
+            record.finish("escalated");
+            if let Err(err) = record.write().await {
+                return (Err(err), served);
+            }
+            served.reason = Reason::CascadeEscalated;
+            continue;
         }
         let keep = slot.take().map(|slot| {
             (
@@ -279,53 +204,165 @@ pub(crate) async fn dispatch<E: Endpoint>(
                 Arc::<str>::from(app.backends[served.backend].name.as_str()),
             )
         });
-        let response = match answer {
-            Answer::Whole(resp) => {
-                record.whole_answer();
-                record_whole::<E>(&mut record, &resp);
-                record.finish("ok");
-                if let Err(err) = record.write_after_reply().await {
-                    return (Err(err), served);
-                }
-                if let Some((slot, backend)) = keep {
-                    slot.put_whole(&resp, backend);
-                }
-                E::respond(&request.0, &resp)
-            }
-            Answer::Stream(chunks) => sse_response(stream::encode::<E>(
-                chunks,
-                E::encoder(
-                    &request.0,
-                    client_wants_usage,
-                    &context.model,
-                    size.prompt_tokens,
-                ),
-                record,
-                Some(admission),
-                keep,
-            )),
-            Answer::Collected(chunks) => {
-                let replay = futures_util::stream::iter(chunks.into_iter().map(Ok)).boxed();
-                sse_response(stream::encode::<E>(
-                    replay,
-                    E::encoder(
-                        &request.0,
-                        client_wants_usage,
-                        &context.model,
-                        size.prompt_tokens,
-                    ),
-                    record,
-                    Some(admission),
-                    keep,
-                ))
-            }
-        };
-        return (Ok(response), served);
+        let response = respond(&tries, answer, record, admission, keep, client_wants_usage).await;
+        return (response, served);
     }
     let err = last_error.unwrap_or(GatewayError::Internal {
         message: "no backend to try".into(),
     });
     (Err(err), served)
+}
+
+/// A refused admission as the plan weighs it, and the error it gives.
+fn refusal_of(refused: NotAdmitted) -> (Refusal, GatewayError) {
+    match refused {
+        NotAdmitted::Budget(exhausted) => (
+            Refusal::Budget {
+                downgrade: exhausted.on_exhausted == OnExhausted::Downgrade,
+            },
+            GatewayError::from(exhausted),
+        ),
+        NotAdmitted::Unavailable(err) => (Refusal::Unavailable, err),
+        NotAdmitted::Refused(err) => (Refusal::Refused, err),
+    }
+}
+
+/// What every try of one request shares.
+struct Tries<'a, E: Endpoint> {
+    app: &'a App,
+    decision: &'a Decision,
+    request: &'a Arc<Shared<E>>,
+    context: &'a Arc<RequestContext>,
+    size: Size,
+    streaming: bool,
+}
+
+/// Calls the try's backend as its mode says: whole, streamed, streamed and
+/// held back for a check, or raced against the next backend. Returns the
+/// answer and the leg that gave it (the hedge's, when it won).
+async fn call<E: Endpoint>(
+    tries: &Tries<'_, E>,
+    plan: &Plan,
+    attempt: Try,
+    checked: bool,
+    mut leg: Leg,
+    req: E::Request,
+) -> (Result<Answer<E>, AdapterError>, Leg) {
+    let app = tries.app;
+    // Hedge the first choice with the next, on routes that hedge.
+    let hedge = tries
+        .decision
+        .route
+        .and_then(|r| app.router.hedge(r))
+        .filter(|_| attempt.first && !attempt.retrying && !checked)
+        .zip(plan.upcoming());
+    let trace = leg.record.trace_context();
+    let answer = match (plan::mode(tries.streaming, checked, hedge.is_some()), hedge) {
+        (Mode::Hedged, Some((hedge, other))) => {
+            let hedge_req =
+                prepared::<E>(app, tries.decision, other, tries.request.0.clone(), None);
+            // Boxed: the race's state is large and most requests never
+            // hedge; inline, every request's future would carry it.
+            return Box::pin(hedge::race::<E>(
+                app,
+                tries.context,
+                tries.size,
+                leg,
+                req,
+                other,
+                hedge_req,
+                tries.streaming,
+                hedge.max_usd_per_key_per_day,
+            ))
+            .await;
+        }
+        (Mode::Whole | Mode::Hedged, _) => {
+            with_trace_context(trace, req.call(&*leg.admission.provider))
+                .await
+                .map(Answer::<E>::Whole)
+        }
+        (Mode::Stream, _) => with_trace_context(trace, req.call_stream(&*leg.admission.provider))
+            .await
+            .map(Answer::Stream),
+        (Mode::Collected, _) => {
+            match with_trace_context(trace, req.call_stream(&*leg.admission.provider)).await {
+                Ok(chunks) => {
+                    let limits = held_answer_limits(app, leg.backend);
+                    collect::<E>(chunks, &mut leg.record, limits)
+                        .await
+                        .map(Answer::Collected)
+                }
+                Err(err) => Err(err),
+            }
+        }
+    };
+    (answer, leg)
+}
+
+/// Whether a cascade's checks send the answer on to the next backend. The
+/// first backend's answer is a label for the predictors learning from the
+/// route (a fallback's is not).
+fn escalates<E: Endpoint>(
+    app: &App,
+    decision: &Decision,
+    attempt: Try,
+    answer: &Answer<E>,
+    checks: &[switchyard_policies::CascadeCheck],
+    min_mean_logprob: f64,
+) -> bool {
+    let summary = match answer {
+        Answer::Whole(resp) => E::Request::summarize(resp),
+        Answer::Collected(chunks) => E::Request::summarize_chunks(chunks),
+        Answer::Stream(_) => AnswerSummary::default(),
+    };
+    let failed = failed_check(&summary, checks, min_mean_logprob);
+    if attempt.first {
+        app.router
+            .observe(decision, attempt.backend, failed.is_some());
+        app.record_outcome(decision, attempt.backend, failed.is_some());
+    }
+    if let Some(failed) = failed {
+        let backend = &app.backends[attempt.backend].name;
+        tracing::info!(backend = %backend, check = failed.name(), "cascade escalates");
+    }
+    failed.is_some()
+}
+
+/// The caller's answer: a whole answer once its row is written (and kept
+/// in the response cache's slot), or the stream encoded in the caller's
+/// dialect, which writes the row as it ends.
+async fn respond<E: Endpoint>(
+    tries: &Tries<'_, E>,
+    answer: Answer<E>,
+    mut record: RequestRecord,
+    admission: Admission,
+    keep: Option<(Slot, Arc<str>)>,
+    client_wants_usage: bool,
+) -> Result<Response<Body>, GatewayError> {
+    let request = &tries.request.0;
+    let chunks = match answer {
+        Answer::Whole(resp) => {
+            record.whole_answer();
+            record_whole::<E>(&mut record, &resp);
+            record.finish("ok");
+            record.write_after_reply().await?;
+            if let Some((slot, backend)) = keep {
+                slot.put_whole(&resp, backend);
+            }
+            return Ok(E::respond(request, &resp));
+        }
+        Answer::Stream(chunks) => chunks,
+        Answer::Collected(chunks) => futures_util::stream::iter(chunks.into_iter().map(Ok)).boxed(),
+    };
+    let model = &tries.context.model;
+    let encoder = E::encoder(request, client_wants_usage, model, tries.size.prompt_tokens);
+    Ok(sse_response(stream::encode::<E>(
+        chunks,
+        encoder,
+        record,
+        Some(admission),
+        keep,
+    )))
 }
 
 /// The request as backend `backend` takes it: its model name, the engine's

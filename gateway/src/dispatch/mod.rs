@@ -1,11 +1,15 @@
 //! Dispatch: carrying out a decision. `pipeline` is the one path every model
-//! call takes (read, decode, admit, route, try backends in order with
-//! fallbacks and cascade escalation, answer); `hedge` races a second
-//! backend, `stream` relays chunks, `response_cache` and `prompt_cache`
-//! answer or shape a call from what was seen before, `engine` sets an
-//! engine's own request fields.
+//! call takes (read, decode, admit, route, dispatch, answer with receipts);
+//! `endpoint` says what it needs of a dialect and of a request type;
+//! `attempts` tries the decision's backends in the order `plan` keeps
+//! (retries, fallbacks, cascade escalation, budget downgrades); `hedge`
+//! races a second backend, `stream` relays chunks, `response_cache` and
+//! `prompt_cache` answer or shape a call from what was seen before, `engine`
+//! sets an engine's own request fields. `hedge_spend` and `response_store`
+//! are the state the running config holds for them.
 //!
-//! May import: admit, route, settle, state, http, error.
+//! May import: admit, route, settle, state, ledger, metrics, telemetry,
+//! http, error. Not ingress: dialects implement `endpoint`'s traits.
 
 pub mod attempts;
 pub mod endpoint;
@@ -13,6 +17,7 @@ pub mod engine;
 pub mod hedge;
 pub mod hedge_spend;
 pub mod pipeline;
+pub mod plan;
 pub mod prompt_cache;
 pub mod request_context;
 pub mod response_cache;

@@ -14,6 +14,7 @@ use crate::dispatch::request_context::header_text;
 use crate::ledger::LedgerRow;
 use crate::ledger::UPSTREAM_FAILURES;
 use crate::metrics::CallFacts;
+use crate::settle::billed_fields::SentTier;
 use crate::settle::record::RequestRecord;
 
 impl RequestRecord {
@@ -52,49 +53,66 @@ impl RequestRecord {
         }
         self.written = true;
         let (tokens, estimated) = self.tokens();
-        let busy = self.started.elapsed().as_secs_f64();
-        let multiplier = self.service_tier.as_ref().map_or(1.0, |t| t.multiplier);
-        let cost = self.pricing.cost(&tokens, busy, self.sharing) * multiplier;
-        let counterfactual = self
-            .reference
-            .as_ref()
-            .map_or(0.0, |r| r.price.cost(&tokens));
-        if let Some(reservation) = self.reservation.as_mut() {
-            reservation.settle(cost);
-        }
-        let key = self.context.caller.as_ref().map(|c| c.key.clone());
-        if let Some(key) = &key {
-            self.rates.settle_tokens(
-                key,
-                self.context.estimated_tokens,
-                tokens.prompt() + tokens.output,
-            );
-        }
-        let started = self.started;
-        // The caller's times: from before the wait for the backend's slot.
-        let waited_ms = self.waited.as_secs_f64() * 1000.0;
-        let ms = |t: Instant| waited_ms + t.duration_since(started).as_secs_f64() * 1000.0;
+        let (cost, counterfactual) = self.settle_cost(&tokens);
         let total = self.started.elapsed();
         let ttft = self.first_output.map(|t| t.duration_since(self.started));
-        // Measured from the first token on; a whole answer's, as the
-        // backend reported it (llama.cpp's timings), if it did.
-        let decode_tokens_per_s = match ttft {
-            Some(ttft) => {
-                let decoding = total.saturating_sub(ttft).as_secs_f64();
-                (tokens.output > 1 && decoding > 0.0).then(|| (tokens.output - 1) as f64 / decoding)
-            }
-            None => self.reported_rates.1.filter(|_| tokens.output > 1),
-        };
         if !self.from_cache {
             self.tell_routing();
             self.inform_backend_models(&tokens, ttft, total);
         }
-        let row = LedgerRow {
+        let row = self.row(tokens, estimated, (cost, counterfactual), ttft, total);
+        self.report(&row, ttft, total);
+        Some(row)
+    }
+
+    /// The call's cost and the reference model's for the same tokens; the
+    /// budget reservation and the key's token rate settled with them.
+    fn settle_cost(&mut self, tokens: &TokenCounts) -> (f64, f64) {
+        let busy = self.started.elapsed().as_secs_f64();
+        let cost = call_cost(
+            &self.pricing,
+            tokens,
+            busy,
+            self.sharing,
+            self.service_tier.as_ref(),
+        );
+        let counterfactual = self
+            .reference
+            .as_ref()
+            .map_or(0.0, |r| r.price.cost(tokens));
+        if let Some(reservation) = self.reservation.as_mut() {
+            reservation.settle(cost);
+        }
+        if let Some(caller) = &self.context.caller {
+            self.rates.settle_tokens(
+                &caller.key,
+                self.context.estimated_tokens,
+                tokens.prompt() + tokens.output,
+            );
+        }
+        (cost, counterfactual)
+    }
+
+    /// The ledger row. Times are the caller's: from before the wait for the
+    /// backend's slot.
+    fn row(
+        &mut self,
+        tokens: TokenCounts,
+        estimated: bool,
+        (cost, counterfactual): (f64, f64),
+        ttft: Option<Duration>,
+        total: Duration,
+    ) -> LedgerRow {
+        let key = self.context.caller.as_ref().map(|c| &c.key);
+        let waited_ms = self.waited.as_secs_f64() * 1000.0;
+        let started = self.started;
+        let ms = |t: Instant| waited_ms + t.duration_since(started).as_secs_f64() * 1000.0;
+        LedgerRow {
             ts_ms: self.ts_ms,
             request_id: header_text(self.context.request_id.as_ref()),
             client_request_id: header_text(self.context.client_request_id.as_ref()),
-            key: key.as_ref().map(|k| k.name.clone()),
-            team: key.as_ref().and_then(|k| k.team.clone()),
+            key: key.map(|k| k.name.clone()),
+            team: key.and_then(|k| k.team.clone()),
             route: self.context.route.clone(),
             // Taken: the row is made once, and the record needs no name after.
             backend: std::mem::take(&mut self.backend),
@@ -107,7 +125,7 @@ impl RequestRecord {
             counterfactual_usd: counterfactual,
             ttft_ms: self.first_output.map(ms),
             predicted_ttft_ms: self.predicted_ttft_ms,
-            decode_tokens_per_s,
+            decode_tokens_per_s: decode_rate(tokens.output, ttft, total, self.reported_rates.1),
             duration_ms: ms(Instant::now()),
             status: self.outcome,
             refusal: None,
@@ -124,7 +142,13 @@ impl RequestRecord {
             session: self.context.session.clone(),
             tool_results: self.context.tool_results,
             queued_ms: waited_ms,
-        };
+        }
+    }
+
+    /// The row told to the attempt's span, the metrics and the request log,
+    /// so none of them can disagree with the ledger.
+    fn report(&mut self, row: &LedgerRow, ttft: Option<Duration>, total: Duration) {
+        let tokens = &row.tokens;
         if let Some(span) = self.span.take() {
             let content = span.captures_content().then(|| {
                 // Output held back and counted is gone: only a whole
@@ -133,17 +157,17 @@ impl RequestRecord {
                     .then(|| self.output.clone());
                 (self.context.prompt.prompt_for_count().0, output)
             });
-            crate::settle::attempt_span::end(span, &row, ttft, content);
+            crate::settle::attempt_span::end(span, row, ttft, content);
         }
         let facts = CallFacts {
             operation: crate::settle::attempt_span::operation(self.context.endpoint),
             role: crate::settle::attempt_span::role(self.reason),
-            ttft_saved_ms: self.ttft_saved_ms(&tokens),
+            ttft_saved_ms: self.ttft_saved_ms(tokens),
             upstream_seconds: total.as_secs_f64(),
             upstream_ttft: ttft,
             from_cache: self.from_cache,
         };
-        self.metrics.record(self.backend_index, &row, facts);
+        self.metrics.record(self.backend_index, row, facts);
         tracing::info!(
             target: "switchyard::request",
             endpoint = row.endpoint,
@@ -159,7 +183,6 @@ impl RequestRecord {
             cost_usd = row.cost_usd,
             estimated = row.estimated,
         );
-        Some(row)
     }
 
     /// Tells the backend's breaker and the prefix index how the call went,
@@ -259,5 +282,96 @@ impl RequestRecord {
             self.latency.predict(self.backend_index, &shape).ttft_p50_ms
         };
         (predict(0) - predict(clamp(tokens.cached_input))).max(0.0)
+    }
+}
+
+/// What a call cost: its tokens priced, or its share of the hardware's hour
+/// (`busy_seconds` split with the `sharing` requests running beside it),
+/// times the service tier's multiplier when one was sent.
+pub(crate) fn call_cost(
+    pricing: &Pricing,
+    tokens: &TokenCounts,
+    busy_seconds: f64,
+    sharing: u32,
+    tier: Option<&SentTier>,
+) -> f64 {
+    let multiplier = tier.map_or(1.0, |t| t.multiplier);
+    pricing.cost(tokens, busy_seconds, sharing) * multiplier
+}
+
+/// Output tokens per second after the first: measured from the first token
+/// on; for a whole answer (no first-token time), as the backend reported it
+/// (llama.cpp's timings), if it did. One token gives no rate.
+pub(crate) fn decode_rate(
+    output_tokens: u64,
+    ttft: Option<Duration>,
+    total: Duration,
+    reported: Option<f64>,
+) -> Option<f64> {
+    match ttft {
+        Some(ttft) => {
+            let decoding = total.saturating_sub(ttft).as_secs_f64();
+            (output_tokens > 1 && decoding > 0.0).then(|| (output_tokens - 1) as f64 / decoding)
+        }
+        None => reported.filter(|_| output_tokens > 1),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use switchyard_policies::TokenPrice;
+
+    use super::*;
+
+    fn tokens(input: u64, output: u64) -> TokenCounts {
+        TokenCounts {
+            input,
+            output,
+            ..TokenCounts::default()
+        }
+    }
+
+    #[test]
+    fn decoding_is_timed_from_the_first_token() {
+        let s = Duration::from_secs;
+        assert_eq!(decode_rate(11, Some(s(1)), s(3), None), Some(5.0));
+        assert_eq!(
+            decode_rate(1, Some(s(1)), s(3), None),
+            None,
+            "one token has no rate"
+        );
+        assert_eq!(
+            decode_rate(11, Some(s(3)), s(3), None),
+            None,
+            "no time to decode in"
+        );
+        assert_eq!(
+            decode_rate(11, None, s(3), Some(40.0)),
+            Some(40.0),
+            "the backend's own"
+        );
+        assert_eq!(decode_rate(1, None, s(3), Some(40.0)), None);
+    }
+
+    #[test]
+    fn a_service_tier_multiplies_the_price_and_an_hour_is_shared() {
+        let price = Pricing::Tokens(TokenPrice {
+            input: 1.0,
+            cached_input: 0.5,
+            cache_write: 1.25,
+            output: 2.0,
+            reasoning: 2.0,
+        });
+        let used = tokens(1_000_000, 1_000_000);
+        assert!((call_cost(&price, &used, 9.0, 1, None) - 3.0).abs() < 1e-9);
+        let flex = SentTier {
+            name: "flex".into(),
+            multiplier: 0.5,
+        };
+        assert!((call_cost(&price, &used, 9.0, 1, Some(&flex)) - 1.5).abs() < 1e-9);
+        let hourly = Pricing::Hourly { usd_per_hour: 3.6 };
+        // 10 s of a $3.60 hour is $0.01, split between two requests.
+        assert!((call_cost(&hourly, &used, 10.0, 2, None) - 0.005).abs() < 1e-9);
+        assert_eq!(call_cost(&Pricing::Free, &used, 10.0, 1, None), 0.0);
     }
 }
