@@ -3,10 +3,11 @@
 //! admission step) -> `route` (the router's view, the decision, receipts)
 //! -> `dispatch` (backends tried, hedged, streamed, cached) -> `settle`
 //! (usage, cost, the ledger row, budgets, metrics, spans). `state` is the
-//! running config they all read; `admin` the admin plane; `cli` every other
-//! subcommand. `http` is the edge (server, TLS, the tower stack), `ledger`,
-//! `metrics` and `telemetry` the stores settlement feeds. The `switchyard`
-//! binary (`main.rs`) parses arguments and calls in here.
+//! running config they all read; `admin` the admin plane; `cli` every
+//! subcommand, `serve` included. `http` is the edge (server, TLS, the tower
+//! stack); `ledger`, `metrics` and `telemetry` are the stores settlement
+//! feeds; `error` turns every failure into an answer. The `switchyard`
+//! binary (`main.rs`) parses arguments and calls `cli::commands::run`.
 
 pub mod admin;
 pub mod admit;

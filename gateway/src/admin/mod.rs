@@ -1,8 +1,8 @@
 //! The admin plane: the admin API (`api`), the built-in dashboard, health
 //! and readiness, the model list and `POST /v1/route/explain`.
 //!
-//! May import: anything below ingress (route, dispatch, state, ledger,
-//! metrics, cli's report arithmetic). No stage imports admin.
+//! May import: anything but ingress, and `cli`'s `advice` report. Only
+//! `ingress::paths` (which routes admin paths here) imports admin.
 
 pub mod api;
 pub mod dashboard;

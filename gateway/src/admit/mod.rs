@@ -4,9 +4,10 @@
 //! `access` holds the state admission checks against (keys, limiters,
 //! budgets, in memory or in Redis); `admission` is the step itself.
 //!
-//! May import: settle's accounting types, state, ledger, http, error.
-//! `access` and `breaker` import nothing of the request path: the running
-//! config (state) holds them.
+//! May import: state (the running config), settle's billed fields (what a
+//! reservation must allow for a service tier), ledger, http, error.
+//! `access` (but its tower `layer`) and `breaker` import nothing of the
+//! request path or of state: the running config holds them.
 
 pub mod access;
 pub mod admission;

@@ -1,17 +1,19 @@
-//! Every subcommand but `serve`: arguments (`args`), the reports over the
-//! ledger (`spend`, `sessions`, `budgets`, `advice`), the router's offline
-//! tools (`route`: train-router, replay), `probe`, and the simulator
-//! (`sim`, `sim_server`).
+//! Every subcommand: arguments (`args`) and their dispatch (`commands`),
+//! `serve` and `sim` (`serve`, `sim_server`), the reports over the ledger
+//! (`spend`, `sessions`, `budgets`, `advice`), the router's offline tools
+//! (`route`: train-router, replay) and `probe`.
 //!
-//! May import: state, ledger, admin's explain, route, http, error. Nothing
-//! on the request path imports cli, except admin serving a report.
+//! May import: anything. Nothing on the request path imports cli; the
+//! admin plane serves one of its reports (`advice`).
 
 pub mod advice;
 pub mod args;
 pub mod budgets;
+pub mod commands;
 pub mod probe;
 pub mod report_text;
 pub mod route;
+pub mod serve;
 pub mod sessions;
 pub mod sim;
 pub mod sim_server;

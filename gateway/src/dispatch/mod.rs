@@ -8,7 +8,8 @@
 //! sets an engine's own request fields. `hedge_spend` and `response_store`
 //! are the state the running config holds for them.
 //!
-//! May import: admit, route, settle, state, ledger, metrics, telemetry,
+//! May import: admit (each call is admitted), route (the decision, the
+//! receipts), settle (each call is recorded), state, ledger, telemetry,
 //! http, error. Not ingress: dialects implement `endpoint`'s traits.
 
 pub mod attempts;
@@ -19,7 +20,6 @@ pub mod hedge_spend;
 pub mod pipeline;
 pub mod plan;
 pub mod prompt_cache;
-pub mod request_context;
 pub mod response_cache;
 pub mod response_store;
 pub mod stream;

@@ -16,13 +16,13 @@ use crate::admit::access::Caller;
 use crate::admit::admission::{self, Size};
 use crate::dispatch::attempts::{Shared, dispatch};
 use crate::dispatch::endpoint::Endpoint;
-use crate::dispatch::request_context::RequestContext;
 use crate::dispatch::response_cache::{Slot, replay};
 use crate::error::GatewayError;
 use crate::http::Body;
 use crate::route::encoder::encode_for_routing;
 use crate::route::receipts::{self, CacheUse, Served};
 use crate::route::view::complete_view;
+use crate::settle::context::RequestContext;
 use crate::state::app::App;
 
 pub async fn serve<E: Endpoint>(

@@ -22,10 +22,10 @@ use xxhash_rust::xxh3::xxh3_128;
 
 use crate::admit::access::Caller;
 use crate::dispatch::endpoint::Endpoint;
-use crate::dispatch::request_context::RequestContext;
 use crate::dispatch::response_store::{Cached, CachedAnswer, ResponseCache};
 use crate::dispatch::stream;
 use crate::http::{Body, sse_response};
+use crate::settle::context::RequestContext;
 use crate::settle::record::RequestRecord;
 use crate::state::app::App;
 use switchyard_adapters::types::{CanonicalRequest, CanonicalResponse};

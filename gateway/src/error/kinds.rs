@@ -6,7 +6,7 @@ use std::time::Duration;
 use switchyard_adapters::AdapterError;
 use switchyard_adapters::anthropic::TranslateError;
 
-use crate::admit::access::Exhausted;
+use crate::error::exhausted::Exhausted;
 
 #[derive(Debug, thiserror::Error)]
 pub enum GatewayError {

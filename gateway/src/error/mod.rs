@@ -5,6 +5,7 @@
 //! how a backend's failure is shown without repeating what it said.
 
 mod dialect;
+mod exhausted;
 mod kinds;
 mod shape;
 mod upstream;
@@ -13,5 +14,6 @@ mod upstream;
 mod tests;
 
 pub use crate::error::dialect::Dialect;
+pub use crate::error::exhausted::Exhausted;
 pub use crate::error::kinds::{ErrorNote, GatewayError};
 pub use crate::error::upstream::credentials_refused;

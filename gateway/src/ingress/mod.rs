@@ -4,8 +4,9 @@
 //! back, and does nothing else: admission, routing, dispatch and settlement
 //! are the stages below, reached through `dispatch::pipeline`.
 //!
-//! May import: every stage below (admit, route, dispatch, settle), state,
-//! http, error. Nothing imports ingress but `main.rs` and the admin plane.
+//! May import: the stages it runs (admit, route, dispatch, settle), state,
+//! http, error, telemetry; `paths` hands admin paths to `admin`. Only the
+//! edge (`http::stack`) imports ingress.
 
 pub mod chat;
 pub mod completions;

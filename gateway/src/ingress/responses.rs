@@ -74,7 +74,13 @@ pub async fn serve(app: &App, req: Request<Incoming>) -> Result<Response<Body>, 
     };
     let native = RawRequest::served_by(&*app.backends[decision.primary()].replicas[0].provider);
     match (native, translated) {
-        (true, _) => serve_decided::<NativeResponses>(app, &parts, raw, decision).await,
+        (true, _) => {
+            // A chain made from the translated prompt says nothing of what
+            // a native backend holds: the call is admitted without one.
+            let mut decision = decision;
+            decision.features.prefix = None;
+            serve_decided::<NativeResponses>(app, &parts, raw, decision).await
+        }
         (false, Ok(chat)) => serve_decided::<Responses>(app, &parts, chat, decision).await,
         (false, Err(err)) => {
             let mut response = err.into_response();

@@ -197,6 +197,7 @@ impl Call for RawRequest {
                 .map(count),
             streaming: self.is_stream(),
             turns: 1,
+            last_user_text: last_user_text(&self.0),
             ..RequestView::default()
         }
     }
@@ -325,6 +326,30 @@ fn prompt_text(raw: &Value) -> String {
     collect(&raw["instructions"], &mut out);
     collect(&raw["input"], &mut out);
     out
+}
+
+/// The text of the request's last user input, for rules that read it: the
+/// `input` itself when it is a string, else the last user message's text.
+fn last_user_text(raw: &Value) -> &str {
+    if let Some(text) = raw["input"].as_str() {
+        return text;
+    }
+    let items = raw["input"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or_default();
+    let Some(last_user) = items.iter().rev().find(|item| item["role"] == "user") else {
+        return "";
+    };
+    match &last_user["content"] {
+        Value::String(text) => text,
+        Value::Array(parts) => parts
+            .iter()
+            .rev()
+            .find_map(|part| part["text"].as_str())
+            .unwrap_or_default(),
+        _ => "",
+    }
 }
 
 /// Usage in a Responses object, in chat terms for the ledger.
@@ -463,5 +488,17 @@ mod tests {
         let data: Value =
             serde_json::from_str(text.split_once("data: ").unwrap().1.trim()).unwrap();
         assert_eq!(data["sequence_number"], 1);
+    }
+
+    #[test]
+    fn rules_read_the_last_user_input() {
+        assert_eq!(last_user_text(&json!({"input": "hi there"})), "hi there");
+        let items = json!({"input": [
+            {"role": "user", "content": "first"},
+            {"role": "assistant", "content": "ok"},
+            {"role": "user", "content": [{"type": "input_text", "text": "second"}]},
+            {"type": "function_call_output", "output": "42"}]});
+        assert_eq!(last_user_text(&items), "second");
+        assert_eq!(last_user_text(&json!({"input": []})), "");
     }
 }

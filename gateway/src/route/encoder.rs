@@ -21,8 +21,8 @@ use switchyard_router::{Reason, RequestView};
 
 use crate::admit::access::Caller;
 use crate::admit::admission::{Size, admit_call};
-use crate::dispatch::request_context::RequestContext;
 use crate::error::GatewayError;
+use crate::settle::context::RequestContext;
 use crate::settle::record::RequestRecord;
 use crate::state::app::App;
 

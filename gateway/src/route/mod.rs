@@ -3,8 +3,9 @@
 //! tell the caller what was decided (`receipts`). Predictors' outcomes for
 //! offline training are recorded here too (`outcomes`).
 //!
-//! May import: state, http, error, and the router crate. Not dispatch or
-//! settle: a decision is made before anything is called.
+//! May import: state, error, the router crate, and for the encoder's own
+//! model call (`encoder`) the admission and settlement it goes through.
+//! Not dispatch: a decision is made before anything is called.
 
 pub mod encoder;
 pub mod outcomes;

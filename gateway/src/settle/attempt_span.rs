@@ -7,8 +7,8 @@ use std::time::{Duration, SystemTime};
 use opentelemetry::KeyValue;
 use switchyard_router::{Decision, Reason};
 
-use crate::dispatch::request_context::RequestContext;
 use crate::ledger::LedgerRow;
+use crate::settle::context::RequestContext;
 use crate::state::app::App;
 use crate::telemetry::names::*;
 use crate::telemetry::{AttemptSpan, RequestTrace, strings};

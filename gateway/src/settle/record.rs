@@ -21,11 +21,11 @@ use switchyard_router::{OutputLengths, Reason};
 use crate::admit::access::{RateLimits, Reservation};
 use crate::admit::breaker::Breaker;
 use crate::admit::capacity::Admission;
-use crate::dispatch::request_context::RequestContext;
 use crate::error::GatewayError;
 use crate::ledger::{Drafts, Ledger, NotCommitted};
 use crate::metrics::Metrics;
 use crate::settle::billed_fields::SentTier;
+use crate::settle::context::RequestContext;
 use crate::state::app::App;
 use crate::telemetry::{AnswerMeta, AttemptSpan};
 

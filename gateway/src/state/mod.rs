@@ -3,9 +3,11 @@
 //! swapped whole on reload), the config file, and the watchers that learn
 //! backends' context windows and engine metrics while serving.
 //!
-//! May import: the shared state types it holds (admit::access, admit::breaker,
-//! caches, ledger, metrics, telemetry), http, error. Never a stage's
-//! request handling.
+//! May import: the types it holds (admit's access and breaker, dispatch's
+//! prompt cache, hedge spend and response store, route's outcome logs,
+//! ledger, metrics, telemetry), http, error. Those files import neither
+//! state nor any stage's request handling: no stage is reached through
+//! `App`.
 
 pub mod app;
 pub mod backends;

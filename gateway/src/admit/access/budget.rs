@@ -8,9 +8,9 @@ use std::sync::{Arc, Mutex};
 
 use switchyard_policies::{Auth, OnUnavailable, SpendLimit, SpendScope, VirtualKey};
 
-use crate::admit::access::exhausted::Exhausted;
 use crate::admit::access::shared::{RateTicket, Refusal, SharedBudgets, SharedHold, StateError};
 use crate::admit::access::{Caller, RateLimits};
+use crate::error::Exhausted;
 use crate::error::GatewayError;
 
 use crate::ledger::now_ms;

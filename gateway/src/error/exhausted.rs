@@ -1,6 +1,6 @@
 //! Why a request may not spend: the budget that refused it and its numbers.
-//! Its own file because the error type names it and admission's budgets
-//! produce it: both import it, it imports neither.
+//! One of the errors (`GatewayError::BudgetExhausted`); admission's budgets
+//! produce it.
 
 use switchyard_policies::OnExhausted;
 
