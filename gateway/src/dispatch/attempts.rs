@@ -88,8 +88,6 @@ pub(crate) async fn dispatch<E: Endpoint>(
         app.router.retries(decision.route),
     );
     let tries = Tries {
-        app,
-        decision,
         request: &request,
         context: &context,
         size,
@@ -108,7 +106,7 @@ pub(crate) async fn dispatch<E: Endpoint>(
             decision.features.tenant,
         )
         .await;
-        let (reservation, admission) = match admitted {
+        let (reservation, mut admission) = match admitted {
             Ok(admitted) => admitted,
             Err(refused) => {
                 let (refusal, err) = refusal_of(refused);
@@ -151,24 +149,48 @@ pub(crate) async fn dispatch<E: Endpoint>(
         served.cache = CacheUse::Prefix(record.expected_cached_tokens());
         let client_wants_usage = tries.streaming && req.request_stream_usage();
         let checked = cascade.filter(|_| !attempt.is_last);
-        let leg = Leg {
-            backend: attempt.backend,
-            record,
-            admission,
+        // Hedge the first choice with the next, on routes that hedge.
+        let hedge = decision
+            .route
+            .and_then(|r| app.router.hedge(r))
+            .filter(|_| attempt.first && !attempt.retrying && checked.is_none())
+            .zip(plan.upcoming());
+        let mode = plan::mode(tries.streaming, checked.is_some(), hedge.is_some());
+        let answer = match hedge {
+            Some((hedge, other)) => {
+                let leg = Leg {
+                    backend: attempt.backend,
+                    record,
+                    admission,
+                };
+                let hedge_req = prepared::<E>(app, decision, other, request.0.clone(), None);
+                // Boxed: the race's state is large and most requests never
+                // hedge; inline, every request's future would carry it.
+                let (answer, winner) = Box::pin(hedge::race::<E>(
+                    app,
+                    &context,
+                    size,
+                    leg,
+                    req,
+                    other,
+                    hedge_req,
+                    tries.streaming,
+                    hedge.max_usd_per_key_per_day,
+                ))
+                .await;
+                if winner.backend != attempt.backend {
+                    served = Served {
+                        backend: winner.backend,
+                        reason: Reason::Hedge,
+                        cache: CacheUse::Prefix(winner.record.expected_cached_tokens()),
+                    };
+                }
+                record = winner.record;
+                admission = winner.admission;
+                answer
+            }
+            None => call::<E>(app, mode, attempt.backend, &mut record, &admission, req).await,
         };
-        let (answer, leg) = call(&tries, &plan, attempt, checked.is_some(), leg, req).await;
-        if leg.backend != attempt.backend {
-            served = Served {
-                backend: leg.backend,
-                reason: Reason::Hedge,
-                cache: CacheUse::Prefix(leg.record.expected_cached_tokens()),
-            };
-        }
-        let Leg {
-            mut record,
-            admission,
-            ..
-        } = leg;
         let answer = match answer {
             Ok(answer) => answer,
             Err(err) => {
@@ -204,8 +226,28 @@ pub(crate) async fn dispatch<E: Endpoint>(
                 Arc::<str>::from(app.backends[served.backend].name.as_str()),
             )
         });
-        let response = respond(&tries, answer, record, admission, keep, client_wants_usage).await;
-        return (response, served);
+        let response = match answer {
+            Answer::Whole(resp) => {
+                record.whole_answer();
+                record_whole::<E>(&mut record, &resp);
+                record.finish("ok");
+                if let Err(err) = record.write_after_reply().await {
+                    return (Err(err), served);
+                }
+                if let Some((slot, backend)) = keep {
+                    slot.put_whole(&resp, backend);
+                }
+                E::respond(&request.0, &resp)
+            }
+            Answer::Stream(chunks) => {
+                stream_reply(&tries, chunks, record, admission, keep, client_wants_usage)
+            }
+            Answer::Collected(chunks) => {
+                let replay = futures_util::stream::iter(chunks.into_iter().map(Ok)).boxed();
+                stream_reply(&tries, replay, record, admission, keep, client_wants_usage)
+            }
+        };
+        return (Ok(response), served);
     }
     let err = last_error.unwrap_or(GatewayError::Internal {
         message: "no backend to try".into(),
@@ -229,74 +271,38 @@ fn refusal_of(refused: NotAdmitted) -> (Refusal, GatewayError) {
 
 /// What every try of one request shares.
 struct Tries<'a, E: Endpoint> {
-    app: &'a App,
-    decision: &'a Decision,
     request: &'a Arc<Shared<E>>,
     context: &'a Arc<RequestContext>,
     size: Size,
     streaming: bool,
 }
 
-/// Calls the try's backend as its mode says: whole, streamed, streamed and
-/// held back for a check, or raced against the next backend. Returns the
-/// answer and the leg that gave it (the hedge's, when it won).
+/// Calls the try's backend as its mode says: whole, streamed, or streamed
+/// and held back whole for a check (a hedged call is raced in `hedge`).
 async fn call<E: Endpoint>(
-    tries: &Tries<'_, E>,
-    plan: &Plan,
-    attempt: Try,
-    checked: bool,
-    mut leg: Leg,
+    app: &App,
+    mode: Mode,
+    backend: usize,
+    record: &mut RequestRecord,
+    admission: &Admission,
     req: E::Request,
-) -> (Result<Answer<E>, AdapterError>, Leg) {
-    let app = tries.app;
-    // Hedge the first choice with the next, on routes that hedge.
-    let hedge = tries
-        .decision
-        .route
-        .and_then(|r| app.router.hedge(r))
-        .filter(|_| attempt.first && !attempt.retrying && !checked)
-        .zip(plan.upcoming());
-    let trace = leg.record.trace_context();
-    let answer = match (plan::mode(tries.streaming, checked, hedge.is_some()), hedge) {
-        (Mode::Hedged, Some((hedge, other))) => {
-            let hedge_req =
-                prepared::<E>(app, tries.decision, other, tries.request.0.clone(), None);
-            // Boxed: the race's state is large and most requests never
-            // hedge; inline, every request's future would carry it.
-            return Box::pin(hedge::race::<E>(
-                app,
-                tries.context,
-                tries.size,
-                leg,
-                req,
-                other,
-                hedge_req,
-                tries.streaming,
-                hedge.max_usd_per_key_per_day,
-            ))
-            .await;
-        }
-        (Mode::Whole | Mode::Hedged, _) => {
-            with_trace_context(trace, req.call(&*leg.admission.provider))
-                .await
-                .map(Answer::<E>::Whole)
-        }
-        (Mode::Stream, _) => with_trace_context(trace, req.call_stream(&*leg.admission.provider))
+) -> Result<Answer<E>, AdapterError> {
+    let trace = record.trace_context();
+    let provider = &*admission.provider;
+    match mode {
+        Mode::Whole | Mode::Hedged => with_trace_context(trace, req.call(provider))
+            .await
+            .map(Answer::Whole),
+        Mode::Stream => with_trace_context(trace, req.call_stream(provider))
             .await
             .map(Answer::Stream),
-        (Mode::Collected, _) => {
-            match with_trace_context(trace, req.call_stream(&*leg.admission.provider)).await {
-                Ok(chunks) => {
-                    let limits = held_answer_limits(app, leg.backend);
-                    collect::<E>(chunks, &mut leg.record, limits)
-                        .await
-                        .map(Answer::Collected)
-                }
-                Err(err) => Err(err),
-            }
+        Mode::Collected => {
+            let chunks = with_trace_context(trace, req.call_stream(provider)).await?;
+            collect::<E>(chunks, record, held_answer_limits(app, backend))
+                .await
+                .map(Answer::Collected)
         }
-    };
-    (answer, leg)
+    }
 }
 
 /// Whether a cascade's checks send the answer on to the next backend. The
@@ -328,41 +334,26 @@ fn escalates<E: Endpoint>(
     failed.is_some()
 }
 
-/// The caller's answer: a whole answer once its row is written (and kept
-/// in the response cache's slot), or the stream encoded in the caller's
-/// dialect, which writes the row as it ends.
-async fn respond<E: Endpoint>(
+/// A streamed answer (relayed, or held for a check and replayed) as the
+/// reply in the caller's dialect; the stream writes the row as it ends.
+fn stream_reply<E: Endpoint>(
     tries: &Tries<'_, E>,
-    answer: Answer<E>,
-    mut record: RequestRecord,
+    chunks: Chunks<E::Chunk>,
+    record: RequestRecord,
     admission: Admission,
     keep: Option<(Slot, Arc<str>)>,
     client_wants_usage: bool,
-) -> Result<Response<Body>, GatewayError> {
+) -> Response<Body> {
     let request = &tries.request.0;
-    let chunks = match answer {
-        Answer::Whole(resp) => {
-            record.whole_answer();
-            record_whole::<E>(&mut record, &resp);
-            record.finish("ok");
-            record.write_after_reply().await?;
-            if let Some((slot, backend)) = keep {
-                slot.put_whole(&resp, backend);
-            }
-            return Ok(E::respond(request, &resp));
-        }
-        Answer::Stream(chunks) => chunks,
-        Answer::Collected(chunks) => futures_util::stream::iter(chunks.into_iter().map(Ok)).boxed(),
-    };
     let model = &tries.context.model;
     let encoder = E::encoder(request, client_wants_usage, model, tries.size.prompt_tokens);
-    Ok(sse_response(stream::encode::<E>(
+    sse_response(stream::encode::<E>(
         chunks,
         encoder,
         record,
         Some(admission),
         keep,
-    )))
+    ))
 }
 
 /// The request as backend `backend` takes it: its model name, the engine's

@@ -86,7 +86,9 @@ fn commit(conn: &mut Connection, batch: &[Entry]) -> rusqlite::Result<()> {
     {
         let mut insert = tx.prepare_cached(&INSERT)?;
         for Entry { row, .. } in batch {
-            insert.execute(rusqlite::params_from_iter(cells(row)))?;
+            // By reference: the cells are not moved (a move of the array is a copy).
+            let cells = cells(row);
+            insert.execute(rusqlite::params_from_iter(cells.iter()))?;
         }
     }
     tx.commit()
