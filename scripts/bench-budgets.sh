@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The latency-budget benchmark: the use-case mix of shared/DESIGN.md
+# The latency-budget benchmark: the use-case mix of the profiles (docs/src/routing/profiles.md)
 # (workload-replay), streamed at a fixed concurrency, through the local
 # three-tier example (three llama-server processes sharing this machine)
 # plus a simulated cloud tier, once per policy in the same run:

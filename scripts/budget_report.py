@@ -6,7 +6,7 @@ ledger for cost and predictions. Prints a Markdown report.
     budget_report.py LEDGER.db RUN.jsonl [RUN.jsonl ...]
 
 A request is within budget when its first token came within its profile's
-budget (shared/DESIGN.md; RAG's grows by a second per 2,000 prompt tokens)
+budget (docs/src/routing/profiles.md; RAG's grows by a second per 2,000 prompt tokens)
 and, when it had more than one output token, it decoded at least at the
 profile's rate, both as the client measured them."""
 

@@ -1,4 +1,4 @@
-//! Replays the use-case mix of `shared/DESIGN.md` against a gateway route
+//! Replays a mix of the use cases (`docs/src/routing/profiles.md`) against a gateway route
 //! at a fixed concurrency, streamed, and writes one JSON line per request
 //! as the client measured it (first-token time, decode rate, receipts, the
 //! gateway's request id for the ledger's cost) and one per agentic task

@@ -1,4 +1,4 @@
-//! The use-case mix of `shared/DESIGN.md`, as jobs: a chat question, a code
+//! A mix of the use cases (`docs/src/routing/profiles.md`) as jobs: a chat question, a code
 //! request, a four-turn agentic session with tool results and tool time
 //! between turns, a question over a long shared document (RAG), a batch
 //! item. Every job is drawn from a seed, so two runs (one per policy) send

@@ -1,5 +1,5 @@
 //! Use-case profiles: latency budgets for what waits on a request (the
-//! table in DESIGN.md).
+//! table in docs/src/routing/profiles.md).
 
 use std::time::Duration;
 

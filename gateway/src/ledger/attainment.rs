@@ -1,5 +1,5 @@
 //! Budget attainment from the ledger: for the requests held to a latency
-//! budget (their route's own, else their profile's from shared/DESIGN.md,
+//! budget (their route's own, else their profile's: docs/src/routing/profiles.md,
 //! as the router holds them: a RAG budget grows with the prompt), how many
 //! got the speed it needs, and how many were served far faster than needed
 //! on a paid cloud tier.
