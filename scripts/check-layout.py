@@ -26,6 +26,7 @@ ITEM = re.compile(
     re.M,
 )
 MACRO = re.compile(r"macro_rules!\s*([A-Za-z_][A-Za-z0-9_]*)")
+CHAR = re.compile(r"'(\\u\{[0-9a-fA-F]+\}|\\.|[^\\'])'")
 USE = re.compile(r"^\s*(pub(?:\([^)]*\))?\s+)?use\s+([^;]+);", re.M)
 INLINE = re.compile(r"\b((?:crate|super|self)(?:::[A-Za-z_][A-Za-z0-9_]*)+)")
 
@@ -62,10 +63,11 @@ def strip_comments_and_strings(text):
                 j += 2 if text[j] == "\\" else 1
             out.append('""' + "\n" * text.count("\n", i, j))
             i = j + 1
-        elif c == "'" and re.match(r"'(\\.|[^\\'])'", text[i:i + 4]) or re.match(r"'\\u\{[0-9a-fA-F]+\}'", text[i:i + 12]):
-            m = re.match(r"'(\\u\{[0-9a-fA-F]+\}|\\.|[^\\'])'", text[i:])
+        elif c == "'" and (m := CHAR.match(text, i)):
+            # A char literal ('"' would otherwise open a string); a
+            # lifetime (`'a`) has no closing quote and is left as it is.
             out.append("' '")
-            i += m.end()
+            i = m.end()
         else:
             out.append(c)
             i += 1
@@ -164,7 +166,6 @@ def analyse(crate):
         text = strip_cfg_test(strip_comments_and_strings(f.read_text()))
         texts[f] = text
         modules[module_path(src, f)] = Module(module_path(src, f), f)
-    local_names = {}
     for key, mod in modules.items():
         text = texts[mod.file]
         for kind, name in ITEM.findall(text):
@@ -186,7 +187,6 @@ def analyse(crate):
                 names[local] = target
                 if public:
                     mod.reexports.append(target)
-        local_names[key] = names
         # Inline paths, outside `use` lines (whose `a::{` prefixes name no item).
         for m in INLINE.finditer(USE.sub("", text)):
             mod.uses.append(absolute(m.group(1), key))

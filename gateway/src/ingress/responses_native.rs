@@ -155,7 +155,9 @@ impl CanonicalResponse for RawAnswer {
     }
 
     fn output_text(&self) -> String {
-        prompt_text(&serde_json::json!({ "input": self.value.get("output") }))
+        let mut out = String::new();
+        push_texts(&self.value["output"], &mut out);
+        out
     }
 }
 
@@ -187,9 +189,10 @@ impl Call for RawRequest {
     /// limits and context windows see.
     fn view(&self) -> RequestView<'_> {
         let count = |n: u64| u32::try_from(n).unwrap_or(u32::MAX);
+        let prompt_tokens = tokens::estimate(&prompt_text(&self.0));
         RequestView {
             model: self.model(),
-            prompt_tokens: count(tokens::estimate(&prompt_text(&self.0)) as u64),
+            prompt_tokens: u32::try_from(prompt_tokens).unwrap_or(u32::MAX),
             max_tokens: self
                 .0
                 .get("max_output_tokens")
@@ -302,30 +305,33 @@ impl StreamEncoder<RawEvent> for NativeEvents {
 /// backend reports no usage: the instructions and every text in the input
 /// (messages, their content parts, tool calls and their outputs).
 fn prompt_text(raw: &Value) -> String {
-    fn collect(value: &Value, out: &mut String) {
-        match value {
-            Value::String(text) => {
-                out.push_str(text);
-                out.push('\n');
-            }
-            Value::Array(items) => items.iter().for_each(|item| collect(item, out)),
-            Value::Object(fields) => {
-                for (name, field) in fields {
-                    if matches!(
-                        name.as_str(),
-                        "text" | "content" | "arguments" | "output" | "name"
-                    ) {
-                        collect(field, out);
-                    }
+    let mut out = String::new();
+    push_texts(&raw["instructions"], &mut out);
+    push_texts(&raw["input"], &mut out);
+    out
+}
+
+/// Appends every text in a Responses value (input items, output items),
+/// a line each: strings, and the fields that hold text, arguments or names.
+fn push_texts(value: &Value, out: &mut String) {
+    match value {
+        Value::String(text) => {
+            out.push_str(text);
+            out.push('\n');
+        }
+        Value::Array(items) => items.iter().for_each(|item| push_texts(item, out)),
+        Value::Object(fields) => {
+            for (name, field) in fields {
+                if matches!(
+                    name.as_str(),
+                    "text" | "content" | "arguments" | "output" | "name"
+                ) {
+                    push_texts(field, out);
                 }
             }
-            _ => {}
         }
+        _ => {}
     }
-    let mut out = String::new();
-    collect(&raw["instructions"], &mut out);
-    collect(&raw["input"], &mut out);
-    out
 }
 
 /// The text of the request's last user input, for rules that read it: the

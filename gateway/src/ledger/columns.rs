@@ -122,7 +122,8 @@ impl Cell<'_> {
 /// A row's values in [`COLUMNS`] order.
 pub fn cells(r: &LedgerRow) -> [Cell<'_>; COLUMNS.len()] {
     // Token counts are u64; a count past i64 (never seen) is stored clamped.
-    let n = |v: u64| Cell::Int(Some(i64::try_from(v).unwrap_or(i64::MAX)));
+    let clamped = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
+    let n = |v: u64| Cell::Int(Some(clamped(v)));
     let t = &r.tokens;
     [
         Cell::Int(Some(r.ts_ms)),
@@ -153,14 +154,8 @@ pub fn cells(r: &LedgerRow) -> [Cell<'_>; COLUMNS.len()] {
         Cell::Flag(Some(r.cache_hit)),
         Cell::Flag(Some(r.estimated)),
         Cell::Text(Some(r.prompt_class.as_str())),
-        Cell::Int(
-            r.drafts
-                .map(|d| i64::try_from(d.drafted).unwrap_or(i64::MAX)),
-        ),
-        Cell::Int(
-            r.drafts
-                .map(|d| i64::try_from(d.accepted).unwrap_or(i64::MAX)),
-        ),
+        Cell::Int(r.drafts.map(|d| clamped(d.drafted))),
+        Cell::Int(r.drafts.map(|d| clamped(d.accepted))),
         Cell::Int(Some(i64::from(r.expected_cached_tokens))),
         Cell::Text(r.refusal.as_deref()),
         Cell::Text(r.client_request_id.as_deref()),

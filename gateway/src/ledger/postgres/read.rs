@@ -77,11 +77,9 @@ pub fn snapshot(postgres: &Postgres, since_ms: i64) -> anyhow::Result<rusqlite::
     let pool = postgres.pool().clone();
     // Every column the SQLite ledger has, in its order (`id` first).
     let columns = format!("id, {}", crate::ledger::columns::names());
-    let select = columns.clone();
+    let sql = format!("SELECT {columns} FROM requests WHERE ts_ms >= $1 ORDER BY id");
     let rows: Vec<Vec<Value>> = postgres.run(async move {
-        let columns = select;
         let client = pool.get().await?;
-        let sql = format!("SELECT {columns} FROM requests WHERE ts_ms >= $1 ORDER BY id");
         let rows = client.query(&sql, &[&since_ms]).await?;
         rows.iter()
             .map(|row| {
