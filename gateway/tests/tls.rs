@@ -484,3 +484,53 @@ fn a_missing_client_key_stops_the_start() {
     );
     let _ = std::fs::remove_file(&path);
 }
+
+/// A client that completes the TLS handshake and then says nothing is
+/// closed at `header_read_timeout_ms`, freeing its slot for the next one.
+#[tokio::test]
+async fn a_tls_handshake_then_silence_is_closed_and_frees_its_slot() {
+    let dir = support::unique_path("tls-silent");
+    let (cert, key) = certificate(&dir);
+    let gateway = GatewayBuilder::new()
+        .server(&format!(
+            "tls: {{cert_file: '{}', key_file: '{}'}}",
+            cert.display(),
+            key.display()
+        ))
+        .server("max_connections: 1")
+        .server("header_read_timeout_ms: 800")
+        .in_process_sim(
+            "local",
+            "small",
+            &format!("preset: small, {FAST_SIM_FIELDS}"),
+        )
+        .start();
+    // s_client handshakes, then waits on its open stdin and exits only when
+    // the server closes the connection.
+    let mut silent = Command::new("openssl")
+        .args(["s_client", "-quiet", "-connect", &gateway.addr.to_string()])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("run openssl s_client");
+    let began = std::time::Instant::now();
+    let ended = loop {
+        if let Some(status) = silent.try_wait().unwrap() {
+            break Some(status);
+        }
+        if began.elapsed() > std::time::Duration::from_secs(15) {
+            break None;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    if ended.is_none() {
+        let _ = silent.kill();
+    }
+    drop(silent.stdin.take());
+    let _ = silent.wait();
+    assert!(ended.is_some(), "the silent TLS client was never closed");
+    let url = format!("https://127.0.0.1:{}/healthz", gateway.addr.port());
+    let (_, status, _) = curl(&url, &cert, &[]);
+    assert_eq!(status, "200", "the slot was freed");
+}

@@ -1,5 +1,6 @@
 //! Accept loop: HTTP/1.1 and h2c on one port, TCP_NODELAY on every
-//! connection, graceful shutdown with a deadline.
+//! connection, a limit on every phase of a connection, graceful shutdown
+//! with a deadline.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -10,16 +11,19 @@ use http::{Request, Response};
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
-use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
-use tokio::sync::Semaphore;
+use tokio::sync::{Semaphore, watch};
+use tokio::time::Instant;
+
+use crate::http::connection::{Activity, Watched, drive};
 
 /// Limits on every connection, whatever its requests.
 #[derive(Debug, Clone, Copy)]
 pub struct ConnectionLimits {
-    /// An HTTP/1 client that has not sent a request's whole head in this
-    /// long is disconnected (after a 408 where hyper can send one).
+    /// From accept to the first request head (TLS handshake and protocol
+    /// detection included), and for each later HTTP/1 head: a client that
+    /// has not sent one in this long is disconnected.
     pub header_read_timeout: Duration,
     /// A request head larger than this is refused (431 on HTTP/1).
     pub max_header_bytes: usize,
@@ -27,6 +31,18 @@ pub struct ConnectionLimits {
     pub max_connections: usize,
     /// Streams one HTTP/2 connection may have open at once.
     pub http2_max_concurrent_streams: u32,
+    /// A connection with no request in flight for this long is closed
+    /// (GOAWAY on HTTP/2).
+    pub idle_timeout: Duration,
+    /// How often an HTTP/2 connection is pinged, and how long the answer may
+    /// take before the connection is closed.
+    pub http2_keepalive_interval: Duration,
+    pub http2_keepalive_timeout: Duration,
+    /// A connection older than this is asked to close after its requests.
+    pub max_connection_age: Option<Duration>,
+    /// How long a connection asked to close (idle, too old) may take to
+    /// finish its requests before it is dropped.
+    pub close_grace: Duration,
 }
 
 impl ConnectionLimits {
@@ -37,14 +53,20 @@ impl ConnectionLimits {
             max_header_bytes: server.max_header_bytes,
             max_connections: server.max_connections,
             http2_max_concurrent_streams: server.http2_max_concurrent_streams,
+            idle_timeout: server.http2_idle_timeout,
+            http2_keepalive_interval: server.http2_keepalive_interval,
+            http2_keepalive_timeout: server.http2_keepalive_timeout,
+            max_connection_age: server.max_connection_age,
+            close_grace: server.shutdown_grace,
         }
     }
 }
 
 /// Serves `service` on `listener` until `shutdown` resolves; then stops
 /// accepting, lets in-flight requests and streams finish for up to `grace`,
-/// and returns. Every connection is held to `limits`; with `tls`, each
-/// first completes a TLS handshake (within the header read timeout).
+/// and returns. Every connection is held to `limits` (see
+/// [`connection`](crate::http::connection)); with `tls`, each first
+/// completes a TLS handshake within the deadline for its first request.
 pub async fn serve<S, B>(
     listener: TcpListener,
     service: S,
@@ -69,9 +91,13 @@ pub async fn serve<S, B>(
         .max_buf_size(limits.max_header_bytes.max(8192));
     builder
         .http2()
+        .timer(TokioTimer::new())
+        .keep_alive_interval(limits.http2_keepalive_interval)
+        .keep_alive_timeout(limits.http2_keepalive_timeout)
         .max_concurrent_streams(limits.http2_max_concurrent_streams)
         .max_header_list_size(u32::try_from(limits.max_header_bytes).unwrap_or(u32::MAX));
-    let graceful = GracefulShutdown::new();
+    let builder = Arc::new(builder);
+    let (drain, draining) = watch::channel(false);
     let open = Arc::new(Semaphore::new(limits.max_connections));
     tokio::pin!(shutdown);
     loop {
@@ -97,51 +123,55 @@ pub async fn serve<S, B>(
             },
             () = &mut shutdown => break,
         };
+        let activity = Activity::new(Instant::now());
+        let first_deadline = activity.first_request_deadline(&limits);
         // Streamed tokens are small writes; Nagle would hold each back.
         if let Err(err) = stream.set_nodelay(true) {
             tracing::debug!(error = %err, "could not set TCP_NODELAY");
         }
-        if let Some(tls) = &tls {
-            let (acceptor, builder, service) = (tls.acceptor(), builder.clone(), service.clone());
-            let watcher = graceful.watcher();
-            let handshake_timeout = limits.header_read_timeout;
-            tokio::spawn(async move {
-                let stream =
-                    match tokio::time::timeout(handshake_timeout, acceptor.accept(stream)).await {
-                        Ok(Ok(stream)) => stream,
+        let service = Watched {
+            inner: TowerToHyperService::new(service.clone()),
+            activity: activity.clone(),
+        };
+        let (builder, draining, tls) = (builder.clone(), draining.clone(), tls.clone());
+        tokio::spawn(async move {
+            let ended = match tls {
+                None => {
+                    let connection = builder.serve_connection(TokioIo::new(stream), service);
+                    drive(connection, &activity, &limits, first_deadline, draining).await
+                }
+                Some(tls) => {
+                    match tokio::time::timeout_at(first_deadline, tls.acceptor().accept(stream))
+                        .await
+                    {
+                        Ok(Ok(stream)) => {
+                            let connection =
+                                builder.serve_connection(TokioIo::new(stream), service);
+                            drive(connection, &activity, &limits, first_deadline, draining).await
+                        }
                         Ok(Err(err)) => {
                             tracing::debug!(%peer, error = %err, "TLS handshake failed");
-                            return;
+                            Ok(())
                         }
                         Err(_) => {
                             tracing::debug!(%peer, "TLS handshake timed out");
-                            return;
+                            Ok(())
                         }
-                    };
-                let connection = builder
-                    .serve_connection(TokioIo::new(stream), TowerToHyperService::new(service));
-                if let Err(err) = watcher.watch(connection.into_owned()).await {
-                    tracing::debug!(%peer, error = %err, "connection ended with an error");
+                    }
                 }
-                drop(slot);
-            });
-            continue;
-        }
-        let connection = builder.serve_connection(
-            TokioIo::new(stream),
-            TowerToHyperService::new(service.clone()),
-        );
-        let connection = graceful.watch(connection.into_owned());
-        tokio::spawn(async move {
-            if let Err(err) = connection.await {
+            };
+            if let Err(err) = ended {
                 tracing::debug!(%peer, error = %err, "connection ended with an error");
             }
             drop(slot);
         });
     }
     drop(listener);
+    let _ = drain.send(true);
+    // Every connection gives its slot back when it ends.
+    let all_closed = open.acquire_many(u32::try_from(limits.max_connections).unwrap_or(u32::MAX));
     tokio::select! {
-        () = graceful.shutdown() => tracing::info!("all connections closed"),
+        _ = all_closed => tracing::info!("all connections closed"),
         () = tokio::time::sleep(grace) => tracing::warn!(?grace, "shutdown grace period over; closing remaining connections"),
     }
 }

@@ -145,7 +145,8 @@ pub struct ServerSettings {
     /// signal before the process exits anyway.
     pub shutdown_grace: Duration,
     /// How long a client has to send a request's head before it is
-    /// disconnected (HTTP/1).
+    /// disconnected: from accept to the first head (TLS handshake and
+    /// protocol detection included), then each later HTTP/1 head.
     pub header_read_timeout: Duration,
     /// How long a client has to send a request's body (408 after).
     pub body_read_timeout: Duration,
@@ -157,6 +158,17 @@ pub struct ServerSettings {
     pub max_connections: usize,
     /// Streams one HTTP/2 connection may have open at once.
     pub http2_max_concurrent_streams: u32,
+    /// A connection with no request in flight for this long is closed
+    /// (GOAWAY on HTTP/2; an idle HTTP/1 keep-alive is already bounded by
+    /// the header read timeout).
+    pub http2_idle_timeout: Duration,
+    /// How often an HTTP/2 connection is pinged.
+    pub http2_keepalive_interval: Duration,
+    /// How long a ping's answer may take before the connection is closed.
+    pub http2_keepalive_timeout: Duration,
+    /// Connections older than this are asked to close after their requests
+    /// (so clients spread over new replicas); unset, no limit.
+    pub max_connection_age: Option<Duration>,
     /// Serve HTTPS (HTTP/1.1 and HTTP/2 by ALPN) with these files.
     pub tls: Option<TlsFiles>,
     /// Reload the config when its file changes (SIGHUP and

@@ -80,6 +80,10 @@ pub(super) struct RawServer {
     pub max_header_bytes: usize,
     pub max_connections: usize,
     pub http2_max_concurrent_streams: u32,
+    pub http2_idle_timeout_ms: u64,
+    pub http2_keepalive_interval_ms: u64,
+    pub http2_keepalive_timeout_ms: u64,
+    pub max_connection_age_ms: Option<u64>,
     pub tls: Option<RawTls>,
     pub watch_config: bool,
 }
@@ -118,6 +122,10 @@ impl Default for RawServer {
             max_header_bytes: 64 * 1024,
             max_connections: 10_000,
             http2_max_concurrent_streams: 200,
+            http2_idle_timeout_ms: 120_000,
+            http2_keepalive_interval_ms: 30_000,
+            http2_keepalive_timeout_ms: 20_000,
+            max_connection_age_ms: None,
             tls: None,
             watch_config: true,
         }

@@ -93,6 +93,16 @@ fn validate_server(
             "http2_max_concurrent_streams",
             u64::from(raw.http2_max_concurrent_streams),
         ),
+        ("http2_idle_timeout_ms", raw.http2_idle_timeout_ms),
+        (
+            "http2_keepalive_interval_ms",
+            raw.http2_keepalive_interval_ms,
+        ),
+        ("http2_keepalive_timeout_ms", raw.http2_keepalive_timeout_ms),
+        (
+            "max_connection_age_ms",
+            raw.max_connection_age_ms.unwrap_or(1),
+        ),
     ] {
         if n == 0 {
             return Err(ck.error(&["server", field], "must be positive"));
@@ -117,6 +127,10 @@ pub(super) fn server_settings(raw: super::raw::RawServer, listen: SocketAddr) ->
         max_header_bytes: raw.max_header_bytes,
         max_connections: raw.max_connections,
         http2_max_concurrent_streams: raw.http2_max_concurrent_streams,
+        http2_idle_timeout: Duration::from_millis(raw.http2_idle_timeout_ms),
+        http2_keepalive_interval: Duration::from_millis(raw.http2_keepalive_interval_ms),
+        http2_keepalive_timeout: Duration::from_millis(raw.http2_keepalive_timeout_ms),
+        max_connection_age: raw.max_connection_age_ms.map(Duration::from_millis),
         tls: raw.tls.map(|tls| super::TlsFiles {
             cert_file: tls.cert_file,
             key_file: tls.key_file,
