@@ -785,3 +785,34 @@ async fn keys_never_reach_the_log_even_at_trace() {
     }
     let _ = std::fs::remove_file(&log);
 }
+
+/// `/v1/messages/count_tokens` tells a key that may only use routes of
+/// routes, never of the backends behind them.
+#[tokio::test]
+async fn count_tokens_names_no_backend_to_a_key_that_may_not_name_them() {
+    let gateway = local_gateway();
+    let count = async |model: &str, key: &str| {
+        post_with(
+            &gateway.url("/v1/messages/count_tokens"),
+            &json!({"model": model, "messages": [{"role": "user", "content": "hi"}]}),
+            &[("x-api-key", key), ("anthropic-version", "2023-06-01")],
+        )
+        .await
+    };
+    let unknown = count("nope", "sk-bob").await;
+    assert_eq!(unknown.status, 404);
+    let text = String::from_utf8_lossy(&unknown.body);
+    assert!(text.contains("auto") && !text.contains("local"), "{text}");
+    let backend = count("local", "sk-bob").await;
+    assert!(
+        backend.status == 403 || backend.status == 404,
+        "{}",
+        backend.status
+    );
+    assert!(backend.body.len() > 0 && backend.json().get("input_tokens").is_none());
+    // A key that may name backends counts against one, and sees them listed.
+    assert_eq!(count("local", "sk-alice").await.status, 200);
+    let listed = count("nope", "sk-alice").await;
+    assert!(String::from_utf8_lossy(&listed.body).contains("local"));
+    assert_eq!(count("auto", "sk-bob").await.status, 200);
+}

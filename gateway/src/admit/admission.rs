@@ -28,10 +28,16 @@ pub fn check_direct(
     if decision.reason != Reason::Direct || caller.key.may_name_backends {
         return Ok(());
     }
-    Err(GatewayError::BackendNotAllowed {
-        backend: app.router.backends()[decision.primary()].clone(),
+    Err(backend_not_allowed(app, decision.primary()))
+}
+
+/// The refusal of backend `i` to a key that may only use routes: it names
+/// the backend the key asked for and the routes it may use, nothing else.
+pub fn backend_not_allowed(app: &App, i: usize) -> GatewayError {
+    GatewayError::BackendNotAllowed {
+        backend: app.router.backends()[i].clone(),
         routes: route_names(app),
-    })
+    }
 }
 
 /// A routing error as the caller may see it: a key that may only use

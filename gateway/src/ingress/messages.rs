@@ -12,6 +12,10 @@ use switchyard_adapters::anthropic::{
 use switchyard_adapters::tokens;
 use switchyard_adapters::types::{ChatChunk, ChatRequest, ChatResponse};
 
+use switchyard_router::Target;
+
+use crate::admit::access::Caller;
+use crate::admit::admission;
 use crate::dispatch::endpoint::Endpoint;
 use crate::dispatch::stream::AnthropicEvents;
 use crate::error::{Dialect, GatewayError};
@@ -68,11 +72,20 @@ pub async fn count_tokens(
     let (parts, body) = req.into_parts();
     let bytes = app.read_body(&parts, body).await?;
     let request: CountTokensRequest = parse_json(&bytes)?;
-    if app.router.target(&request.model).is_none() {
-        return Err(GatewayError::UnknownModel {
-            model: request.model,
-            available: app.router.model_names().to_vec(),
-        });
+    let caller = parts.extensions.get::<Caller>();
+    match app.router.target(&request.model) {
+        None => {
+            let unknown = GatewayError::UnknownModel {
+                model: request.model,
+                available: app.router.model_names().to_vec(),
+            };
+            // A key that may only use routes is told only of routes.
+            return Err(admission::for_caller(unknown, app, caller));
+        }
+        Some(Target::Backend(i)) if caller.is_some_and(|c| !c.key.may_name_backends) => {
+            return Err(admission::backend_not_allowed(app, i));
+        }
+        Some(_) => {}
     }
     let chat = chat_from_messages(request.into_messages())?;
     let input_tokens = tokens::count_chat_prompt(&chat);
