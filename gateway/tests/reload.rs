@@ -316,3 +316,71 @@ async fn a_response_cache_kept_by_a_reload_names_its_backends_right() {
     assert!(support::eventually(async || metric(&gateway, APPLIED).await == 1.0).await);
     assert_eq!(ask().await, ("hit".to_owned(), "mlocal".to_owned()));
 }
+
+/// A reload never opens access by accident: a file that loses its `auth`
+/// section (a half-written file, a templating slip) is refused until it says
+/// `auth: {disabled: true}`; one that drops a key's budget waits for an
+/// explicit `POST /admin/reload?widen=true`.
+#[tokio::test]
+async fn a_reload_that_widens_access_is_held_back_until_it_is_meant() {
+    let gateway = split_gateway(80, 20).section(&keys()).start();
+    let yaml = std::fs::read_to_string(gateway.config_path()).expect("config");
+    let anonymous = async || ask(&gateway, "", "local").await;
+    assert_eq!(anonymous().await, 401);
+
+    // The auth section gone: the watcher refuses it, keys still count.
+    std::fs::write(gateway.config_path(), yaml.replace(&keys(), "")).expect("rewrite");
+    assert!(
+        support::eventually(async || metric(&gateway, FAILED).await == 1.0).await,
+        "the widening reload was refused"
+    );
+    assert_eq!(anonymous().await, 401, "authentication stays on");
+    let admin = [("authorization", "Bearer sk-admin")];
+    let forced = post_with(
+        &gateway.url("/admin/reload?widen=true"),
+        &serde_json::json!({}),
+        &admin,
+    )
+    .await;
+    assert_eq!(
+        forced.status, 422,
+        "not even an explicit reload drops every key"
+    );
+    assert!(String::from_utf8_lossy(&forced.body).contains("disabled: true"));
+
+    // A key's budget dropped: held back from the watcher, applied on request.
+    let uncapped = yaml.replace(", budget: {daily_usd: 0.0005}", "");
+    std::fs::write(gateway.config_path(), &uncapped).expect("rewrite");
+    assert!(support::eventually(async || metric(&gateway, FAILED).await == 2.0).await);
+    let plain = post_with(
+        &gateway.url("/admin/reload"),
+        &serde_json::json!({}),
+        &admin,
+    )
+    .await;
+    assert_eq!(plain.status, 422);
+    assert!(String::from_utf8_lossy(&plain.body).contains("key `capped` loses its budget"));
+    let meant = post_with(
+        &gateway.url("/admin/reload?widen=true"),
+        &serde_json::json!({}),
+        &admin,
+    )
+    .await;
+    assert_eq!(
+        meant.status,
+        200,
+        "{}",
+        String::from_utf8_lossy(&meant.body)
+    );
+
+    // Authentication off, said outright: applied.
+    std::fs::write(
+        gateway.config_path(),
+        yaml.replace(&keys(), "auth: {disabled: true}\n"),
+    )
+    .expect("rewrite");
+    assert!(
+        support::eventually(async || anonymous().await == 200).await,
+        "auth: {{disabled: true}} turned authentication off"
+    );
+}

@@ -816,3 +816,95 @@ async fn count_tokens_names_no_backend_to_a_key_that_may_not_name_them() {
     assert!(String::from_utf8_lossy(&listed.body).contains("local"));
     assert_eq!(count("auto", "sk-bob").await.status, 200);
 }
+
+/// Issue #38, bug 7: a `since` holding a character of more than one byte
+/// was cut inside it, a panic and a 500. Now it is a 400 that names the
+/// parameter, percent-encoded or sent raw, and so is any other bad value.
+#[tokio::test]
+async fn a_since_that_is_not_a_duration_is_a_400_never_a_500() {
+    let gateway = local_gateway();
+    let admin = [("authorization", "Bearer sk-admin")];
+    for (path, param) in [
+        ("/admin/spend?since=7%C3%A9", "since"),
+        ("/admin/spend?since=7é", "since"),
+        ("/admin/spend?since=%C3%A9", "since"),
+        ("/admin/spend?since=", "since"),
+        ("/admin/spend?since=99999999999999999999d", "since"),
+        ("/admin/budgets?since=7%C3%A9", "since"),
+        ("/admin/sessions?since=7%C3%A9", "since"),
+        ("/admin/advice?since=7%C3%A9", "since"),
+        ("/admin/advice?target=%C3%A9", "target"),
+        ("/admin/spend?by=%C3%A9", "by"),
+    ] {
+        let reply = get_with(&gateway.url(path), &admin).await;
+        assert_eq!(reply.status, 400, "{path}: {reply:?}");
+        assert_eq!(reply.error()["param"], param, "{path}");
+    }
+    let fine = get_with(&gateway.url("/admin/spend?since=7d"), &admin).await;
+    assert_eq!(fine.status, 200);
+}
+
+/// `/metrics` can require a key (a scraper's own, or the admin key), and
+/// keys' and teams' names can be kept off it.
+#[tokio::test]
+async fn metrics_can_require_a_key_and_leave_key_names_out() {
+    let guarded = GatewayBuilder::new()
+        .in_process_sim(
+            "local",
+            "small",
+            &format!("preset: small, {FAST_SIM_FIELDS}"),
+        )
+        .split("auto", &[("local", 1)])
+        .section(&format!(
+            "{}  metrics_key_hash: '{}'\n",
+            keys(),
+            support::key_hash("sk-scraper")
+        ))
+        .start();
+    let scrape = async |gateway: &Proc, key: &str| {
+        let auth = format!("Bearer {key}");
+        get_with(
+            &gateway.url("/metrics"),
+            &[("authorization", auth.as_str())],
+        )
+        .await
+    };
+    assert_eq!(support::get(&guarded.url("/metrics")).await.status, 401);
+    assert_eq!(
+        scrape(&guarded, "sk-alice").await.status,
+        401,
+        "a tenant's key is not a scraper's"
+    );
+    assert_eq!(scrape(&guarded, "sk-admin").await.status, 200);
+    let seen = scrape(&guarded, "sk-scraper").await;
+    assert_eq!(seen.status, 200);
+    assert!(String::from_utf8_lossy(&seen.body).contains("key=\"alice\""));
+
+    let unlabelled = GatewayBuilder::new()
+        .in_process_sim(
+            "local",
+            "small",
+            &format!("preset: small, {FAST_SIM_FIELDS}"),
+        )
+        .split("auto", &[("local", 1)])
+        .section(&format!("{}  metrics_key_labels: false\n", keys()))
+        .start();
+    let auth = [("authorization", "Bearer sk-alice")];
+    assert_eq!(
+        post_with(
+            &unlabelled.url("/v1/chat/completions"),
+            &chat("auto", "hi"),
+            &auth
+        )
+        .await
+        .status,
+        200
+    );
+    let text = support::get(&unlabelled.url("/metrics")).await;
+    assert_eq!(text.status, 200, "open when no scraper key is set");
+    let text = String::from_utf8_lossy(&text.body);
+    assert!(text.contains("switchyard_requests"), "{text}");
+    for name in ["alice", "bob", "carol"] {
+        assert!(!text.contains(&format!("\"{name}\"")), "{name} on /metrics");
+    }
+}

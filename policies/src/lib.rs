@@ -16,7 +16,7 @@ pub use config::{
     PrefixCacheSettings, RedisState, Reference, ResponseCacheSettings, Route, RouteStrategy, Rule,
     Secretive, ServerSettings, SharedState, SimFaults, SimParams, SimPreset, SimSpeculation,
     Similar, SpendLimit, SpendScope, Team, Telemetry, Tier, Timeouts, TlsFiles, TrustRoots,
-    VirtualKey, check_postgres_url, redact_password, sim_params_from_yaml,
+    VirtualKey, Widening, check_postgres_url, redact_password, sim_params_from_yaml,
 };
 pub use pricing::{Pricing, TokenCounts, TokenPrice, builtin_price};
 pub use profiles::{Budget, Profile};

@@ -88,17 +88,7 @@ pub async fn budgets(app: &App, req: Request<Incoming>) -> Result<Response<Body>
 /// `GET /admin/advice?since=7d&target=0.95`: `switchyard advise` as JSON.
 pub async fn advice(app: &App, req: Request<Incoming>) -> Result<Response<Body>, GatewayError> {
     let since = report_since(app, &req, "7d")?;
-    let target = match query_param(&req, "target") {
-        None => 0.95,
-        Some(text) => text
-            .parse::<f64>()
-            .ok()
-            .filter(|t| (0.0..=1.0).contains(t))
-            .ok_or_else(|| GatewayError::InvalidField {
-                param: "target".into(),
-                message: format!("`{text}` is not a share between 0 and 1, such as 0.95"),
-            })?,
-    };
+    let target = target_param(query(&req))?;
     let config = app.config.clone();
     let now = now_ms();
     ledger_report(app, now - since, move |conn| {
@@ -120,13 +110,43 @@ pub async fn sessions(app: &App, req: Request<Incoming>) -> Result<Response<Body
 
 /// A query-string parameter's value.
 pub fn query_param(req: &Request<Incoming>, name: &str) -> Option<String> {
-    req.uri()
-        .query()
-        .unwrap_or("")
+    query_value(query(req), name)
+}
+
+/// A request's query string (empty without one).
+fn query(req: &Request<Incoming>) -> &str {
+    req.uri().query().unwrap_or("")
+}
+
+/// The value of the first `name=value` pair of `query`, percent-decoded
+/// as a form is (`%C3%A9` is `é`, `+` a space); a `%` not followed by two
+/// hex digits stays as it is, and bytes that decode to no UTF-8 become
+/// U+FFFD. Any text at all gives a value or `None`, never a panic.
+pub fn query_value(query: &str, name: &str) -> Option<String> {
+    query
         .split('&')
         .filter_map(|kv| kv.split_once('='))
         .find(|(k, _)| *k == name)
-        .map(|(_, v)| v.to_owned())
+        .map(|(_, v)| percent_decode(v))
+}
+
+fn percent_decode(text: &str) -> String {
+    let hex = |b: Option<&u8>| b.and_then(|b| char::from(*b).to_digit(16));
+    let mut out = Vec::with_capacity(text.len());
+    let mut bytes = text.as_bytes().iter();
+    while let Some(&b) = bytes.next() {
+        let rest = bytes.as_slice();
+        match (b, hex(rest.first()), hex(rest.get(1))) {
+            (b'%', Some(hi), Some(lo)) => {
+                // Two hex digits: at most 0xFF.
+                out.push(u8::try_from(hi * 16 + lo).unwrap_or(b'%'));
+                bytes.nth(1);
+            }
+            (b'+', _, _) => out.push(b' '),
+            (b, _, _) => out.push(b),
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
 }
 
 /// A report's `since` and `by` from the query string, for the admin key
@@ -138,13 +158,7 @@ fn report_query<D>(
     parse_by: fn(&str) -> Result<D, String>,
 ) -> Result<(i64, D), GatewayError> {
     let since = report_since(app, req, "7d")?;
-    let by =
-        parse_by(query_param(req, "by").as_deref().unwrap_or(default_by)).map_err(|message| {
-            GatewayError::InvalidField {
-                param: "by".into(),
-                message,
-            }
-        })?;
+    let by = by_param(query(req), default_by, parse_by)?;
     Ok((since, by))
 }
 
@@ -153,12 +167,47 @@ fn report_since(app: &App, req: &Request<Incoming>, default: &str) -> Result<i64
     if !app.keys.is_admin(req.headers()) {
         return Err(unauthorized());
     }
-    parse_since(query_param(req, "since").as_deref().unwrap_or(default)).map_err(|message| {
-        GatewayError::InvalidField {
-            param: "since".into(),
-            message,
-        }
+    since_param(query(req), default)
+}
+
+/// The `since` of an admin query string (`default` unless given), in
+/// milliseconds, or a 400 naming the parameter.
+pub fn since_param(query: &str, default: &str) -> Result<i64, GatewayError> {
+    let since = query_value(query, "since");
+    parse_since(since.as_deref().unwrap_or(default)).map_err(|message| GatewayError::InvalidField {
+        param: "since".into(),
+        message,
     })
+}
+
+/// The `by` of an admin query string (`default` unless given), parsed by
+/// `parse_by`, or a 400 naming the parameter.
+pub fn by_param<D>(
+    query: &str,
+    default: &str,
+    parse_by: fn(&str) -> Result<D, String>,
+) -> Result<D, GatewayError> {
+    let by = query_value(query, "by");
+    parse_by(by.as_deref().unwrap_or(default)).map_err(|message| GatewayError::InvalidField {
+        param: "by".into(),
+        message,
+    })
+}
+
+/// The `target` of `GET /admin/advice` (0.95 unless given): a share
+/// between 0 and 1.
+pub fn target_param(query: &str) -> Result<f64, GatewayError> {
+    match query_value(query, "target") {
+        None => Ok(0.95),
+        Some(text) => text
+            .parse::<f64>()
+            .ok()
+            .filter(|t| (0.0..=1.0).contains(t))
+            .ok_or_else(|| GatewayError::InvalidField {
+                param: "target".into(),
+                message: format!("`{text}` is not a share between 0 and 1, such as 0.95"),
+            }),
+    }
 }
 
 /// A report read from the ledger off the async threads, as JSON.
@@ -201,28 +250,50 @@ async fn on_ledger<R: Send + 'static>(
 /// Reloads the config file (the caller was checked for the admin key):
 /// 200 with what changed, or 422 with the file's first error while the
 /// running config stays.
-pub async fn reload(live: &Live) -> Result<Response<Body>, GatewayError> {
-    let reloaded =
-        live.reload("POST /admin/reload")
-            .await
-            .map_err(|err| GatewayError::ConfigRejected {
-                message: format!("{err:#}"),
-            })?;
+/// `POST /admin/reload[?widen=true]`: `widen=true` lets a config that
+/// drops a key's limits (or the admin key) go live.
+pub async fn reload(live: &Live, req: &Request<Incoming>) -> Result<Response<Body>, GatewayError> {
+    let widen = query_param(req, "widen").is_some_and(|v| v == "true" || v == "1");
+    let reloaded = live
+        .reload("POST /admin/reload", widen)
+        .await
+        .map_err(|err| GatewayError::ConfigRejected {
+            message: format!("{err:#}"),
+        })?;
     Ok(json_response(StatusCode::OK, &reloaded))
 }
 
-/// `7d`, `24h`, `30m` -> milliseconds.
+/// `7d`, `24h`, `30m` -> milliseconds: a whole number of days, hours or
+/// minutes. The text comes from a query string or a command line, so it
+/// may be anything: whatever it is, the answer is a duration or an error
+/// that says why, never a panic.
 pub fn parse_since(text: &str) -> Result<i64, String> {
     let bad = || format!("`{text}` is not a duration such as 7d, 24h or 30m");
-    let (number, unit) = text.split_at(text.len().saturating_sub(1));
-    let n: i64 = number.parse().map_err(|_| bad())?;
-    let unit_ms = match unit {
-        "d" => 86_400_000,
-        "h" => 3_600_000,
-        "m" => 60_000,
-        _ => return Err(bad()),
+    let units = [
+        ("d", 86_400_000, "days"),
+        ("h", 3_600_000, "hours"),
+        ("m", 60_000, "minutes"),
+    ];
+    let Some((number, unit_ms, unit)) = units
+        .into_iter()
+        .find_map(|(suffix, ms, name)| Some((text.strip_suffix(suffix)?, ms, name)))
+    else {
+        return Err(bad());
     };
-    n.checked_mul(unit_ms).filter(|ms| *ms >= 0).ok_or_else(bad)
+    // Digits only: no sign, no space (`str::parse` takes a leading `+`).
+    if number.is_empty() || !number.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(bad());
+    }
+    number
+        .parse::<i64>()
+        .ok()
+        .and_then(|n| n.checked_mul(unit_ms))
+        .ok_or_else(|| {
+            format!(
+                "`{text}` is too long a duration: at most {} {unit}",
+                i64::MAX / unit_ms
+            )
+        })
 }
 
 pub fn parse_attainment_dimension(text: &str) -> Result<AttainmentDimension, String> {
@@ -250,5 +321,99 @@ mod tests {
         assert!(parse_since("soon").is_err());
         assert!(parse_since("-1d").is_err());
         assert_eq!(parse_dimension("tier"), Ok(Dimension::Tier));
+    }
+
+    /// Issue #38, bug 7: `since=7é` cut `é` in half and panicked.
+    #[test]
+    fn any_since_text_is_a_duration_or_an_error_never_a_panic() {
+        assert_eq!(parse_since("24h"), Ok(24 * 3_600_000));
+        assert_eq!(parse_since("0d"), Ok(0));
+        for text in [
+            "7é",
+            "é",
+            "",
+            "7",
+            "d",
+            "-1d",
+            "+1d",
+            " 7d",
+            "7d ",
+            "1w",
+            "7D",
+            "1.5h",
+            "7dd",
+            "é7d",
+            "7\u{0}d",
+            "١d",
+            "🦀m",
+            "7\u{301}d",
+        ] {
+            let err = parse_since(text).unwrap_err();
+            assert!(
+                err.contains("is not a duration such as 7d"),
+                "{text:?}: {err}"
+            );
+        }
+        for text in [
+            "99999999999999999999d",
+            "106751991168d",
+            "9223372036854775807m",
+        ] {
+            let err = parse_since(text).unwrap_err();
+            assert!(err.contains("too long a duration"), "{text:?}: {err}");
+        }
+        // The longest there is, to the day.
+        assert_eq!(
+            parse_since("106751991167d"),
+            Ok(106_751_991_167 * 86_400_000)
+        );
+    }
+
+    #[test]
+    fn query_values_are_percent_decoded_whatever_they_hold() {
+        let q = "since=7%C3%A9&by=a+b&route=%zz%4&empty=&x=%FF&since=1d";
+        assert_eq!(query_value(q, "since").as_deref(), Some("7é"));
+        assert_eq!(query_value(q, "by").as_deref(), Some("a b"));
+        assert_eq!(query_value(q, "route").as_deref(), Some("%zz%4"));
+        assert_eq!(query_value(q, "empty").as_deref(), Some(""));
+        assert_eq!(query_value(q, "x").as_deref(), Some("\u{FFFD}"));
+        assert_eq!(query_value(q, "nope"), None);
+        assert_eq!(query_value("", "since"), None);
+        for q in ["%", "since=%", "since=%C", "since=%C3", "since=é%", "=&&=="] {
+            let _ = query_value(q, "since");
+        }
+    }
+
+    #[test]
+    fn bad_admin_query_values_are_400s_naming_the_parameter() {
+        let param = |err: GatewayError| match err {
+            GatewayError::InvalidField { param, .. } => param,
+            other => panic!("not a 400: {other:?}"),
+        };
+        assert_eq!(since_param("", "7d").unwrap(), 7 * 86_400_000);
+        assert_eq!(
+            param(since_param("since=7%C3%A9", "7d").unwrap_err()),
+            "since"
+        );
+        assert_eq!(param(since_param("since=7é", "7d").unwrap_err()), "since");
+        assert_eq!(
+            by_param("by=tier", "key", parse_dimension).unwrap(),
+            Dimension::Tier
+        );
+        assert_eq!(
+            param(by_param("by=é", "key", parse_dimension).unwrap_err()),
+            "by"
+        );
+        assert_eq!(target_param("").unwrap(), 0.95);
+        assert_eq!(target_param("target=0.5").unwrap(), 0.5);
+        for bad in [
+            "target=NaN",
+            "target=inf",
+            "target=1.5",
+            "target=é",
+            "target=",
+        ] {
+            assert_eq!(param(target_param(bad).unwrap_err()), "target", "{bad}");
+        }
     }
 }

@@ -111,7 +111,14 @@ impl Scrape {
         );
         Self::speculation(app, &mut r);
         let remaining = Family::<Budget, FloatGauge>::default();
-        for (holder, period, left) in app.budgets.remaining() {
+        // Budgets are keys' and teams': their names are labels only where
+        // `auth.metrics_key_labels` allows.
+        let holders = app
+            .config
+            .auth
+            .metrics_key_labels
+            .then(|| app.budgets.remaining());
+        for (holder, period, left) in holders.into_iter().flatten() {
             remaining
                 .get_or_create(&Budget {
                     holder: holder.to_owned(),

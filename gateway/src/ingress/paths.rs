@@ -170,11 +170,19 @@ async fn serve_endpoint(
             allow(&req, Method::GET, "GET").and_then(|()| admin::predictors(app, &req))
         }
         "/admin/reload" => match allow(&req, Method::POST, "POST") {
-            Ok(()) => admin::reload(live).await,
+            Ok(()) => admin::reload(live, &req).await,
             Err(err) => Err(err),
         },
         "/healthz" => Ok(health::live()),
-        "/metrics" => allow(&req, Method::GET, "GET").map(|()| health::metrics(app, req.headers())),
+        "/metrics" => allow(&req, Method::GET, "GET").and_then(|()| {
+            if app.keys.may_scrape(req.headers()) {
+                Ok(health::metrics(app, req.headers()))
+            } else {
+                Err(GatewayError::Unauthorized {
+                    message: "`/metrics` needs the scraper's key (auth.metrics_key_hash) or the admin key".into(),
+                })
+            }
+        }),
         "/readyz" => Ok(health::ready(app)),
         _ => match one_model(req.uri().path()) {
             Some(name) => allow(&req, Method::GET, "GET").and_then(|()| {

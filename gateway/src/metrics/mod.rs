@@ -198,6 +198,11 @@ impl Metrics {
         previous: Option<&Metrics>,
     ) -> Self {
         let families = previous.map_or_else(|| Arc::new(Families::new()), |m| m.families.clone());
+        if keys.is_empty() {
+            // Keys gone, or their labels turned off: no earlier config's
+            // series stays on show.
+            families.key_cost.clear();
+        }
         let backends = backends
             .iter()
             .map(|labels| {

@@ -270,7 +270,12 @@ impl App {
                         model: b.upstream_model.clone(),
                     })
                     .collect::<Vec<_>>(),
-                &config.auth.keys,
+                // `auth.metrics_key_labels: false`: no per-key series at all.
+                if config.auth.metrics_key_labels {
+                    &config.auth.keys
+                } else {
+                    &[]
+                },
                 previous.map(|p| &*p.metrics),
             )),
             stats_cache: moka::sync::Cache::builder()

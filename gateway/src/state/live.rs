@@ -76,11 +76,14 @@ impl Live {
     }
 
     /// Reads the config file again and, when it is valid, swaps it in.
-    /// `trigger` says why, for the log.
-    pub async fn reload(&self, trigger: &str) -> Result<Reloaded, anyhow::Error> {
+    /// `trigger` says why, for the log. A config that would open access
+    /// the running one guards (a key's limit dropped, the admin key
+    /// removed) goes live only when `widen` says the operator means it;
+    /// one that drops every key only when it says `auth: {disabled: true}`.
+    pub async fn reload(&self, trigger: &str, widen: bool) -> Result<Reloaded, anyhow::Error> {
         let mut last = self.reloading.lock().await;
         *last = self.read_file();
-        self.reload_locked(trigger).await
+        self.reload_locked(trigger, widen).await
     }
 
     /// Reloads when the file's bytes differ from what the last reload (of
@@ -93,7 +96,7 @@ impl Live {
             return;
         }
         *last = now;
-        let _ = self.reload_locked("config file changed").await;
+        let _ = self.reload_locked("config file changed", false).await;
     }
 
     fn read_file(&self) -> Option<Vec<u8>> {
@@ -101,7 +104,7 @@ impl Live {
     }
 
     /// The reload itself; the caller holds `reloading`.
-    async fn reload_locked(&self, trigger: &str) -> Result<Reloaded, anyhow::Error> {
+    async fn reload_locked(&self, trigger: &str, widen: bool) -> Result<Reloaded, anyhow::Error> {
         let current = self.app();
         // Building reads the ledger (to seed new budgets), certificate files
         // and the trust store: blocking work, kept off the request threads.
@@ -114,6 +117,9 @@ impl Live {
         .await
         .map_err(anyhow::Error::from)
         .and_then(|built| built);
+        let built = built.and_then(|(config, app)| {
+            held_back(&current.config.auth, &config.auth, widen).map(|()| (config, app))
+        });
         let (config, app) = match built {
             Ok(built) => built,
             Err(err) => {
@@ -174,7 +180,7 @@ impl Live {
         let live = self.clone();
         tokio::spawn(async move {
             while hangups.recv().await.is_some() {
-                let _ = live.reload("SIGHUP").await;
+                let _ = live.reload("SIGHUP", false).await;
             }
         });
     }
@@ -237,6 +243,37 @@ impl Live {
 }
 
 /// The config file's bytes, when there is one and it can be read.
+/// `Err` with every reason when the new auth section would open access
+/// the running one guards, and the reload may not (see [`Live::reload`]).
+fn held_back(
+    running: &switchyard_policies::Auth,
+    next: &switchyard_policies::Auth,
+    widen: bool,
+) -> Result<(), anyhow::Error> {
+    use switchyard_policies::Widening;
+    let widenings = running.widenings(next);
+    let refused: Vec<String> = widenings
+        .iter()
+        .filter(|w| !widen || **w == Widening::AuthRemoved)
+        .map(ToString::to_string)
+        .collect();
+    if refused.is_empty() {
+        for w in &widenings {
+            tracing::warn!(widening = %w, "access widened by an explicit reload");
+        }
+        return Ok(());
+    }
+    let how = if widenings.contains(&Widening::AuthRemoved) {
+        ""
+    } else {
+        "; to apply it, `POST /admin/reload?widen=true` with the admin key"
+    };
+    Err(anyhow::anyhow!(
+        "the new config would widen access: {}{how}",
+        refused.join("; ")
+    ))
+}
+
 fn file_bytes(path: Option<&Path>) -> Option<Vec<u8>> {
     path.and_then(|p| std::fs::read(p).ok())
 }
@@ -276,6 +313,22 @@ fn restart_only_changes(started: &Config, new: &Config) -> Vec<&'static str> {
         (
             "server.shutdown_grace_ms",
             a.shutdown_grace != b.shutdown_grace,
+        ),
+        (
+            "server.http2_idle_timeout_ms",
+            a.http2_idle_timeout != b.http2_idle_timeout,
+        ),
+        (
+            "server.http2_keepalive_interval_ms",
+            a.http2_keepalive_interval != b.http2_keepalive_interval,
+        ),
+        (
+            "server.http2_keepalive_timeout_ms",
+            a.http2_keepalive_timeout != b.http2_keepalive_timeout,
+        ),
+        (
+            "server.max_connection_age_ms",
+            a.max_connection_age != b.max_connection_age,
         ),
         ("server.watch_config", a.watch_config != b.watch_config),
         ("ledger", started.ledger != new.ledger),

@@ -137,11 +137,116 @@ pub struct Auth {
     pub keys: Vec<VirtualKey>,
     pub teams: Vec<Team>,
     pub admin_key_hash: Option<[u8; 32]>,
+    /// `auth: {disabled: true}`: no keys, on purpose.
+    pub disabled: bool,
+    /// A scraper's key for `/metrics`; `None`: `/metrics` is open.
+    pub metrics_key_hash: Option<[u8; 32]>,
+    /// Whether `/metrics` has per-key and per-team series.
+    pub metrics_key_labels: bool,
 }
 
 impl Auth {
     pub fn enabled(&self) -> bool {
         !self.keys.is_empty()
+    }
+
+    /// How `next` would open access that `self` guards, each in words. A
+    /// reload that does any of these is held back (see the reload docs):
+    /// [`Widening::AuthRemoved`] unless `next` says `disabled: true`, the
+    /// rest unless the reload was asked to widen.
+    pub fn widenings(&self, next: &Auth) -> Vec<Widening> {
+        let mut found = Vec::new();
+        if self.enabled() && !next.enabled() {
+            // `disabled: true` says the operator means it, admin key and all.
+            if !next.disabled {
+                found.push(Widening::AuthRemoved);
+            }
+            return found;
+        }
+        let dropped = |what: &str, had: bool, has: bool| (had && !has).then(|| what.to_owned());
+        if self.admin_key_hash.is_some() && next.admin_key_hash.is_none() {
+            found.push(Widening::Other("the admin key is removed".into()));
+        }
+        if self.metrics_key_hash.is_some() && next.metrics_key_hash.is_none() {
+            found.push(Widening::Other("`/metrics` no longer needs a key".into()));
+        }
+        for key in &self.keys {
+            let Some(new) = next.keys.iter().find(|k| k.name == key.name) else {
+                continue;
+            };
+            let lost = [
+                dropped("budget", key.budget.is_some(), new.budget.is_some()),
+                dropped(
+                    "requests_per_minute",
+                    key.requests_per_minute.is_some(),
+                    new.requests_per_minute.is_some(),
+                ),
+                dropped(
+                    "tokens_per_minute",
+                    key.tokens_per_minute.is_some(),
+                    new.tokens_per_minute.is_some(),
+                ),
+            ];
+            for what in lost.into_iter().flatten() {
+                found.push(Widening::Other(format!(
+                    "key `{}` loses its {what}",
+                    key.name
+                )));
+            }
+            if !key.may_name_backends && new.may_name_backends {
+                found.push(Widening::Other(format!(
+                    "key `{}` may now name backends",
+                    key.name
+                )));
+            }
+        }
+        for team in &self.teams {
+            let Some(new) = next.teams.iter().find(|t| t.name == team.name) else {
+                continue;
+            };
+            let lost = [
+                dropped("budget", team.budget.is_some(), new.budget.is_some()),
+                dropped(
+                    "requests_per_minute",
+                    team.requests_per_minute.is_some(),
+                    new.requests_per_minute.is_some(),
+                ),
+                dropped(
+                    "tokens_per_minute",
+                    team.tokens_per_minute.is_some(),
+                    new.tokens_per_minute.is_some(),
+                ),
+            ];
+            for what in lost.into_iter().flatten() {
+                found.push(Widening::Other(format!(
+                    "team `{}` loses its {what}",
+                    team.name
+                )));
+            }
+        }
+        found
+    }
+}
+
+/// One way a new config opens access the running one guards.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Widening {
+    /// Keys were set and the new config has none, without saying
+    /// `auth: {disabled: true}`: a half-written file or a templating slip
+    /// looks like this.
+    AuthRemoved,
+    /// A limit dropped, the admin key removed and the like.
+    Other(String),
+}
+
+impl std::fmt::Display for Widening {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Widening::AuthRemoved => f.write_str(
+                "the new config has no `auth` keys: authentication would be off (say `auth: {disabled: true}` to mean it)",
+            ),
+            Widening::Other(what) => f.write_str(what),
+        }
     }
 }
 

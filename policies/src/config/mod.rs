@@ -29,7 +29,7 @@ use crate::pricing::Pricing;
 
 pub use accounting::{
     Auth, Durability, LedgerSettings, OnExhausted, OnSpoolFull, PostgresLedger, PostgresUrl,
-    Reference, SpendLimit, SpendScope, Team, VirtualKey, redact_password,
+    Reference, SpendLimit, SpendScope, Team, VirtualKey, Widening, redact_password,
 };
 pub use error::ConfigError;
 pub use predictors::Predictor;

@@ -107,4 +107,13 @@ pub(super) struct RawAuth {
     pub teams: BTreeMap<String, RawTeam>,
     /// `sha256:<hex>` of the key for `/admin/*`.
     pub admin_key_hash: Option<String>,
+    /// Authentication off on purpose: what a reload that removes keys
+    /// must say.
+    #[serde(default)]
+    pub disabled: bool,
+    /// `sha256:<hex>` of a scraper's key: `/metrics` then answers only it
+    /// (or the admin key).
+    pub metrics_key_hash: Option<String>,
+    /// Per-key and per-team series on `/metrics` (default true).
+    pub metrics_key_labels: Option<bool>,
 }

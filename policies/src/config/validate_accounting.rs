@@ -368,9 +368,22 @@ pub(super) fn auth(ck: &Checker<'_>, raw: RawAuth) -> Result<Auth, ConfigError> 
         .admin_key_hash
         .map(|h| key_hash(ck, &["auth", "admin_key_hash"], &h))
         .transpose()?;
+    let metrics_key_hash = raw
+        .metrics_key_hash
+        .map(|h| key_hash(ck, &["auth", "metrics_key_hash"], &h))
+        .transpose()?;
+    if raw.disabled && !keys.is_empty() {
+        return Err(ck.error(
+            &["auth", "disabled"],
+            "`disabled: true` turns authentication off, yet `keys` are set: remove one of them",
+        ));
+    }
     Ok(Auth {
         keys,
         teams,
         admin_key_hash,
+        disabled: raw.disabled,
+        metrics_key_hash,
+        metrics_key_labels: raw.metrics_key_labels.unwrap_or(true),
     })
 }

@@ -476,6 +476,9 @@ mod tests {
                 keys: vec![key.clone()],
                 teams: vec![team],
                 admin_key_hash: None,
+                disabled: false,
+                metrics_key_hash: None,
+                metrics_key_labels: true,
             }),
             key,
         )

@@ -43,6 +43,8 @@ impl Caller {
 pub struct KeyStore {
     keys: Vec<Arc<VirtualKey>>,
     admin: Option<[u8; 32]>,
+    /// `auth.metrics_key_hash`: the scraper's key, when `/metrics` needs one.
+    metrics: Option<[u8; 32]>,
     /// Seeds team salts: made of every key's stored hash, so it is the same
     /// on every replica of one config and known to no tenant.
     team_secret: u64,
@@ -102,6 +104,7 @@ impl KeyStore {
         KeyStore {
             keys: auth.keys.iter().cloned().map(Arc::new).collect(),
             admin: auth.admin_key_hash,
+            metrics: auth.metrics_key_hash,
             team_secret: xxh3_64(&hashes),
         }
     }
@@ -143,6 +146,16 @@ impl KeyStore {
             xxh3_64_with_seed(team.as_bytes(), self.team_secret).max(1)
         });
         Tenant { key, team }
+    }
+
+    /// Whether the request may read `/metrics`: anyone, unless
+    /// `auth.metrics_key_hash` is set; then its key or the admin key.
+    pub fn may_scrape(&self, headers: &HeaderMap) -> bool {
+        let Some(metrics) = self.metrics else {
+            return true;
+        };
+        let key = presented(headers);
+        key.is_some_and(|key| bool::from(metrics.ct_eq(&hash_key(key)))) || self.admin_matches(key)
     }
 
     /// Whether the request carries the admin key.
@@ -195,6 +208,9 @@ mod tests {
             keys: vec![key],
             teams: vec![],
             admin_key_hash: Some(hash_key("sk-admin")),
+            disabled: false,
+            metrics_key_hash: None,
+            metrics_key_labels: true,
         })
     }
 

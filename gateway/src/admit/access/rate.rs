@@ -342,6 +342,9 @@ mod tests {
             keys: vec![key.clone()],
             teams: vec![],
             admin_key_hash: None,
+            disabled: false,
+            metrics_key_hash: None,
+            metrics_key_labels: true,
         };
         (RateLimits::new(&auth), key)
     }
@@ -385,6 +388,9 @@ mod tests {
                 tokens_per_minute: None,
             }],
             admin_key_hash: None,
+            disabled: false,
+            metrics_key_hash: None,
+            metrics_key_labels: true,
         };
         let rates = RateLimits::new(&auth);
         assert!(rates.check_request(&a).is_ok());
