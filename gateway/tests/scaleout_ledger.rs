@@ -770,3 +770,65 @@ async fn strict_rows_survive_kill_9_of_a_replica() {
     assert!(completed.len() > 20, "load ran: {}", completed.len());
     assert_each_once(&completed, &rows_per_id(&pg, "strict_kill"));
 }
+
+/// Strict durability with PostgreSQL away: each request is answered 500
+/// `ledger_not_committed`, and its row, landing once PostgreSQL is back,
+/// says so (never `ok`): a ledger row matches what its client got.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_withheld_strict_answer_is_never_written_as_ok() {
+    let Some(mut pg) = PostgresServer::start() else {
+        return;
+    };
+    let db = "withheld";
+    let url = pg.create_database(db);
+    let gateway = replica(&url, "strict", ", strict_wait_ms: 500").start();
+    let ask = async |id: &str, stream: bool| {
+        let mut body = short("hello", "auto");
+        body["stream"] = json!(stream);
+        let reply = post_with(
+            &gateway.url("/v1/chat/completions"),
+            &body,
+            &[("x-request-id", id)],
+        )
+        .await;
+        (
+            id.to_owned(),
+            reply.status.as_u16(),
+            String::from_utf8_lossy(&reply.body).into_owned(),
+        )
+    };
+    let before = ask("before", false).await;
+    assert_eq!(before.1, 200);
+    pg = tokio::task::spawn_blocking(move || {
+        pg.stop();
+        pg
+    })
+    .await
+    .unwrap();
+    let mut away = Vec::new();
+    for i in 0..4 {
+        away.push(ask(&format!("away-{i}"), false).await);
+    }
+    for (id, status, body) in &away {
+        assert_eq!(*status, 500, "{id}: {body}");
+        assert!(body.contains("ledger_not_committed"), "{id}: {body}");
+    }
+    let pg = restart_and_drain(pg, &gateway).await;
+    let statuses: HashMap<String, String> = pg
+        .psql(db, "SELECT client_request_id, status FROM requests")
+        .lines()
+        .filter_map(|l| l.split_once('|').map(|(a, b)| (a.to_owned(), b.to_owned())))
+        .collect();
+    assert_eq!(statuses.get("before").map(String::as_str), Some("ok"));
+    for (id, _, _) in &away {
+        assert_eq!(
+            statuses.get(id).map(String::as_str),
+            Some("ledger_not_committed"),
+            "{id}'s row says what its client got: {statuses:?}"
+        );
+    }
+    assert_each_once(
+        &away.iter().map(|(id, s, _)| (id.clone(), *s)).collect(),
+        &rows_per_id(&pg, db),
+    );
+}

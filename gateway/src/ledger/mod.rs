@@ -25,7 +25,7 @@ use std::time::Duration;
 pub use crate::ledger::attainment::{
     AttainmentDimension, AttainmentReport, attainment_lines, attainment_report, route_budgets,
 };
-pub use crate::ledger::entry::{Entry, NotCommitted, WriterHealth, Written};
+pub use crate::ledger::entry::{Entry, NotCommitted, Verdict, WITHHELD, WriterHealth, Written};
 /// The spend report from PostgreSQL (`Ledger::spend_report` for a running ledger).
 pub use crate::ledger::postgres::spend_report as postgres_spend_report;
 pub use crate::ledger::postgres::{Postgres, snapshot};
@@ -260,9 +260,15 @@ impl Ledger {
         } else {
             (None, None)
         };
+        let limit = match &self.store {
+            Store::Postgres { strict_wait, .. } => Some(*strict_wait),
+            Store::Sqlite { .. } => None,
+        };
+        let verdict = (self.strict && limit.is_some()).then(|| Arc::new(Verdict::default()));
         let entry = Entry {
             row,
             committed,
+            verdict: verdict.clone(),
             queued: std::time::Instant::now(),
         };
         let queued = {
@@ -276,16 +282,20 @@ impl Ledger {
                 },
             }
         };
-        let limit = match &self.store {
-            Store::Postgres { strict_wait, .. } => Some(*strict_wait),
-            Store::Sqlite { .. } => None,
-        };
-        let committed = move |wait: oneshot::Receiver<bool>| async move {
-            let answer = match limit {
-                // PostgreSQL away: the row stays spooled and lands later,
-                // but the caller is not kept waiting for it.
-                Some(limit) => tokio::time::timeout(limit, wait).await.unwrap_or(Ok(false)),
-                None => wait.await,
+        let committed = move |mut wait: oneshot::Receiver<bool>| async move {
+            let answer = match (limit, verdict) {
+                // PostgreSQL away: the caller is not kept waiting; its
+                // answer is withheld and the row, spooled, lands later
+                // saying so. Unless a commit attempt has the row already:
+                // its outcome (within the writer's commit timeout) decides.
+                (Some(limit), Some(verdict)) => {
+                    match tokio::time::timeout(limit, &mut wait).await {
+                        Ok(answer) => answer,
+                        Err(_) if verdict.give_up() => Ok(false),
+                        Err(_) => wait.await,
+                    }
+                }
+                _ => wait.await,
             };
             match answer {
                 Ok(true) => Ok(()),
@@ -326,6 +336,7 @@ impl Ledger {
                 let _ = sender.blocking_send(Entry {
                     row,
                     committed: None,
+                    verdict: None,
                     queued: std::time::Instant::now(),
                 });
             }

@@ -174,6 +174,7 @@ mod tests {
             .map(|i| Entry {
                 row: row(i),
                 committed: None,
+                verdict: None,
                 queued: std::time::Instant::now(),
             })
             .collect();

@@ -15,7 +15,7 @@ use tokio::time::Instant;
 use tokio_postgres::types::ToSql;
 
 use crate::ledger::columns::{self, COLUMNS, Cell, Kind, cells};
-use crate::ledger::{Entry, WriterHealth};
+use crate::ledger::{Entry, WITHHELD, WriterHealth};
 
 /// Most rows in one INSERT: 40 arrays of 1,024 values, one statement.
 const BATCH: usize = 1024;
@@ -180,12 +180,16 @@ async fn commit_head(
 ) -> anyhow::Result<()> {
     let n = waiting.rows.len().min(BATCH);
     let writer_id = waiting.spool.writer_id.clone();
+    claim(waiting.rows.range_mut(..n));
     match commit_within(pool, &writer_id, waiting.rows.range(..n)).await {
         Ok(()) => {
             committed(waiting.take_first(n), health);
             return Ok(());
         }
-        Err(err) if !rejected(&err) => return Err(err),
+        Err(err) if !rejected(&err) => {
+            withhold(waiting.rows.range_mut(..n));
+            return Err(err);
+        }
         Err(err) => {
             tracing::warn!(error = %format_args!("{err:#}"), rows = n, "ledger: batch rejected; writing its rows one by one")
         }
@@ -227,6 +231,34 @@ fn rejected(err: &anyhow::Error) -> bool {
     err.downcast_ref::<tokio_postgres::Error>()
         .and_then(tokio_postgres::Error::code)
         .is_some_and(|code| matches!(&code.code()[..2], "22" | "23"))
+}
+
+/// Claims the strict rows about to be committed (see [`Verdict`]); a row
+/// whose answer its waiter already withheld is written saying so.
+///
+/// [`Verdict`]: crate::ledger::Verdict
+fn claim<'a>(rows: impl Iterator<Item = &'a mut (i64, Entry)>) {
+    for (_, entry) in rows {
+        if entry.verdict.as_ref().is_some_and(|v| !v.claim()) {
+            entry.row.status = WITHHELD;
+        }
+    }
+}
+
+/// A commit attempt failed with PostgreSQL away: the strict rows in it have
+/// their answers withheld now (their waiters are told), and stay in the
+/// spool to land later saying so.
+fn withhold<'a>(rows: impl Iterator<Item = &'a mut (i64, Entry)>) {
+    for (_, entry) in rows {
+        let Some(verdict) = &entry.verdict else {
+            continue;
+        };
+        verdict.withhold();
+        entry.row.status = WITHHELD;
+        if let Some(waiter) = entry.committed.take() {
+            let _ = waiter.send(false);
+        }
+    }
 }
 
 /// Tells the waiters of rows just committed.
