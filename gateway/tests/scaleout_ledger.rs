@@ -832,3 +832,49 @@ async fn a_withheld_strict_answer_is_never_written_as_ok() {
         &rows_per_id(&pg, db),
     );
 }
+
+/// PostgreSQL away, the spool and the queue full under `on_full: refuse`:
+/// every refusal still has a row, and those rows no longer pile up in
+/// tasks without bound. What fits nowhere is counted lost, and `/readyz`
+/// says so.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refusal_rows_stay_bounded_while_postgres_is_away() {
+    let Some(mut pg) = PostgresServer::start() else {
+        return;
+    };
+    let url = pg.create_database("refusals_bounded");
+    let gateway = support::priced("")
+        .section(&format!(
+            "ledger: {{flush_ms: 50, queue: 8, postgres: {{url: '{url}', spool_rows: 3, on_full: refuse}}}}"
+        ))
+        .start();
+    let chat = gateway.url("/v1/chat/completions");
+    assert_eq!(
+        post_with(&chat, &short("before", "auto"), &[]).await.status,
+        200
+    );
+    assert!(drained(&gateway).await);
+    pg.stop();
+    let mut refusals = 0;
+    for _ in 0..200 {
+        if post_with(&chat, &short("away", "auto"), &[]).await.status == 503 {
+            refusals += 1;
+        }
+    }
+    assert!(
+        refusals > 150,
+        "refused while the spool was full: {refusals}"
+    );
+    // The spool (3), the queue (8) and as many rows in tasks as the queue
+    // holds (8), and no more.
+    let pending = pending_rows(&gateway).await.unwrap();
+    assert!(
+        pending <= 3 + 8 + 8 + 1,
+        "pending rows grew without bound: {pending}"
+    );
+    let lost = lost_rows(&gateway).await;
+    assert!(lost > 0, "rows that fit nowhere are counted");
+    let ready = get(&gateway.url("/readyz")).await.json();
+    assert_eq!(ready["ledger"]["lost_rows"], lost, "{ready}");
+    drop(restart_and_drain(pg, &gateway).await);
+}

@@ -35,6 +35,8 @@ pub fn ready(app: &App) -> Response<Body> {
             "store": ledger.store_name(),
             "pending_rows": ledger.pending(),
             "refusing": ledger.refusing(),
+            // Rows that could not be queued or committed, logged whole.
+            "lost_rows": ledger.health().lost.get(),
         },
     });
     if let Some(store) = &app.shared_state {

@@ -342,7 +342,29 @@ impl Ledger {
             }
             return;
         };
-        self.spawn_counted(&runtime, move || Some(row));
+        if !self.backed_up() {
+            self.spawn_counted(&runtime, move || Some(row));
+            return;
+        }
+        // As many rows wait in tasks as the queue holds (the writer is
+        // stuck: PostgreSQL away and the spool full under `refuse`, where
+        // every refusal still has a row): one more task per row would grow
+        // without bound. The row joins the queue if it has room, or is
+        // logged whole and counted lost, as a full spool's rows are.
+        let entry = Entry {
+            row,
+            committed: None,
+            verdict: None,
+            queued: std::time::Instant::now(),
+        };
+        let refused = match self.sender() {
+            Some(sender) => sender.try_send(entry).err().map(|err| err.into_inner()),
+            None => Some(entry),
+        };
+        if let Some(entry) = refused {
+            tracing::error!(row = ?entry.row, "ledger backed up (queue full and as many rows waiting): row not written");
+            self.health.lost.inc();
+        }
     }
 
     /// Whether as many rows already wait in background tasks as the queue
