@@ -908,3 +908,74 @@ async fn metrics_can_require_a_key_and_leave_key_names_out() {
         assert!(!text.contains(&format!("\"{name}\"")), "{name} on /metrics");
     }
 }
+
+/// A caller-chosen session id (or body `user`) does not pin a key that may
+/// only use routes to the large tier of a sticky 80/20 split: the key's
+/// requests keep to the weights, whatever id it sends.
+#[tokio::test]
+async fn a_session_id_never_lets_a_key_pick_its_tier() {
+    let gateway = GatewayBuilder::new()
+        .in_process_sim(
+            "local",
+            "small",
+            &format!("preset: small, {FAST_SIM_FIELDS}"),
+        )
+        .in_process_sim(
+            "cloud",
+            "cloud",
+            &format!("preset: large, {FAST_SIM_FIELDS}"),
+        )
+        .route(
+            "auto",
+            "strategy:\n  split: {weights: {local: 80, cloud: 20}, sticky: true}",
+        )
+        .section(&keys())
+        .start();
+    // A session id that the split's hash sends to `cloud`.
+    let mut pinned = None;
+    for i in 0..200 {
+        let session = format!("s-{i}");
+        let reply = post_with(
+            &gateway.url("/v1/chat/completions"),
+            &chat("auto", "hi"),
+            &[
+                ("authorization", "Bearer sk-carol"),
+                ("x-session-id", session.as_str()),
+            ],
+        )
+        .await;
+        if reply.header("x-switchyard-backend") == Some("cloud") {
+            pinned = Some(session);
+            break;
+        }
+    }
+    let pinned = pinned.expect("some session id hashes to cloud");
+    let mut on_cloud = 0;
+    let mut reasons = std::collections::BTreeSet::new();
+    for (header, body) in [
+        ("x-session-id", chat("auto", "hi")),
+        ("x-unused", {
+            let mut body = chat("auto", "hi");
+            body["user"] = json!(pinned);
+            body
+        }),
+    ] {
+        for _ in 0..20 {
+            let reply = post_with(
+                &gateway.url("/v1/chat/completions"),
+                &body,
+                &[
+                    ("authorization", "Bearer sk-bob"),
+                    (header, pinned.as_str()),
+                ],
+            )
+            .await;
+            assert_eq!(reply.status, 200);
+            on_cloud += usize::from(reply.header("x-switchyard-backend") == Some("cloud"));
+            reasons.insert(reply.header("x-switchyard-reason").unwrap_or("").to_owned());
+        }
+    }
+    // 20% of 40 is 8; the slack allows a few more, never most of them.
+    assert!(on_cloud <= 14, "{on_cloud} of 40 on cloud: {reasons:?}");
+    assert!(reasons.contains("sticky-share"), "{reasons:?}");
+}

@@ -18,6 +18,10 @@ pub enum Reason {
     /// queue, mostly): another backend of the split that meets it served,
     /// since a warm prefix is worth less than a missed budget.
     StickyMoved,
+    /// A session's backend already had more than its weight of the
+    /// caller's recent requests on this route: the backend furthest below
+    /// its weight served, so a chosen session id never picks a tier.
+    StickyShare,
     /// Among the hardest share of recent requests.
     TargetShareHard,
     /// Below the target-share threshold.
@@ -69,6 +73,7 @@ impl Reason {
             Reason::Split => "split",
             Reason::SplitSticky => "split-sticky",
             Reason::StickyMoved => "sticky-moved",
+            Reason::StickyShare => "sticky-share",
             Reason::TargetShareHard => "target-share-hard",
             Reason::TargetShareEasy => "target-share-easy",
             Reason::Rule => "rule",

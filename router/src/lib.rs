@@ -18,6 +18,7 @@ mod router;
 mod signals;
 pub mod speculation;
 mod split;
+mod sticky_share;
 mod target_share;
 
 pub use budgeted::budget_for;

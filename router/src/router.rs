@@ -171,6 +171,8 @@ pub struct Router {
     /// request is taken to fit). Atomics: a window read from the server
     /// after start-up is set in place.
     context_windows: Vec<AtomicU32>,
+    /// Sticky splits' shares per caller, so a session id never picks a tier.
+    sticky_shares: crate::sticky_share::StickyShares,
 }
 
 impl Router {

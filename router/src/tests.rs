@@ -63,7 +63,7 @@ fn split_of_10000_sessions_lands_within_two_points() {
     let router = router();
     for seed in [11, 23, 1979] {
         let mut rng = StdRng::seed_from_u64(seed);
-        let mut large = 0;
+        let (mut large, mut moved) = (0, 0);
         for _ in 0..10_000 {
             let session = format!("s-{}", rng.random::<u64>());
             let v = RequestView {
@@ -71,11 +71,17 @@ fn split_of_10000_sessions_lands_within_two_points() {
                 ..view("auto")
             };
             let d = router.decide(&v, rng.random()).unwrap();
-            assert_eq!(d.reason, Reason::SplitSticky);
+            // Honest sessions are seldom moved to keep the share.
+            moved += usize::from(d.reason == Reason::StickyShare);
+            assert!(matches!(
+                d.reason,
+                Reason::SplitSticky | Reason::StickyShare
+            ));
             large += usize::from(name(&router, d.primary()) == "large");
         }
         let share = large as f64 / 10_000.0;
         assert!((share - 0.2).abs() <= 0.02, "seed {seed}: {share}");
+        assert!(moved < 100, "seed {seed}: {moved} of 10,000 moved");
     }
 }
 

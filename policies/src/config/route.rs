@@ -69,7 +69,8 @@ pub struct Hedge {
 #[derive(Debug, Clone, PartialEq)]
 pub enum RouteStrategy {
     /// Weighted split; weights are positive and name known backends. With
-    /// `sticky`, a session always lands on the same backend.
+    /// `sticky`, a session stays on one backend while that keeps its
+    /// caller within the weights (see the router's `sticky_share`).
     Split {
         weights: Vec<(String, f64)>,
         sticky: bool,

@@ -269,6 +269,7 @@ impl Router {
                 .map(|b| b.prefix_cache.share)
                 .collect(),
             context_windows,
+            sticky_shares: Default::default(),
             predictors,
         }
     }

@@ -84,7 +84,17 @@ impl Router {
                     let budget = budget_for(route.budget, features.profile, features.prompt_tokens);
                     match self.unstick(stuck, &route.policy, budget, number, &features) {
                         Some(moved) => (vec![moved], Reason::StickyMoved),
-                        None => (vec![stuck], Reason::SplitSticky),
+                        // Explaining must not count as a request.
+                        None if trace.is_some() => (vec![stuck], Reason::SplitSticky),
+                        None => match self.sticky_shares.choose(
+                            number,
+                            view.key.unwrap_or(""),
+                            split,
+                            stuck,
+                        ) {
+                            (kept, false) => (vec![kept], Reason::SplitSticky),
+                            (moved, true) => (vec![moved], Reason::StickyShare),
+                        },
                     }
                 }
                 None => (vec![split.pick(unit)], Reason::Split),
