@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use support::servers::{PostgresServer, RedisServer};
-use support::{GatewayBuilder, Proc, get, post_with, priced, short};
+use support::{GatewayBuilder, Proc, get, get_with, post_with, priced, short};
 
 /// Each request's reply status, by replica it went to, for requests sent
 /// at once.
@@ -567,4 +567,65 @@ async fn spend_made_while_redis_was_away_reaches_it() {
     })
     .await;
     assert!(ledger_micros(std::slice::from_ref(&gateway)) > 0);
+}
+
+/// With limits in Redis, every request a key sends counts against its
+/// requests per minute, not only routed ones: `count_tokens`, `/v1/models`
+/// and `/v1/route/explain` (which can make billed encoder calls) spend
+/// the same allowance across replicas, and are refused once it is gone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requests_that_are_not_routed_count_against_shared_limits() {
+    let Some(redis) = RedisServer::start() else {
+        return;
+    };
+    let replicas: Vec<Proc> = (0..2)
+        .map(|_| {
+            replica(
+                &redis,
+                "unrouted",
+                ", requests_per_minute: 4",
+                ", timeout_ms: 2000",
+            )
+        })
+        .collect();
+    let auth = [
+        ("authorization", "Bearer sk-alice"),
+        ("anthropic-version", "2023-06-01"),
+    ];
+    let count =
+        serde_json::json!({"model": "local", "messages": [{"role": "user", "content": "hi"}]});
+    let explain =
+        serde_json::json!({"model": "local", "messages": [{"role": "user", "content": "hi"}]});
+    let mut statuses = Vec::new();
+    for round in 0..2 {
+        let replica = &replicas[round % 2];
+        statuses.push(
+            post_with(&replica.url("/v1/messages/count_tokens"), &count, &auth)
+                .await
+                .status
+                .as_u16(),
+        );
+        statuses.push(
+            get_with(&replica.url("/v1/models"), &auth)
+                .await
+                .status
+                .as_u16(),
+        );
+        statuses.push(
+            post_with(&replica.url("/v1/route/explain"), &explain, &auth)
+                .await
+                .status
+                .as_u16(),
+        );
+    }
+    // Four a minute between both replicas: the first four pass, then 429s.
+    assert_eq!(&statuses[..4], &[200, 200, 200, 200], "{statuses:?}");
+    assert!(statuses[4..].iter().all(|s| *s == 429), "{statuses:?}");
+    let routed = post_with(
+        &replicas[1].url("/v1/chat/completions"),
+        &short("hi", "local"),
+        &auth,
+    )
+    .await;
+    assert_eq!(routed.status, 429, "the same minute as routed requests");
 }

@@ -49,7 +49,17 @@ pub async fn handle(live: &Live, app: Arc<App>, mut req: Request<Incoming>) -> R
     // model request (and a client that leaves) leaves a ledger row.
     let guard =
         model_endpoint(endpoint).map(|name| RefusalGuard::new(&app, &mut req, name, dialect));
-    let result = match requests_per_minute(&app, &req) {
+    let counted = match req.extensions().get::<Caller>() {
+        // A routed request is counted in Redis with its first reservation
+        // (admission), when limits are shared; anything else a key sends
+        // is counted here, in Redis too. Boxed: rare, and its state would
+        // otherwise be part of every request's future.
+        Some(caller) if guard.is_none() && app.rates.is_shared() => {
+            Box::pin(app.rates.check_unrouted(&caller.key)).await
+        }
+        _ => requests_per_minute(&app, &req),
+    };
+    let result = match counted {
         Ok(()) => serve_endpoint(live, &app, endpoint, req).await,
         Err(err) => Err(err),
     };

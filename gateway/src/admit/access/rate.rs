@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use governor::clock::{Clock, DefaultClock};
 use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
-use switchyard_policies::{Auth, VirtualKey};
+use switchyard_policies::{Auth, OnUnavailable, VirtualKey};
 
 use crate::admit::access::Caller;
 use crate::admit::access::shared::{RateRefusal, SharedRates};
@@ -136,9 +136,15 @@ impl RateLimits {
         })
     }
 
+    /// Whether the limits are kept in Redis, shared by every replica.
+    pub fn is_shared(&self) -> bool {
+        self.shared.is_some()
+    }
+
     /// Counts one request against the key's and its team's requests per
-    /// minute. Shared limits count it in [`Budgets::hold`] instead, with
-    /// its tokens and reservation, in one Redis call.
+    /// minute. Shared limits count a routed request in [`Budgets::hold`]
+    /// instead, with its tokens and reservation, in one Redis call, and
+    /// any other in [`Rates::check_unrouted`].
     ///
     /// [`Budgets::hold`]: crate::admit::access::Budgets::hold
     pub fn check_request(&self, key: &VirtualKey) -> Result<(), GatewayError> {
@@ -146,6 +152,35 @@ impl RateLimits {
             return Ok(());
         }
         self.check_local_request(key)
+    }
+
+    /// Counts a request that no routing admits (token counting, model
+    /// lists, route explanations, which can make billed encoder calls)
+    /// against the key's requests per minute: in Redis when limits are
+    /// shared, as a routed request's first reservation would; while Redis
+    /// is away, as `on_unavailable` says.
+    pub async fn check_unrouted(&self, key: &VirtualKey) -> Result<(), GatewayError> {
+        let Some(shared) = &self.shared else {
+            return self.check_local_request(key);
+        };
+        let Some(mut ticket) = shared.ticket(key, 0) else {
+            return Ok(());
+        };
+        match ticket.check().await {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(refusal)) => Err(self.refusal(refusal)),
+            Err(_) => {
+                let store = shared.store();
+                store.fell_back();
+                ticket.abandon();
+                match store.on_unavailable {
+                    OnUnavailable::FailClosed => {
+                        Err(GatewayError::SharedStateUnavailable { what: "rate limit" })
+                    }
+                    OnUnavailable::Local => self.check_local_request(key),
+                }
+            }
+        }
     }
 
     fn check_local_request(&self, key: &VirtualKey) -> Result<(), GatewayError> {

@@ -61,6 +61,11 @@ impl SharedRates {
         SharedRates { store, by_holder }
     }
 
+    /// The Redis store the limits are kept in.
+    pub fn store(&self) -> &Arc<RedisStore> {
+        &self.store
+    }
+
     /// The limiter pairs of `key` and its team, where they have limits.
     fn pairs(&self, key: &VirtualKey) -> Vec<Pair> {
         holders_of(key)
