@@ -749,3 +749,70 @@ async fn a_long_stream_without_usage_is_counted_whole() {
         .await;
     assert_eq!(output, [WORDS as i64]);
 }
+
+/// Thirty reasoning deltas (`reasoning_content`, as reasoning servers and
+/// Anthropic thinking through the adapter send them), then the upstream
+/// connection is reset before any content: the provider bills those tokens, so
+/// the row counts them as output (and as reasoning), not "failed before any
+/// output" with nothing billed.
+#[tokio::test]
+async fn reasoning_before_a_reset_is_counted_and_billed() {
+    const EVENTS: &str = concat!(
+        "data: {\"id\":\"c1\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"r1\",\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":null,\"reasoning_content\":\"Let me think about the question carefully \"},\"finish_reason\":null}]}\n\n",
+        "data: {\"id\":\"c1\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"r1\",\"choices\":[{\"index\":0,\"delta\":{\"reasoning_content\":\"and weigh each option in turn. \"},\"finish_reason\":null}]}\n\n",
+    );
+    // A server that streams the events, chunked, then resets the
+    // connection (SO_LINGER 0) instead of ending the stream.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let server = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        loop {
+            let (mut socket, _) = listener.accept().await.unwrap();
+            let mut request = vec![0u8; 65536];
+            let n = socket.read(&mut request).await.unwrap();
+            if request[..n].starts_with(b"GET ") {
+                let _ = socket
+                    .write_all(
+                        b"HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\nconnection: close\r\n\r\n",
+                    )
+                    .await;
+                continue;
+            }
+            let head = "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n";
+            socket.write_all(head.as_bytes()).await.unwrap();
+            for _ in 0..15 {
+                let chunk = format!("{:x}\r\n{EVENTS}\r\n", EVENTS.len());
+                socket.write_all(chunk.as_bytes()).await.unwrap();
+            }
+            socket.flush().await.unwrap();
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            socket.set_linger(Some(std::time::Duration::ZERO)).unwrap();
+            drop(socket);
+        }
+    });
+    let gateway = GatewayBuilder::new()
+        .backend_yaml(&format!(
+            "  thinker:\n    tier: cloud\n    openai: {{base_url: 'http://{server}/v1'}}\n    price: {{input_per_mtok: 1000, output_per_mtok: 1000}}\n"
+        ))
+        .start();
+    let mut body = support::chat("thinker", "why?");
+    body["stream"] = json!(true);
+    let reply = post_with(&gateway.url("/v1/chat/completions"), &body, &[]).await;
+    assert_eq!(reply.status, 200, "the stream began");
+    let rows: Vec<(i64, i64, f64, String)> = support::ledger_rows(
+        &gateway,
+        "SELECT output_tokens, reasoning_tokens, cost_usd, status FROM requests",
+        1,
+        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
+    )
+    .await;
+    let (output, reasoning, cost, status) = rows[0].clone();
+    assert_eq!(status, "upstream_reset", "{rows:?}");
+    assert!(
+        reasoning >= 150,
+        "thirty reasoning deltas counted: {rows:?}"
+    );
+    assert!(output >= reasoning, "reasoning is output: {rows:?}");
+    assert!(cost > 0.0, "billed as the provider bills it: {rows:?}");
+}

@@ -51,6 +51,11 @@ pub trait CanonicalResponse {
     fn output_text(&self) -> String;
 }
 
+/// Where a chat delta carries reasoning: `reasoning_content` (DeepSeek,
+/// vLLM, llama.cpp, and Anthropic thinking as this crate translates it) or
+/// `reasoning` (Ollama, OpenRouter).
+const REASONING_FIELDS: [&str; 2] = ["reasoning_content", "reasoning"];
+
 /// One chunk of a streamed canonical answer.
 pub trait CanonicalChunk {
     fn usage(&self) -> Option<&Usage>;
@@ -64,6 +69,10 @@ pub trait CanonicalChunk {
     fn has_output(&self) -> bool;
     /// Appends the chunk's generated text (content, tool-call arguments).
     fn push_output(&self, out: &mut String);
+    /// Appends the chunk's reasoning text (`reasoning_content`, as
+    /// reasoning servers and the Anthropic adapter's thinking put it, or
+    /// `reasoning`): output the provider bills, though no content.
+    fn push_reasoning(&self, _out: &mut String) {}
 }
 
 impl CanonicalRequest for ChatRequest {
@@ -141,6 +150,16 @@ impl CanonicalChunk for ChatChunk {
             c.delta.content.as_deref().is_some_and(|s| !s.is_empty())
                 || c.delta.tool_calls.is_some()
         })
+    }
+
+    fn push_reasoning(&self, out: &mut String) {
+        for choice in &self.choices {
+            for field in REASONING_FIELDS {
+                if let Some(text) = choice.delta.extra.get(field).and_then(|v| v.as_str()) {
+                    out.push_str(text);
+                }
+            }
+        }
     }
 
     fn push_output(&self, out: &mut String) {

@@ -479,6 +479,7 @@ pub(crate) fn record_answer<E: Endpoint>(record: &mut RequestRecord, answer: &An
                 record.timings(chunk.timings());
                 record.usage(chunk.usage());
                 chunk.push_output(record.output());
+                chunk.push_reasoning(record.reasoning());
             }
         }
         Answer::Stream(_) => {}

@@ -84,6 +84,9 @@ pub struct RequestRecord {
     /// stream holds no more than that).
     pub(crate) output_counted: u64,
     pub(crate) output: String,
+    /// Reasoning text seen on a stream, counted when no usage came.
+    pub(crate) reasoning: String,
+    pub(crate) reasoning_counted: u64,
     /// `cancelled` until the request finishes or fails.
     pub(crate) outcome: &'static str,
     /// One of two backends raced for this request.
@@ -234,6 +237,8 @@ impl RequestRecord {
             usage: None,
             output_counted: 0,
             output: String::new(),
+            reasoning: String::new(),
+            reasoning_counted: 0,
             outcome: "cancelled",
             hedge: false,
             service_tier: None,
@@ -289,6 +294,24 @@ impl RequestRecord {
             self.output.clear();
         }
         &mut self.output
+    }
+
+    /// Where reasoning text seen on a stream goes.
+    pub fn reasoning(&mut self) -> &mut String {
+        if self.reasoning.len() > OUTPUT_COUNT_BYTES {
+            self.reasoning_counted += tokens::count(&self.reasoning) as u64;
+            self.reasoning.clear();
+        }
+        &mut self.reasoning
+    }
+
+    /// Any output was seen: content, tool calls or reasoning.
+    pub(crate) fn generated_any(&self) -> bool {
+        self.first_output.is_some()
+            || !self.output.is_empty()
+            || self.output_counted > 0
+            || !self.reasoning.is_empty()
+            || self.reasoning_counted > 0
     }
 
     /// The priced service tier the call was sent with: its multiplier

@@ -22,9 +22,9 @@ impl RequestRecord {
     pub(crate) fn tokens(&self) -> (TokenCounts, bool) {
         match &self.usage {
             Some(usage) => (usage.token_counts(), false),
-            // A call that failed before any output: nothing was generated,
-            // and a failed call is not billed.
-            None if self.first_output.is_none()
+            // A call that failed before any output (reasoning included):
+            // nothing was generated, and a failed call is not billed.
+            None if !self.generated_any()
                 && !self.answered_whole
                 && !matches!(self.outcome, "cancelled" | "hedge-lost") =>
             {
@@ -33,11 +33,14 @@ impl RequestRecord {
             None => {
                 let (prompt, overhead) = self.context.prompt.prompt_for_count();
                 let input = (tokens::count(&prompt) + overhead) as u64;
-                let output = self.output_counted + tokens::count(&self.output) as u64;
+                // Reasoning is output, as providers bill it.
+                let reasoning = self.reasoning_counted + tokens::count(&self.reasoning) as u64;
+                let output = self.output_counted + tokens::count(&self.output) as u64 + reasoning;
                 (
                     TokenCounts {
                         input,
                         output,
+                        reasoning,
                         ..TokenCounts::default()
                     },
                     true,
