@@ -6,6 +6,7 @@ pub mod body;
 pub mod engine_metrics;
 pub mod error;
 pub mod json;
+pub mod media;
 pub mod openai;
 pub mod provider;
 pub mod responses;

@@ -324,3 +324,65 @@ async fn an_untranslatable_responses_request_is_reserved_by_its_size() {
             .contains("may cost up to $2.")
     );
 }
+
+/// A 1024x1024 PNG's first bytes (its header is all the estimate reads),
+/// as a data URL.
+fn png_data_url(width: u32, height: u32) -> String {
+    use base64::Engine as _;
+    let mut png = b"\x89PNG\r\n\x1a\n\x00\x00\x00\x0dIHDR".to_vec();
+    png.extend(width.to_be_bytes());
+    png.extend(height.to_be_bytes());
+    png.extend([8, 6, 0, 0, 0, 0, 0, 0, 0]);
+    format!(
+        "data:image/png;base64,{}",
+        base64::engine::general_purpose::STANDARD.encode(png)
+    )
+}
+
+fn with_image(url: &str) -> serde_json::Value {
+    json!({
+        "model": "cloud", "max_tokens": 10,
+        "messages": [{"role": "user", "content": [
+            {"type": "text", "text": "what is in it?"},
+            {"type": "image_url", "image_url": {"url": url}},
+        ]}],
+    })
+}
+
+/// Images count in the prompt estimate budgets reserve: a 1024x1024 image
+/// is about 1,400 prompt tokens ($1.40 at this price), so of ten concurrent
+/// image requests a $3 budget admits two, not ten. An image that cannot be
+/// sized before the call (by URL) reserves the backend's whole window.
+#[tokio::test]
+async fn images_are_reserved_for_by_the_published_rules() {
+    let gateway = GatewayBuilder::new()
+        .backend_yaml(
+            "  cloud:\n    tier: cloud\n    sim: {preset: large, base_ttft_ms: 300, prefill_tokens_per_s: 1000000, decode_tokens_per_s: 5000, jitter: 0}\n    context_window: 100000\n    price: {input_per_mtok: 1000, output_per_mtok: 1000}\n",
+        )
+        .section(&format!(
+            "auth:\n  keys:\n    - {{name: ivy, hash: '{}', budget: {{daily_usd: 3}}}}\n",
+            support::key_hash("sk-ivy")
+        ))
+        .start();
+    let url = gateway.url("/v1/chat/completions");
+    let ivy = [("authorization", "Bearer sk-ivy")];
+    let image = png_data_url(1024, 1024);
+    let body = with_image(&image);
+    let replies =
+        futures_util::future::join_all((0..10).map(|_| post_with(&url, &body, &ivy))).await;
+    let admitted = replies.iter().filter(|r| r.status == 200).count();
+    assert!(
+        (1..=2).contains(&admitted),
+        "{admitted} of 10 admitted: {:?}",
+        replies.iter().map(|r| r.status).collect::<Vec<_>>()
+    );
+    assert!(replies.iter().all(|r| r.status == 200 || r.status == 429));
+    // By URL: nothing to size it by, so the window ($100) is reserved.
+    let remote = post_with(&url, &with_image("https://example.com/cat.png"), &ivy).await;
+    assert_eq!(
+        remote.status,
+        429,
+        "{}",
+        String::from_utf8_lossy(&remote.body)
+    );
+}

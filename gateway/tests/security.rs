@@ -809,7 +809,7 @@ async fn count_tokens_names_no_backend_to_a_key_that_may_not_name_them() {
         "{}",
         backend.status
     );
-    assert!(backend.body.len() > 0 && backend.json().get("input_tokens").is_none());
+    assert!(!backend.body.is_empty() && backend.json().get("input_tokens").is_none());
     // A key that may name backends counts against one, and sees them listed.
     assert_eq!(count("local", "sk-alice").await.status, 200);
     let listed = count("nope", "sk-alice").await;

@@ -24,6 +24,11 @@ pub struct RequestView<'a> {
     /// whole prompt is one sequence.
     pub sequence_tokens: Option<u32>,
     pub tool_count: u32,
+    /// Prompt tokens of image, audio and file parts (part of
+    /// `prompt_tokens`), and whether some part could not be sized before
+    /// the call (reservations then take the backend's whole window).
+    pub media_tokens: u32,
+    pub media_unknown_size: bool,
     pub images: bool,
     pub streaming: bool,
     /// Messages in the conversation so far.
@@ -60,6 +65,9 @@ pub struct Features {
     /// the request is a batch).
     pub sequence_tokens: u32,
     pub tools: u32,
+    /// As the request view's.
+    pub media_tokens: u32,
+    pub media_unknown_size: bool,
     pub images: bool,
     pub streaming: bool,
     pub turns: u32,
@@ -112,6 +120,8 @@ impl Features {
             sequence_tokens: view.sequence_tokens.unwrap_or(view.prompt_tokens),
             tools: view.tool_count,
             images: view.images,
+            media_tokens: view.media_tokens,
+            media_unknown_size: view.media_unknown_size,
             streaming: view.streaming,
             turns: view.turns,
             signals,

@@ -14,7 +14,7 @@ use crate::admit::access::{Caller, Exhausted, Refused, Reservation};
 use crate::admit::capacity::Admission;
 use crate::error::GatewayError;
 use crate::settle::billed_fields;
-use crate::state::app::App;
+use crate::state::app::{App, BackendHandle};
 
 /// Refuses a backend named directly by a key that may only use routes.
 pub fn check_direct(
@@ -180,6 +180,10 @@ pub struct Size {
     pub max_tokens: Option<u32>,
     /// Answers generated (`n`, `best_of`), each up to `max_tokens`.
     pub choices: u32,
+    /// Image, audio and file parts: their tokens (in `prompt_tokens`), and
+    /// whether some could not be sized.
+    pub media_tokens: u32,
+    pub media_unknown_size: bool,
 }
 
 impl Size {
@@ -188,7 +192,24 @@ impl Size {
             prompt_tokens: features.prompt_tokens,
             max_tokens: features.max_tokens,
             choices: features.choices,
+            media_tokens: features.media_tokens,
+            media_unknown_size: features.media_unknown_size,
         }
+    }
+
+    /// The prompt a budget reserves for on `backend`: the estimate, or the
+    /// most its context window allows when a media part could not be
+    /// sized, or when the backend has media and no published rule for it.
+    fn reserved_prompt(self, app: &App, backend_index: usize) -> u32 {
+        let unsized_here = self.media_unknown_size
+            || (self.media_tokens > 0 && !publishes_media_rule(&app.backends[backend_index]));
+        if !unsized_here {
+            return self.prompt_tokens;
+        }
+        app.router
+            .context_window(backend_index)
+            .unwrap_or(UNKNOWN_WINDOW_PROMPT)
+            .max(self.prompt_tokens)
     }
 
     /// Tokens counted against tokens-per-minute before the call: the
@@ -199,9 +220,27 @@ impl Size {
     }
 }
 
+/// The prompt reserved for a media part that cannot be sized, on a backend
+/// whose context window is not known: the largest common window.
+const UNKNOWN_WINDOW_PROMPT: u32 = 128_000;
+
+/// Whether the backend's provider publishes how it counts image, audio and
+/// file tokens (OpenAI's and Anthropic's APIs; the built-in simulator
+/// counts as they do); any other server's count depends on its model.
+fn publishes_media_rule(backend: &BackendHandle) -> bool {
+    matches!(
+        backend.peer.provider,
+        "openai" | "anthropic" | "switchyard.sim"
+    )
+}
+
 /// The most a request could cost on a backend: what budgets reserve.
 pub fn worst_cost(app: &App, backend_index: usize, size: Size) -> f64 {
     let backend = &app.backends[backend_index];
+    let size = Size {
+        prompt_tokens: size.reserved_prompt(app, backend_index),
+        ..size
+    };
     let output = worst_output(app, backend_index, size);
     match backend.pricing {
         // The prompt estimate gets a margin; output is the request's limit,

@@ -92,9 +92,14 @@ impl Call for ChatRequest {
     type Chunk = ChatChunk;
     fn view(&self) -> RequestView<'_> {
         let req = self;
+        let media = switchyard_adapters::media::chat_media(req);
+        let media_tokens = u32::try_from(media.tokens).unwrap_or(u32::MAX);
+        let text = u32::try_from(tokens::estimate_chat_prompt(req)).unwrap_or(u32::MAX);
         RequestView {
             model: &req.model,
-            prompt_tokens: u32::try_from(tokens::estimate_chat_prompt(req)).unwrap_or(u32::MAX),
+            prompt_tokens: text.saturating_add(media_tokens),
+            media_tokens,
+            media_unknown_size: media.unknown_size,
             max_tokens: req.output_limit(),
             choices: req.n.unwrap_or(1),
             tool_count: u32::try_from(req.tool_defs().len()).unwrap_or(u32::MAX),

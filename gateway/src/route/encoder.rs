@@ -74,6 +74,8 @@ async fn embed_texts(
         prompt_tokens,
         max_tokens: Some(0),
         choices: 1,
+        media_tokens: 0,
+        media_unknown_size: false,
     };
     let caller = parts.extensions.get::<Caller>();
     // Embeddings: a prompt to read, no output.

@@ -28,6 +28,11 @@ pub trait PromptSource: Send + Sync {
     fn sampling(&self) -> (Option<f64>, Option<f64>) {
         (None, None)
     }
+    /// Prompt tokens of its image, audio and file parts that could be
+    /// sized (see `switchyard_adapters::media`).
+    fn media_tokens(&self) -> u64 {
+        0
+    }
 }
 
 /// A prompt already in hand as text (embeddings' inputs; none at all for

@@ -32,7 +32,8 @@ impl RequestRecord {
             }
             None => {
                 let (prompt, overhead) = self.context.prompt.prompt_for_count();
-                let input = (tokens::count(&prompt) + overhead) as u64;
+                let media = self.context.prompt.media_tokens();
+                let input = (tokens::count(&prompt) + overhead) as u64 + media;
                 // Reasoning is output, as providers bill it.
                 let reasoning = self.reasoning_counted + tokens::count(&self.reasoning) as u64;
                 let output = self.output_counted + tokens::count(&self.output) as u64 + reasoning;
