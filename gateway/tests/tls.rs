@@ -534,3 +534,212 @@ async fn a_tls_handshake_then_silence_is_closed_and_frees_its_slot() {
     let (_, status, _) = curl(&url, &cert, &[]);
     assert_eq!(status, "200", "the slot was freed");
 }
+
+/// What a client certificate's extensions say.
+const CLIENT: &str =
+    "basicConstraints=CA:FALSE\nkeyUsage=digitalSignature\nextendedKeyUsage=clientAuth\n";
+
+/// Writes to `out` a CRL that `ca` (its `.pem` and `.key`) signs, listing
+/// the certificates `revoked` (their `.pem`); DER when `der`, else PEM.
+/// `openssl ca` keeps its own database: a fresh one beside `out` each time,
+/// so the list holds exactly `revoked`. The CRL is written elsewhere and
+/// then copied, as a tool would rotate one.
+fn crl(ca: &(PathBuf, PathBuf), revoked: &[&Path], out: &Path, der: bool) {
+    let db = support::unique_path("crl-db");
+    std::fs::create_dir_all(&db).unwrap();
+    std::fs::write(db.join("index.txt"), "").unwrap();
+    std::fs::write(db.join("crlnumber"), "01\n").unwrap();
+    let config = db.join("ca.cnf");
+    std::fs::write(
+        &config,
+        format!(
+            "[ca]\ndefault_ca = crl\n[crl]\ndatabase = {}\ncrlnumber = {}\ndefault_md = sha256\ndefault_crl_days = 1\n",
+            db.join("index.txt").display(),
+            db.join("crlnumber").display()
+        ),
+    )
+    .unwrap();
+    let arg = |p: &Path| p.display().to_string();
+    let (config, ca_cert, ca_key) = (arg(&config), arg(&ca.0), arg(&ca.1));
+    let signer = ["-config", &config, "-cert", &ca_cert, "-keyfile", &ca_key];
+    for cert in revoked {
+        let cert = arg(cert);
+        let mut args = vec!["ca"];
+        args.extend(signer);
+        args.extend(["-revoke", &cert]);
+        openssl(&args);
+    }
+    let pem = arg(&db.join("crl.pem"));
+    let mut args = vec!["ca"];
+    args.extend(signer);
+    args.extend(["-gencrl", "-out", &pem]);
+    openssl(&args);
+    let made = if der {
+        let der = arg(&db.join("crl.der"));
+        openssl(&["crl", "-in", &pem, "-outform", "DER", "-out", &der]);
+        der
+    } else {
+        pem
+    };
+    std::fs::copy(&made, out).unwrap();
+    let _ = std::fs::remove_dir_all(&db);
+}
+
+/// A gateway serving HTTPS with `cert` and `key`, admitting clients by
+/// `tls_extra` (the rest of its `server.tls`).
+fn mtls_gateway(cert: &Path, key: &Path, tls_extra: &str) -> Proc {
+    GatewayBuilder::new()
+        .server(&format!(
+            "tls: {{cert_file: '{}', key_file: '{}', {tls_extra}}}",
+            cert.display(),
+            key.display(),
+        ))
+        .in_process_sim(
+            "local",
+            "small",
+            &format!("preset: small, {FAST_SIM_FIELDS}"),
+        )
+        .start()
+}
+
+/// The status of `/healthz` fetched presenting `client` (`000`: no HTTP
+/// answer, the handshake was refused).
+fn status_as(healthz: &str, server_cert: &Path, client: &(PathBuf, PathBuf)) -> String {
+    let (cert, key) = (
+        client.0.display().to_string(),
+        client.1.display().to_string(),
+    );
+    curl(healthz, server_cert, &["--cert", &cert, "--key", &key]).1
+}
+
+/// The client CA is read again when it changes: a rotated CA admits its
+/// clients and no longer the old CA's, without a restart; a CA file that
+/// does not parse keeps the running one.
+#[tokio::test]
+async fn a_rotated_client_ca_applies_to_new_connections_without_a_restart() {
+    let dir = support::unique_path("tls-ca-rotation");
+    let (cert, key) = certificate(&dir);
+    let old_ca = self_signed(&dir.join("old"), "ca", "/CN=old clients", &[]);
+    let new_ca = self_signed(&dir.join("new"), "ca", "/CN=new clients", &[]);
+    let old_client = signed_by(&old_ca, &dir.join("old"), "client", "/CN=tenant", CLIENT);
+    let new_client = signed_by(&new_ca, &dir.join("new"), "client", "/CN=tenant", CLIENT);
+    let client_ca = dir.join("client-ca.pem");
+    std::fs::copy(&old_ca.0, &client_ca).unwrap();
+    let gateway = mtls_gateway(
+        &cert,
+        &key,
+        &format!("client_ca_file: '{}'", client_ca.display()),
+    );
+    let healthz = format!("https://127.0.0.1:{}/healthz", gateway.addr.port());
+    assert_eq!(status_as(&healthz, &cert, &old_client), "200");
+    assert_eq!(
+        status_as(&healthz, &cert, &new_client),
+        "000",
+        "not trusted yet"
+    );
+    // A CA file that does not parse is not taken: the old CA still admits
+    // its clients after the watcher has seen it.
+    std::fs::write(&client_ca, "-----BEGIN CERTIFICATE-----\nnot base64\n").unwrap();
+    tokio::time::sleep(std::time::Duration::from_millis(2500)).await;
+    assert_eq!(status_as(&healthz, &cert, &old_client), "200");
+    assert_eq!(status_as(&healthz, &cert, &new_client), "000");
+    std::fs::copy(&new_ca.0, &client_ca).unwrap();
+    let rotated =
+        support::eventually(async || status_as(&healthz, &cert, &new_client) == "200").await;
+    assert!(rotated, "the rotated client CA was never taken");
+    assert_eq!(status_as(&healthz, &cert, &old_client), "000");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A client certificate a CRL lists is refused at the handshake; another
+/// the same CA signed still gets in. The CRL here is DER.
+#[tokio::test]
+async fn a_client_certificate_a_crl_lists_is_refused_at_the_handshake() {
+    let dir = support::unique_path("tls-crl");
+    let (cert, key) = certificate(&dir);
+    let ca = self_signed(&dir, "ca", "/CN=clients", &[]);
+    let revoked = signed_by(&ca, &dir, "revoked", "/CN=former tenant", CLIENT);
+    let kept = signed_by(&ca, &dir, "kept", "/CN=tenant", CLIENT);
+    let crl_file = dir.join("clients.crl");
+    crl(&ca, &[&revoked.0], &crl_file, true);
+    let gateway = mtls_gateway(
+        &cert,
+        &key,
+        &format!(
+            "client_ca_file: '{}', crl_files: ['{}']",
+            ca.0.display(),
+            crl_file.display()
+        ),
+    );
+    let healthz = format!("https://127.0.0.1:{}/healthz", gateway.addr.port());
+    assert_eq!(status_as(&healthz, &cert, &kept), "200");
+    assert_eq!(status_as(&healthz, &cert, &revoked), "000");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A CRL is read again when it changes: a certificate it comes to list is
+/// refused from the next connection on, without a restart.
+#[tokio::test]
+async fn a_crl_written_while_running_applies_to_new_connections() {
+    let dir = support::unique_path("tls-crl-reload");
+    let (cert, key) = certificate(&dir);
+    let ca = self_signed(&dir, "ca", "/CN=clients", &[]);
+    let revoked = signed_by(&ca, &dir, "revoked", "/CN=former tenant", CLIENT);
+    let kept = signed_by(&ca, &dir, "kept", "/CN=tenant", CLIENT);
+    let crl_file = dir.join("clients.crl");
+    crl(&ca, &[], &crl_file, false);
+    let gateway = mtls_gateway(
+        &cert,
+        &key,
+        &format!(
+            "client_ca_file: '{}', crl_files: ['{}']",
+            ca.0.display(),
+            crl_file.display()
+        ),
+    );
+    let healthz = format!("https://127.0.0.1:{}/healthz", gateway.addr.port());
+    assert_eq!(
+        status_as(&healthz, &cert, &revoked),
+        "200",
+        "not revoked yet"
+    );
+    crl(&ca, &[&revoked.0], &crl_file, false);
+    let refused = support::eventually(async || status_as(&healthz, &cert, &revoked) == "000").await;
+    assert!(refused, "the new CRL was never taken");
+    assert_eq!(status_as(&healthz, &cert, &kept), "200");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A CRL that cannot be read stops the start, named by its place in the
+/// list.
+#[test]
+fn a_crl_that_cannot_be_read_stops_the_start() {
+    let dir = support::unique_path("tls-bad-crl");
+    let (cert, key) = certificate(&dir);
+    let ca = self_signed(&dir, "ca", "/CN=clients", &[]);
+    let good = dir.join("good.crl");
+    crl(&ca, &[], &good, false);
+    let bad = dir.join("bad.crl");
+    std::fs::write(&bad, b"\x30\x03\x02\x01\x00").unwrap();
+    let config = support::write_temp_config(&format!(
+        "server:\n  tls: {{cert_file: '{}', key_file: '{}', client_ca_file: '{}', crl_files: ['{}', '{}']}}\nbackends:\n  local: {{tier: small, sim: {{preset: small}}}}\n",
+        cert.display(),
+        key.display(),
+        ca.0.display(),
+        good.display(),
+        bad.display()
+    ));
+    let out = Command::new(env!("CARGO_BIN_EXE_switchyard"))
+        .args(["serve", "--listen", "127.0.0.1:0", "--config"])
+        .arg(&config)
+        .output()
+        .unwrap();
+    let _ = std::fs::remove_file(&config);
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains(&format!("server.tls.crl_files[1] {}", bad.display())),
+        "{stderr}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -1,15 +1,17 @@
 //! HTTPS on the listener: rustls with the configured certificate chain and
 //! key (PEM), offering HTTP/2 and HTTP/1.1 by ALPN, and with a client CA,
-//! only to clients presenting a certificate it signed. The files are read again
-//! when they change on disk (a renewed certificate is served without a
-//! restart); a new pair that does not load is logged and the old one kept.
+//! only to clients presenting a certificate it signed and its revocation
+//! lists (CRLs) do not list. The files are read again when any of them
+//! changes on disk (a renewed certificate is served, a rotated client CA or
+//! a new CRL applies to new connections, without a restart); a new set that
+//! does not load is logged and the old one kept.
 
 use std::sync::{Arc, PoisonError, RwLock};
 use std::time::{Duration, SystemTime};
 
 use rustls::ServerConfig;
 use rustls_pki_types::pem::PemObject;
-use rustls_pki_types::{CertificateDer, PrivateKeyDer};
+use rustls_pki_types::{CertificateDer, CertificateRevocationListDer, PrivateKeyDer};
 use switchyard_policies::TlsFiles;
 use tokio_rustls::TlsAcceptor;
 
@@ -22,8 +24,9 @@ pub struct Tls {
     current: RwLock<(TlsAcceptor, Stamp)>,
 }
 
-/// When each file last changed, to notice a new one.
-type Stamp = (Option<SystemTime>, Option<SystemTime>);
+/// When each file last changed and its length (in the order of
+/// [`watched`]), to notice a new one.
+type Stamp = Vec<Option<(SystemTime, u64)>>;
 
 impl Tls {
     /// Loads the files (at start-up a bad file stops the start, named).
@@ -59,36 +62,66 @@ impl Tls {
 
     fn reload_if_changed(&self) {
         let now = stamp(&self.files);
-        let seen = self
+        let unchanged = self
             .current
             .read()
             .unwrap_or_else(PoisonError::into_inner)
-            .1;
-        if now == seen {
+            .1
+            == now;
+        if unchanged {
             return;
         }
         match acceptor(&self.files) {
             Ok(acceptor) => {
                 *self.current.write().unwrap_or_else(PoisonError::into_inner) = (acceptor, now);
-                tracing::info!(cert = %self.files.cert_file, "TLS certificate reloaded");
+                tracing::info!(cert = %self.files.cert_file, "TLS files reloaded");
             }
-            // Half-written files, or a key that does not fit yet: the next
-            // change is tried again.
+            // Half-written files, a key that does not fit yet, a CA or CRL
+            // that does not parse: tried again until they load.
             Err(err) => {
-                tracing::warn!(error = %err, "TLS certificate not reloaded; serving the previous one")
+                tracing::warn!(error = %err, "TLS files not reloaded; serving the previous ones")
             }
         }
     }
 }
 
-fn stamp(files: &TlsFiles) -> Stamp {
-    let modified = |path: &str| std::fs::metadata(path).and_then(|m| m.modified()).ok();
-    (modified(&files.cert_file), modified(&files.key_file))
+/// Every file the TLS config is read from.
+fn watched(files: &TlsFiles) -> impl Iterator<Item = &str> {
+    [&files.cert_file, &files.key_file]
+        .into_iter()
+        .chain(&files.client_ca_file)
+        .chain(&files.crl_files)
+        .map(String::as_str)
 }
 
-/// Client certificates must chain to a CA in `ca_file`.
+fn stamp(files: &TlsFiles) -> Stamp {
+    watched(files)
+        .map(|path| {
+            let meta = std::fs::metadata(path).ok()?;
+            Some((meta.modified().ok()?, meta.len()))
+        })
+        .collect()
+}
+
+/// The revocation lists in `path`: PEM (`X509 CRL` sections) or one DER.
+fn read_crls(path: &str) -> anyhow::Result<Vec<CertificateRevocationListDer<'static>>> {
+    let bytes = std::fs::read(path)?;
+    if !bytes.windows(11).any(|w| w == b"-----BEGIN ") {
+        return Ok(vec![CertificateRevocationListDer::from(bytes)]);
+    }
+    let crls =
+        CertificateRevocationListDer::pem_slice_iter(&bytes).collect::<Result<Vec<_>, _>>()?;
+    if crls.is_empty() {
+        anyhow::bail!("no X509 CRL in it");
+    }
+    Ok(crls)
+}
+
+/// Client certificates must chain to a CA in `ca_file` and not be revoked
+/// by a CRL in `crl_files`.
 fn client_verifier(
     ca_file: &str,
+    crl_files: &[String],
     provider: Arc<rustls::crypto::CryptoProvider>,
 ) -> anyhow::Result<Arc<dyn rustls::server::danger::ClientCertVerifier>> {
     let named =
@@ -102,7 +135,27 @@ fn client_verifier(
     if roots.is_empty() {
         return Err(named(&"no certificate in it"));
     }
-    rustls::server::WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider)
+    let roots = Arc::new(roots);
+    let mut crls = Vec::new();
+    for (i, path) in crl_files.iter().enumerate() {
+        let named = |err: &dyn std::fmt::Display| {
+            anyhow::anyhow!("server.tls.crl_files[{i}] {path}: {err}")
+        };
+        let these = read_crls(path).map_err(|e| named(&e))?;
+        // Parsed here, file by file, so that a bad one is named.
+        rustls::server::WebPkiClientVerifier::builder_with_provider(
+            roots.clone(),
+            provider.clone(),
+        )
+        .with_crls(these.iter().cloned())
+        .build()
+        .map_err(|e| named(&e))?;
+        crls.extend(these);
+    }
+    // Unknown revocation status (an issuer with no CRL listed) is refused,
+    // as rustls does by default: revocation fails closed.
+    rustls::server::WebPkiClientVerifier::builder_with_provider(roots, provider)
+        .with_crls(crls)
         .build()
         .map_err(|e| named(&e))
 }
@@ -125,7 +178,9 @@ fn acceptor(files: &TlsFiles) -> anyhow::Result<TlsAcceptor> {
         .with_safe_default_protocol_versions()?;
     let builder = match &files.client_ca_file {
         None => builder.with_no_client_auth(),
-        Some(ca_file) => builder.with_client_cert_verifier(client_verifier(ca_file, provider)?),
+        Some(ca_file) => {
+            builder.with_client_cert_verifier(client_verifier(ca_file, &files.crl_files, provider)?)
+        }
     };
     let mut config = builder.with_single_cert(certs, key).map_err(|err| {
         anyhow::anyhow!("server.tls: the key does not fit the certificate: {err}")

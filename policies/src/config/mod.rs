@@ -177,13 +177,17 @@ pub struct ServerSettings {
 }
 
 /// A certificate chain and its private key, PEM files (paths as written,
-/// relative to the working directory).
+/// relative to the working directory). All of them are read again when
+/// they change on disk.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TlsFiles {
     pub cert_file: String,
     pub key_file: String,
     /// When set, clients must present a certificate this CA (PEM) signed.
     pub client_ca_file: Option<String>,
+    /// Revocation lists (PEM or DER) of the client CAs: a client
+    /// certificate one lists is refused. Only with `client_ca_file`.
+    pub crl_files: Vec<String>,
 }
 
 impl Default for ServerSettings {

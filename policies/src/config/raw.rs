@@ -95,6 +95,9 @@ pub(super) struct RawTls {
     pub cert_file: String,
     pub key_file: String,
     pub client_ca_file: Option<String>,
+    /// Revocation lists (PEM or DER) for the client CA's certificates.
+    #[serde(default)]
+    pub crl_files: Vec<String>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -325,6 +325,31 @@ fn backend_tls_takes_roots_a_private_ca_and_a_client_certificate_whole() {
 }
 
 #[test]
+fn server_crl_files_are_read_only_beside_a_client_ca() {
+    let with = |tls: &str| {
+        GOOD.replace(
+            "listen: 127.0.0.1:9000",
+            &format!("listen: 127.0.0.1:9000\n  tls: {tls}"),
+        )
+    };
+    let config = Config::from_yaml(
+        &with("{cert_file: c.pem, key_file: c.key, client_ca_file: ca.pem, crl_files: [a.crl, b.pem]}"),
+        "test.yaml",
+    )
+    .unwrap();
+    let tls = config.server.tls.unwrap();
+    assert_eq!(tls.crl_files, ["a.crl", "b.pem"]);
+    let config =
+        Config::from_yaml(&with("{cert_file: c.pem, key_file: c.key}"), "test.yaml").unwrap();
+    assert!(config.server.tls.unwrap().crl_files.is_empty());
+    let err = error_of(&with(
+        "{cert_file: c.pem, key_file: c.key, crl_files: [a.crl]}",
+    ));
+    assert_eq!(err.path, "server.tls.crl_files");
+    assert!(err.message.contains("client_ca_file"), "{err}");
+}
+
+#[test]
 fn telemetry_is_off_unless_configured_and_checked_when_it_is() {
     assert_eq!(
         Config::from_yaml(GOOD, "test.yaml").unwrap().telemetry,

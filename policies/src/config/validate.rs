@@ -111,6 +111,15 @@ fn validate_server(
     if raw.max_concurrent_requests == 0 {
         return Err(ck.error(&["server", "max_concurrent_requests"], "must be positive"));
     }
+    if let Some(tls) = &raw.tls
+        && !tls.crl_files.is_empty()
+        && tls.client_ca_file.is_none()
+    {
+        return Err(ck.error(
+            &["server", "tls", "crl_files"],
+            "needs client_ca_file (revocation lists apply to client certificates)",
+        ));
+    }
     Ok(server_settings(raw, listen))
 }
 
@@ -135,6 +144,7 @@ pub(super) fn server_settings(raw: super::raw::RawServer, listen: SocketAddr) ->
             cert_file: tls.cert_file,
             key_file: tls.key_file,
             client_ca_file: tls.client_ca_file,
+            crl_files: tls.crl_files,
         }),
         watch_config: raw.watch_config,
     }
