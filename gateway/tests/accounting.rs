@@ -818,3 +818,38 @@ async fn reasoning_before_a_reset_is_counted_and_billed() {
     assert!(output >= reasoning, "reasoning is output: {rows:?}");
     assert!(cost > 0.0, "billed as the provider bills it: {rows:?}");
 }
+
+/// A whole (not streamed) answer the client stops waiting for: the backend
+/// was generating all along and the provider bills that output, though none
+/// of it reached the gateway. The row counts the output the latency model
+/// says was made by then (estimated, within `max_tokens`), not the prompt
+/// alone.
+#[tokio::test]
+async fn a_whole_answer_cut_short_bills_the_output_made_so_far() {
+    let gateway = GatewayBuilder::new()
+        .backend_yaml(
+            "  slow:\n    tier: cloud\n    sim: {preset: large, base_ttft_ms: 50, prefill_tokens_per_s: 1000000, decode_tokens_per_s: 100, default_max_tokens: 100000, jitter: 0}\n    price: {input_per_mtok: 1000, output_per_mtok: 1000}\n",
+        )
+        .start();
+    let body = json!({"model": "slow", "max_tokens": 1000, "messages": [{"role": "user", "content": "a long essay please"}]});
+    let cut = tokio::time::timeout(
+        Duration::from_millis(2000),
+        post_with(&gateway.url("/v1/chat/completions"), &body, &[]),
+    )
+    .await;
+    assert!(cut.is_err(), "the answer takes ten seconds");
+    let rows: Vec<(i64, i64, String)> = support::ledger_rows(
+        &gateway,
+        "SELECT output_tokens, estimated, status FROM requests",
+        1,
+        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+    )
+    .await;
+    let (output, estimated, status) = rows[0].clone();
+    assert_eq!(status, "cancelled", "{rows:?}");
+    assert_eq!(estimated, 1, "{rows:?}");
+    // At least the two seconds the client waited at 100 tokens a second,
+    // less the first token's 50 ms (more when the machine is slow to see
+    // the client go), and never past `max_tokens`.
+    assert!((150..=1000).contains(&output), "{rows:?}");
+}

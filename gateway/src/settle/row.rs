@@ -26,7 +26,8 @@ impl RequestRecord {
             // nothing was generated, and a failed call is not billed.
             None if !self.generated_any()
                 && !self.answered_whole
-                && !matches!(self.outcome, "cancelled" | "hedge-lost") =>
+                && !matches!(self.outcome, "cancelled" | "hedge-lost")
+                && self.unseen_output() == 0 =>
             {
                 (TokenCounts::default(), false)
             }
@@ -36,7 +37,10 @@ impl RequestRecord {
                 let input = (tokens::count(&prompt) + overhead) as u64 + media;
                 // Reasoning is output, as providers bill it.
                 let reasoning = self.reasoning_counted + tokens::count(&self.reasoning) as u64;
-                let output = self.output_counted + tokens::count(&self.output) as u64 + reasoning;
+                let output = self.output_counted
+                    + tokens::count(&self.output) as u64
+                    + reasoning
+                    + self.unseen_output();
                 (
                     TokenCounts {
                         input,
@@ -48,6 +52,35 @@ impl RequestRecord {
                 )
             }
         }
+    }
+
+    /// Output a whole (not streamed) call made before it was cut short (the
+    /// client left, or the first-byte timeout fired): none of it reached
+    /// the gateway, but the provider bills what it generated until the
+    /// connection closed. Estimated by the backend's latency model: the
+    /// time past its expected first token at its expected decode speed, up
+    /// to `max_tokens`. Zero for any other call.
+    pub(crate) fn unseen_output(&self) -> u64 {
+        if self.context.streaming
+            || self.answered_whole
+            || self.generated_any()
+            || !matches!(self.outcome, "cancelled" | "upstream_timeout")
+        {
+            return 0;
+        }
+        let shape = Shape {
+            prompt_tokens: self.context.prompt_tokens,
+            cached_tokens: self.expected_cached_tokens,
+            output_tokens: self.context.expected_output,
+            class: self.context.class,
+        };
+        let predicted = self.latency.predict(self.backend_index, &shape);
+        let first_token_ms = predicted.ttft_p50_ms - predicted.queue_ms;
+        let generating_ms = self.started.elapsed().as_secs_f64() * 1000.0 - first_token_ms;
+        let tokens = (generating_ms.max(0.0) / 1000.0 * predicted.tokens_per_s).floor() as u64;
+        self.context
+            .max_tokens
+            .map_or(tokens, |most| tokens.min(u64::from(most)))
     }
 
     /// The row, priced, with the budget settled; once.
