@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use support::{GatewayBuilder, Proc, get, get_with, post_with, priced, short};
+use support::{FAST_SIM_FIELDS, GatewayBuilder, Proc, get, get_with, post_with, priced, short};
 
 fn bearer(key: &str) -> String {
     format!("Bearer {key}")
@@ -852,4 +852,36 @@ async fn a_whole_answer_cut_short_bills_the_output_made_so_far() {
     // less the first token's 50 ms (more when the machine is slow to see
     // the client go), and never past `max_tokens`.
     assert!((150..=1000).contains(&output), "{rows:?}");
+}
+
+/// A cascade step is read whole before anything is sent; one that times out
+/// half-way is billed for the output its backend streamed by then, not 0.
+#[tokio::test]
+async fn a_cascade_step_cut_short_bills_what_it_streamed() {
+    let gateway = GatewayBuilder::new()
+        .backend_yaml(
+            "  slow:\n    tier: small\n    sim: {preset: small, base_ttft_ms: 10, prefill_tokens_per_s: 1000000, decode_tokens_per_s: 40, default_max_tokens: 100000, jitter: 0}\n    timeouts: {first_byte_ms: 1500}\n    price: {input_per_mtok: 1000, output_per_mtok: 1000}\n",
+        )
+        .in_process_sim("large", "cloud", &format!("preset: large, {FAST_SIM_FIELDS}"))
+        .route("auto", "strategy:\n  cascade: {order: [slow, large]}")
+        .start();
+    let body = json!({"model": "auto", "stream": true, "max_tokens": 400, "messages": [{"role": "user", "content": "write at length"}]});
+    let reply = post_with(&gateway.url("/v1/chat/completions"), &body, &[]).await;
+    assert_eq!(reply.status, 200);
+    assert_eq!(reply.header("x-switchyard-backend"), Some("large"));
+    let rows: Vec<(String, i64, String)> = support::ledger_rows(
+        &gateway,
+        "SELECT backend, output_tokens, status FROM requests ORDER BY id",
+        // The slow step, its retry after the timeout, and the large step.
+        3,
+        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+    )
+    .await;
+    let slow = rows
+        .iter()
+        .find(|r| r.0 == "slow")
+        .expect("the cut step's row");
+    assert_ne!(slow.2, "ok", "{rows:?}");
+    // 1.5 s at 40 tokens a second: tens of tokens streamed and billed.
+    assert!(slow.1 >= 20, "{rows:?}");
 }

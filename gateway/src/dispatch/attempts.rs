@@ -449,6 +449,11 @@ async fn collect<E: Endpoint>(
             if chunk.has_output() {
                 record.first_output();
             }
+            // Counted as it arrives: a step cut short (timed out, reset)
+            // is billed for what the backend made of it.
+            record.usage(chunk.usage());
+            chunk.push_output(record.output());
+            chunk.push_reasoning(record.reasoning());
             bytes += serde_json::to_vec(&chunk).map_or(0, |json| json.len());
             if bytes > max_bytes {
                 return Err(AdapterError::Protocol {
@@ -476,13 +481,11 @@ pub(crate) fn record_answer<E: Endpoint>(record: &mut RequestRecord, answer: &An
     record.whole_answer();
     match answer {
         Answer::Whole(resp) => record_whole::<E>(record, resp),
+        // Its output and usage were counted as it was read (`collect`).
         Answer::Collected(chunks) => {
             for chunk in chunks {
                 record.answer_meta(|meta| E::Request::chunk_meta(chunk, meta));
                 record.timings(chunk.timings());
-                record.usage(chunk.usage());
-                chunk.push_output(record.output());
-                chunk.push_reasoning(record.reasoning());
             }
         }
         Answer::Stream(_) => {}
