@@ -979,3 +979,57 @@ async fn a_session_id_never_lets_a_key_pick_its_tier() {
     assert!(on_cloud <= 14, "{on_cloud} of 40 on cloud: {reasons:?}");
     assert!(reasons.contains("sticky-share"), "{reasons:?}");
 }
+
+/// Keys share the native Responses backend's account, where stored
+/// responses live: a key may not continue a response (or conversation) by
+/// id, which could be another key's, nor start a background response or,
+/// with a budget, a hosted tool, neither of which the gateway can price.
+/// Nothing refused reaches the backend; a plain request does.
+#[tokio::test]
+async fn a_key_cannot_reach_stored_responses_or_unpriced_hosted_tools() {
+    let (addr, seen) = support::recording_server(
+        1,
+        r#"{"id":"resp_1","object":"response","status":"completed","model":"gpt-x","output":[{"type":"message","id":"m","role":"assistant","status":"completed","content":[{"type":"output_text","text":"native","annotations":[]}]}],"usage":{"input_tokens":9,"output_tokens":1,"total_tokens":10,"input_tokens_details":{"cached_tokens":0}}}"#,
+    )
+    .await;
+    let gateway = GatewayBuilder::new()
+        .backend_yaml(&format!(
+            "  native:\n    tier: cloud\n    model: gpt-x\n    openai: {{base_url: 'http://{addr}/v1', responses: true}}\n    price: {{input_per_mtok: 1, output_per_mtok: 1}}\n"
+        ))
+        .section(&format!(
+            "auth:\n  keys:\n    - {{name: dora, hash: '{}', budget: {{daily_usd: 5}}}}\n",
+            support::key_hash("sk-dora")
+        ))
+        .start();
+    let url = gateway.url("/v1/responses");
+    let dora = [("authorization", "Bearer sk-dora")];
+    for (param, extra) in [
+        (
+            "previous_response_id",
+            json!({"previous_response_id": "resp_someone_elses"}),
+        ),
+        ("conversation", json!({"conversation": "conv_123"})),
+        ("background", json!({"background": true})),
+        ("tools", json!({"tools": [{"type": "web_search"}]})),
+    ] {
+        let mut body = json!({"model": "native", "input": "hi"});
+        body.as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        let reply = post_with(&url, &body, &dora).await;
+        assert_eq!(
+            reply.status,
+            400,
+            "{param}: {}",
+            String::from_utf8_lossy(&reply.body)
+        );
+        assert_eq!(reply.error()["param"], param);
+    }
+    let function = json!({"model": "native", "input": "hi", "tools": [{"type": "function", "name": "f", "parameters": {}}]});
+    assert_eq!(post_with(&url, &function, &dora).await.status, 200);
+    assert_eq!(
+        seen.await.unwrap().len(),
+        1,
+        "only the plain request was sent"
+    );
+}

@@ -45,6 +45,11 @@ pub trait Call:
     }
     /// Checks serde cannot express (empty lists, zero counts).
     fn validate(&self) -> Result<(), GatewayError>;
+    /// Checks that depend on who calls: what one key may ask of a backend
+    /// account every key shares.
+    fn check_caller(&self, _caller: &crate::admit::access::Caller) -> Result<(), GatewayError> {
+        Ok(())
+    }
     /// What a whole answer or a chunk says of itself (id, model, finish
     /// reasons), for its attempt's span; nothing for calls without.
     fn answer_meta(_resp: &Self::Response, _meta: &mut AnswerMeta) {}

@@ -34,6 +34,9 @@ pub async fn serve<E: Endpoint>(
     let mut request: E::Request = E::decode(&bytes)?;
     E::forward_headers(&mut request, &parts.headers);
     request.validate()?;
+    if let Some(caller) = parts.extensions.get::<Caller>() {
+        request.check_caller(caller)?;
+    }
     let decision = decide::<E>(app, &parts, &request).await?;
     serve_decided::<E>(app, &parts, request, decision).await
 }

@@ -10,6 +10,7 @@ use switchyard_adapters::responses::{
 };
 use switchyard_adapters::types::{ChatChunk, ChatRequest, ChatResponse};
 
+use crate::admit::access::Caller;
 use crate::dispatch::endpoint::Call;
 use crate::dispatch::endpoint::Endpoint;
 use crate::dispatch::pipeline::{decide, serve_decided};
@@ -75,6 +76,9 @@ pub async fn serve(app: &App, req: Request<Incoming>) -> Result<Response<Body>, 
     let native = RawRequest::served_by(&*app.backends[decision.primary()].replicas[0].provider);
     match (native, translated) {
         (true, _) => {
+            if let Some(caller) = parts.extensions.get::<Caller>() {
+                raw.check_caller(caller)?;
+            }
             // A chain made from the translated prompt says nothing of what
             // a native backend holds: the call is admitted without one.
             let mut decision = decision;

@@ -20,6 +20,7 @@ use switchyard_adapters::types::{
 use switchyard_adapters::{AdapterError, Provider};
 use switchyard_router::{AnswerSummary, RequestView};
 
+use crate::admit::access::Caller;
 use crate::dispatch::endpoint::{Call, Chunks, Endpoint};
 use crate::dispatch::stream::StreamEncoder;
 use crate::error::{Dialect, GatewayError};
@@ -213,6 +214,51 @@ impl Call for RawRequest {
     }
 
     fn validate(&self) -> Result<(), GatewayError> {
+        Ok(())
+    }
+
+    /// Keys share the backend's account, where stored responses and
+    /// conversations live: the account cannot tell one key's from
+    /// another's, so a key could continue (and read) another key's by its
+    /// id. A background response is billed after the gateway has settled,
+    /// and hosted tools bill per call at prices the gateway does not know.
+    /// So, with keys, these are refused; without keys (one user) they pass.
+    fn check_caller(&self, caller: &Caller) -> Result<(), GatewayError> {
+        let refuse = |param: &str, message: &str| {
+            Err(GatewayError::InvalidField {
+                param: param.to_owned(),
+                message: message.to_owned(),
+            })
+        };
+        for field in ["previous_response_id", "conversation"] {
+            if self.0.get(field).is_some_and(|v| !v.is_null()) {
+                return refuse(
+                    field,
+                    "stored responses and conversations live in the backend account every key of this gateway shares, so they cannot be continued by id here; send the conversation as `input`",
+                );
+            }
+        }
+        if self.0.get("background").and_then(Value::as_bool) == Some(true) {
+            return refuse(
+                "background",
+                "background responses are billed after the call, where this gateway cannot account for them; send the request without `background`",
+            );
+        }
+        if caller.key.budget.is_some()
+            && let Some(tool) = self.0["tools"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|t| t["type"].as_str())
+                .find(|kind| !matches!(*kind, "function" | "custom"))
+        {
+            return refuse(
+                "tools",
+                &format!(
+                    "hosted tool `{tool}` is billed per call at a price this gateway does not know, so a key with a budget may not use it"
+                ),
+            );
+        }
         Ok(())
     }
 
