@@ -65,7 +65,7 @@ impl ConnectionLimits {
 /// Serves `service` on `listener` until `shutdown` resolves; then stops
 /// accepting, lets in-flight requests and streams finish for up to `grace`,
 /// and returns. Every connection is held to `limits` (see
-/// [`connection`](crate::http::connection)); with `tls`, each first
+/// `http::connection`); with `tls`, each first
 /// completes a TLS handshake within the deadline for its first request.
 pub async fn serve<S, B>(
     listener: TcpListener,

@@ -200,8 +200,36 @@ impl Auth {
                 )));
             }
         }
+        let limited = |team: &Team| {
+            team.budget.is_some()
+                || team.requests_per_minute.is_some()
+                || team.tokens_per_minute.is_some()
+        };
+        for key in &self.keys {
+            let Some(team) = key.team.as_deref() else {
+                continue;
+            };
+            let had_limits = self.teams.iter().any(|t| t.name == team && limited(t));
+            let stays = next
+                .keys
+                .iter()
+                .find(|k| k.name == key.name)
+                .is_none_or(|k| k.team.as_deref() == Some(team));
+            if had_limits && !stays {
+                found.push(Widening::Other(format!(
+                    "key `{}` leaves team `{team}` and its limits",
+                    key.name
+                )));
+            }
+        }
         for team in &self.teams {
             let Some(new) = next.teams.iter().find(|t| t.name == team.name) else {
+                if limited(team) {
+                    found.push(Widening::Other(format!(
+                        "team `{}` and its limits are removed",
+                        team.name
+                    )));
+                }
                 continue;
             };
             let lost = [

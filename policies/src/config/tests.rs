@@ -541,3 +541,38 @@ fn predictor_mistakes_are_named() {
         assert!(err.message.contains(message), "{tail}: {err}");
     }
 }
+
+#[test]
+fn widenings_of_access_are_each_named() {
+    let auth = |yaml: &str| {
+        let text = format!("backends:\n  local: {{tier: small, sim: {{preset: small}}}}\n{yaml}");
+        Config::from_yaml(&text, "test.yaml").unwrap().auth
+    };
+    let hash = "sha256:0000000000000000000000000000000000000000000000000000000000000000";
+    let running = auth(&format!(
+        "auth:\n  admin_key_hash: '{hash}'\n  teams:\n    t: {{requests_per_minute: 10}}\n  keys:\n    - {{name: a, hash: '{hash}', team: t, budget: {{daily_usd: 1}}, may_name_backends: false}}\n"
+    ));
+    let words = |next: &Auth| -> Vec<String> {
+        running
+            .widenings(next)
+            .iter()
+            .map(ToString::to_string)
+            .collect()
+    };
+    assert!(words(&running).is_empty(), "the same config widens nothing");
+    assert_eq!(running.widenings(&auth("")), [super::Widening::AuthRemoved]);
+    assert!(words(&auth("auth: {disabled: true}\n")).is_empty(), "meant");
+    let loose = auth(&format!(
+        "auth:\n  keys:\n    - {{name: a, hash: '{hash}'}}\n"
+    ));
+    assert_eq!(
+        words(&loose),
+        [
+            "the admin key is removed",
+            "key `a` loses its budget",
+            "key `a` may now name backends",
+            "key `a` leaves team `t` and its limits",
+            "team `t` and its limits are removed",
+        ]
+    );
+}

@@ -144,7 +144,7 @@ impl RateLimits {
     /// Counts one request against the key's and its team's requests per
     /// minute. Shared limits count a routed request in [`Budgets::hold`]
     /// instead, with its tokens and reservation, in one Redis call, and
-    /// any other in [`Rates::check_unrouted`].
+    /// any other in [`Self::check_unrouted`].
     ///
     /// [`Budgets::hold`]: crate::admit::access::Budgets::hold
     pub fn check_request(&self, key: &VirtualKey) -> Result<(), GatewayError> {
