@@ -78,17 +78,23 @@ pub fn snapshot(postgres: &Postgres, since_ms: i64) -> anyhow::Result<rusqlite::
     // Every column the SQLite ledger has, in its order (`id` first).
     let columns = format!("id, {}", crate::ledger::columns::names());
     let sql = format!("SELECT {columns} FROM requests WHERE ts_ms >= $1 ORDER BY id");
-    let rows: Vec<Vec<Value>> = postgres.run(async move {
+    // Only the query runs on the pool's runtime, which the ledger writer
+    // shares (one thread): converting a window of rows cell by cell there
+    // would hold up its commits for as long. The caller's thread (a report
+    // runs in `spawn_blocking`, or in a CLI) does that.
+    let fetched = postgres.run(async move {
         let client = pool.get().await?;
-        let rows = client.query(&sql, &[&since_ms]).await?;
-        rows.iter()
-            .map(|row| {
-                (0..row.len())
-                    .map(|i| value(row, i))
-                    .collect::<anyhow::Result<Vec<Value>>>()
-            })
-            .collect::<anyhow::Result<Vec<_>>>()
+        anyhow::Ok(client.query(&sql, &[&since_ms]).await?)
     })??;
+    let rows: Vec<Vec<Value>> = fetched
+        .iter()
+        .map(|row| {
+            (0..row.len())
+                .map(|i| value(row, i))
+                .collect::<anyhow::Result<Vec<Value>>>()
+        })
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    drop(fetched);
     let mut conn = rusqlite::Connection::open_in_memory()?;
     crate::ledger::schema::create(&conn)?;
     let tx = conn.transaction()?;
