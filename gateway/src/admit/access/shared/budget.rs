@@ -281,6 +281,7 @@ impl SharedBudgets {
             cloud,
             amount: 0,
             actual: micros(actual),
+            unsure_since: None,
         });
     }
 }
@@ -308,6 +309,7 @@ impl SharedHold {
                 cloud: self.cloud,
                 amount: self.amount,
                 actual: micros(actual),
+                unsure_since: None,
             });
         }
     }

@@ -13,7 +13,7 @@ for _ = 1, tonumber(ARGV[1]) do
   local member, cloud = ARGV[a], ARGV[a+1] == '1'
   local amount, actual, holders = tonumber(ARGV[a+2]), tonumber(ARGV[a+3]), tonumber(ARGV[a+4])
   a = a + 5
-  local fresh = redis.call('SET', marker, '1', 'NX', 'PX', 600000)
+  local fresh = redis.call('SET', marker, '1', 'NX', 'PX', 3600000)
   for _ = 1, holders do
     local sd, sm, rv, hd = KEYS[k], KEYS[k+1], KEYS[k+2], KEYS[k+3]
     k = k + 4

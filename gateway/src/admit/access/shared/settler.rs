@@ -33,6 +33,10 @@ pub enum Settlement {
         cloud: bool,
         amount: i64,
         actual: i64,
+        /// When a send of it ended with no answer: Redis may have applied
+        /// it. Its marker keeps a resend from counting twice only for
+        /// [`MARKER_LIFE`].
+        unsure_since: Option<std::time::Instant>,
     },
     /// Rate limiters moved on without a check (`owe.lua`'s `debt` or
     /// `count`): tokens a request used beyond its estimate, or a
@@ -46,6 +50,14 @@ pub enum Settlement {
         tokens: u64,
     },
 }
+
+/// How long a settlement's marker lives in Redis (`settle.lua`'s PX).
+const MARKER_LIFE: Duration = Duration::from_secs(3600);
+/// A settlement whose outcome is unknown is resent only this long after:
+/// later its marker may be gone, and a resend could count it twice. It is
+/// dropped and counted instead (the ledger has its row; the next seed of
+/// the budget from the ledger counts it).
+const RESEND_WITHIN: Duration = MARKER_LIFE.saturating_sub(Duration::from_secs(300));
 
 /// Settlements waiting for Redis, at most: past it new ones are dropped
 /// and counted (the ledger still has their rows).
@@ -126,6 +138,14 @@ async fn run(store: Weak<RedisStore>, mut inbox: mpsc::Receiver<Settlement>) {
             }
         }
         let Some(store) = store.upgrade() else { return };
+        let stale = drop_stale(&mut waiting, std::time::Instant::now());
+        if stale > 0 {
+            store.settler().dropped.fetch_add(stale, Ordering::Relaxed);
+            tracing::error!(
+                settlements = stale,
+                "budget settlements whose outcome is unknown are too old to resend safely: dropped (the ledger has their rows)"
+            );
+        }
         while !waiting.is_empty() {
             let take = waiting.len().min(BATCH);
             let chunk: Vec<Settlement> = waiting.drain(..take).collect();
@@ -157,6 +177,17 @@ async fn run(store: Weak<RedisStore>, mut inbox: mpsc::Receiver<Settlement>) {
     }
 }
 
+/// Drops the budget settlements whose outcome has been unknown for longer
+/// than a resend is safe; how many.
+fn drop_stale(waiting: &mut VecDeque<Settlement>, now: std::time::Instant) -> u64 {
+    let before = waiting.len();
+    waiting.retain(|s| {
+        !matches!(s, Settlement::Budget { unsure_since: Some(t), .. }
+            if now.saturating_duration_since(*t) > RESEND_WITHIN)
+    });
+    (before - waiting.len()) as u64
+}
+
 /// One script call for the chunk's budget settlements, one for its rate
 /// settlements; on failure, what is still to send (budget settlements are
 /// idempotent, rate settlements are not, so a sent part is not resent).
@@ -178,6 +209,7 @@ async fn send(
                 cloud,
                 amount,
                 actual,
+                ..
             } = s
             {
                 settle.key(marker);
@@ -198,6 +230,15 @@ async fn send(
         }
         if let Err(err) = store.run::<i64>(&settle).await {
             let mut unsent = budgets;
+            if err == StateError::Unavailable {
+                // Sent, perhaps applied: a resend relies on the markers.
+                let now = std::time::Instant::now();
+                for s in &mut unsent {
+                    if let Settlement::Budget { unsure_since, .. } = s {
+                        unsure_since.get_or_insert(now);
+                    }
+                }
+            }
             unsent.extend(rates);
             return Err((err, unsent));
         }
@@ -252,5 +293,38 @@ async fn renew(store: Weak<RedisStore>, hold_ttl: Duration) {
             // early (settlement still counts the spend).
             let _ = store.run::<i64>(&invocation).await;
         }
+    }
+}
+
+#[cfg(test)]
+mod stale_tests {
+    use super::*;
+
+    fn budget(unsure_since: Option<std::time::Instant>) -> Settlement {
+        Settlement::Budget {
+            marker: "m".into(),
+            member: "r".into(),
+            holders: Vec::new(),
+            cloud: true,
+            amount: 1,
+            actual: 1,
+            unsure_since,
+        }
+    }
+
+    /// A settlement Redis may have applied is resent only while its marker
+    /// still guards it; one never sent, or sent and refused, waits on.
+    #[test]
+    fn only_settlements_unsure_for_too_long_are_dropped() {
+        let now = std::time::Instant::now() + MARKER_LIFE;
+        let mut waiting: VecDeque<Settlement> = [
+            budget(None),
+            budget(Some(now - Duration::from_secs(60))),
+            budget(Some(now - MARKER_LIFE)),
+        ]
+        .into();
+        assert_eq!(drop_stale(&mut waiting, now), 1);
+        assert_eq!(waiting.len(), 2);
+        assert!(RESEND_WITHIN < MARKER_LIFE);
     }
 }
