@@ -163,7 +163,6 @@ impl Auth {
             }
             return found;
         }
-        let dropped = |what: &str, had: bool, has: bool| (had && !has).then(|| what.to_owned());
         if self.admin_key_hash.is_some() && next.admin_key_hash.is_none() {
             found.push(Widening::Other("the admin key is removed".into()));
         }
@@ -174,20 +173,9 @@ impl Auth {
             let Some(new) = next.keys.iter().find(|k| k.name == key.name) else {
                 continue;
             };
-            let lost = [
-                dropped("budget", key.budget.is_some(), new.budget.is_some()),
-                dropped(
-                    "requests_per_minute",
-                    key.requests_per_minute.is_some(),
-                    new.requests_per_minute.is_some(),
-                ),
-                dropped(
-                    "tokens_per_minute",
-                    key.tokens_per_minute.is_some(),
-                    new.tokens_per_minute.is_some(),
-                ),
-            ];
-            for what in lost.into_iter().flatten() {
+            let had = Limits::of(key.budget, key.requests_per_minute, key.tokens_per_minute);
+            let has = Limits::of(new.budget, new.requests_per_minute, new.tokens_per_minute);
+            for what in had.lost(has) {
                 found.push(Widening::Other(format!(
                     "key `{}` loses its {what}",
                     key.name
@@ -201,9 +189,14 @@ impl Auth {
             }
         }
         let limited = |team: &Team| {
-            team.budget.is_some()
-                || team.requests_per_minute.is_some()
-                || team.tokens_per_minute.is_some()
+            Limits::of(
+                team.budget,
+                team.requests_per_minute,
+                team.tokens_per_minute,
+            )
+            .lost(Limits::default())
+            .next()
+            .is_some()
         };
         for key in &self.keys {
             let Some(team) = key.team.as_deref() else {
@@ -232,20 +225,13 @@ impl Auth {
                 }
                 continue;
             };
-            let lost = [
-                dropped("budget", team.budget.is_some(), new.budget.is_some()),
-                dropped(
-                    "requests_per_minute",
-                    team.requests_per_minute.is_some(),
-                    new.requests_per_minute.is_some(),
-                ),
-                dropped(
-                    "tokens_per_minute",
-                    team.tokens_per_minute.is_some(),
-                    new.tokens_per_minute.is_some(),
-                ),
-            ];
-            for what in lost.into_iter().flatten() {
+            let had = Limits::of(
+                team.budget,
+                team.requests_per_minute,
+                team.tokens_per_minute,
+            );
+            let has = Limits::of(new.budget, new.requests_per_minute, new.tokens_per_minute);
+            for what in had.lost(has) {
                 found.push(Widening::Other(format!(
                     "team `{}` loses its {what}",
                     team.name
@@ -253,6 +239,41 @@ impl Auth {
             }
         }
         found
+    }
+}
+
+/// Which of a key's or team's limits are set.
+#[derive(Debug, Clone, Copy, Default)]
+struct Limits {
+    budget: bool,
+    requests_per_minute: bool,
+    tokens_per_minute: bool,
+}
+
+impl Limits {
+    fn of(budget: Option<SpendLimit>, rpm: Option<u32>, tpm: Option<u32>) -> Self {
+        Limits {
+            budget: budget.is_some(),
+            requests_per_minute: rpm.is_some(),
+            tokens_per_minute: tpm.is_some(),
+        }
+    }
+
+    /// The limits set here and not in `next`, by their field names.
+    fn lost(self, next: Limits) -> impl Iterator<Item = &'static str> {
+        [
+            ("budget", self.budget && !next.budget),
+            (
+                "requests_per_minute",
+                self.requests_per_minute && !next.requests_per_minute,
+            ),
+            (
+                "tokens_per_minute",
+                self.tokens_per_minute && !next.tokens_per_minute,
+            ),
+        ]
+        .into_iter()
+        .filter_map(|(name, lost)| lost.then_some(name))
     }
 }
 
