@@ -89,11 +89,15 @@ async fn measured(gateway: &Proc, since_ms: i64) -> (f64, f64) {
     )
 }
 
-/// How the advised split's cost per request moved from the first phase
-/// (`first`..`second`) to the second (from `second`) with the machine's
-/// speed alone: each advised backend's mean cost per call in the second
-/// phase over the first, weighted by the advised split.
-async fn speed_change(gateway: &Proc, first: i64, second: i64, weights: &[(String, u64)]) -> f64 {
+/// The advised split's mean cost per request in the first phase
+/// (`first`..`second`) and in the second (from `second`): each advised
+/// backend's mean cost per call there, weighted by the advised split.
+async fn per_call(
+    gateway: &Proc,
+    first: i64,
+    second: i64,
+    weights: &[(String, u64)],
+) -> (f64, f64) {
     let rows: Vec<(String, f64, bool)> = support::ledger_rows(
         gateway,
         &format!(
@@ -111,12 +115,14 @@ async fn speed_change(gateway: &Proc, first: i64, second: i64, weights: &[(Strin
             .collect();
         costs.iter().sum::<f64>() / costs.len().max(1) as f64
     };
-    let (mut before, mut after) = (0.0, 0.0);
-    for (backend, weight) in weights {
-        before += *weight as f64 * mean(backend, false);
-        after += *weight as f64 * mean(backend, true);
-    }
-    after / before
+    let total: f64 = weights.iter().map(|(_, w)| *w as f64).sum();
+    let weighted = |later: bool| {
+        weights
+            .iter()
+            .map(|(backend, w)| *w as f64 / total * mean(backend, later))
+            .sum::<f64>()
+    };
+    (weighted(false), weighted(true))
 }
 
 fn now_ms() -> i64 {
@@ -200,14 +206,22 @@ async fn the_advised_split_measures_what_advise_predicted() {
         "measured {within:.3} within budget, predicted {predicted_within:.3} (before: {before_within:.3})"
     );
     // The hour-priced tiers cost the time they serve, which a busier or
-    // slower machine stretches between the phases: the prediction (made at
-    // the first phase's speed) is held to the second phase's speed, each
-    // backend's calls scaled by how their mean cost moved.
-    let speed = speed_change(&gateway, first, second, &weights).await;
-    let at_this_speed = predicted_cost * speed;
+    // slower machine stretches: each half of the prediction is held to the
+    // phase it rests on. Advise's arithmetic: its cost is the advised
+    // weights over the first phase's cost per call on each backend. The
+    // split taken: the second phase costs the advised weights over its own
+    // cost per call.
+    let (per_call_before, per_call_after) = per_call(&gateway, first, second, &weights).await;
+    let n = REQUESTS as f64;
+    let arithmetic = n * per_call_before;
     assert!(
-        (cost - at_this_speed).abs() <= 0.10 * at_this_speed,
-        "measured ${cost:.6}, predicted ${predicted_cost:.6}, ${at_this_speed:.6} at the second phase's speed (x{speed:.3}; before: ${before_cost:.6})"
+        (predicted_cost - arithmetic).abs() <= 0.10 * arithmetic,
+        "predicted ${predicted_cost:.6}, the advised weights over the first phase's calls ${arithmetic:.6}"
+    );
+    let taken = n * per_call_after;
+    assert!(
+        (cost - taken).abs() <= 0.10 * taken,
+        "measured ${cost:.6}, the advised weights over the second phase's calls ${taken:.6} (predicted ${predicted_cost:.6}; before: ${before_cost:.6})"
     );
 
     // The CLI reads the same ledger, both phases now: a split to paste,
