@@ -76,8 +76,10 @@ async fn metric_series_stay_flat_whatever_callers_send() {
         .split("auto", &[("small", 80), ("large", 20)])
         .start();
     // Every series the traffic can make, made once (decode drift needs a
-    // baseline of calls on each backend first).
-    random_traffic(&gateway, 1_000).await;
+    // baseline of calls on each backend first; a sticky session moved to
+    // keep the split's share, `sticky-share`, comes about once in three
+    // hundred requests).
+    random_traffic(&gateway, 3_000).await;
     let before = series(&gateway).await;
     random_traffic(&gateway, 10_000).await;
     let after = series(&gateway).await;

@@ -290,7 +290,7 @@ async fn an_unpriced_backend_is_marked_and_kept_from_budgets() {
     assert_eq!(unpriced, [("kim".to_owned(), 0.0)]);
 }
 
-/// A Responses request chat cannot express (a hosted tool) goes to a
+/// A Responses request chat cannot express (`truncation`) goes to a
 /// native backend by its model alone, but its size still counts: a long
 /// prompt is reserved for in full.
 #[tokio::test]
@@ -310,7 +310,7 @@ async fn an_untranslatable_responses_request_is_reserved_by_its_size() {
         .start();
     let request = |input: String| {
         json!({"model": "native", "input": input, "max_output_tokens": 10,
-               "tools": [{"type": "web_search"}]})
+               "truncation": "auto"})
     };
     let url = gateway.url("/v1/responses");
     let max = [("authorization", "Bearer sk-max")];

@@ -576,3 +576,13 @@ fn widenings_of_access_are_each_named() {
         ]
     );
 }
+
+#[test]
+fn a_key_hash_with_a_non_ascii_character_is_an_error_not_a_panic() {
+    let hash = format!("sha256:a\u{e9}{}", "a".repeat(61));
+    let text = format!(
+        "backends:\n  local: {{tier: small, sim: {{preset: small}}}}\nauth:\n  admin_key_hash: '{hash}'\n"
+    );
+    let err = error_of(&text);
+    assert!(err.to_string().contains("64 hex digits"), "{err}");
+}

@@ -244,7 +244,9 @@ fn key_hash(ck: &Checker<'_>, path: &[&str], text: &str) -> Result<[u8; 32], Con
         )
     };
     let hex = text.strip_prefix("sha256:").ok_or_else(bad)?;
-    if hex.len() != 64 {
+    // Hex digits only before slicing by byte: a non-ASCII character would
+    // put a slice inside it (a panic, found by review).
+    if hex.len() != 64 || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
         return Err(bad());
     }
     let mut out = [0u8; 32];
