@@ -23,10 +23,6 @@ pub trait CanonicalRequest {
     /// The prompt as text and the template's extra tokens, for counting
     /// usage when a backend reports none.
     fn prompt_for_count(&self) -> (String, usize);
-    /// Prompt tokens of its image, audio and file parts.
-    fn media(&self) -> crate::media::MediaTokens {
-        crate::media::MediaTokens::default()
-    }
     /// The request's `temperature` and `top_p`.
     fn sampling(&self) -> (Option<f64>, Option<f64>) {
         (None, None)
@@ -102,10 +98,6 @@ impl CanonicalRequest for ChatRequest {
 
     fn prompt_for_count(&self) -> (String, usize) {
         tokens::prompt_text_and_overhead(self)
-    }
-
-    fn media(&self) -> crate::media::MediaTokens {
-        crate::media::chat_media(self)
     }
 
     fn sampling(&self) -> (Option<f64>, Option<f64>) {

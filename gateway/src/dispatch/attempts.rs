@@ -43,9 +43,6 @@ impl<E: Endpoint> PromptSource for Shared<E> {
     fn sampling(&self) -> (Option<f64>, Option<f64>) {
         self.0.sampling()
     }
-    fn media_tokens(&self) -> u64 {
-        self.0.media().tokens
-    }
 }
 
 /// Local backends to serve a request whose cloud budget is spent: the

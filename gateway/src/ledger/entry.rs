@@ -21,6 +21,19 @@ pub struct Entry {
     pub queued: std::time::Instant,
 }
 
+impl Entry {
+    /// A row nobody waits on (group durability, or a row written from code
+    /// that cannot wait).
+    pub fn unwaited(row: LedgerRow) -> Self {
+        Entry {
+            row,
+            committed: None,
+            verdict: None,
+            queued: std::time::Instant::now(),
+        }
+    }
+}
+
 /// How the writer keeps up, for `/metrics`.
 #[derive(Debug)]
 pub struct WriterHealth {

@@ -333,12 +333,7 @@ impl Ledger {
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             // Outside a runtime nothing awaits: block this thread instead.
             if let Some(sender) = self.sender() {
-                let _ = sender.blocking_send(Entry {
-                    row,
-                    committed: None,
-                    verdict: None,
-                    queued: std::time::Instant::now(),
-                });
+                let _ = sender.blocking_send(Entry::unwaited(row));
             }
             return;
         };
@@ -351,12 +346,7 @@ impl Ledger {
         // every refusal still has a row): one more task per row would grow
         // without bound. The row joins the queue if it has room, or is
         // logged whole and counted lost, as a full spool's rows are.
-        let entry = Entry {
-            row,
-            committed: None,
-            verdict: None,
-            queued: std::time::Instant::now(),
-        };
+        let entry = Entry::unwaited(row);
         let refused = match self.sender() {
             Some(sender) => sender.try_send(entry).err().map(|err| err.into_inner()),
             None => Some(entry),

@@ -170,14 +170,7 @@ mod tests {
         let path = dir.join("ledger.db");
         let mut conn = super::super::schema::open(path.to_str().unwrap(), false).unwrap();
         let rows = 69;
-        let batch: Vec<Entry> = (0..rows)
-            .map(|i| Entry {
-                row: row(i),
-                committed: None,
-                verdict: None,
-                queued: std::time::Instant::now(),
-            })
-            .collect();
+        let batch: Vec<Entry> = (0..rows).map(|i| Entry::unwaited(row(i))).collect();
         commit(&mut conn, &batch).unwrap();
         let (count, inputs, outputs): (i64, i64, i64) = conn
             .query_row(

@@ -28,11 +28,6 @@ pub trait PromptSource: Send + Sync {
     fn sampling(&self) -> (Option<f64>, Option<f64>) {
         (None, None)
     }
-    /// Prompt tokens of its image, audio and file parts that could be
-    /// sized (see `switchyard_adapters::media`).
-    fn media_tokens(&self) -> u64 {
-        0
-    }
 }
 
 /// A prompt already in hand as text (embeddings' inputs; none at all for
@@ -69,6 +64,9 @@ pub struct RequestContext {
     pub tenant: Tenant,
     /// Prompt tokens as estimated at routing.
     pub prompt_tokens: u32,
+    /// The part of `prompt_tokens` that is image, audio and file parts
+    /// (estimated once, when the request was viewed for routing).
+    pub media_tokens: u32,
     /// The route's number in the config the request was routed under, and
     /// the use case: what the answer's length teaches.
     pub route_number: Option<usize>,
@@ -122,6 +120,7 @@ impl RequestContext {
             prefix: decision.features.prefix.clone(),
             tenant: decision.features.tenant,
             prompt_tokens: decision.features.prompt_tokens,
+            media_tokens: decision.features.media_tokens,
             route_number: decision.route,
             use_case: decision.features.profile,
             expected_output: app.router.output_lengths().expect(
@@ -186,6 +185,7 @@ impl RequestContext {
             prefix: None,
             tenant: Tenant::default(),
             prompt_tokens,
+            media_tokens: 0,
             route_number: None,
             use_case: None,
             expected_output: 0,

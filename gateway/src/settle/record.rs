@@ -34,8 +34,45 @@ use crate::telemetry::{AnswerMeta, AttemptSpan};
 pub type RowWritten =
     Either<Ready<Result<(), GatewayError>>, BoxFuture<'static, Result<(), GatewayError>>>;
 
-/// Output text held before it is counted (see `RequestRecord::output`).
+/// Output text held before it is counted (see [`StreamedText`]).
 const OUTPUT_COUNT_BYTES: usize = 64 * 1024;
+
+/// Text seen on a stream, for counting its tokens when no usage is
+/// reported: the tokens of text already counted, and the text not counted
+/// yet (counted and dropped every `OUTPUT_COUNT_BYTES`, so an endless
+/// stream holds no more than that).
+#[derive(Default)]
+pub(crate) struct StreamedText {
+    pub(crate) counted: u64,
+    pub(crate) text: String,
+}
+
+impl StreamedText {
+    /// Where the next text goes.
+    fn sink(&mut self) -> &mut String {
+        if self.text.len() > OUTPUT_COUNT_BYTES {
+            // A token cut in two here counts as two: one token in
+            // sixteen thousand, at most.
+            self.counted += tokens::count(&self.text) as u64;
+            self.text.clear();
+        }
+        &mut self.text
+    }
+
+    /// Every token seen.
+    pub(crate) fn tokens(&self) -> u64 {
+        self.counted + tokens::count(&self.text) as u64
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.counted == 0 && self.text.is_empty()
+    }
+
+    /// The whole text, when none of it has been counted and dropped.
+    pub(crate) fn whole(&self) -> Option<&str> {
+        (self.counted == 0 && !self.text.is_empty()).then_some(self.text.as_str())
+    }
+}
 
 pub struct RequestRecord {
     pub(crate) context: Arc<RequestContext>,
@@ -78,15 +115,9 @@ pub struct RequestRecord {
     /// first token was made is unknown.
     pub(crate) answered_whole: bool,
     pub(crate) usage: Option<Usage>,
-    /// Output as streamed so far, for counting when no usage is reported:
-    /// the tokens of text already counted, and the text not counted yet
-    /// (counted and dropped every `OUTPUT_COUNT_BYTES`, so an endless
-    /// stream holds no more than that).
-    pub(crate) output_counted: u64,
-    pub(crate) output: String,
-    /// Reasoning text seen on a stream, counted when no usage came.
-    pub(crate) reasoning: String,
-    pub(crate) reasoning_counted: u64,
+    /// Output as streamed so far (content, tool calls), and reasoning.
+    pub(crate) output: StreamedText,
+    pub(crate) reasoning: StreamedText,
     /// `cancelled` until the request finishes or fails.
     pub(crate) outcome: &'static str,
     /// One of two backends raced for this request.
@@ -235,10 +266,8 @@ impl RequestRecord {
             first_output: None,
             answered_whole: false,
             usage: None,
-            output_counted: 0,
-            output: String::new(),
-            reasoning: String::new(),
-            reasoning_counted: 0,
+            output: StreamedText::default(),
+            reasoning: StreamedText::default(),
             outcome: "cancelled",
             hedge: false,
             service_tier: None,
@@ -287,31 +316,17 @@ impl RequestRecord {
 
     /// Where output text seen on a stream goes.
     pub fn output(&mut self) -> &mut String {
-        if self.output.len() > OUTPUT_COUNT_BYTES {
-            // A token cut in two here counts as two: one token in
-            // sixteen thousand, at most.
-            self.output_counted += tokens::count(&self.output) as u64;
-            self.output.clear();
-        }
-        &mut self.output
+        self.output.sink()
     }
 
     /// Where reasoning text seen on a stream goes.
     pub fn reasoning(&mut self) -> &mut String {
-        if self.reasoning.len() > OUTPUT_COUNT_BYTES {
-            self.reasoning_counted += tokens::count(&self.reasoning) as u64;
-            self.reasoning.clear();
-        }
-        &mut self.reasoning
+        self.reasoning.sink()
     }
 
     /// Any output was seen: content, tool calls or reasoning.
     pub(crate) fn generated_any(&self) -> bool {
-        self.first_output.is_some()
-            || !self.output.is_empty()
-            || self.output_counted > 0
-            || !self.reasoning.is_empty()
-            || self.reasoning_counted > 0
+        self.first_output.is_some() || !self.output.is_empty() || !self.reasoning.is_empty()
     }
 
     /// The priced service tier the call was sent with: its multiplier

@@ -20,38 +20,34 @@ use crate::settle::record::RequestRecord;
 impl RequestRecord {
     /// Tokens by kind: as reported, or counted from the prompt and output.
     pub(crate) fn tokens(&self) -> (TokenCounts, bool) {
-        match &self.usage {
-            Some(usage) => (usage.token_counts(), false),
-            // A call that failed before any output (reasoning included):
-            // nothing was generated, and a failed call is not billed.
-            None if !self.generated_any()
-                && !self.answered_whole
-                && !matches!(self.outcome, "cancelled" | "hedge-lost")
-                && self.unseen_output() == 0 =>
-            {
-                (TokenCounts::default(), false)
-            }
-            None => {
-                let (prompt, overhead) = self.context.prompt.prompt_for_count();
-                let media = self.context.prompt.media_tokens();
-                let input = (tokens::count(&prompt) + overhead) as u64 + media;
-                // Reasoning is output, as providers bill it.
-                let reasoning = self.reasoning_counted + tokens::count(&self.reasoning) as u64;
-                let output = self.output_counted
-                    + tokens::count(&self.output) as u64
-                    + reasoning
-                    + self.unseen_output();
-                (
-                    TokenCounts {
-                        input,
-                        output,
-                        reasoning,
-                        ..TokenCounts::default()
-                    },
-                    true,
-                )
-            }
+        if let Some(usage) = &self.usage {
+            return (usage.token_counts(), false);
         }
+        let unseen = self.unseen_output();
+        // A call that failed before any output (reasoning included):
+        // nothing was generated, and a failed call is not billed.
+        if !self.generated_any()
+            && !self.answered_whole
+            && !matches!(self.outcome, "cancelled" | "hedge-lost")
+            && unseen == 0
+        {
+            return (TokenCounts::default(), false);
+        }
+        let (prompt, overhead) = self.context.prompt.prompt_for_count();
+        let media = u64::from(self.context.media_tokens);
+        let input = (tokens::count(&prompt) + overhead) as u64 + media;
+        // Reasoning is output, as providers bill it.
+        let reasoning = self.reasoning.tokens();
+        let output = self.output.tokens() + reasoning + unseen;
+        (
+            TokenCounts {
+                input,
+                output,
+                reasoning,
+                ..TokenCounts::default()
+            },
+            true,
+        )
     }
 
     /// Output a whole (not streamed) call made before it was cut short (the
@@ -190,8 +186,7 @@ impl RequestRecord {
             let content = span.captures_content().then(|| {
                 // Output held back and counted is gone: only a whole
                 // completion is recorded.
-                let output = (self.output_counted == 0 && !self.output.is_empty())
-                    .then(|| self.output.clone());
+                let output = self.output.whole().map(str::to_owned);
                 (self.context.prompt.prompt_for_count().0, output)
             });
             crate::settle::attempt_span::end(span, row, ttft, content);
