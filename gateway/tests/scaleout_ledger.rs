@@ -652,6 +652,7 @@ fn sample_row(i: usize, now: i64) -> switchyard::ledger::LedgerRow {
         session: every(2).then(|| Arc::from(pick(&["s1", "s2", "s3", "s4"]))),
         tool_results: i % 3 == 1,
         queued_ms: (i % 4) as f64,
+        shadow: None,
     }
 }
 

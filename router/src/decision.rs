@@ -64,6 +64,9 @@ pub enum Reason {
     /// Not a model call of the caller's: an encoder embedding the request
     /// for a semantic rule, billed to the caller as routing overhead.
     RoutingEncoder,
+    /// Not the caller's answer: a sampled copy of the request sent to the
+    /// route's shadow candidate, to compare with what served.
+    Shadow,
 }
 
 impl Reason {
@@ -92,6 +95,7 @@ impl Reason {
             Reason::LearnedHard => "learned-hard",
             Reason::LearnedEasy => "learned-easy",
             Reason::LearnedExplore => "learned-explore",
+            Reason::Shadow => "shadow",
         }
     }
 }

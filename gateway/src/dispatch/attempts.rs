@@ -21,6 +21,7 @@ use crate::dispatch::hedge::{self, Leg};
 use crate::dispatch::plan::{self, Mode, Next, Plan, Refusal, Try};
 use crate::dispatch::prompt_cache::{self, PromptCache};
 use crate::dispatch::response_cache::Slot;
+use crate::dispatch::shadow;
 use crate::dispatch::stream::{self};
 use crate::error::GatewayError;
 use crate::http::{Body, sse_response};
@@ -95,6 +96,8 @@ pub(crate) async fn dispatch<E: Endpoint>(
     };
     let mut served = Served::first_choice(decision);
     let mut last_error = None;
+    // A route's shadow copies the request once, beside its first call.
+    let mut offered = false;
     while let Some(attempt) = plan.next(&mut served.reason) {
         served.backend = attempt.backend;
         let admitted = admission::admit_call(
@@ -146,6 +149,10 @@ pub(crate) async fn dispatch<E: Endpoint>(
             Some(&admission),
         );
         record.sent_tier(tier);
+        if !offered {
+            offered = true;
+            shadow::offer::<E>(app, decision, attempt.backend, &request, &context);
+        }
         served.cache = CacheUse::Prefix(record.expected_cached_tokens());
         let client_wants_usage = tries.streaming && req.request_stream_usage();
         let checked = cascade.filter(|_| !attempt.is_last);
@@ -433,7 +440,7 @@ pub(crate) fn held_answer_limits(app: &App, backend: usize) -> (std::time::Durat
 /// the first output it reads is the call's first token. Held in memory, so
 /// bounded like a whole answer: `limits` is the time it may take and the
 /// bytes its chunks may hold (as JSON).
-async fn collect<E: Endpoint>(
+pub(crate) async fn collect<E: Endpoint>(
     mut chunks: Chunks<E::Chunk>,
     record: &mut RequestRecord,
     (within, max_bytes): (std::time::Duration, usize),
@@ -493,9 +500,9 @@ pub(crate) fn record_whole<E: Endpoint>(record: &mut RequestRecord, resp: &E::Re
     record.answer_meta(|meta| E::Request::answer_meta(resp, meta));
     record.timings(resp.timings());
     record.usage(resp.usage());
-    // The text is counted when no usage came, and recorded on the span
-    // when content is captured.
-    if resp.usage().is_none() || record.captures_content() {
+    // The text is counted when no usage came, recorded on the span when
+    // content is captured, and compared when a shadow copy waits for it.
+    if resp.usage().is_none() || record.keeps_text() {
         record.output().push_str(&resp.output_text());
     }
 }

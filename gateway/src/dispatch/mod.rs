@@ -5,8 +5,10 @@
 //! (retries, fallbacks, cascade escalation, budget downgrades); `hedge`
 //! races a second backend, `stream` relays chunks, `response_cache` and
 //! `prompt_cache` answer or shape a call from what was seen before, `engine`
-//! sets an engine's own request fields. `hedge_spend` and `response_store`
-//! are the state the running config holds for them.
+//! sets an engine's own request fields; `shadow` sends a sampled copy of a
+//! route's request to its candidate backend and compares the answers.
+//! `hedge_spend`, `response_store` and `shadow_lanes` are the state the
+//! running config holds for them.
 //!
 //! May import: admit (each call is admitted), route (the decision, the
 //! receipts), settle (each call is recorded), state, ledger, telemetry,
@@ -22,4 +24,6 @@ pub mod plan;
 pub mod prompt_cache;
 pub mod response_cache;
 pub mod response_store;
+pub mod shadow;
+pub mod shadow_lanes;
 pub mod stream;

@@ -82,14 +82,27 @@ pub async fn serve(
         });
     // Every config shares the process's ledger.
     let ledger = app.ledger.clone();
+    let last = live.clone();
+    let stopped_at = Arc::new(std::sync::OnceLock::new());
+    let stopping = stopped_at.clone();
     let draining = async move {
         shutdown.await;
+        let _ = stopping.set(std::time::Instant::now());
         // Readiness fails from here on, so balancers stop sending (the
         // flag is shared by every config's state).
         live.app().begin_shutdown();
     };
     let keeper = tokio::spawn(keep_a_timer_pending());
     crate::http::server::serve(listener, service, draining, grace, limits, tls).await;
+    // Shadow copies get what is left of the grace; every config's copies
+    // share one set of tasks.
+    let deadline = stopped_at
+        .get()
+        .copied()
+        .unwrap_or_else(std::time::Instant::now)
+        + grace;
+    let app = last.app();
+    app.shadows.finish(deadline, &app.metrics).await;
     keeper.abort();
     // Every row of every finished request reaches the disk before exit.
     ledger.close().await;

@@ -164,7 +164,7 @@ pub fn attainment_lines(
         "SELECT COALESCE(route, '-'), backend, tier, profile, input_tokens + cached_tokens,
                 cost_usd, ttft_ms, decode_tokens_per_s, cache_hit
          FROM requests
-         WHERE ts_ms >= ?1 AND status = 'ok' AND refusal IS NULL",
+         WHERE ts_ms >= ?1 AND status = 'ok' AND refusal IS NULL AND reason != 'shadow'",
     )?;
     let rows = statement.query_map([since_ms], |row| {
         let route: String = row.get(0)?;

@@ -49,7 +49,7 @@ use Kind::{Flag, Int, Real, Text};
 use Since::{Added, First};
 
 /// Every column of a row, in table order (the `id` key is the store's own).
-pub const COLUMNS: [Column; 38] = [
+pub const COLUMNS: [Column; 42] = [
     column("ts_ms", Int, true, First),
     column("request_id", Text, false, First),
     column("key", Text, false, First),
@@ -88,7 +88,19 @@ pub const COLUMNS: [Column; 38] = [
     column("session", Text, false, Added),
     column("tool_results", Flag, false, Added),
     column("queued_ms", Real, false, Added),
+    added_in_postgres(column("shadow", Flag, false, Added), 2),
+    added_in_postgres(column("agree_exact", Flag, false, Added), 2),
+    added_in_postgres(column("agree_similarity", Real, false, Added), 2),
+    added_in_postgres(column("agree_checked", Flag, false, Added), 2),
 ];
+
+/// A column PostgreSQL ledgers gained with schema version `version`.
+const fn added_in_postgres(column: Column, version: i32) -> Column {
+    Column {
+        postgres_version: version,
+        ..column
+    }
+}
 
 /// One value of a row, as its column's kind.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -164,6 +176,10 @@ pub fn cells(r: &LedgerRow) -> [Cell<'_>; COLUMNS.len()] {
         Cell::Text(r.session.as_deref()),
         Cell::Flag(Some(r.tool_results)),
         Cell::Real(Some(r.queued_ms)),
+        Cell::Flag(Some(r.shadow.is_some())),
+        Cell::Flag(r.shadow.and_then(|s| s.exact)),
+        Cell::Real(r.shadow.and_then(|s| s.similarity)),
+        Cell::Flag(r.shadow.and_then(|s| s.checked)),
     ]
 }
 
@@ -239,6 +255,7 @@ mod tests {
             session: Some(Arc::from("s")),
             tool_results: true,
             queued_ms: 3.0,
+            shadow: None,
         }
     }
 

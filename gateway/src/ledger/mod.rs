@@ -7,6 +7,7 @@
 
 mod attainment;
 pub mod columns;
+mod compare;
 mod drift;
 mod entry;
 mod postgres;
@@ -25,6 +26,9 @@ use std::time::Duration;
 pub use crate::ledger::attainment::{
     AttainmentDimension, AttainmentReport, attainment_lines, attainment_report, route_budgets,
 };
+pub use crate::ledger::compare::{
+    CompareLine, CompareReport, ProfileLine, SideFigures, compare_report,
+};
 pub use crate::ledger::entry::{Entry, NotCommitted, Verdict, WITHHELD, WriterHealth, Written};
 /// The spend report from PostgreSQL (`Ledger::spend_report` for a running ledger).
 pub use crate::ledger::postgres::spend_report as postgres_spend_report;
@@ -32,7 +36,7 @@ pub use crate::ledger::postgres::{Postgres, snapshot};
 pub use crate::ledger::report::{
     Dimension, SpendLine, SpendReport, now_ms, spend_report, spend_since,
 };
-pub use crate::ledger::row::{Drafts, LedgerRow, UPSTREAM_FAILURES};
+pub use crate::ledger::row::{Drafts, LedgerRow, Shadowed, UPSTREAM_FAILURES};
 pub use crate::ledger::sessions::{SessionLine, SessionsReport, sessions_report};
 pub use crate::ledger::stats::{LedgerStats, Window, ledger_stats};
 use futures_util::future::{BoxFuture, Either};

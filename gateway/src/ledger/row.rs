@@ -62,6 +62,24 @@ pub struct LedgerRow {
     /// Of `ttft_ms` and `duration_ms`, the wait for one of the backend's
     /// slots in the gateway (0 for a call that did not wait).
     pub queued_ms: f64,
+    /// A shadow copy's call (not the caller's answer), with how its answer
+    /// compared with the one that served; `None` for every other row.
+    pub shadow: Option<Shadowed>,
+}
+
+/// How a shadow copy's answer compared with the answer that served the
+/// request (the row with the same `request_id`); `None` figures when the
+/// served answer was not there to compare (it failed, or its text was
+/// counted and dropped past 64 KiB).
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct Shadowed {
+    /// The two texts are the same.
+    pub exact: Option<bool>,
+    /// Normalised-text similarity, 0 to 1.
+    pub similarity: Option<f64>,
+    /// Both answers checkable (JSON, tool calls, code blocks) and the same
+    /// when parsed; `None` when the served answer is not checkable.
+    pub checked: Option<bool>,
 }
 
 /// Speculative-decoding counts of one request.

@@ -77,6 +77,7 @@ pub fn sessions_report(
                 output_tokens, cost_usd, COALESCE(tool_results, 0), COALESCE(profile, '-')
          FROM requests
          WHERE ts_ms >= ?1 AND session IS NOT NULL AND refusal IS NULL
+               AND reason != 'shadow'
          ORDER BY ts_ms, id",
     )?;
     let count = |v: i64| u64::try_from(v).unwrap_or(0);

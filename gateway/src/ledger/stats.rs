@@ -144,7 +144,7 @@ pub fn ledger_stats(
     let mut ttfts: BTreeMap<String, Vec<Vec<f64>>> = BTreeMap::new();
     let mut stmt = conn.prepare(&format!(
         "SELECT ts_ms, route, backend, tier, profile, cost_usd, counterfactual_usd, ttft_ms,
-                tier IN {LOCAL_TIERS}, reason = 'refused', status = 'ok' AND NOT cache_hit
+                tier IN {LOCAL_TIERS}, reason IN ('refused', 'shadow'), status = 'ok' AND NOT cache_hit
          FROM requests WHERE ts_ms >= ?1"
     ))?;
     let mut rows = stmt.query(params![since_ms])?;
@@ -157,6 +157,8 @@ pub fn ledger_stats(
             spend.cloud_usd[b] += cost;
         }
         spend.counterfactual_usd[b] += counterfactual;
+        // Refusals route nothing; a shadow copy's spend counts, but it is
+        // not where the route sent the request.
         if row.get::<_, bool>(9)? {
             continue;
         }
@@ -228,7 +230,7 @@ fn totals(conn: &Connection, since_ms: i64) -> rusqlite::Result<Totals> {
         &format!(
             "SELECT COUNT(*), COALESCE(SUM(answered = 0), 0) FROM (
                 SELECT MAX(status IN {ANSWERED}) AS answered FROM requests
-                WHERE ts_ms >= ?1 GROUP BY COALESCE(request_id, 'row-' || id))"
+                WHERE ts_ms >= ?1 AND reason != 'shadow' GROUP BY COALESCE(request_id, 'row-' || id))"
         ),
         params![since_ms],
         |r| Ok((r.get(0)?, r.get(1)?)),

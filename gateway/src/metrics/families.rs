@@ -42,6 +42,14 @@ pub struct Routed {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ShadowCopy {
+    pub route: Arc<str>,
+    pub candidate: Arc<str>,
+    /// `sent`, or why not: `queue_full`, `over_budget`, `shutdown`.
+    pub outcome: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct TokenKind {
     pub backend: Arc<str>,
     pub kind: &'static str,
@@ -141,6 +149,7 @@ pub struct Families {
     pub unauthenticated: Counter,
     pub reloads: Family<ReloadOutcome, Counter>,
     pub response_cache: Family<Result, Counter>,
+    pub shadow_copies: Family<ShadowCopy, Counter>,
     pub operation_duration: Histograms<GenAiOutcome>,
     pub token_usage: Histograms<GenAiTokens>,
     pub time_to_first_token: Histograms<GenAi>,
@@ -187,6 +196,7 @@ impl Families {
             unauthenticated: Counter::default(),
             reloads: Family::default(),
             response_cache: Family::default(),
+            shadow_copies: Family::default(),
             operation_duration: histograms(buckets::operation_duration),
             token_usage: histograms(buckets::token_usage),
             time_to_first_token: histograms(buckets::time_to_first_token),
@@ -263,6 +273,11 @@ impl Families {
             "switchyard_response_cache_lookups",
             "Response-cache lookups on routes that cache, by result",
             f.response_cache.clone(),
+        );
+        r.register(
+            "switchyard_shadow_copies",
+            "Sampled copies of a route's requests for its shadow candidate: sent, or dropped (queue_full, over_budget, shutdown)",
+            f.shadow_copies.clone(),
         );
         r.register_with_unit(
             "gen_ai_client_operation_duration",

@@ -266,6 +266,25 @@ impl Metrics {
             .inc();
     }
 
+    /// Counts shadow copies of `route`'s requests for `candidate`, by
+    /// outcome (`sent`, `queue_full`, `over_budget`, `shutdown`).
+    pub fn shadow_copies(
+        &self,
+        route: &Arc<str>,
+        candidate: &Arc<str>,
+        outcome: &'static str,
+        n: u64,
+    ) {
+        self.families
+            .shadow_copies
+            .get_or_create(&families::ShadowCopy {
+                route: route.clone(),
+                candidate: candidate.clone(),
+                outcome,
+            })
+            .inc_by(n);
+    }
+
     /// The gateway's own time before a call to `backend`.
     pub fn overhead(&self, backend: usize, took: Duration) {
         if let Some(b) = self.backends.get(backend) {

@@ -1,7 +1,9 @@
 //! Who asked and how a request was routed: what every backend call it
 //! makes shares (`RequestContext`), and the request's ids as rows keep them.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, OnceLock};
+
+use tokio::sync::oneshot;
 
 use http::HeaderValue;
 use http::request::Parts;
@@ -87,6 +89,29 @@ pub struct RequestContext {
     /// the attempts' spans.
     pub max_tokens: Option<u32>,
     pub streaming: bool,
+    /// Where the served answer's text goes when a shadow copy of the
+    /// request waits to compare with it (set once, when a copy is sent).
+    pub(crate) shadow_tap: OnceLock<ServedTap>,
+}
+
+/// The served answer's text, handed to the shadow copy that compares with
+/// it; dropped unsent (and the copy told so) when no call answered.
+/// Shared by the request's records: the one that answers sends.
+pub struct ServedTap(Mutex<Option<oneshot::Sender<Option<String>>>>);
+
+impl ServedTap {
+    pub fn new(sender: oneshot::Sender<Option<String>>) -> Self {
+        ServedTap(Mutex::new(Some(sender)))
+    }
+
+    /// Hands over the answer's text (`None`: too long to have been kept),
+    /// once.
+    pub fn send(&self, text: Option<String>) {
+        let sender = self.0.lock().ok().and_then(|mut s| s.take());
+        if let Some(sender) = sender {
+            let _ = sender.send(text);
+        }
+    }
 }
 
 impl RequestContext {
@@ -135,6 +160,7 @@ impl RequestContext {
             trace: parts.extensions.get::<RequestTrace>().cloned(),
             max_tokens: decision.features.max_tokens,
             streaming: decision.features.streaming,
+            shadow_tap: OnceLock::new(),
         })
     }
 
@@ -196,6 +222,44 @@ impl RequestContext {
             trace: parts.extensions.get::<RequestTrace>().cloned(),
             max_tokens: None,
             streaming: false,
+            shadow_tap: OnceLock::new(),
+        })
+    }
+}
+
+impl RequestContext {
+    /// The context of a shadow copy of this request: the same request,
+    /// route and ids (so the copy's row pairs with the served one), but no
+    /// caller, so nothing of it reaches the caller's budgets, rate limits
+    /// or refusal guard, and no span of the caller's trace.
+    pub fn for_shadow(&self) -> Arc<Self> {
+        Arc::new(RequestContext {
+            endpoint: self.endpoint,
+            dialect: self.dialect,
+            model: self.model.clone(),
+            request_id: self.request_id.clone(),
+            client_request_id: self.client_request_id.clone(),
+            caller: None,
+            route: self.route.clone(),
+            profile: self.profile,
+            prompt: self.prompt.clone(),
+            estimated_tokens: self.estimated_tokens,
+            class: self.class,
+            prefix: self.prefix.clone(),
+            tenant: self.tenant,
+            prompt_tokens: self.prompt_tokens,
+            media_tokens: self.media_tokens,
+            route_number: self.route_number,
+            use_case: self.use_case,
+            expected_output: self.expected_output,
+            first_target: None,
+            session: self.session.clone(),
+            tool_results: self.tool_results,
+            accounted: None,
+            trace: None,
+            max_tokens: self.max_tokens,
+            streaming: self.streaming,
+            shadow_tap: OnceLock::new(),
         })
     }
 }

@@ -131,6 +131,8 @@ pub struct RequestRecord {
     pub(crate) written: bool,
     /// The attempt's CLIENT span, when traces are on.
     pub(crate) span: Option<AttemptSpan>,
+    /// A shadow copy's call, and how its answer compared with the served one.
+    pub(crate) shadow: Option<crate::ledger::Shadowed>,
 }
 
 impl RequestRecord {
@@ -199,6 +201,12 @@ impl RequestRecord {
         self.span
             .as_ref()
             .is_some_and(AttemptSpan::captures_content)
+    }
+
+    /// Whether a whole answer's text is kept: for the span's content, or
+    /// for a shadow copy of the request to compare with.
+    pub fn keeps_text(&self) -> bool {
+        self.captures_content() || self.context.shadow_tap.get().is_some()
     }
 
     /// The trace context this attempt's upstream request carries.
@@ -275,6 +283,7 @@ impl RequestRecord {
             routing_told: false,
             written: false,
             span: None,
+            shadow: None,
         }
     }
 

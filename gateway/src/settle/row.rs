@@ -95,6 +95,13 @@ impl RequestRecord {
         }
         let row = self.row(tokens, estimated, (cost, counterfactual), ttft, total);
         self.report(&row, ttft, total);
+        if self.outcome == "ok"
+            && self.shadow.is_none()
+            && let Some(tap) = self.context.shadow_tap.get()
+        {
+            // Text counted and dropped (past 64 KiB) cannot be compared.
+            tap.send((self.output.counted == 0).then(|| self.output.text.clone()));
+        }
         Some(row)
     }
 
@@ -175,6 +182,7 @@ impl RequestRecord {
             session: self.context.session.clone(),
             tool_results: self.context.tool_results,
             queued_ms: waited_ms,
+            shadow: self.shadow,
         }
     }
 
@@ -281,7 +289,8 @@ impl RequestRecord {
         );
         self.metrics
             .set_drifts(self.backend_index, &self.latency.drifts(self.backend_index));
-        if !upstream_failure && tokens.output > 0 {
+        // A shadow's answers are the candidate's, not the route's.
+        if !upstream_failure && tokens.output > 0 && self.shadow.is_none() {
             self.output_lengths.observe(
                 self.context.route_number,
                 self.context.use_case,

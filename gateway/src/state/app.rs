@@ -19,6 +19,7 @@ use crate::admit::breaker::Breaker;
 use crate::dispatch::hedge_spend::HedgeSpend;
 use crate::dispatch::prompt_cache::PromptCache;
 use crate::dispatch::response_store::ResponseCache;
+use crate::dispatch::shadow_lanes::ShadowLanes;
 use crate::error::GatewayError;
 use crate::http::server::ConnectionLimits;
 use crate::http::{BodyLimits, read_json_body};
@@ -149,6 +150,11 @@ pub struct App {
     /// The cloud model every request is also priced on.
     pub reference: Option<Reference>,
     pub hedges: Arc<HedgeSpend>,
+    /// Each route's shadow lane, and the copies every config shares.
+    pub shadows: ShadowLanes,
+    /// This `App` as the running config shares it (set when it goes live),
+    /// for work that outlives the request it came with (a shadow copy).
+    pub(crate) shared: std::sync::OnceLock<std::sync::Weak<App>>,
     pub metrics: Arc<Metrics>,
     /// Each route's response cache, where it has one (by route index).
     pub response_caches: Vec<Option<Arc<ResponseCache>>>,
@@ -260,6 +266,8 @@ impl App {
             ledger,
             reference: config.reference.clone(),
             hedges: previous.map(|p| p.hedges.clone()).unwrap_or_default(),
+            shadows: ShadowLanes::new(config, previous.map(|p| &p.shadows)),
+            shared: std::sync::OnceLock::new(),
             metrics: Arc::new(Metrics::carrying(
                 &config
                     .backends
@@ -381,6 +389,19 @@ impl App {
         for change in changes {
             change.apply();
         }
+    }
+
+    /// Shares the `App` as the running config, so work that outlives a
+    /// request can hold it ([`App::shared`]).
+    pub fn into_shared(self) -> Arc<App> {
+        let app = Arc::new(self);
+        let _ = app.shared.set(Arc::downgrade(&app));
+        app
+    }
+
+    /// This `App`, shared, once it went live.
+    pub fn shared(&self) -> Option<Arc<App>> {
+        self.shared.get()?.upgrade()
     }
 
     pub fn begin_shutdown(&self) {

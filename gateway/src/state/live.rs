@@ -58,7 +58,7 @@ impl Live {
     /// Starts serving `app`, built from the file at `path` (or the embedded
     /// default), and its watchers.
     pub fn start(app: App, path: Option<PathBuf>) -> Arc<Live> {
-        let app = Arc::new(app);
+        let app = app.into_shared();
         let live = Arc::new(Live {
             started: app.config.clone(),
             current: ArcSwap::new(app.clone()),
@@ -141,7 +141,7 @@ impl Live {
                 tracing::warn!("{warning}");
             }
         }
-        let app = Arc::new(app);
+        let app = app.into_shared();
         // No await between these two: a dropped reload either did nothing
         // or went live with its limits resized.
         self.current.store(app.clone());

@@ -15,6 +15,7 @@ mod telemetry;
 mod validate;
 mod validate_accounting;
 mod validate_route;
+mod validate_shadow;
 
 #[cfg(test)]
 mod reference_tests;
@@ -33,7 +34,7 @@ pub use accounting::{
 };
 pub use error::ConfigError;
 pub use predictors::Predictor;
-pub use route::{CacheShare, Hedge, LatencyBudget, ResponseCacheSettings};
+pub use route::{CacheShare, Hedge, LatencyBudget, ResponseCacheSettings, Shadow};
 pub use route::{
     CascadeCheck, Condition, HeaderMatch, Pattern, PredictedFail, Route, RouteStrategy, Rule,
     Similar,

@@ -314,6 +314,19 @@ pub(super) struct RawRoute {
     pub hedge: Option<RawHedge>,
     pub speculative: Option<RawSpeculative>,
     pub response_cache: Option<RawResponseCache>,
+    pub shadow: Option<RawShadow>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawShadow {
+    pub backend: String,
+    pub sample: f64,
+    pub max_concurrency: Option<usize>,
+    pub queue: Option<usize>,
+    #[serde(default)]
+    pub profiles: Vec<Profile>,
+    pub daily_usd: Option<f64>,
 }
 
 #[derive(Debug, Default, Deserialize)]

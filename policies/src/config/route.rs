@@ -23,6 +23,27 @@ pub struct Route {
     pub hedge: Option<Hedge>,
     pub speculative: Option<crate::speculation::Speculative>,
     pub response_cache: Option<ResponseCacheSettings>,
+    pub shadow: Option<Shadow>,
+}
+
+/// Shadow traffic: a sampled copy of the route's requests goes to a
+/// candidate backend after the caller's own call is dispatched, priced and
+/// compared with what served. The caller's answer never waits for it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Shadow {
+    /// The candidate backend.
+    pub backend: String,
+    /// The share of the route's requests copied, 0 to 1.
+    pub sample: f64,
+    /// Copies in flight at once: the candidate's own `max_concurrency`, or
+    /// 4 where it has none, when `None`.
+    pub max_concurrency: Option<usize>,
+    /// Copies waiting for a turn; past it, copies are dropped and counted.
+    pub queue: usize,
+    /// The profiles whose requests are copied; every profile when empty.
+    pub profiles: Vec<Profile>,
+    /// The shadow calls' spend per day, USD, across the route.
+    pub daily_usd: Option<f64>,
 }
 
 /// The exact response cache of a route (opt-in).

@@ -13,7 +13,7 @@ use super::{
 use crate::speculation::Speculative;
 
 /// Checks that a name is a backend, reporting `path` when it is not.
-type KnownBackend<'a> = dyn Fn(&[&str], &str) -> Result<String, ConfigError> + 'a;
+pub(super) type KnownBackend<'a> = dyn Fn(&[&str], &str) -> Result<String, ConfigError> + 'a;
 
 /// Requests the target-share threshold follows, unless the route says.
 const DEFAULT_SHARE_WINDOW: usize = 2000;
@@ -256,6 +256,10 @@ pub(super) fn validate_route(
             Some(speculative(ck, name, s)?)
         }
     };
+    let shadow = match raw.shadow {
+        Some(raw) => Some(super::validate_shadow::shadow(ck, name, raw, &known)?),
+        None => None,
+    };
     Ok(Route {
         name: name.to_owned(),
         aliases: raw.aliases,
@@ -272,6 +276,7 @@ pub(super) fn validate_route(
             share: c.share.unwrap_or_default(),
             any_temperature: c.any_temperature,
         }),
+        shadow,
     })
 }
 

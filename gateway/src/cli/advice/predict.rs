@@ -105,6 +105,7 @@ pub fn requests(conn: &rusqlite::Connection, since_ms: i64) -> rusqlite::Result<
                 cost_usd, ts_ms, {queued}
          FROM requests
          WHERE ts_ms >= ?1 AND status = 'ok' AND refusal IS NULL AND NOT cache_hit
+               AND reason != 'shadow'
          ORDER BY ts_ms"
     ))?;
     let count = |n: i64| n.unsigned_abs();
