@@ -1,8 +1,9 @@
 //! The admin API, for the admin key only: `GET /admin/spend?since=7d&by=key`
 //! (the spend report), `GET /admin/budgets?since=7d&by=profile` (budget
 //! attainment), `GET /admin/sessions?since=1d&route=agent` (agent task
-//! time), `GET /admin/advice?since=7d&target=0.95` (`switchyard advise`)
-//! and `POST /admin/reload` (read the config file again).
+//! time), `GET /admin/advice?since=7d&target=0.95` (`switchyard advise`),
+//! `GET /admin/compare?since=7d&route=R` (shadow candidates beside what
+//! served) and `POST /admin/reload` (read the config file again).
 
 use http::{Request, Response, StatusCode};
 use hyper::body::Incoming;
@@ -10,7 +11,8 @@ use hyper::body::Incoming;
 use crate::error::GatewayError;
 use crate::http::{Body, json_response};
 use crate::ledger::{
-    AttainmentDimension, Dimension, attainment_report, now_ms, route_budgets, sessions_report,
+    AttainmentDimension, Dimension, attainment_report, compare_report, now_ms, route_budgets,
+    sessions_report,
 };
 use crate::state::app::App;
 use crate::state::live::Live;
@@ -93,6 +95,19 @@ pub async fn advice(app: &App, req: Request<Incoming>) -> Result<Response<Body>,
     let now = now_ms();
     ledger_report(app, now - since, move |conn| {
         crate::cli::advice::advise(conn, &config, now - since, now, target)
+    })
+    .await
+}
+
+/// `GET /admin/compare?since=7d&route=R`: each route's shadow candidate
+/// beside what served the same requests (`switchyard compare`).
+pub async fn compare(app: &App, req: Request<Incoming>) -> Result<Response<Body>, GatewayError> {
+    let since = report_since(app, &req, "7d")?;
+    let route = query_param(&req, "route");
+    let budgets = route_budgets(&app.config);
+    let now = now_ms();
+    ledger_report(app, now - since, move |conn| {
+        compare_report(conn, (now - since, now), route.as_deref(), &budgets)
     })
     .await
 }

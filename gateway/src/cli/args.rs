@@ -159,6 +159,23 @@ pub enum Command {
         #[arg(long)]
         config: Option<PathBuf>,
     },
+    /// Compare each route's shadow candidate with what served the same
+    /// requests, from the ledger: first-token p50/p90, decode speed, the
+    /// share within budget, cost per request and per day, and agreement.
+    Compare {
+        /// How far back: 7d, 24h, 30m.
+        #[arg(long, default_value = "7d")]
+        since: String,
+        /// Only this route's candidate.
+        #[arg(long)]
+        route: Option<String>,
+        /// table or json.
+        #[arg(long, default_value = "table")]
+        format: String,
+        /// The config whose ledger to read (the embedded default's when absent).
+        #[arg(long)]
+        config: Option<PathBuf>,
+    },
     /// Report agent task time per session from the ledger: calls, time
     /// waiting on models, time between them (tools, people), tokens, cost.
     Sessions {

@@ -28,6 +28,21 @@ pub fn run(command: Command) -> anyhow::Result<()> {
                 &mut std::io::stdout().lock(),
             )
         }
+        Command::Compare {
+            since,
+            route,
+            format,
+            config,
+        } => {
+            let config = config_file::load(config.as_deref())?;
+            crate::cli::compare::run(
+                &config,
+                &since,
+                route.as_deref(),
+                &format,
+                &mut std::io::stdout().lock(),
+            )
+        }
         Command::Sessions {
             since,
             route,

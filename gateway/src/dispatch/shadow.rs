@@ -9,10 +9,10 @@
 use std::sync::Arc;
 
 use switchyard_adapters::types::{CanonicalRequest, CanonicalResponse};
-use switchyard_policies::{Pricing, TokenCounts};
 use switchyard_router::{Decision, Reason};
 use tokio::sync::oneshot;
 
+use crate::admit::admission::{Size, worst_cost};
 use crate::dispatch::attempts::{Shared, collect, held_answer_limits, prepared, record_whole};
 use crate::dispatch::endpoint::{Call, Endpoint};
 use crate::dispatch::shadow_lanes::Ticket;
@@ -55,10 +55,10 @@ pub(crate) fn offer<E: Endpoint>(
     let Some(owner) = app.shared() else {
         return;
     };
-    let ticket = match app
-        .shadows
-        .take(route, estimate_usd(app, candidate, context))
-    {
+    let ticket = match app.shadows.take(
+        route,
+        worst_cost(app, candidate, Size::of(&decision.features)),
+    ) {
         Ok(ticket) => ticket,
         Err(why) => {
             app.metrics
@@ -80,23 +80,6 @@ pub(crate) fn offer<E: Endpoint>(
     };
     app.shadows
         .spawn(Box::pin(run::<E>(owner, copy, request.clone(), served)));
-}
-
-/// What a copy costs at most as far as the price says: the prompt, and
-/// `max_tokens` of output (the route's expected length where unset). A
-/// backend priced by the hour is reserved nothing: what its time costs is
-/// settled after.
-fn estimate_usd(app: &App, candidate: usize, context: &RequestContext) -> f64 {
-    let output = context.max_tokens.unwrap_or(context.expected_output);
-    let tokens = TokenCounts {
-        input: u64::from(context.prompt_tokens),
-        output: u64::from(output),
-        ..TokenCounts::default()
-    };
-    match app.backends[candidate].pricing {
-        Pricing::Tokens(price) => price.cost(&tokens),
-        _ => 0.0,
-    }
 }
 
 /// One copy, taken from its lane.

@@ -172,6 +172,10 @@ async fn serve_endpoint(
             Ok(()) => admin::advice(app, req).await,
             Err(err) => Err(err),
         },
+        "/admin/compare" => match allow(&req, Method::GET, "GET") {
+            Ok(()) => admin::compare(app, req).await,
+            Err(err) => Err(err),
+        },
         "/admin/stats" => match allow(&req, Method::GET, "GET") {
             Ok(()) => dashboard::stats(app, req).await,
             Err(err) => Err(err),
@@ -242,7 +246,7 @@ fn is_admin_path(path: &str) -> bool {
 /// The paths served (after any `/v1`), as `'static` strings: the request
 /// itself moves into its endpoint, and a copy of its path would cost an
 /// allocation on every request.
-const ENDPOINTS: [&str; 19] = [
+const ENDPOINTS: [&str; 20] = [
     "/chat/completions",
     "/messages",
     "/messages/count_tokens",
@@ -256,6 +260,7 @@ const ENDPOINTS: [&str; 19] = [
     "/admin/budgets",
     "/admin/sessions",
     "/admin/advice",
+    "/admin/compare",
     "/admin/stats",
     "/admin/reload",
     "/admin/predictors",
@@ -265,7 +270,7 @@ const ENDPOINTS: [&str; 19] = [
 ];
 
 /// [`ENDPOINTS`] as written under `/v1`.
-const V1_ENDPOINTS: [&str; 19] = [
+const V1_ENDPOINTS: [&str; 20] = [
     "/v1/chat/completions",
     "/v1/messages",
     "/v1/messages/count_tokens",
@@ -279,6 +284,7 @@ const V1_ENDPOINTS: [&str; 19] = [
     "/v1/admin/budgets",
     "/v1/admin/sessions",
     "/v1/admin/advice",
+    "/v1/admin/compare",
     "/v1/admin/stats",
     "/v1/admin/reload",
     "/v1/admin/predictors",
