@@ -246,6 +246,27 @@ async fn a_failing_or_full_candidate_never_touches_the_caller() {
         (&broken["requests"], &broken["candidate_failed"]),
         (&json!(10), &json!(10))
     );
+    // Advise reads the same comparison: a candidate that fails is kept out.
+    let advice = get_with(
+        &gateway.url("/admin/advice?since=1h"),
+        &[("authorization", &format!("Bearer {ADMIN}"))],
+    )
+    .await
+    .json();
+    let trial = advice["trials"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["candidate"] == "broken")
+        .unwrap();
+    assert_eq!(trial["replace"], false);
+    assert!(
+        trial["verdict"]
+            .as_str()
+            .unwrap()
+            .starts_with("keep mid over broken (it failed 10"),
+        "{trial}"
+    );
     // Copies past the lane's two places were dropped and counted.
     let dropped = metric(
         &gateway,

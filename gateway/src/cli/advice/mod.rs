@@ -6,10 +6,13 @@
 //!
 //! Predictions come from the latency model the router uses, fed the
 //! window's own calls (so the advice rests on measurements, and says how
-//! many), at each request's real prompt and answer lengths.
+//! many), at each request's real prompt and answer lengths. Candidates a
+//! route shadows are judged on the same requests served both ways
+//! (`trials`).
 
 mod predict;
 mod text;
+mod trials;
 
 use std::collections::BTreeMap;
 
@@ -19,7 +22,8 @@ use switchyard_policies::{Config, Pricing};
 pub use crate::cli::advice::predict::Request;
 use crate::cli::advice::predict::{Model, Profiled, requests};
 pub use crate::cli::advice::text::write;
-use crate::ledger::{AttainmentDimension, attainment_report, route_budgets};
+pub use crate::cli::advice::trials::Trial;
+use crate::ledger::{AttainmentDimension, attainment_report, compare_report, route_budgets};
 
 /// What advise says of one backend for one route's traffic.
 #[derive(Debug, Clone, Serialize)]
@@ -97,6 +101,8 @@ pub struct Advice {
     pub cloud_requests: u64,
     pub cloud_cost_usd: f64,
     pub local_options: Vec<LocalOption>,
+    /// Candidates tried on the routes' real traffic (shadow copies).
+    pub trials: Vec<Trial>,
 }
 
 /// `switchyard advise`.
@@ -277,6 +283,10 @@ pub fn advise(
         cloud_requests: cloud.len() as u64,
         cloud_cost_usd: cloud.iter().map(|r| r.cost_usd).sum(),
         local_options,
+        trials: trials::trials(
+            &compare_report(conn, (since_ms, now_ms), None, &budgets)?.lines,
+            target,
+        ),
     })
 }
 

@@ -84,6 +84,12 @@ fn table(advice: &Advice) -> String {
     for route in &advice.routes {
         route_table(&mut s, route);
     }
+    if !advice.trials.is_empty() {
+        let _ = writeln!(s, "\nTried on the same requests (shadow copies):");
+        for trial in &advice.trials {
+            let _ = writeln!(s, "  route {}: {}.", trial.route, trial.verdict);
+        }
+    }
     if advice.cloud_requests > 0 {
         let _ = writeln!(
             s,
