@@ -87,7 +87,7 @@ try {
       else same(p.rows, want, `panel ${p.name}: table rows`);
     }
   }
-  same(panels.map(p => p.name).sort().join(), "attainment,backends,spend,split,top_keys,top_teams,ttft", "panels");
+  same(panels.map(p => p.name).sort().join(), "attainment,backends,shadows,spend,split,top_keys,top_teams,ttft", "panels");
 
   // The totals tiles: the raw number exactly, and its text formatted as the page formats it.
   const tiles = Object.fromEntries(await page.$$eval("[data-tile]", ts => ts.map(t => [t.dataset.tile, [t.textContent, t.dataset.value]])));
@@ -107,6 +107,13 @@ try {
   (await rows("top_teams")).forEach((r, i) => {
     const t = d.top_teams[i];
     same(JSON.stringify(r), JSON.stringify([t.name, fmtInt(t.requests), fmtUsd(t.cost_usd), String(t.cost_usd)]), `top_teams row ${i}`);
+  });
+
+  // The shadow candidates (gateway.yaml shadows every code request on small).
+  expect(d.shadows.length > 0, "shadows: the code route's copies are in the stats");
+  (await rows("shadows")).forEach((r, i) => {
+    const s = d.shadows[i];
+    same(JSON.stringify(r.slice(0, 4)), JSON.stringify([s.route, `${s.candidate} / ${s.served_by}`, fmtInt(s.requests), fmtInt(s.candidate_failed)]), `shadows row ${i}`);
   });
 
   // Two animation frames let the resize observers redraw the charts at the new width.

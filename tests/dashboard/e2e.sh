@@ -33,4 +33,14 @@ for _ in $(seq 50); do
   sleep 0.2
 done
 [ "$n" = 61 ] || { echo "the stats count $n requests, not 61"; exit 1; }
+# Every code request (20) was also tried on small: wait for the copies.
+for _ in $(seq 50); do
+  n=$(curl -s -H 'authorization: Bearer sk-admin-dash' "$base/admin/compare?since=1h" \
+    | python3 -c 'import json,sys; print(sum(l["requests"] for l in json.load(sys.stdin)["lines"]))')
+  [ "$n" = 20 ] && break
+  sleep 0.2
+done
+[ "$n" = 20 ] || { echo "the comparison counts $n shadowed requests, not 20"; exit 1; }
+# The stats are cached two seconds: let the figures with every copy in them come.
+sleep 2.1
 "$here/run.sh" "$base" sk-admin-dash "$screenshot"

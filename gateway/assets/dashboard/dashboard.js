@@ -231,6 +231,17 @@
       ["Decode tok/s / predicted", r => pair(r.decode_tokens_per_s, r.predicted_decode_tokens_per_s, fmt1), 1],
       ["Draft acceptance", r => fmtPct(r.draft_acceptance), 1],
     ], d.backends, "no backends configured");
+    // Candidate first, what served after, in each pair of figures.
+    drawTable("shadows", [
+      ["Route", r => r.route], ["Candidate / served by", r => `${r.candidate} / ${r.served_by}`],
+      ["Requests", r => fmtInt(r.requests), 1], ["Failed", r => fmtInt(r.candidate_failed), 1],
+      ["TTFT p50", r => pair(r.ttft_p50_ms, r.served.ttft_p50_ms, fmtMs), 1],
+      ["TTFT p90", r => pair(r.ttft_p90_ms, r.served.ttft_p90_ms, fmtMs), 1],
+      ["Decode tok/s", r => pair(r.decode_tokens_per_s, r.served.decode_tokens_per_s, fmt1), 1],
+      ["Within budget", r => pair(r.within_budget, r.served.within_budget, fmtPct), 1],
+      ["Per request", r => pair(r.cost_per_request_usd, r.served.cost_per_request_usd, fmtUsd), 1],
+      ["Agreement", r => fmtPct(r.agreement), 1], ["Exact", r => fmtPct(r.agreement_exact), 1],
+    ], d.shadows ?? [], "no route shadows a candidate (routes.NAME.shadow)");
   }
 
   function drawTotals(t) {

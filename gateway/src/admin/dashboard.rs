@@ -142,6 +142,8 @@ struct Stats {
     ledger: LedgerStats,
     attainment: Vec<Attainment>,
     backends: Vec<BackendNow>,
+    /// Each route's shadow candidate beside what served the same requests.
+    shadows: Vec<crate::ledger::CompareLine>,
 }
 
 /// `GET /admin/stats?window=1h|24h|7d`: the dashboard's figures.
@@ -169,11 +171,17 @@ pub async fn stats(app: &App, req: Request<Incoming>) -> Result<Response<Body>, 
             &budgets,
         )?;
         let per_backend = per_backend(&tx, now - window.length_ms)?;
+        let shadows = crate::ledger::compare_report(
+            &tx,
+            (now - window.length_ms, now),
+            None,
+            &budgets,
+        )?;
         tx.commit()?;
-        Ok((stats, attainment, per_backend))
+        Ok((stats, attainment, per_backend, shadows.lines))
     })
     .await?;
-    let (ledger, attainment, per_backend) = read;
+    let (ledger, attainment, per_backend, shadows) = read;
     let attainment = attainment
         .lines
         .into_iter()
@@ -198,6 +206,7 @@ pub async fn stats(app: &App, req: Request<Incoming>) -> Result<Response<Body>, 
         ledger,
         attainment,
         backends,
+        shadows,
     };
     // Serializing our own types cannot fail (no maps with non-string keys).
     let json = Bytes::from(serde_json::to_vec(&stats).unwrap_or_else(|_| b"{}".to_vec()));
