@@ -87,8 +87,17 @@ fn agent_tools() -> Value {
     ])
 }
 
+/// The requests' temperature: 0.7, or `REPLAY_TEMPERATURE` (0 makes two
+/// servers of one model comparable answer for answer).
+fn temperature() -> f64 {
+    std::env::var("REPLAY_TEMPERATURE")
+        .ok()
+        .and_then(|t| t.parse().ok())
+        .unwrap_or(0.7)
+}
+
 fn chat_body(messages: Value, max_tokens: u32) -> Value {
-    json!({"messages": messages, "max_tokens": max_tokens, "temperature": 0.7,
+    json!({"messages": messages, "max_tokens": max_tokens, "temperature": temperature(),
            "stream": true, "stream_options": {"include_usage": true}})
 }
 

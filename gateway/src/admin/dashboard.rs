@@ -171,12 +171,8 @@ pub async fn stats(app: &App, req: Request<Incoming>) -> Result<Response<Body>, 
             &budgets,
         )?;
         let per_backend = per_backend(&tx, now - window.length_ms)?;
-        let shadows = crate::ledger::compare_report(
-            &tx,
-            (now - window.length_ms, now),
-            None,
-            &budgets,
-        )?;
+        let shadows =
+            crate::ledger::compare_report(&tx, (now - window.length_ms, now), None, &budgets)?;
         tx.commit()?;
         Ok((stats, attainment, per_backend, shadows.lines))
     })

@@ -40,14 +40,6 @@ const COLUMNS: [&str; 12] = [
 
 /// The candidate's line and the served side's.
 fn lines(line: &CompareLine) -> [(String, Vec<String>); 2] {
-    let candidate = SideFigures {
-        ttft_p50_ms: line.ttft_p50_ms,
-        ttft_p90_ms: line.ttft_p90_ms,
-        decode_tokens_per_s: line.decode_tokens_per_s,
-        within_budget: line.within_budget,
-        cost_per_request_usd: line.cost_per_request_usd,
-        cost_per_day_usd: line.cost_per_day_usd,
-    };
     let percent = |v: Option<f64>| v.map_or("-".to_owned(), |s| format!("{:.0}%", s * 100.0));
     let requests = if line.candidate_failed > 0 {
         format!("{} ({} failed)", line.requests, line.candidate_failed)
@@ -58,7 +50,12 @@ fn lines(line: &CompareLine) -> [(String, Vec<String>); 2] {
         Some(share) => format!("{} of {}", percent(Some(share)), line.checked_requests),
         None => "-".to_owned(),
     };
-    let mut candidate_cells = side("candidate", &line.candidate, requests, &candidate);
+    let mut candidate_cells = side(
+        "candidate",
+        &line.candidate,
+        requests,
+        &line.candidate_figures,
+    );
     candidate_cells.extend([
         percent(line.agreement),
         percent(line.agreement_exact),

@@ -255,7 +255,11 @@ mod tests {
             session: Some(Arc::from("s")),
             tool_results: true,
             queued_ms: 3.0,
-            shadow: None,
+            shadow: Some(crate::ledger::Shadowed {
+                exact: Some(false),
+                similarity: Some(0.5),
+                checked: Some(true),
+            }),
         }
     }
 
@@ -279,6 +283,7 @@ mod tests {
         row.profile = None;
         row.ttft_ms = None;
         row.drafts = None;
+        row.shadow = Some(crate::ledger::Shadowed::default());
         for (column, cell) in COLUMNS.iter().zip(cells(&row)) {
             if column.required {
                 assert!(!cell.is_null(), "{} is required", column.name);

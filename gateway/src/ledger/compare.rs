@@ -51,12 +51,9 @@ pub struct CompareLine {
     pub requests: u64,
     /// Of those, copies the candidate failed.
     pub candidate_failed: u64,
-    pub ttft_p50_ms: Option<f64>,
-    pub ttft_p90_ms: Option<f64>,
-    pub decode_tokens_per_s: Option<f64>,
-    pub within_budget: Option<f64>,
-    pub cost_per_request_usd: f64,
-    pub cost_per_day_usd: f64,
+    /// The candidate's figures (at the top level of the JSON line).
+    #[serde(flatten)]
+    pub candidate_figures: SideFigures,
     /// Mean normalised-text similarity of the answers, 0 to 1.
     pub agreement: Option<f64>,
     /// Share of answers with the same text.
@@ -163,7 +160,7 @@ pub fn compare_report(
     }
     for ((route, candidate, served_by), pairs) in groups {
         let per_day = traffic.get(&route).copied().unwrap_or(0.0);
-        let candidate_side = side(pairs.iter().map(|p| &p.candidate), per_day);
+        let candidate_figures = side(pairs.iter().map(|p| &p.candidate), per_day);
         let served = side(pairs.iter().map(|p| &p.served), per_day);
         let checked: Vec<bool> = pairs.iter().filter_map(|p| p.checked).collect();
         report.lines.push(CompareLine {
@@ -172,12 +169,7 @@ pub fn compare_report(
             served_by,
             requests: pairs.len() as u64,
             candidate_failed: pairs.iter().filter(|p| !p.candidate.ok).count() as u64,
-            ttft_p50_ms: candidate_side.ttft_p50_ms,
-            ttft_p90_ms: candidate_side.ttft_p90_ms,
-            decode_tokens_per_s: candidate_side.decode_tokens_per_s,
-            within_budget: candidate_side.within_budget,
-            cost_per_request_usd: candidate_side.cost_per_request_usd,
-            cost_per_day_usd: candidate_side.cost_per_day_usd,
+            candidate_figures,
             agreement: mean(pairs.iter().filter_map(|p| p.similarity)),
             agreement_exact: share(pairs.iter().filter_map(|p| p.exact)),
             agreement_checked: share(checked.iter().copied()),

@@ -54,7 +54,7 @@ struct BackendSeries {
     /// Whether decode speed, prefill speed and the error rate are past
     /// their drift thresholds now.
     drifting: [std::sync::atomic::AtomicBool; 3],
-    roles: [Counter; 4],
+    roles: [Counter; ROLES.len()],
     /// The GenAI series of a successful call, per operation, made on the
     /// first such call (a backend serves one or two operations).
     genai: [std::sync::OnceLock<GenAiSeries>; 3],
@@ -70,7 +70,7 @@ struct GenAiSeries {
 }
 
 const OUTCOMES: [&str; 4] = ["ok", "error", "cancelled", "escalated"];
-const ROLES: [&str; 4] = ["primary", "hedge", "fallback", "cascade_step"];
+const ROLES: [&str; 5] = ["primary", "hedge", "fallback", "cascade_step", "shadow"];
 const OPERATIONS: [&str; 3] = ["chat", "text_completion", "embeddings"];
 const TOKEN_KINDS: [&str; 5] = ["prompt", "cached", "cache_write", "completion", "reasoning"];
 

@@ -76,6 +76,7 @@ pub fn role(reason: Reason) -> &'static str {
         Reason::Hedge => "hedge",
         Reason::Fallback => "fallback",
         Reason::Cascade | Reason::CascadeEscalated => "cascade_step",
+        Reason::Shadow => "shadow",
         _ => "primary",
     }
 }

@@ -47,3 +47,93 @@ pub(super) fn shadow(
         daily_usd: raw.daily_usd,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::config::{Config, ConfigError};
+    use crate::profiles::Profile;
+
+    fn with_shadow(shadow: &str) -> String {
+        format!(
+            "backends:
+  small: {{tier: small, sim: {{preset: small}}}}
+  mid: {{tier: mid, sim: {{preset: mid}}, max_concurrency: 3}}
+routes:
+  auto:
+    strategy: {{split: {{weights: {{small: 1}}}}}}
+    shadow: {shadow}
+"
+        )
+    }
+
+    fn error_of(shadow: &str) -> ConfigError {
+        Config::from_yaml(&with_shadow(shadow), "t.yaml").unwrap_err()
+    }
+
+    #[test]
+    fn a_shadow_takes_its_defaults_and_its_profiles() {
+        let config = Config::from_yaml(
+            &with_shadow("{backend: mid, sample: 0.25, profiles: [chat, code], daily_usd: 2}"),
+            "t.yaml",
+        )
+        .unwrap();
+        let shadow = config.routes["auto"].shadow.clone().unwrap();
+        assert_eq!(shadow.backend, "mid");
+        assert_eq!(shadow.sample, 0.25);
+        assert_eq!(shadow.queue, 64);
+        // The candidate's own max_concurrency applies when this is unset.
+        assert_eq!(shadow.max_concurrency, None);
+        assert_eq!(shadow.profiles, vec![Profile::Chat, Profile::Code]);
+        assert_eq!(shadow.daily_usd, Some(2.0));
+    }
+
+    #[test]
+    fn bad_shadows_are_named() {
+        let cases = [
+            (
+                "{backend: large, sample: 0.1}",
+                "routes.auto.shadow.backend",
+                "unknown backend",
+            ),
+            (
+                "{backend: mid, sample: 1.5}",
+                "routes.auto.shadow.sample",
+                "0 to 1",
+            ),
+            (
+                "{backend: mid, sample: -0.1}",
+                "routes.auto.shadow.sample",
+                "0 to 1",
+            ),
+            (
+                "{backend: mid, sample: .nan}",
+                "routes.auto.shadow.sample",
+                "0 to 1",
+            ),
+            (
+                "{backend: mid, sample: 1, queue: 0}",
+                "routes.auto.shadow.queue",
+                "from 1",
+            ),
+            (
+                "{backend: mid, sample: 1, max_concurrency: 0}",
+                "routes.auto.shadow.max_concurrency",
+                "at least 1",
+            ),
+            (
+                "{backend: mid, sample: 1, daily_usd: -1}",
+                "routes.auto.shadow.daily_usd",
+                "USD",
+            ),
+        ];
+        for (shadow, path, says) in cases {
+            let err = error_of(shadow);
+            assert_eq!(err.path, path, "{shadow}: {err}");
+            assert!(err.message.contains(says), "{shadow}: {err}");
+        }
+        let unknown = error_of("{backend: mid, sample: 1, mirror: true}");
+        assert!(unknown.message.contains("mirror"), "{unknown}");
+        let no_sample = error_of("{backend: mid}");
+        assert!(no_sample.message.contains("sample"), "{no_sample}");
+    }
+}

@@ -37,15 +37,18 @@ pub fn trials(lines: &[CompareLine], target: f64) -> Vec<Trial> {
 
 fn trial(line: &CompareLine, target: f64) -> Trial {
     let cost_ratio = (line.served.cost_per_request_usd > 0.0)
-        .then(|| line.cost_per_request_usd / line.served.cost_per_request_usd);
-    let fast_enough = match (line.within_budget, line.served.within_budget) {
+        .then(|| line.candidate_figures.cost_per_request_usd / line.served.cost_per_request_usd);
+    let fast_enough = match (
+        line.candidate_figures.within_budget,
+        line.served.within_budget,
+    ) {
         (Some(within), served) => within + 1e-9 >= target || served.is_some_and(|s| within >= s),
         // Held to no budget (or none measured) on either side: speed is
         // not what decides.
         (None, None) => true,
         (None, Some(_)) => false,
     };
-    let cheaper = line.cost_per_request_usd <= line.served.cost_per_request_usd;
+    let cheaper = line.candidate_figures.cost_per_request_usd <= line.served.cost_per_request_usd;
     let reliable = line.candidate_failed == 0;
     let replace = line.requests > 0 && fast_enough && cheaper && reliable;
     let percent = |v: Option<f64>| v.map_or("-".to_owned(), |v| format!("{:.0}%", v * 100.0));
@@ -53,12 +56,12 @@ fn trial(line: &CompareLine, target: f64) -> Trial {
         Some(r) => format!("{:.0}% of the cost", r * 100.0),
         None => format!(
             "${:.6} a request against nothing",
-            line.cost_per_request_usd
+            line.candidate_figures.cost_per_request_usd
         ),
     };
     let figures = format!(
         "{} within budget (against {}) at {cost}, agreeing on {} (exact {}{}), over {} requests",
-        percent(line.within_budget),
+        percent(line.candidate_figures.within_budget),
         percent(line.served.within_budget),
         percent(line.agreement),
         percent(line.agreement_exact),
@@ -93,7 +96,7 @@ fn trial(line: &CompareLine, target: f64) -> Trial {
         candidate: line.candidate.clone(),
         served_by: line.served_by.clone(),
         requests: line.requests,
-        within_budget: line.within_budget,
+        within_budget: line.candidate_figures.within_budget,
         served_within_budget: line.served.within_budget,
         cost_ratio,
         agreement: line.agreement,
