@@ -169,7 +169,7 @@ pub enum Command {
         /// Only this route's candidate.
         #[arg(long)]
         route: Option<String>,
-        /// table or json.
+        /// table, json or csv.
         #[arg(long, default_value = "table")]
         format: String,
         /// The config whose ledger to read (the embedded default's when absent).

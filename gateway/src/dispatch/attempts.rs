@@ -250,6 +250,8 @@ pub(crate) async fn dispatch<E: Endpoint>(
                 stream_reply(&tries, chunks, record, admission, keep, client_wants_usage)
             }
             Answer::Collected(chunks) => {
+                // Its output was counted as it was read (`collect`).
+                record.output_counted = true;
                 let replay = futures_util::stream::iter(chunks.into_iter().map(Ok)).boxed();
                 stream_reply(&tries, replay, record, admission, keep, client_wants_usage)
             }

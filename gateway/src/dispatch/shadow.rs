@@ -17,7 +17,7 @@ use crate::dispatch::attempts::{Shared, collect, held_answer_limits, prepared, r
 use crate::dispatch::endpoint::{Call, Endpoint};
 use crate::dispatch::shadow_lanes::Ticket;
 use crate::error::GatewayError;
-use crate::ledger::Shadowed;
+use crate::ledger::{LedgerRow, Shadowed};
 use crate::settle::agreement;
 use crate::settle::context::{RequestContext, ServedTap};
 use crate::settle::record::RequestRecord;
@@ -44,10 +44,10 @@ pub(crate) fn offer<E: Endpoint>(
     let Some(lane) = app.shadows.lane(route) else {
         return;
     };
-    let candidate = lane.candidate;
-    let provider = &app.backends[candidate].replicas[0].provider;
-    if candidate == served_backend
-        || !E::Request::served_by(&**provider)
+    let candidate = &app.backends[lane.candidate];
+    if lane.candidate == served_backend
+        || context.shadow_tap.get().is_some()
+        || !E::Request::served_by(&*candidate.replicas[0].provider)
         || !lane.samples(context.use_case)
     {
         return;
@@ -55,10 +55,15 @@ pub(crate) fn offer<E: Endpoint>(
     let Some(owner) = app.shared() else {
         return;
     };
-    let ticket = match app.shadows.take(
-        route,
-        worst_cost(app, candidate, Size::of(&decision.features)),
-    ) {
+    // An open breaker keeps copies off a failing candidate, as it keeps
+    // requests off it.
+    let taken = if candidate.breaker.state() == "open" {
+        Err("breaker_open")
+    } else {
+        let worst = worst_cost(app, lane.candidate, Size::of(&decision.features));
+        app.shadows.take(lane, worst)
+    };
+    let ticket = match taken {
         Ok(ticket) => ticket,
         Err(why) => {
             app.metrics
@@ -67,13 +72,12 @@ pub(crate) fn offer<E: Endpoint>(
         }
     };
     let (tap, served) = oneshot::channel();
-    if context.shadow_tap.set(ServedTap::new(tap)).is_err() {
-        // Already copied (a request is offered once, on its first call).
-        return;
-    }
+    // Not set before (checked above, and a request's calls are tried one
+    // at a time).
+    let _ = context.shadow_tap.set(ServedTap::new(tap));
     let copy = Copy {
         route,
-        candidate,
+        candidate: lane.candidate,
         decision: decision.clone(),
         context: context.for_shadow(),
         ticket,
@@ -91,9 +95,25 @@ struct Copy {
     ticket: Ticket,
 }
 
-/// Calls the candidate as the caller's call was made (streamed or whole),
-/// then waits for the served answer and writes the copy's row with how the
-/// two compared.
+/// A copy's row between its call and the comparison: written as it is
+/// (without the comparison) if the copy is cut off while it waits.
+struct PendingRow {
+    row: Option<LedgerRow>,
+    ledger: Arc<crate::ledger::Ledger>,
+}
+
+impl Drop for PendingRow {
+    fn drop(&mut self) {
+        if let Some(row) = self.row.take() {
+            self.ledger.write_detached(row);
+        }
+    }
+}
+
+/// Calls the candidate as the caller's call was made (streamed or whole)
+/// and makes its row from the call alone (its times and cost are the
+/// candidate's, not the wait after); then waits for the served answer and
+/// writes the row with how the two compared.
 async fn run<E: Endpoint>(
     app: Arc<App>,
     mut copy: Copy,
@@ -103,15 +123,20 @@ async fn run<E: Endpoint>(
     let Some(turn) = copy.ticket.turn().await else {
         return;
     };
-    let lane = app.shadows.lane(copy.route);
-    if let Some(lane) = lane {
-        app.metrics
-            .shadow_copies(&lane.route, &lane.candidate_name, "sent", 1);
-    }
+    let Some(lane) = app.shadows.lane(copy.route) else {
+        return;
+    };
+    app.metrics
+        .shadow_copies(&lane.route, &lane.candidate_name, "sent", 1);
     // The record starts now: its times are the candidate's, not the wait
-    // for a turn.
+    // for a turn. The candidate's hardware is shared with the calls in
+    // flight on it and the lane's other copies.
     let mut record = RequestRecord::blank(&app, copy.context, copy.candidate, Reason::Shadow);
     record.shadow = Some(Shadowed::default());
+    let in_flight = app.backends[copy.candidate]
+        .in_flight
+        .load(std::sync::atomic::Ordering::Acquire);
+    record.sharing = in_flight + u32::try_from(lane.running_now()).unwrap_or(u32::MAX);
     let (req, tier) = prepared::<E>(
         &app,
         &copy.decision,
@@ -133,21 +158,35 @@ async fn run<E: Endpoint>(
             None
         }
     };
-    let served = tokio::time::timeout(SERVED_WAIT, served)
-        .await
-        .ok()
-        .and_then(Result::ok)
-        .flatten();
-    record.shadow = Some(agreement::compare(served.as_deref(), text.as_deref()));
     let Some(row) = record.take_row() else {
         return;
     };
     app.shadows
         .settle(copy.route, copy.ticket.reserved_usd, row.cost_usd);
-    // A row the ledger could not take is logged by its writer.
-    let _ = app.ledger.write(row).await;
+    let mut pending = PendingRow {
+        row: Some(row),
+        ledger: app.ledger.clone(),
+    };
+    let served = tokio::time::timeout(SERVED_WAIT, served)
+        .await
+        .ok()
+        .and_then(Result::ok)
+        .flatten();
+    // Answers without text (embeddings) have nothing to compare.
+    let compared = match (E::CHECKED_BY_CASCADES, served, text) {
+        (true, Some(served), Some(text)) => {
+            tokio::task::spawn_blocking(move || agreement::compare(Some(&served), Some(&text)))
+                .await
+                .unwrap_or_default()
+        }
+        _ => Shadowed::default(),
+    };
+    if let Some(row) = pending.row.as_mut() {
+        row.shadow = Some(compared);
+    }
+    // Written by the ledger's own writer, which a shutdown waits for.
+    drop(pending);
 }
-
 /// The candidate's answer as text (`None`: too long to keep whole), its
 /// usage and times noted in `record`.
 async fn call<E: Endpoint>(

@@ -31,10 +31,12 @@ pub struct ShadowLane {
     /// Copies taken: waiting for a turn or running (`max_concurrency`
     /// plus `queue`).
     taken: Arc<Semaphore>,
-    /// Turns to run.
+    /// Turns to run, `max_running` of them.
     running: Arc<Semaphore>,
-    /// Copies taken and not yet finished, for counting those a shutdown
-    /// cuts off.
+    max_running: usize,
+    queue: usize,
+    /// Copies waiting for a turn or calling the candidate, for counting
+    /// those a shutdown cuts off.
     pending: Arc<AtomicU64>,
 }
 
@@ -46,11 +48,18 @@ impl ShadowLane {
             self.profiles.is_empty() || profile.is_some_and(|p| self.profiles.contains(&p));
         in_profiles && self.sample > 0.0 && rand::random::<f64>() < self.sample
     }
+
+    /// Copies calling the candidate now.
+    pub fn running_now(&self) -> usize {
+        self.max_running
+            .saturating_sub(self.running.available_permits())
+    }
 }
 
-/// A copy's place in its lane, from being taken until its row is written.
+/// A copy's place in its lane, from being taken until its call is over.
 pub struct Ticket {
-    _taken: Option<OwnedSemaphorePermit>,
+    /// Its place among the lane's copies waiting or running.
+    place: Option<OwnedSemaphorePermit>,
     running: Arc<Semaphore>,
     pending: Arc<AtomicU64>,
     /// The spend reserved for it, settled when its cost is known.
@@ -63,16 +72,18 @@ impl Ticket {
         self.running.clone().acquire_owned().await.ok()
     }
 
-    /// The copy's call is over: its place in the queue is free for the
-    /// next, while it waits to compare with the served answer.
+    /// The copy's call is over: its place is free for the next, while it
+    /// waits to compare with the served answer.
     pub fn called(&mut self) {
-        self._taken = None;
+        if self.place.take().is_some() {
+            self.pending.fetch_sub(1, Ordering::AcqRel);
+        }
     }
 }
 
 impl Drop for Ticket {
     fn drop(&mut self) {
-        self.pending.fetch_sub(1, Ordering::AcqRel);
+        self.called();
     }
 }
 
@@ -94,8 +105,17 @@ pub struct ShadowLanes {
 impl ShadowLanes {
     /// The lanes of `config`'s routes; `previous`: what the running
     /// config's copies share, carried over.
+    /// A route whose candidate and limits stay keeps its lane's places, so
+    /// copies running across a reload still count against them.
     pub fn new(config: &Config, previous: Option<&ShadowLanes>) -> Self {
         let backend_index = |name: &str| config.backends.keys().position(|b| b == name);
+        let kept = |route: &str, candidate: &str, running: usize, queue: usize| {
+            previous?.lanes.iter().flatten().find(|l| {
+                &*l.route == route
+                    && &*l.candidate_name == candidate
+                    && (l.max_running, l.queue) == (running, queue)
+            })
+        };
         let lanes = config
             .routes
             .values()
@@ -106,6 +126,15 @@ impl ShadowLanes {
                     .max_concurrency
                     .or(config.backends.get(&shadow.backend)?.max_concurrency)
                     .unwrap_or(DEFAULT_RUNNING);
+                let (taken, turns, pending) =
+                    match kept(&route.name, &shadow.backend, running, shadow.queue) {
+                        Some(old) => (old.taken.clone(), old.running.clone(), old.pending.clone()),
+                        None => (
+                            Arc::new(Semaphore::new(running + shadow.queue)),
+                            Arc::new(Semaphore::new(running)),
+                            Arc::new(AtomicU64::new(0)),
+                        ),
+                    };
                 Some(ShadowLane {
                     route: Arc::from(route.name.as_str()),
                     candidate,
@@ -113,9 +142,11 @@ impl ShadowLanes {
                     sample: shadow.sample,
                     profiles: shadow.profiles.clone(),
                     daily_usd: shadow.daily_usd,
-                    taken: Arc::new(Semaphore::new(running + shadow.queue)),
-                    running: Arc::new(Semaphore::new(running)),
-                    pending: Arc::new(AtomicU64::new(0)),
+                    taken,
+                    running: turns,
+                    max_running: running,
+                    queue: shadow.queue,
+                    pending,
                 })
             })
             .collect();
@@ -129,11 +160,10 @@ impl ShadowLanes {
         self.lanes.get(route)?.as_ref()
     }
 
-    /// A place for a copy of a request on `route`'s lane expected to cost
-    /// `estimate_usd`, or why not (`shutdown`, `over_budget`,
-    /// `queue_full`), as the copies metric names it.
-    pub fn take(&self, route: usize, estimate_usd: f64) -> Result<Ticket, &'static str> {
-        let lane = self.lane(route).ok_or("no_lane")?;
+    /// A place on `lane` for a copy that may cost `estimate_usd` at worst,
+    /// or why not (`shutdown`, `queue_full`, `over_budget`), as the copies
+    /// metric names it.
+    pub fn take(&self, lane: &ShadowLane, estimate_usd: f64) -> Result<Ticket, &'static str> {
         if self.copies.closing.load(Ordering::Acquire) {
             return Err("shutdown");
         }
@@ -149,7 +179,7 @@ impl ShadowLanes {
         }
         lane.pending.fetch_add(1, Ordering::AcqRel);
         Ok(Ticket {
-            _taken: Some(taken),
+            place: Some(taken),
             running: lane.running.clone(),
             pending: lane.pending.clone(),
             reserved_usd: estimate_usd,
@@ -175,11 +205,17 @@ impl ShadowLanes {
         tasks.spawn(copy);
     }
 
-    /// At shutdown: takes no more copies, lets those taken finish until
-    /// `deadline`, then cuts off the rest (a running call's row is written
-    /// as cancelled, as for a client that leaves) and counts them.
-    pub async fn finish(&self, deadline: Instant, metrics: &Metrics) {
+    /// Takes no more copies (the gateway is shutting down).
+    pub fn close(&self) {
         self.copies.closing.store(true, Ordering::Release);
+    }
+
+    /// At shutdown: lets the copies taken finish until `deadline`, then
+    /// cuts off the rest (a running call's row is written as cancelled, as
+    /// for a client that leaves; a copy waiting to compare is written
+    /// without the comparison) and counts those still waiting or calling.
+    pub async fn finish(&self, deadline: Instant, metrics: &Metrics) {
+        self.close();
         let mut tasks =
             std::mem::take(&mut *self.copies.tasks.lock().unwrap_or_else(|p| p.into_inner()));
         let all_done = async { while tasks.join_next().await.is_some() {} };

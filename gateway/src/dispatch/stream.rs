@@ -162,8 +162,10 @@ pub fn encode<E: Endpoint>(
                     st.record.usage(chunk.usage());
                     st.record
                         .answer_meta(|meta| E::Request::chunk_meta(&chunk, meta));
-                    chunk.push_output(st.record.output());
-                    chunk.push_reasoning(st.record.reasoning());
+                    if !st.record.output_counted {
+                        chunk.push_output(st.record.output());
+                        chunk.push_reasoning(st.record.reasoning());
+                    }
                     st.record.timings(chunk.timings());
                     if let Some((_, kept, _)) = &mut st.keep
                         && let Some(chunk) = (&chunk as &dyn Any).downcast_ref::<ChatChunk>()

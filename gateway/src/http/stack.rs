@@ -89,8 +89,11 @@ pub async fn serve(
         shutdown.await;
         let _ = stopping.set(std::time::Instant::now());
         // Readiness fails from here on, so balancers stop sending (the
-        // flag is shared by every config's state).
-        live.app().begin_shutdown();
+        // flag is shared by every config's state); no more shadow copies
+        // are taken.
+        let app = live.app();
+        app.begin_shutdown();
+        app.shadows.close();
     };
     let keeper = tokio::spawn(keep_a_timer_pending());
     crate::http::server::serve(listener, service, draining, grace, limits, tls).await;

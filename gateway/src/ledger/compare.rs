@@ -106,26 +106,40 @@ pub fn compare_report(
         since_ms,
         lines: Vec::new(),
     };
-    // A ledger no version with shadows has written has none to compare.
-    let has_shadows: bool = conn.query_row(
+    // A ledger no version with shadows has written has none to compare;
+    // nor has a window without copies.
+    let has_columns: bool = conn.query_row(
         "SELECT COUNT(*) FROM pragma_table_info('requests') WHERE name = 'agree_checked'",
         [],
         |r| r.get(0),
     )?;
-    if !has_shadows {
+    let has_copies = has_columns
+        && conn.query_row(
+            "SELECT EXISTS (SELECT 1 FROM requests WHERE ts_ms >= ?1 AND reason = 'shadow')",
+            [since_ms],
+            |r| r.get::<_, bool>(0),
+        )?;
+    if !has_copies {
         return Ok(report);
     }
     let traffic = route_traffic(conn, since_ms, now_ms)?;
+    // The served call is the request's answered call on the same route
+    // (not an encoder's call for routing, not the candidate itself; at
+    // most an hour before the window, as a copy follows its request's
+    // first call). Copies cut off by a shutdown (`cancelled`)
+    // say nothing of the candidate and are left out.
     let mut statement = conn.prepare(
         "SELECT s.route, s.backend, p.backend, s.profile, s.input_tokens + s.cached_tokens,
                 s.status = 'ok', s.ttft_ms, s.decode_tokens_per_s, s.cost_usd,
                 p.ttft_ms, p.decode_tokens_per_s, p.cost_usd,
                 s.agree_exact, s.agree_similarity, s.agree_checked
          FROM requests s JOIN requests p
-           ON p.request_id = s.request_id AND p.reason != 'shadow' AND p.status = 'ok'
+           ON p.request_id = s.request_id AND p.route = s.route
+              AND p.reason NOT IN ('shadow', 'routing-encoder') AND p.status = 'ok'
               AND p.refusal IS NULL AND p.backend != s.backend
-         WHERE s.reason = 'shadow' AND s.ts_ms >= ?1 AND s.route IS NOT NULL
-           AND (?2 IS NULL OR s.route = ?2)
+              AND p.ts_ms >= ?1 - 3600000
+         WHERE s.reason = 'shadow' AND s.ts_ms >= ?1 AND s.status != 'cancelled'
+           AND s.route IS NOT NULL AND (?2 IS NULL OR s.route = ?2)
          ORDER BY s.ts_ms",
     )?;
     let mut groups: BTreeMap<(String, String, String), Vec<Pair>> = BTreeMap::new();

@@ -127,7 +127,7 @@ pub(super) fn spend_sql(by: Dimension, dialect: Dialect) -> String {
         Dialect::Postgres => ("$1", " COLLATE \"C\""),
     };
     format!(
-        "SELECT {group}, CAST(SUM(CASE WHEN refusal IS NULL THEN 1 ELSE 0 END) AS BIGINT),
+        "SELECT {group}, CAST(SUM(CASE WHEN refusal IS NULL AND reason != 'shadow' THEN 1 ELSE 0 END) AS BIGINT),
                 CAST(SUM(input_tokens) AS BIGINT), CAST(SUM(cached_tokens) AS BIGINT),
                 CAST(SUM(output_tokens) AS BIGINT), SUM(cost_usd),
                 SUM(CASE WHEN {CLOUD} THEN cost_usd ELSE 0 END), SUM(counterfactual_usd),

@@ -45,7 +45,8 @@ pub struct Routed {
 pub struct ShadowCopy {
     pub route: Arc<str>,
     pub candidate: Arc<str>,
-    /// `sent`, or why not: `queue_full`, `over_budget`, `shutdown`.
+    /// `sent`, or why not: `queue_full`, `over_budget`, `breaker_open`,
+    /// `shutdown`.
     pub outcome: &'static str,
 }
 
@@ -276,7 +277,7 @@ impl Families {
         );
         r.register(
             "switchyard_shadow_copies",
-            "Sampled copies of a route's requests for its shadow candidate: sent, or dropped (queue_full, over_budget, shutdown)",
+            "Sampled copies of a route's requests for its shadow candidate: sent, or dropped (queue_full, over_budget, breaker_open, shutdown)",
             f.shadow_copies.clone(),
         );
         r.register_with_unit(

@@ -267,7 +267,8 @@ impl Metrics {
     }
 
     /// Counts shadow copies of `route`'s requests for `candidate`, by
-    /// outcome (`sent`, `queue_full`, `over_budget`, `shutdown`).
+    /// outcome (`sent`, `queue_full`, `over_budget`, `breaker_open`,
+    /// `shutdown`).
     pub fn shadow_copies(
         &self,
         route: &Arc<str>,

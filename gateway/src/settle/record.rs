@@ -133,6 +133,9 @@ pub struct RequestRecord {
     pub(crate) span: Option<AttemptSpan>,
     /// A shadow copy's call, and how its answer compared with the served one.
     pub(crate) shadow: Option<crate::ledger::Shadowed>,
+    /// The answer's output was counted as it was read (held back for a
+    /// cascade's check): its replay to the client counts nothing again.
+    pub(crate) output_counted: bool,
 }
 
 impl RequestRecord {
@@ -284,6 +287,7 @@ impl RequestRecord {
             written: false,
             span: None,
             shadow: None,
+            output_counted: false,
         }
     }
 

@@ -116,10 +116,11 @@ impl RequestRecord {
             self.sharing,
             self.service_tier.as_ref(),
         );
-        let counterfactual = self
-            .reference
-            .as_ref()
-            .map_or(0.0, |r| r.price.cost(tokens));
+        // A shadow copy replaced no call: it saved nothing.
+        let counterfactual = match (&self.reference, self.shadow) {
+            (Some(r), None) => r.price.cost(tokens),
+            _ => 0.0,
+        };
         if let Some(reservation) = self.reservation.as_mut() {
             reservation.settle(cost);
         }

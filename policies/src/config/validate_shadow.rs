@@ -11,6 +11,8 @@ use super::validate_route::KnownBackend;
 const DEFAULT_QUEUE: usize = 64;
 /// The most copies a route may hold waiting: each holds a request body.
 const MAX_QUEUE: usize = 10_000;
+/// The most copies a route may run at once.
+const MAX_RUNNING: usize = 10_000;
 
 pub(super) fn shadow(
     ck: &Checker<'_>,
@@ -25,8 +27,14 @@ pub(super) fn shadow(
     if !(0.0..=1.0).contains(&raw.sample) {
         return Err(ck.error(&at(route, "sample"), "a share from 0 to 1"));
     }
-    if raw.max_concurrency == Some(0) {
-        return Err(ck.error(&at(route, "max_concurrency"), "at least 1"));
+    if raw
+        .max_concurrency
+        .is_some_and(|n| !(1..=MAX_RUNNING).contains(&n))
+    {
+        return Err(ck.error(
+            &at(route, "max_concurrency"),
+            format!("from 1 to {MAX_RUNNING} copies running"),
+        ));
     }
     let queue = raw.queue.unwrap_or(DEFAULT_QUEUE);
     if !(1..=MAX_QUEUE).contains(&queue) {
@@ -118,7 +126,7 @@ routes:
             (
                 "{backend: mid, sample: 1, max_concurrency: 0}",
                 "routes.auto.shadow.max_concurrency",
-                "at least 1",
+                "from 1",
             ),
             (
                 "{backend: mid, sample: 1, daily_usd: -1}",

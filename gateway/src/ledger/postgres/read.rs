@@ -77,13 +77,28 @@ pub fn snapshot(postgres: &Postgres, since_ms: i64) -> anyhow::Result<rusqlite::
     let pool = postgres.pool().clone();
     // Every column the SQLite ledger has, in its order (`id` first).
     let columns = format!("id, {}", crate::ledger::columns::names());
-    let sql = format!("SELECT {columns} FROM requests WHERE ts_ms >= $1 ORDER BY id");
     // Only the query runs on the pool's runtime, which the ledger writer
     // shares (one thread): converting a window of rows cell by cell there
     // would hold up its commits for as long. The caller's thread (a report
     // runs in `spawn_blocking`, or in a CLI) does that.
     let fetched = postgres.run(async move {
         let client = pool.get().await?;
+        // A database no replica of this version has migrated yet lacks the
+        // newest columns: they read as NULL, as in an old SQLite ledger.
+        let present: Vec<String> = client
+            .query(
+                "SELECT column_name::text FROM information_schema.columns
+                 WHERE table_name = 'requests' AND table_schema = current_schema()",
+                &[],
+            )
+            .await?
+            .iter()
+            .map(|row| row.get(0))
+            .collect();
+        let sql = format!(
+            "SELECT id, {} FROM requests WHERE ts_ms >= $1 ORDER BY id",
+            selected_columns(&present)
+        );
         anyhow::Ok(client.query(&sql, &[&since_ms]).await?)
     })??;
     let rows: Vec<Vec<Value>> = fetched
@@ -109,6 +124,27 @@ pub fn snapshot(postgres: &Postgres, since_ms: i64) -> anyhow::Result<rusqlite::
     }
     tx.commit()?;
     Ok(conn)
+}
+
+/// Every column in table order: as stored where `present` has it, else a
+/// NULL of its kind.
+fn selected_columns(present: &[String]) -> String {
+    use crate::ledger::columns::{COLUMNS, Kind};
+    COLUMNS
+        .iter()
+        .map(|c| {
+            if present.iter().any(|p| p == c.name) {
+                return c.name.to_owned();
+            }
+            let kind = match c.kind {
+                Kind::Int | Kind::Flag => "bigint",
+                Kind::Real => "double precision",
+                Kind::Text => "text",
+            };
+            format!("NULL::{kind} AS {}", c.name)
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// Column `i` of `row` as SQLite would hold it.
