@@ -750,6 +750,40 @@ async fn a_long_stream_without_usage_is_counted_whole() {
     assert_eq!(output, [WORDS as i64]);
 }
 
+/// A cascade's first step is read whole for its checks, then replayed to
+/// the client: an answer without usage is counted once, as it was read,
+/// not again as it is replayed.
+#[tokio::test]
+async fn a_cascade_answer_without_usage_is_counted_once() {
+    const EVENTS: &str = concat!(
+        "data: {\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\" river river river river\"},\"finish_reason\":null}]}\n\n",
+        "data: {\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\" river river river river\"},\"finish_reason\":\"stop\"}]}\n\n",
+        "data: [DONE]\n\n",
+    );
+    let (server, _seen) = support::canned_event_server(1, EVENTS).await;
+    let gateway = GatewayBuilder::new()
+        .backend_yaml(&format!(
+            "  plain:\n    tier: small\n    openai: {{base_url: 'http://{server}/v1'}}\n    context_window: 100000\n"
+        ))
+        .in_process_sim("large", "cloud", &format!("preset: large, {FAST_SIM_FIELDS}"))
+        .route("auto", "strategy:\n  cascade: {order: [plain, large], escalate_on: [empty]}")
+        .start();
+    let mut body = support::chat("auto", "hi");
+    body["stream"] = json!(true);
+    let reply = post_with(&gateway.url("/v1/chat/completions"), &body, &[]).await;
+    assert_eq!(reply.status, 200);
+    assert_eq!(reply.header("x-switchyard-backend"), Some("plain"));
+    let output: Vec<(i64, bool)> = support::ledger_rows(
+        &gateway,
+        "SELECT output_tokens, estimated FROM requests",
+        1,
+        |r| Ok((r.get(0)?, r.get(1)?)),
+    )
+    .await;
+    // Eight one-token words.
+    assert_eq!(output, [(8, true)]);
+}
+
 /// Thirty reasoning deltas (`reasoning_content`, as reasoning servers and
 /// Anthropic thinking through the adapter send them), then the upstream
 /// connection is reset before any content: the provider bills those tokens, so
