@@ -13,7 +13,9 @@ use switchyard_router::{Decision, Reason};
 use tokio::sync::oneshot;
 
 use crate::admit::admission::{Size, worst_cost};
-use crate::dispatch::attempts::{Shared, collect, held_answer_limits, prepared, record_whole};
+use crate::dispatch::attempts::{
+    Shared, backoff, collect, held_answer_limits, prepared, record_whole,
+};
 use crate::dispatch::endpoint::{Call, Endpoint};
 use crate::dispatch::shadow_lanes::Ticket;
 use crate::error::GatewayError;
@@ -22,6 +24,7 @@ use crate::settle::agreement;
 use crate::settle::context::{RequestContext, ServedTap};
 use crate::settle::record::RequestRecord;
 use crate::state::app::App;
+use switchyard_adapters::AdapterError;
 
 /// How long a copy waits, after its own call, for the served answer to
 /// compare with (a served stream may still be going).
@@ -145,7 +148,8 @@ async fn run<E: Endpoint>(
         None,
     );
     record.sent_tier(tier);
-    let answer = call::<E>(&app, copy.candidate, &mut record, req).await;
+    let retries = app.router.retries(Some(copy.route));
+    let answer = call::<E>(&app, (copy.candidate, retries), &mut record, req).await;
     drop(turn);
     copy.ticket.called();
     let text = match answer {
@@ -188,13 +192,33 @@ async fn run<E: Endpoint>(
     drop(pending);
 }
 /// The candidate's answer as text (`None`: too long to keep whole), its
-/// usage and times noted in `record`.
+/// usage and times noted in `record`. A failure before any output that the
+/// route would retry is retried as often as the route retries (a server
+/// closing an idle pooled connection is not the candidate's fault).
 async fn call<E: Endpoint>(
+    app: &App,
+    (candidate, retries): (usize, u32),
+    record: &mut RequestRecord,
+    req: E::Request,
+) -> Result<Option<String>, GatewayError> {
+    let mut attempt = 0;
+    loop {
+        match call_once::<E>(app, candidate, record, req.clone()).await {
+            Err(err) if err.retryable() && !record.generated_any() && attempt < retries => {
+                attempt += 1;
+                tokio::time::sleep(backoff(attempt)).await;
+            }
+            result => return result.map_err(GatewayError::from),
+        }
+    }
+}
+
+async fn call_once<E: Endpoint>(
     app: &App,
     candidate: usize,
     record: &mut RequestRecord,
     mut req: E::Request,
-) -> Result<Option<String>, GatewayError> {
+) -> Result<Option<String>, AdapterError> {
     let provider = app.backends[candidate].replicas[0].provider.clone();
     let limits = held_answer_limits(app, candidate);
     if req.is_stream() {
@@ -205,11 +229,9 @@ async fn call<E: Endpoint>(
     }
     let resp = tokio::time::timeout(limits.0, req.call(&*provider))
         .await
-        .map_err(|_| {
-            GatewayError::from(switchyard_adapters::AdapterError::Timeout {
-                phase: switchyard_adapters::TimeoutPhase::FirstByte,
-                after: limits.0,
-            })
+        .map_err(|_| AdapterError::Timeout {
+            phase: switchyard_adapters::TimeoutPhase::FirstByte,
+            after: limits.0,
         })??;
     record.whole_answer();
     record_whole::<E>(record, &resp);
