@@ -59,10 +59,13 @@ fn trial(line: &CompareLine, target: f64) -> Trial {
             line.candidate_figures.cost_per_request_usd
         ),
     };
+    let ms = |v: Option<f64>| v.map_or("-".to_owned(), |v| format!("{v:.0} ms"));
     let figures = format!(
-        "{} within budget (against {}) at {cost}, agreeing on {} (exact {}{}), over {} requests",
+        "{} within budget (against {}), first token p90 {} (against {}), at {cost}, agreeing on {} (exact {}{}), over {} requests",
         percent(line.candidate_figures.within_budget),
         percent(line.served.within_budget),
+        ms(line.candidate_figures.ttft_p90_ms),
+        ms(line.served.ttft_p90_ms),
         percent(line.agreement),
         percent(line.agreement_exact),
         match line.agreement_checked {
