@@ -192,9 +192,10 @@ async fn three_replicas_migrate_once_and_record_every_request_once() {
     assert_eq!(
         pg.psql(
             "replicas",
-            "SELECT string_agg(version::text, ',') FROM switchyard_schema"
+            "SELECT string_agg(version::text, ',' ORDER BY version) FROM switchyard_schema"
         ),
-        "1",
+        // Version 2 added the shadow columns.
+        "1,2",
         "each schema version applied once"
     );
     let urls = replicas
@@ -569,6 +570,78 @@ async fn reports_are_the_same_from_sqlite_and_postgres() {
 }
 
 /// `a` and `b` are the same JSON, numbers equal within 1e-9 (relative).
+/// A database only a version before the shadow columns (schema version 2)
+/// wrote: reports from it read those columns as NULL, and the next replica
+/// to start adds them and keeps every row.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_database_at_schema_version_1_is_read_then_migrated_with_its_rows() {
+    use switchyard::ledger::{Ledger, Postgres, compare_report, now_ms, snapshot, spend_report};
+    use switchyard_policies::{LedgerSettings, OnSpoolFull, PostgresLedger, PostgresUrl};
+
+    let Some(pg) = PostgresServer::start() else {
+        return;
+    };
+    let url = pg.create_database("older");
+    let postgres = PostgresLedger {
+        url: PostgresUrl::Inline(url),
+        pool_size: 2,
+        spool_rows: 1000,
+        on_full: OnSpoolFull::Refuse,
+        strict_wait: Duration::from_secs(5),
+    };
+    let settings = LedgerSettings {
+        postgres: Some(postgres.clone()),
+        ..LedgerSettings::default()
+    };
+    let now = now_ms();
+    let ledger = Ledger::open(&settings).expect("open the ledger");
+    for i in 0..20 {
+        ledger.write(sample_row(i, now)).await.expect("queued");
+    }
+    ledger.close().await;
+    // Back to version 1, as the version before wrote it.
+    pg.psql(
+        "older",
+        "ALTER TABLE requests DROP COLUMN shadow, DROP COLUMN agree_exact,
+           DROP COLUMN agree_similarity, DROP COLUMN agree_checked;
+         DELETE FROM switchyard_schema WHERE version = 2",
+    );
+    let reader = Postgres::connect_reader(&postgres).expect("a reader");
+    let conn = snapshot(&reader, now - 86_400_000).expect("a snapshot of the older database");
+    spend_report(
+        &conn,
+        now - 86_400_000,
+        switchyard::ledger::Dimension::Backend,
+    )
+    .expect("spend");
+    let (rows, shadows): (i64, i64) = conn
+        .query_row("SELECT COUNT(*), COUNT(shadow) FROM requests", [], |r| {
+            Ok((r.get(0)?, r.get(1)?))
+        })
+        .unwrap();
+    assert_eq!((rows, shadows), (20, 0), "the missing column reads as NULL");
+    let compared =
+        compare_report(&conn, (now - 86_400_000, now), None, &BTreeMap::new()).expect("compare");
+    assert!(compared.lines.is_empty());
+    // The next start migrates: version 2 again, every row kept.
+    let ledger = Ledger::open(&settings).expect("open and migrate");
+    ledger.close().await;
+    assert_eq!(
+        pg.psql(
+            "older",
+            "SELECT string_agg(version::text, ',' ORDER BY version) FROM switchyard_schema"
+        ),
+        "1,2"
+    );
+    assert_eq!(
+        pg.psql(
+            "older",
+            "SELECT COUNT(*) FROM requests WHERE shadow IS NULL"
+        ),
+        "20"
+    );
+}
+
 fn assert_close(a: &serde_json::Value, b: &serde_json::Value, at: &str) {
     use serde_json::Value;
     match (a, b) {
