@@ -8,6 +8,7 @@
 
 use std::sync::Arc;
 
+use switchyard_adapters::AdapterError;
 use switchyard_adapters::types::{CanonicalRequest, CanonicalResponse};
 use switchyard_router::{Decision, Reason};
 use tokio::sync::oneshot;
@@ -24,10 +25,10 @@ use crate::settle::agreement;
 use crate::settle::context::{RequestContext, ServedTap};
 use crate::settle::record::RequestRecord;
 use crate::state::app::App;
-use switchyard_adapters::AdapterError;
 
 /// How long a copy waits, after its own call, for the served answer to
-/// compare with (a served stream may still be going).
+/// compare with (a served stream may still be going). It holds the `App`
+/// it started with meanwhile, after a reload too.
 const SERVED_WAIT: std::time::Duration = std::time::Duration::from_secs(600);
 
 /// Sends a copy of the request to the route's candidate, if the route has
