@@ -22,14 +22,26 @@ fn main() -> std::process::ExitCode {
 
 fn run() -> anyhow::Result<()> {
     let cli = Cli::parse();
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("SWITCHYARD_LOG")
-                .or_else(|_| tracing_subscriber::EnvFilter::try_from_default_env())
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .init();
+    init_logs()?;
     switchyard::cli::commands::run(cli.command)
+}
+
+/// Logs go to stderr, filtered by `SWITCHYARD_LOG` (else `RUST_LOG`, else
+/// `info`), as text, or as one JSON object per line with
+/// `SWITCHYARD_LOG_FORMAT=json` (for log collectors).
+fn init_logs() -> anyhow::Result<()> {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("SWITCHYARD_LOG")
+        .or_else(|_| tracing_subscriber::EnvFilter::try_from_default_env())
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let logs = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    match std::env::var("SWITCHYARD_LOG_FORMAT").as_deref() {
+        Ok("json") => logs.json().init(),
+        Ok("text") | Err(_) => logs
+            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+            .init(),
+        Ok(other) => anyhow::bail!("SWITCHYARD_LOG_FORMAT={other}: write json or text"),
+    }
+    Ok(())
 }

@@ -94,3 +94,43 @@ fn check_warns_of_a_cloud_backend_without_a_price() {
         "{stdout}"
     );
 }
+
+/// `key-hash` takes the key as an argument, or from standard input (no
+/// argument, or `-`) so it stays out of the shell's history; the same key
+/// hashes the same either way, and no key at all is an error.
+#[test]
+fn key_hash_reads_the_key_from_standard_input_too() {
+    use std::io::Write;
+    let hash = |args: &[&str], stdin: &str| {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_switchyard"))
+            .arg("key-hash")
+            .args(args)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(stdin.as_bytes())
+            .unwrap();
+        let out = child.wait_with_output().unwrap();
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).trim().to_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (ok, given, _) = hash(&["sk-test-key"], "");
+    assert!(
+        ok && given.starts_with("sha256:") && given.len() == 7 + 64,
+        "{given}"
+    );
+    assert_eq!(hash(&[], "sk-test-key\n").1, given);
+    assert_eq!(hash(&["-"], "sk-test-key\r\n").1, given);
+    let (ok, _, stderr) = hash(&[], "");
+    assert!(!ok);
+    assert!(stderr.contains("no key"), "{stderr}");
+}

@@ -357,3 +357,56 @@ async fn with_auth_off_the_dashboard_is_open_and_the_rest_of_the_admin_api_is_no
     );
     assert_eq!(get(&gateway.url("/admin/spend")).await.status, 401);
 }
+
+/// `SWITCHYARD_LOG_FORMAT=json`: every log line is one JSON object, and a
+/// request's line carries its route, backend, status and cost as fields.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn json_logs_are_one_object_per_line() {
+    let log = support::unique_path("json.log");
+    let gateway = GatewayBuilder::new()
+        .env("SWITCHYARD_LOG_FORMAT", "json")
+        .in_process_sim(
+            "small",
+            "small",
+            &format!("preset: small, {FAST_SIM_FIELDS}"),
+        )
+        .split("auto", &[("small", 1)])
+        .start_logging("info", Some(&log));
+    let body =
+        json!({"model": "auto", "max_tokens": 4, "messages": [{"role": "user", "content": "hi"}]});
+    assert_eq!(
+        post_with(&gateway.url("/v1/chat/completions"), &body, &[])
+            .await
+            .status,
+        200
+    );
+    let mut lines = Vec::new();
+    let found = support::eventually(async || {
+        lines = std::fs::read_to_string(&log)
+            .unwrap()
+            .lines()
+            .map(str::to_owned)
+            .collect();
+        lines.iter().any(|l| l.contains("switchyard::request"))
+    })
+    .await;
+    assert!(found, "{lines:?}");
+    for line in &lines {
+        let value: Value = serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line}"));
+        assert!(
+            value["level"].is_string() && value["timestamp"].is_string(),
+            "{line}"
+        );
+    }
+    let request: Value = lines
+        .iter()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .find(|v| v["target"] == "switchyard::request")
+        .unwrap();
+    let fields = &request["fields"];
+    assert_eq!(
+        (&fields["route"], &fields["backend"], &fields["status"]),
+        (&json!("auto"), &json!("small"), &json!("ok"))
+    );
+    let _ = std::fs::remove_file(&log);
+}

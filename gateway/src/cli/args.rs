@@ -195,7 +195,9 @@ pub enum Command {
     /// Print the hash of an API key, for `auth.keys[].hash` in the config.
     KeyHash {
         /// The key (anything hard to guess, e.g. from `openssl rand -hex 24`).
-        key: String,
+        /// Without it, or `-`, the key is read from standard input (its first
+        /// line), so it stays out of the shell's history.
+        key: Option<String>,
     },
     /// Run the model-server simulator alone, as an OpenAI-compatible server.
     Sim {

@@ -83,6 +83,10 @@ pub fn run(command: Command) -> anyhow::Result<()> {
             )
         }
         Command::KeyHash { key } => {
+            let key = match key.filter(|k| k != "-") {
+                Some(key) => key,
+                None => key_from_stdin()?,
+            };
             let hash = crate::admit::access::hash_key(&key);
             let hex: String = hash.iter().map(|b| format!("{b:02x}")).collect();
             writeln!(std::io::stdout().lock(), "sha256:{hex}")?;
@@ -245,4 +249,16 @@ fn explain(
     serde_json::to_writer_pretty(&mut out, &explanation)?;
     writeln!(out)?;
     Ok(())
+}
+
+/// A key typed or piped on standard input: its first line, without the
+/// line ending.
+fn key_from_stdin() -> anyhow::Result<String> {
+    let mut line = String::new();
+    std::io::stdin().read_line(&mut line)?;
+    let key = line.trim_end_matches(['\n', '\r']);
+    if key.is_empty() {
+        anyhow::bail!("no key: give it as an argument or on standard input");
+    }
+    Ok(key.to_owned())
 }
