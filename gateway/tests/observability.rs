@@ -410,3 +410,50 @@ async fn json_logs_are_one_object_per_line() {
     );
     let _ = std::fs::remove_file(&log);
 }
+
+/// A backend's failure is told to the caller in fixed words; its own words,
+/// with secrets taken out, are on the failing call's `info` log line.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failing_calls_log_line_carries_the_upstream_error_redacted() {
+    const BODY: &str = r#"{"error": {"message": "database down at db-7; key sk-proj-ABCDEF1234567890abcdefXYZ", "type": "server_error"}}"#;
+    // The call and its retry.
+    let (server, _seen) = support::canned_server(2, "500 Internal Server Error", BODY).await;
+    let log = support::unique_path("upstream.log");
+    let gateway = GatewayBuilder::new()
+        .env("SWITCHYARD_LOG_FORMAT", "json")
+        .backend_yaml(&format!(
+            "  plain:\n    tier: small\n    openai: {{base_url: 'http://{server}/v1'}}\n"
+        ))
+        .start_logging("info", Some(&log));
+    let body =
+        json!({"model": "plain", "max_tokens": 4, "messages": [{"role": "user", "content": "hi"}]});
+    let reply = post_with(&gateway.url("/v1/chat/completions"), &body, &[]).await;
+    assert_eq!(reply.status, 502);
+    let told = String::from_utf8_lossy(&reply.body).into_owned();
+    assert!(!told.contains("database down"), "{told}");
+    let mut failed = Vec::new();
+    let found = support::eventually(async || {
+        failed = std::fs::read_to_string(&log)
+            .unwrap()
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .filter(|v| v["target"] == "switchyard::request")
+            .collect();
+        failed.len() == 2
+    })
+    .await;
+    assert!(found, "{failed:?}");
+    for line in &failed {
+        let error = line["fields"]["error"].as_str().unwrap_or_default();
+        assert_eq!(line["fields"]["status"], "upstream_error", "{line}");
+        assert!(
+            error.contains("500") && error.contains("database down at db-7"),
+            "{line}"
+        );
+        assert!(
+            !error.contains("ABCDEF1234567890"),
+            "the key is taken out: {line}"
+        );
+    }
+    let _ = std::fs::remove_file(&log);
+}

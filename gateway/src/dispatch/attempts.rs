@@ -202,7 +202,7 @@ pub(crate) async fn dispatch<E: Endpoint>(
             Ok(answer) => answer,
             Err(err) => {
                 let err = GatewayError::from(err);
-                record.finish(err.kind());
+                record.failed(&err);
                 // The request fails or moves on either way; a row the
                 // ledger could not take is logged by its writer.
                 let _ = record.write().await;

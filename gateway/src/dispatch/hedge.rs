@@ -181,7 +181,7 @@ pub async fn race<E: Endpoint>(
         },
     };
     match failure {
-        Some(err) => loser.record.finish(GatewayError::from(err).kind()),
+        Some(err) => loser.record.failed(&GatewayError::from(err)),
         None => loser.record.finish("hedge-lost"),
     }
     // In strict mode a ledger that cannot commit fails the request when

@@ -159,7 +159,7 @@ async fn run<E: Endpoint>(
             text
         }
         Err(err) => {
-            record.finish(err.kind());
+            record.failed(&err);
             None
         }
     };

@@ -179,7 +179,7 @@ pub fn encode<E: Endpoint>(
                 }
                 Some(Err(err)) => {
                     let err = GatewayError::from(err);
-                    st.record.finish(err.kind());
+                    st.record.failed(&err);
                     // The stream ends with the backend's error either way.
                     let _ = st.record.write().await;
                     st.done = true;

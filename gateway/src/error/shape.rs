@@ -11,8 +11,8 @@ use switchyard_adapters::AdapterError;
 use crate::error::dialect::Dialect;
 use crate::error::kinds::{ErrorNote, GatewayError};
 use crate::error::upstream::{
-    credentials_refused, identifier, known_code, log_upstream_detail, upstream_message,
-    upstream_shape,
+    credentials_refused, identifier, known_code, log_upstream_detail, upstream_detail,
+    upstream_message, upstream_shape,
 };
 use crate::http::{Body, json_response};
 
@@ -204,6 +204,15 @@ impl GatewayError {
         match self {
             GatewayError::Upstream(err) => upstream_message(err),
             other => other.to_string(),
+        }
+    }
+
+    /// A backend's own words for its failure, secrets taken out, for the
+    /// failing call's log line (the caller is never given them).
+    pub fn upstream_detail(&self) -> Option<String> {
+        match self {
+            GatewayError::Upstream(err) => Some(upstream_detail(err)),
+            _ => None,
         }
     }
 

@@ -129,6 +129,31 @@ pub(crate) fn upstream_message(err: &AdapterError) -> String {
     }
 }
 
+/// The most of a backend's error body the failing call's log line carries.
+const DETAIL_BODY_CHARS: usize = 300;
+
+/// An upstream failure in the backend's words and the start of its error
+/// body, with secrets taken out: the failing call's `info` log line.
+pub(crate) fn upstream_detail(err: &AdapterError) -> String {
+    use crate::http::redact::redact;
+    let mut detail = redact(&err.to_string());
+    if let AdapterError::Status {
+        body: Some(body), ..
+    } = err
+    {
+        // Redacted whole, then cut: a cut could split a secret so that it
+        // no longer looks like one.
+        let body = redact(&body.to_string());
+        let cut = body
+            .char_indices()
+            .nth(DETAIL_BODY_CHARS)
+            .map_or(body.len(), |(at, _)| at);
+        detail.push_str(": ");
+        detail.push_str(&body[..cut]);
+    }
+    detail
+}
+
 /// The whole story of an upstream failure, for the operator: at debug, with
 /// secrets taken out; a refused certificate at warn, since only the
 /// operator can fix it.

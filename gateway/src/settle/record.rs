@@ -136,6 +136,9 @@ pub struct RequestRecord {
     /// The answer's output was counted as it was read (held back for a
     /// cascade's check): its replay to the client counts nothing again.
     pub(crate) output_counted: bool,
+    /// A backend's own words for its failure (redacted), for the call's
+    /// log line.
+    pub(crate) error: Option<String>,
 }
 
 impl RequestRecord {
@@ -288,6 +291,7 @@ impl RequestRecord {
             span: None,
             shadow: None,
             output_counted: false,
+            error: None,
         }
     }
 
@@ -357,6 +361,13 @@ impl RequestRecord {
         self.outcome = outcome;
     }
 
+    /// The call failed with `err`: its kind is the row's status, and a
+    /// backend's own words for it (redacted) go on the call's log line.
+    pub fn failed(&mut self, err: &GatewayError) {
+        self.outcome = err.kind();
+        self.error = err.upstream_detail();
+    }
+
     /// Records a whole (not streamed) call's outcome, and writes the row as
     /// the answer goes out.
     pub async fn settle_whole<T>(
@@ -373,7 +384,7 @@ impl RequestRecord {
             }
             Err(err) => {
                 let err = GatewayError::from(err);
-                self.finish(err.kind());
+                self.failed(&err);
                 Err(err)
             }
         };

@@ -223,6 +223,7 @@ impl RequestRecord {
             completion_tokens = tokens.output,
             cost_usd = row.cost_usd,
             estimated = row.estimated,
+            error = self.error.as_deref(),
         );
     }
 
