@@ -7,8 +7,9 @@ mod support;
 use std::process::Command;
 
 fn check(path: &std::path::Path) -> (bool, String, String) {
+    // Examples name keys (`env:OPENAI_API_KEY`) no test sets.
     let out = Command::new(env!("CARGO_BIN_EXE_switchyard"))
-        .arg("check")
+        .args(["check", "--allow-missing-env"])
         .arg(path)
         .output()
         .unwrap();
@@ -133,4 +134,46 @@ fn key_hash_reads_the_key_from_standard_input_too() {
     let (ok, _, stderr) = hash(&[], "");
     assert!(!ok);
     assert!(stderr.contains("no key"), "{stderr}");
+}
+
+/// An `env:NAME` with nothing in it stops `serve`, so `check` refuses it
+/// too, naming the field and the variable; `--allow-missing-env` makes it
+/// a warning, and a set variable passes. `--config FILE` works as the
+/// positional file does.
+#[test]
+fn check_refuses_an_unset_environment_variable_unless_told() {
+    let config = support::write_temp_config(
+        "backends:\n  cloud:\n    tier: cloud\n    model: gpt-4o-mini\n    openai: {base_url: 'https://api.openai.com/v1', api_key: 'env:SY_TEST_CHECK_KEY'}\n",
+    );
+    let run = |args: &[&str], key: Option<&str>| {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_switchyard"));
+        command.arg("check").args(args).arg(&config);
+        command.env_remove("SY_TEST_CHECK_KEY");
+        if let Some(key) = key {
+            command.env("SY_TEST_CHECK_KEY", key);
+        }
+        let out = command.output().unwrap();
+        (
+            out.status.success(),
+            format!(
+                "{}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            ),
+        )
+    };
+    let (ok, text) = run(&[], None);
+    assert!(!ok);
+    assert!(
+        text.contains("backends.cloud.openai.api_key: env:SY_TEST_CHECK_KEY is not set"),
+        "{text}"
+    );
+    let (ok, text) = run(&["--allow-missing-env"], None);
+    assert!(
+        ok && text.contains("warning: backends.cloud.openai.api_key"),
+        "{text}"
+    );
+    let (ok, text) = run(&["--config"], Some("sk-test"));
+    assert!(ok && !text.contains("not set"), "{text}");
+    let _ = std::fs::remove_file(config);
 }

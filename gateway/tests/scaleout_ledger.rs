@@ -265,12 +265,13 @@ async fn three_replicas_migrate_once_and_record_every_request_once() {
 /// cannot do (TLS) with a reason, and never shows the URL's password.
 #[test]
 fn check_validates_the_postgres_ledger_without_showing_its_password() {
-    let check = |ledger: &str| {
+    let check_with = |ledger: &str, flags: &[&str]| {
         let path = support::write_temp_config(&format!(
             "backends:\n  small:\n    tier: small\n    sim: {{preset: small}}\n{ledger}\n"
         ));
         let out = std::process::Command::new(env!("CARGO_BIN_EXE_switchyard"))
             .arg("check")
+            .args(flags)
             .arg(&path)
             .output()
             .expect("run switchyard check");
@@ -283,12 +284,27 @@ fn check_validates_the_postgres_ledger_without_showing_its_password() {
         assert!(!text.contains("hunter2"), "the password shown: {text}");
         (out.status.success(), text)
     };
+    let check = |ledger: &str| check_with(ledger, &[]);
     let (ok, text) = check(
         "ledger: {durability: strict, postgres: {url: 'postgres://sy:hunter2@db:5432/ledger', pool_size: 8, spool_rows: 5000, on_full: serve, strict_wait_ms: 2000}}",
     );
     assert!(ok, "{text}");
-    let (ok, text) = check("ledger: {postgres: {url: 'env:LEDGER_URL'}}");
-    assert!(ok, "{text}");
+    // An unset variable stops `serve`, so `check` too, unless told the
+    // file is checked where it will not run.
+    let (ok, text) = check("ledger: {postgres: {url: 'env:SY_TEST_UNSET_LEDGER_URL'}}");
+    assert!(!ok);
+    assert!(
+        text.contains("ledger.postgres.url: env:SY_TEST_UNSET_LEDGER_URL is not set"),
+        "{text}"
+    );
+    let (ok, text) = check_with(
+        "ledger: {postgres: {url: 'env:SY_TEST_UNSET_LEDGER_URL'}}",
+        &["--allow-missing-env"],
+    );
+    assert!(
+        ok && text.contains("warning: ledger.postgres.url"),
+        "{text}"
+    );
     let (ok, text) =
         check("ledger: {postgres: {url: 'postgres://sy:hunter2@db/ledger?sslmode=require'}}");
     assert!(!ok);

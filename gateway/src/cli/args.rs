@@ -26,8 +26,16 @@ pub enum Command {
     },
     /// Validate a config file without serving; prints what it defines.
     Check {
-        /// YAML config file.
-        file: PathBuf,
+        /// YAML config file (or `--config FILE`; the embedded default when
+        /// neither is given).
+        file: Option<PathBuf>,
+        /// YAML config file, as the other commands take it.
+        #[arg(long, conflicts_with = "file")]
+        config: Option<PathBuf>,
+        /// An `env:NAME` that is not set here is a warning, not an error
+        /// (for checking a file where it will not run: an image build, CI).
+        #[arg(long)]
+        allow_missing_env: bool,
     },
     /// Measure backends as a waiting person feels them: first-token time
     /// against prompt length, decode speed against context, the speed-up of

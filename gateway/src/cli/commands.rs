@@ -12,7 +12,11 @@ use crate::state::config_file;
 /// Runs one subcommand to its end.
 pub fn run(command: Command) -> anyhow::Result<()> {
     match command {
-        Command::Check { file } => check(&file),
+        Command::Check {
+            file,
+            config,
+            allow_missing_env,
+        } => check(file.or(config).as_deref(), allow_missing_env),
         Command::Spend {
             since,
             by,
@@ -175,11 +179,25 @@ pub(crate) fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
         .build()?)
 }
 
-fn check(file: &std::path::Path) -> anyhow::Result<()> {
-    let config = config_file::load(Some(file))?;
+fn check(file: Option<&std::path::Path>, allow_missing_env: bool) -> anyhow::Result<()> {
+    let config = config_file::load(file)?;
+    // What `serve` would stop at: an `env:NAME` with nothing in it.
+    let missing: Vec<String> = config
+        .env_references()
+        .into_iter()
+        .filter(|(_, var)| std::env::var_os(var).is_none())
+        .map(|(path, var)| format!("{path}: env:{var} is not set"))
+        .collect();
+    let name = file.map_or("<embedded default>".into(), |f| f.display().to_string());
+    if !missing.is_empty() && !allow_missing_env {
+        anyhow::bail!(
+            "{name}: `serve` would stop here:\n  {}\n(--allow-missing-env checks the file alone, where it will not run)",
+            missing.join("\n  ")
+        );
+    }
     let mut out = std::io::stdout().lock();
-    writeln!(out, "{}: ok", file.display())?;
-    for warning in config.warnings() {
+    writeln!(out, "{name}: ok")?;
+    for warning in config.warnings().into_iter().chain(missing) {
         writeln!(out, "  warning: {warning}")?;
     }
     for backend in config.backends.values() {

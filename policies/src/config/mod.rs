@@ -94,6 +94,36 @@ impl Config {
             .collect()
     }
 
+    /// Every `env:NAME` the config reads at start, as `(field path, NAME)`:
+    /// backends' API keys, the PostgreSQL ledger's URL, Redis's URL.
+    pub fn env_references(&self) -> Vec<(String, String)> {
+        let mut out = Vec::new();
+        for backend in self.backends.values() {
+            let (adapter, var) = match &backend.adapter {
+                BackendAdapter::OpenAi(openai) => ("openai", &openai.api_key_env),
+                BackendAdapter::Anthropic(anthropic) => ("anthropic", &anthropic.api_key_env),
+                BackendAdapter::Sim(_) => continue,
+            };
+            if let Some(var) = var {
+                out.push((
+                    format!("backends.{}.{adapter}.api_key", backend.name),
+                    var.clone(),
+                ));
+            }
+        }
+        if let Some(postgres) = &self.ledger.postgres
+            && let PostgresUrl::Env(var) = &postgres.url
+        {
+            out.push(("ledger.postgres.url".to_owned(), var.clone()));
+        }
+        if let Some(redis) = &self.state.redis
+            && let state::Secretive::Env(var) = &redis.url
+        {
+            out.push(("state.redis.url".to_owned(), var.clone()));
+        }
+        out
+    }
+
     /// Parses and validates YAML text. `source` names the text in errors
     /// (a file path, or `<embedded default>`).
     pub fn from_yaml(text: &str, source: &str) -> Result<Self, ConfigError> {
