@@ -86,6 +86,8 @@ fn gateways() -> (Proc, Proc) {
     let mut keys = key("alice", "") + &key("bob", ", may_name_backends: false");
     keys += &key("poor", ", budget: {daily_usd: 0.000001}");
     keys += &key("hasty", ", tokens_per_minute: 1");
+    keys += &key("narrow", ", models: ['auto*']");
+    keys += &key("member", ", team: research");
     for i in 0..ENDPOINTS.len() {
         keys += &key(&format!("rpm{i}"), ", requests_per_minute: 1");
     }
@@ -96,7 +98,9 @@ fn gateways() -> (Proc, Proc) {
         ))
         .split("auto", &[("cloud", 1)])
         .split("auto-native", &[("native", 1)])
-        .section(&format!("auth:\n  keys:\n{keys}"))
+        .section(&format!(
+            "auth:\n  teams:\n    research: {{models: [auto]}}\n  keys:\n{keys}"
+        ))
         .start();
     (upstream, gateway)
 }
@@ -124,7 +128,7 @@ async fn every_policy_holds_on_every_endpoint() {
     for (i, endpoint) in ENDPOINTS.iter().enumerate() {
         let rpm = format!("rpm{i}");
         // (policy, model, key, expected status)
-        let cases: [(&str, &str, Option<&str>, u16); 7] = [
+        let cases: [(&str, &str, Option<&str>, u16); 9] = [
             (
                 "a key's request is served",
                 endpoint.route,
@@ -152,6 +156,18 @@ async fn every_policy_holds_on_every_endpoint() {
             ),
             ("tokens per minute", endpoint.route, Some("hasty"), 429),
             (
+                "a model outside the key's models",
+                endpoint.backend,
+                Some("narrow"),
+                403,
+            ),
+            (
+                "a model the key's pattern lets through",
+                endpoint.route,
+                Some("narrow"),
+                200,
+            ),
+            (
                 "the first request of the minute",
                 endpoint.route,
                 Some(rpm.as_str()),
@@ -176,16 +192,22 @@ async fn every_policy_holds_on_every_endpoint() {
         }
     }
     assert!(failures.is_empty(), "{failures:#?}");
-    // Every refusal after authentication is a row: four per endpoint
-    // (backend named, budget, tokens per minute, requests per minute).
+    // Every refusal after authentication is a row: five per endpoint
+    // (backend named, model not allowed, budget, tokens per minute,
+    // requests per minute).
     let refusals: Vec<(String, String)> = support::ledger_rows(
         &gateway,
         "SELECT endpoint, status FROM requests WHERE refusal IS NOT NULL",
-        4 * ENDPOINTS.len(),
+        5 * ENDPOINTS.len(),
         |r| Ok((r.get(0)?, r.get(1)?)),
     )
     .await;
-    for status in ["backend_not_allowed", "budget_exhausted", "rate_limited"] {
+    for status in [
+        "backend_not_allowed",
+        "model_not_allowed",
+        "budget_exhausted",
+        "rate_limited",
+    ] {
         for endpoint in ["chat", "completions", "embeddings", "messages", "responses"] {
             assert!(
                 refusals.iter().any(|(e, s)| e == endpoint && s == status),
@@ -193,4 +215,57 @@ async fn every_policy_holds_on_every_endpoint() {
             );
         }
     }
+}
+
+/// `models:` on a key and on its team: a request for a model outside them
+/// is 403 naming the model (and what the key may use), in the endpoint's
+/// dialect; `/v1/models` lists only what the key may use.
+#[tokio::test]
+async fn a_keys_and_its_teams_models_bound_what_it_may_ask_for() {
+    let (_upstream, gateway) = gateways();
+    let narrow = support::post_with(
+        &gateway.url("/v1/chat/completions"),
+        &(ENDPOINTS[0].body)("cloud"),
+        &[("authorization", "Bearer sk-narrow")],
+    )
+    .await;
+    assert_eq!(narrow.status, 403);
+    let error = narrow.error();
+    assert_eq!(error["code"], "model_not_allowed");
+    let message = error["message"].as_str().unwrap();
+    assert!(
+        message.contains("`cloud`") && message.contains("auto, auto-native"),
+        "{message}"
+    );
+    // Anthropic's dialect for the Messages endpoint.
+    let messages = support::post_with(
+        &gateway.url("/v1/messages"),
+        &(ENDPOINTS[3].body)("auto-native"),
+        &[("authorization", "Bearer sk-member")],
+    )
+    .await;
+    assert_eq!(messages.status, 403);
+    assert_eq!(messages.json()["type"], "error");
+    assert_eq!(messages.json()["error"]["type"], "permission_error");
+    let listed = |key: &'static str| {
+        let gateway = &gateway;
+        async move {
+            let reply = support::get_with(
+                &gateway.url("/v1/models"),
+                &[("authorization", &format!("Bearer sk-{key}"))],
+            )
+            .await;
+            let mut ids: Vec<String> = reply.json()["data"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|m| m["id"].as_str().unwrap().to_owned())
+                .collect();
+            ids.sort();
+            ids
+        }
+    };
+    assert_eq!(listed("narrow").await, ["auto", "auto-native"]);
+    assert_eq!(listed("member").await, ["auto"]);
+    assert_eq!(listed("alice").await.len(), 4, "no models: everything");
 }

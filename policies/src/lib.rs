@@ -11,8 +11,8 @@ pub mod speculation;
 pub use config::{
     AnthropicBackend, Auth, Backend, BackendAdapter, BackendTls, Balance, BreakerSettings,
     CacheShare, CascadeCheck, ClientCert, Condition, Config, ConfigError, Durability, Engine,
-    HeaderMatch, Hedge, LatencyBudget, LatencyHintsConfig, LedgerSettings, Limits, OnExhausted,
-    OnSpoolFull, OnUnavailable, OpenAiBackend, Pattern, PostgresLedger, PostgresUrl,
+    HeaderMatch, Hedge, LatencyBudget, LatencyHintsConfig, LedgerSettings, Limits, ModelAccess,
+    OnExhausted, OnSpoolFull, OnUnavailable, OpenAiBackend, Pattern, PostgresLedger, PostgresUrl,
     PrefixCacheSettings, RedisState, Reference, ResponseCacheSettings, Route, RouteStrategy, Rule,
     Secretive, ServerSettings, SharedState, SimFaults, SimParams, SimPreset, SimSpeculation,
     Similar, SpendLimit, SpendScope, Team, Telemetry, Tier, Timeouts, TlsFiles, TrustRoots,

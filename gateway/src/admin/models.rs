@@ -58,6 +58,9 @@ pub fn retrieve(
 /// route, or a backend and its tier); Anthropic's has only the fields its
 /// SDK's type declares.
 fn model(app: &App, caller: Option<&Caller>, name: &str, dialect: Dialect) -> Option<Value> {
+    if caller.is_some_and(|c| !app.keys.may_use(c, name)) {
+        return None;
+    }
     let may_name_backends = caller.is_none_or(|c| c.key.may_name_backends);
     let detail = match app.router.target(name)? {
         Target::Route(r) => json!({"kind": "route", "route": app.router.route_name(r)}),

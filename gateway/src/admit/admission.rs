@@ -16,6 +16,42 @@ use crate::error::GatewayError;
 use crate::settle::billed_fields;
 use crate::state::app::{App, BackendHandle};
 
+/// Refuses a model (route, alias or backend name) the caller's key or team
+/// may not ask for (`models:`), naming it and what the key may use. A name
+/// that is no model at all is left to routing's 404. Checked before any
+/// routing work (an encoder's call costs money).
+pub fn check_model(app: &App, caller: Option<&Caller>, model: &str) -> Result<(), GatewayError> {
+    let Some(caller) = caller else {
+        return Ok(());
+    };
+    if app.keys.may_use(caller, model) || app.router.target(model).is_none() {
+        return Ok(());
+    }
+    Err(GatewayError::ModelNotAllowed {
+        model: model.to_owned(),
+        allowed: usable_names(app, caller),
+    })
+}
+
+/// The model names `caller` may ask for: those its key's and team's
+/// `models` let through, and only routes for a key that may not name
+/// backends.
+pub fn usable_names(app: &App, caller: &Caller) -> Vec<String> {
+    app.router
+        .model_names()
+        .iter()
+        .filter(|m| app.keys.may_use(caller, m))
+        .filter(|m| {
+            caller.key.may_name_backends
+                || app
+                    .router
+                    .target(m)
+                    .is_some_and(|t| matches!(t, Target::Route(_)))
+        })
+        .cloned()
+        .collect()
+}
+
 /// Refuses a backend named directly by a key that may only use routes.
 pub fn check_direct(
     app: &App,
@@ -40,20 +76,16 @@ pub fn backend_not_allowed(app: &App, i: usize) -> GatewayError {
     }
 }
 
-/// A routing error as the caller may see it: a key that may only use
-/// routes is told only of routes when its model does not exist (as
-/// `/v1/models` lists only routes to it).
+/// A routing error as the caller may see it: a key is told only of the
+/// models it may use when its model does not exist (as `/v1/models` lists
+/// only those to it).
 pub fn for_caller(err: GatewayError, app: &App, caller: Option<&Caller>) -> GatewayError {
-    match err {
-        GatewayError::UnknownModel { model, .. }
-            if caller.is_some_and(|c| !c.key.may_name_backends) =>
-        {
-            GatewayError::UnknownModel {
-                model,
-                available: route_names(app),
-            }
-        }
-        other => other,
+    match (err, caller) {
+        (GatewayError::UnknownModel { model, .. }, Some(caller)) => GatewayError::UnknownModel {
+            model,
+            available: usable_names(app, caller),
+        },
+        (other, _) => other,
     }
 }
 

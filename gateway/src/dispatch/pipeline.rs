@@ -50,6 +50,7 @@ pub async fn decide<E: Endpoint>(
     request: &E::Request,
 ) -> Result<Decision, GatewayError> {
     let caller = parts.extensions.get::<Caller>();
+    admission::check_model(app, caller, request.model())?;
     let mut view = complete_view(request.view(), &parts.headers, request.hints(), &app.router)?;
     if let Some(caller) = caller {
         view.key = Some(&caller.key.name);

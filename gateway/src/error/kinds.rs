@@ -75,6 +75,8 @@ pub enum GatewayError {
         backend: String,
         routes: Vec<String>,
     },
+    #[error("this key may not use model `{model}`; it may use: {}", allowed.join(", "))]
+    ModelNotAllowed { model: String, allowed: Vec<String> },
     #[error(transparent)]
     Upstream(#[from] AdapterError),
     #[error("internal error: {message}")]

@@ -176,6 +176,15 @@ impl GatewayError {
                     Some("model_not_allowed"),
                 )
             },
+            GatewayError::ModelNotAllowed { .. } => Shape {
+                param: Some("model".into()),
+                ..shape(
+                    StatusCode::FORBIDDEN,
+                    "model_not_allowed",
+                    "permission_error",
+                    Some("model_not_allowed"),
+                )
+            },
             GatewayError::Upstream(err) => upstream_shape(err),
             GatewayError::Internal { .. } => shape(
                 StatusCode::INTERNAL_SERVER_ERROR,

@@ -73,6 +73,7 @@ pub async fn count_tokens(
     let bytes = app.read_body(&parts, body).await?;
     let request: CountTokensRequest = parse_json(&bytes)?;
     let caller = parts.extensions.get::<Caller>();
+    admission::check_model(app, caller, &request.model)?;
     match app.router.target(&request.model) {
         None => {
             let unknown = GatewayError::UnknownModel {

@@ -187,6 +187,12 @@ impl Auth {
                     key.name
                 )));
             }
+            if widens(key.models.as_ref(), new.models.as_ref()) {
+                found.push(Widening::Other(format!(
+                    "key `{}` may ask for more models",
+                    key.name
+                )));
+            }
         }
         let limited = |team: &Team| {
             Limits::of(
@@ -234,6 +240,12 @@ impl Auth {
             for what in had.lost(has) {
                 found.push(Widening::Other(format!(
                     "team `{}` loses its {what}",
+                    team.name
+                )));
+            }
+            if widens(team.models.as_ref(), new.models.as_ref()) {
+                found.push(Widening::Other(format!(
+                    "team `{}` may ask for more models",
                     team.name
                 )));
             }
@@ -310,6 +322,51 @@ pub struct VirtualKey {
     pub tokens_per_minute: Option<u32>,
     /// Whether the key may name a backend directly, bypassing routing.
     pub may_name_backends: bool,
+    /// The model names (routes, aliases, backends) the key may ask for;
+    /// every one when `None`.
+    pub models: Option<ModelAccess>,
+}
+
+/// Whether `next` lets through a model name `before` did not: the list
+/// lifted, or a pattern added.
+fn widens(before: Option<&ModelAccess>, next: Option<&ModelAccess>) -> bool {
+    match (before, next) {
+        (None, _) => false,
+        (Some(_), None) => true,
+        (Some(before), Some(next)) => next.0.iter().any(|p| !before.0.contains(p)),
+    }
+}
+
+/// Model names a key or team may ask for: names, or patterns where `*`
+/// stands for any run of characters (`gpt-*`, `*`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ModelAccess(pub Vec<String>);
+
+impl ModelAccess {
+    pub fn allows(&self, model: &str) -> bool {
+        self.0.iter().any(|pattern| glob(pattern, model))
+    }
+}
+
+/// Whether `name` matches `pattern`, `*` matching any run of characters.
+fn glob(pattern: &str, name: &str) -> bool {
+    let mut parts = pattern.split('*');
+    let first = parts.next().unwrap_or("");
+    let Some(mut rest) = name.strip_prefix(first) else {
+        return false;
+    };
+    let parts: Vec<&str> = parts.collect();
+    let Some((last, middle)) = parts.split_last() else {
+        // No `*`: the whole name.
+        return rest.is_empty();
+    };
+    for part in middle {
+        match rest.find(part) {
+            Some(at) => rest = &rest[at + part.len()..],
+            None => return false,
+        }
+    }
+    rest.len() >= last.len() && rest.ends_with(last)
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -320,6 +377,9 @@ pub struct Team {
     /// each key's own.
     pub requests_per_minute: Option<u32>,
     pub tokens_per_minute: Option<u32>,
+    /// The model names every key of the team may ask for (a key's own list
+    /// narrows it further); every one when `None`.
+    pub models: Option<ModelAccess>,
 }
 
 /// A spend budget.
@@ -357,6 +417,36 @@ pub struct Reference {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn model_patterns_match_names_with_stars_anywhere() {
+        let access = ModelAccess(vec![
+            "auto".into(),
+            "gpt-*".into(),
+            "*-mini".into(),
+            "a*b*c".into(),
+        ]);
+        for allowed in [
+            "auto", "gpt-4o", "gpt-", "o4-mini", "abc", "a-b-c", "aXbYbZc",
+        ] {
+            assert!(access.allows(allowed), "{allowed}");
+        }
+        for refused in ["auto2", "xauto", "gpt4", "mini", "ab", "acb", "a-b-cd"] {
+            assert!(!access.allows(refused), "{refused}");
+        }
+        assert!(ModelAccess(vec!["*".into()]).allows("anything"));
+        assert!(!ModelAccess(vec![]).allows("auto"));
+    }
+
+    #[test]
+    fn more_models_for_a_key_is_a_widening() {
+        let narrow = Some(ModelAccess(vec!["auto".into()]));
+        let wider = Some(ModelAccess(vec!["auto".into(), "large".into()]));
+        assert!(widens(narrow.as_ref(), wider.as_ref()));
+        assert!(widens(narrow.as_ref(), None), "the list lifted");
+        assert!(!widens(wider.as_ref(), narrow.as_ref()));
+        assert!(!widens(None, narrow.as_ref()));
+    }
 
     #[test]
     fn postgres_passwords_are_never_shown() {

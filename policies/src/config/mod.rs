@@ -29,8 +29,8 @@ use std::time::Duration;
 use crate::pricing::Pricing;
 
 pub use accounting::{
-    Auth, Durability, LedgerSettings, OnExhausted, OnSpoolFull, PostgresLedger, PostgresUrl,
-    Reference, SpendLimit, SpendScope, Team, VirtualKey, Widening, redact_password,
+    Auth, Durability, LedgerSettings, ModelAccess, OnExhausted, OnSpoolFull, PostgresLedger,
+    PostgresUrl, Reference, SpendLimit, SpendScope, Team, VirtualKey, Widening, redact_password,
 };
 pub use error::ConfigError;
 pub use predictors::Predictor;

@@ -72,6 +72,8 @@ pub(super) struct RawKey {
     pub tokens_per_minute: Option<u32>,
     #[serde(default = "yes")]
     pub may_name_backends: bool,
+    /// Route, alias and backend names the key may ask for (`*` wildcards).
+    pub models: Option<Vec<String>>,
 }
 
 fn yes() -> bool {
@@ -85,6 +87,8 @@ pub(super) struct RawTeam {
     /// Shared by every key of the team, on top of each key's own.
     pub requests_per_minute: Option<u32>,
     pub tokens_per_minute: Option<u32>,
+    /// Names every key of the team may ask for (`*` wildcards).
+    pub models: Option<Vec<String>>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -3,8 +3,8 @@
 use std::time::Duration;
 
 use super::accounting::{
-    Auth, Durability, LedgerSettings, OnExhausted, OnSpoolFull, PostgresLedger, PostgresUrl,
-    Reference, SpendLimit, SpendScope, Team, VirtualKey,
+    Auth, Durability, LedgerSettings, ModelAccess, OnExhausted, OnSpoolFull, PostgresLedger,
+    PostgresUrl, Reference, SpendLimit, SpendScope, Team, VirtualKey,
 };
 use super::raw_accounting::{
     RawAccounting, RawAuth, RawLedger, RawPostgres, RawPrice, RawSpendLimit,
@@ -321,11 +321,13 @@ pub(super) fn auth(ck: &Checker<'_>, raw: RawAuth) -> Result<Auth, ConfigError> 
                 ));
             }
         }
+        let models = model_access(ck, &["auth", "teams", &name, "models"], team.models)?;
         teams.push(Team {
             name,
             budget,
             requests_per_minute: team.requests_per_minute,
             tokens_per_minute: team.tokens_per_minute,
+            models,
         });
     }
     let mut keys: Vec<VirtualKey> = Vec::new();
@@ -356,6 +358,7 @@ pub(super) fn auth(ck: &Checker<'_>, raw: RawAuth) -> Result<Auth, ConfigError> 
             .budget
             .map(|b| spend_limit(ck, &at("budget"), b))
             .transpose()?;
+        let models = model_access(ck, &at("models"), key.models)?;
         keys.push(VirtualKey {
             name: key.name,
             hash,
@@ -364,6 +367,7 @@ pub(super) fn auth(ck: &Checker<'_>, raw: RawAuth) -> Result<Auth, ConfigError> 
             requests_per_minute: key.requests_per_minute,
             tokens_per_minute: key.tokens_per_minute,
             may_name_backends: key.may_name_backends,
+            models,
         });
     }
     let admin_key_hash = raw
@@ -388,4 +392,22 @@ pub(super) fn auth(ck: &Checker<'_>, raw: RawAuth) -> Result<Auth, ConfigError> 
         metrics_key_hash,
         metrics_key_labels: raw.metrics_key_labels.unwrap_or(true),
     })
+}
+
+/// A key's or team's `models`: names or `*` patterns, none empty.
+fn model_access(
+    ck: &Checker<'_>,
+    path: &[&str],
+    models: Option<Vec<String>>,
+) -> Result<Option<ModelAccess>, ConfigError> {
+    let Some(models) = models else {
+        return Ok(None);
+    };
+    if let Some(at) = models.iter().position(|m| m.trim().is_empty()) {
+        return Err(ck.error(
+            &[path, &[at.to_string().as_str()]].concat(),
+            "a model name or pattern (`*` for any run of characters), not empty",
+        ));
+    }
+    Ok(Some(ModelAccess(models)))
 }

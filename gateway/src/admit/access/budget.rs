@@ -464,12 +464,14 @@ mod tests {
             requests_per_minute: None,
             tokens_per_minute: None,
             may_name_backends: true,
+            models: None,
         };
         let team = Team {
             name: "t".into(),
             budget: None,
             requests_per_minute: None,
             tokens_per_minute: None,
+            models: None,
         };
         (
             Budgets::new(&Auth {

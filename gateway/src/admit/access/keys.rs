@@ -7,7 +7,7 @@ use http::header::AUTHORIZATION;
 use http::{HeaderMap, HeaderName};
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
-use switchyard_policies::{Auth, VirtualKey};
+use switchyard_policies::{Auth, ModelAccess, VirtualKey};
 use switchyard_router::prefix::Tenant;
 use xxhash_rust::xxh3::{xxh3_64, xxh3_64_with_seed};
 
@@ -48,6 +48,8 @@ pub struct KeyStore {
     /// Seeds team salts: made of every key's stored hash, so it is the same
     /// on every replica of one config and known to no tenant.
     team_secret: u64,
+    /// Each team's `models`, where it has them.
+    team_models: Vec<(String, ModelAccess)>,
 }
 
 /// The header anthropic SDK 1.x sends its key in.
@@ -106,7 +108,26 @@ impl KeyStore {
             admin: auth.admin_key_hash,
             metrics: auth.metrics_key_hash,
             team_secret: xxh3_64(&hashes),
+            team_models: auth
+                .teams
+                .iter()
+                .filter_map(|t| Some((t.name.clone(), t.models.clone()?)))
+                .collect(),
         }
+    }
+
+    /// Whether the caller may ask for `model` (a route, alias or backend
+    /// name): its key's `models` and its team's both let it through, where
+    /// they are set.
+    pub fn may_use(&self, caller: &Caller, model: &str) -> bool {
+        let key = &caller.key;
+        let team = key.team.as_ref().and_then(|team| {
+            self.team_models
+                .iter()
+                .find(|(name, _)| name == team)
+                .map(|(_, models)| models)
+        });
+        key.models.as_ref().is_none_or(|m| m.allows(model)) && team.is_none_or(|m| m.allows(model))
     }
 
     /// Auth is on when any key is configured.
@@ -203,6 +224,7 @@ mod tests {
             requests_per_minute: None,
             tokens_per_minute: None,
             may_name_backends: true,
+            models: None,
         };
         KeyStore::new(&Auth {
             keys: vec![key],

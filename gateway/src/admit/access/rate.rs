@@ -368,6 +368,7 @@ mod tests {
             requests_per_minute: None,
             tokens_per_minute,
             may_name_backends: true,
+            models: None,
         }
     }
 
@@ -421,6 +422,7 @@ mod tests {
                 budget: None,
                 requests_per_minute: Some(2),
                 tokens_per_minute: None,
+                models: None,
             }],
             admin_key_hash: None,
             disabled: false,
