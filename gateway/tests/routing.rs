@@ -371,6 +371,39 @@ async fn prompts_go_only_where_they_fit() {
     .await;
 }
 
+/// A backend whose window is not known refuses a request as too long for
+/// it (`context_length_exceeded`, naming its window): the route's next
+/// backend whose window holds it answers (reason `fallback`), and the
+/// window is remembered, so the next such request goes there at once.
+#[tokio::test]
+async fn a_window_refused_upstream_falls_back_and_is_remembered() {
+    const REFUSAL: &str = r#"{"error": {"message": "This model's maximum context length is 50 tokens. However, you requested 120 tokens.", "type": "invalid_request_error", "param": "messages", "code": "context_length_exceeded"}}"#;
+    // One call only: a second one to it would find nobody listening.
+    let (tiny, seen) = support::canned_server(1, "400 Bad Request", REFUSAL).await;
+    let gateway = GatewayBuilder::new()
+        .backend_yaml(&format!(
+            "  tiny:\n    tier: small\n    openai: {{base_url: 'http://{tiny}/v1'}}\n"
+        ))
+        .in_process_sim("big", "mid", &format!("preset: large, {FAST_SIM_FIELDS}"))
+        .route(
+            "auto",
+            "strategy:\n  split:\n    weights: {tiny: 1}\nfallbacks: [big]",
+        )
+        .start();
+    let url = gateway.url("/v1/chat/completions");
+    let mut body = chat("auto", "a question that needs more room than fifty tokens");
+    body["max_tokens"] = json!(100);
+    let first = post_json(&url, &body).await;
+    assert_eq!(first.status, 200);
+    assert_eq!(first.header("x-switchyard-backend"), Some("big"));
+    assert_eq!(first.header("x-switchyard-reason"), Some("fallback"));
+    let second = post_json(&url, &body).await;
+    assert_eq!(second.status, 200);
+    assert_eq!(second.header("x-switchyard-backend"), Some("big"));
+    assert_eq!(second.header("x-switchyard-reason"), Some("context-fit"));
+    assert_eq!(seen.await.unwrap().len(), 1, "tiny was asked once");
+}
+
 /// An encoder call made to route a request is the caller's: a ledger row
 /// on its key (`endpoint` `encoder`, `reason` `routing-encoder`), within
 /// its budget; `/v1/route/explain` says which encoders it called.

@@ -207,7 +207,28 @@ pub(crate) async fn dispatch<E: Endpoint>(
                 // ledger could not take is logged by its writer.
                 let _ = record.write().await;
                 let retryable = matches!(&err, GatewayError::Upstream(e) if e.retryable());
-                match plan.after_failure(attempt.backend, retryable, err.kind(), attempt.is_last) {
+                // A window too small for the request: remember what the
+                // backend said it holds, and move on to a backend whose
+                // window does.
+                let next = match err.window_refusal() {
+                    Some(window) => {
+                        if let Some(window) = window {
+                            app.router.set_context_window(attempt.backend, window);
+                        }
+                        plan.retain(|b| {
+                            b != attempt.backend && app.router.fits(b, &decision.features)
+                        });
+                        if plan.upcoming().is_some() {
+                            Next::MoveOn
+                        } else {
+                            Next::GiveUp
+                        }
+                    }
+                    None => {
+                        plan.after_failure(attempt.backend, retryable, err.kind(), attempt.is_last)
+                    }
+                };
+                match next {
                     Next::Retry { attempt } => tokio::time::sleep(backoff(attempt)).await,
                     Next::MoveOn | Next::Downgrade => {}
                     Next::GiveUp => return (Err(err), served),

@@ -106,6 +106,12 @@ impl Plan {
         self.targets.front().copied()
     }
 
+    /// Keeps only the backends left to try that `keep` accepts (those
+    /// whose context window holds the request, after one refused it).
+    pub fn retain(&mut self, keep: impl Fn(usize) -> bool) {
+        self.targets.retain(|&b| keep(b));
+    }
+
     /// Local backends take the place of what was left (a spent cloud
     /// budget that downgrades).
     pub fn downgrade_to(&mut self, locals: VecDeque<usize>) {

@@ -12,7 +12,7 @@ use crate::error::dialect::Dialect;
 use crate::error::kinds::{ErrorNote, GatewayError};
 use crate::error::upstream::{
     credentials_refused, identifier, known_code, log_upstream_detail, upstream_detail,
-    upstream_message, upstream_shape,
+    upstream_message, upstream_shape, window_refusal,
 };
 use crate::http::{Body, json_response};
 
@@ -221,6 +221,15 @@ impl GatewayError {
     pub fn upstream_detail(&self) -> Option<String> {
         match self {
             GatewayError::Upstream(err) => Some(upstream_detail(err)),
+            _ => None,
+        }
+    }
+
+    /// For a backend's refusal of the request for its context window:
+    /// the window it named, if it named one.
+    pub fn window_refusal(&self) -> Option<Option<u32>> {
+        match self {
+            GatewayError::Upstream(err) => window_refusal(err),
             _ => None,
         }
     }

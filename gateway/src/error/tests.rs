@@ -85,3 +85,31 @@ fn overload_says_when_to_retry() {
     assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
     assert_eq!(response.headers()[RETRY_AFTER], "1");
 }
+
+#[test]
+fn a_window_refusal_names_the_window_in_each_servers_words() {
+    let refusal = |body: serde_json::Value| AdapterError::Status {
+        status: 400,
+        message: body["message"].as_str().unwrap_or("").to_owned(),
+        body: Some(body),
+    };
+    let openai = refusal(
+        json!({"message": "This model's maximum context length is 8192 tokens. However, you requested 9000 tokens.", "code": "context_length_exceeded"}),
+    );
+    assert_eq!(super::upstream::window_refusal(&openai), Some(Some(8192)));
+    let llamacpp = refusal(
+        json!({"message": "the request exceeds the available context size, try increasing it", "type": "exceed_context_size_error", "n_prompt_tokens": 5000, "n_ctx": 4096}),
+    );
+    assert_eq!(super::upstream::window_refusal(&llamacpp), Some(Some(4096)));
+    let anthropic = refusal(
+        json!({"message": "prompt is too long: 210000 tokens > 200000 maximum", "type": "invalid_request_error", "code": "context_length_exceeded"}),
+    );
+    assert_eq!(
+        super::upstream::window_refusal(&anthropic),
+        Some(Some(200000))
+    );
+    let unnamed = refusal(json!({"message": "too long", "code": "context_length_exceeded"}));
+    assert_eq!(super::upstream::window_refusal(&unnamed), Some(None));
+    let other = refusal(json!({"message": "bad temperature", "code": "invalid_value"}));
+    assert_eq!(super::upstream::window_refusal(&other), None);
+}

@@ -199,3 +199,48 @@ pub(crate) fn known_code(body: &Value) -> Option<&'static str> {
         .any(|name| context.contains(&name))
         .then_some("context_length_exceeded")
 }
+
+/// Whether the backend refused the request for its context window
+/// (`context_length_exceeded`, llama.cpp's `exceed_context_size_error`),
+/// and the window its error names when it names one: llama.cpp's `n_ctx`,
+/// "maximum context length is N tokens" (OpenAI, vLLM), "> N maximum"
+/// (Anthropic), "context size (N tokens)".
+pub(crate) fn window_refusal(err: &AdapterError) -> Option<Option<u32>> {
+    let AdapterError::Status {
+        status,
+        message,
+        body: Some(body),
+    } = err
+    else {
+        return None;
+    };
+    if *status >= 500 || known_code(body).is_none() {
+        return None;
+    }
+    let from_body = body
+        .get("n_ctx")
+        .and_then(Value::as_u64)
+        .and_then(|n| u32::try_from(n).ok());
+    let text = body
+        .get("message")
+        .and_then(Value::as_str)
+        .unwrap_or(message);
+    Some(from_body.or_else(|| window_in(text)))
+}
+
+/// The context window a backend's error message names, if it names one.
+fn window_in(text: &str) -> Option<u32> {
+    static PATTERNS: std::sync::LazyLock<Vec<regex::Regex>> = std::sync::LazyLock::new(|| {
+        [
+            r"maximum context length is (\d+)",
+            r"> ?(\d+) maximum",
+            r"context size \((\d+) tokens\)",
+        ]
+        .iter()
+        .filter_map(|p| regex::Regex::new(p).ok())
+        .collect()
+    });
+    PATTERNS
+        .iter()
+        .find_map(|p| p.captures(text)?.get(1)?.as_str().parse().ok())
+}
