@@ -8,7 +8,7 @@ use switchyard_adapters::upstream::with_trace_context;
 
 use futures_util::StreamExt;
 use http::Response;
-use switchyard_adapters::AdapterError;
+use switchyard_adapters::{AdapterError, Provider};
 use switchyard_policies::OnExhausted;
 use switchyard_router::{AnswerSummary, Decision, Reason, failed_check};
 
@@ -196,7 +196,10 @@ pub(crate) async fn dispatch<E: Endpoint>(
                 admission = winner.admission;
                 answer
             }
-            None => call::<E>(app, mode, attempt.backend, &mut record, &admission, req).await,
+            None => {
+                let provider = (attempt.backend, &*admission.provider);
+                call::<E>(app, mode, provider, &mut record, req).await
+            }
         };
         let answer = match answer {
             Ok(answer) => answer,
@@ -307,18 +310,18 @@ struct Tries<'a, E: Endpoint> {
     streaming: bool,
 }
 
-/// Calls the try's backend as its mode says: whole, streamed, or streamed
-/// and held back whole for a check (a hedged call is raced in `hedge`).
-async fn call<E: Endpoint>(
+/// Calls `backend` through `provider` (the admitted replica's) as the
+/// mode says: whole, streamed, or streamed and held back whole for a check
+/// (a hedged call is raced in `hedge`; a shadow copy is called whole or
+/// held back).
+pub(crate) async fn call<E: Endpoint>(
     app: &App,
     mode: Mode,
-    backend: usize,
+    (backend, provider): (usize, &dyn Provider),
     record: &mut RequestRecord,
-    admission: &Admission,
     req: E::Request,
 ) -> Result<Answer<E>, AdapterError> {
     let trace = record.trace_context();
-    let provider = &*admission.provider;
     match mode {
         Mode::Whole | Mode::Hedged => with_trace_context(trace, req.call(provider))
             .await
@@ -463,7 +466,7 @@ pub(crate) fn held_answer_limits(app: &App, backend: usize) -> (std::time::Durat
 /// the first output it reads is the call's first token. Held in memory, so
 /// bounded like a whole answer: `limits` is the time it may take and the
 /// bytes its chunks may hold (as JSON).
-pub(crate) async fn collect<E: Endpoint>(
+async fn collect<E: Endpoint>(
     mut chunks: Chunks<E::Chunk>,
     record: &mut RequestRecord,
     (within, max_bytes): (std::time::Duration, usize),

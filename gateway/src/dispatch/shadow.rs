@@ -14,10 +14,9 @@ use switchyard_router::{Decision, Reason};
 use tokio::sync::oneshot;
 
 use crate::admit::admission::{Size, worst_cost};
-use crate::dispatch::attempts::{
-    Shared, backoff, collect, held_answer_limits, prepared, record_whole,
-};
-use crate::dispatch::endpoint::{Call, Endpoint};
+use crate::dispatch::attempts::{Shared, backoff, call, prepared, record_whole};
+use crate::dispatch::endpoint::{Answer, Call, Endpoint};
+use crate::dispatch::plan::Mode;
 use crate::dispatch::shadow_lanes::Ticket;
 use crate::error::GatewayError;
 use crate::ledger::{LedgerRow, Shadowed};
@@ -150,7 +149,7 @@ async fn run<E: Endpoint>(
     );
     record.sent_tier(tier);
     let retries = app.router.retries(Some(copy.route));
-    let answer = call::<E>(&app, (copy.candidate, retries), &mut record, req).await;
+    let answer = call_with_retries::<E>(&app, (copy.candidate, retries), &mut record, req).await;
     drop(turn);
     copy.ticket.called();
     let text = match answer {
@@ -196,7 +195,7 @@ async fn run<E: Endpoint>(
 /// usage and times noted in `record`. A failure before any output that the
 /// route would retry is retried as often as the route retries (a server
 /// closing an idle pooled connection is not the candidate's fault).
-async fn call<E: Endpoint>(
+async fn call_with_retries<E: Endpoint>(
     app: &App,
     (candidate, retries): (usize, u32),
     record: &mut RequestRecord,
@@ -221,20 +220,22 @@ async fn call_once<E: Endpoint>(
     mut req: E::Request,
 ) -> Result<Option<String>, AdapterError> {
     let provider = app.backends[candidate].replicas[0].provider.clone();
-    let limits = held_answer_limits(app, candidate);
-    if req.is_stream() {
+    // A stream is read whole here (nobody is waiting for it), counted as
+    // it is read, its first token timed.
+    let mode = if req.is_stream() {
         req.request_stream_usage();
-        let chunks = req.call_stream(&*provider).await?;
-        collect::<E>(chunks, record, limits).await?;
-        return Ok((record.output.counted == 0).then(|| record.output.text.clone()));
+        Mode::Collected
+    } else {
+        Mode::Whole
+    };
+    match call::<E>(app, mode, (candidate, &*provider), record, req).await? {
+        Answer::Whole(resp) => {
+            record.whole_answer();
+            record_whole::<E>(record, &resp);
+            Ok(Some(resp.output_text()))
+        }
+        Answer::Collected(_) | Answer::Stream(_) => {
+            Ok((record.output.counted == 0).then(|| record.output.text.clone()))
+        }
     }
-    let resp = tokio::time::timeout(limits.0, req.call(&*provider))
-        .await
-        .map_err(|_| AdapterError::Timeout {
-            phase: switchyard_adapters::TimeoutPhase::FirstByte,
-            after: limits.0,
-        })??;
-    record.whole_answer();
-    record_whole::<E>(record, &resp);
-    Ok(Some(resp.output_text()))
 }
