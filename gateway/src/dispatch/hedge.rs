@@ -91,7 +91,7 @@ async fn hedge_leg(
     .await;
     let Ok((reservation, admission)) = admitted else {
         if let Some(key) = allowance {
-            app.hedges.refund(key, worst);
+            app.hedges.adjust(key, -worst);
         }
         return None;
     };

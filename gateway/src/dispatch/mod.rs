@@ -7,7 +7,7 @@
 //! `prompt_cache` answer or shape a call from what was seen before, `engine`
 //! sets an engine's own request fields; `shadow` sends a sampled copy of a
 //! route's request to its candidate backend and compares the answers.
-//! `hedge_spend`, `response_store` and `shadow_lanes` are the state the
+//! `daily_spend`, `response_store` and `shadow_lanes` are the state the
 //! running config holds for them.
 //!
 //! May import: admit (each call is admitted), route (the decision, the
@@ -15,10 +15,10 @@
 //! http, error. Not ingress: dialects implement `endpoint`'s traits.
 
 pub mod attempts;
+pub mod daily_spend;
 pub mod endpoint;
 pub mod engine;
 pub mod hedge;
-pub mod hedge_spend;
 pub mod pipeline;
 pub mod plan;
 pub mod prompt_cache;

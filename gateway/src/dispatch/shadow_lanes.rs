@@ -4,7 +4,6 @@
 //! across reloads like hedged spend. Apart from `shadow` so the running
 //! config does not import the request path.
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
@@ -14,7 +13,7 @@ use switchyard_policies::{Config, Profile};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinSet;
 
-use crate::ledger::now_ms;
+use crate::dispatch::daily_spend::DailySpend;
 use crate::metrics::Metrics;
 
 /// Copies in flight at once for a candidate with no `max_concurrency`.
@@ -92,7 +91,7 @@ impl Drop for Ticket {
 #[derive(Default)]
 pub struct ShadowCopies {
     tasks: Mutex<JoinSet<()>>,
-    spend: Mutex<HashMap<Arc<str>, (i64, f64)>>,
+    spend: DailySpend,
     closing: AtomicBool,
 }
 
@@ -172,8 +171,10 @@ impl ShadowLanes {
             .clone()
             .try_acquire_owned()
             .map_err(|_| "queue_full")?;
+        // A cap reached is reached even for a copy whose worst case is $0.
         if let Some(cap) = lane.daily_usd
-            && !self.copies.reserve(&lane.route, estimate_usd, cap)
+            && (self.copies.spend.spent_today(&lane.route) >= cap
+                || !self.copies.spend.take(&lane.route, estimate_usd, cap))
         {
             return Err("over_budget");
         }
@@ -191,7 +192,9 @@ impl ShadowLanes {
         if let Some(lane) = self.lane(route)
             && lane.daily_usd.is_some()
         {
-            self.copies.add(&lane.route, cost_usd - reserved_usd);
+            self.copies
+                .spend
+                .adjust(&lane.route, cost_usd - reserved_usd);
         }
     }
 
@@ -233,29 +236,5 @@ impl ShadowLanes {
         }
         tasks.abort_all();
         while tasks.join_next().await.is_some() {}
-    }
-}
-
-impl ShadowCopies {
-    /// Takes `amount` from the route's daily shadow budget, if it fits.
-    fn reserve(&self, route: &Arc<str>, amount: f64, cap: f64) -> bool {
-        let today = now_ms().div_euclid(86_400_000);
-        let mut spend = self.spend.lock().unwrap_or_else(|p| p.into_inner());
-        let entry = spend.entry(route.clone()).or_insert((today, 0.0));
-        if entry.0 != today {
-            *entry = (today, 0.0);
-        }
-        if entry.1 >= cap || entry.1 + amount > cap {
-            return false;
-        }
-        entry.1 += amount;
-        true
-    }
-
-    fn add(&self, route: &Arc<str>, amount: f64) {
-        let mut spend = self.spend.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(entry) = spend.get_mut(route) {
-            entry.1 = (entry.1 + amount).max(0.0);
-        }
     }
 }

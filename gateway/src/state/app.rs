@@ -16,7 +16,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use crate::admit::access::{Budgets, KeyStore, RateLimits, RedisStore};
 use crate::admit::breaker::Breaker;
-use crate::dispatch::hedge_spend::HedgeSpend;
+use crate::dispatch::daily_spend::DailySpend;
 use crate::dispatch::prompt_cache::PromptCache;
 use crate::dispatch::response_store::ResponseCache;
 use crate::dispatch::shadow_lanes::ShadowLanes;
@@ -149,7 +149,8 @@ pub struct App {
     pub ledger: Arc<Ledger>,
     /// The cloud model every request is also priced on.
     pub reference: Option<Reference>,
-    pub hedges: Arc<HedgeSpend>,
+    /// Hedged spend per key today.
+    pub hedges: Arc<DailySpend>,
     /// Each route's shadow lane, and the copies every config shares.
     pub shadows: ShadowLanes,
     /// This `App` as the running config shares it (set when it goes live),
