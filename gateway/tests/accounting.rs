@@ -350,26 +350,13 @@ async fn spend_reports_split_cloud_local_and_savings() {
     gateway.terminate();
 
     let run = |format: &str| {
-        let out = std::process::Command::new(env!("CARGO_BIN_EXE_switchyard"))
-            .args([
-                "spend",
-                "--config",
-                config.to_str().unwrap(),
-                "--by",
-                "backend",
-                "--since",
-                "1d",
-                "--format",
-                format,
-            ])
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8(out.stdout).unwrap()
+        support::report(
+            None,
+            &config,
+            &[
+                "spend", "--by", "backend", "--since", "1d", "--format", format,
+            ],
+        )
     };
     let json: Value = serde_json::from_str(&run("json")).unwrap();
     let lines = json["lines"].as_array().unwrap();

@@ -227,18 +227,11 @@ async fn the_advised_split_measures_what_advise_predicted() {
     // The CLI reads the same ledger, both phases now: a split to paste,
     // and the table naming what it rests on.
     let cli = |format: &str| {
-        let out = std::process::Command::new(env!("CARGO_BIN_EXE_switchyard"))
-            .args(["advise", "--since", "1h", "--format", format, "--config"])
-            .arg(gateway.config_path())
-            .current_dir(&gateway.dir)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8(out.stdout).unwrap()
+        support::report(
+            Some(&gateway.dir),
+            gateway.config_path(),
+            &["advise", "--since", "1h", "--format", format],
+        )
     };
     let yaml = cli("yaml");
     assert!(

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use support::{FAST_SIM_FIELDS, GatewayBuilder, Proc, chat, get, post_with};
+use support::{FAST_SIM_FIELDS, GatewayBuilder, Proc, chat, metric, post_with};
 
 fn split_gateway(local: u32, cloud: u32) -> GatewayBuilder {
     GatewayBuilder::new()
@@ -25,14 +25,6 @@ fn split_gateway(local: u32, cloud: u32) -> GatewayBuilder {
             &format!("preset: large, {FAST_SIM_FIELDS}"),
         )
         .split("auto", &[("local", local), ("cloud", cloud)])
-}
-
-/// The number `/metrics` gives for `series` (a whole series with labels).
-async fn metric(gateway: &Proc, series: &str) -> f64 {
-    let text = String::from_utf8_lossy(&get(&gateway.url("/metrics")).await.body).into_owned();
-    text.lines()
-        .find_map(|line| line.strip_prefix(series)?.trim().parse().ok())
-        .unwrap_or(0.0)
 }
 
 const APPLIED: &str = "switchyard_config_reloads_total{outcome=\"applied\"}";

@@ -10,7 +10,7 @@ mod support;
 
 use serde_json::{Value, json};
 use support::{
-    FAST_SIM_FIELDS, GatewayBuilder, Proc, get, get_with, key_hash, ledger_rows, post_with,
+    FAST_SIM_FIELDS, GatewayBuilder, Proc, get_with, key_hash, ledger_rows, metric, post_with,
 };
 
 const ADMIN: &str = "sk-admin-shadow";
@@ -59,14 +59,6 @@ fn line<'a>(report: &'a Value, route: &str) -> &'a Value {
         .iter()
         .find(|l| l["route"] == route)
         .unwrap_or_else(|| panic!("no line for {route}: {report}"))
-}
-
-/// The value of one series of `/metrics`, 0 when absent.
-async fn metric(gateway: &Proc, series: &str) -> f64 {
-    let text = String::from_utf8(get(&gateway.url("/metrics")).await.body.to_vec()).unwrap();
-    text.lines()
-        .find_map(|l| l.strip_prefix(series)?.trim().parse().ok())
-        .unwrap_or(0.0)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -173,25 +165,11 @@ async fn the_caller_is_answered_by_its_route_and_the_comparison_counts_every_cop
     let dir = gateway.dir.clone();
     gateway.terminate();
     let run = |format: &str| {
-        let out = std::process::Command::new(env!("CARGO_BIN_EXE_switchyard"))
-            .current_dir(&dir)
-            .args([
-                "compare",
-                "--config",
-                config.to_str().unwrap(),
-                "--since",
-                "1d",
-                "--format",
-                format,
-            ])
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8(out.stdout).unwrap()
+        support::report(
+            Some(&dir),
+            &config,
+            &["compare", "--since", "1d", "--format", format],
+        )
     };
     let json: Value = serde_json::from_str(&run("json")).unwrap();
     assert_eq!(line(&json, "auto")["requests"], 30);

@@ -6,7 +6,6 @@
 
 mod support;
 
-use std::path::Path;
 use std::time::Duration;
 
 use serde_json::{Value, json};
@@ -21,21 +20,6 @@ fn ledger_section() -> String {
         "ledger: {{path: '{}'}}\nauth:\n  admin_key_hash: '{admin}'\n",
         ledger.display()
     )
-}
-
-/// What `switchyard ARGS --config CONFIG` prints; it must succeed.
-fn run_report(config: &Path, args: &[&str]) -> String {
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_switchyard"))
-        .args(args)
-        .args(["--config", config.to_str().unwrap()])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
 }
 
 #[tokio::test]
@@ -81,7 +65,7 @@ async fn budget_attainment_per_profile_from_the_ledger() {
     assert_eq!(report["total"]["requests"], 3);
     gateway.terminate();
 
-    let table = run_report(&config, &["budgets", "--by", "backend"]);
+    let table = support::report(None, &config, &["budgets", "--by", "backend"]);
 
     assert!(table.starts_with("backend  requests"), "{table}");
     for group in ["cloud", "local", "total"] {
@@ -142,8 +126,12 @@ async fn agent_task_time_splits_model_time_from_tool_time() {
     post_with(&url, &short("hi", "agent"), &[("session-id", "task-3")]).await;
     gateway.terminate();
 
-    let report: Value =
-        serde_json::from_str(&run_report(&config, &["sessions", "--format", "json"])).unwrap();
+    let report: Value = serde_json::from_str(&support::report(
+        None,
+        &config,
+        &["sessions", "--format", "json"],
+    ))
+    .unwrap();
     let task = report["sessions"]
         .as_array()
         .unwrap()

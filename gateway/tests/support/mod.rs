@@ -598,3 +598,30 @@ pub fn key_hash(key: &str) -> String {
         .expect("switchyard key-hash");
     String::from_utf8_lossy(&out.stdout).trim().to_owned()
 }
+
+/// The number `/metrics` gives for `series` (a whole series with labels),
+/// 0 when absent.
+pub async fn metric(gateway: &Proc, series: &str) -> f64 {
+    let text = String::from_utf8_lossy(&get(&gateway.url("/metrics")).await.body).into_owned();
+    text.lines()
+        .find_map(|line| line.strip_prefix(series)?.trim().parse().ok())
+        .unwrap_or(0.0)
+}
+
+/// What `switchyard ARGS --config CONFIG` prints, run in `dir` when given
+/// (where a config naming no ledger path finds its gateway's ledger); it
+/// must succeed.
+pub fn report(dir: Option<&std::path::Path>, config: &std::path::Path, args: &[&str]) -> String {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_switchyard"));
+    command.args(args).arg("--config").arg(config);
+    if let Some(dir) = dir {
+        command.current_dir(dir);
+    }
+    let out = command.output().expect("run switchyard");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).expect("UTF-8")
+}
