@@ -195,7 +195,7 @@ async fn three_replicas_migrate_once_and_record_every_request_once() {
             "SELECT string_agg(version::text, ',' ORDER BY version) FROM switchyard_schema"
         ),
         // Version 2 added the shadow columns.
-        "1,2",
+        "1,2,3",
         "each schema version applied once"
     );
     let urls = replicas
@@ -619,8 +619,9 @@ async fn a_database_at_schema_version_1_is_read_then_migrated_with_its_rows() {
     pg.psql(
         "older",
         "ALTER TABLE requests DROP COLUMN shadow, DROP COLUMN agree_exact,
-           DROP COLUMN agree_similarity, DROP COLUMN agree_checked;
-         DELETE FROM switchyard_schema WHERE version = 2",
+           DROP COLUMN agree_similarity, DROP COLUMN agree_checked, DROP COLUMN error;
+         DROP INDEX requests_request_id;
+         DELETE FROM switchyard_schema WHERE version IN (2, 3)",
     );
     let reader = Postgres::connect_reader(&postgres).expect("a reader");
     let conn = snapshot(&reader, now - 86_400_000).expect("a snapshot of the older database");
@@ -639,15 +640,27 @@ async fn a_database_at_schema_version_1_is_read_then_migrated_with_its_rows() {
     let compared =
         compare_report(&conn, (now - 86_400_000, now), None, &BTreeMap::new()).expect("compare");
     assert!(compared.lines.is_empty());
-    // The next start migrates: version 2 again, every row kept.
+    // The next start migrates: versions 2 and 3 again, every row kept.
     let ledger = Ledger::open(&settings).expect("open and migrate");
+    // The request log finds one request's row in PostgreSQL, by the
+    // gateway's id or (within the window) the caller's own.
+    for (id, since) in [("gw-5", now), ("client-5", now - 86_400_000)] {
+        let record = ledger
+            .read_request(id, since, |conn| {
+                switchyard::ledger::request_record(conn, id, since)
+            })
+            .expect("read")
+            .expect("found");
+        assert_eq!(record.line.request_id, "gw-5");
+        assert_eq!(record.calls.len(), 1);
+    }
     ledger.close().await;
     assert_eq!(
         pg.psql(
             "older",
             "SELECT string_agg(version::text, ',' ORDER BY version) FROM switchyard_schema"
         ),
-        "1,2"
+        "1,2,3"
     );
     assert_eq!(
         pg.psql(
@@ -741,6 +754,7 @@ fn sample_row(i: usize, now: i64) -> switchyard::ledger::LedgerRow {
         session: every(2).then(|| Arc::from(pick(&["s1", "s2", "s3", "s4"]))),
         tool_results: i % 3 == 1,
         queued_ms: (i % 4) as f64,
+        error: None,
         shadow: None,
     }
 }

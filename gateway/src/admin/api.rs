@@ -3,7 +3,8 @@
 //! attainment), `GET /admin/sessions?since=1d&route=agent` (agent task
 //! time), `GET /admin/advice?since=7d&target=0.95` (`switchyard advise`),
 //! `GET /admin/compare?since=7d&route=R` (shadow candidates beside what
-//! served) and `POST /admin/reload` (read the config file again).
+//! served) and `POST /admin/reload` (read the config file again). The
+//! request log is `requests`'.
 
 use http::{Request, Response, StatusCode};
 use hyper::body::Incoming;
@@ -244,6 +245,17 @@ pub async fn read_ledger<R: Send + 'static>(
     read: impl FnOnce(&mut rusqlite::Connection) -> rusqlite::Result<R> + Send + 'static,
 ) -> Result<R, GatewayError> {
     on_ledger(app, move |ledger| ledger.read(since_ms, read)).await
+}
+
+/// Reads one request's rows (by the gateway's id, or the caller's own
+/// since `since_ms`) off the async threads.
+pub async fn read_ledger_request<R: Send + 'static>(
+    app: &App,
+    id: String,
+    since_ms: i64,
+    read: impl FnOnce(&mut rusqlite::Connection) -> rusqlite::Result<R> + Send + 'static,
+) -> Result<R, GatewayError> {
+    on_ledger(app, move |ledger| ledger.read_request(&id, since_ms, read)).await
 }
 
 /// Runs blocking ledger `work` off the async workers.

@@ -9,4 +9,5 @@ pub mod dashboard;
 pub mod explain;
 pub mod health;
 pub mod models;
+pub mod requests;
 pub mod scrape;

@@ -200,6 +200,11 @@ pub enum Command {
         #[arg(long)]
         config: Option<PathBuf>,
     },
+    /// The request log from the ledger, newest first: who asked, which
+    /// route and backend served, how it ended and why, time, tokens, cost.
+    /// With an id (the `x-request-id` a caller saw), that request's whole
+    /// record: its decision and every call made for it.
+    Requests(Box<crate::cli::requests::RequestsArgs>),
     /// Print the hash of an API key, for `auth.keys[].hash` in the config.
     KeyHash {
         /// The key (anything hard to guess, e.g. from `openssl rand -hex 24`).

@@ -13,6 +13,7 @@ pub mod commands;
 pub mod compare;
 pub mod probe;
 pub mod report_text;
+pub mod requests;
 pub mod route;
 pub mod serve;
 pub mod sessions;

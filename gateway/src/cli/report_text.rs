@@ -24,6 +24,16 @@ pub fn open_ledger(
     Ok(rusqlite::Connection::open(path)?)
 }
 
+/// Dollars as every report prints them: six decimals, and never `-0.000000`
+/// (a refund rounding to nothing is nothing).
+pub fn usd(value: f64) -> String {
+    let text = format!("{value:.6}");
+    match text.strip_prefix('-') {
+        Some(rest) if rest.bytes().all(|b| b == b'0' || b == b'.') => rest.to_owned(),
+        _ => text,
+    }
+}
+
 /// `report` as pretty JSON, or its `rows` (under `columns`, grouped `by`)
 /// as CSV or a table, as `format` says.
 pub fn write(

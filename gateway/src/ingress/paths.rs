@@ -13,7 +13,7 @@ use crate::http::request_id::REQUEST_ID;
 use crate::state::app::App;
 use crate::state::live::Live;
 
-use crate::admin::{api as admin, dashboard, explain, health, models};
+use crate::admin::{api as admin, dashboard, explain, health, models, requests};
 use crate::dispatch::endpoint::Endpoint;
 use crate::dispatch::pipeline as endpoint;
 use crate::ingress::{chat, completions, embeddings, messages, responses};
@@ -176,6 +176,10 @@ async fn serve_endpoint(
             Ok(()) => admin::compare(app, req).await,
             Err(err) => Err(err),
         },
+        "/admin/requests" => match allow(&req, Method::GET, "GET") {
+            Ok(()) => requests::list(app, req).await,
+            Err(err) => Err(err),
+        },
         "/admin/stats" => match allow(&req, Method::GET, "GET") {
             Ok(()) => dashboard::stats(app, req).await,
             Err(err) => Err(err),
@@ -207,6 +211,13 @@ async fn serve_endpoint(
                     dialect_of(&req),
                 )
             }),
+            None if let Some(id) = requests::requested_id(req.uri().path()) => {
+                let id = id.to_owned();
+                match allow(&req, Method::GET, "GET") {
+                    Ok(()) => requests::one(app, req, id).await,
+                    Err(err) => Err(err),
+                }
+            }
             None if dashboard::is_dashboard_path(req.uri().path()) => {
                 allow(&req, Method::GET, "GET").and_then(|()| dashboard::asset(app, &req))
             }
@@ -246,7 +257,7 @@ fn is_admin_path(path: &str) -> bool {
 /// The paths served (after any `/v1`), as `'static` strings: the request
 /// itself moves into its endpoint, and a copy of its path would cost an
 /// allocation on every request.
-const ENDPOINTS: [&str; 20] = [
+const ENDPOINTS: [&str; 21] = [
     "/chat/completions",
     "/messages",
     "/messages/count_tokens",
@@ -261,6 +272,7 @@ const ENDPOINTS: [&str; 20] = [
     "/admin/sessions",
     "/admin/advice",
     "/admin/compare",
+    "/admin/requests",
     "/admin/stats",
     "/admin/reload",
     "/admin/predictors",
@@ -270,7 +282,7 @@ const ENDPOINTS: [&str; 20] = [
 ];
 
 /// [`ENDPOINTS`] as written under `/v1`.
-const V1_ENDPOINTS: [&str; 20] = [
+const V1_ENDPOINTS: [&str; 21] = [
     "/v1/chat/completions",
     "/v1/messages",
     "/v1/messages/count_tokens",
@@ -285,6 +297,7 @@ const V1_ENDPOINTS: [&str; 20] = [
     "/v1/admin/sessions",
     "/v1/admin/advice",
     "/v1/admin/compare",
+    "/v1/admin/requests",
     "/v1/admin/stats",
     "/v1/admin/reload",
     "/v1/admin/predictors",

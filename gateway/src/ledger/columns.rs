@@ -49,7 +49,7 @@ use Kind::{Flag, Int, Real, Text};
 use Since::{Added, First};
 
 /// Every column of a row, in table order (the `id` key is the store's own).
-pub const COLUMNS: [Column; 42] = [
+pub const COLUMNS: [Column; 43] = [
     column("ts_ms", Int, true, First),
     column("request_id", Text, false, First),
     column("key", Text, false, First),
@@ -92,6 +92,7 @@ pub const COLUMNS: [Column; 42] = [
     added_in_postgres(column("agree_exact", Flag, false, Added), 2),
     added_in_postgres(column("agree_similarity", Real, false, Added), 2),
     added_in_postgres(column("agree_checked", Flag, false, Added), 2),
+    added_in_postgres(column("error", Text, false, Added), 3),
 ];
 
 /// A column PostgreSQL ledgers gained with schema version `version`.
@@ -180,6 +181,7 @@ pub fn cells(r: &LedgerRow) -> [Cell<'_>; COLUMNS.len()] {
         Cell::Flag(r.shadow.and_then(|s| s.exact)),
         Cell::Real(r.shadow.and_then(|s| s.similarity)),
         Cell::Flag(r.shadow.and_then(|s| s.checked)),
+        Cell::Text(r.error.as_deref()),
     ]
 }
 
@@ -255,6 +257,7 @@ mod tests {
             session: Some(Arc::from("s")),
             tool_results: true,
             queued_ms: 3.0,
+            error: Some("upstream said no".into()),
             shadow: Some(crate::ledger::Shadowed {
                 exact: Some(false),
                 similarity: Some(0.5),

@@ -12,6 +12,7 @@ mod drift;
 mod entry;
 mod postgres;
 mod report;
+mod requests;
 mod row;
 mod schema;
 mod sessions;
@@ -35,6 +36,10 @@ pub use crate::ledger::postgres::spend_report as postgres_spend_report;
 pub use crate::ledger::postgres::{Postgres, snapshot};
 pub use crate::ledger::report::{
     Dimension, SpendLine, SpendReport, now_ms, spend_report, spend_since,
+};
+pub use crate::ledger::requests::{
+    MAX_PAGE, RequestFilter, RequestLine, RequestLog, RequestRecord, StatusClass, request_log,
+    request_record,
 };
 pub use crate::ledger::row::{Drafts, LedgerRow, Shadowed, UPSTREAM_FAILURES};
 pub use crate::ledger::sessions::{SessionLine, SessionsReport, sessions_report};
@@ -202,6 +207,22 @@ impl Ledger {
         let mut conn = match &self.store {
             Store::Sqlite { path } => rusqlite::Connection::open(path)?,
             Store::Postgres { postgres, .. } => postgres::snapshot(postgres, since_ms)?,
+        };
+        Ok(read(&mut conn)?)
+    }
+
+    /// Runs `read` on one request's rows (`id`, the gateway's or, from
+    /// `since_ms` on, the caller's own): on the SQLite file, or on a copy of
+    /// them from PostgreSQL. Blocks: call it off the async threads.
+    pub fn read_request<R>(
+        &self,
+        id: &str,
+        since_ms: i64,
+        read: impl FnOnce(&mut rusqlite::Connection) -> rusqlite::Result<R>,
+    ) -> anyhow::Result<R> {
+        let mut conn = match &self.store {
+            Store::Sqlite { path } => rusqlite::Connection::open(path)?,
+            Store::Postgres { postgres, .. } => postgres::request_snapshot(postgres, id, since_ms)?,
         };
         Ok(read(&mut conn)?)
     }

@@ -65,6 +65,9 @@ pub struct LedgerRow {
     /// A shadow copy's call (not the caller's answer), with how its answer
     /// compared with the one that served; `None` for every other row.
     pub shadow: Option<Shadowed>,
+    /// A failed call's cause in the backend's own words, redacted (the
+    /// caller was told only the kind), for the request log.
+    pub error: Option<String>,
 }
 
 /// How a shadow copy's answer compared with the answer that served the

@@ -19,6 +19,9 @@ const INDEXES: &str = "
 -- dimension and time led SQLite to scan the whole index to avoid a sort,
 -- and cost the writer three more B-tree inserts per row.)
 CREATE INDEX IF NOT EXISTS requests_ts ON requests (ts_ms);
+-- The request log finds one request's calls by the id its caller saw, at
+-- once however long the ledger (one more B-tree insert per row).
+CREATE INDEX IF NOT EXISTS requests_request_id ON requests (request_id);
 DROP INDEX IF EXISTS requests_key_ts;
 DROP INDEX IF EXISTS requests_team_ts;
 DROP INDEX IF EXISTS requests_backend_ts;

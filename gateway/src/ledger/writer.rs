@@ -159,6 +159,7 @@ mod tests {
             session: Some("task-1".into()),
             tool_results: true,
             queued_ms: 0.0,
+            error: None,
             shadow: None,
         }
     }

@@ -156,6 +156,7 @@ impl RefusalGuard {
             session: None,
             tool_results: false,
             queued_ms: 0.0,
+            error: None,
             shadow: None,
         };
         self.app.metrics.refused(status);

@@ -184,6 +184,7 @@ impl RequestRecord {
             tool_results: self.context.tool_results,
             queued_ms: waited_ms,
             shadow: self.shadow,
+            error: self.error.clone(),
         }
     }
 

@@ -18,12 +18,15 @@ use crate::state::app::App;
 use crate::state::live::Live;
 
 /// Paths that answer without a key: probes, Prometheus scrapes, and the
-/// admin API and dashboard (which check the admin key themselves).
+/// admin API (also under `/v1`) and dashboard, which check the admin key
+/// themselves.
 fn is_open(path: &str) -> bool {
-    matches!(
-        path,
-        "/healthz" | "/readyz" | "/metrics" | "/" | "/dashboard"
-    ) || path.starts_with("/admin/")
+    path.starts_with("/v1/admin/")
+        || matches!(
+            path,
+            "/healthz" | "/readyz" | "/metrics" | "/" | "/dashboard"
+        )
+        || path.starts_with("/admin/")
         || path.starts_with("/dashboard/")
 }
 

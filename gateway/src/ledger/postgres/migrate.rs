@@ -13,6 +13,15 @@ use crate::ledger::columns::{COLUMNS, definition};
 /// is unlikely to use (`switchya` in ASCII).
 const LOCK_KEY: i64 = 0x7377_6974_6368_7961;
 
+/// Indexes a later version brought, beside its columns.
+const INDEXES: [(i32, &str); 1] = [
+    // The request log finds one request's calls by the id its caller saw.
+    (
+        3,
+        "CREATE INDEX IF NOT EXISTS requests_request_id ON requests (request_id);",
+    ),
+];
+
 /// `(version, SQL)`, in order, from the column table: version 1 creates the
 /// table with the columns it brought, each later version adds its own.
 /// A version once released never changes what it does.
@@ -50,6 +59,12 @@ fn migrations() -> Vec<(i32, String)> {
             } else {
                 columns
                     .map(|c| format!("ALTER TABLE requests ADD COLUMN {c};"))
+                    .chain(
+                        INDEXES
+                            .iter()
+                            .filter(|(v, _)| *v == version)
+                            .map(|(_, sql)| (*sql).to_owned()),
+                    )
                     .collect::<Vec<_>>()
                     .join("\n")
             };

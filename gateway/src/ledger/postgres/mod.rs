@@ -21,7 +21,7 @@ use std::time::Duration;
 use deadpool_postgres::{ManagerConfig, Pool, RecyclingMethod};
 use switchyard_policies::{PostgresLedger, PostgresUrl, check_postgres_url};
 
-pub use crate::ledger::postgres::read::{snapshot, spend_report, spend_since};
+pub use crate::ledger::postgres::read::{request_snapshot, snapshot, spend_report, spend_since};
 pub(super) use crate::ledger::postgres::retention::run as run_retention;
 pub(super) use crate::ledger::postgres::writer::{Spool, run as run_writer};
 

@@ -74,6 +74,33 @@ pub fn spend_report(
 /// The rows since `since_ms` from every replica, in an in-memory SQLite
 /// ledger for a report to read.
 pub fn snapshot(postgres: &Postgres, since_ms: i64) -> anyhow::Result<rusqlite::Connection> {
+    copy_rows(postgres, Rows::Since(since_ms))
+}
+
+/// One request's calls from every replica (by the gateway's id through its
+/// index, or by the caller's own id since `since_ms`), in an in-memory
+/// SQLite ledger.
+pub fn request_snapshot(
+    postgres: &Postgres,
+    id: &str,
+    since_ms: i64,
+) -> anyhow::Result<rusqlite::Connection> {
+    copy_rows(
+        postgres,
+        Rows::Request {
+            id: id.to_owned(),
+            since_ms,
+        },
+    )
+}
+
+/// Which rows a snapshot copies.
+enum Rows {
+    Since(i64),
+    Request { id: String, since_ms: i64 },
+}
+
+fn copy_rows(postgres: &Postgres, wanted: Rows) -> anyhow::Result<rusqlite::Connection> {
     let pool = postgres.pool().clone();
     // Every column the SQLite ledger has, in its order (`id` first).
     let columns = format!("id, {}", crate::ledger::columns::names());
@@ -95,11 +122,22 @@ pub fn snapshot(postgres: &Postgres, since_ms: i64) -> anyhow::Result<rusqlite::
             .iter()
             .map(|row| row.get(0))
             .collect();
-        let sql = format!(
-            "SELECT id, {} FROM requests WHERE ts_ms >= $1 ORDER BY id",
-            selected_columns(&present)
-        );
-        anyhow::Ok(client.query(&sql, &[&since_ms]).await?)
+        let columns = selected_columns(&present);
+        anyhow::Ok(match &wanted {
+            Rows::Since(since_ms) => {
+                let sql =
+                    format!("SELECT id, {columns} FROM requests WHERE ts_ms >= $1 ORDER BY id");
+                client.query(&sql, &[since_ms]).await?
+            }
+            Rows::Request { id, since_ms } => {
+                let sql = format!(
+                    "SELECT id, {columns} FROM requests WHERE request_id = $1
+                     UNION SELECT id, {columns} FROM requests
+                     WHERE client_request_id = $1 AND ts_ms >= $2 ORDER BY id"
+                );
+                client.query(&sql, &[id, since_ms]).await?
+            }
+        })
     })??;
     let rows: Vec<Vec<Value>> = fetched
         .iter()
