@@ -2,7 +2,9 @@
 // Chromium, fails on any console error, page error or failed request, checks
 // that every panel drew, that the numbers shown equal /admin/stats, that a
 // phone-sized viewport does not scroll sideways, and that the window buttons
-// work; saves a full-page laptop screenshot (and a phone one beside it).
+// work; then the request log's page against /admin/requests (rows, the status
+// filter, a picked request's calls); saves a full-page laptop screenshot (and
+// a phone one and the request log's beside it).
 //   usage: node check.mjs BASE_URL ADMIN_KEY_OR_EMPTY SCREENSHOT.png
 // Run it through run.sh, which installs playwright-core. The gateway must be
 // quiet while it runs: the page and this script each fetch the stats once
@@ -138,6 +140,42 @@ try {
     null, { timeout: 20000 });
   same(await page.$eval('.windows [data-window="24h"]', b => b.getAttribute("aria-pressed")), "true", "24 h button pressed");
   same(await page.$eval("#banner", b => b.hidden), true, "no error banner after choosing 24 h");
+
+  // The request log's page: the dashboard links to it; its rows are
+  // GET /admin/requests's, the status filter narrows them as the API does,
+  // and a picked request shows its calls.
+  await page.click('a[href="/dashboard/requests"]');
+  await page.waitForFunction(() => document.body.dataset.ready === "1", null, { timeout: 20000 });
+  same(await page.$eval("#banner", b => b.hidden), true, "request log: no error banner");
+  const logRows = () => page.$$eval("#log tbody tr", trs => trs.map(tr => ({
+    id: tr.dataset.id, status: tr.querySelector("[data-status]").dataset.status,
+    cells: [...tr.children].map(c => c.textContent),
+  })));
+  const api = async q => {
+    const r = await fetch(url("/admin/requests?" + q), { headers: auth });
+    if (!r.ok) throw new Error(`GET /admin/requests?${q} answered ${r.status}`);
+    return r.json();
+  };
+  const all = await api("since=1h&limit=50");
+  const shown = await logRows();
+  same(JSON.stringify(shown.map(r => r.id)), JSON.stringify(all.requests.map(r => r.request_id)), "request log: rows, newest first");
+  same(shown[0]?.cells[3], all.requests[0]?.backend || "—", "request log: first row's backend");
+  same(await page.$eval("#older", b => b.disabled), all.next_offset == null, "request log: older page button");
+  await page.selectOption('#filters select[name="status"]', "error");
+  await page.click('#filters button[type="submit"]');
+  await page.waitForFunction(() => document.body.dataset.ready === "1" && new URLSearchParams(location.search).get("status") === "error", null, { timeout: 20000 });
+  const errors = await api("since=1h&limit=50&status=error");
+  const errorRows = await logRows();
+  expect(errors.requests.length > 0, "request log: the refused request is an error");
+  same(JSON.stringify(errorRows.map(r => r.id)), JSON.stringify(errors.requests.map(r => r.request_id)), "request log: status=error rows");
+  expect(errorRows.every(r => r.status === "error"), "request log: every filtered row is an error");
+  same(errorRows[0]?.cells[10], errors.requests[0]?.error || errors.requests[0]?.refusal || "", "request log: why it failed");
+  await page.click("#log tbody tr");
+  await page.waitForSelector("#detail:not([hidden]) [data-calls]", { timeout: 20000 });
+  const record = await (await fetch(url(`/admin/requests/${errors.requests[0].request_id}`), { headers: auth })).json();
+  same(await page.$eval("#detail [data-calls]", t => Number(t.dataset.calls)), record.calls.length, "request log: the picked request's calls");
+  same(await page.$eval('#detail [data-fact="outcome"]', d => d.textContent), record.outcome, "request log: the picked request's outcome");
+  await page.screenshot({ path: shot.replace(/(\.png)?$/, ".requests.png"), fullPage: true });
 } catch (e) {
   failures.push(e.message);
 } finally {

@@ -1,6 +1,7 @@
 //! The built-in dashboard: `GET /dashboard`, a page served from assets
 //! compiled into the binary (uPlot vendored, no network fetch), drawn from
-//! `GET /admin/stats?window=1h|24h|7d`. Both need the admin key when auth
+//! `GET /admin/stats?window=1h|24h|7d`; and the request log's page,
+//! `GET /dashboard/requests`, drawn from `GET /admin/requests`. Both need the admin key when auth
 //! is on; a browser asks for it (HTTP Basic, any user name).
 
 use bytes::Bytes;
@@ -19,7 +20,7 @@ use crate::ledger::{LedgerStats, Window, attainment_lines, ledger_stats, now_ms,
 use crate::state::app::App;
 
 /// The page's files: path, content type, bytes.
-const ASSETS: [(&str, &str, &[u8]); 5] = [
+const ASSETS: [(&str, &str, &[u8]); 7] = [
     (
         "/dashboard",
         "text/html; charset=utf-8",
@@ -29,6 +30,16 @@ const ASSETS: [(&str, &str, &[u8]); 5] = [
         "/dashboard/dashboard.js",
         "text/javascript; charset=utf-8",
         include_bytes!("../../assets/dashboard/dashboard.js"),
+    ),
+    (
+        "/dashboard/requests",
+        "text/html; charset=utf-8",
+        include_bytes!("../../assets/dashboard/requests.html"),
+    ),
+    (
+        "/dashboard/requests.js",
+        "text/javascript; charset=utf-8",
+        include_bytes!("../../assets/dashboard/requests.js"),
     ),
     (
         "/dashboard/dashboard.css",

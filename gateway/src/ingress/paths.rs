@@ -118,8 +118,12 @@ async fn serve_endpoint(
     // The admin API answers only the admin key, even about what it does
     // not have or which methods it takes: which admin paths exist is not
     // for others to probe.
-    let stats = endpoint == "/admin/stats" && dashboard::may_see(app, req.headers());
-    if is_admin_path(req.uri().path()) && !stats && !app.keys.is_admin(req.headers()) {
+    // The dashboard's pages read these with the browser's Basic password
+    // (or openly, when the config sets no keys at all).
+    let for_dashboard = (matches!(endpoint, "/admin/stats" | "/admin/requests")
+        || requests::requested_id(req.uri().path()).is_some())
+        && dashboard::may_see(app, req.headers());
+    if is_admin_path(req.uri().path()) && !for_dashboard && !app.keys.is_admin(req.headers()) {
         return Err(admin::unauthorized());
     }
     match endpoint {
