@@ -194,7 +194,8 @@ async fn three_replicas_migrate_once_and_record_every_request_once() {
             "replicas",
             "SELECT string_agg(version::text, ',' ORDER BY version) FROM switchyard_schema"
         ),
-        // Version 2 added the shadow columns.
+        // Version 2 added the shadow columns; 3 the error column, the
+        // request-id index and the stored keys.
         "1,2,3",
         "each schema version applied once"
     );
@@ -981,4 +982,77 @@ async fn refusal_rows_stay_bounded_while_postgres_is_away() {
     let ready = get(&gateway.url("/readyz")).await.json();
     assert_eq!(ready["ledger"]["lost_rows"], lost, "{ready}");
     drop(restart_and_drain(pg, &gateway).await);
+}
+
+/// A key made on one replica serves on the others sharing the ledger's
+/// PostgreSQL (they look for changes every 2 s), and revoked on one it is
+/// refused on all; the audit trail is shared too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keys_made_on_one_replica_serve_on_every_replica() {
+    let Some(pg) = PostgresServer::start() else {
+        return;
+    };
+    let url = pg.create_database("keys");
+    let auth = format!(
+        "auth:\n  admin_key_hash: \"{}\"\n  keys:\n    - {{name: file, hash: \"{}\"}}\n",
+        support::key_hash("admin-secret"),
+        support::key_hash("file-secret")
+    );
+    let replicas = start_together(
+        (0..2)
+            .map(|_| replica(&url, "group", "").section(&auth))
+            .collect(),
+    );
+    let admin = [("authorization", "Bearer admin-secret")];
+    let made = post_with(
+        &replicas[0].url("/admin/keys"),
+        &json!({"name": "shared"}),
+        &admin,
+    )
+    .await;
+    assert_eq!(made.status, 201, "{}", String::from_utf8_lossy(&made.body));
+    let secret = made.json()["key"].as_str().unwrap().to_owned();
+    let auth = format!("Bearer {secret}");
+    let chat = |replica: &Proc| {
+        let url = replica.url("/v1/chat/completions");
+        let auth = auth.clone();
+        async move {
+            post_with(
+                &url,
+                &short("hi", "auto"),
+                &[("authorization", auth.as_str())],
+            )
+            .await
+            .status
+        }
+    };
+    assert_eq!(chat(&replicas[0]).await, 200);
+    assert!(
+        support::eventually(async || chat(&replicas[1]).await == 200).await,
+        "the other replica never took the key"
+    );
+    let revoked = support::request(
+        "DELETE".parse().unwrap(),
+        &replicas[1].url("/admin/keys/shared"),
+        &admin,
+        Vec::new(),
+        false,
+    )
+    .await;
+    assert_eq!(revoked.status, 200);
+    assert_eq!(chat(&replicas[1]).await, 401);
+    assert!(
+        support::eventually(async || chat(&replicas[0]).await == 401).await,
+        "the first replica still serves a revoked key"
+    );
+    let seen = get_with(&replicas[0].url("/admin/keys/shared"), &admin)
+        .await
+        .json();
+    let actions: Vec<&str> = seen["audit"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["action"].as_str().unwrap())
+        .collect();
+    assert_eq!(actions, ["revoke", "create"]);
 }

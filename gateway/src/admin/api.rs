@@ -259,7 +259,7 @@ pub async fn read_ledger_request<R: Send + 'static>(
 }
 
 /// Runs blocking ledger `work` off the async workers.
-async fn on_ledger<R: Send + 'static>(
+pub(crate) async fn on_ledger<R: Send + 'static>(
     app: &App,
     work: impl FnOnce(&crate::ledger::Ledger) -> anyhow::Result<R> + Send + 'static,
 ) -> Result<R, GatewayError> {

@@ -8,6 +8,7 @@ pub mod api;
 pub mod dashboard;
 pub mod explain;
 pub mod health;
+pub mod keys;
 pub mod models;
 pub mod requests;
 pub mod scrape;

@@ -205,6 +205,9 @@ pub enum Command {
     /// With an id (the `x-request-id` a caller saw), that request's whole
     /// record: its decision and every call made for it.
     Requests(Box<crate::cli::requests::RequestsArgs>),
+    /// Keys made through the admin API of a running gateway: list, create,
+    /// get, update, rotate, revoke (the admin key from SWITCHYARD_ADMIN_KEY).
+    Keys(Box<crate::cli::keys::KeysArgs>),
     /// Print the hash of an API key, for `auth.keys[].hash` in the config.
     KeyHash {
         /// The key (anything hard to guess, e.g. from `openssl rand -hex 24`).

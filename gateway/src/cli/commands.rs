@@ -86,6 +86,7 @@ pub fn run(command: Command) -> anyhow::Result<()> {
                 &mut std::io::stdout().lock(),
             )
         }
+        Command::Keys(args) => crate::cli::keys::run(&args, &mut std::io::stdout().lock()),
         Command::Requests(args) => crate::cli::requests::run(&args, &mut std::io::stdout().lock()),
         Command::KeyHash { key } => {
             let key = match key.filter(|k| k != "-") {

@@ -11,6 +11,7 @@ pub mod args;
 pub mod budgets;
 pub mod commands;
 pub mod compare;
+pub mod keys;
 pub mod probe;
 pub mod report_text;
 pub mod requests;

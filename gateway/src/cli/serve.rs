@@ -31,6 +31,7 @@ pub async fn serve(
     let live = Live::start(app::App::build(&config)?, config_path);
     live.reload_on_sighup();
     live.reload_on_file_change();
+    live.watch_stored_keys();
     let addr = listen.unwrap_or(config.server.listen);
     let listener = tokio::net::TcpListener::bind(addr)
         .await

@@ -59,6 +59,9 @@ pub enum GatewayError {
     /// what would let it in).
     #[error("{message}")]
     Forbidden { message: String },
+    /// The thing asked for clashes with what is there (a key's name in use).
+    #[error("{message}")]
+    Conflict { message: String },
     #[error("{message}; retry after {}s", retry_after.as_secs().max(1))]
     RateLimited {
         message: String,

@@ -146,6 +146,12 @@ impl GatewayError {
             GatewayError::Forbidden { .. } => {
                 shape(StatusCode::FORBIDDEN, "forbidden", "permission_error", None)
             }
+            GatewayError::Conflict { .. } => shape(
+                StatusCode::CONFLICT,
+                "conflict",
+                "invalid_request_error",
+                None,
+            ),
             GatewayError::RateLimited { retry_after, .. } => Shape {
                 retry_after: Some(*retry_after),
                 ..shape(

@@ -13,7 +13,7 @@ use crate::http::request_id::REQUEST_ID;
 use crate::state::app::App;
 use crate::state::live::Live;
 
-use crate::admin::{api as admin, dashboard, explain, health, models, requests};
+use crate::admin::{api as admin, dashboard, explain, health, keys, models, requests};
 use crate::dispatch::endpoint::Endpoint;
 use crate::dispatch::pipeline as endpoint;
 use crate::ingress::{chat, completions, embeddings, messages, responses};
@@ -180,6 +180,7 @@ async fn serve_endpoint(
             Ok(()) => admin::compare(app, req).await,
             Err(err) => Err(err),
         },
+        "/admin/keys" => keys::collection(live, app, req).await,
         "/admin/requests" => match allow(&req, Method::GET, "GET") {
             Ok(()) => requests::list(app, req).await,
             Err(err) => Err(err),
@@ -215,6 +216,10 @@ async fn serve_endpoint(
                     dialect_of(&req),
                 )
             }),
+            None if let Some((name, rotate)) = keys::key_path(req.uri().path()) => {
+                let name = name.to_owned();
+                keys::one(live, app, req, name, rotate).await
+            }
             None if let Some(id) = requests::requested_id(req.uri().path()) => {
                 let id = id.to_owned();
                 match allow(&req, Method::GET, "GET") {
@@ -261,7 +266,7 @@ fn is_admin_path(path: &str) -> bool {
 /// The paths served (after any `/v1`), as `'static` strings: the request
 /// itself moves into its endpoint, and a copy of its path would cost an
 /// allocation on every request.
-const ENDPOINTS: [&str; 21] = [
+const ENDPOINTS: [&str; 22] = [
     "/chat/completions",
     "/messages",
     "/messages/count_tokens",
@@ -276,6 +281,7 @@ const ENDPOINTS: [&str; 21] = [
     "/admin/sessions",
     "/admin/advice",
     "/admin/compare",
+    "/admin/keys",
     "/admin/requests",
     "/admin/stats",
     "/admin/reload",
@@ -286,7 +292,7 @@ const ENDPOINTS: [&str; 21] = [
 ];
 
 /// [`ENDPOINTS`] as written under `/v1`.
-const V1_ENDPOINTS: [&str; 21] = [
+const V1_ENDPOINTS: [&str; 22] = [
     "/v1/chat/completions",
     "/v1/messages",
     "/v1/messages/count_tokens",
@@ -301,6 +307,7 @@ const V1_ENDPOINTS: [&str; 21] = [
     "/v1/admin/sessions",
     "/v1/admin/advice",
     "/v1/admin/compare",
+    "/v1/admin/keys",
     "/v1/admin/requests",
     "/v1/admin/stats",
     "/v1/admin/reload",

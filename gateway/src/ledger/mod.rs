@@ -10,6 +10,7 @@ pub mod columns;
 mod compare;
 mod drift;
 mod entry;
+pub mod keys;
 mod postgres;
 mod report;
 mod requests;
@@ -225,6 +226,52 @@ impl Ledger {
             Store::Postgres { postgres, .. } => postgres::request_snapshot(postgres, id, since_ms)?,
         };
         Ok(read(&mut conn)?)
+    }
+
+    /// Every key made through the admin API, revoked ones too. Blocks.
+    pub fn stored_keys(&self) -> anyhow::Result<Vec<keys::StoredKey>> {
+        match &self.store {
+            Store::Sqlite { path } => keys::sqlite_load(&rusqlite::Connection::open(path)?),
+            Store::Postgres { postgres, .. } => postgres::keys::load(postgres),
+        }
+    }
+
+    /// Writes a stored key and the audit entry of its change together:
+    /// over a key of the same name only when `overwrite` (a change to it)
+    /// or when that key was revoked; `false` when the name is taken.
+    /// Blocks.
+    pub fn put_key(
+        &self,
+        key: &keys::StoredKey,
+        audit: &keys::AuditEntry,
+        overwrite: bool,
+    ) -> anyhow::Result<bool> {
+        match &self.store {
+            Store::Sqlite { path } => {
+                let mut conn = rusqlite::Connection::open(path)?;
+                conn.busy_timeout(Duration::from_secs(5))?;
+                keys::sqlite_put(&mut conn, key, audit, overwrite)
+            }
+            Store::Postgres { postgres, .. } => {
+                postgres::keys::put(postgres, key, audit, overwrite)
+            }
+        }
+    }
+
+    /// The stored keys' version: it grows with every change. Blocks.
+    pub fn keys_version(&self) -> anyhow::Result<i64> {
+        match &self.store {
+            Store::Sqlite { path } => keys::sqlite_version(&rusqlite::Connection::open(path)?),
+            Store::Postgres { postgres, .. } => postgres::keys::version(postgres),
+        }
+    }
+
+    /// The last 1,000 changes to stored keys, newest first. Blocks.
+    pub fn key_audit(&self) -> anyhow::Result<Vec<keys::AuditEntry>> {
+        match &self.store {
+            Store::Sqlite { path } => keys::sqlite_audit(&rusqlite::Connection::open(path)?),
+            Store::Postgres { postgres, .. } => postgres::keys::audit(postgres),
+        }
     }
 
     /// The spend report since `since_ms`, across all replicas when the

@@ -47,6 +47,7 @@ pub fn open(path: &str, strict: bool) -> anyhow::Result<Connection> {
 pub fn create(conn: &Connection) -> rusqlite::Result<()> {
     conn.execute_batch(&table_sql())?;
     conn.execute_batch(INDEXES)?;
+    conn.execute_batch(crate::ledger::keys::SQLITE_TABLES)?;
     migrate(conn)
 }
 

@@ -220,6 +220,10 @@ impl App {
                 ConnectionLimits::of(&config.server),
             ),
         };
+        // The keys made through the admin API join the file's here, so
+        // every config built (at start, on reload) has them.
+        let merged = crate::state::stored_keys::merged(config, &ledger);
+        let config = &merged;
         let access = crate::admit::access::assemble(
             config,
             previous.map(|p| crate::admit::access::Previous {

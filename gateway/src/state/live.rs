@@ -117,8 +117,10 @@ impl Live {
         .await
         .map_err(anyhow::Error::from)
         .and_then(|built| built);
+        // The built config (the file's and the stored keys) against the
+        // running one, stored keys on both sides.
         let built = built.and_then(|(config, app)| {
-            held_back(&current.config.auth, &config.auth, widen).map(|()| (config, app))
+            held_back(&current.config.auth, &app.config.auth, widen).map(|()| (config, app))
         });
         let (config, app) = match built {
             Ok(built) => built,
@@ -128,7 +130,7 @@ impl Live {
                 return Err(err);
             }
         };
-        let changed = config != *current.config;
+        let changed = *app.config != *current.config;
         let restart_needed = restart_only_changes(&self.started, &config);
         for setting in &restart_needed {
             tracing::warn!(
@@ -141,12 +143,7 @@ impl Live {
                 tracing::warn!("{warning}");
             }
         }
-        let app = app.into_shared();
-        // No await between these two: a dropped reload either did nothing
-        // or went live with its limits resized.
-        self.current.store(app.clone());
-        app.apply_limit_changes();
-        self.restart_watchers(&app);
+        let app = self.go_live(app);
         app.metrics.reloaded(true);
         tracing::info!(trigger, changed, models = ?app.router.model_names(), "config reloaded");
         Ok(Reloaded {
@@ -154,6 +151,61 @@ impl Live {
             restart_needed,
             models: app.router.model_names().to_vec(),
         })
+    }
+
+    /// Swaps `app` in for the requests that arrive from now on.
+    fn go_live(&self, app: App) -> Arc<App> {
+        let app = app.into_shared();
+        // No await between these two: a dropped reload either did nothing
+        // or went live with its limits resized.
+        self.current.store(app.clone());
+        app.apply_limit_changes();
+        self.restart_watchers(&app);
+        app
+    }
+
+    /// Builds the running config again without reading the file (the
+    /// stored keys are read again as every build reads them), and swaps it
+    /// in. One at a time with reloads.
+    pub async fn rebuild_running(&self, trigger: &str) -> anyhow::Result<()> {
+        let _reloading = self.reloading.lock().await;
+        let current = self.app();
+        let previous = current.clone();
+        let app =
+            tokio::task::spawn_blocking(move || App::carrying(&previous.config, Some(&previous)))
+                .await??;
+        let app = self.go_live(app);
+        tracing::info!(
+            trigger,
+            keys = app.config.auth.keys.len(),
+            "running config rebuilt"
+        );
+        Ok(())
+    }
+
+    /// Refreshes the keys whenever the stored keys' version moves, for as
+    /// long as the process runs.
+    pub fn watch_stored_keys(self: &Arc<Self>) {
+        let live = Arc::downgrade(self);
+        tokio::spawn(async move {
+            let mut seen = None;
+            loop {
+                let Some(strong) = live.upgrade() else { return };
+                let ledger = strong.app().ledger.clone();
+                let version = tokio::task::spawn_blocking(move || ledger.keys_version())
+                    .await
+                    .ok()
+                    .and_then(Result::ok);
+                if version.is_some() && seen.is_some() && version != seen {
+                    let _ = strong.rebuild_running("stored keys changed").await;
+                }
+                if version.is_some() {
+                    seen = version;
+                }
+                drop(strong);
+                tokio::time::sleep(crate::state::stored_keys::POLL).await;
+            }
+        });
     }
 
     /// Stops the previous config's watchers and starts the new one's.

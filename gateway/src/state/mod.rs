@@ -15,3 +15,4 @@ pub mod config_file;
 pub mod context_watch;
 pub mod engine_watch;
 pub mod live;
+pub mod stored_keys;

@@ -325,6 +325,12 @@ pub struct VirtualKey {
     /// The model names (routes, aliases, backends) the key may ask for;
     /// every one when `None`.
     pub models: Option<ModelAccess>,
+    /// When the key stops working, Unix milliseconds (keys made through
+    /// the admin API may expire; the file's do not).
+    pub expires_at_ms: Option<i64>,
+    /// Made through the admin API and kept in the ledger's database, not
+    /// written in the config file.
+    pub from_api: bool,
 }
 
 /// Whether `next` lets through a model name `before` did not: the list

@@ -11,6 +11,7 @@ mod raw_accounting;
 mod route;
 mod sim;
 mod state;
+mod stored_keys;
 mod telemetry;
 mod validate;
 mod validate_accounting;

@@ -17,7 +17,13 @@ pub(super) struct Checker<'a> {
     source: &'a str,
 }
 
-impl Checker<'_> {
+impl<'a> Checker<'a> {
+    /// Errors about `text` (YAML), named `source`; with no text, errors
+    /// carry no line.
+    pub(super) fn new(text: &'a str, source: &'a str) -> Checker<'a> {
+        Checker { text, source }
+    }
+
     pub(super) fn error(&self, path: &[&str], message: impl Into<String>) -> ConfigError {
         ConfigError {
             source_name: self.source.to_owned(),

@@ -7,7 +7,7 @@ use super::accounting::{
     PostgresUrl, Reference, SpendLimit, SpendScope, Team, VirtualKey,
 };
 use super::raw_accounting::{
-    RawAccounting, RawAuth, RawLedger, RawPostgres, RawPrice, RawSpendLimit,
+    RawAccounting, RawAuth, RawKey, RawLedger, RawPostgres, RawPrice, RawSpendLimit,
 };
 use super::validate::Checker;
 use super::{ConfigError, Tier};
@@ -331,44 +331,16 @@ pub(super) fn auth(ck: &Checker<'_>, raw: RawAuth) -> Result<Auth, ConfigError> 
         });
     }
     let mut keys: Vec<VirtualKey> = Vec::new();
-    for (i, key) in raw.keys.into_iter().enumerate() {
+    for (i, raw_key) in raw.keys.into_iter().enumerate() {
         let index = i.to_string();
-        let at = |field: &'static str| ["auth", "keys", index.as_str(), field];
-        let hash = key_hash(ck, &at("hash"), &key.hash)?;
-        if keys.iter().any(|k| k.name == key.name) {
-            return Err(ck.error(&at("name"), format!("another key is named `{}`", key.name)));
-        }
-        if keys.iter().any(|k| k.hash == hash) {
-            return Err(ck.error(&at("hash"), "another key has this hash"));
-        }
-        if let Some(team) = &key.team
-            && !teams.iter().any(|t| &t.name == team)
-        {
-            return Err(ck.error(&at("team"), format!("no team `{team}` under auth.teams")));
-        }
-        for (field, value) in [
-            ("requests_per_minute", key.requests_per_minute),
-            ("tokens_per_minute", key.tokens_per_minute),
-        ] {
-            if value == Some(0) {
-                return Err(ck.error(&at(field), "must be positive (leave it out for no limit)"));
-            }
-        }
-        let budget = key
-            .budget
-            .map(|b| spend_limit(ck, &at("budget"), b))
-            .transpose()?;
-        let models = model_access(ck, &at("models"), key.models)?;
-        keys.push(VirtualKey {
-            name: key.name,
-            hash,
-            team: key.team,
-            budget,
-            requests_per_minute: key.requests_per_minute,
-            tokens_per_minute: key.tokens_per_minute,
-            may_name_backends: key.may_name_backends,
-            models,
-        });
+        let checked = key(
+            ck,
+            &["auth", "keys", index.as_str()],
+            raw_key,
+            &teams,
+            &keys,
+        )?;
+        keys.push(checked);
     }
     let admin_key_hash = raw
         .admin_key_hash
@@ -391,6 +363,58 @@ pub(super) fn auth(ck: &Checker<'_>, raw: RawAuth) -> Result<Auth, ConfigError> 
         disabled: raw.disabled,
         metrics_key_hash,
         metrics_key_labels: raw.metrics_key_labels.unwrap_or(true),
+    })
+}
+
+/// One `auth.keys[]` entry at `path`, checked against the `teams` and the
+/// `keys` before it.
+pub(super) fn key(
+    ck: &Checker<'_>,
+    path: &[&str],
+    key: RawKey,
+    teams: &[Team],
+    keys: &[VirtualKey],
+) -> Result<VirtualKey, ConfigError> {
+    let at = |field: &'static str| [path, &[field]].concat();
+    let hash = key_hash(ck, &at("hash"), &key.hash)?;
+    if key.name.trim().is_empty() {
+        return Err(ck.error(&at("name"), "a key needs a name"));
+    }
+    if keys.iter().any(|k| k.name == key.name) {
+        return Err(ck.error(&at("name"), format!("another key is named `{}`", key.name)));
+    }
+    if keys.iter().any(|k| k.hash == hash) {
+        return Err(ck.error(&at("hash"), "another key has this hash"));
+    }
+    if let Some(team) = &key.team
+        && !teams.iter().any(|t| &t.name == team)
+    {
+        return Err(ck.error(&at("team"), format!("no team `{team}` under auth.teams")));
+    }
+    for (field, value) in [
+        ("requests_per_minute", key.requests_per_minute),
+        ("tokens_per_minute", key.tokens_per_minute),
+    ] {
+        if value == Some(0) {
+            return Err(ck.error(&at(field), "must be positive (leave it out for no limit)"));
+        }
+    }
+    let budget = key
+        .budget
+        .map(|b| spend_limit(ck, &at("budget"), b))
+        .transpose()?;
+    let models = model_access(ck, &at("models"), key.models)?;
+    Ok(VirtualKey {
+        name: key.name,
+        hash,
+        team: key.team,
+        budget,
+        requests_per_minute: key.requests_per_minute,
+        tokens_per_minute: key.tokens_per_minute,
+        may_name_backends: key.may_name_backends,
+        models,
+        expires_at_ms: None,
+        from_api: false,
     })
 }
 

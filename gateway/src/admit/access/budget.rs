@@ -465,6 +465,8 @@ mod tests {
             tokens_per_minute: None,
             may_name_backends: true,
             models: None,
+            expires_at_ms: None,
+            from_api: false,
         };
         let team = Team {
             name: "t".into(),

@@ -45,8 +45,9 @@ pub struct KeyStore {
     admin: Option<[u8; 32]>,
     /// `auth.metrics_key_hash`: the scraper's key, when `/metrics` needs one.
     metrics: Option<[u8; 32]>,
-    /// Seeds team salts: made of every key's stored hash, so it is the same
-    /// on every replica of one config and known to no tenant.
+    /// Seeds team salts: made of the file's keys' and the admin key's
+    /// stored hashes, so it is the same on every replica of one config and
+    /// known to no tenant.
     team_secret: u64,
     /// Each team's `models`, where it has them.
     team_models: Vec<(String, ModelAccess)>,
@@ -102,7 +103,15 @@ fn bearer_token(value: &str) -> Option<&str> {
 
 impl KeyStore {
     pub fn new(auth: &Auth) -> Self {
-        let hashes: Vec<u8> = auth.keys.iter().flat_map(|k| k.hash).collect();
+        // The file's keys only: a key made through the admin API would
+        // otherwise change every team's salts (and cool its prefix cache).
+        let hashes: Vec<u8> = auth
+            .keys
+            .iter()
+            .filter(|k| !k.from_api)
+            .flat_map(|k| k.hash)
+            .chain(auth.admin_key_hash.into_iter().flatten())
+            .collect();
         KeyStore {
             keys: auth.keys.iter().cloned().map(Arc::new).collect(),
             admin: auth.admin_key_hash,
@@ -151,11 +160,18 @@ impl KeyStore {
                 found = Some(candidate.clone());
             }
         }
-        found
-            .map(Caller::new)
-            .ok_or_else(|| GatewayError::Unauthorized {
-                message: "invalid API key".into(),
-            })
+        let key = found.ok_or_else(|| GatewayError::Unauthorized {
+            message: "invalid API key".into(),
+        })?;
+        if key
+            .expires_at_ms
+            .is_some_and(|at| crate::ledger::now_ms() >= at)
+        {
+            return Err(GatewayError::Unauthorized {
+                message: "this API key has expired".into(),
+            });
+        }
+        Ok(Caller::new(key))
     }
 
     /// The caller's prefix-cache salts: its key's from the key's stored
@@ -225,6 +241,8 @@ mod tests {
             tokens_per_minute: None,
             may_name_backends: true,
             models: None,
+            expires_at_ms: None,
+            from_api: false,
         };
         KeyStore::new(&Auth {
             keys: vec![key],

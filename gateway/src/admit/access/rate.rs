@@ -369,6 +369,8 @@ mod tests {
             tokens_per_minute,
             may_name_backends: true,
             models: None,
+            expires_at_ms: None,
+            from_api: false,
         }
     }
 

@@ -13,13 +13,15 @@ use crate::ledger::columns::{COLUMNS, definition};
 /// is unlikely to use (`switchya` in ASCII).
 const LOCK_KEY: i64 = 0x7377_6974_6368_7961;
 
-/// Indexes a later version brought, beside its columns.
-const INDEXES: [(i32, &str); 1] = [
+/// What a later version brought beside its columns.
+const EXTRAS: [(i32, &str); 2] = [
     // The request log finds one request's calls by the id its caller saw.
     (
         3,
         "CREATE INDEX IF NOT EXISTS requests_request_id ON requests (request_id);",
     ),
+    // Keys made through the admin API, and their audit trail.
+    (3, crate::ledger::keys::POSTGRES_TABLES),
 ];
 
 /// `(version, SQL)`, in order, from the column table: version 1 creates the
@@ -60,7 +62,7 @@ fn migrations() -> Vec<(i32, String)> {
                 columns
                     .map(|c| format!("ALTER TABLE requests ADD COLUMN {c};"))
                     .chain(
-                        INDEXES
+                        EXTRAS
                             .iter()
                             .filter(|(v, _)| *v == version)
                             .map(|(_, sql)| (*sql).to_owned()),

@@ -9,6 +9,7 @@
 //! thread, and the pool's connections are driven by a runtime that lives
 //! as long as the ledger does.
 
+pub mod keys;
 mod migrate;
 mod read;
 mod retention;
