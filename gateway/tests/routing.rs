@@ -689,3 +689,41 @@ async fn recorded_outcomes_train_a_predictor_offline() {
     let _ = std::fs::remove_file(&record);
     let _ = std::fs::remove_file(&weights);
 }
+
+/// The policy as written: an 80/20 split sends 20% to the cloud whatever
+/// the sessions. 200 requests from eight sticky sessions find 20% +- 3
+/// points on the cloud backend (the sessions' ids alone would put one of
+/// eight, or none, or three, there).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_80_20_split_holds_20_percent_over_eight_sessions() {
+    let gateway = GatewayBuilder::new()
+        .in_process_sim("local", "small", support::FAST_SIM_FIELDS)
+        .in_process_sim("cloud", "cloud", support::FAST_SIM_FIELDS)
+        .split("auto", &[("local", 80), ("cloud", 20)])
+        .start();
+    let mut on_cloud = 0;
+    let mut reasons = std::collections::BTreeMap::new();
+    for i in 0..200 {
+        let session = format!("session-{}", i % 8);
+        let reply = post_with(
+            &gateway.url("/v1/chat/completions"),
+            &support::short("hello", "auto"),
+            &[("x-session-id", session.as_str())],
+        )
+        .await;
+        assert_eq!(reply.status, 200);
+        on_cloud += usize::from(reply.header("x-switchyard-backend") == Some("cloud"));
+        *reasons
+            .entry(reply.header("x-switchyard-reason").unwrap().to_owned())
+            .or_insert(0) += 1;
+    }
+    assert!(
+        (34..=46).contains(&on_cloud),
+        "{on_cloud} of 200 on the cloud: {reasons:?}"
+    );
+    // Stickiness still holds where the share allows it.
+    assert!(
+        reasons.get("split-sticky").copied().unwrap_or(0) > 100,
+        "{reasons:?}"
+    );
+}

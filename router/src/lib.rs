@@ -10,6 +10,7 @@ mod decision;
 mod embed;
 mod explain;
 mod features;
+mod interleave;
 pub mod latency;
 pub mod learned;
 mod output_length;

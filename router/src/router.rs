@@ -173,6 +173,8 @@ pub struct Router {
     context_windows: Vec<AtomicU32>,
     /// Sticky splits' shares per caller, so a session id never picks a tier.
     sticky_shares: crate::sticky_share::StickyShares,
+    /// Each split route's requests dealt to its weights.
+    interleave: crate::interleave::Interleave,
 }
 
 impl Router {

@@ -59,7 +59,7 @@ fn name(router: &Router, index: usize) -> &str {
 }
 
 #[test]
-fn split_of_10000_sessions_lands_within_two_points() {
+fn split_of_10000_sessions_holds_its_weights() {
     let router = router();
     for seed in [11, 23, 1979] {
         let mut rng = StdRng::seed_from_u64(seed);
@@ -71,7 +71,6 @@ fn split_of_10000_sessions_lands_within_two_points() {
                 ..view("auto")
             };
             let d = router.decide(&v, rng.random()).unwrap();
-            // Honest sessions are seldom moved to keep the share.
             moved += usize::from(d.reason == Reason::StickyShare);
             assert!(matches!(
                 d.reason,
@@ -80,8 +79,14 @@ fn split_of_10000_sessions_lands_within_two_points() {
             large += usize::from(name(&router, d.primary()) == "large");
         }
         let share = large as f64 / 10_000.0;
-        assert!((share - 0.2).abs() <= 0.02, "seed {seed}: {share}");
-        assert!(moved < 100, "seed {seed}: {moved} of 10,000 moved");
+        assert!((share - 0.2).abs() <= 0.001, "seed {seed}: {share}");
+        // The price of holding the weights in every 200 requests: a
+        // session's request moves when its backend is two requests past
+        // its weight. With every request a new session, their ids' draw is
+        // a random walk the interleave keeps within the slack, and about
+        // one request in ten moves; sessions that keep sending move far
+        // less (`interleave`'s tests).
+        assert!(moved < 1_200, "seed {seed}: {moved} of 10,000 moved");
     }
 }
 
@@ -101,18 +106,21 @@ fn split_without_sessions_converges_too() {
 #[test]
 fn fallbacks_follow_the_choice_once() {
     let router = router();
-    // The split's slices follow backend names: 0.99 lands on `small`.
-    let d = router.decide(&view("auto"), 0.99).unwrap();
-    let order: Vec<&str> = d.targets.iter().map(|t| name(&router, *t)).collect();
-    assert_eq!(order, ["small", "large"]);
-    let d = router.decide(&view("auto"), 0.0).unwrap();
-    assert_eq!(
-        d.targets.len(),
-        1,
-        "a fallback equal to the choice is not tried twice"
-    );
-    let unique: std::collections::BTreeSet<_> = d.targets.iter().collect();
-    assert_eq!(unique.len(), d.targets.len());
+    // The split deals mid, small, large, ... (each to the backend furthest
+    // below its weight); `large` is also the fallback.
+    for want in ["mid", "small", "large", "mid", "small"] {
+        let d = router.decide(&view("auto"), 0.5).unwrap();
+        let order: Vec<&str> = d.targets.iter().map(|t| name(&router, *t)).collect();
+        if want == "large" {
+            assert_eq!(
+                order,
+                ["large"],
+                "a fallback equal to the choice is not tried twice"
+            );
+        } else {
+            assert_eq!(order, [want, "large"]);
+        }
+    }
 }
 
 #[test]
@@ -357,15 +365,21 @@ fn long(model: &str, prompt_tokens: u32) -> RequestView<'_> {
 /// Simulator windows: small 8,192, mid 32,768, large 128,000 tokens.
 #[test]
 fn no_strategy_sends_a_prompt_where_it_cannot_fit() {
-    let router = router();
-    // The split draws `small` (unit 0.9); 20,000 tokens do not fit there,
-    // so the split's next most likely backend that fits takes it.
+    // A router whose split deals `small` next (it dealt `mid` first).
+    let dealing_small = || {
+        let router = router();
+        router.decide(&view("auto"), 0.5).unwrap();
+        router
+    };
+    let router = dealing_small();
+    // 20,000 tokens do not fit on `small`, so the split's next most likely
+    // backend that fits takes it.
     let split = router.decide(&long("auto", 20_000), 0.9).unwrap();
     assert_eq!(name(&router, split.primary()), "mid");
     assert_eq!(split.reason, Reason::ContextFit);
     assert!(split.targets.iter().all(|&b| name(&router, b) != "small"));
     // What fits where it was drawn keeps its reason.
-    let fits = router.decide(&long("auto", 2_000), 0.9).unwrap();
+    let fits = dealing_small().decide(&long("auto", 2_000), 0.9).unwrap();
     assert_eq!(
         (name(&router, fits.primary()), fits.reason),
         ("small", Reason::Split)

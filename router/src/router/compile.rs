@@ -270,6 +270,7 @@ impl Router {
                 .collect(),
             context_windows,
             sticky_shares: Default::default(),
+            interleave: Default::default(),
             predictors,
         }
     }

@@ -83,21 +83,39 @@ impl Router {
                     let stuck = split.pick(unit_from_key(session));
                     let budget = budget_for(route.budget, features.profile, features.prompt_tokens);
                     match self.unstick(stuck, &route.policy, budget, number, &features) {
-                        Some(moved) => (vec![moved], Reason::StickyMoved),
+                        Some(moved) => {
+                            if trace.is_none() {
+                                self.interleave.record(number, moved);
+                            }
+                            (vec![moved], Reason::StickyMoved)
+                        }
                         // Explaining must not count as a request.
-                        None if trace.is_some() => (vec![stuck], Reason::SplitSticky),
-                        None => match self.sticky_shares.choose(
-                            number,
-                            view.key.unwrap_or(""),
-                            split,
-                            stuck,
-                        ) {
-                            (kept, false) => (vec![kept], Reason::SplitSticky),
-                            (moved, true) => (vec![moved], Reason::StickyShare),
-                        },
+                        None if trace.is_some() => {
+                            match self.interleave.deal(number, split, Some(stuck), false) {
+                                (kept, false) => (vec![kept], Reason::SplitSticky),
+                                (moved, true) => (vec![moved], Reason::StickyShare),
+                            }
+                        }
+                        None => {
+                            // The caller's own share first (a session id is
+                            // the caller's to choose), then the route's.
+                            let (held, moved) = self.sticky_shares.choose(
+                                number,
+                                view.key.unwrap_or(""),
+                                split,
+                                stuck,
+                            );
+                            match self.interleave.deal(number, split, Some(held), true) {
+                                (kept, false) if !moved => (vec![kept], Reason::SplitSticky),
+                                (dealt, _) => (vec![dealt], Reason::StickyShare),
+                            }
+                        }
                     }
                 }
-                None => (vec![split.pick(unit)], Reason::Split),
+                None => {
+                    let (dealt, _) = self.interleave.deal(number, split, None, trace.is_none());
+                    (vec![dealt], Reason::Split)
+                }
             },
             Policy::TargetShare {
                 hard,
