@@ -10,7 +10,29 @@ pub fn line_of(text: &str, path: &[&str]) -> Option<usize> {
     let mut from = 0;
     let mut min_indent = 0;
     let mut found = None;
+    // A list item's line, whose first key (`- name: a`) is on it.
+    let mut item_line = None;
     for segment in path {
+        if !segment.is_empty() && segment.bytes().all(|b| b.is_ascii_digit()) {
+            let Ok(index) = segment.parse::<usize>() else {
+                break;
+            };
+            match nth_item(
+                &lines,
+                from + usize::from(found.is_some()),
+                min_indent,
+                index,
+            ) {
+                Some((i, indent)) => {
+                    found = Some(i + 1);
+                    from = i;
+                    min_indent = indent + 1;
+                    item_line = Some(i);
+                    continue;
+                }
+                None => break,
+            }
+        }
         let mut hit = None;
         for (i, line) in lines.iter().enumerate().skip(from) {
             let body = line.trim_start();
@@ -18,6 +40,14 @@ pub fn line_of(text: &str, path: &[&str]) -> Option<usize> {
                 continue;
             }
             let indent = line.len() - body.len();
+            if item_line == Some(i) {
+                let first = body.trim_start_matches("- ");
+                if first.starts_with(&format!("{segment}:")) {
+                    hit = Some((i, indent + 1));
+                    break;
+                }
+                continue;
+            }
             let same_line_as_parent = found.is_some() && i == from;
             if same_line_as_parent {
                 // Only a flow mapping can hold the child on its parent's line.
@@ -42,6 +72,7 @@ pub fn line_of(text: &str, path: &[&str]) -> Option<usize> {
                 break;
             }
         }
+        item_line = None;
         match hit {
             Some((i, indent)) => {
                 found = Some(i + 1);
@@ -54,6 +85,41 @@ pub fn line_of(text: &str, path: &[&str]) -> Option<usize> {
     found
 }
 
+/// The line and indent of the `index`th `- ` item of the block list that
+/// starts at or after line `from`, indented at least `min_indent`.
+fn nth_item(
+    lines: &[&str],
+    from: usize,
+    min_indent: usize,
+    index: usize,
+) -> Option<(usize, usize)> {
+    let mut item_indent = None;
+    let mut seen = 0;
+    for (i, line) in lines.iter().enumerate().skip(from) {
+        let body = line.trim_start();
+        if body.is_empty() || body.starts_with('#') {
+            continue;
+        }
+        let indent = line.len() - body.len();
+        if indent < min_indent {
+            break;
+        }
+        if !body.starts_with("- ") && body != "-" {
+            continue;
+        }
+        match item_indent {
+            None => item_indent = Some(indent),
+            Some(at) if at != indent => continue,
+            Some(_) => {}
+        }
+        if seen == index {
+            return Some((i, indent));
+        }
+        seen += 1;
+    }
+    None
+}
+
 #[cfg(test)]
 mod tests {
     use super::line_of;
@@ -64,6 +130,19 @@ mod tests {
     fn follows_nested_keys() {
         assert_eq!(line_of(TEXT, &["backends", "big", "tier"]), Some(8));
         assert_eq!(line_of(TEXT, &["backends", "small", "tier"]), Some(5));
+    }
+
+    #[test]
+    fn follows_list_items() {
+        let text = "auth:\n  keys:\n    - name: a\n      hash: x\n    - name: b\n      hash: y\n      budget: {daily_usd: -1}\n";
+        assert_eq!(line_of(text, &["auth", "keys", "0", "name"]), Some(3));
+        assert_eq!(line_of(text, &["auth", "keys", "0", "hash"]), Some(4));
+        assert_eq!(line_of(text, &["auth", "keys", "1", "hash"]), Some(6));
+        assert_eq!(
+            line_of(text, &["auth", "keys", "1", "budget", "daily_usd"]),
+            Some(7)
+        );
+        assert_eq!(line_of(text, &["auth", "keys", "1"]), Some(5));
     }
 
     #[test]

@@ -33,6 +33,7 @@ pub(super) fn parse_any<T: serde::de::DeserializeOwned>(
         if let Some(at) = message.rfind(" at line ") {
             message.truncate(at);
         }
+        let message = plain_types(&message);
         ConfigError {
             source_name: source.to_owned(),
             path: if path == "." { String::new() } else { path },
@@ -40,6 +41,30 @@ pub(super) fn parse_any<T: serde::de::DeserializeOwned>(
             message,
         }
     })
+}
+
+/// The parser's type names (`expected usize`, `expected f64`) in words a
+/// config's reader uses.
+fn plain_types(message: &str) -> String {
+    const WORDS: [(&str, &str); 10] = [
+        ("usize", "a whole number, 0 or more"),
+        ("u64", "a whole number, 0 or more"),
+        ("u32", "a whole number, 0 or more"),
+        ("u16", "a whole number, 0 or more"),
+        ("u8", "a whole number, 0 or more"),
+        ("i64", "a whole number"),
+        ("i32", "a whole number"),
+        ("f64", "a number"),
+        ("f32", "a number"),
+        ("a borrowed string", "a string"),
+    ];
+    let Some((before, after)) = message.rsplit_once("expected ") else {
+        return message.to_owned();
+    };
+    match WORDS.iter().find(|(rust, _)| after == *rust) {
+        Some((_, words)) => format!("{before}expected {words}"),
+        None => message.to_owned(),
+    }
 }
 
 #[derive(Debug, Deserialize)]

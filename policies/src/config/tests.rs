@@ -170,13 +170,13 @@ fn bad_routes_are_named() {
 
     let shadowed = "    strategy:\n      rules:\n        - when: {tools: true}\n          to: cloud\n        - when: {tools: true, min_prompt_tokens: 100}\n          to: small\n        - to: small\n";
     let err = error_of(&with_strategy(shadowed));
-    assert_eq!(err.path, "routes.auto.strategy.rules.1");
+    assert_eq!(err.path, "routes.auto.strategy.rules[1]");
     assert!(err.message.contains("rule 0"), "{err}");
 
     let catch_all_first = "    strategy:\n      rules:\n        - to: small\n        - when: {tools: true}\n          to: cloud\n";
     assert_eq!(
         error_of(&with_strategy(catch_all_first)).path,
-        "routes.auto.strategy.rules.1"
+        "routes.auto.strategy.rules[1]"
     );
 
     let no_default =
@@ -190,12 +190,12 @@ fn bad_routes_are_named() {
     let bad_regex = "    strategy:\n      rules:\n        - when: {regex: '(unclosed'}\n          to: cloud\n        - to: small\n";
     assert_eq!(
         error_of(&with_strategy(bad_regex)).path,
-        "routes.auto.strategy.rules.0.when.regex"
+        "routes.auto.strategy.rules[0].when.regex"
     );
 
     let ghost_encoder = "    strategy:\n      rules:\n        - when: {similar_to: {examples: [hi], encoder: ghost}}\n          to: cloud\n        - to: small\n";
     let err = error_of(&with_strategy(ghost_encoder));
-    assert_eq!(err.path, "routes.auto.strategy.rules.0.when.similar_to");
+    assert_eq!(err.path, "routes.auto.strategy.rules[0].when.similar_to");
     assert!(err.message.contains("unknown backend `ghost`"), "{err}");
 
     let short_cascade = "    strategy:\n      cascade: {order: [small]}\n";
@@ -257,15 +257,15 @@ fn bad_accounting_is_named() {
     let err = error_of(&with(
         "auth:\n  keys:\n    - {name: a, hash: 'sha256:zz'}\n",
     ));
-    assert_eq!(err.path, "auth.keys.0.hash");
+    assert_eq!(err.path, "auth.keys[0].hash");
     let err = error_of(&with(&format!(
         "auth:\n  keys:\n    - {{name: a, hash: '{HASH}', team: ghosts}}\n"
     )));
-    assert_eq!(err.path, "auth.keys.0.team");
+    assert_eq!(err.path, "auth.keys[0].team");
     let err = error_of(&with(&format!(
         "auth:\n  keys:\n    - {{name: a, hash: '{HASH}', budget: {{scope: all, daily_usd: 1}}}}\n"
     )));
-    assert_eq!(err.path, "auth.keys.0.budget.scope");
+    assert_eq!(err.path, "auth.keys[0].budget.scope");
     let err = error_of(&with("ledger: {durability: eventually}\n"));
     assert_eq!(err.path, "ledger.durability");
     let priced = GOOD.replace(
@@ -585,4 +585,46 @@ fn a_key_hash_with_a_non_ascii_character_is_an_error_not_a_panic() {
     );
     let err = error_of(&text);
     assert!(err.to_string().contains("64 hex digits"), "{err}");
+}
+
+/// Every error names its field one way (`auth.keys[0].budget`), points at
+/// the offending line itself, and says types in words.
+#[test]
+fn errors_name_fields_one_way_at_their_own_line_in_plain_words() {
+    let keys = |budget: &str| {
+        format!(
+            "backends:\n  small:\n    tier: small\n    sim:\n      preset: small\nauth:\n  keys:\n    - name: a\n      hash: \"sha256:{}\"\n      budget:\n        daily_usd: {budget}\n",
+            "1".repeat(64)
+        )
+    };
+    // A validation error and a parse error: the same path style, the same line.
+    let checked = Config::from_yaml(&keys("-1"), "t").unwrap_err();
+    let parsed = Config::from_yaml(&keys("x"), "t").unwrap_err();
+    assert_eq!(checked.path, "auth.keys[0].budget.daily_usd");
+    assert_eq!(parsed.path, "auth.keys[0].budget.daily_usd");
+    assert_eq!((checked.line, parsed.line), (Some(11), Some(11)));
+    assert!(
+        parsed.message.ends_with("expected a number"),
+        "{}",
+        parsed.message
+    );
+    let err = Config::from_yaml(
+        "server:\n  max_body_bytes: -5\nbackends:\n  small: {tier: small, sim: {preset: small}}\n",
+        "t",
+    )
+    .unwrap_err();
+    assert!(
+        err.message.ends_with("expected a whole number, 0 or more"),
+        "{}",
+        err.message
+    );
+    let err = Config::from_yaml(
+        "backends:\n  small:\n    tier: small\n    sim:\n      preset: huge\n",
+        "t",
+    )
+    .unwrap_err();
+    assert_eq!(
+        (err.path.as_str(), err.line),
+        ("backends.small.sim.preset", Some(5))
+    );
 }

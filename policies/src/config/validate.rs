@@ -17,6 +17,23 @@ pub(super) struct Checker<'a> {
     source: &'a str,
 }
 
+/// A field path as the parser writes one: names joined by `.`, a list's
+/// index in brackets (`auth.keys[0].budget`).
+fn field_path(segments: &[&str]) -> String {
+    let mut out = String::new();
+    for segment in segments {
+        if !segment.is_empty() && segment.bytes().all(|b| b.is_ascii_digit()) {
+            out.push_str(&format!("[{segment}]"));
+        } else {
+            if !out.is_empty() {
+                out.push('.');
+            }
+            out.push_str(segment);
+        }
+    }
+    out
+}
+
 impl<'a> Checker<'a> {
     /// Errors about `text` (YAML), named `source`; with no text, errors
     /// carry no line.
@@ -27,7 +44,7 @@ impl<'a> Checker<'a> {
     pub(super) fn error(&self, path: &[&str], message: impl Into<String>) -> ConfigError {
         ConfigError {
             source_name: self.source.to_owned(),
-            path: path.join("."),
+            path: field_path(path),
             line: super::locate::line_of(self.text, path),
             message: message.into(),
         }
