@@ -3,7 +3,7 @@
 # limits, and the SQLite ledger.
 
 # The simulated backend's settings: fast and steady (the benchmark's FAST).
-BENCH_SIM_SETTINGS=(--profile small --set base_ttft_ms=1 --set jitter=0
+BENCH_SIM_SETTINGS=(--preset small --set base_ttft_ms=1 --set jitter=0
   --set decode_tokens_per_s=20000 --set prefill_tokens_per_s=10000000)
 
 # bench_gateway_config SWITCHYARD_BIN SIM_PORT KEY LEDGER_PATH > FILE

@@ -211,7 +211,7 @@ sim() {
   shift 3
   local sets=()
   for s in "$@"; do sets+=(--set "$s"); done
-  start "$name" "$bin" sim --listen "$listen" --profile "$profile" --set max_concurrency=16 "${sets[@]}"
+  start "$name" "$bin" sim --listen "$listen" --preset "$profile" --set max_concurrency=16 "${sets[@]}"
 }
 sim_a_sets=(decode_tokens_per_s=400 base_ttft_ms=20 faults.reset_rate=0.01)
 sim_b_sets=(decode_tokens_per_s=200 base_ttft_ms=40 faults.error_rate=0.01)

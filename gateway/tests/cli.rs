@@ -177,3 +177,119 @@ fn check_refuses_an_unset_environment_variable_unless_told() {
     assert!(ok && !text.contains("not set"), "{text}");
     let _ = std::fs::remove_file(config);
 }
+
+/// The older forms keep working beside the shared ones: `explain FILE` and
+/// `explain --request FILE`, JSON by default and a table or CSV on asking;
+/// `sim --profile` beside `sim --preset`.
+#[test]
+fn explain_and_sim_take_the_old_forms_and_the_shared_flags() {
+    let request = support::unique_path("explain-request.json");
+    std::fs::write(
+        &request,
+        r#"{"model": "auto", "messages": [{"role": "user", "content": "hi"}]}"#,
+    )
+    .unwrap();
+    let run = |args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_switchyard"))
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let path = request.to_str().unwrap();
+    let positional: serde_json::Value = serde_json::from_str(&run(&["explain", path])).unwrap();
+    let flagged: serde_json::Value =
+        serde_json::from_str(&run(&["explain", "--request", path])).unwrap();
+    assert_eq!(positional["route"], "auto");
+    assert_eq!(positional["route"], flagged["route"]);
+    let table = run(&["explain", path, "--format", "table"]);
+    assert!(
+        table.lines().next().unwrap().starts_with("field"),
+        "{table}"
+    );
+    assert!(
+        table
+            .lines()
+            .any(|l| l.starts_with("route") && l.ends_with("auto")),
+        "{table}"
+    );
+    let csv = run(&["explain", "--request", path, "--format", "csv"]);
+    assert!(csv.lines().any(|l| l == "route,auto"), "{csv}");
+    let _ = std::fs::remove_file(&request);
+    for flag in ["--profile", "--preset"] {
+        let sim = support::Proc::spawn(
+            &[
+                "sim".into(),
+                "--listen".into(),
+                "127.0.0.1:0".into(),
+                flag.into(),
+                "mid".into(),
+            ],
+            None,
+        );
+        assert!(!sim.url("/").is_empty());
+    }
+}
+
+/// Money budgets where a reader looks for money: `spend --budgets` shows
+/// each key's and team's limit, what the ledger says was spent today and
+/// this month, and what remains.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn spend_budgets_show_limits_spent_and_remaining() {
+    let gateway = support::priced("")
+        .section(&format!(
+            "auth:\n  teams:\n    ops: {{budget: {{monthly_usd: 100, scope: total}}}}\n  keys:\n    - {{name: alice, hash: \"{}\", team: ops, budget: {{daily_usd: 5}}}}\n",
+            support::key_hash("sk-alice-budgets")
+        ))
+        .start();
+    let reply = support::post_with(
+        &gateway.url("/v1/chat/completions"),
+        &support::short("hello", "auto"),
+        &[("authorization", "Bearer sk-alice-budgets")],
+    )
+    .await;
+    assert_eq!(reply.status, 200);
+    support::ledger_rows(&gateway, "SELECT id FROM requests", 1, |r| {
+        r.get::<_, i64>(0)
+    })
+    .await;
+    let json: serde_json::Value = serde_json::from_str(&support::report(
+        Some(&gateway.dir),
+        gateway.config_path(),
+        &["spend", "--budgets", "--format", "json"],
+    ))
+    .unwrap();
+    let budgets = json["budgets"].as_array().unwrap();
+    let names: Vec<&str> = budgets
+        .iter()
+        .map(|b| b["budget"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["key:alice", "team:ops"]);
+    let alice = &budgets[0];
+    assert_eq!(
+        (&alice["scope"], &alice["daily_usd"]),
+        (&serde_json::json!("cloud"), &serde_json::json!(5.0))
+    );
+    let spent = alice["spent_today_usd"].as_f64().unwrap();
+    assert!(spent > 0.0, "{alice}");
+    let remaining = alice["remaining_usd"].as_f64().unwrap();
+    assert!((remaining - (5.0 - spent)).abs() < 1e-9, "{alice}");
+    assert_eq!(
+        budgets[1]["spent_this_month_usd"],
+        alice["spent_this_month_usd"]
+    );
+    let table = support::report(
+        Some(&gateway.dir),
+        gateway.config_path(),
+        &["spend", "--budgets"],
+    );
+    assert!(
+        table.starts_with("budget") && table.contains("key:alice"),
+        "{table}"
+    );
+}

@@ -1,6 +1,6 @@
 //! The admin API, for the admin key only: `GET /admin/spend?since=7d&by=key`
 //! (the spend report), `GET /admin/budgets?since=7d&by=profile` (budget
-//! attainment), `GET /admin/sessions?since=1d&route=agent` (agent task
+//! attainment), `GET /admin/sessions?since=7d&route=agent` (agent task
 //! time), `GET /admin/advice?since=7d&target=0.95` (`switchyard advise`),
 //! `GET /admin/compare?since=7d&route=R` (shadow candidates beside what
 //! served) and `POST /admin/reload` (read the config file again). The
@@ -113,9 +113,9 @@ pub async fn compare(app: &App, req: Request<Incoming>) -> Result<Response<Body>
     .await
 }
 
-/// `GET /admin/sessions?since=1d&route=agent`: agent task time per session.
+/// `GET /admin/sessions?since=7d&route=agent`: agent task time per session.
 pub async fn sessions(app: &App, req: Request<Incoming>) -> Result<Response<Body>, GatewayError> {
-    let since = report_since(app, &req, "1d")?;
+    let since = report_since(app, &req, "7d")?;
     let route = query_param(&req, "route");
     let since_ms = now_ms() - since;
     ledger_report(app, since_ms, move |conn| {

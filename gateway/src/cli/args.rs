@@ -60,8 +60,16 @@ pub enum Command {
     },
     /// Explain how a chat request would be routed, without calling a model.
     Explain {
-        /// A chat completions request body (JSON).
-        file: PathBuf,
+        /// A chat completions request body (JSON), or `--request FILE`.
+        #[arg(required_unless_present = "request")]
+        file: Option<PathBuf>,
+        /// The request body file, as a flag.
+        #[arg(long, conflicts_with = "file")]
+        request: Option<PathBuf>,
+        /// json (the default), table or csv: the decision's fields one per
+        /// row, nested ones by their dotted path.
+        #[arg(long, default_value = "json")]
+        format: String,
         /// YAML config file (the embedded default when absent).
         #[arg(long)]
         config: Option<PathBuf>,
@@ -117,8 +125,13 @@ pub enum Command {
         routes: Vec<String>,
     },
     /// Report spend from the ledger: cloud against local, and savings against
-    /// the reference cloud model.
+    /// the reference cloud model; with --budgets, each key's and team's
+    /// spend budget against what was spent today and this month.
     Spend {
+        /// The spend budgets (money) instead: limit, spent, remaining.
+        /// (Latency budgets are `switchyard budgets`.)
+        #[arg(long)]
+        budgets: bool,
         /// How far back: 7d, 24h, 30m.
         #[arg(long, default_value = "7d")]
         since: String,
@@ -132,9 +145,10 @@ pub enum Command {
         #[arg(long)]
         config: Option<PathBuf>,
     },
-    /// Report budget attainment from the ledger: the share of requests that
-    /// got the speed their use case (profile) needs, and the traffic served
-    /// far faster than it needs on a paid cloud tier.
+    /// Report latency-budget attainment from the ledger: the share of
+    /// requests that got the speed their use case (profile) needs, and the
+    /// traffic served far faster than it needs on a paid cloud tier.
+    /// (Spend budgets, in money, are `switchyard spend --budgets`.)
     Budgets {
         /// How far back: 7d, 24h, 30m.
         #[arg(long, default_value = "7d")]
@@ -188,7 +202,7 @@ pub enum Command {
     /// waiting on models, time between them (tools, people), tokens, cost.
     Sessions {
         /// How far back: 7d, 24h, 30m.
-        #[arg(long, default_value = "1d")]
+        #[arg(long, default_value = "7d")]
         since: String,
         /// Only sessions whose first call went to this route.
         #[arg(long)]
@@ -220,9 +234,10 @@ pub enum Command {
         /// Address to listen on (port 0 picks a free port).
         #[arg(long, default_value = "127.0.0.1:8081")]
         listen: SocketAddr,
-        /// Preset: small, mid or large.
-        #[arg(long, default_value = "small")]
-        profile: String,
+        /// Preset: small, mid or large (a backend's `sim: {preset}`;
+        /// `--profile` is its older name).
+        #[arg(long, alias = "profile", default_value = "small")]
+        preset: String,
         /// Override a simulator parameter, as in a backend's `sim:` section,
         /// e.g. `--set decode_tokens_per_s=200 --set faults.stall_rate=0.05`.
         #[arg(long = "set", value_name = "KEY=VALUE")]

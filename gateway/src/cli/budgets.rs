@@ -85,7 +85,7 @@ fn rows(report: &AttainmentReport) -> Rows {
                 l.decode_p50_tokens_per_s
                     .map_or("-".to_owned(), |v| format!("{v:.1}")),
                 l.over_served.to_string(),
-                format!("{:.6}", l.over_served_usd),
+                report_text::usd(l.over_served_usd),
             ];
             (l.group.clone(), cells)
         })

@@ -18,10 +18,20 @@ pub fn run(command: Command) -> anyhow::Result<()> {
             allow_missing_env,
         } => check(file.or(config).as_deref(), allow_missing_env),
         Command::Spend {
+            budgets: true,
+            format,
+            config,
+            ..
+        } => {
+            let config = config_file::load(config.as_deref())?;
+            crate::cli::spend_budgets::run(&config, &format, &mut std::io::stdout().lock())
+        }
+        Command::Spend {
             since,
             by,
             format,
             config,
+            ..
         } => {
             let config = config_file::load(config.as_deref())?;
             crate::cli::spend::run(
@@ -100,9 +110,14 @@ pub fn run(command: Command) -> anyhow::Result<()> {
         }
         Command::Explain {
             file,
+            request,
+            format,
             config,
             headers,
-        } => explain(&file, config.as_deref(), &headers),
+        } => {
+            let file = file.or(request).unwrap_or_default();
+            explain(&file, config.as_deref(), &headers, &format)
+        }
         Command::TrainRouter {
             from,
             out,
@@ -166,10 +181,10 @@ pub fn run(command: Command) -> anyhow::Result<()> {
         }
         Command::Sim {
             listen,
-            profile,
+            preset,
             overrides,
         } => {
-            let params = sim_cli::params(&profile, &overrides)?;
+            let params = sim_cli::params(&preset, &overrides)?;
             runtime()?.block_on(sim(params, listen))
         }
     }
@@ -248,6 +263,7 @@ fn explain(
     file: &std::path::Path,
     config: Option<&std::path::Path>,
     headers: &[String],
+    format: &str,
 ) -> anyhow::Result<()> {
     let config = config_file::load(config)?;
     let router = switchyard_router::Router::new(&config);
@@ -266,9 +282,9 @@ fn explain(
     let explanation =
         explain::explain_chat(&router, &body, &map).map_err(|err| anyhow::anyhow!("{err}"))?;
     let mut out = std::io::stdout().lock();
-    serde_json::to_writer_pretty(&mut out, &explanation)?;
-    writeln!(out)?;
-    Ok(())
+    let mut rows = Vec::new();
+    crate::cli::report_text::flatten("", &serde_json::to_value(&explanation)?, &mut rows);
+    crate::cli::report_text::write(&mut out, format, &explanation, ("field", &["value"], &rows))
 }
 
 /// A key typed or piped on standard input: its first line, without the

@@ -88,7 +88,7 @@ fn side(name: &str, backend: &str, requests: String, figures: &SideFigures) -> V
         figures
             .within_budget
             .map_or("-".to_owned(), |s| format!("{:.0}%", s * 100.0)),
-        format!("{:.6}", figures.cost_per_request_usd),
-        format!("{:.4}", figures.cost_per_day_usd),
+        report_text::usd(figures.cost_per_request_usd),
+        report_text::usd(figures.cost_per_day_usd),
     ]
 }

@@ -21,3 +21,4 @@ pub mod sessions;
 pub mod sim;
 pub mod sim_server;
 pub mod spend;
+pub mod spend_budgets;

@@ -34,6 +34,46 @@ pub fn usd(value: f64) -> String {
     }
 }
 
+/// Dollars in a sentence: `$0`, `$12.50`, `$0.004210` (four significant
+/// digits below a dollar, where local costs live), never `-$0.00`.
+pub fn dollars(value: f64) -> String {
+    let size = value.abs();
+    let text = if size >= 1.0 {
+        format!("{size:.2}")
+    } else if size >= 1e-9 {
+        // Four significant digits: as many decimals as a number this small needs.
+        let decimals = (3 - size.log10().floor() as i32).max(0) as usize;
+        format!("{size:.decimals$}")
+    } else {
+        return "$0".to_owned();
+    };
+    let sign = if value < 0.0 { "-" } else { "" };
+    format!("{sign}${text}")
+}
+
+/// `value`'s leaves as rows of one cell, each named by its dotted path
+/// under `prefix` (`decision.targets.0`), for a table or CSV of a JSON
+/// answer that has no columns of its own.
+pub fn flatten(prefix: &str, value: &serde_json::Value, rows: &mut Rows) {
+    use serde_json::Value;
+    let path = |key: &str| {
+        if prefix.is_empty() {
+            key.to_owned()
+        } else {
+            format!("{prefix}.{key}")
+        }
+    };
+    match value {
+        Value::Object(map) => map.iter().for_each(|(k, v)| flatten(&path(k), v, rows)),
+        Value::Array(items) if !items.is_empty() => items
+            .iter()
+            .enumerate()
+            .for_each(|(i, v)| flatten(&path(&i.to_string()), v, rows)),
+        Value::String(text) => rows.push((prefix.to_owned(), vec![text.clone()])),
+        other => rows.push((prefix.to_owned(), vec![other.to_string()])),
+    }
+}
+
 /// `report` as pretty JSON, or its `rows` (under `columns`, grouped `by`)
 /// as CSV or a table, as `format` says.
 pub fn write(
@@ -104,6 +144,23 @@ fn table(out: &mut impl Write, by: &str, columns: &[&str], rows: &Rows) -> std::
         writeln!(out)?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod money_tests {
+    use super::{dollars, usd};
+
+    #[test]
+    fn money_never_reads_as_negative_zero_or_as_nothing() {
+        assert_eq!(usd(-0.0000001), "0.000000");
+        assert_eq!(usd(-0.25), "-0.250000");
+        assert_eq!(usd(0.0), "0.000000");
+        assert_eq!(dollars(0.0), "$0");
+        assert_eq!(dollars(-1e-12), "$0");
+        assert_eq!(dollars(12.5), "$12.50");
+        assert_eq!(dollars(0.00421), "$0.004210");
+        assert_eq!(dollars(-0.5), "-$0.5000");
+    }
 }
 
 #[cfg(test)]

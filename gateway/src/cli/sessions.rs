@@ -60,7 +60,7 @@ fn cells(line: &SessionLine) -> Vec<String> {
             .map_or("-".to_owned(), |s| format!("{:.0}%", s * 100.0)),
         line.input_tokens.to_string(),
         line.output_tokens.to_string(),
-        format!("{:.6}", line.cost_usd),
+        report_text::usd(line.cost_usd),
         line.tiers.join("+"),
     ]
 }

@@ -43,7 +43,7 @@ const COLUMNS: [&str; 11] = [
 ];
 
 fn cells(line: &SpendLine) -> [String; 11] {
-    let usd = |v: f64| format!("{v:.6}");
+    let usd = report_text::usd;
     [
         line.requests.to_string(),
         line.input_tokens.to_string(),

@@ -34,6 +34,8 @@ pub use crate::ledger::compare::{
 pub use crate::ledger::entry::{Entry, NotCommitted, Verdict, WITHHELD, WriterHealth, Written};
 /// The spend report from PostgreSQL (`Ledger::spend_report` for a running ledger).
 pub use crate::ledger::postgres::spend_report as postgres_spend_report;
+/// Spend per key and team from PostgreSQL (`Ledger::spend_since` for a running ledger).
+pub use crate::ledger::postgres::spend_since as postgres_spend_since;
 pub use crate::ledger::postgres::{Postgres, snapshot};
 pub use crate::ledger::report::{
     Dimension, SpendLine, SpendReport, now_ms, spend_report, spend_since,

@@ -59,7 +59,9 @@ pub struct SpendLine {
     pub group: String,
     /// Backend calls (each try, hedge leg and routing encoder call).
     pub requests: u64,
+    /// Every prompt token, however billed (as in every report).
     pub input_tokens: u64,
+    /// Of `input_tokens`, those read from a provider's prompt cache.
     pub cached_tokens: u64,
     pub output_tokens: u64,
     pub cost_usd: f64,
@@ -128,7 +130,8 @@ pub(super) fn spend_sql(by: Dimension, dialect: Dialect) -> String {
     };
     format!(
         "SELECT {group}, CAST(SUM(CASE WHEN refusal IS NULL AND reason != 'shadow' THEN 1 ELSE 0 END) AS BIGINT),
-                CAST(SUM(input_tokens) AS BIGINT), CAST(SUM(cached_tokens) AS BIGINT),
+                CAST(SUM(input_tokens + cached_tokens + cache_write_tokens) AS BIGINT),
+                CAST(SUM(cached_tokens) AS BIGINT),
                 CAST(SUM(output_tokens) AS BIGINT), SUM(cost_usd),
                 SUM(CASE WHEN {CLOUD} THEN cost_usd ELSE 0 END), SUM(counterfactual_usd),
                 CAST(SUM(estimated) AS BIGINT),

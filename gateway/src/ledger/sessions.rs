@@ -37,6 +37,7 @@ pub struct SessionLine {
     pub gap_ms: f64,
     /// `model_ms` over `wall_ms`.
     pub waiting_on_models_share: Option<f64>,
+    /// Every prompt token, however billed (as in every report).
     pub input_tokens: u64,
     pub output_tokens: u64,
     pub cost_usd: f64,
@@ -73,7 +74,7 @@ pub fn sessions_report(
     route: Option<&str>,
 ) -> rusqlite::Result<SessionsReport> {
     let mut statement = conn.prepare(
-        "SELECT COALESCE(key, '-'), session, COALESCE(route, '-'), tier, ts_ms, duration_ms, input_tokens + cached_tokens,
+        "SELECT COALESCE(key, '-'), session, COALESCE(route, '-'), tier, ts_ms, duration_ms, input_tokens + cached_tokens + cache_write_tokens,
                 output_tokens, cost_usd, COALESCE(tool_results, 0), COALESCE(profile, '-')
          FROM requests
          WHERE ts_ms >= ?1 AND session IS NOT NULL AND refusal IS NULL

@@ -41,7 +41,7 @@ pub struct Proc {
 }
 
 impl Proc {
-    fn spawn(args: &[String], config_path: Option<std::path::PathBuf>) -> Proc {
+    pub fn spawn(args: &[String], config_path: Option<std::path::PathBuf>) -> Proc {
         Self::spawn_logging(args, config_path, "warn", None, &[])
     }
 
@@ -147,19 +147,19 @@ impl Drop for Proc {
     }
 }
 
-/// `switchyard sim --profile PROFILE --set ...`.
-pub fn sim(profile: &str, overrides: &[&str]) -> Proc {
-    sim_on("127.0.0.1:0", profile, overrides)
+/// `switchyard sim --preset PRESET --set ...`.
+pub fn sim(preset: &str, overrides: &[&str]) -> Proc {
+    sim_on("127.0.0.1:0", preset, overrides)
 }
 
 /// A simulator listening on `listen` (say, the port of one stopped before).
-pub fn sim_on(listen: &str, profile: &str, overrides: &[&str]) -> Proc {
+pub fn sim_on(listen: &str, preset: &str, overrides: &[&str]) -> Proc {
     let mut args = vec![
         "sim".into(),
         "--listen".into(),
         listen.into(),
-        "--profile".into(),
-        profile.into(),
+        "--preset".into(),
+        preset.into(),
     ];
     for o in overrides {
         args.push("--set".into());

@@ -208,5 +208,5 @@ fn percent(v: Option<f64>) -> String {
 }
 
 fn usd(v: f64) -> String {
-    format!("${v:.4}")
+    crate::cli::report_text::dollars(v)
 }

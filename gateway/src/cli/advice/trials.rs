@@ -55,8 +55,8 @@ fn trial(line: &CompareLine, target: f64) -> Trial {
     let cost = match cost_ratio {
         Some(r) => format!("{:.0}% of the cost", r * 100.0),
         None => format!(
-            "${:.6} a request against nothing",
-            line.candidate_figures.cost_per_request_usd
+            "{} a request against nothing",
+            crate::cli::report_text::dollars(line.candidate_figures.cost_per_request_usd)
         ),
     };
     let ms = |v: Option<f64>| v.map_or("-".to_owned(), |v| format!("{v:.0} ms"));
