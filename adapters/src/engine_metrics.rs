@@ -88,9 +88,21 @@ pub async fn fetch(
     url: &str,
     timeout: Duration,
 ) -> Result<String, AdapterError> {
-    let request = Request::builder()
-        .method(Method::GET)
-        .uri(url)
+    fetch_with(client, url, &[], timeout).await
+}
+
+/// [`fetch`] with `headers` on the request (a key the server asks for).
+pub async fn fetch_with(
+    client: &HttpClient,
+    url: &str,
+    headers: &[(http::HeaderName, http::HeaderValue)],
+    timeout: Duration,
+) -> Result<String, AdapterError> {
+    let mut request = Request::builder().method(Method::GET).uri(url);
+    for (name, value) in headers {
+        request = request.header(name, value);
+    }
+    let request = request
         .body(Full::new(Bytes::new()))
         .map_err(|err| AdapterError::Internal {
             message: err.to_string(),

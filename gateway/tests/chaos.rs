@@ -277,3 +277,118 @@ async fn every_client_gets_an_answer_or_an_error_in_its_dialect_under_chaos() {
     );
     let _ = std::fs::remove_file(&log);
 }
+
+/// Active health checks: a backend server that goes away is found down by
+/// its checks, its breaker opens and the route falls back before any
+/// request pays for finding out; `/readyz` says so per backend; when the
+/// server is back, the checks close the breaker and it serves again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn health_checks_take_a_dead_backend_out_and_bring_it_back() {
+    let server = support::sim("small", &["base_ttft_ms=1", "jitter=0"]);
+    let listen = server.addr.to_string();
+    let gateway = GatewayBuilder::new()
+        .openai(
+            "flaky",
+            "small",
+            &server.base_url(),
+            &["health_check: {interval_ms: 150, unhealthy_after: 2, healthy_after: 1}"],
+        )
+        .in_process_sim("steady", "small", support::FAST_SIM_FIELDS)
+        .route(
+            "auto",
+            "retries: 0\nstrategy:\n  split:\n    weights: {flaky: 1}\nfallbacks: [steady]",
+        )
+        .start();
+    let ready = || async {
+        let body = get(&gateway.url("/readyz")).await.json();
+        let flaky = body["backends"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|b| b["name"] == "flaky")
+            .cloned()
+            .unwrap();
+        (
+            flaky["breaker"].as_str().unwrap().to_owned(),
+            flaky["health"]["state"].as_str().unwrap_or("-").to_owned(),
+        )
+    };
+    let served_by = || async {
+        let reply = support::post_json(
+            &gateway.url("/v1/chat/completions"),
+            &support::chat("auto", "hi"),
+        )
+        .await;
+        assert_eq!(reply.status, 200);
+        reply.header("x-switchyard-backend").unwrap().to_owned()
+    };
+    assert!(
+        support::eventually(async || ready().await == ("closed".into(), "healthy".into())).await
+    );
+    assert_eq!(served_by().await, "flaky");
+    // Without health checks the steady backend has none to show.
+    let body = get(&gateway.url("/readyz")).await.json();
+    let steady = body["backends"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|b| b["name"] == "steady")
+        .unwrap()
+        .clone();
+    assert_eq!(
+        (&steady["breaker"], &steady["health"]),
+        (&json!("closed"), &Value::Null)
+    );
+
+    drop(server);
+    assert!(
+        support::eventually(async || ready().await == ("open".into(), "unhealthy".into())).await,
+        "{:?}",
+        ready().await
+    );
+    let body = get(&gateway.url("/readyz")).await.json();
+    let flaky = body["backends"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|b| b["name"] == "flaky")
+        .unwrap()
+        .clone();
+    assert!(flaky["health"]["last_error"].as_str().is_some(), "{flaky}");
+    assert_eq!(body["status"], "ready");
+    // Requests go to the fallback without trying the dead server first.
+    for _ in 0..3 {
+        assert_eq!(served_by().await, "steady");
+    }
+    let tried: i64 = {
+        let mut count = 0;
+        let ledger = gateway.ledger();
+        support::eventually(async || {
+            count = ledger
+                .query_row(
+                    "SELECT COUNT(*) FROM requests WHERE backend = 'steady'",
+                    [],
+                    |r| r.get(0),
+                )
+                .unwrap_or(0);
+            count == 3
+        })
+        .await;
+        ledger
+            .query_row(
+                "SELECT COUNT(*) FROM requests WHERE backend = 'flaky' AND status != 'ok'",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap()
+    };
+    assert_eq!(tried, 0, "no request paid for finding the server down");
+
+    let _back = support::sim_on(&listen, "small", &["base_ttft_ms=1", "jitter=0"]);
+    assert!(
+        support::eventually(async || ready().await == ("closed".into(), "healthy".into())).await,
+        "{:?}",
+        ready().await
+    );
+    assert_eq!(served_by().await, "flaky");
+}

@@ -28,9 +28,25 @@ pub fn ready(app: &App) -> Response<Body> {
     // locally), which a pod taken out of its Service could not do, and
     // every replica would go unready at once.
     let ledger = &app.ledger;
+    // Each backend's breaker, and what its health checks found (none
+    // without `health_check`): ready either way, as routes fall back.
+    let backends: Vec<serde_json::Value> = app
+        .backends
+        .iter()
+        .zip(app.config.backends.values())
+        .map(|(handle, config)| {
+            json!({
+                "name": handle.name,
+                "tier": handle.tier.as_str(),
+                "breaker": handle.breaker.state(),
+                "in_flight": handle.in_flight.load(std::sync::atomic::Ordering::Relaxed),
+                "health": config.health_check.as_ref().map(|_| handle.breaker.health()),
+            })
+        })
+        .collect();
     let mut body = json!({
         "status": "ready",
-        "backends": app.backends.len(),
+        "backends": backends,
         "ledger": {
             "store": ledger.store_name(),
             "pending_rows": ledger.pending(),

@@ -56,6 +56,8 @@ pub enum Blame<'a> {
 pub struct Breaker {
     settings: BreakerSettings,
     state: Mutex<State>,
+    /// What the active health checks found, when the backend has them.
+    health: Mutex<Health>,
     /// For `/metrics`; kept by the breaker that replaces this one on a
     /// config reload, so the counters never go back.
     transitions: Arc<Transitions>,
@@ -74,6 +76,7 @@ impl Breaker {
         Breaker {
             settings,
             state: Mutex::new(CLOSED),
+            health: Mutex::new(Health::default()),
             transitions: Arc::default(),
         }
     }
@@ -190,6 +193,88 @@ impl Breaker {
     }
 }
 
+/// The active health checks' view of a backend, for `/readyz`.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Health {
+    /// `unchecked` (no answer yet), `healthy` or `unhealthy`.
+    pub state: &'static str,
+    pub failures_in_a_row: u32,
+    pub answers_in_a_row: u32,
+    /// The last failed check's cause.
+    pub last_error: Option<String>,
+    /// When the last check ended, Unix milliseconds.
+    pub checked_ms: Option<i64>,
+}
+
+impl Default for Health {
+    fn default() -> Self {
+        Health {
+            state: "unchecked",
+            failures_in_a_row: 0,
+            answers_in_a_row: 0,
+            last_error: None,
+            checked_ms: None,
+        }
+    }
+}
+
+impl Breaker {
+    /// An active health check's outcome: `unhealthy_after` failures in a
+    /// row open the circuit and hold it open (each failed check pushes the
+    /// reopening `hold` further off), and `healthy_after` answers in a row
+    /// close it again. A circuit opened by requests' failures is not closed
+    /// by a check: the server answering its cheap question does not mean
+    /// requests succeed.
+    pub fn checked(
+        &self,
+        outcome: Result<(), String>,
+        (unhealthy_after, healthy_after): (u32, u32),
+        hold: std::time::Duration,
+        now_ms: i64,
+    ) {
+        let mut health = self.health.lock().unwrap_or_else(|p| p.into_inner());
+        health.checked_ms = Some(now_ms);
+        match outcome {
+            Err(err) => {
+                health.failures_in_a_row += 1;
+                health.answers_in_a_row = 0;
+                health.last_error = Some(err);
+                if health.failures_in_a_row >= unhealthy_after {
+                    health.state = "unhealthy";
+                    let mut state = self.lock();
+                    if !matches!(*state, State::Open { .. }) {
+                        self.transitions.opened.fetch_add(1, Ordering::Relaxed);
+                    }
+                    *state = State::Open {
+                        until: Instant::now() + hold,
+                    };
+                }
+            }
+            Ok(()) => {
+                health.answers_in_a_row += 1;
+                health.failures_in_a_row = 0;
+                match health.state {
+                    "unhealthy" if health.answers_in_a_row >= healthy_after => {
+                        health.state = "healthy";
+                        drop(health);
+                        self.success();
+                    }
+                    "unhealthy" => {}
+                    _ => health.state = "healthy",
+                }
+            }
+        }
+    }
+
+    /// The health checks' view (`unchecked` for a backend without them).
+    pub fn health(&self) -> Health {
+        self.health
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+}
+
 fn key_hash(name: &str) -> u64 {
     let mut hasher = std::collections::hash_map::DefaultHasher::new();
     name.hash(&mut hasher);
@@ -201,6 +286,31 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
+
+    #[test]
+    fn health_checks_open_after_failures_in_a_row_and_close_after_answers() {
+        let breaker = Breaker::new(BreakerSettings::default());
+        let hold = std::time::Duration::from_secs(60);
+        let fail = || Err("connection refused".to_owned());
+        breaker.checked(Ok(()), (2, 2), hold, 1);
+        assert_eq!(breaker.health().state, "healthy");
+        breaker.checked(fail(), (2, 2), hold, 2);
+        assert!(breaker.allow(), "one failure is not enough");
+        breaker.checked(fail(), (2, 2), hold, 3);
+        assert!(!breaker.allow());
+        assert_eq!(breaker.state(), "open");
+        let health = breaker.health();
+        assert_eq!((health.state, health.failures_in_a_row), ("unhealthy", 2));
+        assert_eq!(health.last_error.as_deref(), Some("connection refused"));
+        breaker.checked(Ok(()), (2, 2), hold, 4);
+        assert_eq!(breaker.state(), "open", "one answer is not enough");
+        breaker.checked(Ok(()), (2, 2), hold, 5);
+        assert_eq!(
+            (breaker.state(), breaker.health().state),
+            ("closed", "healthy")
+        );
+        assert_eq!(breaker.transitions(), (1, 1));
+    }
 
     #[test]
     fn opens_after_failures_and_recovers_through_a_probe() {

@@ -220,6 +220,7 @@ impl Live {
             app.router.latency().clone(),
         ));
         watchers.extend(crate::state::context_watch::spawn(&app.config, app.clone()));
+        watchers.extend(crate::state::health_watch::spawn(&app.config, app));
     }
 
     /// Reloads on every SIGHUP, for as long as the process runs.

@@ -14,5 +14,6 @@ pub mod backends;
 pub mod config_file;
 pub mod context_watch;
 pub mod engine_watch;
+pub mod health_watch;
 pub mod live;
 pub mod stored_keys;

@@ -4,6 +4,7 @@
 
 mod accounting;
 mod error;
+mod health;
 mod locate;
 mod predictors;
 mod raw;
@@ -34,6 +35,7 @@ pub use accounting::{
     PostgresUrl, Reference, SpendLimit, SpendScope, Team, VirtualKey, Widening, redact_password,
 };
 pub use error::ConfigError;
+pub use health::HealthCheck;
 pub use predictors::Predictor;
 pub use route::{CacheShare, Hedge, LatencyBudget, ResponseCacheSettings, Shadow};
 pub use route::{
@@ -330,6 +332,8 @@ pub struct Backend {
     /// parameters for `sim` backends when unset).
     pub latency: LatencyHintsConfig,
     pub breaker: BreakerSettings,
+    /// Active health checks, when configured.
+    pub health_check: Option<HealthCheck>,
     pub prefix_cache: PrefixCacheSettings,
     /// Tokens of prompt and output one request may hold: from config, or a
     /// simulator's own; unknown otherwise until the gateway reads it from

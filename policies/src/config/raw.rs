@@ -186,6 +186,7 @@ pub(super) struct RawBackend {
     pub latency: Option<RawLatencyHints>,
     pub breaker: Option<RawBreaker>,
     pub prefix_cache: Option<RawPrefixCache>,
+    pub health_check: Option<super::health::RawHealthCheck>,
 }
 
 /// `tls:` on a backend: which CAs its certificate may chain to, and the

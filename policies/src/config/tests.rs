@@ -628,3 +628,23 @@ fn errors_name_fields_one_way_at_their_own_line_in_plain_words() {
         ("backends.small.sim.preset", Some(5))
     );
 }
+
+#[test]
+fn health_checks_are_checked() {
+    let yaml = |check: &str| {
+        format!("backends:\n  local:\n    tier: small\n    openai: {{base_url: 'http://127.0.0.1:9/v1'}}\n    health_check: {check}\n")
+    };
+    let config = Config::from_yaml(&yaml("{interval_ms: 500}"), "t").unwrap();
+    let check = config.backends["local"].health_check.clone().unwrap();
+    assert_eq!((check.interval.as_millis(), check.timeout.as_millis()), (500, 500));
+    assert_eq!((check.unhealthy_after, check.healthy_after, check.url), (2, 2, None));
+    for (check, field) in [
+        ("{interval_ms: 50}", "interval_ms"),
+        ("{unhealthy_after: 0}", "unhealthy_after"),
+        ("{url: 'ftp://x'}", "url"),
+        ("{every: 5}", "every"),
+    ] {
+        let err = Config::from_yaml(&yaml(check), "t").unwrap_err().to_string();
+        assert!(err.contains(field), "{check}: {err}");
+    }
+}

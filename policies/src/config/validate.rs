@@ -301,6 +301,10 @@ fn validate_backend(ck: &Checker<'_>, name: &str, raw: RawBackend) -> Result<Bac
             .map(Duration::from_millis)
             .unwrap_or(defaults.cooldown),
     });
+    let health_check = raw
+        .health_check
+        .map(|h| super::health::health_check(ck, name, h))
+        .transpose()?;
     let defaults = super::PrefixCacheSettings::default();
     let prefix_cache = raw
         .prefix_cache
@@ -319,6 +323,7 @@ fn validate_backend(ck: &Checker<'_>, name: &str, raw: RawBackend) -> Result<Bac
         max_queue: raw.max_queue.unwrap_or(0),
         latency,
         breaker,
+        health_check,
         prefix_cache,
         context_window: raw.context_window.or(match &adapter {
             BackendAdapter::Sim(params) => Some(params.context_window),
