@@ -20,6 +20,8 @@ mod validate_route;
 mod validate_shadow;
 
 #[cfg(test)]
+mod check_tests;
+#[cfg(test)]
 mod reference_tests;
 #[cfg(test)]
 mod tests;
