@@ -727,3 +727,59 @@ async fn an_80_20_split_holds_20_percent_over_eight_sessions() {
         "{reasons:?}"
     );
 }
+
+/// A wildcard route: `openai/*` takes every model name under `openai/`,
+/// sends the provider the part the `*` stands for, and prices the call at
+/// the built-in list's price of that model; exact names still win.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wildcard_route_passes_the_providers_model_name_through() {
+    const ANSWER: &str = r#"{"id":"c","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"ok"},"finish_reason":"stop"}],"usage":{"prompt_tokens":1000000,"completion_tokens":1000000,"total_tokens":2000000}}"#;
+    let (server, seen) = support::recording_server(3, ANSWER).await;
+    let gateway = GatewayBuilder::new()
+        .backend_yaml(&format!(
+            "  openai:\n    tier: cloud\n    model: gpt-4o\n    openai: {{base_url: 'http://{server}/v1'}}\n"
+        ))
+        .in_process_sim("local", "small", FAST_SIM_FIELDS)
+        .route("openai/*", "strategy:\n  split:\n    weights: {openai: 1}")
+        .route("openai/special", "strategy:\n  split:\n    weights: {local: 1}")
+        .start();
+    let ask = |model: &'static str| {
+        let url = gateway.url("/v1/chat/completions");
+        async move { post_json(&url, &chat(model, "hi")).await }
+    };
+    for model in [
+        "openai/gpt-4o-mini",
+        "openai/gpt-4o",
+        "openai/not-on-the-list",
+    ] {
+        let reply = ask(model).await;
+        assert_eq!(reply.status, 200, "{model}");
+        assert_eq!(reply.header("x-switchyard-route"), Some("openai/*"));
+        assert_eq!(reply.header("x-switchyard-backend"), Some("openai"));
+    }
+    // Exact names win over the wildcard; the bare prefix is no model.
+    assert_eq!(
+        ask("openai/special").await.header("x-switchyard-backend"),
+        Some("local")
+    );
+    assert_eq!(ask("openai/").await.status, 404);
+    let sent: Vec<String> = seen
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| support::body_of(r)["model"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(sent, ["gpt-4o-mini", "gpt-4o", "not-on-the-list"]);
+    // A million tokens each way: gpt-4o-mini's list price is $0.15 + $0.60,
+    // gpt-4o's $2.50 + $10; a model not on the list is unpriced.
+    let rows = support::ledger_rows(
+        &gateway,
+        "SELECT cost_usd, unpriced FROM requests WHERE backend = 'openai' ORDER BY id",
+        3,
+        |r| Ok((r.get::<_, f64>(0)?, r.get::<_, bool>(1)?)),
+    )
+    .await;
+    assert!((rows[0].0 - 0.75).abs() < 1e-9, "{rows:?}");
+    assert!((rows[1].0 - 12.5).abs() < 1e-9, "{rows:?}");
+    assert_eq!(rows[2], (0.0, true));
+}

@@ -123,6 +123,9 @@ pub struct Decision {
     /// When the first backend's answer will be checked and the outcome
     /// trains predictors: which, and on what.
     pub learning: Option<Learning>,
+    /// The model name the backends are sent, when a wildcard route's `*`
+    /// stood for it (else each backend's own `model`).
+    pub upstream_model: Option<String>,
 }
 
 /// What an outcome teaches: the predictors (indices into the router's), the

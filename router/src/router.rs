@@ -151,6 +151,8 @@ impl Policy {
 pub struct Router {
     backends: Vec<String>,
     models: HashMap<String, Target>,
+    /// Wildcard routes (`openai/*`) by prefix (`openai/`), longest first.
+    wildcards: Vec<(String, usize)>,
     model_names: Vec<String>,
     routes: Vec<CompiledRoute>,
     header_names: Vec<String>,
@@ -380,7 +382,23 @@ impl Router {
     }
 
     pub fn target(&self, model: &str) -> Option<Target> {
-        self.models.get(model).copied()
+        match self.models.get(model) {
+            Some(target) => Some(*target),
+            None => self.wildcard(model).map(|(route, _)| Target::Route(route)),
+        }
+    }
+
+    /// The wildcard route a model name no route or backend has falls
+    /// under, and the part of the name its `*` stands for
+    /// (`openai/gpt-4o-mini` under `openai/*`: `gpt-4o-mini`).
+    pub fn wildcard<'m>(&self, model: &'m str) -> Option<(usize, &'m str)> {
+        if self.wildcards.is_empty() || self.models.contains_key(model) {
+            return None;
+        }
+        self.wildcards.iter().find_map(|(prefix, route)| {
+            let rest = model.strip_prefix(prefix.as_str())?;
+            (!rest.is_empty()).then_some((*route, rest))
+        })
     }
 
     /// Request headers some rule reads; the gateway copies only these into
@@ -457,6 +475,7 @@ impl Router {
     pub fn decide(&self, view: &RequestView<'_>, unit: f64) -> Result<Decision, RouteError> {
         let mut decision = self.decide_inner(view, unit, None)?;
         self.decide_drafting(&mut decision);
+        decision.upstream_model = self.wildcard(view.model).map(|(_, model)| model.to_owned());
         Ok(decision)
     }
 

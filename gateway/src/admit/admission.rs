@@ -4,7 +4,7 @@
 //! endpoints, fallbacks, hedges and the Responses pass-through all call
 //! these, so none can skip a policy.
 
-use switchyard_policies::{Pricing, PromptClass, TokenCounts};
+use switchyard_policies::{Pricing, PromptClass, TokenCounts, TokenPrice};
 use switchyard_router::latency::LatencyStore;
 use switchyard_router::latency::Shape;
 use switchyard_router::prefix::{PrefixChain, Tenant};
@@ -151,7 +151,7 @@ pub async fn admit_call(
     tenant: Tenant,
 ) -> Result<(Option<Reservation>, Admission), NotAdmitted> {
     let backend = &app.backends[backend_index];
-    if backend.pricing == Pricing::Unpriced
+    if backend.pricing_for(size.listed_price) == Pricing::Unpriced
         && let Some(caller) = caller
         && app.budgets.applies(&caller.key, backend.is_cloud())
     {
@@ -216,6 +216,9 @@ pub struct Size {
     /// whether some could not be sized.
     pub media_tokens: u32,
     pub media_unknown_size: bool,
+    /// The built-in list's price of the model a wildcard route named
+    /// (`Some(None)`: not on the list), for backends priced by the list.
+    pub listed_price: Option<Option<TokenPrice>>,
 }
 
 impl Size {
@@ -226,6 +229,19 @@ impl Size {
             choices: features.choices,
             media_tokens: features.media_tokens,
             media_unknown_size: features.media_unknown_size,
+            listed_price: None,
+        }
+    }
+
+    /// The size of a decided request, with the list price of the model a
+    /// wildcard route named.
+    pub fn of_decision(decision: &Decision) -> Self {
+        Size {
+            listed_price: decision
+                .upstream_model
+                .as_deref()
+                .map(switchyard_policies::builtin_price),
+            ..Size::of(&decision.features)
         }
     }
 
@@ -274,7 +290,7 @@ pub fn worst_cost(app: &App, backend_index: usize, size: Size) -> f64 {
         ..size
     };
     let output = worst_output(app, backend_index, size);
-    match backend.pricing {
+    match backend.pricing_for(size.listed_price) {
         // The prompt estimate gets a margin; output is the request's limit,
         // for each answer it asks for.
         // A priced service tier the request may carry can raise it.

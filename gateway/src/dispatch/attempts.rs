@@ -402,7 +402,12 @@ pub(crate) fn prepared<E: Endpoint>(
     admission: Option<&Admission>,
 ) -> (E::Request, Option<SentTier>) {
     let handle = &app.backends[backend];
-    req.set_model(&handle.upstream_model);
+    req.set_model(
+        decision
+            .upstream_model
+            .as_deref()
+            .unwrap_or(&handle.upstream_model),
+    );
     let mut fields = engine::body_fields(app, decision, backend);
     if let Some(slot) = admission.and_then(|a| a.slot) {
         fields.insert("id_slot".into(), slot.into());

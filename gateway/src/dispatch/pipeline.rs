@@ -85,7 +85,7 @@ pub async fn serve_decided<E: Endpoint>(
     decision: Decision,
 ) -> Result<Response<Body>, GatewayError> {
     let caller = parts.extensions.get::<Caller>().cloned();
-    let size = Size::of(&decision.features);
+    let size = Size::of_decision(&decision);
     let request = Arc::new(Shared::<E>(request));
     let context = RequestContext::new(
         app,

@@ -63,7 +63,7 @@ pub(crate) fn offer<E: Endpoint>(
     let taken = if candidate.breaker.state() == "open" {
         Err("breaker_open")
     } else {
-        let worst = worst_cost(app, lane.candidate, Size::of(&decision.features));
+        let worst = worst_cost(app, lane.candidate, Size::of_decision(decision));
         app.shadows.take(lane, worst)
     };
     let ticket = match taken {

@@ -76,6 +76,7 @@ async fn embed_texts(
         choices: 1,
         media_tokens: 0,
         media_unknown_size: false,
+        listed_price: None,
     };
     let caller = parts.extensions.get::<Caller>();
     // Embeddings: a prompt to read, no output.

@@ -78,6 +78,9 @@ pub struct RequestContext {
     /// The first target, and the prompt tokens routing expected it to hold
     /// cached (not looked up again when the call goes there).
     pub(crate) first_target: Option<(usize, u32)>,
+    /// The list price of the model a wildcard route named, for backends
+    /// priced by the list (see `Size::listed_price`).
+    pub listed_price: Option<Option<switchyard_policies::TokenPrice>>,
     /// The caller's session, and whether the request carried tool results.
     pub session: Option<Arc<str>>,
     pub tool_results: bool,
@@ -154,6 +157,7 @@ impl RequestContext {
                 decision.features.max_tokens,
             ),
             first_target: Some((decision.primary(), decision.expected_cached_tokens)),
+            listed_price: Size::of_decision(decision).listed_price,
             session: decision.features.session.clone(),
             tool_results: decision.features.tool_results,
             accounted,
@@ -216,6 +220,7 @@ impl RequestContext {
             use_case: None,
             expected_output: 0,
             first_target: None,
+            listed_price: None,
             session: None,
             tool_results: false,
             accounted: None,
@@ -253,6 +258,7 @@ impl RequestContext {
             use_case: self.use_case,
             expected_output: self.expected_output,
             first_target: None,
+            listed_price: None,
             session: self.session.clone(),
             tool_results: self.tool_results,
             accounted: None,

@@ -245,6 +245,7 @@ impl RequestRecord {
         }
         let backend = &app.backends[backend_index];
         let prefix_salt = app.router.prefix_salt(backend_index, context.tenant);
+        let pricing = backend.pricing_for(context.listed_price);
         let ts_ms = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
@@ -262,7 +263,7 @@ impl RequestRecord {
             speculation: app.router.speculation().clone(),
             metrics: app.metrics.clone(),
             tier: backend.tier.as_str(),
-            pricing: backend.pricing,
+            pricing,
             reference: app.reference.clone(),
             ledger: app.ledger.clone(),
             rates: app.rates.clone(),

@@ -50,6 +50,9 @@ pub struct BackendHandle {
     /// What the provider's prompt cache needs from us.
     pub prompt_cache: PromptCache,
     pub pricing: Pricing,
+    /// Priced by the built-in list for its model (no `price:`): a wildcard
+    /// route's request is priced for the model it names.
+    pub price_from_list: bool,
     /// The longest a request may take to start answering, and so the
     /// longest it waits in the backend's queue.
     pub first_byte_timeout: Duration,
@@ -70,6 +73,18 @@ pub struct BackendHandle {
 }
 
 impl BackendHandle {
+    /// The price of a call, given the list price of the model a wildcard
+    /// route named (`listed`): that, for a backend priced by the list
+    /// (`Unpriced` when the model is not on it); else the backend's own.
+    pub fn pricing_for(&self, listed: Option<Option<switchyard_policies::TokenPrice>>) -> Pricing {
+        match listed {
+            Some(listed) if self.price_from_list => {
+                listed.map_or(Pricing::Unpriced, Pricing::Tokens)
+            }
+            _ => self.pricing,
+        }
+    }
+
     /// A concurrency slot: at once, after waiting in the queue (no longer
     /// than the first-byte timeout), or 503 when the queue is full.
     pub(crate) async fn wait_for_slot(

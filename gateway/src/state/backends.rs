@@ -74,6 +74,7 @@ pub(crate) fn build_backend(
             _ => PromptCache::None,
         },
         pricing: backend.pricing,
+        price_from_list: backend.price_from_list,
         first_byte_timeout: backend.timeouts.first_byte,
         max_response_bytes: backend.max_response_bytes,
         in_flight: old.map_or_else(Arc::default, |(h, _)| h.in_flight.clone()),

@@ -48,19 +48,41 @@ fn errors_name_fields_one_way_at_their_own_line_in_plain_words() {
 #[test]
 fn health_checks_are_checked() {
     let yaml = |check: &str| {
-        format!("backends:\n  local:\n    tier: small\n    openai: {{base_url: 'http://127.0.0.1:9/v1'}}\n    health_check: {check}\n")
+        format!(
+            "backends:\n  local:\n    tier: small\n    openai: {{base_url: 'http://127.0.0.1:9/v1'}}\n    health_check: {check}\n"
+        )
     };
     let config = Config::from_yaml(&yaml("{interval_ms: 500}"), "t").unwrap();
     let check = config.backends["local"].health_check.clone().unwrap();
-    assert_eq!((check.interval.as_millis(), check.timeout.as_millis()), (500, 500));
-    assert_eq!((check.unhealthy_after, check.healthy_after, check.url), (2, 2, None));
+    assert_eq!(
+        (check.interval.as_millis(), check.timeout.as_millis()),
+        (500, 500)
+    );
+    assert_eq!(
+        (check.unhealthy_after, check.healthy_after, check.url),
+        (2, 2, None)
+    );
     for (check, field) in [
         ("{interval_ms: 50}", "interval_ms"),
         ("{unhealthy_after: 0}", "unhealthy_after"),
         ("{url: 'ftp://x'}", "url"),
         ("{every: 5}", "every"),
     ] {
-        let err = Config::from_yaml(&yaml(check), "t").unwrap_err().to_string();
+        let err = Config::from_yaml(&yaml(check), "t")
+            .unwrap_err()
+            .to_string();
         assert!(err.contains(field), "{check}: {err}");
+    }
+}
+
+#[test]
+fn a_route_may_end_in_a_wildcard_and_nowhere_else() {
+    let yaml = |route: &str| {
+        format!("backends:\n  small: {{tier: small, sim: {{preset: small}}}}\nroutes:\n  \"{route}\":\n    strategy: {{split: {{weights: {{small: 1}}}}}}\n")
+    };
+    assert!(Config::from_yaml(&yaml("openai/*"), "t").is_ok());
+    for bad in ["*", "open*ai", "openai/*/x", "openai*"] {
+        let err = Config::from_yaml(&yaml(bad), "t").unwrap_err();
+        assert!(err.path.starts_with("routes"), "{bad}: {err}");
     }
 }

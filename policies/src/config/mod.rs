@@ -152,8 +152,8 @@ impl Config {
         validate::apply_latency_hints(self, text, source)
     }
 
-    /// The model names a caller may use: every route (then its aliases),
-    /// then every backend.
+    /// Every model name a caller may send: routes and their aliases (a
+    /// wildcard route as written, `openai/*`), then backends.
     pub fn model_names(&self) -> Vec<String> {
         let routes = self
             .routes
@@ -330,6 +330,10 @@ pub struct Backend {
     /// latency model counts them as load on each.
     pub hardware: Option<String>,
     pub pricing: Pricing,
+    /// A cloud backend with no `price:`, priced by the built-in list for
+    /// its model: a wildcard route's request is priced for the model it
+    /// names instead.
+    pub price_from_list: bool,
     /// Starting figures for the latency model (from the simulator's own
     /// parameters for `sim` backends when unset).
     pub latency: LatencyHintsConfig,

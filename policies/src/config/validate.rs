@@ -273,6 +273,7 @@ fn validate_backend(ck: &Checker<'_>, name: &str, raw: RawBackend) -> Result<Bac
         Some(price) => super::validate_accounting::service_tiers(ck, name, price)?,
         None => Vec::new(),
     };
+    let price_from_list = raw.price.is_none() && !raw.tier.is_local();
     let pricing =
         super::validate_accounting::pricing(ck, name, raw.tier, &upstream_model, raw.price)?;
     let hints = raw.latency.unwrap_or_default();
@@ -323,6 +324,7 @@ fn validate_backend(ck: &Checker<'_>, name: &str, raw: RawBackend) -> Result<Bac
         max_queue: raw.max_queue.unwrap_or(0),
         latency,
         breaker,
+        price_from_list,
         health_check,
         prefix_cache,
         context_window: raw.context_window.or(match &adapter {

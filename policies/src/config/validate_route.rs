@@ -26,7 +26,8 @@ pub(super) fn validate_route(
     raw: RawRoute,
     backends: &BTreeMap<String, Backend>,
 ) -> Result<Route, ConfigError> {
-    check_name(ck, "routes", name)?;
+    // `PREFIX/*`: a wildcard route, for every model name under PREFIX/.
+    check_name(ck, "routes", name.strip_suffix("/*").unwrap_or(name))?;
     let known = |path: &[&str], backend: &str| -> Result<String, ConfigError> {
         if backends.contains_key(backend) {
             Ok(backend.to_owned())

@@ -45,6 +45,7 @@ impl Router {
             .enumerate()
             .map(|(i, b)| (b.clone(), Target::Backend(i)))
             .collect();
+        let mut wildcards: Vec<(String, usize)> = Vec::new();
         let predictors = compile_predictors(config, &at, previous.map(|(router, _)| router));
         // Validation guarantees every predictor a route names exists.
         let predictor_at = |name: &str| predictors.iter().position(|p| p.name == name).unwrap_or(0);
@@ -151,7 +152,14 @@ impl Router {
                 }),
             };
             let number = routes.len();
-            for name in std::iter::once(&route.name).chain(&route.aliases) {
+            match route.name.strip_suffix('*') {
+                // `openai/*`: every name under `openai/`, longest prefix first.
+                Some(prefix) => wildcards.push((prefix.to_owned(), number)),
+                None => {
+                    models.insert(route.name.clone(), Target::Route(number));
+                }
+            }
+            for name in &route.aliases {
                 models.insert(name.clone(), Target::Route(number));
             }
             routes.push(CompiledRoute {
@@ -253,6 +261,10 @@ impl Router {
         Router {
             backends,
             models,
+            wildcards: {
+                wildcards.sort_by_key(|(prefix, _)| std::cmp::Reverse(prefix.len()));
+                wildcards
+            },
             model_names: config.model_names(),
             routes,
             header_names,

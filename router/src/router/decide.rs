@@ -64,6 +64,7 @@ impl Router {
                     features,
                     drafting: None,
                     learning: None,
+                    upstream_model: None,
                 });
             }
             None => {
@@ -254,6 +255,7 @@ impl Router {
             features,
             drafting: None,
             learning,
+            upstream_model: None,
         })
     }
 
