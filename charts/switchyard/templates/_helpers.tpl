@@ -115,6 +115,12 @@ Refuses values that would render a broken or unsafe release.
 {{- if and .Values.autoscaling.enabled (gt (int .Values.autoscaling.minReplicas) (int .Values.autoscaling.maxReplicas)) }}
 {{- fail "autoscaling.minReplicas is above autoscaling.maxReplicas" }}
 {{- end }}
+{{- if and .Values.ingress.enabled (not .Values.ingress.hosts) }}
+{{- fail "ingress.enabled needs at least one entry in ingress.hosts (host \"\" matches any host)" }}
+{{- end }}
+{{- if and .Values.httpRoute.enabled (not .Values.httpRoute.parentRefs) }}
+{{- fail "httpRoute.enabled needs httpRoute.parentRefs: the Gateway (name, and namespace when it is in another one) whose listeners should carry the route; without one no Gateway serves it" }}
+{{- end }}
 {{- if and (gt $preStop 0) (semverCompare "<1.30.0-0" .Capabilities.KubeVersion.Version) }}
 {{- fail (printf "lifecycle.preStopSleepSeconds uses the preStop sleep action, on by default only from Kubernetes 1.30 (this is %s): set it to 0" .Capabilities.KubeVersion.Version) }}
 {{- end }}
@@ -144,4 +150,58 @@ user's config.
 {{- $_ := set $server "listen" (printf "%s:%d" .Values.listenHost (int .Values.containerPort)) }}
 {{- $_ := set $config "server" $server }}
 {{- toYaml $config }}
+{{- end }}
+
+{{/*
+The container's environment: secretEnv (variables from existing Secrets), env
+and envFrom. The gateway and the check-config init container take the same,
+so every `env:NAME` the check finds set is the one the gateway will read.
+*/}}
+{{- define "switchyard.containerEnv" -}}
+{{- if or .Values.env .Values.secretEnv }}
+env:
+  {{- range .Values.secretEnv }}
+  - name: {{ required "secretEnv[].name is required" .name }}
+    valueFrom:
+      secretKeyRef:
+        name: {{ required "secretEnv[].secretName is required" .secretName }}
+        key: {{ required "secretEnv[].key is required" .key }}
+        {{- if hasKey . "optional" }}
+        optional: {{ .optional }}
+        {{- end }}
+  {{- end }}
+  {{- with .Values.env }}
+  {{- toYaml . | nindent 2 }}
+  {{- end }}
+{{- end }}
+{{- with .Values.envFrom }}
+envFrom:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end }}
+
+{{/*
+The pod's config volume: the chart's ConfigMap (the default), the chart's
+Secret (configSecret.enabled), or a Secret the user made
+(configSecret.existingSecret). Mounted as a whole directory either way: a
+subPath mount would never see an update.
+*/}}
+{{- define "switchyard.configVolume" -}}
+{{- $existing := .Values.configSecret.existingSecret }}
+{{- if $existing }}
+secret:
+  secretName: {{ $existing }}
+  {{- if ne .Values.configSecret.key "config.yaml" }}
+  # The gateway reads config.yaml: map the Secret's key onto that name.
+  items:
+    - key: {{ .Values.configSecret.key }}
+      path: config.yaml
+  {{- end }}
+{{- else if .Values.configSecret.enabled }}
+secret:
+  secretName: {{ include "switchyard.fullname" . }}
+{{- else }}
+configMap:
+  name: {{ include "switchyard.fullname" . }}
+{{- end }}
 {{- end }}
