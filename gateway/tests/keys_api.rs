@@ -359,3 +359,67 @@ fn now_ms() -> i64 {
         .unwrap()
         .as_millis() as i64
 }
+
+/// Keys made through the API turn auth on, and revoking every one of them
+/// does not turn it off again: the revoked secret and a keyless caller are
+/// both refused. `/readyz` shows backends' details to the admin key only.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn revoking_the_only_key_leaves_auth_on() {
+    let dir = support::unique_path("keys-only-api");
+    std::fs::create_dir_all(&dir).unwrap();
+    let gateway = GatewayBuilder::new()
+        .in_process_sim("small", "small", support::FAST_SIM_FIELDS)
+        .section(&format!(
+            "ledger: {{path: '{}'}}\nauth:\n  admin_key_hash: \"{}\"\n",
+            dir.join("ledger.db").display(),
+            key_hash(ADMIN)
+        ))
+        .start();
+    let anonymous = || {
+        let url = gateway.url("/v1/chat/completions");
+        async move {
+            let body = json!({"model": "small", "max_tokens": 2, "messages": [{"role": "user", "content": "hi"}]});
+            post_with(&url, &body, &[]).await.status
+        }
+    };
+    assert_eq!(anonymous().await, 200, "no keys: auth is off");
+    let made = admin_call(
+        &gateway,
+        "POST",
+        "/admin/keys",
+        Some(json!({"name": "only"})),
+    )
+    .await
+    .json();
+    let secret = made["key"].as_str().unwrap().to_owned();
+    assert_eq!(anonymous().await, 401);
+    assert_eq!(chat(&gateway, &secret, "small").await.status, 200);
+    assert_eq!(
+        admin_call(&gateway, "DELETE", "/admin/keys/only", None)
+            .await
+            .status,
+        200
+    );
+    assert_eq!(chat(&gateway, &secret, "small").await.status, 401);
+    assert_eq!(anonymous().await, 401, "auth stays on");
+    // A stale change cannot bring it back.
+    assert_eq!(
+        admin_call(
+            &gateway,
+            "PATCH",
+            "/admin/keys/only",
+            Some(json!({"team": null}))
+        )
+        .await
+        .status,
+        404
+    );
+    let ready = get_with(&gateway.url("/readyz"), &[]).await.json();
+    assert_eq!(ready["backends"], json!({"total": 1, "not_closed": 0}));
+    let auth = format!("Bearer {ADMIN}");
+    let ready = get_with(&gateway.url("/readyz"), &[("authorization", auth.as_str())])
+        .await
+        .json();
+    assert_eq!(ready["backends"][0]["name"], "small");
+    let _ = std::fs::remove_dir_all(&dir);
+}

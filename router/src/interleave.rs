@@ -13,10 +13,12 @@
 //! and a session's prefix cache stays warm only as far as the share allows.
 //!
 //! Counts are per replica and exact (not decayed): the interleaving never
-//! lets them drift apart, so there is no old imbalance to forget.
+//! lets them drift apart, so there is no old imbalance to forget. They are
+//! kept by route name across config rebuilds (a reload, a key made through
+//! the admin API), so frequent rebuilds do not restart the dealing.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use crate::split::SplitPolicy;
 
@@ -29,7 +31,7 @@ pub const SLACK: f64 = 2.0;
 /// Each route's requests so far per backend.
 #[derive(Debug, Default)]
 pub struct Interleave {
-    routes: Mutex<HashMap<usize, Dealt>>,
+    routes: Mutex<HashMap<Arc<str>, Dealt>>,
 }
 
 #[derive(Debug, Default)]
@@ -64,13 +66,13 @@ impl Interleave {
     /// request).
     pub fn deal(
         &self,
-        route: usize,
+        route: &Arc<str>,
         split: &SplitPolicy,
         preferred: Option<usize>,
         count: bool,
     ) -> (usize, bool) {
         let mut routes = self.routes.lock().unwrap_or_else(|p| p.into_inner());
-        let dealt = routes.entry(route).or_default();
+        let dealt = dealt(&mut routes, route);
         let shares = split.shares();
         let next = (dealt.total + 1) as f64;
         let over = |backend: usize, weight: f64| (dealt.count(backend) + 1) as f64 - weight * next;
@@ -96,11 +98,16 @@ impl Interleave {
 impl Interleave {
     /// Counts a request of `route`'s that went to `backend` for another
     /// reason (a sticky session moved to meet its latency budget).
-    pub fn record(&self, route: usize, backend: usize) {
+    pub fn record(&self, route: &Arc<str>, backend: usize) {
         let mut routes = self.routes.lock().unwrap_or_else(|p| p.into_inner());
-        let dealt = routes.entry(route).or_default();
-        dealt.add(backend);
+        dealt(&mut routes, route).add(backend);
     }
+}
+
+/// The route's counts, made on its first request (the map is as large as
+/// the config's routes: an entry per name ever configured).
+fn dealt<'a>(routes: &'a mut HashMap<Arc<str>, Dealt>, route: &Arc<str>) -> &'a mut Dealt {
+    routes.entry(route.clone()).or_default()
 }
 
 #[cfg(test)]
@@ -122,10 +129,11 @@ mod tests {
 
     #[test]
     fn a_plain_split_is_dealt_to_its_weights_in_every_window() {
+        let a: Arc<str> = Arc::from("a");
         let deal = Interleave::default();
         let split = SplitPolicy::new([(0, 40.0), (1, 40.0), (2, 20.0)]).unwrap();
         let picks: Vec<usize> = (0..2000)
-            .map(|_| deal.deal(0, &split, None, true).0)
+            .map(|_| deal.deal(&a, &split, None, true).0)
             .collect();
         for (backend, weight) in [(0, 0.4), (1, 0.4), (2, 0.2)] {
             let gap = worst_window(&picks, backend, weight, 200);
@@ -141,12 +149,13 @@ mod tests {
         let split = SplitPolicy::new([(0, 80.0), (1, 20.0)]).unwrap();
         // Whatever ids the eight sessions have: several sets of them.
         for set in 0..20 {
+            let a: Arc<str> = Arc::from("a");
             let deal = Interleave::default();
             let sessions: Vec<usize> = (0..8)
                 .map(|i| split.pick(unit_from_key(&format!("set-{set}-session-{i}"))))
                 .collect();
             let picks: Vec<usize> = (0..1000)
-                .map(|i| deal.deal(0, &split, Some(sessions[i % 8]), true).0)
+                .map(|i| deal.deal(&a, &split, Some(sessions[i % 8]), true).0)
                 .collect();
             let gap = worst_window(&picks, 1, 0.2, 200);
             assert!(
@@ -159,11 +168,12 @@ mod tests {
     #[test]
     fn sessions_where_the_weights_want_them_keep_their_backend() {
         let split = SplitPolicy::new([(0, 80.0), (1, 20.0)]).unwrap();
+        let a: Arc<str> = Arc::from("a");
         let deal = Interleave::default();
         // Four sessions on 0 and one on 1, taking turns: already 80/20.
         let sessions = [0, 0, 0, 0, 1];
         let moved = (0..1000)
-            .filter(|i| deal.deal(0, &split, Some(sessions[i % 5]), true).1)
+            .filter(|i| deal.deal(&a, &split, Some(sessions[i % 5]), true).1)
             .count();
         assert_eq!(moved, 0);
     }
@@ -171,10 +181,11 @@ mod tests {
     #[test]
     fn explaining_counts_nothing_and_routes_are_dealt_apart() {
         let split = SplitPolicy::new([(0, 50.0), (1, 50.0)]).unwrap();
+        let (a, b): (Arc<str>, Arc<str>) = (Arc::from("a"), Arc::from("b"));
         let deal = Interleave::default();
-        assert_eq!(deal.deal(0, &split, None, false), (0, false));
-        assert_eq!(deal.deal(0, &split, None, true), (0, false));
-        assert_eq!(deal.deal(0, &split, None, true), (1, false));
-        assert_eq!(deal.deal(1, &split, None, true), (0, false));
+        assert_eq!(deal.deal(&a, &split, None, false), (0, false));
+        assert_eq!(deal.deal(&a, &split, None, true), (0, false));
+        assert_eq!(deal.deal(&a, &split, None, true), (1, false));
+        assert_eq!(deal.deal(&b, &split, None, true), (0, false));
     }
 }

@@ -176,7 +176,7 @@ pub struct Router {
     /// Sticky splits' shares per caller, so a session id never picks a tier.
     sticky_shares: crate::sticky_share::StickyShares,
     /// Each split route's requests dealt to its weights.
-    interleave: crate::interleave::Interleave,
+    interleave: Arc<crate::interleave::Interleave>,
 }
 
 impl Router {

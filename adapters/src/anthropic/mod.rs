@@ -13,7 +13,7 @@ mod types;
 #[cfg(test)]
 mod tests;
 
-pub use client::AnthropicClient;
+pub use client::{AnthropicClient, DEFAULT_VERSION};
 pub use from_chat::{finish_to_stop_reason, message_from_chat, usage_from_chat};
 pub use stream::MessageStream;
 pub(crate) use to_chat::untranslatable;

@@ -19,7 +19,10 @@ pub fn live() -> Response<Body> {
 
 /// The gateway takes new requests: not when it is draining for shutdown,
 /// so a load balancer stops sending before the listener closes.
-pub fn ready(app: &App) -> Response<Body> {
+/// Each backend's breaker and health checks are shown to the admin key
+/// (or to anyone when the config sets no keys): probes need only the
+/// status, and backend names and errors are the operator's.
+pub fn ready(app: &App, headers: &http::HeaderMap) -> Response<Body> {
     if app.is_shutting_down() {
         return GatewayError::ShuttingDown.into_response();
     }
@@ -30,6 +33,7 @@ pub fn ready(app: &App) -> Response<Body> {
     let ledger = &app.ledger;
     // Each backend's breaker, and what its health checks found (none
     // without `health_check`): ready either way, as routes fall back.
+    let detailed = app.keys.is_open() || app.keys.is_admin(headers);
     let backends: Vec<serde_json::Value> = app
         .backends
         .iter()
@@ -44,6 +48,12 @@ pub fn ready(app: &App) -> Response<Body> {
             })
         })
         .collect();
+    let backends = if detailed {
+        json!(backends)
+    } else {
+        let open = backends.iter().filter(|b| b["breaker"] != "closed").count();
+        json!({"total": backends.len(), "not_closed": open})
+    };
     let mut body = json!({
         "status": "ready",
         "backends": backends,

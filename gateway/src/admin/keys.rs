@@ -23,7 +23,7 @@ use switchyard_policies::VirtualKey;
 use crate::admin::api::{on_ledger, parse_since};
 use crate::error::GatewayError;
 use crate::http::{Body, json_response};
-use crate::ledger::keys::{AuditEntry, StoredKey};
+use crate::ledger::keys::{AuditEntry, StoredKey, Write};
 use crate::ledger::now_ms;
 use crate::state::app::App;
 use crate::state::live::Live;
@@ -57,6 +57,10 @@ struct KeyView {
     key: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     audit: Option<Vec<AuditEntry>>,
+    /// The change is stored but this replica's running config was not
+    /// rebuilt with it yet (it is retried within seconds): why.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    warning: Option<String>,
 }
 
 fn stored_view(key: &StoredKey, now: i64) -> KeyView {
@@ -87,6 +91,7 @@ fn stored_view(key: &StoredKey, now: i64) -> KeyView {
         revoked_ms: key.revoked_ms,
         key: None,
         audit: None,
+        warning: None,
     }
 }
 
@@ -118,6 +123,7 @@ fn file_view(key: &VirtualKey) -> KeyView {
         revoked_ms: None,
         key: None,
         audit: None,
+        warning: None,
     }
 }
 
@@ -179,15 +185,16 @@ pub async fn one(
     }
     match method {
         Method::GET => {
-            let (stored, audit) = on_ledger(app, |ledger| {
-                Ok((ledger.stored_keys()?, ledger.key_audit()?))
+            let of = name.clone();
+            let (stored, audit) = on_ledger(app, move |ledger| {
+                Ok((ledger.stored_keys()?, ledger.key_audit(&of)?))
             })
             .await?;
             let mut view = match stored.iter().find(|k| k.name == name) {
                 Some(key) => stored_view(key, now_ms()),
                 None => file_view(file_key(app, &name).ok_or_else(|| no_key(&name))?),
             };
-            view.audit = Some(audit.into_iter().filter(|a| a.name == name).collect());
+            view.audit = Some(audit);
             Ok(json_response(StatusCode::OK, &view))
         }
         Method::PATCH => change(live, app, req, &name, Change::Update).await,
@@ -240,16 +247,23 @@ async fn create(
         updated_ms: now,
         expires_at_ms,
         revoked_ms: None,
+        version: 1,
     };
     check(app, &key)?;
     let audit = audit_of(&actor, "create", &name, &body, now);
     let stored = key.clone();
-    if !on_ledger(app, move |ledger| ledger.put_key(&stored, &audit, false)).await? {
+    if !on_ledger(app, move |ledger| {
+        ledger.put_key(&stored, &audit, Write::Create)
+    })
+    .await?
+    {
         return Err(taken(&name));
     }
-    go_live(live, "key created").await?;
     let mut view = stored_view(&key, now);
+    // The key is stored: its secret goes back whatever happens next, or
+    // nobody could ever use it.
     view.key = Some(secret);
+    view.warning = go_live(live, "key created").await.err();
     Ok(json_response(StatusCode::CREATED, &view))
 }
 
@@ -295,8 +309,11 @@ async fn change(
         }
         Change::Rotate => {
             let (new, hash) = new_secret();
+            key.spec
+                .as_object_mut()
+                .ok_or_else(|| internal("a stored key's spec is not an object"))?
+                .insert("hash".into(), hash.into());
             secret = Some(new);
-            key.spec["hash"] = hash.into();
             "rotate"
         }
         Change::Revoke => {
@@ -309,11 +326,24 @@ async fn change(
         check(app, &key)?;
     }
     let audit = audit_of(&actor, action, name, &body, now);
-    let written = key.clone();
-    on_ledger(app, move |ledger| ledger.put_key(&written, &audit, true)).await?;
-    go_live(live, action).await?;
+    let (written, how) = (
+        key.clone(),
+        Write::Change {
+            from_version: key.version,
+        },
+    );
+    if !on_ledger(app, move |ledger| ledger.put_key(&written, &audit, how)).await? {
+        // Changed (or revoked) since it was read: this change would undo that one.
+        return Err(GatewayError::Conflict {
+            message: format!(
+                "the key `{name}` changed while this was made; read it again and retry"
+            ),
+        });
+    }
+    key.version += 1;
     let mut view = stored_view(&key, now);
     view.key = secret;
+    view.warning = go_live(live, action).await.err();
     Ok(json_response(StatusCode::OK, &view))
 }
 
@@ -354,9 +384,11 @@ fn apply_fields(
             "expires_in",
             "give expires_in or expires_at_ms, not both".into(),
         )),
-        (Some(Value::String(text)), None) => parse_since(text)
-            .map(|ms| Some(now.saturating_add(ms)))
-            .map_err(|message| invalid("expires_in", message)),
+        (Some(Value::String(text)), None) => match parse_since(text) {
+            Ok(0) => Err(invalid("expires_in", "must be longer than nothing".into())),
+            Ok(ms) => Ok(Some(now.saturating_add(ms))),
+            Err(message) => Err(invalid("expires_in", message)),
+        },
         (Some(Value::Null), None) | (None, Some(Value::Null)) => Ok(None),
         (Some(_), None) => Err(invalid(
             "expires_in",
@@ -392,13 +424,10 @@ fn check(app: &App, key: &StoredKey) -> Result<(), GatewayError> {
 /// hex) and its hash as config writes it.
 fn new_secret() -> (String, String) {
     let bytes: [u8; 32] = rand::random();
-    let secret = format!("sk-sy-{}", hex(&bytes));
-    let hash = format!("sha256:{}", hex(&crate::admit::access::hash_key(&secret)));
+    let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    let secret = format!("sk-sy-{hex}");
+    let hash = crate::admit::access::hash_text(&secret);
     (secret, hash)
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// Who made a change: the admin key, and the client's own words for itself.
@@ -452,12 +481,12 @@ async fn read_object(
     }
 }
 
-/// The config rebuilt with the stored keys as they are now.
-async fn go_live(live: &Live, trigger: &str) -> Result<(), GatewayError> {
+/// The config rebuilt with the stored keys as they are now; the error's
+/// words when it could not be (the stored keys' watcher tries again).
+async fn go_live(live: &Live, trigger: &str) -> Result<(), String> {
     live.rebuild_running(trigger).await.map_err(|err| {
-        internal(&format!(
-            "the key was stored, but the running config was not rebuilt: {err}"
-        ))
+        tracing::error!(trigger, error = %err, "key stored, running config not rebuilt");
+        format!("stored, but not in effect here yet (retried within seconds): {err}")
     })
 }
 

@@ -10,7 +10,7 @@ use hyper::body::Incoming;
 use crate::admin::api::{parse_since, query_value, read_ledger, read_ledger_request};
 use crate::error::GatewayError;
 use crate::http::{Body, json_response};
-use crate::ledger::{RequestFilter, StatusClass, now_ms, request_log, request_record};
+use crate::ledger::{RequestFilter, SPAN_MS, StatusClass, now_ms, request_log, request_record};
 use crate::state::app::App;
 
 /// A page's size unless `limit` says.
@@ -107,8 +107,9 @@ fn parse_time(text: &str, now_ms: i64) -> Result<i64, String> {
 pub async fn list(app: &App, req: Request<Incoming>) -> Result<Response<Body>, GatewayError> {
     let query = req.uri().query().unwrap_or("").to_owned();
     let filter = parse_filter(|name| query_value(&query, name), now_ms())?;
-    let since_ms = filter.since_ms;
-    let log = read_ledger(app, since_ms, move |conn| request_log(conn, &filter)).await?;
+    // A request's calls may begin up to a span before its window's rows.
+    let rows_from = filter.since_ms.saturating_sub(SPAN_MS);
+    let log = read_ledger(app, rows_from, move |conn| request_log(conn, &filter)).await?;
     Ok(json_response(StatusCode::OK, &log))
 }
 

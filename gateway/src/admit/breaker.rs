@@ -30,11 +30,12 @@ enum State {
     },
     Open {
         until: Instant,
+        /// Opened by failed health checks (which may close it again), not
+        /// by requests' failures (which only a probe request closes).
+        by_checks: bool,
     },
     /// A probe is out since `since`; others wait for its outcome.
-    HalfOpen {
-        since: Instant,
-    },
+    HalfOpen { since: Instant },
 }
 
 const CLOSED: State = State::Closed {
@@ -100,7 +101,7 @@ impl Breaker {
         let mut state = self.lock();
         match *state {
             State::Closed { .. } => true,
-            State::Open { until } if now < until => false,
+            State::Open { until, .. } if now < until => false,
             // A probe that never reported (its client left) does not hold
             // the circuit half-open for ever.
             State::HalfOpen { since } if now.duration_since(since) < self.settings.cooldown => {
@@ -130,6 +131,7 @@ impl Breaker {
         if let State::HalfOpen { .. } = *state {
             *state = State::Open {
                 until: Instant::now(),
+                by_checks: false,
             };
         }
     }
@@ -138,6 +140,7 @@ impl Breaker {
         let mut state = self.lock();
         let open = State::Open {
             until: Instant::now() + self.settings.cooldown,
+            by_checks: false,
         };
         let was_open = matches!(*state, State::Open { .. });
         *state = match *state {
@@ -242,11 +245,28 @@ impl Breaker {
                 if health.failures_in_a_row >= unhealthy_after {
                     health.state = "unhealthy";
                     let mut state = self.lock();
-                    if !matches!(*state, State::Open { .. }) {
-                        self.transitions.opened.fetch_add(1, Ordering::Relaxed);
-                    }
-                    *state = State::Open {
-                        until: Instant::now() + hold,
+                    let held = Instant::now() + hold;
+                    *state = match *state {
+                        // Requests' failures opened it: their cooldown
+                        // stands, or the checks' hold if that is longer.
+                        State::Open {
+                            until,
+                            by_checks: false,
+                        } => State::Open {
+                            until: until.max(held),
+                            by_checks: false,
+                        },
+                        State::Open { .. } => State::Open {
+                            until: held,
+                            by_checks: true,
+                        },
+                        State::Closed { .. } | State::HalfOpen { .. } => {
+                            self.transitions.opened.fetch_add(1, Ordering::Relaxed);
+                            State::Open {
+                                until: held,
+                                by_checks: true,
+                            }
+                        }
                     };
                 }
             }
@@ -257,7 +277,18 @@ impl Breaker {
                     "unhealthy" if health.answers_in_a_row >= healthy_after => {
                         health.state = "healthy";
                         drop(health);
-                        self.success();
+                        // Only what the checks opened: a server that lists
+                        // its models may still fail to generate.
+                        let opened_by_checks = matches!(
+                            *self.lock(),
+                            State::Open {
+                                by_checks: true,
+                                ..
+                            }
+                        );
+                        if opened_by_checks {
+                            self.success();
+                        }
                     }
                     "unhealthy" => {}
                     _ => health.state = "healthy",

@@ -103,9 +103,11 @@ pub fn run(command: Command) -> anyhow::Result<()> {
                 Some(key) => key,
                 None => key_from_stdin()?,
             };
-            let hash = crate::admit::access::hash_key(&key);
-            let hex: String = hash.iter().map(|b| format!("{b:02x}")).collect();
-            writeln!(std::io::stdout().lock(), "sha256:{hex}")?;
+            writeln!(
+                std::io::stdout().lock(),
+                "{}",
+                crate::admit::access::hash_text(&key)
+            )?;
             Ok(())
         }
         Command::Explain {

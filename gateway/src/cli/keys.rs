@@ -162,29 +162,11 @@ pub fn run(args: &KeysArgs, out: &mut impl Write) -> anyhow::Result<()> {
                         Value::String(s) => s.clone(),
                         other => other.to_string(),
                     };
-                    let cells = [
-                        "source",
-                        "state",
-                        "team",
-                        "models",
-                        "budget",
-                        "expires_at_ms",
-                    ]
-                    .iter()
-                    .map(|f| text(&k[*f]))
-                    .collect();
+                    let cells = COLUMNS.iter().map(|f| text(&k[*f])).collect();
                     (text(&k["name"]), cells)
                 })
                 .collect();
-            let columns = [
-                "source",
-                "state",
-                "team",
-                "models",
-                "budget",
-                "expires_at_ms",
-            ];
-            report_text::write(out, "table", &answer, ("name", &columns, &rows))
+            report_text::write(out, "table", &answer, ("name", &COLUMNS, &rows))
         }
         KeysAction::List { format } if format != "json" => {
             anyhow::bail!("--format: `{format}` is not one of table, json")
@@ -196,6 +178,16 @@ pub fn run(args: &KeysArgs, out: &mut impl Write) -> anyhow::Result<()> {
         }
     }
 }
+
+/// `keys list`'s table, after the name.
+const COLUMNS: [&str; 6] = [
+    "source",
+    "state",
+    "team",
+    "models",
+    "budget",
+    "expires_at_ms",
+];
 
 /// One call to the admin API; an error answer becomes the error, in the
 /// gateway's words.

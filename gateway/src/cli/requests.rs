@@ -73,7 +73,10 @@ pub fn run(args: &RequestsArgs, out: &mut impl Write) -> anyhow::Result<()> {
         }
     };
     let filter = parse_filter(flag, now_ms()).map_err(|err| anyhow::anyhow!("{err}"))?;
-    let conn = report_text::open_ledger(&config.ledger, filter.since_ms)?;
+    let conn = report_text::open_ledger(
+        &config.ledger,
+        filter.since_ms.saturating_sub(crate::ledger::SPAN_MS),
+    )?;
     if let Some(id) = &args.id {
         let record = request_record(&conn, id, filter.since_ms)?
             .ok_or_else(|| anyhow::anyhow!("no request `{id}` in the ledger"))?;

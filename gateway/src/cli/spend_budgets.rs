@@ -28,6 +28,13 @@ pub struct BudgetLine {
 }
 
 pub fn run(config: &Config, format: &str, out: &mut impl Write) -> anyhow::Result<()> {
+    // The keys made through the admin API have budgets too.
+    let config = &crate::state::stored_keys::merged(
+        config,
+        crate::ledger::read_stored_keys(&config.ledger),
+        None,
+        crate::state::stored_keys::Unreadable::Fail,
+    )?;
     let (day_start, month_start) = crate::admit::access::period_starts(now_ms());
     // Spend per key and team: (kind, name, cloud USD, total USD).
     let read = |since: i64| -> anyhow::Result<Vec<(String, String, f64, f64)>> {

@@ -206,7 +206,7 @@ async fn serve_endpoint(
                 })
             }
         }),
-        "/readyz" => Ok(health::ready(app)),
+        "/readyz" => Ok(health::ready(app, req.headers())),
         _ => match one_model(req.uri().path()) {
             Some(name) => allow(&req, Method::GET, "GET").and_then(|()| {
                 models::retrieve(

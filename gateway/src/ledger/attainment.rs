@@ -161,7 +161,7 @@ pub fn attainment_lines(
     route_budgets: &BTreeMap<String, LatencyBudget>,
 ) -> rusqlite::Result<AttainmentReport> {
     let mut statement = conn.prepare(
-        "SELECT COALESCE(route, '-'), backend, tier, profile, input_tokens + cached_tokens,
+        "SELECT COALESCE(route, '-'), backend, tier, profile, input_tokens + cached_tokens + cache_write_tokens,
                 cost_usd, ttft_ms, decode_tokens_per_s, cache_hit
          FROM requests
          WHERE ts_ms >= ?1 AND status = 'ok' AND refusal IS NULL AND reason != 'shadow'",

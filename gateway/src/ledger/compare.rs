@@ -129,7 +129,7 @@ pub fn compare_report(
     // first call). Copies cut off by a shutdown (`cancelled`)
     // say nothing of the candidate and are left out.
     let mut statement = conn.prepare(
-        "SELECT s.route, s.backend, p.backend, s.profile, s.input_tokens + s.cached_tokens,
+        "SELECT s.route, s.backend, p.backend, s.profile, s.input_tokens + s.cached_tokens + s.cache_write_tokens,
                 s.status = 'ok', s.ttft_ms, s.decode_tokens_per_s, s.cost_usd,
                 p.ttft_ms, p.decode_tokens_per_s, p.cost_usd,
                 s.agree_exact, s.agree_similarity, s.agree_checked

@@ -44,7 +44,7 @@ pub fn drift(conn: &Connection, since_ms: i64, recent_ms: i64) -> rusqlite::Resu
             "decode_tokens_per_s",
             "SELECT backend, ts_ms >= ?2, decode_tokens_per_s FROM requests
              WHERE ts_ms >= ?1 AND status = 'ok' AND decode_tokens_per_s > 0 AND NOT cache_hit
-                   AND input_tokens + cached_tokens < 2048"
+                   AND input_tokens + cached_tokens + cache_write_tokens < 2048"
                 .to_owned(),
         ),
         (

@@ -32,6 +32,19 @@ pub use crate::ledger::compare::{
     CompareLine, CompareReport, ProfileLine, SideFigures, compare_report,
 };
 pub use crate::ledger::entry::{Entry, NotCommitted, Verdict, WITHHELD, WriterHealth, Written};
+/// The keys made through the admin API, read where `settings` keep them,
+/// without opening the ledger for writing (for the CLI; a running gateway
+/// has `Ledger::stored_keys`).
+pub fn read_stored_keys(settings: &LedgerSettings) -> anyhow::Result<Vec<keys::StoredKey>> {
+    match &settings.postgres {
+        Some(url) => postgres::keys::load(&*Postgres::connect_reader(url)?),
+        None if std::path::Path::new(&settings.path).exists() => {
+            keys::sqlite_load(&rusqlite::Connection::open(&settings.path)?)
+        }
+        None => Ok(Vec::new()),
+    }
+}
+
 /// The spend report from PostgreSQL (`Ledger::spend_report` for a running ledger).
 pub use crate::ledger::postgres::spend_report as postgres_spend_report;
 /// Spend per key and team from PostgreSQL (`Ledger::spend_since` for a running ledger).
@@ -41,8 +54,8 @@ pub use crate::ledger::report::{
     Dimension, SpendLine, SpendReport, now_ms, spend_report, spend_since,
 };
 pub use crate::ledger::requests::{
-    MAX_PAGE, RequestFilter, RequestLine, RequestLog, RequestRecord, StatusClass, request_log,
-    request_record,
+    MAX_PAGE, RequestFilter, RequestLine, RequestLog, RequestRecord, SPAN_MS, StatusClass,
+    request_log, request_record,
 };
 pub use crate::ledger::row::{Drafts, LedgerRow, Shadowed, UPSTREAM_FAILURES};
 pub use crate::ledger::sessions::{SessionLine, SessionsReport, sessions_report};
@@ -238,41 +251,39 @@ impl Ledger {
         }
     }
 
-    /// Writes a stored key and the audit entry of its change together:
-    /// over a key of the same name only when `overwrite` (a change to it)
-    /// or when that key was revoked; `false` when the name is taken.
-    /// Blocks.
+    /// Writes a stored key and the audit entry of its change together, as
+    /// `how` allows; `false` (nothing written) when it may not: a new
+    /// key's name is taken, or the key changed since it was read. Blocks.
     pub fn put_key(
         &self,
         key: &keys::StoredKey,
         audit: &keys::AuditEntry,
-        overwrite: bool,
+        how: keys::Write,
     ) -> anyhow::Result<bool> {
         match &self.store {
             Store::Sqlite { path } => {
                 let mut conn = rusqlite::Connection::open(path)?;
                 conn.busy_timeout(Duration::from_secs(5))?;
-                keys::sqlite_put(&mut conn, key, audit, overwrite)
+                keys::sqlite_put(&mut conn, key, audit, how)
             }
-            Store::Postgres { postgres, .. } => {
-                postgres::keys::put(postgres, key, audit, overwrite)
-            }
+            Store::Postgres { postgres, .. } => postgres::keys::put(postgres, key, audit, how),
         }
     }
 
-    /// The stored keys' version: it grows with every change. Blocks.
-    pub fn keys_version(&self) -> anyhow::Result<i64> {
+    /// The stored keys' fingerprint: it moves with every committed change.
+    /// Blocks.
+    pub fn keys_fingerprint(&self) -> anyhow::Result<i64> {
         match &self.store {
-            Store::Sqlite { path } => keys::sqlite_version(&rusqlite::Connection::open(path)?),
-            Store::Postgres { postgres, .. } => postgres::keys::version(postgres),
+            Store::Sqlite { path } => keys::sqlite_fingerprint(&rusqlite::Connection::open(path)?),
+            Store::Postgres { postgres, .. } => postgres::keys::fingerprint(postgres),
         }
     }
 
-    /// The last 1,000 changes to stored keys, newest first. Blocks.
-    pub fn key_audit(&self) -> anyhow::Result<Vec<keys::AuditEntry>> {
+    /// The last 1,000 changes to the stored key `name`, newest first. Blocks.
+    pub fn key_audit(&self, name: &str) -> anyhow::Result<Vec<keys::AuditEntry>> {
         match &self.store {
-            Store::Sqlite { path } => keys::sqlite_audit(&rusqlite::Connection::open(path)?),
-            Store::Postgres { postgres, .. } => postgres::keys::audit(postgres),
+            Store::Sqlite { path } => keys::sqlite_audit(&rusqlite::Connection::open(path)?, name),
+            Store::Postgres { postgres, .. } => postgres::keys::audit(postgres, name),
         }
     }
 

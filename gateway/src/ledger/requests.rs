@@ -5,8 +5,12 @@
 //! record for `GET /admin/requests/{id}`.
 //!
 //! A request's outcome is its serving call's: the call that answered `ok`,
-//! else the last to end of those that were not cancelled, else the last to
-//! end. Shadow copies never serve; they show only in the one-request record.
+//! else the last to end of those that failed, else the last to end (a
+//! cancelled call, a hedge's losing leg, an answer escalated past). A
+//! routing encoder's call (for a semantic rule) never serves, nor does a
+//! shadow copy; a copy shows only in the one-request record. A request is
+//! in a window when its first call began in it; its calls are read up to
+//! [`SPAN_MS`] either side.
 
 use rusqlite::types::Value;
 use rusqlite::{Connection, Row};
@@ -16,6 +20,11 @@ use crate::ledger::columns::{COLUMNS, Kind};
 
 /// The most requests one page holds.
 pub const MAX_PAGE: u32 = 1000;
+
+/// How far apart one request's calls are read: a request whose calls
+/// spread wider than this (retries, fallbacks and hedges take seconds to
+/// minutes) shows only its calls within it.
+pub const SPAN_MS: i64 = 3_600_000;
 
 /// What `GET /admin/requests` asks for; `None` filters match everything.
 #[derive(Debug, Clone, Default)]
@@ -61,8 +70,8 @@ impl StatusClass {
 
     fn of(outcome: &str) -> StatusClass {
         match outcome {
-            "ok" | "escalated" => StatusClass::Ok,
-            "cancelled" => StatusClass::Cancelled,
+            "ok" => StatusClass::Ok,
+            "cancelled" | "hedge-lost" => StatusClass::Cancelled,
             _ => StatusClass::Error,
         }
     }
@@ -70,9 +79,9 @@ impl StatusClass {
     /// The outcomes of this class, as SQL over the `outcome` column.
     fn sql(self) -> &'static str {
         match self {
-            StatusClass::Ok => "outcome IN ('ok', 'escalated')",
-            StatusClass::Cancelled => "outcome = 'cancelled'",
-            StatusClass::Error => "outcome NOT IN ('ok', 'escalated', 'cancelled')",
+            StatusClass::Ok => "outcome = 'ok'",
+            StatusClass::Cancelled => "outcome IN ('cancelled', 'hedge-lost')",
+            StatusClass::Error => "outcome NOT IN ('ok', 'cancelled', 'hedge-lost')",
         }
     }
 }
@@ -134,7 +143,8 @@ pub struct RequestRecord {
 const CALLS: &str = "
     SELECT *, ROW_NUMBER() OVER (
         PARTITION BY request_id
-        ORDER BY status IN ('ok', 'escalated') DESC, status <> 'cancelled' DESC,
+        ORDER BY endpoint <> 'encoder' DESC, status = 'ok' DESC,
+                 status NOT IN ('cancelled', 'hedge-lost', 'escalated') DESC,
                  ts_ms + duration_ms DESC, id DESC) AS pick
     FROM requests
     WHERE request_id IS NOT NULL AND COALESCE(shadow, 0) = 0 AND {where}";
@@ -189,16 +199,23 @@ fn line(row: &Row<'_>) -> rusqlite::Result<RequestLine> {
 /// A page of requests matching `filter`, newest first.
 pub fn request_log(conn: &Connection, filter: &RequestFilter) -> rusqlite::Result<RequestLog> {
     // Every condition is a named parameter: a caller's text never becomes SQL.
-    let mut rows = vec!["ts_ms >= :since"];
-    let mut kept = vec!["1 = 1"];
+    // Rows within a span of the window; requests by their first call.
+    let mut rows = vec!["ts_ms >= :rows_from"];
+    let mut kept = vec!["started >= :since"];
     let text = |v: &Option<String>| v.clone().map_or(Value::Null, Value::Text);
     let mut params: Vec<(&str, Value)> = vec![
         (":since", Value::Integer(filter.since_ms)),
+        (
+            ":rows_from",
+            Value::Integer(filter.since_ms.saturating_sub(SPAN_MS)),
+        ),
         (":backend", text(&filter.backend)),
     ];
     if let Some(until) = filter.until_ms {
-        rows.push("ts_ms < :until");
+        rows.push("ts_ms < :rows_to");
+        kept.push("started < :until");
         params.push((":until", Value::Integer(until)));
+        params.push((":rows_to", Value::Integer(until.saturating_add(SPAN_MS))));
     }
     for (condition, name, value) in [
         ("key = :key", ":key", &filter.key),
@@ -262,10 +279,12 @@ pub fn request_record(
 ) -> rusqlite::Result<Option<RequestRecord>> {
     let gateway_id: Option<String> = conn
         .query_row(
-            "SELECT request_id FROM requests WHERE request_id = ?1
-             UNION ALL SELECT request_id FROM requests
-             WHERE client_request_id = ?1 AND ts_ms >= ?2 AND request_id IS NOT NULL
-             LIMIT 1",
+            "SELECT request_id FROM (
+                 SELECT request_id, 0 AS own, ts_ms FROM requests WHERE request_id = ?1
+                 UNION ALL SELECT request_id, 1, ts_ms FROM requests
+                 WHERE client_request_id = ?1 AND ts_ms >= ?2 AND request_id IS NOT NULL)
+             -- The gateway's id first; of a caller's id used twice, the latest.
+             ORDER BY own, ts_ms DESC LIMIT 1",
             rusqlite::params![id, since_ms],
             |row| row.get(0),
         )
@@ -315,4 +334,168 @@ fn call_json(row: &Row<'_>) -> rusqlite::Result<serde_json::Map<String, serde_js
         out.insert(column.name.to_owned(), json);
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use rusqlite::{Connection, params};
+
+    use super::*;
+
+    /// One call's row: what the log reads of it.
+    fn call(
+        conn: &Connection,
+        ts_ms: i64,
+        id: &str,
+        (endpoint, backend): (&str, &str),
+        status: &str,
+        duration_ms: f64,
+    ) {
+        conn.execute(
+            "INSERT INTO requests (ts_ms, request_id, key, route, backend, tier, dialect, endpoint,
+                 input_tokens, cached_tokens, cache_write_tokens, output_tokens, reasoning_tokens,
+                 cost_usd, counterfactual_usd, duration_ms, status, reason, hedge, fallback,
+                 cache_hit, estimated)
+             VALUES (?1, ?2, 'k', CASE WHEN ?3 = 'encoder' THEN NULL ELSE 'r' END, ?4, 'small',
+                 'openai', ?3, 10, 2, 1, 5, 0, 0.5, 1, ?5, ?6, 'split', 0, 0, 0, 0)",
+            params![ts_ms, id, endpoint, backend, duration_ms, status],
+        )
+        .unwrap();
+    }
+
+    fn ledger() -> Connection {
+        let conn = Connection::open_in_memory().unwrap();
+        crate::ledger::schema::create(&conn).unwrap();
+        conn
+    }
+
+    fn line(conn: &Connection, id: &str) -> RequestLine {
+        request_record(conn, id, 0).unwrap().unwrap().line
+    }
+
+    #[test]
+    fn the_serving_call_decides_how_a_request_ended() {
+        let conn = ledger();
+        let t = 10 * SPAN_MS;
+        // A routing encoder answered, the chosen backend failed.
+        call(&conn, t, "encoded", ("encoder", "embed"), "ok", 5.0);
+        call(
+            &conn,
+            t + 5,
+            "encoded",
+            ("chat", "small"),
+            "upstream_error",
+            9.0,
+        );
+        // A hedge: one leg served, the other lost.
+        call(&conn, t, "hedged", ("chat", "small"), "ok", 20.0);
+        call(
+            &conn,
+            t + 3,
+            "hedged",
+            ("chat", "large"),
+            "hedge-lost",
+            30.0,
+        );
+        // The caller left during a hedge.
+        call(&conn, t, "left", ("chat", "small"), "cancelled", 20.0);
+        call(&conn, t + 3, "left", ("chat", "large"), "hedge-lost", 30.0);
+        // A cascade escalated, and the next backend failed.
+        call(&conn, t, "escalated", ("chat", "small"), "escalated", 20.0);
+        call(
+            &conn,
+            t + 20,
+            "escalated",
+            ("chat", "large"),
+            "upstream_timeout",
+            10.0,
+        );
+        let of = |id| {
+            let l = line(&conn, id);
+            (l.status, l.outcome, l.backend, l.calls)
+        };
+        assert_eq!(
+            of("encoded"),
+            (
+                StatusClass::Error,
+                "upstream_error".into(),
+                "small".into(),
+                2
+            )
+        );
+        assert_eq!(
+            of("hedged"),
+            (StatusClass::Ok, "ok".into(), "small".into(), 2)
+        );
+        assert_eq!(of("left").0, StatusClass::Cancelled);
+        assert_eq!(
+            of("escalated"),
+            (
+                StatusClass::Error,
+                "upstream_timeout".into(),
+                "large".into(),
+                2
+            )
+        );
+        // Every prompt token, cached or written to a cache, counted.
+        assert_eq!(line(&conn, "hedged").input_tokens, 26);
+        let errors = request_log(
+            &conn,
+            &RequestFilter {
+                status: Some(StatusClass::Error),
+                limit: 10,
+                ..RequestFilter::default()
+            },
+        )
+        .unwrap();
+        let ids: Vec<&str> = errors
+            .requests
+            .iter()
+            .map(|r| r.request_id.as_str())
+            .collect();
+        // Same start: by id.
+        assert_eq!(ids, ["encoded", "escalated"]);
+    }
+
+    #[test]
+    fn a_window_holds_the_requests_that_began_in_it_with_all_their_calls() {
+        let conn = ledger();
+        let (since, until) = (10 * SPAN_MS, 10 * SPAN_MS + 1000);
+        // Began before the window, its fallback inside: not in it.
+        call(
+            &conn,
+            since - 10,
+            "before",
+            ("chat", "small"),
+            "upstream_error",
+            5.0,
+        );
+        call(&conn, since + 10, "before", ("chat", "large"), "ok", 5.0);
+        // Began inside, its fallback after the window ended: in it, whole.
+        call(
+            &conn,
+            until - 10,
+            "inside",
+            ("chat", "small"),
+            "upstream_error",
+            5.0,
+        );
+        call(&conn, until + 10, "inside", ("chat", "large"), "ok", 5.0);
+        let log = request_log(
+            &conn,
+            &RequestFilter {
+                since_ms: since,
+                until_ms: Some(until),
+                limit: 10,
+                ..RequestFilter::default()
+            },
+        )
+        .unwrap();
+        assert_eq!(log.requests.len(), 1);
+        let inside = &log.requests[0];
+        assert_eq!(
+            (inside.request_id.as_str(), inside.calls, inside.status),
+            ("inside", 2, StatusClass::Ok)
+        );
+    }
 }

@@ -258,7 +258,7 @@ impl RequestContext {
             use_case: self.use_case,
             expected_output: self.expected_output,
             first_target: None,
-            listed_price: None,
+            listed_price: self.listed_price,
             session: self.session.clone(),
             tool_results: self.tool_results,
             accounted: None,

@@ -27,6 +27,7 @@ use crate::ledger::Ledger;
 use crate::metrics::Metrics;
 use crate::route::outcomes::OutcomeLog;
 use crate::state::backends::{LimitChange, build_backend};
+use crate::state::stored_keys::Unreadable;
 
 /// A backend ready to call.
 pub struct BackendHandle {
@@ -197,7 +198,7 @@ impl App {
     /// Builds clients for every backend and compiles the routes. Fails when
     /// a backend's API key variable is unset or its client cannot be built.
     pub fn build(config: &Config) -> anyhow::Result<Self> {
-        Self::carrying(config, None)
+        Self::carrying(config, None, Unreadable::Fail)
     }
 
     /// Builds the state for `config`, carrying over from `previous` (the
@@ -206,7 +207,12 @@ impl App {
     /// queues, spend, rate limiters, the prefix index, response caches and
     /// metrics. The ledger and the listener's limits are the running
     /// ones: they change only at restart.
-    pub fn carrying(config: &Config, previous: Option<&App>) -> anyhow::Result<Self> {
+    /// `unreadable`: what to do when the stored keys cannot be read.
+    pub fn carrying(
+        config: &Config,
+        previous: Option<&App>,
+        unreadable: Unreadable,
+    ) -> anyhow::Result<Self> {
         let router = Router::carrying(config, previous.map(|p| (&p.router, &*p.config)));
         // Limits to resize once this config is live (not before: a reload
         // that fails half-way must leave the running limits as they are).
@@ -237,7 +243,12 @@ impl App {
         };
         // The keys made through the admin API join the file's here, so
         // every config built (at start, on reload) has them.
-        let merged = crate::state::stored_keys::merged(config, &ledger);
+        let merged = crate::state::stored_keys::merged(
+            config,
+            ledger.stored_keys(),
+            previous.map(|p| &*p.config),
+            unreadable,
+        )?;
         let config = &merged;
         let access = crate::admit::access::assemble(
             config,

@@ -75,7 +75,10 @@ fn target(
                 .map(|v| (HeaderName::from_static("x-api-key"), v))
                 .into_iter()
                 .collect();
-            let version = anthropic.version.as_deref().unwrap_or("2023-06-01");
+            let version = anthropic
+                .version
+                .as_deref()
+                .unwrap_or(switchyard_adapters::anthropic::DEFAULT_VERSION);
             if let Ok(version) = HeaderValue::from_str(version) {
                 headers.push((HeaderName::from_static("anthropic-version"), version));
             }

@@ -22,6 +22,7 @@ use tokio::task::AbortHandle;
 
 use crate::state::app::App;
 use crate::state::config_file;
+use crate::state::stored_keys::Unreadable;
 
 /// The gateway's current config and what serves it.
 pub struct Live {
@@ -111,7 +112,7 @@ impl Live {
         let (path, previous) = (self.path.clone(), current.clone());
         let built = tokio::task::spawn_blocking(move || {
             let config = config_file::load(path.as_deref())?;
-            let app = App::carrying(&config, Some(&previous))?;
+            let app = App::carrying(&config, Some(&previous), Unreadable::KeepRunning)?;
             anyhow::Ok((config, app))
         })
         .await
@@ -171,9 +172,10 @@ impl Live {
         let _reloading = self.reloading.lock().await;
         let current = self.app();
         let previous = current.clone();
-        let app =
-            tokio::task::spawn_blocking(move || App::carrying(&previous.config, Some(&previous)))
-                .await??;
+        let app = tokio::task::spawn_blocking(move || {
+            App::carrying(&previous.config, Some(&previous), Unreadable::Fail)
+        })
+        .await??;
         let app = self.go_live(app);
         tracing::info!(
             trigger,
@@ -192,15 +194,25 @@ impl Live {
             loop {
                 let Some(strong) = live.upgrade() else { return };
                 let ledger = strong.app().ledger.clone();
-                let version = tokio::task::spawn_blocking(move || ledger.keys_version())
+                let version = tokio::task::spawn_blocking(move || ledger.keys_fingerprint())
                     .await
-                    .ok()
-                    .and_then(Result::ok);
-                if version.is_some() && seen.is_some() && version != seen {
-                    let _ = strong.rebuild_running("stored keys changed").await;
-                }
-                if version.is_some() {
-                    seen = version;
+                    .map_err(anyhow::Error::from)
+                    .and_then(|read| read);
+                match version {
+                    Ok(version) if seen.is_some_and(|seen| seen != version) => {
+                        // Seen only once rebuilt: a failed rebuild is tried
+                        // again at the next look.
+                        match strong.rebuild_running("stored keys changed").await {
+                            Ok(()) => seen = Some(version),
+                            Err(err) => {
+                                tracing::error!(error = %err, "stored keys changed; the running keys stay until they can be read")
+                            }
+                        }
+                    }
+                    Ok(version) => seen = Some(version),
+                    Err(err) => {
+                        tracing::warn!(error = %err, "cannot read the stored keys' fingerprint")
+                    }
                 }
                 drop(strong);
                 tokio::time::sleep(crate::state::stored_keys::POLL).await;
@@ -304,7 +316,15 @@ fn held_back(
     widen: bool,
 ) -> Result<(), anyhow::Error> {
     use switchyard_policies::Widening;
-    let widenings = running.widenings(next);
+    // The file's keys only: a stored key's change was made through the
+    // admin API, already with the admin key, and another replica's may
+    // arrive between two reloads here.
+    let file_only = |auth: &switchyard_policies::Auth| {
+        let mut auth = auth.clone();
+        auth.keys.retain(|k| !k.from_api);
+        auth
+    };
+    let widenings = file_only(running).widenings(&file_only(next));
     let refused: Vec<String> = widenings
         .iter()
         .filter(|w| !widen || **w == Widening::AuthRemoved)

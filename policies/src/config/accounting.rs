@@ -143,11 +143,15 @@ pub struct Auth {
     pub metrics_key_hash: Option<[u8; 32]>,
     /// Whether `/metrics` has per-key and per-team series.
     pub metrics_key_labels: bool,
+    /// Keys were made through the admin API (revoked ones count): auth
+    /// stays on however many of them are revoked, and whatever the file
+    /// says.
+    pub stored_keys_exist: bool,
 }
 
 impl Auth {
     pub fn enabled(&self) -> bool {
-        !self.keys.is_empty()
+        !self.keys.is_empty() || self.stored_keys_exist
     }
 
     /// How `next` would open access that `self` guards, each in words. A

@@ -78,7 +78,9 @@ fn health_checks_are_checked() {
 #[test]
 fn a_route_may_end_in_a_wildcard_and_nowhere_else() {
     let yaml = |route: &str| {
-        format!("backends:\n  small: {{tier: small, sim: {{preset: small}}}}\nroutes:\n  \"{route}\":\n    strategy: {{split: {{weights: {{small: 1}}}}}}\n")
+        format!(
+            "backends:\n  small: {{tier: small, sim: {{preset: small}}}}\nroutes:\n  \"{route}\":\n    strategy: {{split: {{weights: {{small: 1}}}}}}\n"
+        )
     };
     assert!(Config::from_yaml(&yaml("openai/*"), "t").is_ok());
     for bad in ["*", "open*ai", "openai/*/x", "openai*"] {

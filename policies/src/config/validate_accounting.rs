@@ -363,6 +363,7 @@ pub(super) fn auth(ck: &Checker<'_>, raw: RawAuth) -> Result<Auth, ConfigError> 
         disabled: raw.disabled,
         metrics_key_hash,
         metrics_key_labels: raw.metrics_key_labels.unwrap_or(true),
+        stored_keys_exist: false,
     })
 }
 

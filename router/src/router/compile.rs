@@ -282,7 +282,7 @@ impl Router {
                 .collect(),
             context_windows,
             sticky_shares: Default::default(),
-            interleave: Default::default(),
+            interleave: previous.map_or_else(Default::default, |(old, _)| old.interleave.clone()),
             predictors,
         }
     }

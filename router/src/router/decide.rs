@@ -86,13 +86,13 @@ impl Router {
                     match self.unstick(stuck, &route.policy, budget, number, &features) {
                         Some(moved) => {
                             if trace.is_none() {
-                                self.interleave.record(number, moved);
+                                self.interleave.record(&route.name, moved);
                             }
                             (vec![moved], Reason::StickyMoved)
                         }
                         // Explaining must not count as a request.
                         None if trace.is_some() => {
-                            match self.interleave.deal(number, split, Some(stuck), false) {
+                            match self.interleave.deal(&route.name, split, Some(stuck), false) {
                                 (kept, false) => (vec![kept], Reason::SplitSticky),
                                 (moved, true) => (vec![moved], Reason::StickyShare),
                             }
@@ -106,7 +106,7 @@ impl Router {
                                 split,
                                 stuck,
                             );
-                            match self.interleave.deal(number, split, Some(held), true) {
+                            match self.interleave.deal(&route.name, split, Some(held), true) {
                                 (kept, false) if !moved => (vec![kept], Reason::SplitSticky),
                                 (dealt, _) => (vec![dealt], Reason::StickyShare),
                             }
@@ -114,7 +114,9 @@ impl Router {
                     }
                 }
                 None => {
-                    let (dealt, _) = self.interleave.deal(number, split, None, trace.is_none());
+                    let (dealt, _) =
+                        self.interleave
+                            .deal(&route.name, split, None, trace.is_none());
                     (vec![dealt], Reason::Split)
                 }
             },

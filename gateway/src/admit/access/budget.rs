@@ -483,6 +483,7 @@ mod tests {
                 disabled: false,
                 metrics_key_hash: None,
                 metrics_key_labels: true,
+                stored_keys_exist: false,
             }),
             key,
         )

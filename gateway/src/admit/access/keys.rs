@@ -42,6 +42,8 @@ impl Caller {
 
 pub struct KeyStore {
     keys: Vec<Arc<VirtualKey>>,
+    /// Auth is on: some key is configured or was ever made through the API.
+    enabled: bool,
     admin: Option<[u8; 32]>,
     /// `auth.metrics_key_hash`: the scraper's key, when `/metrics` needs one.
     metrics: Option<[u8; 32]>,
@@ -59,6 +61,12 @@ pub const X_API_KEY: HeaderName = HeaderName::from_static("x-api-key");
 /// SHA-256 of a key, as config stores it.
 pub fn hash_key(key: &str) -> [u8; 32] {
     Sha256::digest(key.as_bytes()).into()
+}
+
+/// A key's hash as config writes it: `sha256:` and 64 hex digits.
+pub fn hash_text(key: &str) -> String {
+    let hex: String = hash_key(key).iter().map(|b| format!("{b:02x}")).collect();
+    format!("sha256:{hex}")
 }
 
 /// The key a request carries: `Authorization: Bearer KEY` (OpenAI SDKs,
@@ -114,6 +122,7 @@ impl KeyStore {
             .collect();
         KeyStore {
             keys: auth.keys.iter().cloned().map(Arc::new).collect(),
+            enabled: auth.enabled(),
             admin: auth.admin_key_hash,
             metrics: auth.metrics_key_hash,
             team_secret: xxh3_64(&hashes),
@@ -139,9 +148,10 @@ impl KeyStore {
         key.models.as_ref().is_none_or(|m| m.allows(model)) && team.is_none_or(|m| m.allows(model))
     }
 
-    /// Auth is on when any key is configured.
+    /// Auth is on when any key is configured, or was ever made through
+    /// the admin API (revoking every one does not turn auth off).
     pub fn enabled(&self) -> bool {
-        !self.keys.is_empty()
+        self.enabled
     }
 
     /// The caller's key, or 401. Every configured key is compared, so the
@@ -223,7 +233,7 @@ impl KeyStore {
     /// Neither keys nor an admin key are configured (the embedded
     /// default): the dashboard is open; the rest of the admin API is not.
     pub fn is_open(&self) -> bool {
-        self.keys.is_empty() && self.admin.is_none()
+        !self.enabled && self.admin.is_none()
     }
 }
 
@@ -251,6 +261,7 @@ mod tests {
             disabled: false,
             metrics_key_hash: None,
             metrics_key_labels: true,
+            stored_keys_exist: false,
         })
     }
 

@@ -383,6 +383,7 @@ mod tests {
             disabled: false,
             metrics_key_hash: None,
             metrics_key_labels: true,
+            stored_keys_exist: false,
         };
         (RateLimits::new(&auth), key)
     }
@@ -430,6 +431,7 @@ mod tests {
             disabled: false,
             metrics_key_hash: None,
             metrics_key_labels: true,
+            stored_keys_exist: false,
         };
         let rates = RateLimits::new(&auth);
         assert!(rates.check_request(&a).is_ok());

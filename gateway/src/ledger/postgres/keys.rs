@@ -1,7 +1,10 @@
 //! Keys made through the admin API, in PostgreSQL (`ledger::keys` has the
 //! tables and the SQL, the same as SQLite's).
 
-use crate::ledger::keys::{AUDIT, AUDIT_LIST, AuditEntry, LOAD, StoredKey, UPSERT, VERSION};
+use crate::ledger::keys::{
+    AUDIT, AUDIT_OF, AuditEntry, FINGERPRINT, LOAD, StoredKey, UPSERT, Write, audit_entry,
+    stored_key,
+};
 use crate::ledger::postgres::Postgres;
 
 pub fn load(postgres: &Postgres) -> anyhow::Result<Vec<StoredKey>> {
@@ -13,14 +16,15 @@ pub fn load(postgres: &Postgres) -> anyhow::Result<Vec<StoredKey>> {
             .await?
             .iter()
             .map(|r| {
-                Ok(StoredKey {
-                    name: r.try_get(0)?,
-                    spec: serde_json::from_str(r.try_get::<_, &str>(1)?)?,
-                    created_ms: r.try_get(2)?,
-                    updated_ms: r.try_get(3)?,
-                    expires_at_ms: r.try_get(4)?,
-                    revoked_ms: r.try_get(5)?,
-                })
+                stored_key((
+                    r.try_get(0)?,
+                    r.try_get(1)?,
+                    r.try_get(2)?,
+                    r.try_get(3)?,
+                    r.try_get(4)?,
+                    r.try_get(5)?,
+                    r.try_get(6)?,
+                ))
             })
             .collect()
     })?
@@ -30,7 +34,7 @@ pub fn put(
     postgres: &Postgres,
     key: &StoredKey,
     audit: &AuditEntry,
-    overwrite: bool,
+    how: Write,
 ) -> anyhow::Result<bool> {
     let pool = postgres.pool().clone();
     let (key, audit) = (key.clone(), audit.clone());
@@ -47,7 +51,7 @@ pub fn put(
                     &key.updated_ms,
                     &key.expires_at_ms,
                     &key.revoked_ms,
-                    &overwrite,
+                    &how.expected_version(),
                 ],
             )
             .await?;
@@ -70,30 +74,31 @@ pub fn put(
     })?
 }
 
-pub fn version(postgres: &Postgres) -> anyhow::Result<i64> {
+pub fn fingerprint(postgres: &Postgres) -> anyhow::Result<i64> {
     let pool = postgres.pool().clone();
     postgres.run(async move {
         let client = pool.get().await?;
-        anyhow::Ok(client.query_one(VERSION, &[]).await?.try_get(0)?)
+        anyhow::Ok(client.query_one(FINGERPRINT, &[]).await?.try_get(0)?)
     })?
 }
 
-pub fn audit(postgres: &Postgres) -> anyhow::Result<Vec<AuditEntry>> {
+pub fn audit(postgres: &Postgres, name: &str) -> anyhow::Result<Vec<AuditEntry>> {
     let pool = postgres.pool().clone();
+    let name = name.to_owned();
     postgres.run(async move {
         let client = pool.get().await?;
         client
-            .query(AUDIT_LIST, &[])
+            .query(AUDIT_OF, &[&name])
             .await?
             .iter()
             .map(|r| {
-                Ok(AuditEntry {
-                    ts_ms: r.try_get(0)?,
-                    actor: r.try_get(1)?,
-                    action: r.try_get(2)?,
-                    name: r.try_get(3)?,
-                    detail: serde_json::from_str(r.try_get::<_, &str>(4)?)?,
-                })
+                audit_entry((
+                    r.try_get(0)?,
+                    r.try_get(1)?,
+                    r.try_get(2)?,
+                    r.try_get(3)?,
+                    r.try_get(4)?,
+                ))
             })
             .collect()
     })?

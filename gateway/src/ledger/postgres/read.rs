@@ -130,12 +130,30 @@ fn copy_rows(postgres: &Postgres, wanted: Rows) -> anyhow::Result<rusqlite::Conn
                 client.query(&sql, &[since_ms]).await?
             }
             Rows::Request { id, since_ms } => {
-                let sql = format!(
-                    "SELECT id, {columns} FROM requests WHERE request_id = $1
-                     UNION SELECT id, {columns} FROM requests
-                     WHERE client_request_id = $1 AND ts_ms >= $2 ORDER BY id"
-                );
-                client.query(&sql, &[id, since_ms]).await?
+                // The gateway's id through its index; else the latest
+                // request a caller's own id names in the window.
+                let own: Option<String> = client
+                    .query_opt("SELECT request_id FROM requests WHERE request_id = $1 LIMIT 1", &[id])
+                    .await?
+                    .map(|row| row.get(0));
+                let found = match own {
+                    Some(own) => Some(own),
+                    None => client
+                        .query_opt(
+                            "SELECT request_id FROM requests WHERE client_request_id = $1
+                             AND ts_ms >= $2 AND request_id IS NOT NULL ORDER BY ts_ms DESC LIMIT 1",
+                            &[id, since_ms],
+                        )
+                        .await?
+                        .map(|row| row.get(0)),
+                };
+                match found {
+                    Some(found) => {
+                        let sql = format!("SELECT id, {columns} FROM requests WHERE request_id = $1 ORDER BY id");
+                        client.query(&sql, &[&found]).await?
+                    }
+                    None => Vec::new(),
+                }
             }
         })
     })??;
