@@ -53,10 +53,18 @@ fn config(weights: &str) -> GatewayBuilder {
 }
 
 async fn traffic(gateway: &Proc) {
+    use rand::SeedableRng;
+    use rand::seq::SliceRandom;
     let url = gateway.url("/v1/chat/completions");
-    for i in 0..REQUESTS {
+    // Half short prompts, half long, in an order of no period: a split is
+    // dealt in a fixed rhythm, and prompts alternating in step with it
+    // would all land on one side (advise assumes the split is blind to the
+    // prompt, as it is to traffic that does not keep time with it).
+    let mut short: Vec<bool> = (0..REQUESTS).map(|i| i % 2 == 0).collect();
+    short.shuffle(&mut rand::rngs::StdRng::seed_from_u64(7));
+    for (i, short) in short.into_iter().enumerate() {
         // Each prompt starts differently: no simulated prefix cache helps.
-        let prompt = if i % 2 == 0 {
+        let prompt = if short {
             format!("{i} {}", "hello ".repeat(20))
         } else {
             format!("{i} {}", "route ".repeat(400))

@@ -15,7 +15,9 @@
 //! Counts are per replica and exact (not decayed): the interleaving never
 //! lets them drift apart, so there is no old imbalance to forget. They are
 //! kept by route name across config rebuilds (a reload, a key made through
-//! the admin API), so frequent rebuilds do not restart the dealing.
+//! the admin API) while the route's weights stay the same, so frequent
+//! rebuilds do not restart the dealing; new weights start it afresh (old
+//! counts against new weights would starve a backend whose share shrank).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -36,6 +38,8 @@ pub struct Interleave {
 
 #[derive(Debug, Default)]
 struct Dealt {
+    /// The weights dealt to: `(backend, share)`.
+    shares: Vec<(usize, f64)>,
     /// `(backend, requests)`.
     per_backend: Vec<(usize, u64)>,
     total: u64,
@@ -71,9 +75,9 @@ impl Interleave {
         preferred: Option<usize>,
         count: bool,
     ) -> (usize, bool) {
-        let mut routes = self.routes.lock().unwrap_or_else(|p| p.into_inner());
-        let dealt = dealt(&mut routes, route);
         let shares = split.shares();
+        let mut routes = self.routes.lock().unwrap_or_else(|p| p.into_inner());
+        let dealt = dealt(&mut routes, route, &shares);
         let next = (dealt.total + 1) as f64;
         let over = |backend: usize, weight: f64| (dealt.count(backend) + 1) as f64 - weight * next;
         let kept = preferred.filter(|p| {
@@ -98,16 +102,29 @@ impl Interleave {
 impl Interleave {
     /// Counts a request of `route`'s that went to `backend` for another
     /// reason (a sticky session moved to meet its latency budget).
-    pub fn record(&self, route: &Arc<str>, backend: usize) {
+    pub fn record(&self, route: &Arc<str>, split: &SplitPolicy, backend: usize) {
+        let shares = split.shares();
         let mut routes = self.routes.lock().unwrap_or_else(|p| p.into_inner());
-        dealt(&mut routes, route).add(backend);
+        dealt(&mut routes, route, &shares).add(backend);
     }
 }
 
 /// The route's counts, made on its first request (the map is as large as
 /// the config's routes: an entry per name ever configured).
-fn dealt<'a>(routes: &'a mut HashMap<Arc<str>, Dealt>, route: &Arc<str>) -> &'a mut Dealt {
-    routes.entry(route.clone()).or_default()
+/// Started afresh when the route's weights are not those it was dealt to.
+fn dealt<'a>(
+    routes: &'a mut HashMap<Arc<str>, Dealt>,
+    route: &Arc<str>,
+    shares: &[(usize, f64)],
+) -> &'a mut Dealt {
+    let dealt = routes.entry(route.clone()).or_default();
+    if dealt.shares != shares {
+        *dealt = Dealt {
+            shares: shares.to_vec(),
+            ..Dealt::default()
+        };
+    }
+    dealt
 }
 
 #[cfg(test)]
@@ -187,5 +204,22 @@ mod tests {
         assert_eq!(deal.deal(&a, &split, None, true), (0, false));
         assert_eq!(deal.deal(&a, &split, None, true), (1, false));
         assert_eq!(deal.deal(&b, &split, None, true), (0, false));
+    }
+
+    #[test]
+    fn new_weights_deal_afresh() {
+        let a: Arc<str> = Arc::from("a");
+        let deal = Interleave::default();
+        let even = SplitPolicy::new([(0, 50.0), (1, 50.0)]).unwrap();
+        for _ in 0..100 {
+            deal.deal(&a, &even, Some(0), true);
+        }
+        // Backend 0 had far more than a tenth: under 90/10 it still gets
+        // its tenth from the start.
+        let tilted = SplitPolicy::new([(0, 10.0), (1, 90.0)]).unwrap();
+        let zeros = (0..20)
+            .filter(|_| deal.deal(&a, &tilted, None, true).0 == 0)
+            .count();
+        assert_eq!(zeros, 2);
     }
 }

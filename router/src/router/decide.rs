@@ -86,7 +86,7 @@ impl Router {
                     match self.unstick(stuck, &route.policy, budget, number, &features) {
                         Some(moved) => {
                             if trace.is_none() {
-                                self.interleave.record(&route.name, moved);
+                                self.interleave.record(&route.name, split, moved);
                             }
                             (vec![moved], Reason::StickyMoved)
                         }
