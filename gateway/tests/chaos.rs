@@ -299,15 +299,22 @@ async fn health_checks_take_a_dead_backend_out_and_bring_it_back() {
             "retries: 0\nstrategy:\n  split:\n    weights: {flaky: 1}\nfallbacks: [steady]",
         )
         .start();
+    // A backend's entry in `/readyz` (no keys configured: every detail shown).
+    let backend = |name: &'static str| {
+        let url = gateway.url("/readyz");
+        async move {
+            let body = get(&url).await.json();
+            body["backends"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|b| b["name"] == name)
+                .cloned()
+                .unwrap()
+        }
+    };
     let ready = || async {
-        let body = get(&gateway.url("/readyz")).await.json();
-        let flaky = body["backends"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|b| b["name"] == "flaky")
-            .cloned()
-            .unwrap();
+        let flaky = backend("flaky").await;
         (
             flaky["breaker"].as_str().unwrap().to_owned(),
             flaky["health"]["state"].as_str().unwrap_or("-").to_owned(),
@@ -327,14 +334,7 @@ async fn health_checks_take_a_dead_backend_out_and_bring_it_back() {
     );
     assert_eq!(served_by().await, "flaky");
     // Without health checks the steady backend has none to show.
-    let body = get(&gateway.url("/readyz")).await.json();
-    let steady = body["backends"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|b| b["name"] == "steady")
-        .unwrap()
-        .clone();
+    let steady = backend("steady").await;
     assert_eq!(
         (&steady["breaker"], &steady["health"]),
         (&json!("closed"), &Value::Null)
@@ -346,15 +346,9 @@ async fn health_checks_take_a_dead_backend_out_and_bring_it_back() {
         "{:?}",
         ready().await
     );
-    let body = get(&gateway.url("/readyz")).await.json();
-    let flaky = body["backends"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|b| b["name"] == "flaky")
-        .unwrap()
-        .clone();
+    let flaky = backend("flaky").await;
     assert!(flaky["health"]["last_error"].as_str().is_some(), "{flaky}");
+    let body = get(&gateway.url("/readyz")).await.json();
     assert_eq!(body["status"], "ready");
     // Requests go to the fallback without trying the dead server first.
     for _ in 0..3 {

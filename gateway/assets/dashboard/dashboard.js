@@ -41,15 +41,7 @@
 
   // ---- DOM helpers
   const $ = (sel, root = document) => root.querySelector(sel);
-  function el(tag, attrs, ...kids) {
-    const e = document.createElement(tag);
-    for (const [k, v] of Object.entries(attrs || {})) {
-      if (v == null) continue;
-      if (k === "text") e.textContent = v; else e.setAttribute(k, v);
-    }
-    e.append(...kids.filter(k => k != null));
-    return e;
-  }
+  const { el } = window.switchyardDom;
   // A number shown formatted, with the raw value alongside for tests and tools.
   const num = (text, value) => el("span", { "data-value": String(value), text });
   const bodyOf = name => $(`[data-panel="${name}"] .body`);

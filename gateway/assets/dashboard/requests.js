@@ -8,15 +8,7 @@
   const PAGE = 50;
   const FILTERS = ["since", "status", "key", "team", "route", "backend", "outcome", "session", "min_ms"];
   const $ = sel => document.querySelector(sel);
-  function el(tag, attrs, ...kids) {
-    const e = document.createElement(tag);
-    for (const [k, v] of Object.entries(attrs || {})) {
-      if (v == null) continue;
-      if (k === "text") e.textContent = v; else e.setAttribute(k, v);
-    }
-    e.append(...kids.filter(k => k != null));
-    return e;
-  }
+  const { el } = window.switchyardDom;
   const pad = n => String(n).padStart(2, "0");
   const when = ms => {
     const d = new Date(ms);

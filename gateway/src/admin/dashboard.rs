@@ -20,7 +20,7 @@ use crate::ledger::{LedgerStats, Window, attainment_lines, ledger_stats, now_ms,
 use crate::state::app::App;
 
 /// The page's files: path, content type, bytes.
-const ASSETS: [(&str, &str, &[u8]); 7] = [
+const ASSETS: [(&str, &str, &[u8]); 8] = [
     (
         "/dashboard",
         "text/html; charset=utf-8",
@@ -30,6 +30,11 @@ const ASSETS: [(&str, &str, &[u8]); 7] = [
         "/dashboard/dashboard.js",
         "text/javascript; charset=utf-8",
         include_bytes!("../../assets/dashboard/dashboard.js"),
+    ),
+    (
+        "/dashboard/dom.js",
+        "text/javascript; charset=utf-8",
+        include_bytes!("../../assets/dashboard/dom.js"),
     ),
     (
         "/dashboard/requests",

@@ -163,6 +163,9 @@ pub struct App {
     /// (`state.redis`); kept across reloads, like the ledger.
     pub shared_state: Option<Arc<RedisStore>>,
     pub ledger: Arc<Ledger>,
+    /// The stored keys' fingerprint when this config was built (`None`:
+    /// unreadable then): the watcher rebuilds when the store's moves on.
+    pub keys_fingerprint: Option<i64>,
     /// The cloud model every request is also priced on.
     pub reference: Option<Reference>,
     /// Hedged spend per key today.
@@ -242,7 +245,10 @@ impl App {
             ),
         };
         // The keys made through the admin API join the file's here, so
-        // every config built (at start, on reload) has them.
+        // every config built (at start, on reload) has them. The store's
+        // fingerprint is read first: a change after it is seen as one by
+        // the watcher, even when the keys read below already hold it.
+        let keys_fingerprint = ledger.keys_fingerprint().ok();
         let merged = crate::state::stored_keys::merged(
             config,
             ledger.stored_keys(),
@@ -295,6 +301,7 @@ impl App {
             budgets: access.budgets,
             shared_state: access.shared_state,
             ledger,
+            keys_fingerprint,
             reference: config.reference.clone(),
             hedges: previous.map(|p| p.hedges.clone()).unwrap_or_default(),
             shadows: ShadowLanes::new(config, previous.map(|p| &p.shadows)),

@@ -185,37 +185,35 @@ impl Live {
         Ok(())
     }
 
-    /// Refreshes the keys whenever the stored keys' version moves, for as
-    /// long as the process runs.
+    /// Rebuilds whenever the stored keys' fingerprint is not the running
+    /// config's, for as long as the process runs.
     pub fn watch_stored_keys(self: &Arc<Self>) {
         let live = Arc::downgrade(self);
         tokio::spawn(async move {
-            let mut seen = None;
             loop {
+                tokio::time::sleep(crate::state::stored_keys::POLL).await;
                 let Some(strong) = live.upgrade() else { return };
-                let ledger = strong.app().ledger.clone();
-                let version = tokio::task::spawn_blocking(move || ledger.keys_fingerprint())
+                let app = strong.app();
+                let ledger = app.ledger.clone();
+                let now = tokio::task::spawn_blocking(move || ledger.keys_fingerprint())
                     .await
                     .map_err(anyhow::Error::from)
                     .and_then(|read| read);
-                match version {
-                    Ok(version) if seen.is_some_and(|seen| seen != version) => {
-                        // Seen only once rebuilt: a failed rebuild is tried
-                        // again at the next look.
-                        match strong.rebuild_running("stored keys changed").await {
-                            Ok(()) => seen = Some(version),
-                            Err(err) => {
-                                tracing::error!(error = %err, "stored keys changed; the running keys stay until they can be read")
-                            }
+                match now {
+                    // Against the running config's own: a change made
+                    // while it was built, or a rebuild that failed, is
+                    // caught at the next look.
+                    Ok(now) if app.keys_fingerprint != Some(now) => {
+                        drop(app);
+                        if let Err(err) = strong.rebuild_running("stored keys changed").await {
+                            tracing::error!(error = %err, "stored keys changed; the running keys stay until they can be read");
                         }
                     }
-                    Ok(version) => seen = Some(version),
+                    Ok(_) => {}
                     Err(err) => {
                         tracing::warn!(error = %err, "cannot read the stored keys' fingerprint")
                     }
                 }
-                drop(strong);
-                tokio::time::sleep(crate::state::stored_keys::POLL).await;
             }
         });
     }
