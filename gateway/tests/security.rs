@@ -146,6 +146,7 @@ async fn admin_paths_are_not_probed_without_the_admin_key() {
     for path in [
         "/admin/spend",
         "/admin/keys",
+        "/admin/nothing-here",
         "/admin/",
         "/v1/admin/anything",
     ] {
@@ -162,7 +163,9 @@ async fn admin_paths_are_not_probed_without_the_admin_key() {
     assert_eq!(post.status, 401);
     let admin = [("authorization", "Bearer sk-admin")];
     assert_eq!(
-        get_with(&gateway.url("/admin/keys"), &admin).await.status,
+        get_with(&gateway.url("/admin/nothing-here"), &admin)
+            .await
+            .status,
         404
     );
     assert_eq!(
