@@ -16,6 +16,7 @@ pub mod learned;
 mod output_length;
 pub mod prefix;
 mod router;
+pub mod sensitive;
 mod signals;
 pub mod speculation;
 mod split;
