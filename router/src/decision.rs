@@ -67,6 +67,9 @@ pub enum Reason {
     /// Not the caller's answer: a sampled copy of the request sent to the
     /// route's shadow candidate, to compare with what served.
     Shadow,
+    /// The request holds sensitive data its policy keeps on local tiers:
+    /// the cloud backends the strategy chose were passed over.
+    Sensitive,
 }
 
 impl Reason {
@@ -96,6 +99,7 @@ impl Reason {
             Reason::LearnedEasy => "learned-easy",
             Reason::LearnedExplore => "learned-explore",
             Reason::Shadow => "shadow",
+            Reason::Sensitive => "sensitive",
         }
     }
 }
@@ -126,6 +130,9 @@ pub struct Decision {
     /// The model name the backends are sent, when a wildcard route's `*`
     /// stood for it (else each backend's own `model`).
     pub upstream_model: Option<String>,
+    /// The request holds sensitive data its policy keeps on local tiers:
+    /// nothing of it may go to any other (a shadow copy included).
+    pub local_only: bool,
 }
 
 /// What an outcome teaches: the predictors (indices into the router's), the

@@ -29,13 +29,14 @@ use crate::state::app::App;
 use crate::state::live::Live;
 
 /// The fields a body may set, besides `name` and the expiry.
-const FIELDS: [&str; 6] = [
+const FIELDS: [&str; 7] = [
     "team",
     "models",
     "budget",
     "requests_per_minute",
     "tokens_per_minute",
     "may_name_backends",
+    "sensitive",
 ];
 
 /// A key as the API shows it: never its hash or secret.

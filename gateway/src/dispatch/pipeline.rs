@@ -37,8 +37,20 @@ pub async fn serve<E: Endpoint>(
     if let Some(caller) = parts.extensions.get::<Caller>() {
         request.check_caller(caller)?;
     }
-    let decision = decide::<E>(app, &parts, &request).await?;
-    serve_decided::<E>(app, &parts, request, decision).await
+    let mut decision = decide::<E>(app, &parts, &request).await?;
+    let found = crate::route::sensitive::apply(
+        app,
+        parts.extensions.get::<Caller>(),
+        &mut decision,
+        || request.prompt_for_count().0,
+    )?;
+    let mut response = serve_decided::<E>(app, &parts, request, decision).await?;
+    if let Some(kinds) = found {
+        response
+            .headers_mut()
+            .insert(crate::route::sensitive::SENSITIVE_HEADER, kinds);
+    }
+    Ok(response)
 }
 
 /// Routes a decoded request: its view (with the caller's key and team and

@@ -59,6 +59,10 @@ pub enum GatewayError {
     /// what would let it in).
     #[error("{message}")]
     Forbidden { message: String },
+    /// The request holds sensitive data (`kinds`, never the values) that
+    /// its policy refuses, or keeps local where no local backend can serve.
+    #[error("{message}")]
+    SensitiveData { kinds: String, message: String },
     /// The thing asked for clashes with what is there (a key's name in use).
     #[error("{message}")]
     Conflict { message: String },

@@ -146,6 +146,12 @@ impl GatewayError {
             GatewayError::Forbidden { .. } => {
                 shape(StatusCode::FORBIDDEN, "forbidden", "permission_error", None)
             }
+            GatewayError::SensitiveData { .. } => shape(
+                StatusCode::BAD_REQUEST,
+                "sensitive_data",
+                "invalid_request_error",
+                Some("sensitive_data"),
+            ),
             GatewayError::Conflict { .. } => shape(
                 StatusCode::CONFLICT,
                 "conflict",

@@ -11,4 +11,5 @@ pub mod encoder;
 pub mod outcomes;
 pub mod prefix;
 pub mod receipts;
+pub mod sensitive;
 pub mod view;

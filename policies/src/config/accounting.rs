@@ -335,6 +335,8 @@ pub struct VirtualKey {
     /// Made through the admin API and kept in the ledger's database, not
     /// written in the config file.
     pub from_api: bool,
+    /// What a request holding sensitive data may do, for this key.
+    pub sensitive: Option<super::SensitivePolicy>,
 }
 
 /// Whether `next` lets through a model name `before` did not: the list
@@ -390,6 +392,8 @@ pub struct Team {
     /// The model names every key of the team may ask for (a key's own list
     /// narrows it further); every one when `None`.
     pub models: Option<ModelAccess>,
+    /// What a request holding sensitive data may do, for the team's keys.
+    pub sensitive: Option<super::SensitivePolicy>,
 }
 
 /// A spend budget.

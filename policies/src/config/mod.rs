@@ -10,6 +10,7 @@ mod predictors;
 mod raw;
 mod raw_accounting;
 mod route;
+mod sensitive;
 mod sim;
 mod state;
 mod stored_keys;
@@ -44,6 +45,7 @@ pub use route::{
     CascadeCheck, Condition, HeaderMatch, Pattern, PredictedFail, Route, RouteStrategy, Rule,
     Similar,
 };
+pub use sensitive::{SENSITIVE_KINDS, SensitiveAction, SensitivePolicy};
 pub use sim::{SimFaults, SimParams, SimPreset, SimSpeculation};
 pub use state::{OnUnavailable, RedisState, Secretive, SharedState};
 pub use telemetry::Telemetry;

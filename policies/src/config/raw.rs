@@ -341,6 +341,7 @@ pub(super) struct RawRoute {
     pub speculative: Option<RawSpeculative>,
     pub response_cache: Option<RawResponseCache>,
     pub shadow: Option<RawShadow>,
+    pub sensitive: Option<super::sensitive::RawSensitive>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -74,6 +74,7 @@ pub(super) struct RawKey {
     pub may_name_backends: bool,
     /// Route, alias and backend names the key may ask for (`*` wildcards).
     pub models: Option<Vec<String>>,
+    pub sensitive: Option<super::sensitive::RawSensitive>,
 }
 
 fn yes() -> bool {
@@ -89,6 +90,7 @@ pub(super) struct RawTeam {
     pub tokens_per_minute: Option<u32>,
     /// Names every key of the team may ask for (`*` wildcards).
     pub models: Option<Vec<String>>,
+    pub sensitive: Option<super::sensitive::RawSensitive>,
 }
 
 #[derive(Debug, Deserialize)]

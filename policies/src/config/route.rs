@@ -24,6 +24,8 @@ pub struct Route {
     pub speculative: Option<crate::speculation::Speculative>,
     pub response_cache: Option<ResponseCacheSettings>,
     pub shadow: Option<Shadow>,
+    /// What a request holding sensitive data may do here.
+    pub sensitive: Option<super::SensitivePolicy>,
 }
 
 /// Shadow traffic: a sampled copy of the route's requests goes to a

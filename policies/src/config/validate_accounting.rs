@@ -322,12 +322,18 @@ pub(super) fn auth(ck: &Checker<'_>, raw: RawAuth) -> Result<Auth, ConfigError> 
             }
         }
         let models = model_access(ck, &["auth", "teams", &name, "models"], team.models)?;
+        let sensitive = super::sensitive::sensitive(
+            ck,
+            &["auth", "teams", &name, "sensitive"],
+            team.sensitive,
+        )?;
         teams.push(Team {
             name,
             budget,
             requests_per_minute: team.requests_per_minute,
             tokens_per_minute: team.tokens_per_minute,
             models,
+            sensitive,
         });
     }
     let mut keys: Vec<VirtualKey> = Vec::new();
@@ -405,6 +411,7 @@ pub(super) fn key(
         .map(|b| spend_limit(ck, &at("budget"), b))
         .transpose()?;
     let models = model_access(ck, &at("models"), key.models)?;
+    let sensitive = super::sensitive::sensitive(ck, &at("sensitive"), key.sensitive)?;
     Ok(VirtualKey {
         name: key.name,
         hash,
@@ -416,6 +423,7 @@ pub(super) fn key(
         models,
         expires_at_ms: None,
         from_api: false,
+        sensitive,
     })
 }
 

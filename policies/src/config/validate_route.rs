@@ -257,6 +257,7 @@ pub(super) fn validate_route(
             Some(speculative(ck, name, s)?)
         }
     };
+    let sensitive = super::sensitive::sensitive(ck, &["routes", name, "sensitive"], raw.sensitive)?;
     let shadow = match raw.shadow {
         Some(raw) => Some(super::validate_shadow::shadow(ck, name, raw, &known)?),
         None => None,
@@ -278,6 +279,7 @@ pub(super) fn validate_route(
             any_temperature: c.any_temperature,
         }),
         shadow,
+        sensitive,
     })
 }
 

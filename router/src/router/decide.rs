@@ -65,6 +65,7 @@ impl Router {
                     drafting: None,
                     learning: None,
                     upstream_model: None,
+                    local_only: false,
                 });
             }
             None => {
@@ -258,6 +259,7 @@ impl Router {
             drafting: None,
             learning,
             upstream_model: None,
+            local_only: false,
         })
     }
 

@@ -467,6 +467,7 @@ mod tests {
             models: None,
             expires_at_ms: None,
             from_api: false,
+            sensitive: None,
         };
         let team = Team {
             name: "t".into(),
@@ -474,6 +475,7 @@ mod tests {
             requests_per_minute: None,
             tokens_per_minute: None,
             models: None,
+            sensitive: None,
         };
         (
             Budgets::new(&Auth {

@@ -253,6 +253,7 @@ mod tests {
             models: None,
             expires_at_ms: None,
             from_api: false,
+            sensitive: None,
         };
         KeyStore::new(&Auth {
             keys: vec![key],

@@ -371,6 +371,7 @@ mod tests {
             models: None,
             expires_at_ms: None,
             from_api: false,
+            sensitive: None,
         }
     }
 
@@ -426,6 +427,7 @@ mod tests {
                 requests_per_minute: Some(2),
                 tokens_per_minute: None,
                 models: None,
+                sensitive: None,
             }],
             admin_key_hash: None,
             disabled: false,
