@@ -38,8 +38,8 @@ pub struct Interleave {
 
 #[derive(Debug, Default)]
 struct Dealt {
-    /// The weights dealt to: `(backend, share)`.
-    shares: Vec<(usize, f64)>,
+    /// The weights dealt to (`None` before the first request).
+    split: Option<SplitPolicy>,
     /// `(backend, requests)`.
     per_backend: Vec<(usize, u64)>,
     total: u64,
@@ -75,19 +75,21 @@ impl Interleave {
         preferred: Option<usize>,
         count: bool,
     ) -> (usize, bool) {
-        let shares = split.shares();
         let mut routes = self.routes.lock().unwrap_or_else(|p| p.into_inner());
-        let dealt = dealt(&mut routes, route, &shares);
+        let dealt = dealt(&mut routes, route, split);
         let next = (dealt.total + 1) as f64;
         let over = |backend: usize, weight: f64| (dealt.count(backend) + 1) as f64 - weight * next;
         let kept = preferred.filter(|p| {
-            let weight = shares.iter().find(|(b, _)| b == p).map_or(0.0, |(_, w)| *w);
+            let weight = split
+                .share_iter()
+                .find(|(b, _)| b == p)
+                .map_or(0.0, |(_, w)| w);
             over(*p, weight) <= SLACK
         });
         let chosen = kept.unwrap_or_else(|| {
-            shares
-                .iter()
-                .map(|&(b, w)| (b, over(b, w)))
+            split
+                .share_iter()
+                .map(|(b, w)| (b, over(b, w)))
                 // The least over (the furthest below); ties to the first.
                 .min_by(|a, b| a.1.total_cmp(&b.1))
                 .map_or(0, |(b, _)| b)
@@ -103,9 +105,8 @@ impl Interleave {
     /// Counts a request of `route`'s that went to `backend` for another
     /// reason (a sticky session moved to meet its latency budget).
     pub fn record(&self, route: &Arc<str>, split: &SplitPolicy, backend: usize) {
-        let shares = split.shares();
         let mut routes = self.routes.lock().unwrap_or_else(|p| p.into_inner());
-        dealt(&mut routes, route, &shares).add(backend);
+        dealt(&mut routes, route, split).add(backend);
     }
 }
 
@@ -115,12 +116,12 @@ impl Interleave {
 fn dealt<'a>(
     routes: &'a mut HashMap<Arc<str>, Dealt>,
     route: &Arc<str>,
-    shares: &[(usize, f64)],
+    split: &SplitPolicy,
 ) -> &'a mut Dealt {
     let dealt = routes.entry(route.clone()).or_default();
-    if dealt.shares != shares {
+    if dealt.split.as_ref() != Some(split) {
         *dealt = Dealt {
-            shares: shares.to_vec(),
+            split: Some(split.clone()),
             ..Dealt::default()
         };
     }

@@ -50,15 +50,18 @@ impl SplitPolicy {
 
     /// Each target's share, for reports and receipts.
     pub fn shares(&self) -> Vec<(usize, f64)> {
+        self.share_iter().collect()
+    }
+
+    /// Each target's share, without collecting them (a split's dealing
+    /// reads them on every request).
+    pub fn share_iter(&self) -> impl Iterator<Item = (usize, f64)> + '_ {
         let mut lower = 0.0;
-        self.slices
-            .iter()
-            .map(|&(target, upper)| {
-                let share = upper - lower;
-                lower = upper;
-                (target, share)
-            })
-            .collect()
+        self.slices.iter().map(move |&(target, upper)| {
+            let share = upper - lower;
+            lower = upper;
+            (target, share)
+        })
     }
 }
 
