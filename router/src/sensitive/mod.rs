@@ -1,8 +1,9 @@
 //! Finding sensitive data in a prompt: payment cards, IBANs, email
 //! addresses, phone numbers, national ids, IP addresses, credentials and
 //! private keys, each with a kind (as config, receipts and the ledger name
-//! it) and a confidence. Toward #42 (keeping such requests local, masking
-//! them for the cloud): this is the finding only.
+//! it) and a confidence; a request's texts scanned together, so a number
+//! split across two messages is found (`parts`); and the masking of what
+//! was found, restored in the answer (`mask`).
 //!
 //! Patterns are compiled once (the `regex` crate: linear time in the text,
 //! so a scan is bounded by its length) and every candidate is checked the
@@ -13,7 +14,9 @@
 //! findings point back into the text as given.
 
 mod checks;
+mod mask;
 mod normalize;
+mod parts;
 
 use std::sync::LazyLock;
 
@@ -21,7 +24,9 @@ use regex::Regex;
 
 use crate::sensitive::checks::{card_confidence, entropy_bits, ssn_valid, token_mixes_classes};
 pub use crate::sensitive::checks::{iban_valid, luhn_valid};
+pub use crate::sensitive::mask::{Masker, StreamRestorer};
 use crate::sensitive::normalize::Folded;
+pub use crate::sensitive::parts::{PartFinding, scan_parts};
 
 /// What a finding is, as config, headers and the ledger name it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
