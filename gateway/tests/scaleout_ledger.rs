@@ -757,6 +757,7 @@ fn sample_row(i: usize, now: i64) -> switchyard::ledger::LedgerRow {
         queued_ms: (i % 4) as f64,
         error: None,
         shadow: None,
+        sensitive: None,
     }
 }
 

@@ -133,6 +133,9 @@ pub struct Decision {
     /// The request holds sensitive data its policy keeps on local tiers:
     /// nothing of it may go to any other (a shadow copy included).
     pub local_only: bool,
+    /// What the request's sensitive-data policies found and did, for
+    /// every call (masking) and record (the kinds) it makes.
+    pub sensitive: Option<std::sync::Arc<crate::sensitive::Handling>>,
 }
 
 /// What an outcome teaches: the predictors (indices into the router's), the

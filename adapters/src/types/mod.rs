@@ -10,6 +10,7 @@ mod chat;
 mod completion;
 mod embedding;
 mod spec_fields;
+mod texts;
 mod timings;
 mod usage;
 pub(crate) mod with_extra;
@@ -23,6 +24,7 @@ pub use chat::{
 pub use completion::{CompletionChoice, CompletionRequest, CompletionResponse};
 pub use embedding::{Embedding, EmbeddingRequest, EmbeddingResponse, EmbeddingUsage};
 pub use spec_fields::fill_chat_answer;
+pub use texts::{ChunkTexts, OutputTexts, PromptTexts, slot, slot_choice};
 pub use timings::Timings;
 pub use usage::{Usage, UsageDetails};
 

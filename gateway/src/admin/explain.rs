@@ -20,7 +20,12 @@ pub async fn serve(app: &App, req: Request<Incoming>) -> Result<Response<Body>, 
     let request: ChatRequest = parse_json(&bytes)?;
     request.validate()?;
     let view = complete_view(request.view(), &parts.headers, request.hints(), &app.router)?;
-    let (encoded, called) = encode_for_routing(app, &parts, &view).await;
+    // The caller's sensitive-data policies hold here too: a refusal is
+    // explained as the error it is, and encoders read only what they may.
+    let caller = parts.extensions.get::<crate::admit::access::Caller>();
+    let assessment = crate::route::sensitive::assess(app, caller, &request)?;
+    let handling = assessment.as_ref().map(|a| &*a.handling);
+    let (encoded, called) = encode_for_routing(app, &parts, &view, handling).await;
     let view = RequestView {
         encoded: &encoded,
         ..view
@@ -38,6 +43,12 @@ pub async fn serve(app: &App, req: Request<Incoming>) -> Result<Response<Body>, 
         .iter()
         .map(|&b| serde_json::Value::from(app.backends[b].name.as_str()))
         .collect();
+    if let Some(handling) = handling {
+        answer["sensitive"] = serde_json::json!({
+            "kinds": handling.kinds,
+            "action": handling.action.as_str(),
+        });
+    }
     Ok(json_response(StatusCode::OK, &answer))
 }
 

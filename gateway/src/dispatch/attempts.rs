@@ -18,6 +18,7 @@ use crate::dispatch::endpoint::Call;
 use crate::dispatch::endpoint::{Answer, Chunks, Endpoint};
 use crate::dispatch::engine;
 use crate::dispatch::hedge::{self, Leg};
+use crate::dispatch::masking;
 use crate::dispatch::plan::{self, Mode, Next, Plan, Refusal, Try};
 use crate::dispatch::prompt_cache::{self, PromptCache};
 use crate::dispatch::response_cache::Slot;
@@ -322,15 +323,19 @@ pub(crate) async fn call<E: Endpoint>(
     req: E::Request,
 ) -> Result<Answer<E>, AdapterError> {
     let trace = record.trace_context();
+    let masker = masking::for_backend(app, &record.context, backend);
     match mode {
-        Mode::Whole | Mode::Hedged => with_trace_context(trace, req.call(provider))
-            .await
-            .map(Answer::Whole),
-        Mode::Stream => with_trace_context(trace, req.call_stream(provider))
+        Mode::Whole | Mode::Hedged => {
+            with_trace_context(trace, masking::call_whole(req, provider, masker))
+                .await
+                .map(Answer::Whole)
+        }
+        Mode::Stream => with_trace_context(trace, masking::call_stream(req, provider, masker))
             .await
             .map(Answer::Stream),
         Mode::Collected => {
-            let chunks = with_trace_context(trace, req.call_stream(provider)).await?;
+            let chunks =
+                with_trace_context(trace, masking::call_stream(req, provider, masker)).await?;
             collect::<E>(chunks, record, held_answer_limits(app, backend))
                 .await
                 .map(Answer::Collected)

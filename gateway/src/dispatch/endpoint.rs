@@ -15,6 +15,7 @@ use serde::de::DeserializeOwned;
 use switchyard_adapters::types::{CanonicalChunk, CanonicalRequest, CanonicalResponse};
 use switchyard_adapters::{AdapterError, Provider};
 use switchyard_router::prefix::PrefixChain;
+use switchyard_router::sensitive::{Masker, StreamRestorer};
 use switchyard_router::{AnswerSummary, RequestView};
 
 use crate::dispatch::stream::StreamEncoder;
@@ -64,6 +65,22 @@ pub trait Call:
     fn served_by(_provider: &dyn Provider) -> bool {
         true
     }
+
+    /// Whether [`Self::mask_prompt`] masks every text a backend reads: a
+    /// request that cannot be masked is kept on local backends instead
+    /// when its policy masks.
+    const MASKABLE: bool = false;
+    /// The texts scanned for sensitive data, in the order a model reads
+    /// them (a number split between two is found at their junction).
+    fn prompt_texts(&self) -> Vec<std::borrow::Cow<'_, str>> {
+        vec![std::borrow::Cow::Owned(self.prompt_for_count().0)]
+    }
+    /// Replaces each value `masker` holds by its placeholder.
+    fn mask_prompt(&mut self, _masker: &Masker) {}
+    /// Puts the values back in a whole answer.
+    fn restore_answer(_answer: &mut Self::Response, _masker: &Masker) {}
+    /// Puts the values back in a streamed answer, chunk by chunk.
+    fn restore_chunk(_chunk: &mut Self::Chunk, _restorer: &mut StreamRestorer) {}
 
     fn call(self, provider: &dyn Provider) -> BoxFuture<'_, Result<Self::Response, AdapterError>>;
     fn call_stream(

@@ -16,14 +16,15 @@ use switchyard_adapters::{AdapterError, Provider};
 use crate::admit::access::Caller;
 use crate::admit::admission::{Size, admit_call, worst_cost};
 use crate::admit::capacity::Admission;
-use crate::dispatch::endpoint::Call;
 use crate::dispatch::endpoint::{Answer, Endpoint};
+use crate::dispatch::masking;
 use crate::error::GatewayError;
 use crate::settle::billed_fields::SentTier;
 use crate::settle::context::RequestContext;
 use crate::settle::record::RequestRecord;
 use crate::state::app::App;
 use switchyard_adapters::types::{CanonicalChunk, CanonicalRequest};
+use switchyard_router::sensitive::Masker;
 
 /// Never hedge sooner than this: below it a hedge only doubles the load.
 const MIN_DELAY: Duration = Duration::from_millis(10);
@@ -41,11 +42,14 @@ async fn until_output<E: Endpoint>(
     provider: &dyn Provider,
     req: E::Request,
     streaming: bool,
+    masker: Option<Arc<Masker>>,
 ) -> Result<Answer<E>, AdapterError> {
     if !streaming {
-        return req.call(provider).await.map(Answer::Whole);
+        return masking::call_whole(req, provider, masker)
+            .await
+            .map(Answer::Whole);
     }
-    let mut chunks = req.call_stream(provider).await?;
+    let mut chunks = masking::call_stream(req, provider, masker).await?;
     let mut read_ahead = Vec::new();
     while let Some(chunk) = chunks.next().await {
         let chunk = chunk?;
@@ -144,7 +148,12 @@ pub async fn race<E: Endpoint>(
     let primary_backend = primary.admission.provider.clone();
     let first = with_trace_context(
         primary.record.trace_context(),
-        until_output::<E>(&*primary_backend, primary_req, streaming),
+        until_output::<E>(
+            &*primary_backend,
+            primary_req,
+            streaming,
+            masking::for_backend(app, context, primary.backend),
+        ),
     );
     tokio::pin!(first);
     tokio::select! {
@@ -163,7 +172,12 @@ pub async fn race<E: Endpoint>(
     let hedge_provider = hedge.admission.provider.clone();
     let second = with_trace_context(
         hedge.record.trace_context(),
-        until_output::<E>(&*hedge_provider, hedge_req, streaming),
+        until_output::<E>(
+            &*hedge_provider,
+            hedge_req,
+            streaming,
+            masking::for_backend(app, context, hedge_backend),
+        ),
     );
     tokio::pin!(second);
     // The leg that did not serve: cancelled when the other answered first,

@@ -21,6 +21,7 @@ use crate::error::GatewayError;
 use crate::http::Body;
 use crate::route::encoder::encode_for_routing;
 use crate::route::receipts::{self, CacheUse, Served};
+use crate::route::sensitive::{self, Assessment};
 use crate::route::view::complete_view;
 use crate::settle::context::RequestContext;
 use crate::state::app::App;
@@ -37,29 +38,29 @@ pub async fn serve<E: Endpoint>(
     if let Some(caller) = parts.extensions.get::<Caller>() {
         request.check_caller(caller)?;
     }
-    let mut decision = decide::<E>(app, &parts, &request).await?;
-    let found = crate::route::sensitive::apply(
-        app,
-        parts.extensions.get::<Caller>(),
-        &mut decision,
-        || request.prompt_for_count().0,
-    )?;
+    let assessment = sensitive::assess(app, parts.extensions.get::<Caller>(), &request)?;
+    let mut decision = decide::<E>(app, &parts, &request, assessment.as_ref()).await?;
+    if let Some(assessment) = &assessment {
+        sensitive::enforce(app, assessment, &mut decision)?;
+    }
     let mut response = serve_decided::<E>(app, &parts, request, decision).await?;
-    if let Some(kinds) = found {
+    if let Some(receipt) = assessment.and_then(|a| a.receipt) {
         response
             .headers_mut()
-            .insert(crate::route::sensitive::SENSITIVE_HEADER, kinds);
+            .insert(sensitive::SENSITIVE_HEADER, receipt);
     }
     Ok(response)
 }
 
 /// Routes a decoded request: its view (with the caller's key and team and
-/// any encoder embeddings), the decision, and whether the key may name a
+/// any encoder embeddings, which read only what its sensitive-data
+/// assessment lets them), the decision, and whether the key may name a
 /// backend directly.
 pub async fn decide<E: Endpoint>(
     app: &App,
     parts: &Parts,
     request: &E::Request,
+    assessment: Option<&Assessment>,
 ) -> Result<Decision, GatewayError> {
     let caller = parts.extensions.get::<Caller>();
     admission::check_model(app, caller, request.model())?;
@@ -72,7 +73,8 @@ pub async fn decide<E: Endpoint>(
     view.prefix = request.prefix_chain().map(Arc::new);
     let trace = parts.extensions.get::<RequestTrace>();
     let started = trace.map(|_| std::time::SystemTime::now());
-    let (encoded, _) = encode_for_routing(app, parts, &view).await;
+    let handling = assessment.map(|a| &*a.handling);
+    let (encoded, _) = encode_for_routing(app, parts, &view, handling).await;
     let decision = app
         .decide(&RequestView {
             encoded: &encoded,

@@ -50,7 +50,7 @@ pub(crate) fn offer<E: Endpoint>(
     let candidate = &app.backends[lane.candidate];
     if lane.candidate == served_backend
         // Sensitive data kept local is never copied out.
-        || (decision.local_only && !candidate.tier.is_local())
+        || (decision.local_only && !candidate.local)
         || context.shadow_tap.get().is_some()
         || !E::Request::served_by(&*candidate.replicas[0].provider)
         || !lane.samples(context.use_case)

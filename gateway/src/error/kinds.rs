@@ -62,7 +62,13 @@ pub enum GatewayError {
     /// The request holds sensitive data (`kinds`, never the values) that
     /// its policy refuses, or keeps local where no local backend can serve.
     #[error("{message}")]
-    SensitiveData { kinds: String, message: String },
+    SensitiveData {
+        kinds: String,
+        /// The policy's action: `refuse`, or `local_only` with no local
+        /// backend able.
+        action: switchyard_policies::SensitiveAction,
+        message: String,
+    },
     /// The thing asked for clashes with what is there (a key's name in use).
     #[error("{message}")]
     Conflict { message: String },
@@ -122,4 +128,7 @@ impl From<TranslateError> for GatewayError {
 pub struct ErrorNote {
     pub kind: &'static str,
     pub message: String,
+    /// For a request refused for sensitive data: the kinds found and the
+    /// policy's action, for the refusal's row.
+    pub sensitive: Option<(String, switchyard_policies::SensitiveAction)>,
 }

@@ -314,9 +314,14 @@ impl GatewayError {
     fn respond_with(self, body: &Value) -> Response<Body> {
         let shape = self.shape();
         let mut response = json_response(shape.status, body);
+        let sensitive = match &self {
+            GatewayError::SensitiveData { kinds, action, .. } => Some((kinds.clone(), *action)),
+            _ => None,
+        };
         response.extensions_mut().insert(ErrorNote {
             kind: shape.kind,
             message: self.caller_message(),
+            sensitive,
         });
         if let Some(after) = shape.retry_after {
             // Whole seconds, rounded up: retrying early only fails again.

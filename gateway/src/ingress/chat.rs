@@ -213,6 +213,7 @@ impl Call for ChatRequest {
             mean_logprob: mean_logprob(choices().filter_map(|c| c.logprobs.as_ref())),
         }
     }
+    crate::dispatch::masking::maskable!(answers);
     fn call(self, provider: &dyn Provider) -> BoxFuture<'_, Result<ChatResponse, AdapterError>> {
         provider.chat(self)
     }

@@ -122,6 +122,7 @@ impl Call for CompletionRequest {
             ..AnswerSummary::default()
         }
     }
+    crate::dispatch::masking::maskable!(answers);
     fn call(
         self,
         provider: &dyn Provider,

@@ -159,6 +159,8 @@ impl Call for EmbeddingRequest {
     fn summarize_chunks(_chunks: &[Embedded]) -> AnswerSummary {
         AnswerSummary::default()
     }
+    // Vectors hold no text to restore.
+    crate::dispatch::masking::maskable!();
     fn call(self, provider: &dyn Provider) -> BoxFuture<'_, Result<Embedded, AdapterError>> {
         let req = self;
         provider

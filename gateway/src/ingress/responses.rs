@@ -9,6 +9,7 @@ use switchyard_adapters::responses::{
     Echo, ResponseStream, chat_from_responses, response_from_chat,
 };
 use switchyard_adapters::types::{ChatChunk, ChatRequest, ChatResponse};
+use switchyard_router::Decision;
 
 use crate::admit::access::Caller;
 use crate::dispatch::endpoint::Call;
@@ -19,6 +20,7 @@ use crate::error::{Dialect, GatewayError};
 use crate::http::{Body, json_response, parse_json};
 use crate::ingress::responses_native::{NativeResponses, RawRequest};
 use crate::route::receipts::{self, Served};
+use crate::route::sensitive;
 use crate::state::app::App;
 
 pub struct Responses;
@@ -66,15 +68,34 @@ pub async fn serve(app: &App, req: Request<Incoming>) -> Result<Response<Body>, 
     let bytes = app.read_body(&parts, body).await?;
     let raw = NativeResponses::decode(&bytes)?;
     let translated = Responses::decode(&bytes);
-    let decision = match &translated {
+    let caller = parts.extensions.get::<Caller>();
+    let (assessment, mut decision) = match &translated {
         Ok(chat) => {
             chat.validate()?;
-            decide::<Responses>(app, &parts, chat).await?
+            let assessment = sensitive::assess(app, caller, chat)?;
+            let decision = decide::<Responses>(app, &parts, chat, assessment.as_ref()).await?;
+            (assessment, decision)
         }
-        Err(_) => decide::<NativeResponses>(app, &parts, &raw).await?,
+        Err(_) => {
+            let assessment = sensitive::assess(app, caller, &raw)?;
+            let decision =
+                decide::<NativeResponses>(app, &parts, &raw, assessment.as_ref()).await?;
+            (assessment, decision)
+        }
     };
-    let native = RawRequest::served_by(&*app.backends[decision.primary()].replicas[0].provider);
-    match (native, translated) {
+    let native_primary = |decision: &Decision| {
+        RawRequest::served_by(&*app.backends[decision.primary()].replicas[0].provider)
+    };
+    let assessment = match assessment {
+        // A body sent on untranslated cannot be masked: it stays local.
+        Some(assessment) if native_primary(&decision) => Some(assessment.kept_local()),
+        other => other,
+    };
+    if let Some(assessment) = &assessment {
+        sensitive::enforce(app, assessment, &mut decision)?;
+    }
+    let native = native_primary(&decision);
+    let mut response = match (native, translated) {
         (true, _) => {
             if let Some(caller) = parts.extensions.get::<Caller>() {
                 raw.check_caller(caller)?;
@@ -83,9 +104,9 @@ pub async fn serve(app: &App, req: Request<Incoming>) -> Result<Response<Body>, 
             // a native backend holds: the call is admitted without one.
             let mut decision = decision;
             decision.features.prefix = None;
-            serve_decided::<NativeResponses>(app, &parts, raw, decision).await
+            serve_decided::<NativeResponses>(app, &parts, raw, decision).await?
         }
-        (false, Ok(chat)) => serve_decided::<Responses>(app, &parts, chat, decision).await,
+        (false, Ok(chat)) => serve_decided::<Responses>(app, &parts, chat, decision).await?,
         (false, Err(err)) => {
             let mut response = err.into_response();
             receipts::apply(
@@ -94,7 +115,13 @@ pub async fn serve(app: &App, req: Request<Incoming>) -> Result<Response<Body>, 
                 Served::first_choice(&decision),
                 response.headers_mut(),
             );
-            Ok(response)
+            response
         }
+    };
+    if let Some(receipt) = assessment.and_then(|a| a.receipt) {
+        response
+            .headers_mut()
+            .insert(sensitive::SENSITIVE_HEADER, receipt);
     }
+    Ok(response)
 }

@@ -49,7 +49,7 @@ use Kind::{Flag, Int, Real, Text};
 use Since::{Added, First};
 
 /// Every column of a row, in table order (the `id` key is the store's own).
-pub const COLUMNS: [Column; 43] = [
+pub const COLUMNS: [Column; 45] = [
     column("ts_ms", Int, true, First),
     column("request_id", Text, false, First),
     column("key", Text, false, First),
@@ -93,6 +93,8 @@ pub const COLUMNS: [Column; 43] = [
     added_in_postgres(column("agree_similarity", Real, false, Added), 2),
     added_in_postgres(column("agree_checked", Flag, false, Added), 2),
     added_in_postgres(column("error", Text, false, Added), 3),
+    added_in_postgres(column("sensitive", Text, false, Added), 4),
+    added_in_postgres(column("sensitive_action", Text, false, Added), 4),
 ];
 
 /// A column PostgreSQL ledgers gained with schema version `version`.
@@ -182,6 +184,8 @@ pub fn cells(r: &LedgerRow) -> [Cell<'_>; COLUMNS.len()] {
         Cell::Real(r.shadow.and_then(|s| s.similarity)),
         Cell::Flag(r.shadow.and_then(|s| s.checked)),
         Cell::Text(r.error.as_deref()),
+        Cell::Text(r.sensitive.as_ref().map(|s| s.kinds.as_str())),
+        Cell::Text(r.sensitive.as_ref().map(|s| s.action.as_str())),
     ]
 }
 
@@ -263,6 +267,13 @@ mod tests {
                 similarity: Some(0.5),
                 checked: Some(true),
             }),
+            sensitive: Some(std::sync::Arc::new(
+                switchyard_router::sensitive::Handling {
+                    kinds: "card,email".into(),
+                    action: switchyard_policies::SensitiveAction::Mask,
+                    masker: None,
+                },
+            )),
         }
     }
 

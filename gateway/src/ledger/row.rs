@@ -68,6 +68,9 @@ pub struct LedgerRow {
     /// A failed call's cause in the backend's own words, redacted (the
     /// caller was told only the kind), for the request log.
     pub error: Option<String>,
+    /// What the request's sensitive-data policies found (the kinds,
+    /// never the values) and did.
+    pub sensitive: Option<std::sync::Arc<switchyard_router::sensitive::Handling>>,
 }
 
 /// How a shadow copy's answer compared with the answer that served the

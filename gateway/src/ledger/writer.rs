@@ -161,6 +161,7 @@ mod tests {
             queued_ms: 0.0,
             error: None,
             shadow: None,
+            sensitive: None,
         }
     }
 

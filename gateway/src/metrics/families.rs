@@ -42,6 +42,15 @@ pub struct Routed {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct SensitiveFound {
+    /// `card`, `email`, ... (never a value).
+    pub kind: &'static str,
+    /// What the request's policy did: `refuse`, `local_only`, `mask`,
+    /// `allow`.
+    pub action: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ShadowCopy {
     pub route: Arc<str>,
     pub candidate: Arc<str>,
@@ -151,6 +160,7 @@ pub struct Families {
     pub reloads: Family<ReloadOutcome, Counter>,
     pub response_cache: Family<Result, Counter>,
     pub shadow_copies: Family<ShadowCopy, Counter>,
+    pub sensitive: Family<SensitiveFound, Counter>,
     pub operation_duration: Histograms<GenAiOutcome>,
     pub token_usage: Histograms<GenAiTokens>,
     pub time_to_first_token: Histograms<GenAi>,
@@ -198,6 +208,7 @@ impl Families {
             reloads: Family::default(),
             response_cache: Family::default(),
             shadow_copies: Family::default(),
+            sensitive: Family::default(),
             operation_duration: histograms(buckets::operation_duration),
             token_usage: histograms(buckets::token_usage),
             time_to_first_token: histograms(buckets::time_to_first_token),
@@ -279,6 +290,11 @@ impl Families {
             "switchyard_shadow_copies",
             "Sampled copies of a route's requests for its shadow candidate: sent, or dropped (queue_full, over_budget, breaker_open, shutdown)",
             f.shadow_copies.clone(),
+        );
+        r.register(
+            "switchyard_sensitive_requests",
+            "Requests a sensitive-data policy acted on, by kind found and the action taken (a request with two kinds counts once for each)",
+            f.sensitive.clone(),
         );
         r.register_with_unit(
             "gen_ai_client_operation_duration",

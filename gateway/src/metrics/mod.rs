@@ -266,6 +266,23 @@ impl Metrics {
             .inc();
     }
 
+    /// Counts a request a sensitive-data policy acted on, once per kind.
+    pub fn sensitive_found(
+        &self,
+        kinds: &[switchyard_router::sensitive::Kind],
+        action: &'static str,
+    ) {
+        for kind in kinds {
+            self.families
+                .sensitive
+                .get_or_create(&families::SensitiveFound {
+                    kind: kind.as_str(),
+                    action,
+                })
+                .inc();
+        }
+    }
+
     /// Counts shadow copies of `route`'s requests for `candidate`, by
     /// outcome (`sent`, `queue_full`, `over_budget`, `breaker_open`,
     /// `shutdown`).

@@ -17,6 +17,7 @@ use serde_json::Value;
 use switchyard_adapters::tokens;
 use switchyard_adapters::types::{EmbeddingRequest, EmbeddingResponse, Usage};
 use switchyard_router::prefix::Tenant;
+use switchyard_router::sensitive::Handling;
 use switchyard_router::{Reason, RequestView};
 
 use crate::admit::access::Caller;
@@ -35,6 +36,7 @@ pub async fn encode_for_routing(
     app: &App,
     parts: &Parts,
     view: &RequestView<'_>,
+    sensitive: Option<&Handling>,
 ) -> (Vec<(usize, Vec<f32>)>, Vec<usize>) {
     let encoders = app.router.encoders_for(view.model);
     if encoders.is_empty() {
@@ -48,7 +50,12 @@ pub async fn encode_for_routing(
     }
     let mut encoded = Vec::with_capacity(encoders.len());
     for encoder in encoders {
-        let text = [view.last_user_text.to_owned()];
+        let Some(text) =
+            crate::route::sensitive::for_encoder(app, sensitive, encoder, view.last_user_text)
+        else {
+            continue;
+        };
+        let text = [text];
         if let Some(mut vectors) = embed_texts(app, parts, encoder, &text, &mut called).await
             && let Some(vector) = vectors.pop()
         {

@@ -2,6 +2,7 @@
 //! makes shares (`RequestContext`), and the request's ids as rows keep them.
 
 use std::sync::{Arc, Mutex, OnceLock};
+use switchyard_router::sensitive::Handling;
 
 use tokio::sync::oneshot;
 
@@ -95,6 +96,9 @@ pub struct RequestContext {
     /// Where the served answer's text goes when a shadow copy of the
     /// request waits to compare with it (set once, when a copy is sent).
     pub(crate) shadow_tap: OnceLock<ServedTap>,
+    /// What the request's sensitive-data policies found and did: the
+    /// kinds for its rows, the masker for its calls.
+    pub sensitive: Option<Arc<Handling>>,
 }
 
 /// The served answer's text, handed to the shadow copy that compares with
@@ -165,6 +169,7 @@ impl RequestContext {
             max_tokens: decision.features.max_tokens,
             streaming: decision.features.streaming,
             shadow_tap: OnceLock::new(),
+            sensitive: decision.sensitive.clone(),
         })
     }
 
@@ -228,6 +233,7 @@ impl RequestContext {
             max_tokens: None,
             streaming: false,
             shadow_tap: OnceLock::new(),
+            sensitive: None,
         })
     }
 }
@@ -266,6 +272,7 @@ impl RequestContext {
             max_tokens: self.max_tokens,
             streaming: self.streaming,
             shadow_tap: OnceLock::new(),
+            sensitive: self.sensitive.clone(),
         })
     }
 }

@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 use http::{HeaderValue, Request, Response};
-use switchyard_policies::{PromptClass, TokenCounts};
+use switchyard_policies::{PromptClass, SensitiveAction, TokenCounts};
 use switchyard_router::Decision;
 
 use crate::admit::access::Caller;
@@ -106,11 +106,11 @@ impl RefusalGuard {
     pub fn answered(mut self, response: &Response<Body>) {
         self.answered = true;
         if let Some(note) = response.extensions().get::<ErrorNote>() {
-            self.write(note.kind, &note.message);
+            self.write(note.kind, &note.message, note.sensitive.clone());
         }
     }
 
-    fn write(&self, status: &'static str, why: &str) {
+    fn write(&self, status: &'static str, why: &str, sensitive: Option<(String, SensitiveAction)>) {
         if self.accounted.recorded.load(Ordering::Acquire) {
             return;
         }
@@ -158,6 +158,13 @@ impl RefusalGuard {
             queued_ms: 0.0,
             error: None,
             shadow: None,
+            sensitive: sensitive.map(|(kinds, action)| {
+                std::sync::Arc::new(switchyard_router::sensitive::Handling {
+                    kinds,
+                    action,
+                    masker: None,
+                })
+            }),
         };
         self.app.metrics.refused(status);
         self.app.ledger.write_detached(row);
@@ -167,7 +174,7 @@ impl RefusalGuard {
 impl Drop for RefusalGuard {
     fn drop(&mut self) {
         if !self.answered {
-            self.write("cancelled", "the client left before an answer");
+            self.write("cancelled", "the client left before an answer", None);
         }
     }
 }

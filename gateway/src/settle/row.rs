@@ -185,7 +185,33 @@ impl RequestRecord {
             queued_ms: waited_ms,
             shadow: self.shadow,
             error: self.error.clone(),
+            sensitive: self.context.sensitive.clone(),
         }
+    }
+
+    /// What a span may record of a request's text: a sensitive-data
+    /// policy that masks has the values masked there too, one that keeps
+    /// the request local or refuses has nothing of it recorded (a trace
+    /// collector is somewhere else).
+    fn content_shown(
+        &self,
+        (mut prompt, mut output): (String, Option<String>),
+    ) -> Option<(String, Option<String>)> {
+        use switchyard_policies::SensitiveAction;
+        let Some(handling) = &self.context.sensitive else {
+            return Some((prompt, output));
+        };
+        match (&handling.masker, handling.action) {
+            (_, SensitiveAction::Allow) => {}
+            (Some(masker), _) => {
+                masker.mask(&mut prompt);
+                if let Some(output) = &mut output {
+                    masker.mask(output);
+                }
+            }
+            (None, _) => return None,
+        }
+        Some((prompt, output))
     }
 
     /// The row told to the attempt's span, the metrics and the request log,
@@ -199,6 +225,7 @@ impl RequestRecord {
                 let output = self.output.whole().map(str::to_owned);
                 (self.context.prompt.prompt_for_count().0, output)
             });
+            let content = content.and_then(|c| self.content_shown(c));
             crate::settle::attempt_span::end(span, row, ttft, content);
         }
         let facts = CallFacts {

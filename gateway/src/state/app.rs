@@ -35,6 +35,9 @@ pub struct BackendHandle {
     /// `name` as the backend receipt's value, made once.
     pub name_receipt: Option<HeaderValue>,
     pub tier: Tier,
+    /// What it is sent stays on the operator's machines (`local`, from
+    /// the tier unless set): sensitive-data policies may send it all.
+    pub local: bool,
     pub upstream_model: String,
     /// The provider and servers, as spans name them.
     pub peer: crate::telemetry::Peer,

@@ -60,6 +60,7 @@ pub(crate) fn build_backend(
         // Config validation keeps names to a header-safe alphabet.
         name_receipt: HeaderValue::from_str(&backend.name).ok(),
         tier: backend.tier,
+        local: backend.local,
         upstream_model: backend.upstream_model.clone(),
         peer: crate::telemetry::Peer::of(backend),
         replicas,

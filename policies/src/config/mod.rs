@@ -319,6 +319,11 @@ impl Backend {
 pub struct Backend {
     pub name: String,
     pub tier: Tier,
+    /// What is sent to it stays on machines the operator controls (a
+    /// large model on its own hardware, a private cloud): sensitive-data
+    /// policies may send it what they keep from the cloud. Small and mid
+    /// tiers are local unless `local: false`.
+    pub local: bool,
     /// The model name sent upstream (the backend's own name when unset).
     pub upstream_model: String,
     pub adapter: BackendAdapter,

@@ -164,6 +164,9 @@ impl Default for RawServer {
 #[serde(deny_unknown_fields)]
 pub(super) struct RawBackend {
     pub tier: Tier,
+    /// Whether what is sent stays on machines the operator controls; the
+    /// tier says when unset (small and mid are local).
+    pub local: Option<bool>,
     /// Upstream model name; the backend's name when unset.
     pub model: Option<String>,
     pub openai: Option<RawOpenAi>,

@@ -1,7 +1,7 @@
 //! `sensitive: {action, detect}` on a route, a team or a key: what happens
 //! to a request that holds sensitive data (router's `sensitive` finds it).
 //! Where several apply, the strictest action wins: refuse, then
-//! local_only, then allow.
+//! local_only, then mask, then allow.
 
 use serde::Deserialize;
 
@@ -33,6 +33,9 @@ pub(super) struct RawSensitive {
 pub enum SensitiveAction {
     /// Served as routed; the kinds are recorded.
     Allow,
+    /// Served as routed, each value replaced by a placeholder before a
+    /// backend that is not local sees it, and restored in the answer.
+    Mask,
     /// Only local tiers may serve it; refused when none can.
     LocalOnly,
     /// Refused: a 400 naming the kinds, never the values.
@@ -43,6 +46,7 @@ impl SensitiveAction {
     pub fn as_str(self) -> &'static str {
         match self {
             SensitiveAction::Allow => "allow",
+            SensitiveAction::Mask => "mask",
             SensitiveAction::LocalOnly => "local_only",
             SensitiveAction::Refuse => "refuse",
         }
@@ -67,16 +71,11 @@ pub(super) fn sensitive(
         "allow" => SensitiveAction::Allow,
         "local_only" => SensitiveAction::LocalOnly,
         "refuse" => SensitiveAction::Refuse,
-        "mask" => {
-            return Err(ck.error(
-                &at("action"),
-                "`mask` is not built yet; use local_only (keep it on local tiers) or refuse",
-            ));
-        }
+        "mask" => SensitiveAction::Mask,
         other => {
             return Err(ck.error(
                 &at("action"),
-                format!("`{other}` is not one of local_only, refuse, allow"),
+                format!("`{other}` is not one of local_only, mask, refuse, allow"),
             ));
         }
     };

@@ -319,6 +319,7 @@ fn validate_backend(ck: &Checker<'_>, name: &str, raw: RawBackend) -> Result<Bac
     Ok(Backend {
         name: name.to_owned(),
         tier: raw.tier,
+        local: raw.local.unwrap_or(raw.tier.is_local()),
         upstream_model,
         pricing,
         max_queue: raw.max_queue.unwrap_or(0),

@@ -66,6 +66,7 @@ impl Router {
                     learning: None,
                     upstream_model: None,
                     local_only: false,
+                    sensitive: None,
                 });
             }
             None => {
@@ -260,6 +261,7 @@ impl Router {
             learning,
             upstream_model: None,
             local_only: false,
+            sensitive: None,
         })
     }
 

@@ -6,6 +6,7 @@
 //! chunk says whether it is one.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use super::Kind;
 use super::parts::PartFinding;
@@ -80,9 +81,9 @@ impl Masker {
     }
 
     /// A restorer for one streamed answer.
-    pub fn stream(&self) -> StreamRestorer<'_> {
+    pub fn stream(self: &Arc<Self>) -> StreamRestorer {
         StreamRestorer {
-            masker: self,
+            masker: self.clone(),
             held: HashMap::new(),
         }
     }
@@ -111,12 +112,12 @@ impl Masker {
 /// Restores one streamed answer, text field by text field (`slot`: a
 /// choice's content, one tool call's arguments), each field's pieces in
 /// the order they came.
-pub struct StreamRestorer<'a> {
-    masker: &'a Masker,
+pub struct StreamRestorer {
+    masker: Arc<Masker>,
     held: HashMap<u64, String>,
 }
 
-impl StreamRestorer<'_> {
+impl StreamRestorer {
     /// The text of `slot` that can be sent now: what was held, then
     /// `piece`, restored, less any tail that may be a placeholder's start.
     pub fn push(&mut self, slot: u64, piece: &str) -> String {
@@ -149,8 +150,8 @@ mod tests {
     use super::super::parts::scan_parts;
     use super::*;
 
-    fn masker(texts: &[&str]) -> Masker {
-        Masker::new(texts, &scan_parts(texts), &Kind::ALL)
+    fn masker(texts: &[&str]) -> Arc<Masker> {
+        Arc::new(Masker::new(texts, &scan_parts(texts), &Kind::ALL))
     }
 
     #[test]
@@ -217,7 +218,10 @@ mod tests {
         let mut second = texts[1].to_owned();
         masker.mask(&mut first);
         masker.mask(&mut second);
-        assert_eq!((first.as_str(), second.as_str()), ("my card is [CARD_1]", "[CARD_2] thanks"));
+        assert_eq!(
+            (first.as_str(), second.as_str()),
+            ("my card is [CARD_1]", "[CARD_2] thanks")
+        );
         let mut back = format!("{first} {second}");
         masker.restore(&mut back);
         assert_eq!(back, "my card is 4111 1111 1111 1111 thanks");

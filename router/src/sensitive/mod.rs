@@ -71,6 +71,18 @@ impl Kind {
     }
 }
 
+/// What a request's sensitive-data policies found and did: the kinds
+/// acted on, the strictest action, and the masker when it masks.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Handling {
+    /// As receipts and the ledger write them: `card,email`.
+    pub kinds: String,
+    pub action: switchyard_policies::SensitiveAction,
+    /// Set when the action masks: applied to every call to a backend that
+    /// is not local.
+    pub masker: Option<std::sync::Arc<Masker>>,
+}
+
 /// One value found: where it is in the text as given (byte offsets), what
 /// it is, and how sure the check is (0 to 1).
 #[derive(Debug, Clone, Copy, PartialEq)]
