@@ -112,9 +112,12 @@ async fn sensitive_requests_stay_local_or_are_refused_and_never_reach_the_cloud(
 }
 
 #[test]
-fn check_refuses_masking_until_it_is_built_and_unknown_kinds() {
+fn check_refuses_unknown_actions_and_kinds() {
     for (policy, said) in [
-        ("{action: mask}", "not built yet"),
+        (
+            "{action: hide}",
+            "`hide` is not one of local_only, mask, refuse, allow",
+        ),
         ("{action: local_only, detect: [cards]}", "cards"),
         ("{action: sometimes}", "sometimes"),
     ] {
