@@ -21,7 +21,8 @@ what recall measures). Then a few lines holding two kinds, about 30 lines
 of look-alikes (fullwidth digits, zero-width characters), and about 1000
 hard negatives.
 
-Deterministic: fixed seeds for Faker and random.Random, no clock. The same
+Deterministic: fixed seeds for Faker and random.Random, a fixed hash seed
+(PYTHONHASHSEED=0, set by re-running itself), no clock. The same
 Faker version (scripts/requirements-corpus.txt) and Python minor version
 give the same bytes. Run it through scripts/sensitive-corpus.sh.
 """
@@ -30,11 +31,13 @@ import base64
 import hashlib
 import ipaddress
 import json
+import os
 import pathlib
 import random
 import re
 import string
 import sys
+import unicodedata
 
 from faker import Faker
 
@@ -278,8 +281,8 @@ KIND_TEMPLATES = {
     "private_key": [
         "here is the key from the server, why does ssh still ask for a password?\n«V»\n",
         '«envlower» = """«V»"""',
-        '{"type": "service_account", "project_id": "«slug»", "private_key_id": "«hex40»", "private_key": "«V:json»", "client_email": "«slug»@«slug».iam.gserviceaccount.com"}',
-        "apiVersion: v1\nkind: Secret\ntype: kubernetes.io/tls\nstringData:\n  tls.key: |\n«V:indent4»",
+        '{"type": "service_account", "project_id": "«slug»", "private_key_id": "«hex40»", "private_key": "«V:json»", "client_email": "«E»"}',
+        "apiVersion: v1\nkind: Secret\ntype: kubernetes.io/tls\nstringData:\n  tls.key: |\n    «V:indent4»",
         "«sentence»\n\n```\n«V»\n```",
         "cat ~/.ssh/id_«algo»\n«V»",
     ],
@@ -407,7 +410,8 @@ def render(template: str, ctx: Context, values: dict) -> list:
             if transform == "json":
                 value = json.dumps(value, ensure_ascii=False)[1:-1]
             elif transform == "indent4":
-                value = "\n".join("    " + line for line in value.split("\n"))
+                # The template indents the first line (outside the span).
+                value = value.replace("\n", "\n    ")
             parts.append((kind, fmt, value))
         else:
             parts.append(ctx.get(name))
@@ -459,7 +463,7 @@ def gen_card(c: Corpus, locale: str, kind: str | None = None):
     number = card_number(c, f, kind)
     assert luhn_valid(number), number
     how, value = card_layout(c, number)
-    return f"{kind} {how}", value, None
+    return f"{kind} {how}", value
 
 
 IBAN_LOCALES = ["de_DE", "fr_FR", "es_ES", "it_IT", "nl_NL", "en_GB", "pt_BR", "pl_PL", "de_AT", "nl_BE", "pt_PT", "en_IE", "fi_FI", "no_NO"]
@@ -472,7 +476,7 @@ def gen_iban(c: Corpus, locale: str):
     value = iban if how == "compact" else " ".join(iban[i : i + 4] for i in range(0, len(iban), 4))
     if how.startswith("lowercase"):
         value = value.lower()
-    return f"{iban[:2]} {how}", value, None
+    return f"{iban[:2]} {how}", value
 
 
 EAI_LOCAL = ["josé", "müller", "françois", "søren", "zoë", "björn", "たなか", "renée"]
@@ -488,10 +492,11 @@ def gen_email(c: Corpus, locale: str):
     elif how == "company":
         value = f.company_email()
     elif how == "dotted_tag":
-        first, last = f.first_name_male() if rng.random() < 0.5 else f.first_name_female(), f.last_name()
-        local = ascii_slug(f"{first}.{last}") or f.user_name()
-        tag = rng.choice(["", "", "+news", "+work", "+" + f.word()])
-        value = f"{local}{ascii_slug(tag, keep='+')}@{f.free_email_domain()}"
+        first, last = ascii_slug(f.first_name()), ascii_slug(f.last_name())
+        # Names in other scripts (ja_JP) have no ASCII letters: a user name then.
+        local = f"{first}.{last}" if first and last else f.user_name()
+        tag = ascii_slug(rng.choice(["", "", "+news", "+work", "+" + f.word()]), keep="+")
+        value = f"{local}{tag if tag != '+' else ''}@{f.free_email_domain()}"
     elif how == "subdomain":
         value = f"{f.user_name()}@{rng.choice(['mail', 'corp', 'eu', 'staff'])}.{f.domain_name()}"
     elif how == "mixed_case":
@@ -499,12 +504,11 @@ def gen_email(c: Corpus, locale: str):
         value = ascii_slug(value, keep="@.", case=True)
     else:
         value = f"{rng.choice(EAI_LOCAL)}@{rng.choice(['example.de', 'example.fr', 'example.jp', 'beispiel.de'])}"
-    return how, value, None
+    return how, value
 
 
 def ascii_slug(s: str, keep: str = ".", case: bool = False) -> str:
-    table = str.maketrans("äöüßéèêëàâáíìîóòôúùûñçãõøåæ", "aousеeeeaaaiiiooouuuncaooaa".replace("е", "e"))
-    s = s.translate(table) if case else s.lower().translate(table)
+    s = unicodedata.normalize("NFKD", s if case else s.lower())
     return "".join(ch for ch in s if ch.isascii() and (ch.isalnum() or ch in keep))
 
 
@@ -514,7 +518,7 @@ PHONE_LOCALES = ["en_US", "en_GB", "de_DE", "fr_FR", "es_ES", "it_IT", "nl_NL", 
 def gen_phone(c: Corpus, locale: str):
     value = c.fakers[locale].phone_number()
     form = "international" if value.startswith("+") else "national"
-    return f"{locale} {form}", value, None
+    return f"{locale} {form}", value
 
 
 NINO_FIRST = "ABCEGHJKLMNOPRSTWXYZ"
@@ -585,7 +589,7 @@ def gen_ip(c: Corpus, locale: str):
     else:
         value = f"2001:db8:{rng.getrandbits(16):x}::"
     ipaddress.ip_address(value)
-    return how, value, None
+    return how, value
 
 
 def b64url(data: bytes) -> str:
@@ -647,7 +651,7 @@ def gen_credential(c: Corpus, locale: str, kind: str | None = None):
         value = "AIza" + c.chars(URLSAFE, 35)
     else:
         value = "hf_" + c.chars(string.ascii_letters, 34)
-    return kind, value, None
+    return kind, value
 
 
 def pem(kind: str, body: bytes, width: int = 64, headers: str = "") -> str:
@@ -703,7 +707,7 @@ def gen_private_key(c: Corpus, kind: str):
             "PuTTY-User-Key-File-3: ssh-ed25519\nEncryption: none\nComment: eddsa-key-2024\n"
             f"Public-Lines: 2\n{pub[:64]}\n{pub[64:]}\nPrivate-Lines: 1\n{priv}\nPrivate-MAC: {c.chars(HEX, 64)}"
         )
-    return kind, value, None
+    return kind, value
 
 
 # --- the positives ------------------------------------------------------
@@ -719,28 +723,29 @@ def choose_template(c: Corpus, kind: str, lang: str) -> str:
 def positive(c: Corpus, kind: str, locale: str, fmt: str, value: str, label: str | None = None, template: str | None = None) -> None:
     ctx = Context(c, locale, kind, fmt.split(" ")[0], label)
     template = template or choose_template(c, kind, ctx.lang)
+    if ":" in value:
+        # An IPv6 address takes its port in brackets.
+        template = template.replace("«V»:«port»", "[«V»]:«port»")
     c.add(locale, render(template, ctx, {"V": (kind, fmt, value)}))
 
 
 def positives(c: Corpus) -> None:
     for _ in range(150):
         locale = c.choice(CONTEXT_LOCALES)
-        fmt, value, _ = gen_card(c, locale)
+        fmt, value = gen_card(c, locale)
         positive(c, "card", locale, fmt, value)
     for _ in range(150):
         locale = c.choice(IBAN_LOCALES)
-        fmt, value, _ = gen_iban(c, locale)
-        # The words around it: the account's country's language where there is one.
-        positive(c, "iban", locale if locale in CONTEXT_LOCALES else c.choice(CONTEXT_LOCALES), fmt, value)
+        fmt, value = gen_iban(c, locale)
+        positive(c, "iban", locale, fmt, value)
     for _ in range(150):
         locale = c.choice(CONTEXT_LOCALES)
-        fmt, value, _ = gen_email(c, locale)
+        fmt, value = gen_email(c, locale)
         positive(c, "email", locale, fmt, value)
     for i in range(150):
         locale = PHONE_LOCALES[i % len(PHONE_LOCALES)]
-        fmt, value, _ = gen_phone(c, locale)
-        context = locale if locale in CONTEXT_LOCALES else "en_US"
-        positive(c, "phone", context, fmt, value)
+        fmt, value = gen_phone(c, locale)
+        positive(c, "phone", locale, fmt, value)
     for fmt, _, _, count in ID_FORMATS:
         for _ in range(count):
             locale, full_fmt, value, label = gen_national_id(c, fmt)
@@ -748,25 +753,25 @@ def positives(c: Corpus) -> None:
             positive(c, "national_id", locale, full_fmt, value, label=label, template=tmpl)
     for _ in range(150):
         locale = c.choice(CONTEXT_LOCALES)
-        fmt, value, _ = gen_ip(c, locale)
+        fmt, value = gen_ip(c, locale)
         if fmt == "ipv6 bracketed":
             ctx = Context(c, locale, "ip", fmt, None)
             template = c.choice(["curl -v http://[«V»]:«port»/healthz", "listen [«V»]:443 ssl;", "dial tcp [«V»]:«port»: connect: connection refused"])
             c.add(locale, render(template, ctx, {"V": ("ip", fmt, value)}))
         elif fmt == "ipv6 trailing ::":
             ctx = Context(c, locale, "ip", fmt, None)
-            template = c.choice(["route add «V»/48 via fe80::1 dev eth0", "our prefix is «V» (a /48 from the ISP)", "allowed_ips = «V»/64"])
+            template = c.choice(["route add «V»/48 dev eth0", "our prefix is «V» (a /48 from the ISP)", "allowed_ips = «V»/64"])
             c.add(locale, render(template, ctx, {"V": ("ip", fmt, value)}))
         else:
             positive(c, "ip", locale, fmt, value)
     for _ in range(150):
         locale = c.choice(CONTEXT_LOCALES)
-        fmt, value, _ = gen_credential(c, locale)
+        fmt, value = gen_credential(c, locale)
         positive(c, "credential", locale, fmt, value)
     for fmt, count in PRIVATE_KEY_TYPES:
         for _ in range(count):
             locale = c.choice(CONTEXT_LOCALES)
-            fmt_, value, _ = gen_private_key(c, fmt)
+            fmt_, value = gen_private_key(c, fmt)
             ctx = Context(c, locale, "private_key", fmt, None)
             if fmt == "truncated":
                 template = c.choice(["«sentence» the key got cut off when I pasted it:\n«V»", "cat server.key | head\n«V»"])
@@ -774,7 +779,10 @@ def positives(c: Corpus) -> None:
                 template = c.choice([KIND_TEMPLATES["private_key"][0], KIND_TEMPLATES["private_key"][4]])
             else:
                 template = c.choice(KIND_TEMPLATES["private_key"])
-            c.add(locale, render(template, ctx, {"V": ("private_key", fmt_, value)}))
+            values = {"V": ("private_key", fmt_, value)}
+            if "«E»" in template:
+                values["E"] = ("email", "service_account", f"deploy@{ctx.get('slug')}.iam.gserviceaccount.com")
+            c.add(locale, render(template, ctx, values))
 
 
 PAIRS = [
@@ -785,7 +793,7 @@ PAIRS = [
     ("national_id", "iban", "Customer «name» (SSN «V») asked for the refund to go to IBAN «V2»."),
     ("credential", "ip", "curl -H 'X-Api-Key: «V»' http://«V2»:8080/v1/chat/completions"),
     ("iban", "email", "Rechnung bitte an «V2», Zahlung auf «V»."),
-    ("ip", "credential", "ssh deploy@«V» 'export OPENAI_API_KEY=«V2»; ./run.sh'"),
+    ("ip", "credential", "ssh deploy@«V» 'export API_KEY=«V2»; ./run.sh'"),
     ("card", "phone", "{\"card\": \"«V»\", \"phone\": \"«V2»\", \"name\": \"«name»\"}"),
 ]
 
@@ -803,21 +811,21 @@ def two_kinds(c: Corpus) -> None:
 
 def pair_value(c: Corpus, kind: str, locale: str):
     if kind == "card":
-        fmt, value, _ = gen_card(c, locale, c.choice(["visa16", "mastercard", "amex"]))
+        fmt, value = gen_card(c, locale, c.choice(["visa16", "mastercard", "amex"]))
     elif kind == "iban":
-        fmt, value, _ = gen_iban(c, "de_DE" if locale == "de_DE" else c.choice(["de_DE", "fr_FR", "nl_NL"]))
+        fmt, value = gen_iban(c, "de_DE" if locale == "de_DE" else c.choice(["de_DE", "fr_FR", "nl_NL"]))
     elif kind == "email":
-        fmt, value, _ = gen_email(c, locale)
+        fmt, value = gen_email(c, locale)
     elif kind == "phone":
-        fmt, value, _ = gen_phone(c, locale)
+        fmt, value = gen_phone(c, locale)
     elif kind == "national_id":
         _, fmt, value, _ = gen_national_id(c, "us_ssn")
     elif kind == "ip":
-        fmt, value, _ = gen_ip(c, locale)
-        if "bracketed" in fmt or "trailing" in fmt or "mapped" in fmt:
+        fmt, value = gen_ip(c, locale)
+        if ":" in value:  # the pair templates put a port after it
             fmt, value = "ipv4 public", c.fakers[locale].ipv4_public()
     else:
-        fmt, value, _ = gen_credential(c, locale, c.choice(["openai_project", "anthropic", "random40"]))
+        fmt, value = gen_credential(c, locale, c.choice(["openai_project", "anthropic", "random40"]))
     return kind, fmt, value
 
 
@@ -859,7 +867,7 @@ def look_alikes(c: Corpus) -> None:
             ("word joiner", sprinkle(c, number, WJ, 4)),
         ][i]
         locale = "ja_JP" if "ideographic" in fmt or i == 0 else "en_US"
-        line("card", fmt, value, c.choice(["カード番号：«V»でお願いします。", "card «V» please"]) if locale == "ja_JP" else "pay with «V» today, thanks", locale)
+        line("card", fmt, value, c.choice(["カード番号： «V» でお願いします。", "card «V» please"]) if locale == "ja_JP" else "pay with «V» today, thanks", locale)
     for i in range(7):
         email = c.fakers["en_US"].free_email()
         local, domain = email.split("@")
@@ -872,7 +880,7 @@ def look_alikes(c: Corpus) -> None:
             ("soft hyphen", sprinkle(c, local, SHY, 1) + "@" + domain),
             ("soft hyphen", local + "@" + sprinkle(c, domain.split(".")[0], SHY, 1) + "." + domain.split(".", 1)[1]),
         ][i]
-        line("email", fmt, value, c.choice(["write to «V» for the invoice", "メールは«V»までお願いします", "my email: «V»"]))
+        line("email", fmt, value, c.choice(["write to «V» for the invoice", "メールは «V» までお願いします", "my email: «V»"]))
     for i in range(3):
         value = ["＋８１ ９０-１２３４-５６７８", fullwidth("+44 20 7946 0958"), sprinkle(c, "+49 30 901820", ZWSP, 2)][i]
         line("phone", ["fullwidth", "fullwidth", "zero width"][i], value, "call «V» after six", "ja_JP" if i == 0 else "en_US")
@@ -882,14 +890,14 @@ def look_alikes(c: Corpus) -> None:
         value = [sprinkle(c, iban, ZWSP, 2), fullwidth(grouped), sprinkle(c, grouped, ZWJ, 1)][i]
         line("iban", ["zero width", "fullwidth", "zero width"][i], value, "IBAN: «V». Danke!", "de_DE")
     for i in range(3):
-        _, key, _ = gen_credential(c, "en_US", ["openai_project", "aws_access_key", "github_pat_classic"][i])
-        line("credential", "zero width", sprinkle(c, key, ZWSP, 2), "OPENAI_API_KEY=«V»")
+        _, key = gen_credential(c, "en_US", ["openai_project", "aws_access_key", "github_pat_classic"][i])
+        line("credential", "zero width", sprinkle(c, key, ZWSP, 2), "token: «V»")
     for i in range(2):
         ssn = c.fakers["en_US"].ssn()
         line("national_id", "fullwidth", fullwidth(ssn), "SSN «V» on the W-2")
     for i in range(2):
         ip = c.fakers["en_US"].ipv4_public()
-        line("ip", "fullwidth", fullwidth(ip), "接続元IPアドレス：«V»", "ja_JP")
+        line("ip", "fullwidth", fullwidth(ip), "接続元IPアドレス： «V» （ブロック済み）", "ja_JP")
 
 
 # --- the hard negatives -------------------------------------------------
@@ -919,7 +927,7 @@ def neg_timestamp(c, f):
     hh, mm, ss = t[11:13], t[14:16], t[17:19]
     forms = [
         t,
-        f"{y}-{mo}-{d}T{hh}:{mm}:{ss}.{rng.randint(0, 999999):06d}+{rng.choice(['00', '01', '02', '05', '09'])}:{rng.choice(['00', '30'])}",
+        f"{y}-{mo}-{d}T{hh}:{mm}:{ss}.{rng.randint(0, 999999):06d}{rng.choice(['+00:00', '+01:00', '+02:00', '+05:30', '+09:00', '-05:00', '-08:00'])}",
         f"{y}-{mo}-{d} {hh}:{mm}:{ss},{rng.randint(0, 999):03d}",
         f"{['Mon', 'Tue', 'Wed', 'Thu', 'Fri'][rng.randint(0, 4)]}, {d} {moment(c, 'clf')[3:6]} {y} {hh}:{mm}:{ss} +0{rng.randint(0, 2)}00",
         f"[{moment(c, 'clf')}]",
@@ -960,7 +968,7 @@ def neg_invoice(c, f):
     ]
     v = rng.choice(forms)
     assert not (v.isdigit() and luhn_valid(v))
-    return rng.choice(["Invoice {} is overdue by 14 days.", "Rechnung {} anbei.", "Payment received for invoice {}.", "Facture n° {} — montant {} €".replace("{} €", "120,00 €")]).format(v)
+    return rng.choice(["Invoice {} is overdue by 14 days.", "Rechnung {} anbei.", "Payment received for invoice {}.", "Facture n° {} — montant 120,00 €"]).format(v)
 
 
 def neg_tracking(c, f):
@@ -1021,7 +1029,10 @@ def neg_semver(c, f):
         f"{a}.{b}.{rng.randint(256, 999)}.{rng.randint(0, 9)}", f"10.0.{rng.randint(19041, 26100)}.{rng.randint(100, 5000)}",
         f'serde = "1.0.{rng.randint(100, 220)}"', f"node {rng.randint(16, 22)}.{rng.randint(0, 20)}.{rng.randint(0, 9)}",
     ]
-    return rng.choice(["upgraded to {}", "Version: {}", "requires {} or later", "Bump version to {}", "User-Agent: Mozilla/5.0 (X11; Linux x86_64) {}"]).format(rng.choice(forms))
+    form = rng.choice(forms)
+    if form.startswith("Chrome/"):
+        return f"User-Agent: Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) {form} Safari/537.36"
+    return rng.choice(["upgraded to {}", "Version: {}", "requires {} or later", "Bump version to {}"]).format(form)
 
 
 CODE_PY = [
@@ -1078,7 +1089,7 @@ def neg_math(c, f):
 def neg_price(c, f):
     rng = c.rng
     v = rng.randint(1, 99999)
-    return rng.choice([f"Total: ${v:,}.{rng.randint(0, 99):02d}", f"Preis: {v},{rng.randint(0, 99):02d} €", f"価格 ¥{v * 10:,}", f"R$ {v:,},{rng.randint(0, 99):02d}".replace(",", "X", 1).replace("X", "."), f"£{v / 100:.2f} per month", f"Le prix est de {v} € TTC."])
+    return rng.choice([f"Total: ${v:,}.{rng.randint(0, 99):02d}", f"Preis: {v},{rng.randint(0, 99):02d} €", f"価格 ¥{v * 10:,}", f"R$ {v:,},{rng.randint(0, 99):02d}".replace(",", ".", 1), f"£{v / 100:.2f} per month", f"Le prix est de {v} € TTC."])
 
 
 def neg_not_phone(c, f):
@@ -1091,7 +1102,6 @@ def neg_not_phone(c, f):
         f"lot {rng.randint(2020, 2025)}{rng.randint(1, 12):02d}{rng.randint(1, 28):02d}-{rng.randint(0, 9999):04d}",
         f"revenue +{rng.randint(1, 40)}.{rng.randint(0, 9)}% YoY", "certified to ISO 9001:2015 and ISO/IEC 27001:2022",
         f"serial SN-{rng.randint(1000, 9999)}-{rng.randint(1000, 9999)}-{rng.randint(10, 99)}", f"between {rng.randint(1000, 4999)} and {rng.randint(5000, 9999)} units",
-        f"batch {rng.randint(100, 999)} {rng.randint(100, 999)} {rng.randint(1000, 9999)}",
     ])
 
 
@@ -1225,7 +1235,7 @@ def neg_measure(c, f):
 
 
 def neg_bic(c, f):
-    return c.choice(["SWIFT/BIC: {}", "BIC {}", "Bankleitzahl {} ".replace("{} ", str(c.rng.randint(10000000, 89999999))) + " / BIC {}"]).format(f.swift())
+    return c.choice(["SWIFT/BIC: {}", "BIC {}", "Bankleitzahl " + str(c.rng.randint(10000000, 89999999)) + " / BIC {}"]).format(f.swift())
 
 
 def neg_handle(c, f):
@@ -1278,6 +1288,12 @@ def build() -> list[dict]:
 
 
 def main() -> None:
+    # Some Faker locales build their word lists from sets (it_IT's cities),
+    # whose order follows string hashing: fix the hash seed, or the corpus
+    # changes from one run to the next.
+    if os.environ.get("PYTHONHASHSEED") != "0":
+        os.environ["PYTHONHASHSEED"] = "0"
+        os.execv(sys.executable, [sys.executable, *sys.argv])
     out = pathlib.Path(sys.argv[1] if len(sys.argv) > 1 else DEFAULT_OUT)
     lines = build()
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -18,12 +18,12 @@ use crate::dispatch::endpoint::Call;
 use crate::dispatch::endpoint::{Answer, Chunks, Endpoint};
 use crate::dispatch::engine;
 use crate::dispatch::hedge::{self, Leg};
-use crate::dispatch::masking;
 use crate::dispatch::plan::{self, Mode, Next, Plan, Refusal, Try};
 use crate::dispatch::prompt_cache::{self, PromptCache};
 use crate::dispatch::response_cache::Slot;
 use crate::dispatch::shadow;
 use crate::dispatch::stream::{self};
+use crate::dispatch::{guardrails, masking};
 use crate::error::GatewayError;
 use crate::http::{Body, sse_response};
 use crate::route::receipts::{CacheUse, Served};
@@ -44,6 +44,13 @@ impl<E: Endpoint> PromptSource for Shared<E> {
     }
     fn sampling(&self) -> (Option<f64>, Option<f64>) {
         self.0.sampling()
+    }
+    fn texts(&self) -> Vec<String> {
+        self.0
+            .prompt_texts()
+            .into_iter()
+            .map(std::borrow::Cow::into_owned)
+            .collect()
     }
 }
 
@@ -97,6 +104,9 @@ pub(crate) async fn dispatch<E: Endpoint>(
     };
     let mut served = Served::first_choice(decision);
     let mut last_error = None;
+    // Hooks that read the whole answer: a stream is held back for them,
+    // and never hedged (a hedge relays as it races).
+    let checked_after = E::CHECKED_BY_CASCADES && guardrails::checks_after(app, &context);
     // A route's shadow copies the request once, beside its first call.
     let mut offered = false;
     while let Some(attempt) = plan.next(&mut served.reason) {
@@ -161,9 +171,13 @@ pub(crate) async fn dispatch<E: Endpoint>(
         let hedge = decision
             .route
             .and_then(|r| app.router.hedge(r))
-            .filter(|_| attempt.first && !attempt.retrying && checked.is_none())
+            .filter(|_| attempt.first && !attempt.retrying && checked.is_none() && !checked_after)
             .zip(plan.upcoming());
-        let mode = plan::mode(tries.streaming, checked.is_some(), hedge.is_some());
+        let mode = plan::mode(
+            tries.streaming,
+            checked.is_some() || checked_after,
+            hedge.is_some(),
+        );
         let answer = match hedge {
             Some((hedge, other)) => {
                 let leg = Leg {
@@ -251,6 +265,17 @@ pub(crate) async fn dispatch<E: Endpoint>(
             }
             served.reason = Reason::CascadeEscalated;
             continue;
+        }
+        if checked_after
+            && let Err(err) = guardrails::after(app, &context, &summary::<E>(&answer)).await
+        {
+            // Billed as served; the caller is told why it gets no answer.
+            record_answer::<E>(&mut record, &answer);
+            record.finish(err.kind());
+            if let Err(err) = record.write().await {
+                return (Err(err), served);
+            }
+            return (Err(err), served);
         }
         let keep = slot.take().map(|slot| {
             (
@@ -354,12 +379,7 @@ fn escalates<E: Endpoint>(
     checks: &[switchyard_policies::CascadeCheck],
     min_mean_logprob: f64,
 ) -> bool {
-    let summary = match answer {
-        Answer::Whole(resp) => E::Request::summarize(resp),
-        Answer::Collected(chunks) => E::Request::summarize_chunks(chunks),
-        Answer::Stream(_) => AnswerSummary::default(),
-    };
-    let failed = failed_check(&summary, checks, min_mean_logprob);
+    let failed = failed_check(&summary::<E>(answer), checks, min_mean_logprob);
     if attempt.first {
         app.router
             .observe(decision, attempt.backend, failed.is_some());
@@ -370,6 +390,16 @@ fn escalates<E: Endpoint>(
         tracing::info!(backend = %backend, check = failed.name(), "cascade escalates");
     }
     failed.is_some()
+}
+
+/// What checks read of an answer held whole (nothing of one relayed as it
+/// streams).
+fn summary<E: Endpoint>(answer: &Answer<E>) -> AnswerSummary {
+    match answer {
+        Answer::Whole(resp) => E::Request::summarize(resp),
+        Answer::Collected(chunks) => E::Request::summarize_chunks(chunks),
+        Answer::Stream(_) => AnswerSummary::default(),
+    }
 }
 
 /// A streamed answer (relayed, or held for a check and replayed) as the

@@ -7,6 +7,7 @@
 //! `prompt_cache` answer or shape a call from what was seen before, `engine`
 //! sets an engine's own request fields; `shadow` sends a sampled copy of a
 //! route's request to its candidate backend and compares the answers.
+//! `guardrails` asks a route's hooks before and after the call.
 //! `masking` masks a request's sensitive values for a backend that is not
 //! local and restores them in its answer.
 //! `daily_spend`, `response_store` and `shadow_lanes` are the state the
@@ -20,6 +21,7 @@ pub mod attempts;
 pub mod daily_spend;
 pub mod endpoint;
 pub mod engine;
+pub mod guardrails;
 pub mod hedge;
 pub mod masking;
 pub mod pipeline;

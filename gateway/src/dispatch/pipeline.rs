@@ -39,6 +39,7 @@ pub async fn serve<E: Endpoint>(
         request.check_caller(caller)?;
     }
     let assessment = sensitive::assess(app, parts.extensions.get::<Caller>(), &request)?;
+    crate::dispatch::guardrails::before(app, &parts, &request).await?;
     let mut decision = decide::<E>(app, &parts, &request, assessment.as_ref()).await?;
     if let Some(assessment) = &assessment {
         sensitive::enforce(app, assessment, &mut decision)?;

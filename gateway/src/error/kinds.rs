@@ -69,6 +69,12 @@ pub enum GatewayError {
         action: switchyard_policies::SensitiveAction,
         message: String,
     },
+    /// A route's guardrail hook blocked the request (or its answer).
+    #[error("{message}")]
+    GuardrailBlocked { message: String },
+    /// A guardrail hook that fails closed failed or was late.
+    #[error("{message}")]
+    GuardrailUnavailable { message: String },
     /// The thing asked for clashes with what is there (a key's name in use).
     #[error("{message}")]
     Conflict { message: String },

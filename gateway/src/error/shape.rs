@@ -146,6 +146,21 @@ impl GatewayError {
             GatewayError::Forbidden { .. } => {
                 shape(StatusCode::FORBIDDEN, "forbidden", "permission_error", None)
             }
+            GatewayError::GuardrailBlocked { .. } => shape(
+                StatusCode::BAD_REQUEST,
+                "guardrail_blocked",
+                "invalid_request_error",
+                Some("guardrail_blocked"),
+            ),
+            GatewayError::GuardrailUnavailable { .. } => Shape {
+                retry_after: Some(Duration::from_secs(1)),
+                ..shape(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "guardrail_unavailable",
+                    "overloaded_error",
+                    Some("guardrail_unavailable"),
+                )
+            },
             GatewayError::SensitiveData { .. } => shape(
                 StatusCode::BAD_REQUEST,
                 "sensitive_data",

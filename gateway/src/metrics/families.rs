@@ -42,6 +42,15 @@ pub struct Routed {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct GuardrailCall {
+    pub guardrail: String,
+    /// `pre_call` or `post_call`.
+    pub stage: &'static str,
+    /// `allow`, `block`, `timeout` or `error`.
+    pub outcome: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct SensitiveFound {
     /// `card`, `email`, ... (never a value).
     pub kind: &'static str,
@@ -161,6 +170,8 @@ pub struct Families {
     pub response_cache: Family<Result, Counter>,
     pub shadow_copies: Family<ShadowCopy, Counter>,
     pub sensitive: Family<SensitiveFound, Counter>,
+    pub guardrail_calls: Family<GuardrailCall, Counter>,
+    pub guardrail_seconds: Histograms<GuardrailCall>,
     pub operation_duration: Histograms<GenAiOutcome>,
     pub token_usage: Histograms<GenAiTokens>,
     pub time_to_first_token: Histograms<GenAi>,
@@ -209,6 +220,9 @@ impl Families {
             response_cache: Family::default(),
             shadow_copies: Family::default(),
             sensitive: Family::default(),
+            guardrail_calls: Family::default(),
+            // Milliseconds to seconds, as a first token's.
+            guardrail_seconds: histograms(buckets::time_to_first_token),
             operation_duration: histograms(buckets::operation_duration),
             token_usage: histograms(buckets::token_usage),
             time_to_first_token: histograms(buckets::time_to_first_token),
@@ -295,6 +309,17 @@ impl Families {
             "switchyard_sensitive_requests",
             "Requests a sensitive-data policy acted on, by kind found and the action taken (a request with two kinds counts once for each)",
             f.sensitive.clone(),
+        );
+        r.register(
+            "switchyard_guardrail_calls",
+            "Guardrail hook calls, by hook, stage (pre_call, post_call) and outcome (allow, block, timeout, error)",
+            f.guardrail_calls.clone(),
+        );
+        r.register_with_unit(
+            "switchyard_guardrail",
+            "Time a guardrail hook took to answer, by hook, stage and outcome",
+            Unit::Seconds,
+            f.guardrail_seconds.clone(),
         );
         r.register_with_unit(
             "gen_ai_client_operation_duration",

@@ -266,6 +266,26 @@ impl Metrics {
             .inc();
     }
 
+    /// Counts and times one guardrail hook call.
+    pub fn guardrail(
+        &self,
+        guardrail: &str,
+        stage: &'static str,
+        outcome: &'static str,
+        took: Duration,
+    ) {
+        let labels = families::GuardrailCall {
+            guardrail: guardrail.to_owned(),
+            stage,
+            outcome,
+        };
+        self.families.guardrail_calls.get_or_create(&labels).inc();
+        self.families
+            .guardrail_seconds
+            .get_or_create(&labels)
+            .observe(took.as_secs_f64());
+    }
+
     /// Counts a request a sensitive-data policy acted on, once per kind.
     pub fn sensitive_found(
         &self,

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use http::HeaderValue;
 use switchyard_policies::{SensitiveAction, SensitivePolicy};
 use switchyard_router::sensitive::{Handling, Kind, Masker, scan_parts};
-use switchyard_router::{Decision, Reason, Target};
+use switchyard_router::{Decision, Reason};
 
 use crate::admit::access::Caller;
 use crate::dispatch::endpoint::Call;
@@ -52,16 +52,10 @@ impl Assessment {
 
 /// The policies that apply to a request for `model` from `caller`.
 fn policies<'a>(app: &'a App, caller: Option<&'a Caller>, model: &str) -> Vec<&'a SensitivePolicy> {
-    let route = match app.router.target(model) {
-        Some(Target::Route(route)) => {
-            let name = app.router.shared_route_name(route);
-            app.config
-                .routes
-                .get(&*name)
-                .and_then(|route| route.sensitive.as_ref())
-        }
-        _ => None,
-    };
+    let route = app
+        .route_of(model)
+        .and_then(|name| app.config.routes.get(&*name))
+        .and_then(|route| route.sensitive.as_ref());
     let key = caller.and_then(|c| c.key.sensitive.as_ref());
     let team = caller
         .and_then(|c| c.key.team.as_deref())

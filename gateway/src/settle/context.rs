@@ -31,6 +31,11 @@ pub trait PromptSource: Send + Sync {
     fn sampling(&self) -> (Option<f64>, Option<f64>) {
         (None, None)
     }
+    /// The prompt's texts in the order a model reads them (for a
+    /// guardrail hook after the call): by default the prompt as one text.
+    fn texts(&self) -> Vec<String> {
+        vec![self.prompt_for_count().0]
+    }
 }
 
 /// A prompt already in hand as text (embeddings' inputs; none at all for

@@ -179,6 +179,8 @@ pub struct App {
     /// for work that outlives the request it came with (a shadow copy).
     pub(crate) shared: std::sync::OnceLock<std::sync::Weak<App>>,
     pub metrics: Arc<Metrics>,
+    /// The routes' guardrail hooks and their client.
+    pub guardrails: Arc<crate::dispatch::guardrails::Guardrails>,
     /// Each route's response cache, where it has one (by route index).
     pub response_caches: Vec<Option<Arc<ResponseCache>>>,
     /// Each route's name as the route receipt's value (by route index).
@@ -201,6 +203,15 @@ pub struct App {
 }
 
 impl App {
+    /// The name of the route a request for `model` takes, if a route (not
+    /// a backend named directly) serves it.
+    pub fn route_of(&self, model: &str) -> Option<Arc<str>> {
+        match self.router.target(model)? {
+            switchyard_router::Target::Route(route) => Some(self.router.shared_route_name(route)),
+            switchyard_router::Target::Backend(_) => None,
+        }
+    }
+
     /// Builds clients for every backend and compiles the routes. Fails when
     /// a backend's API key variable is unset or its client cannot be built.
     pub fn build(config: &Config) -> anyhow::Result<Self> {
@@ -309,6 +320,7 @@ impl App {
             hedges: previous.map(|p| p.hedges.clone()).unwrap_or_default(),
             shadows: ShadowLanes::new(config, previous.map(|p| &p.shadows)),
             shared: std::sync::OnceLock::new(),
+            guardrails: Arc::new(crate::dispatch::guardrails::Guardrails::new(config)?),
             metrics: Arc::new(Metrics::carrying(
                 &config
                     .backends

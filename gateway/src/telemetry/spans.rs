@@ -110,6 +110,33 @@ impl RequestTrace {
         span.end();
     }
 
+    /// A CLIENT span for one guardrail hook call, `guardrail NAME`, from
+    /// `started` to now.
+    pub fn guardrail(
+        &self,
+        name: &str,
+        stage: &'static str,
+        started: SystemTime,
+        outcome: &'static str,
+    ) {
+        let Some(telemetry) = Self::telemetry() else {
+            return;
+        };
+        let attributes = vec![
+            KeyValue::new("switchyard.guardrail.name", name.to_owned()),
+            KeyValue::new("switchyard.guardrail.stage", stage),
+            KeyValue::new("switchyard.guardrail.outcome", outcome),
+        ];
+        let mut span = telemetry
+            .tracer
+            .span_builder(format!("guardrail {name}"))
+            .with_kind(SpanKind::Client)
+            .with_start_time(started)
+            .with_attributes(self.with_request_id(attributes))
+            .start_with_context(&telemetry.tracer, &self.cx);
+        span.end();
+    }
+
     /// A CLIENT span for one upstream attempt, named
     /// `{gen_ai.operation.name} {gen_ai.request.model}`, started at
     /// `started` (when the attempt began waiting for its backend).

@@ -4,6 +4,7 @@
 
 mod accounting;
 mod error;
+mod guardrails;
 mod health;
 mod locate;
 mod predictors;
@@ -38,6 +39,7 @@ pub use accounting::{
     PostgresUrl, Reference, SpendLimit, SpendScope, Team, VirtualKey, Widening, redact_password,
 };
 pub use error::ConfigError;
+pub use guardrails::{Guardrail, GuardrailStage};
 pub use health::HealthCheck;
 pub use predictors::Predictor;
 pub use route::{CacheShare, Hedge, LatencyBudget, ResponseCacheSettings, Shadow};
@@ -81,6 +83,8 @@ pub struct Config {
     pub state: SharedState,
     /// Learned predictors by name (`predictors:`).
     pub predictors: BTreeMap<String, Predictor>,
+    /// Guardrail hooks routes may ask, by name.
+    pub guardrails: BTreeMap<String, Guardrail>,
 }
 
 impl Config {
@@ -122,6 +126,11 @@ impl Config {
             && let PostgresUrl::Env(var) = &postgres.url
         {
             out.push(("ledger.postgres.url".to_owned(), var.clone()));
+        }
+        for hook in self.guardrails.values() {
+            if let Some(var) = &hook.api_key_env {
+                out.push((format!("guardrails.{}.api_key", hook.name), var.clone()));
+            }
         }
         if let Some(redis) = &self.state.redis
             && let state::Secretive::Env(var) = &redis.url

@@ -90,6 +90,8 @@ pub(super) struct RawConfig {
     pub state: super::state::RawState,
     #[serde(default)]
     pub predictors: BTreeMap<String, super::predictors::RawPredictor>,
+    #[serde(default)]
+    pub guardrails: BTreeMap<String, super::guardrails::RawGuardrail>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -345,6 +347,9 @@ pub(super) struct RawRoute {
     pub response_cache: Option<RawResponseCache>,
     pub shadow: Option<RawShadow>,
     pub sensitive: Option<super::sensitive::RawSensitive>,
+    /// Guardrail hooks (names under `guardrails:`) asked for every request.
+    #[serde(default)]
+    pub guardrails: Vec<String>,
 }
 
 #[derive(Debug, Deserialize)]

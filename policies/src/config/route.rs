@@ -26,6 +26,8 @@ pub struct Route {
     pub shadow: Option<Shadow>,
     /// What a request holding sensitive data may do here.
     pub sensitive: Option<super::SensitivePolicy>,
+    /// Guardrail hooks asked for each request, by name, in order.
+    pub guardrails: Vec<String>,
 }
 
 /// Shadow traffic: a sampled copy of the route's requests goes to a

@@ -70,6 +70,8 @@ pub(super) fn validate(raw: RawConfig, text: &str, source: &str) -> Result<Confi
     super::validate_route::check_model_names(&ck, &backends, &routes)?;
     let predictors = super::predictors::validate(&ck, raw.predictors, &backends)?;
     super::predictors::check_uses(&ck, &predictors, &mut routes)?;
+    let guardrails = super::guardrails::validate(&ck, raw.guardrails)?;
+    super::guardrails::check_routes(&ck, &routes, &guardrails)?;
     let default_max_tokens = raw.accounting.default_max_tokens.unwrap_or(4096);
     if default_max_tokens == 0 {
         return Err(ck.error(&["accounting", "default_max_tokens"], "must be at least 1"));
@@ -90,6 +92,7 @@ pub(super) fn validate(raw: RawConfig, text: &str, source: &str) -> Result<Confi
             .transpose()?,
         state: super::state::validate(&ck, raw.state)?,
         predictors,
+        guardrails,
     })
 }
 

@@ -280,6 +280,7 @@ pub(super) fn validate_route(
         }),
         shadow,
         sensitive,
+        guardrails: raw.guardrails,
     })
 }
 
