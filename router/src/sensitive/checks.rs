@@ -70,16 +70,6 @@ pub fn iban_valid(text: &str) -> bool {
     remainder == 1
 }
 
-/// A US social security number as issued: area not 000, 666 or 900-999,
-/// group not 00, serial not 0000.
-pub fn ssn_valid(text: &str) -> bool {
-    let mut parts = text.split('-').map(|p| p.parse::<u32>().unwrap_or(0));
-    let (Some(area), Some(group), Some(serial)) = (parts.next(), parts.next(), parts.next()) else {
-        return false;
-    };
-    area != 0 && area != 666 && area < 900 && group != 0 && serial != 0
-}
-
 /// Shannon entropy of `text`'s characters, bits per character.
 pub fn entropy_bits(text: &str) -> f64 {
     let mut counts = [0u32; 256];
@@ -103,4 +93,95 @@ pub fn token_mixes_classes(text: &str) -> bool {
     text.bytes().any(|b| b.is_ascii_uppercase())
         && text.bytes().any(|b| b.is_ascii_lowercase())
         && text.bytes().any(|b| b.is_ascii_digit())
+}
+
+/// A value a document shows in place of a real one (`sk-xxxx…`,
+/// `xoxb-your-token`): a secret's text with few distinct characters, or
+/// the words such stand-ins use.
+pub fn is_placeholder(text: &str) -> bool {
+    let lower = text.to_ascii_lowercase();
+    let mut seen = [false; 256];
+    for b in text.bytes() {
+        seen[usize::from(b)] = true;
+    }
+    seen.iter().filter(|s| **s).count() < 10
+        || ["your", "xxxx", "placeholder", "redacted", "changeme", "dummy", "here"]
+            .iter()
+            .any(|w| lower.contains(w))
+}
+
+/// An unprefixed token's confidence: mixed classes and random-looking,
+/// and none of the long runs that are not secrets: a subresource
+/// integrity hash (`sha384-…`), a line of wrapped base64 (a certificate's,
+/// a public key's: 64 or 76 characters with `+` or `/`), a UUID, a path,
+/// public key material, base64 that decodes to text.
+pub fn token_confidence(token: &str) -> Option<f32> {
+    let wrapped_line =
+        matches!(token.len(), 64 | 76) && token.bytes().any(|b| b == b'+' || b == b'/');
+    let integrity = ["sha256-", "sha384-", "sha512-"]
+        .iter()
+        .any(|p| token.starts_with(p));
+    let uuid = token.len() == 36
+        && token
+            .bytes()
+            .enumerate()
+            .all(|(i, b)| if matches!(i, 8 | 13 | 18 | 23) { b == b'-' } else { b.is_ascii_hexdigit() });
+    // Public material in base64: an SSH public key (its wire form starts
+    // `AAAA`), a certificate or public key in DER (`MII`), or text.
+    let public = token.starts_with("AAAA") || token.starts_with("MII") || base64_of_text(token);
+    (!wrapped_line
+        && !integrity
+        && !uuid
+        && !public
+        && !token.starts_with('/')
+        && !is_placeholder(token)
+        && token_mixes_classes(token)
+        && entropy_bits(token) >= 4.3)
+        .then_some(0.6)
+}
+
+/// A private key block's confidence: one with a body of key material, not
+/// a stand-in (`(your key here)`).
+pub fn private_key_confidence(block: &str) -> Option<f32> {
+    let body = block.split("-----").nth(2).unwrap_or("");
+    let material = body
+        .bytes()
+        .filter(|b| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'/' | b'='))
+        .count();
+    (material >= 16 && !is_placeholder(body)).then_some(0.99)
+}
+
+/// Whether `token` is standard base64 of text (a sentence encoded, not a
+/// key): decoded, it is UTF-8 and nine characters in ten are printable.
+fn base64_of_text(token: &str) -> bool {
+    let body = token.trim_end_matches('=');
+    if token.len() % 4 != 0 || body.len() < 16 {
+        return false;
+    }
+    let mut bits: u32 = 0;
+    let mut held = 0;
+    let mut bytes = Vec::with_capacity(body.len() * 3 / 4);
+    for b in body.bytes() {
+        let value = match b {
+            b'A'..=b'Z' => b - b'A',
+            b'a'..=b'z' => b - b'a' + 26,
+            b'0'..=b'9' => b - b'0' + 52,
+            b'+' => 62,
+            b'/' => 63,
+            _ => return false,
+        };
+        bits = (bits << 6) | u32::from(value);
+        held += 6;
+        if held >= 8 {
+            held -= 8;
+            bytes.push((bits >> held) as u8);
+        }
+    }
+    let Ok(text) = std::str::from_utf8(&bytes) else {
+        return false;
+    };
+    let (all, printable) = text.chars().fold((0, 0), |(all, printable), c| {
+        (all + 1, printable + usize::from(!c.is_control() || c == '\n'))
+    });
+    all > 0 && printable * 10 >= all * 9
 }

@@ -15,17 +15,15 @@
 
 mod checks;
 mod mask;
+mod national;
 mod normalize;
 mod parts;
+mod patterns;
 
-use std::sync::LazyLock;
-
-use regex::Regex;
-
-use crate::sensitive::checks::{card_confidence, entropy_bits, ssn_valid, token_mixes_classes};
 pub use crate::sensitive::checks::{iban_valid, luhn_valid};
 pub use crate::sensitive::mask::{Masker, StreamRestorer};
 use crate::sensitive::normalize::Folded;
+use crate::sensitive::patterns::PATTERNS;
 pub use crate::sensitive::parts::{PartFinding, scan_parts};
 
 /// What a finding is, as config, headers and the ledger name it.
@@ -97,99 +95,6 @@ pub struct Finding {
 /// caller's policy decides what an unscanned tail means).
 pub const MAX_SCAN_BYTES: usize = 4 << 20;
 
-struct Pattern {
-    kind: Kind,
-    regex: Regex,
-    /// The confidence of a match, or `None` to drop it.
-    check: fn(&str) -> Option<f32>,
-}
-
-fn pattern(kind: Kind, source: &str, check: fn(&str) -> Option<f32>) -> Pattern {
-    Pattern {
-        kind,
-        // The sources below are constants, tested to compile.
-        regex: Regex::new(source).unwrap_or_else(|err| panic!("{source}: {err}")),
-        check,
-    }
-}
-
-static PATTERNS: LazyLock<Vec<Pattern>> = LazyLock::new(|| {
-    vec![
-        pattern(
-            Kind::PrivateKey,
-            r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY-----(?s:.{0,8192}?)(?:-----END (?:[A-Z0-9]+ )*PRIVATE KEY-----|\z)",
-            |_| Some(0.99),
-        ),
-        pattern(
-            Kind::Credential,
-            r"\b(?:sk-(?:ant-|proj-)?[A-Za-z0-9_-]{20,}|AKIA[0-9A-Z]{16}|gh[pousr]_[A-Za-z0-9]{36,}|xox[abprs]-[A-Za-z0-9-]{10,}|eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,})",
-            |_| Some(0.95),
-        ),
-        pattern(
-            Kind::Credential,
-            // Unprefixed tokens: long, mixed, and random-looking. Bounded
-            // both ways by characters a token cannot hold, so a base64 blob
-            // (an image) is one long run, not a token.
-            r"(?:^|[^A-Za-z0-9+/=_-])([A-Za-z0-9+/=_-]{32,128})(?:$|[^A-Za-z0-9+/=_-])",
-            |token| (token_mixes_classes(token) && entropy_bits(token) >= 4.3).then_some(0.6),
-        ),
-        pattern(
-            Kind::Email,
-            r"\b[A-Za-z0-9._%+-]{1,64}@[A-Za-z0-9-]{1,63}(?:\.[A-Za-z0-9-]{1,63})*\.[A-Za-z]{2,24}\b",
-            |_| Some(0.95),
-        ),
-        pattern(
-            Kind::Iban,
-            r"\b[A-Z]{2}[0-9]{2}(?: ?[A-Z0-9]{4}){2,7}(?: ?[A-Z0-9]{1,4})?\b",
-            |text| iban_valid(text).then_some(0.95),
-        ),
-        pattern(
-            Kind::Card,
-            r"\b[0-9](?:[ -]?[0-9]){12,18}\b",
-            card_confidence,
-        ),
-        pattern(
-            Kind::NationalId,
-            // US social security numbers, written with hyphens.
-            r"\b[0-9]{3}-[0-9]{2}-[0-9]{4}\b",
-            |text| ssn_valid(text).then_some(0.85),
-        ),
-        pattern(
-            Kind::NationalId,
-            // UK National Insurance numbers (the prefixes HMRC never issues
-            // left out).
-            r"\b(?:[A-CEGHJ-PR-TW-Z][A-CEGHJ-NPR-TW-Z])(?: ?[0-9]{2}){3} ?[A-D]\b",
-            |text| {
-                (!["BG", "GB", "NK", "KN", "TN", "NT", "ZZ"].contains(&&text[..2])).then_some(0.8)
-            },
-        ),
-        pattern(
-            Kind::Phone,
-            // International form (+ and country code), or North American
-            // (xxx) xxx-xxxx.
-            r"(?:\+[1-9][0-9]{0,2}[ .-]?(?:\([0-9]{1,4}\)[ .-]?)?[0-9]{1,4}(?:[ .-]?[0-9]{2,4}){2,4}\b|\([2-9][0-9]{2}\) ?[2-9][0-9]{2}-[0-9]{4}\b)",
-            |text| {
-                let digits = text.bytes().filter(u8::is_ascii_digit).count();
-                (8..=15).contains(&digits).then_some(0.75)
-            },
-        ),
-        pattern(Kind::Ip, r"\b(?:[0-9]{1,3}\.){3}[0-9]{1,3}\b", |text| {
-            text.parse::<std::net::Ipv4Addr>()
-                .ok()
-                .filter(|ip| !ip.is_unspecified())
-                .map(|_| 0.7)
-        }),
-        pattern(
-            Kind::Ip,
-            r"(?i)\b[0-9a-f]{0,4}(?::[0-9a-f]{0,4}){2,7}\b",
-            |text| {
-                (text.matches(':').count() >= 2 && text.parse::<std::net::Ipv6Addr>().is_ok())
-                    .then_some(0.8)
-            },
-        ),
-    ]
-});
-
 /// Every sensitive value in `text`, in order of where it starts; where
 /// two findings overlap, the first pattern's (the more specific) stands.
 pub fn scan(text: &str) -> Vec<Finding> {
@@ -202,10 +107,10 @@ pub fn scan(text: &str) -> Vec<Finding> {
             let Some(found) = captures.get(1).or_else(|| captures.get(0)) else {
                 continue;
             };
-            let Some(confidence) = (pattern.check)(found.as_str()) else {
+            let Some((len, confidence)) = checked(pattern, found.as_str()) else {
                 continue;
             };
-            let (start, end) = folded.original(found.start(), found.end());
+            let (start, end) = folded.original(found.start(), found.start() + len);
             if findings.iter().any(|f| start < f.end && f.start < end) {
                 continue;
             }
@@ -219,6 +124,23 @@ pub fn scan(text: &str) -> Vec<Finding> {
     }
     findings.sort_by_key(|f| f.start);
     findings
+}
+
+/// The length of `candidate` that passes `pattern`'s check, and its
+/// confidence: the whole, or for a pattern that shrinks, the longest part
+/// ending before a separator that does.
+fn checked(pattern: &patterns::Pattern, candidate: &str) -> Option<(usize, f32)> {
+    if let Some(confidence) = (pattern.check)(candidate) {
+        return Some((candidate.len(), confidence));
+    }
+    if !pattern.shrinks {
+        return None;
+    }
+    candidate
+        .char_indices()
+        .rev()
+        .filter(|(_, c)| matches!(c, ' ' | '-' | '.'))
+        .find_map(|(at, _)| (pattern.check)(&candidate[..at]).map(|c| (at, c)))
 }
 
 /// The largest char boundary at or below `at`.

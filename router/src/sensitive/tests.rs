@@ -10,11 +10,6 @@ fn kinds(text: &str) -> Vec<(Kind, &str)> {
 }
 
 #[test]
-fn every_pattern_compiles() {
-    assert_eq!(PATTERNS.len(), 11);
-}
-
-#[test]
 fn cards_pass_luhn_and_an_issuers_prefix() {
     for card in [
         "4111 1111 1111 1111",
@@ -95,7 +90,7 @@ fn credentials_and_private_keys() {
     assert_eq!(kinds(&format!("key={aws}")), [(Kind::Credential, aws)]);
     let openai = "sk-proj-AbCdEf0123456789GhIjKl";
     assert_eq!(kinds(openai), [(Kind::Credential, openai)]);
-    let github = format!("ghp_{}", "a1B2".repeat(9));
+    let github = "ghp_k3Jd9Lq2Xv8Rt5Wz1Mn7Bc4Hf6Gy0Ps2Ae9Ui".to_owned();
     assert_eq!(kinds(&github), [(Kind::Credential, github.as_str())]);
     let jwt = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U";
     assert_eq!(kinds(jwt), [(Kind::Credential, jwt)]);
@@ -104,9 +99,13 @@ fn credentials_and_private_keys() {
         kinds(&format!("token {random} end")),
         [(Kind::Credential, random)]
     );
-    let pem = "-----BEGIN RSA PRIVATE KEY-----\nMIIEow\n-----END RSA PRIVATE KEY-----";
+    let pem = "-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEAu1SU1LfVLPHCozMxH2Mo\n-----END RSA PRIVATE KEY-----";
     assert_eq!(kinds(&format!("here:\n{pem}\n")), [(Kind::PrivateKey, pem)]);
     // Not secrets: a UUID, a hex digest, a word run, a base64 blob.
+    // Stand-ins a document shows in place of a key.
+    for text in ["sk-xxxxxxxxxxxxxxxxxxxxxxxx", "xoxb-your-token-here", "-----BEGIN PRIVATE KEY-----\n(your key here)\n-----END PRIVATE KEY-----"] {
+        assert!(kinds(text).is_empty(), "{text}: {:?}", kinds(text));
+    }
     let blob = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg".repeat(4);
     for text in [
         "id 123e4567-e89b-12d3-a456-426614174000",
