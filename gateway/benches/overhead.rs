@@ -21,7 +21,8 @@
 //! with that one in turns only (see `compare_builds`).
 //! `OVERHEAD_REDIS=1` compares budgets and rate limits in memory with the
 //! same kept in a `redis-server` on loopback, in turns (see
-//! `compare_state`).
+//! `compare_state`). `OVERHEAD_SENSITIVE=1` compares a key whose requests
+//! are all scanned for sensitive data with one whose are not, in turns.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)] // a benchmark's job is to print
 
@@ -584,38 +585,73 @@ async fn compare_state(sim: &Proc) {
         println!("round {}/{AB_ROUNDS} done", round + 1);
     }
     let redis_cpu_ms = (cpu_ns(redis.pid) - redis_before) as f64 / 1e6;
+    compare_pair(&systems, "redis", "memory");
+    println!("redis-server used {redis_cpu_ms:.0} ms of CPU over the run (on the load's core)");
+}
+
+/// The gateway's CPU per request at each level and its c=1 latency over
+/// the direct call, `with` against `without` (two of `systems`, measured
+/// in turns), the bare hop beside them.
+fn compare_pair(systems: &[System], with: &str, without: &str) {
     let by_name = |name: &str| systems.iter().find(|s| s.name == name).unwrap();
-    let (direct, bare, memory, shared) = (
+    let (direct, bare, a, b) = (
         by_name("direct"),
         by_name("bare-hop"),
-        by_name("memory"),
-        by_name("redis"),
+        by_name(with),
+        by_name(without),
     );
     for level in LEVELS {
         let (r, lo, hi) = spread(
-            shared.turn_cpu[&level]
+            a.turn_cpu[&level]
                 .iter()
-                .zip(&memory.turn_cpu[&level])
-                .map(|(a, b)| a / b),
+                .zip(&b.turn_cpu[&level])
+                .map(|(x, y)| x / y),
         );
         let median_cpu = |s: &System| spread(s.turn_cpu[&level].iter().copied()).0;
         println!(
-            "c={level}: gateway CPU per request with Redis {:.1} us, in memory {:.1} us, bare hop {:.1} us; redis/memory {r:.3}x ({lo:.3}-{hi:.3})",
-            median_cpu(shared),
-            median_cpu(memory),
+            "c={level}: gateway CPU per request {with} {:.1} us, {without} {:.1} us, bare hop {:.1} us; {with}/{without} {r:.3}x ({lo:.3}-{hi:.3})",
+            median_cpu(a),
+            median_cpu(b),
             median_cpu(bare),
         );
     }
     let turn_p50 = |s: &System| quantile(&mut s.turns.clone(), 0.5) * 1000.0;
     let direct_p50 = turn_p50(direct);
     println!(
-        "c=1 added p50 over direct: with Redis {:.1} us, in memory {:.1} us (Redis adds {:.1} us); bare hop {:.1} us",
-        turn_p50(shared) - direct_p50,
-        turn_p50(memory) - direct_p50,
-        turn_p50(shared) - turn_p50(memory),
+        "c=1 added p50 over direct: {with} {:.1} us, {without} {:.1} us ({with} adds {:.1} us); bare hop {:.1} us",
+        turn_p50(a) - direct_p50,
+        turn_p50(b) - direct_p50,
+        turn_p50(a) - turn_p50(b),
         turn_p50(bare) - direct_p50,
     );
-    println!("redis-server used {redis_cpu_ms:.0} ms of CPU over the run (on the load's core)");
+}
+
+/// Every request scanned for sensitive data (the key's `sensitive:` policy
+/// masks what it finds) against none, in turns: what the scan adds.
+async fn compare_sensitive(sim: &Proc) {
+    let mut systems = floor(sim).await;
+    systems.push(System::served(
+        "plain",
+        switchyard_with(&sim.url, switchyard_bin(), "", "").await,
+        true,
+    ));
+    systems.push(System::served(
+        "scanned",
+        switchyard_with(
+            &sim.url,
+            switchyard_bin(),
+            ", sensitive: {action: mask}",
+            "",
+        )
+        .await,
+        true,
+    ));
+    for round in 0..AB_ROUNDS {
+        take_turns(&mut systems).await;
+        systems.swap(2, 3);
+        println!("round {}/{AB_ROUNDS} done", round + 1);
+    }
+    compare_pair(&systems, "scanned", "plain");
 }
 
 fn main() {
@@ -662,6 +698,9 @@ async fn run() {
     }
     if std::env::var("OVERHEAD_REDIS").is_ok() {
         return compare_state(&sim).await;
+    }
+    if std::env::var("OVERHEAD_SENSITIVE").is_ok() {
+        return compare_sensitive(&sim).await;
     }
     let litellm_bin = std::env::var("LITELLM").ok();
     let mut systems = floor(&sim).await;

@@ -40,8 +40,10 @@ fn overlaps(a: (usize, usize), b: (usize, usize)) -> bool {
 
 fn measure() -> (BTreeMap<&'static str, Tally>, usize, usize) {
     let corpus = include_str!("data/sensitive-corpus.jsonl");
-    let mut tallies: BTreeMap<&'static str, Tally> =
-        Kind::ALL.iter().map(|k| (k.as_str(), Tally::default())).collect();
+    let mut tallies: BTreeMap<&'static str, Tally> = Kind::ALL
+        .iter()
+        .map(|k| (k.as_str(), Tally::default()))
+        .collect();
     let (mut negatives, mut flagged_negatives) = (0, 0);
     for line in corpus.lines() {
         let line: Line = serde_json::from_str(line).unwrap();
@@ -150,14 +152,24 @@ fn print_mistakes() {
             if !findings.iter().any(|f| {
                 f.kind.as_str() == span.kind && overlaps((f.start, f.end), (span.start, span.end))
             }) {
-                println!("missed {}: {:?}", span.kind, &line.text[span.start..span.end]);
+                println!(
+                    "missed {}: {:?}",
+                    span.kind,
+                    &line.text[span.start..span.end]
+                );
             }
         }
         for f in &findings {
-            if !line.spans.iter().any(|s| {
-                s.kind == f.kind.as_str() && overlaps((f.start, f.end), (s.start, s.end))
-            }) {
-                println!("false {}: {:?}", f.kind.as_str(), &line.text[f.start..f.end]);
+            if !line
+                .spans
+                .iter()
+                .any(|s| s.kind == f.kind.as_str() && overlaps((f.start, f.end), (s.start, s.end)))
+            {
+                println!(
+                    "false {}: {:?}",
+                    f.kind.as_str(),
+                    &line.text[f.start..f.end]
+                );
             }
         }
     }

@@ -105,9 +105,17 @@ pub fn is_placeholder(text: &str) -> bool {
         seen[usize::from(b)] = true;
     }
     seen.iter().filter(|s| **s).count() < 10
-        || ["your", "xxxx", "placeholder", "redacted", "changeme", "dummy", "here"]
-            .iter()
-            .any(|w| lower.contains(w))
+        || [
+            "your",
+            "xxxx",
+            "placeholder",
+            "redacted",
+            "changeme",
+            "dummy",
+            "here",
+        ]
+        .iter()
+        .any(|w| lower.contains(w))
 }
 
 /// An unprefixed token's confidence: mixed classes and random-looking,
@@ -122,10 +130,13 @@ pub fn token_confidence(token: &str) -> Option<f32> {
         .iter()
         .any(|p| token.starts_with(p));
     let uuid = token.len() == 36
-        && token
-            .bytes()
-            .enumerate()
-            .all(|(i, b)| if matches!(i, 8 | 13 | 18 | 23) { b == b'-' } else { b.is_ascii_hexdigit() });
+        && token.bytes().enumerate().all(|(i, b)| {
+            if matches!(i, 8 | 13 | 18 | 23) {
+                b == b'-'
+            } else {
+                b.is_ascii_hexdigit()
+            }
+        });
     // Public material in base64: an SSH public key (its wire form starts
     // `AAAA`), a certificate or public key in DER (`MII`), or text.
     let public = token.starts_with("AAAA") || token.starts_with("MII") || base64_of_text(token);
@@ -181,7 +192,10 @@ fn base64_of_text(token: &str) -> bool {
         return false;
     };
     let (all, printable) = text.chars().fold((0, 0), |(all, printable), c| {
-        (all + 1, printable + usize::from(!c.is_control() || c == '\n'))
+        (
+            all + 1,
+            printable + usize::from(!c.is_control() || c == '\n'),
+        )
     });
     all > 0 && printable * 10 >= all * 9
 }

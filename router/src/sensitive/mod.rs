@@ -23,7 +23,7 @@ mod patterns;
 pub use crate::sensitive::checks::{iban_valid, luhn_valid};
 pub use crate::sensitive::mask::{Masker, StreamRestorer};
 use crate::sensitive::normalize::Folded;
-use crate::sensitive::patterns::PATTERNS;
+
 pub use crate::sensitive::parts::{PartFinding, scan_parts};
 
 /// What a finding is, as config, headers and the ledger name it.
@@ -101,11 +101,22 @@ pub fn scan(text: &str) -> Vec<Finding> {
     let text = &text[..floor_char_boundary(text, MAX_SCAN_BYTES)];
     let folded = Folded::of(text);
     let mut findings: Vec<Finding> = Vec::new();
-    for pattern in PATTERNS.iter() {
-        for captures in pattern.regex.captures_iter(&folded.text) {
-            // The token pattern's value is its group; the rest, the match.
-            let Some(found) = captures.get(1).or_else(|| captures.get(0)) else {
-                continue;
+    for pattern in patterns::live(&folded.text) {
+        // `find` runs the fast engines; the capture group (the value
+        // inside its bounds) is read only within a match, for the
+        // patterns that have one.
+        for matched in pattern.regex.find_iter(&folded.text) {
+            let found = if pattern.regex.captures_len() > 1 {
+                let Some(group) = pattern
+                    .regex
+                    .captures_at(&folded.text[..matched.end()], matched.start())
+                    .and_then(|c| c.get(1))
+                else {
+                    continue;
+                };
+                group
+            } else {
+                matched
             };
             let Some((len, confidence)) = checked(pattern, found.as_str()) else {
                 continue;

@@ -103,7 +103,11 @@ fn credentials_and_private_keys() {
     assert_eq!(kinds(&format!("here:\n{pem}\n")), [(Kind::PrivateKey, pem)]);
     // Not secrets: a UUID, a hex digest, a word run, a base64 blob.
     // Stand-ins a document shows in place of a key.
-    for text in ["sk-xxxxxxxxxxxxxxxxxxxxxxxx", "xoxb-your-token-here", "-----BEGIN PRIVATE KEY-----\n(your key here)\n-----END PRIVATE KEY-----"] {
+    for text in [
+        "sk-xxxxxxxxxxxxxxxxxxxxxxxx",
+        "xoxb-your-token-here",
+        "-----BEGIN PRIVATE KEY-----\n(your key here)\n-----END PRIVATE KEY-----",
+    ] {
         assert!(kinds(text).is_empty(), "{text}: {:?}", kinds(text));
     }
     let blob = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg".repeat(4);
