@@ -169,7 +169,7 @@ try {
   expect(errors.requests.length > 0, "request log: the refused request is an error");
   same(JSON.stringify(errorRows.map(r => r.id)), JSON.stringify(errors.requests.map(r => r.request_id)), "request log: status=error rows");
   expect(errorRows.every(r => r.status === "error"), "request log: every filtered row is an error");
-  same(errorRows[0]?.cells[10], errors.requests[0]?.error || errors.requests[0]?.refusal || "", "request log: why it failed");
+  same(errorRows[0]?.cells[11], errors.requests[0]?.error || errors.requests[0]?.refusal || "", "request log: why it failed");
   await page.click("#log tbody tr");
   await page.waitForSelector("#detail:not([hidden]) [data-calls]", { timeout: 20000 });
   const record = await (await fetch(url(`/admin/requests/${errors.requests[0].request_id}`), { headers: auth })).json();

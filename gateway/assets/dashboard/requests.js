@@ -6,7 +6,7 @@
 "use strict";
 (() => {
   const PAGE = 50;
-  const FILTERS = ["since", "status", "key", "team", "route", "backend", "outcome", "session", "min_ms"];
+  const FILTERS = ["since", "status", "key", "team", "route", "backend", "outcome", "session", "min_ms", "sensitive"];
   const $ = sel => document.querySelector(sel);
   const { el } = window.switchyardDom;
   const pad = n => String(n).padStart(2, "0");
@@ -84,7 +84,7 @@
     if (!log.requests.length) {
       body.append(el("p", { class: "empty", text: "no requests match" }));
     } else {
-      const head = ["time", "key", "route", "backend", "status", "outcome", "calls", "duration", "tokens in / out", "cost", "why"];
+      const head = ["time", "key", "route", "backend", "status", "outcome", "sensitive", "calls", "duration", "tokens in / out", "cost", "why"];
       const num = new Set(["calls", "duration", "tokens in / out", "cost"]);
       const rows = log.requests.map(r => {
         const tr = el("tr", { "data-id": r.request_id, tabindex: "0" },
@@ -94,6 +94,7 @@
           el("td", { text: r.backend || "—" }),
           statusCell(r),
           el("td", { text: r.outcome }),
+          el("td", { class: "sensitive", text: r.sensitive ? `${r.sensitive} (${r.sensitive_action})` : "" }),
           el("td", { class: "num", text: count(r.calls) }),
           el("td", { class: "num", text: ms(r.duration_ms) }),
           el("td", { class: "num", text: `${count(r.input_tokens)} / ${count(r.output_tokens)}` }),
@@ -129,6 +130,7 @@
         ["first token", ms(rec.ttft_ms)], ["tokens in", count(rec.input_tokens)],
         ["of them cached", count(rec.cached_tokens)], ["tokens out", count(rec.output_tokens)],
         ["cost", usd(rec.cost_usd)], ["refused", rec.refusal], ["error", rec.error],
+        ["sensitive data", rec.sensitive], ["policy did", rec.sensitive_action],
         ["caller's id", rec.client_request_id],
       ].filter(([, v]) => v != null && v !== "");
       const dl = el("dl", null, ...facts.flatMap(([k, v]) => [el("dt", { text: k }), el("dd", { "data-fact": k, text: String(v) })]));

@@ -65,6 +65,21 @@ pub fn parse_filter(
                 })
         })
         .transpose()?;
+    let sensitive = param("sensitive")
+        .map(|text| {
+            if text == "any" || switchyard_policies::SENSITIVE_KINDS.contains(&text.as_str()) {
+                Ok(text)
+            } else {
+                Err(invalid(
+                    "sensitive",
+                    format!(
+                        "`{text}` is not any or one of {}",
+                        switchyard_policies::SENSITIVE_KINDS.join(", ")
+                    ),
+                ))
+            }
+        })
+        .transpose()?;
     let limit = number("limit")?.unwrap_or(DEFAULT_LIMIT);
     if limit == 0 || limit > crate::ledger::MAX_PAGE {
         return Err(invalid(
@@ -83,6 +98,7 @@ pub fn parse_filter(
         outcome: param("outcome"),
         session: param("session"),
         min_duration_ms,
+        sensitive,
         limit,
         offset: number("offset")?.unwrap_or(0),
     })

@@ -39,6 +39,10 @@ pub struct RequestsArgs {
     /// Requests that took at least this many milliseconds.
     #[arg(long)]
     pub min_ms: Option<String>,
+    /// Requests a sensitive-data policy acted on: a kind (card, email...)
+    /// or any.
+    #[arg(long)]
+    pub sensitive: Option<String>,
     /// Requests per page (at most 1000).
     #[arg(long, default_value = "50")]
     pub limit: String,
@@ -67,6 +71,7 @@ pub fn run(args: &RequestsArgs, out: &mut impl Write) -> anyhow::Result<()> {
             "outcome" => args.outcome.clone(),
             "session" => args.session.clone(),
             "min_ms" => args.min_ms.clone(),
+            "sensitive" => args.sensitive.clone(),
             "limit" => Some(args.limit.clone()),
             "offset" => Some(args.offset.clone()),
             _ => None,

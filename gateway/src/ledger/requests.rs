@@ -43,6 +43,9 @@ pub struct RequestFilter {
     /// Requests that took at least this long, first call's start to last
     /// call's end.
     pub min_duration_ms: Option<f64>,
+    /// Requests whose sensitive-data policies acted on this kind (`any`:
+    /// on any).
+    pub sensitive: Option<String>,
     pub limit: u32,
     pub offset: u32,
 }
@@ -119,6 +122,10 @@ pub struct RequestLine {
     pub refusal: Option<String>,
     /// The serving call's error in the backend's own words, redacted.
     pub error: Option<String>,
+    /// The sensitive data its policies acted on (kinds, never values),
+    /// and what they did (`mask`, `local_only`, `refuse`, `allow`).
+    pub sensitive: Option<String>,
+    pub sensitive_action: Option<String>,
 }
 
 /// A page of the log, newest first.
@@ -166,6 +173,7 @@ const LINE: &str = "
         SUM(cached_tokens), SUM(output_tokens), SUM(cost_usd),
         MAX(CASE WHEN pick = 1 THEN refusal END),
         MAX(CASE WHEN pick = 1 THEN error END),
+        MAX(sensitive) AS sensitive, MAX(sensitive_action),
         SUM(backend = :backend) AS touched
     FROM calls GROUP BY request_id";
 
@@ -193,6 +201,8 @@ fn line(row: &Row<'_>) -> rusqlite::Result<RequestLine> {
         cost_usd: row.get(17)?,
         refusal: row.get(18)?,
         error: row.get(19)?,
+        sensitive: row.get(20)?,
+        sensitive_action: row.get(21)?,
     })
 }
 
@@ -237,6 +247,14 @@ pub fn request_log(conn: &Connection, filter: &RequestFilter) -> rusqlite::Resul
     if filter.outcome.is_some() {
         kept.push("outcome = :outcome");
         params.push((":outcome", text(&filter.outcome)));
+    }
+    match filter.sensitive.as_deref() {
+        None => {}
+        Some("any") => kept.push("sensitive IS NOT NULL"),
+        Some(kind) => {
+            kept.push("(',' || sensitive || ',') LIKE :sensitive");
+            params.push((":sensitive", Value::Text(format!("%,{kind},%"))));
+        }
     }
     if let Some(min) = filter.min_duration_ms {
         kept.push("took >= :min");
