@@ -2,8 +2,8 @@
 //! (`scripts/sensitive-corpus.sh`: Faker in 14 locales, values written as
 //! people write them, look-alikes, and a thousand hard negatives): the
 //! precision and recall of each kind, which the docs page shows. The table
-//! the docs include (`docs/src/routing/sensitive-figures.md`) must be the
-//! one measured here; `SWITCHYARD_BLESS=1` rewrites it after a detector
+//! the docs include (`tests/data/sensitive-figures.md`) must be the one
+//! measured here; `SWITCHYARD_BLESS=1` rewrites it after a detector
 //! changes.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is the failure report
@@ -117,7 +117,7 @@ fn the_docs_show_the_figures_measured_on_the_corpus() {
     let measured = table();
     let path = concat!(
         env!("CARGO_MANIFEST_DIR"),
-        "/../docs/src/routing/sensitive-figures.md"
+        "/tests/data/sensitive-figures.md"
     );
     if std::env::var_os("SWITCHYARD_BLESS").is_some() {
         std::fs::write(path, &measured).unwrap();

@@ -38,7 +38,7 @@ pub async fn serve<E: Endpoint>(
     if let Some(caller) = parts.extensions.get::<Caller>() {
         request.check_caller(caller)?;
     }
-    let assessment = sensitive::assess(app, parts.extensions.get::<Caller>(), &request)?;
+    let assessment = sensitive::assess_request(app, parts.extensions.get::<Caller>(), &request)?;
     crate::dispatch::guardrails::before(app, &parts, &request).await?;
     let mut decision = decide::<E>(app, &parts, &request, assessment.as_ref()).await?;
     if let Some(assessment) = &assessment {

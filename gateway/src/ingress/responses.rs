@@ -72,13 +72,13 @@ pub async fn serve(app: &App, req: Request<Incoming>) -> Result<Response<Body>, 
     let (assessment, mut decision) = match &translated {
         Ok(chat) => {
             chat.validate()?;
-            let assessment = sensitive::assess(app, caller, chat)?;
+            let assessment = sensitive::assess_request(app, caller, chat)?;
             crate::dispatch::guardrails::before(app, &parts, chat).await?;
             let decision = decide::<Responses>(app, &parts, chat, assessment.as_ref()).await?;
             (assessment, decision)
         }
         Err(_) => {
-            let assessment = sensitive::assess(app, caller, &raw)?;
+            let assessment = sensitive::assess_request(app, caller, &raw)?;
             crate::dispatch::guardrails::before(app, &parts, &raw).await?;
             let decision =
                 decide::<NativeResponses>(app, &parts, &raw, assessment.as_ref()).await?;

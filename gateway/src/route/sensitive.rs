@@ -64,6 +64,26 @@ fn policies<'a>(app: &'a App, caller: Option<&'a Caller>, model: &str) -> Vec<&'
     [route, team, key].into_iter().flatten().collect()
 }
 
+/// [`assess`] for a request about to be served: what was acted on is
+/// counted (`switchyard_sensitive_requests_total`), refusals included.
+pub fn assess_request<R: Call>(
+    app: &App,
+    caller: Option<&Caller>,
+    request: &R,
+) -> Result<Option<Assessment>, GatewayError> {
+    let assessed = assess(app, caller, request);
+    let counted = match &assessed {
+        Ok(Some(a)) => Some((a.handling.kinds.as_str(), a.handling.action)),
+        Err(GatewayError::SensitiveData { kinds, action, .. }) => Some((kinds.as_str(), *action)),
+        _ => None,
+    };
+    if let Some((kinds, action)) = counted {
+        let kinds: Vec<Kind> = kinds.split(',').filter_map(Kind::from_name).collect();
+        app.metrics.sensitive_found(&kinds, action.as_str());
+    }
+    assessed
+}
+
 /// Scans `request` when a policy applies: `None` when none applies or
 /// none found a kind it detects; a refusal when the strictest says so.
 pub fn assess<R: Call>(
@@ -98,7 +118,6 @@ pub fn assess<R: Call>(
     acted.dedup();
     let kinds: Vec<&str> = acted.iter().map(|k| k.as_str()).collect();
     let kinds = kinds.join(",");
-    app.metrics.sensitive_found(&acted, action.as_str());
     if action == SensitiveAction::Refuse {
         return Err(refused(&kinds, action, "that its policy refuses"));
     }
