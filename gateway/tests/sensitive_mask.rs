@@ -197,3 +197,41 @@ async fn masked_values_never_reach_the_cloud_and_come_back_to_the_caller() {
             >= 6.0
     );
 }
+
+/// A backend's error that quotes the prompt: under a policy, the ledger's
+/// row and the log line keep the placeholders, never the values.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_backends_words_about_the_prompt_are_masked_in_the_ledger_and_the_log() {
+    const DECLINED: &str = r#"{"error": {"message": "card 4111 1111 1111 1111 of jane.doe@example.com was declined", "type": "invalid_request_error"}}"#;
+    let (onprem, _) = support::canned_server(1, "400 Bad Request", DECLINED).await;
+    let log = support::unique_path("sensitive-log");
+    let gateway = GatewayBuilder::new()
+        .backend_yaml(&format!(
+            "  onprem:\n    tier: large\n    local: true\n    model: big\n    openai: {{base_url: 'http://{onprem}/v1'}}\n"
+        ))
+        .route("kept", "strategy:\n  split:\n    weights: {onprem: 1}\nsensitive: {action: local_only}")
+        .start_logging("info", Some(&log));
+    let body = json!({"model": "kept", "max_tokens": 5, "messages": [
+        {"role": "user", "content": format!("charge {CARD} for {EMAIL}")}]});
+    let answer = post_json(&gateway.url("/v1/chat/completions"), &body).await;
+    assert_eq!(answer.status, 400, "{:?}", answer.body);
+    let errors = support::ledger_rows(
+        &gateway,
+        "SELECT error FROM requests WHERE error IS NOT NULL",
+        1,
+        |r| r.get::<_, String>(0),
+    )
+    .await;
+    assert!(
+        errors[0].contains("[CARD_1]")
+            && !errors[0].contains("4111")
+            && !errors[0].contains("jane.doe"),
+        "{errors:?}"
+    );
+    let written = std::fs::read_to_string(&log).unwrap();
+    assert!(written.contains("[CARD_1]"), "{written}");
+    assert!(
+        !written.contains("4111") && !written.contains("jane.doe"),
+        "{written}"
+    );
+}

@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use http::HeaderValue;
 use switchyard_policies::{SensitiveAction, SensitivePolicy};
-use switchyard_router::sensitive::{Handling, Kind, Masker, scan_parts};
+use switchyard_router::sensitive::{Handling, Kind, MAX_SCAN_BYTES, Masker, scan_parts};
 use switchyard_router::{Decision, Reason};
 
 use crate::admit::access::Caller;
@@ -43,7 +43,7 @@ impl Assessment {
             handling: Arc::new(Handling {
                 kinds: self.handling.kinds.clone(),
                 action: SensitiveAction::LocalOnly,
-                masker: None,
+                masker: self.handling.masker.clone(),
             }),
             receipt: self.receipt,
         }
@@ -97,6 +97,14 @@ pub fn assess<R: Call>(
     }
     let texts = request.prompt_texts();
     let texts: Vec<&str> = texts.iter().map(AsRef::as_ref).collect();
+    // Past the scan's limit a text's tail would go out unread: a request
+    // that large is refused under a policy (the body limit keeps this
+    // from happening unless it was raised past 16 MiB).
+    if texts.iter().map(|t| t.len()).sum::<usize>() > MAX_SCAN_BYTES {
+        return Err(GatewayError::BodyTooLarge {
+            limit: MAX_SCAN_BYTES,
+        });
+    }
     let found = scan_parts(&texts);
     let mut acted: Vec<Kind> = Vec::new();
     let mut action = None;
@@ -126,8 +134,11 @@ pub fn assess<R: Call>(
     if action == SensitiveAction::Mask && !R::MASKABLE {
         action = SensitiveAction::LocalOnly;
     }
-    let masker =
-        (action == SensitiveAction::Mask).then(|| Arc::new(Masker::new(&texts, &found, &acted)));
+    // Kept local, values are not masked for the calls (none leaves), but
+    // still in what the gateway writes of the request (a backend's error
+    // in the ledger, a span's content).
+    let masker = matches!(action, SensitiveAction::Mask | SensitiveAction::LocalOnly)
+        .then(|| Arc::new(Masker::new(&texts, &found, &acted)));
     Ok(Some(Assessment {
         receipt: HeaderValue::from_str(&kinds).ok(),
         handling: Arc::new(Handling {

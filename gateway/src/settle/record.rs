@@ -366,7 +366,19 @@ impl RequestRecord {
     /// backend's own words for it (redacted) go on the call's log line.
     pub fn failed(&mut self, err: &GatewayError) {
         self.outcome = err.kind();
-        self.error = err.upstream_detail();
+        // A backend's words can quote the prompt: values a policy keeps in
+        // are masked there too, for the ledger and the log line.
+        self.error = err.upstream_detail().map(|mut detail| {
+            if let Some(masker) = self
+                .context
+                .sensitive
+                .as_ref()
+                .and_then(|s| s.masker.as_ref())
+            {
+                masker.mask(&mut detail);
+            }
+            detail
+        });
     }
 
     /// Records a whole (not streamed) call's outcome, and writes the row as

@@ -189,10 +189,9 @@ impl RequestRecord {
         }
     }
 
-    /// What a span may record of a request's text: a sensitive-data
-    /// policy that masks has the values masked there too, one that keeps
-    /// the request local or refuses has nothing of it recorded (a trace
-    /// collector is somewhere else).
+    /// What a span may record of a request's text: where a sensitive-data
+    /// policy masks or keeps the request local, the values are masked
+    /// there too (a trace collector is somewhere else).
     fn content_shown(
         &self,
         (mut prompt, mut output): (String, Option<String>),
