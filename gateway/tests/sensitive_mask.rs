@@ -38,10 +38,14 @@ const EVENTS: &str = concat!(
 );
 
 fn conversation(model: &str, stream: bool) -> Value {
-    json!({"model": model, "stream": stream, "max_tokens": 20, "messages": [
+    json!({"model": model, "stream": stream, "max_tokens": 20, "user": EMAIL,
+        "tools": [{"type": "function", "function": {"name": "lookup",
+            "description": format!("Looks up a customer; ours is {EMAIL}"), "parameters": {"type": "object"}}}],
+        "messages": [
         {"role": "system", "content": format!("The customer's address is {EMAIL}.")},
         {"role": "user", "content": [{"type": "text", "text": format!("Pay with {CARD}.")}]},
-        {"role": "assistant", "content": null, "tool_calls": [{"id": "t0", "type": "function",
+        {"role": "assistant", "content": null, "reasoning_content": format!("They wrote from {EMAIL}."),
+            "tool_calls": [{"id": "t0", "type": "function",
             "function": {"name": "lookup", "arguments": format!("{{\"email\":\"{EMAIL}\"}}")}}]},
         {"role": "tool", "tool_call_id": "t0", "content": format!("card on file: {CARD}")},
         {"role": "user", "content": "go ahead"}]})
@@ -116,6 +120,7 @@ async fn masked_values_never_reach_the_cloud_and_come_back_to_the_caller() {
         "Pay with [CARD_1].",
         r#"{\"email\":\"[EMAIL_1]\"}"#,
         "card on file: [CARD_1]",
+        "They wrote from [EMAIL_1].",
     ] {
         assert!(sent.contains(masked), "{masked} not in {sent}");
     }

@@ -2,7 +2,8 @@
 //! scans for sensitive data, masks before a call leaves for the cloud, and
 //! restores in the answer. Each walk visits every text field a backend is
 //! sent or sends back (messages and their parts, tool results, tool
-//! calls' arguments, completion prompts, embedding inputs), in order.
+//! calls' arguments, earlier reasoning, tool descriptions, the caller's
+//! `user`, completion prompts, embedding inputs), in order.
 
 use serde_json::Value;
 
@@ -46,6 +47,11 @@ pub fn slot_choice(slot: u64) -> u32 {
     u32::try_from(slot >> 32).unwrap_or(u32::MAX)
 }
 
+/// Text a message carries beside its content: a model's earlier reasoning
+/// (`reasoning_content`, as this crate puts Anthropic's thinking;
+/// `reasoning`), and a refusal.
+const MESSAGE_TEXT_FIELDS: [&str; 3] = ["reasoning_content", "reasoning", "refusal"];
+
 fn message_texts<'a>(message: &'a Message, out: &mut Vec<&'a str>) {
     match &message.content {
         Some(Content::Text(text)) => out.push(text),
@@ -54,6 +60,11 @@ fn message_texts<'a>(message: &'a Message, out: &mut Vec<&'a str>) {
     }
     for call in message.tool_calls.iter().flatten() {
         out.push(&call.function.arguments);
+    }
+    for field in MESSAGE_TEXT_FIELDS {
+        if let Some(Value::String(text)) = message.extra.get(field) {
+            out.push(text);
+        }
     }
 }
 
@@ -70,20 +81,44 @@ fn message_texts_mut(message: &mut Message, f: &mut dyn FnMut(&mut String)) {
     for call in message.tool_calls.iter_mut().flatten() {
         f(&mut call.function.arguments);
     }
+    for field in MESSAGE_TEXT_FIELDS {
+        if let Some(Value::String(text)) = message.extra.get_mut(field) {
+            f(text);
+        }
+    }
 }
 
+/// A chat request's texts: every message's, then the tools' descriptions
+/// and the caller's `user`, which a backend is sent too.
 impl PromptTexts for ChatRequest {
     fn prompt_texts(&self) -> Vec<&str> {
         let mut out = Vec::with_capacity(self.messages.len());
         for message in &self.messages {
             message_texts(message, &mut out);
         }
+        for tool in self.tools.iter().flat_map(|t| t.iter()) {
+            out.extend(tool.function.description.as_deref());
+        }
+        out.extend(self.user.as_deref());
         out
     }
 
     fn prompt_texts_mut(&mut self, f: &mut dyn FnMut(&mut String)) {
         for message in &mut self.messages {
             message_texts_mut(message, f);
+        }
+        // Shared with the request's other tries: copied only here.
+        for tool in self
+            .tools
+            .iter_mut()
+            .flat_map(|t| std::sync::Arc::make_mut(t).iter_mut())
+        {
+            if let Some(description) = &mut tool.function.description {
+                f(description);
+            }
+        }
+        if let Some(user) = &mut self.user {
+            f(user);
         }
     }
 }

@@ -64,7 +64,11 @@ pub(crate) fn local_targets(app: &App, decision: &Decision, tried: &[usize]) -> 
         .chain(0..app.backends.len());
     let mut out: VecDeque<usize> = VecDeque::new();
     for index in locals {
-        if !app.backends[index].is_cloud() && !tried.contains(&index) && !out.contains(&index) {
+        let handle = &app.backends[index];
+        // A request its sensitive-data policy keeps local goes only where
+        // that policy trusts (`local`), not to every tier budgets count so.
+        let allowed = !handle.is_cloud() && (!decision.local_only || handle.local);
+        if allowed && !tried.contains(&index) && !out.contains(&index) {
             out.push_back(index);
         }
     }

@@ -5,18 +5,27 @@
 //! start of a placeholder cut between two chunks is held until the next
 //! chunk says whether it is one.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
+
+use aho_corasick::{AhoCorasick, MatchKind};
 
 use super::Kind;
 use super::parts::PartFinding;
 
+/// A piece shorter than this, of a value split across two texts, is not
+/// masked on its own: a digit or two would be replaced wherever it stands.
+const MIN_PIECE_BYTES: usize = 4;
+
 /// The values of one request and their placeholders.
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, Default)]
 pub struct Masker {
-    /// (value, placeholder), longest value first, so a value that holds
-    /// another is replaced whole.
-    pairs: Vec<(String, String)>,
+    values: Vec<String>,
+    placeholders: Vec<String>,
+    /// Finds values (longest first where two start together), and
+    /// placeholders: each text is rewritten in one pass.
+    find_values: Option<AhoCorasick>,
+    find_placeholders: Option<AhoCorasick>,
     /// The longest placeholder: the most text a stream holds back.
     longest: usize,
 }
@@ -26,57 +35,74 @@ impl Masker {
     /// `kinds`. Numbered per kind in order of appearance, skipping any a
     /// text already holds (which would be restored into a value).
     pub fn new(texts: &[&str], found: &[PartFinding], kinds: &[Kind]) -> Masker {
-        let mut pairs: Vec<(String, String)> = Vec::new();
+        let held = placeholders_in(texts);
+        let mut index: HashMap<&str, usize> = HashMap::new();
         let mut numbers: HashMap<Kind, u32> = HashMap::new();
+        let (mut values, mut placeholders) = (Vec::new(), Vec::new());
         for finding in found.iter().filter(|f| kinds.contains(&f.kind)) {
+            let split = finding.pieces.len() > 1;
             for &(text, start, end) in &finding.pieces {
                 let value = &texts[text][start..end];
-                if pairs.iter().any(|(v, _)| v == value) {
+                if index.contains_key(value) || (split && value.len() < MIN_PIECE_BYTES) {
                     continue;
                 }
                 let placeholder = loop {
                     let n = numbers.entry(finding.kind).or_insert(0);
                     *n += 1;
                     let candidate = format!("[{}_{n}]", finding.kind.as_str().to_uppercase());
-                    if !texts.iter().any(|t| t.contains(&candidate)) {
+                    if !held.contains(&candidate) {
                         break candidate;
                     }
                 };
-                pairs.push((value.to_owned(), placeholder));
+                index.insert(value, values.len());
+                values.push(value.to_owned());
+                placeholders.push(placeholder);
             }
         }
-        pairs.sort_by_key(|(value, _)| std::cmp::Reverse(value.len()));
-        let longest = pairs.iter().map(|(_, p)| p.len()).max().unwrap_or(0);
-        Masker { pairs, longest }
+        let automaton = |patterns: &[String]| {
+            (!patterns.is_empty())
+                .then(|| {
+                    AhoCorasick::builder()
+                        .match_kind(MatchKind::LeftmostLongest)
+                        .build(patterns)
+                        .ok()
+                })
+                .flatten()
+        };
+        Masker {
+            find_values: automaton(&values),
+            find_placeholders: automaton(&placeholders),
+            longest: placeholders.iter().map(String::len).max().unwrap_or(0),
+            values,
+            placeholders,
+        }
     }
 
     pub fn is_empty(&self) -> bool {
-        self.pairs.is_empty()
+        self.values.is_empty()
     }
 
     /// Values masked.
     pub fn len(&self) -> usize {
-        self.pairs.len()
+        self.values.len()
     }
 
     /// Replaces every value in `text` by its placeholder.
     pub fn mask(&self, text: &mut String) {
-        for (value, placeholder) in &self.pairs {
-            if text.contains(value.as_str()) {
-                *text = text.replace(value.as_str(), placeholder);
-            }
+        if let Some(find) = &self.find_values
+            && find.is_match(text.as_str())
+        {
+            *text = find.replace_all(text, &self.placeholders);
         }
     }
 
     /// Replaces every placeholder in `text` by its value.
     pub fn restore(&self, text: &mut String) {
-        if !text.contains('[') {
-            return;
-        }
-        for (value, placeholder) in &self.pairs {
-            if text.contains(placeholder.as_str()) {
-                *text = text.replace(placeholder.as_str(), value);
-            }
+        if let Some(find) = &self.find_placeholders
+            && text.contains('[')
+            && find.is_match(text.as_str())
+        {
+            *text = find.replace_all(text, &self.values);
         }
     }
 
@@ -90,7 +116,10 @@ impl Masker {
 
     /// How much of the end of `text` could be the start of a placeholder.
     fn open_tail(&self, text: &str) -> usize {
-        let from = text.len().saturating_sub(self.longest.saturating_sub(1));
+        let mut from = text.len().saturating_sub(self.longest.saturating_sub(1));
+        while !text.is_char_boundary(from) {
+            from += 1;
+        }
         let Some(at) = text[from..]
             .char_indices()
             .map(|(i, _)| from + i)
@@ -98,15 +127,44 @@ impl Masker {
                 let tail = &text[i..];
                 tail.starts_with('[')
                     && self
-                        .pairs
+                        .placeholders
                         .iter()
-                        .any(|(_, p)| p.len() > tail.len() && p.starts_with(tail))
+                        .any(|p| p.len() > tail.len() && p.starts_with(tail))
             })
         else {
             return 0;
         };
         text.len() - at
     }
+}
+
+/// Two maskers are the same when they hold the same values and
+/// placeholders (their automatons follow from those).
+impl PartialEq for Masker {
+    fn eq(&self, other: &Masker) -> bool {
+        self.values == other.values && self.placeholders == other.placeholders
+    }
+}
+
+/// Every `[KIND_N]` the texts already hold, in one pass each.
+fn placeholders_in(texts: &[&str]) -> HashSet<String> {
+    let mut held = HashSet::new();
+    for text in texts {
+        let mut rest = *text;
+        while let Some(open) = rest.find('[') {
+            rest = &rest[open..];
+            let Some(close) = rest[1..]
+                .find(|c: char| !(c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_'))
+            else {
+                break;
+            };
+            if rest[1 + close..].starts_with(']') {
+                held.insert(rest[..close + 2].to_owned());
+            }
+            rest = &rest[1..];
+        }
+    }
+    held
 }
 
 /// Restores one streamed answer, text field by text field (`slot`: a
@@ -208,6 +266,26 @@ mod tests {
         assert_eq!(stream.holding(), [7]);
         out += &stream.finish(7).unwrap();
         assert_eq!(out, "see [1] and a@example.com[EMA");
+    }
+
+    #[test]
+    fn a_stream_of_wide_characters_is_cut_only_between_them() {
+        let masker = masker(&["write to a@example.com"]);
+        let mut stream = masker.stream();
+        let mut out = String::new();
+        for piece in [
+            "こんにちは、",
+            "送信先は[EM",
+            "AIL_1]です。日本語のテキスト",
+            "🎉",
+        ] {
+            out += &stream.push(0, piece);
+        }
+        out += &stream.finish(0).unwrap_or_default();
+        assert_eq!(
+            out,
+            "こんにちは、送信先はa@example.comです。日本語のテキスト🎉"
+        );
     }
 
     #[test]

@@ -20,6 +20,9 @@ mod normalize;
 mod parts;
 mod patterns;
 
+use std::collections::BTreeMap;
+use std::ops::Range;
+
 pub use crate::sensitive::checks::{iban_valid, luhn_valid};
 pub use crate::sensitive::mask::{Masker, StreamRestorer};
 use crate::sensitive::normalize::Folded;
@@ -103,31 +106,51 @@ pub const MAX_SCAN_BYTES: usize = 16 << 20;
 pub fn scan(text: &str) -> Vec<Finding> {
     let text = &text[..floor_char_boundary(text, MAX_SCAN_BYTES)];
     let folded = Folded::of(text);
+    let haystack = folded.text.as_str();
+    // Folded ranges taken so far, by start: an overlap is one lookup.
+    let mut taken: BTreeMap<usize, usize> = BTreeMap::new();
     let mut findings: Vec<Finding> = Vec::new();
-    for pattern in patterns::live(&folded.text) {
-        // `find` runs the fast engines; the capture group (the value
-        // inside its bounds) is read only within a match, for the
-        // patterns that have one.
-        for matched in pattern.regex.find_iter(&folded.text) {
-            let found = if pattern.regex.captures_len() > 1 {
-                let Some(group) = pattern
-                    .regex
-                    .captures_at(&folded.text[..matched.end()], matched.start())
-                    .and_then(|c| c.get(1))
-                else {
-                    continue;
-                };
-                group
-            } else {
-                matched
+    for pattern in patterns::live(haystack) {
+        let grouped = pattern.regex.captures_len() > 1;
+        let mut at = 0;
+        // `find_at` runs the fast engines; a pattern's group (the value
+        // inside the characters that bound it) is read within the match.
+        while at <= haystack.len() {
+            let Some(matched) = pattern.regex.find_at(haystack, at) else {
+                break;
             };
-            let Some((len, confidence)) = checked(pattern, found.as_str()) else {
+            let found = if grouped {
+                pattern
+                    .regex
+                    .captures_at(&haystack[..matched.end()], matched.start())
+                    .and_then(|c| c.get(1))
+            } else {
+                Some(matched)
+            };
+            // The next search starts where the value ends, not the match:
+            // the character bounding one value may bound the next.
+            let next = found.map_or(matched.end(), |f| f.end());
+            at = ceil_char_boundary(haystack, next.max(at + 1));
+            let Some(found) = found else { continue };
+            let Some((range, confidence)) = checked(pattern, found.as_str()) else {
                 continue;
             };
-            let (start, end) = folded.original(found.start(), found.start() + len);
-            if findings.iter().any(|f| start < f.end && f.start < end) {
+            let (start, end) = (found.start() + range.start, found.start() + range.end);
+            if pattern
+                .context
+                .is_some_and(|fits| !fits(haystack, start, end))
+            {
                 continue;
             }
+            if taken
+                .range(..end)
+                .next_back()
+                .is_some_and(|(_, &taken_end)| taken_end > start)
+            {
+                continue;
+            }
+            taken.insert(start, end);
+            let (start, end) = folded.original(start, end);
             findings.push(Finding {
                 kind: pattern.kind,
                 start,
@@ -140,21 +163,40 @@ pub fn scan(text: &str) -> Vec<Finding> {
     findings
 }
 
-/// The length of `candidate` that passes `pattern`'s check, and its
+/// The part of `candidate` that passes `pattern`'s check, and its
 /// confidence: the whole, or for a pattern that shrinks, the longest part
-/// ending before a separator that does.
-fn checked(pattern: &patterns::Pattern, candidate: &str) -> Option<(usize, f32)> {
+/// between separators that does (a card number with its expiry after it,
+/// or a quantity before it; an IBAN and the next word).
+fn checked(pattern: &patterns::Pattern, candidate: &str) -> Option<(Range<usize>, f32)> {
     if let Some(confidence) = (pattern.check)(candidate) {
-        return Some((candidate.len(), confidence));
+        return Some((0..candidate.len(), confidence));
     }
     if !pattern.shrinks {
         return None;
     }
-    candidate
-        .char_indices()
-        .rev()
-        .filter(|(_, c)| matches!(c, ' ' | '-' | '.'))
-        .find_map(|(at, _)| (pattern.check)(&candidate[..at]).map(|c| (at, c)))
+    let cuts: Vec<usize> = candidate
+        .bytes()
+        .enumerate()
+        .filter(|(_, b)| matches!(b, b' ' | b'-' | b'.'))
+        .map(|(i, _)| i)
+        .collect();
+    let starts = std::iter::once(0).chain(cuts.iter().map(|c| c + 1));
+    for start in starts {
+        let ends = std::iter::once(candidate.len()).chain(cuts.iter().rev().copied());
+        for end in ends.filter(|&end| end > start) {
+            if let Some(confidence) = (pattern.check)(&candidate[start..end]) {
+                return Some((start..end, confidence));
+            }
+        }
+    }
+    None
+}
+
+/// The smallest char boundary at or above `at`; `at` itself past the end.
+fn ceil_char_boundary(text: &str, at: usize) -> usize {
+    (at..text.len())
+        .find(|&i| text.is_char_boundary(i))
+        .unwrap_or(at)
 }
 
 /// The largest char boundary at or below `at`.

@@ -24,6 +24,9 @@ pub struct Pattern {
     /// the same characters (a card number and its expiry, an IBAN and
     /// the next word): shorter candidates ending at a separator are tried.
     pub shrinks: bool,
+    /// What the text around a value must be, given the text and the
+    /// value's range: `false` drops it.
+    pub context: Option<fn(&str, usize, usize) -> bool>,
 }
 
 fn pattern(kind: Kind, source: &str, check: fn(&str) -> Option<f32>) -> Pattern {
@@ -34,6 +37,7 @@ fn pattern(kind: Kind, source: &str, check: fn(&str) -> Option<f32>) -> Pattern 
             .unwrap_or_else(|err| panic!("{source}: {err}")),
         check,
         shrinks: false,
+        context: None,
     }
 }
 
@@ -54,6 +58,30 @@ fn phone_digits(
     digits.contains(&n).then_some(confidence)
 }
 
+/// Whether the value at `start..end` is not a line of a wrapped base64
+/// block (a certificate, a public key, an attachment): such a line stands
+/// alone on its line, and so does a line of the same alphabet beside it.
+fn not_wrapped_base64(text: &str, start: usize, end: usize) -> bool {
+    let alone = (start == 0 || text[..start].ends_with('\n'))
+        && (end == text.len() || text[end..].starts_with(['\n', '\r']));
+    if !alone {
+        return true;
+    }
+    let base64_line = |line: &str| {
+        let line = line.trim_end_matches('\r');
+        line.len() >= 16
+            && line
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'/' | b'='))
+    };
+    let before = text[..start].trim_end_matches('\n').rsplit('\n').next();
+    let after = text[end..]
+        .trim_start_matches(['\r', '\n'])
+        .split('\n')
+        .next();
+    !(before.is_some_and(base64_line) || after.is_some_and(base64_line))
+}
+
 pub static PATTERNS: LazyLock<Vec<Pattern>> = LazyLock::new(|| {
     vec![
         pattern(
@@ -72,15 +100,18 @@ pub static PATTERNS: LazyLock<Vec<Pattern>> = LazyLock::new(|| {
             r"\b(?:sk-(?:ant-|proj-)?[A-Za-z0-9_-]{20,}|(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{16,}|(?:AKIA|ASIA)[0-9A-Z]{16}|gh[pousr]_[A-Za-z0-9]{36,}|github_pat_[A-Za-z0-9_]{40,}|hf_[A-Za-z0-9]{30,}|xox[abprs]-[A-Za-z0-9-]{10,}|eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,})",
             |text| (!is_placeholder(text)).then_some(0.95),
         ),
-        pattern(
-            Kind::Credential,
-            // Unprefixed tokens: long, mixed, and random-looking. Bounded
-            // both ways by characters a token cannot hold, so a base64 blob
-            // (an image) is one long run, not a token; a `name=` before
-            // one is not part of it.
-            r"(?:^|[^A-Za-z0-9+/=_-])(?:[A-Za-z_][A-Za-z0-9_]{0,31}=)?([A-Za-z0-9+/_-][A-Za-z0-9+/=_-]{31,127})(?:$|[^A-Za-z0-9+/=_-])",
-            token_confidence,
-        ),
+        Pattern {
+            context: Some(not_wrapped_base64),
+            ..pattern(
+                Kind::Credential,
+                // Unprefixed tokens: long, mixed, and random-looking. Bounded
+                // both ways by characters a token cannot hold, so a base64 blob
+                // (an image) is one long run, not a token; a `name=` before
+                // one is not part of it.
+                r"(?:^|[^A-Za-z0-9+/=_-])(?:[A-Za-z_][A-Za-z0-9_]{0,31}=)?([A-Za-z0-9+/_-][A-Za-z0-9+/=_-]{31,127})(?:$|[^A-Za-z0-9+/=_-])",
+                token_confidence,
+            )
+        },
         pattern(
             Kind::Email,
             // Bounded before by a character an address cannot hold (a
@@ -137,7 +168,7 @@ pub static PATTERNS: LazyLock<Vec<Pattern>> = LazyLock::new(|| {
             Kind::NationalId,
             // France's social security number (NIR): 13 digits and a key
             // of 97 less their remainder mod 97.
-            r"\b[12](?: ?[0-9]{2}){2} ?(?:[0-9]{2}|2[AB])(?: ?[0-9]{3}){2} ?[0-9]{2}\b",
+            r"\b[1-478](?: ?[0-9]{2}){2} ?(?:[0-9]{2}|2[AB])(?: ?[0-9]{3}){2} ?[0-9]{2}\b",
             |text| insee_valid(text).then_some(0.85),
         ),
         pattern(

@@ -140,3 +140,33 @@ fn a_huge_prompt_is_scanned_only_so_far() {
     assert_eq!(Kind::from_name("national_id"), Some(Kind::NationalId));
     assert_eq!(Kind::ALL.map(Kind::as_str).len(), 8);
 }
+
+#[test]
+fn neighbours_are_each_found() {
+    // One character between values: the bound of one is the bound of the
+    // next.
+    let ips: Vec<&str> = kinds("10.0.0.1\n10.0.0.2\n10.0.0.3")
+        .into_iter()
+        .map(|(_, v)| v)
+        .collect();
+    assert_eq!(ips, ["10.0.0.1", "10.0.0.2", "10.0.0.3"]);
+    let env = "A=Zx8Qp2Lm7Vt4Rk9Wn3Jc6Hs1Fd5Gb0Ya\nB=Qw7Er5Ty3Ui1Op9As8Df6Gh4Jk2Lz0Xc";
+    assert_eq!(kinds(env).len(), 2, "{:?}", kinds(env));
+    // A quantity before a card, an expiry after it.
+    assert_eq!(
+        kinds("qty 2 4111 1111 1111 1111 exp 09 27"),
+        [(Kind::Card, "4111 1111 1111 1111")]
+    );
+    assert_eq!(
+        kinds("card 4111 1111 1111 1111 09 27"),
+        [(Kind::Card, "4111 1111 1111 1111")]
+    );
+}
+
+#[test]
+fn many_findings_are_each_found() {
+    // A hundred thousand addresses: each overlap check is one lookup, so
+    // this is a pass over the text, not minutes of comparisons.
+    let text = "a@example.com ".repeat(100_000);
+    assert_eq!(scan(&text).len(), 100_000);
+}
