@@ -14,126 +14,19 @@
 //! timed (`switchyard_guardrail_seconds`), counted by outcome
 //! (`switchyard_guardrail_calls_total`) and a span of the request's trace.
 
-use std::collections::BTreeMap;
-use std::time::{Duration, Instant, SystemTime};
-
-use bytes::Bytes;
-use http::{HeaderValue, Method, Request};
-use http_body_util::{BodyExt, Full, Limited};
-use serde::{Deserialize, Serialize};
-use switchyard_adapters::upstream::{HttpClient, http_client};
-use switchyard_policies::{Config, Guardrail, GuardrailStage};
+use std::time::{Instant, SystemTime};
 
 use http::request::Parts;
+use switchyard_policies::GuardrailStage;
 use switchyard_router::AnswerSummary;
 
 use crate::admit::access::Caller;
 use crate::dispatch::endpoint::Call;
+use crate::dispatch::guardrail_hooks::{Asked, Failure, Verdict, call};
 use crate::error::GatewayError;
 use crate::settle::context::{RequestContext, request_ids};
 use crate::state::app::App;
 use crate::telemetry::RequestTrace;
-
-/// The most of a hook's answer read: a verdict, not a document.
-const MAX_ANSWER_BYTES: usize = 64 * 1024;
-
-/// The running config's hooks, with the client that calls them.
-pub struct Guardrails {
-    client: HttpClient,
-    hooks: BTreeMap<String, Hook>,
-}
-
-struct Hook {
-    settings: Guardrail,
-    /// `Authorization: Bearer` with the variable `api_key` names.
-    authorization: Option<HeaderValue>,
-}
-
-impl Guardrails {
-    /// Fails when a hook's token variable is unset.
-    pub fn new(config: &Config) -> anyhow::Result<Guardrails> {
-        let mut hooks = BTreeMap::new();
-        for (name, settings) in &config.guardrails {
-            let authorization = match &settings.api_key_env {
-                None => None,
-                Some(var) => {
-                    let token = std::env::var(var).map_err(|_| {
-                        anyhow::anyhow!(
-                            "guardrails.{name}.api_key: environment variable {var} is not set"
-                        )
-                    })?;
-                    let mut value =
-                        HeaderValue::from_str(&format!("Bearer {token}")).map_err(|_| {
-                            anyhow::anyhow!(
-                                "guardrails.{name}.api_key: {var} is not a valid header value"
-                            )
-                        })?;
-                    value.set_sensitive(true);
-                    Some(value)
-                }
-            };
-            hooks.insert(
-                name.clone(),
-                Hook {
-                    settings: settings.clone(),
-                    authorization,
-                },
-            );
-        }
-        let client = http_client(Duration::from_secs(2))?;
-        Ok(Guardrails { client, hooks })
-    }
-
-    /// Whether `route` asks any hook at `stage`.
-    pub fn any(&self, app: &App, route: Option<&str>, stage: GuardrailStage) -> bool {
-        !self.of(app, route, stage).is_empty()
-    }
-
-    fn of<'a>(&'a self, app: &App, route: Option<&str>, stage: GuardrailStage) -> Vec<&'a Hook> {
-        let Some(route) = route.and_then(|r| app.config.routes.get(r)) else {
-            return Vec::new();
-        };
-        route
-            .guardrails
-            .iter()
-            .filter_map(|name| self.hooks.get(name))
-            .filter(|hook| hook.settings.stage == stage)
-            .collect()
-    }
-}
-
-/// What a hook is told of the request.
-#[derive(Serialize)]
-struct Asked<'a> {
-    request_id: Option<&'a str>,
-    route: Option<&'a str>,
-    model: &'a str,
-    key: Option<&'a str>,
-    team: Option<&'a str>,
-    prompt: Vec<&'a str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    answer: Option<&'a str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    tool_arguments: Option<&'a [String]>,
-}
-
-#[derive(Serialize)]
-struct Body<'a> {
-    guardrail: &'a str,
-    stage: &'static str,
-    #[serde(flatten)]
-    asked: &'a Asked<'a>,
-}
-
-#[derive(Deserialize)]
-#[serde(tag = "action", rename_all = "snake_case")]
-enum Verdict {
-    Allow,
-    Block {
-        #[serde(default)]
-        reason: Option<String>,
-    },
-}
 
 /// Asks the hooks of the route `request` names before anything is
 /// routed or called.
@@ -141,7 +34,7 @@ pub async fn before<R: Call>(app: &App, parts: &Parts, request: &R) -> Result<()
     let route = app.route_of(request.model());
     if !app
         .guardrails
-        .any(app, route.as_deref(), GuardrailStage::PreCall)
+        .any(route.as_deref(), GuardrailStage::PreCall)
     {
         return Ok(());
     }
@@ -166,7 +59,7 @@ pub async fn before<R: Call>(app: &App, parts: &Parts, request: &R) -> Result<()
 /// answer is whole (so a streamed answer is held back for them).
 pub fn checks_after(app: &App, context: &RequestContext) -> bool {
     app.guardrails
-        .any(app, context.route.as_deref(), GuardrailStage::PostCall)
+        .any(context.route.as_deref(), GuardrailStage::PostCall)
 }
 
 /// Asks the request's hooks about its whole answer.
@@ -204,7 +97,7 @@ async fn ask(
     stage: GuardrailStage,
     asked: &Asked<'_>,
 ) -> Result<(), GatewayError> {
-    for hook in app.guardrails.of(app, asked.route, stage) {
+    for hook in app.guardrails.of(asked.route, stage) {
         let name = hook.settings.name.as_str();
         let started = (Instant::now(), SystemTime::now());
         let result = call(&app.guardrails.client, hook, stage, asked).await;
@@ -245,65 +138,4 @@ async fn ask(
         }
     }
     Ok(())
-}
-
-enum Failure {
-    Late,
-    Failed(String),
-}
-
-impl std::fmt::Display for Failure {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Failure::Late => f.write_str("no answer in time"),
-            Failure::Failed(why) => f.write_str(why),
-        }
-    }
-}
-
-async fn call(
-    client: &HttpClient,
-    hook: &Hook,
-    stage: GuardrailStage,
-    asked: &Asked<'_>,
-) -> Result<Verdict, Failure> {
-    let body = serde_json::to_vec(&Body {
-        guardrail: &hook.settings.name,
-        stage: stage.as_str(),
-        asked,
-    })
-    .map_err(|err| Failure::Failed(err.to_string()))?;
-    let mut request = Request::builder()
-        .method(Method::POST)
-        .uri(&hook.settings.url)
-        .header(http::header::CONTENT_TYPE, "application/json");
-    if let Some(authorization) = &hook.authorization {
-        request = request.header(http::header::AUTHORIZATION, authorization);
-    }
-    let request = request
-        .body(Full::new(Bytes::from(body)))
-        .map_err(|err| Failure::Failed(err.to_string()))?;
-    let answered = async {
-        let response = client
-            .request(request)
-            .await
-            .map_err(|err| Failure::Failed(format!("unreachable: {err}")))?;
-        let status = response.status();
-        let body = Limited::new(response.into_body(), MAX_ANSWER_BYTES)
-            .collect()
-            .await
-            .map_err(|err| Failure::Failed(format!("reading its answer: {err}")))?
-            .to_bytes();
-        if !status.is_success() {
-            return Err(Failure::Failed(format!("it answered {status}")));
-        }
-        serde_json::from_slice::<Verdict>(&body).map_err(|err| {
-            Failure::Failed(format!(
-                "its answer is not {{\"action\": \"allow\" | \"block\"}}: {err}"
-            ))
-        })
-    };
-    tokio::time::timeout(hook.settings.timeout, answered)
-        .await
-        .unwrap_or(Err(Failure::Late))
 }

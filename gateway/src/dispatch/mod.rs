@@ -21,6 +21,7 @@ pub mod attempts;
 pub mod daily_spend;
 pub mod endpoint;
 pub mod engine;
+pub mod guardrail_hooks;
 pub mod guardrails;
 pub mod hedge;
 pub mod masking;

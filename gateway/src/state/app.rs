@@ -180,7 +180,7 @@ pub struct App {
     pub(crate) shared: std::sync::OnceLock<std::sync::Weak<App>>,
     pub metrics: Arc<Metrics>,
     /// The routes' guardrail hooks and their client.
-    pub guardrails: Arc<crate::dispatch::guardrails::Guardrails>,
+    pub guardrails: Arc<crate::dispatch::guardrail_hooks::Guardrails>,
     /// Each route's response cache, where it has one (by route index).
     pub response_caches: Vec<Option<Arc<ResponseCache>>>,
     /// Each route's name as the route receipt's value (by route index).
@@ -320,7 +320,7 @@ impl App {
             hedges: previous.map(|p| p.hedges.clone()).unwrap_or_default(),
             shadows: ShadowLanes::new(config, previous.map(|p| &p.shadows)),
             shared: std::sync::OnceLock::new(),
-            guardrails: Arc::new(crate::dispatch::guardrails::Guardrails::new(config)?),
+            guardrails: Arc::new(crate::dispatch::guardrail_hooks::Guardrails::new(config)?),
             metrics: Arc::new(Metrics::carrying(
                 &config
                     .backends

@@ -166,7 +166,7 @@ pub fn private_key_confidence(block: &str) -> Option<f32> {
 /// key): decoded, it is UTF-8 and nine characters in ten are printable.
 fn base64_of_text(token: &str) -> bool {
     let body = token.trim_end_matches('=');
-    if token.len() % 4 != 0 || body.len() < 16 {
+    if !token.len().is_multiple_of(4) || body.len() < 16 {
         return false;
     }
     let mut bits: u32 = 0;
