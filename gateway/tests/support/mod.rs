@@ -320,6 +320,19 @@ pub fn write_temp_config(yaml: &str) -> std::path::PathBuf {
     path
 }
 
+/// What `switchyard check` says of `yaml` on stderr; fails the test when
+/// check accepts it.
+pub fn check_refuses(yaml: &str) -> String {
+    let path = write_temp_config(yaml);
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_switchyard"))
+        .args(["check", "--config"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert!(!out.status.success(), "check accepted:\n{yaml}");
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
 /// The gateway on its embedded default config.
 pub fn default_gateway() -> Proc {
     Proc::spawn(
