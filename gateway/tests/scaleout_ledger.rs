@@ -196,7 +196,7 @@ async fn three_replicas_migrate_once_and_record_every_request_once() {
         ),
         // Version 2 added the shadow columns; 3 the error column, the
         // request-id index and the stored keys.
-        "1,2,3",
+        "1,2,3,4",
         "each schema version applied once"
     );
     let urls = replicas
@@ -641,7 +641,7 @@ async fn a_database_at_schema_version_1_is_read_then_migrated_with_its_rows() {
     let compared =
         compare_report(&conn, (now - 86_400_000, now), None, &BTreeMap::new()).expect("compare");
     assert!(compared.lines.is_empty());
-    // The next start migrates: versions 2 and 3 again, every row kept.
+    // The next start migrates: versions 2, 3 and 4 again, every row kept.
     let ledger = Ledger::open(&settings).expect("open and migrate");
     // The request log finds one request's row in PostgreSQL, by the
     // gateway's id or (within the window) the caller's own.
@@ -661,7 +661,7 @@ async fn a_database_at_schema_version_1_is_read_then_migrated_with_its_rows() {
             "older",
             "SELECT string_agg(version::text, ',' ORDER BY version) FROM switchyard_schema"
         ),
-        "1,2,3"
+        "1,2,3,4"
     );
     assert_eq!(
         pg.psql(
