@@ -686,8 +686,52 @@ async fn recorded_outcomes_train_a_predictor_offline() {
         switchyard_router::learned::Weights::from_json(&std::fs::read_to_string(&weights).unwrap())
             .unwrap();
     assert_ne!(trained, switchyard_router::learned::Weights::default());
+
+    // Trained under the config that will use the weights, which names the
+    // file not written yet: training reads no weights, then `check` finds
+    // the new file.
+    let dir = support::unique_path("train-config");
+    std::fs::create_dir_all(&dir).unwrap();
+    let config = dir.join("switchyard.yaml");
+    let yaml = sims()
+        .route(
+            "learned",
+            "strategy:\n  learned: {predictor: p, threshold: 0.5, easy: small, hard: large}",
+        )
+        .section("predictors:\n  p: {backend: small, weights: weights.json}")
+        .yaml();
+    std::fs::write(&config, yaml).unwrap();
+    let run = |args: &[&str]| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_switchyard"))
+            .args(args)
+            .arg("--config")
+            .arg(&config)
+            .output()
+            .unwrap()
+    };
+    let trained_here = run(&[
+        "train-router",
+        "--from",
+        record.to_str().unwrap(),
+        "--out",
+        dir.join("weights.json").to_str().unwrap(),
+        "--model",
+        "learned",
+    ]);
+    assert!(
+        trained_here.status.success(),
+        "{}",
+        String::from_utf8_lossy(&trained_here.stderr)
+    );
+    let checked = run(&["check"]);
+    assert!(
+        checked.status.success(),
+        "{}",
+        String::from_utf8_lossy(&checked.stderr)
+    );
     let _ = std::fs::remove_file(&record);
     let _ = std::fs::remove_file(&weights);
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// The policy as written: an 80/20 split sends 20% to the cloud whatever

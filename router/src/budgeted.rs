@@ -93,6 +93,10 @@ pub(crate) fn candidate_traces(
                 (false, Some(why), true) => format!("passed over: {why}"),
                 (false, _, false) => "slower".to_owned(),
             };
+            let verdict = match p.learned_concurrency {
+                Some(n) => format!("{verdict} (learned concurrency {n})"),
+                None => verdict,
+            };
             let trace = CandidateTrace {
                 backend: String::new(),
                 ttft_p50_ms: p.ttft_p50_ms,
@@ -100,6 +104,7 @@ pub(crate) fn candidate_traces(
                 queue_ms: p.queue_ms,
                 tokens_per_s: p.tokens_per_s,
                 total_p90_ms: p.total_p90_ms,
+                learned_concurrency: p.learned_concurrency,
                 cost_usd: c.cost_usd,
                 within_budget: breached.is_none(),
                 verdict,
@@ -189,6 +194,7 @@ mod tests {
             tokens_per_s: tps,
             total_p90_ms: ttft_ms + 256.0 / tps * 1000.0,
             error_rate: 0.0,
+            learned_concurrency: None,
         };
         Candidate {
             backend,

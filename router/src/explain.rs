@@ -50,6 +50,10 @@ pub struct CandidateTrace {
     pub queue_ms: f64,
     pub tokens_per_s: f64,
     pub total_p90_ms: f64,
+    /// The concurrency the backend's own first-token times taught, when
+    /// below what the model was told.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub learned_concurrency: Option<u32>,
     pub cost_usd: f64,
     pub within_budget: bool,
     /// Why it was picked or passed over.

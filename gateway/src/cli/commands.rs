@@ -130,7 +130,7 @@ pub fn run(command: Command) -> anyhow::Result<()> {
             seed,
             epochs,
         } => {
-            let config = config_file::load(config.as_deref())?;
+            let config = config_file::load_for_training(config.as_deref())?;
             let settings = crate::cli::route::TrainSettings {
                 from: &from,
                 out: &out,

@@ -304,7 +304,23 @@ impl RequestRecord {
     /// The first generated output is here (a streamed answer): the time to
     /// first token.
     pub fn first_output(&mut self) {
-        self.first_output.get_or_insert_with(Instant::now);
+        if self.first_output.is_some() {
+            return;
+        }
+        let now = Instant::now();
+        self.first_output = Some(now);
+        // Told now, not when the answer ends: the requests routed
+        // meanwhile see what its wait says of the backend's concurrency.
+        self.latency.first_token(
+            self.backend_index,
+            &switchyard_router::latency::Observation {
+                prompt_tokens: self.context.prompt_tokens,
+                cached_tokens: self.expected_cached_tokens,
+                ttft: Some(now.saturating_duration_since(self.started)),
+                concurrent: self.load,
+                ..Default::default()
+            },
+        );
     }
 
     /// A whole answer arrived. Its first token came some time before, not

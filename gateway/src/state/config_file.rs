@@ -9,6 +9,24 @@ use switchyard_router::learned::Weights;
 pub const EMBEDDED_DEFAULT: &str = include_str!("default.yaml");
 
 pub fn load(path: Option<&Path>) -> anyhow::Result<Config> {
+    load_with(path, WeightsFiles::Read)
+}
+
+/// The config `switchyard train-router` learns under: its predictors'
+/// weights are not read (training computes features only, and the file
+/// a predictor names may be the one about to be written).
+pub fn load_for_training(path: Option<&Path>) -> anyhow::Result<Config> {
+    load_with(path, WeightsFiles::Skip)
+}
+
+/// Whether predictors' weights files are read.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum WeightsFiles {
+    Read,
+    Skip,
+}
+
+fn load_with(path: Option<&Path>, weights: WeightsFiles) -> anyhow::Result<Config> {
     match path {
         None => Ok(Config::from_yaml(EMBEDDED_DEFAULT, "<embedded default>")?),
         Some(path) => {
@@ -21,6 +39,7 @@ pub fn load(path: Option<&Path>) -> anyhow::Result<Config> {
             let predictors: Vec<(String, String)> = config
                 .predictors
                 .values()
+                .filter(|_| weights == WeightsFiles::Read)
                 .filter_map(|p| Some((p.name.clone(), p.weights.clone()?)))
                 .collect();
             for (name, file) in predictors {

@@ -27,6 +27,11 @@ pub trait LatencyStore: Send + Sync {
     /// `fresh_for`.
     fn set_engine_load(&self, backend: usize, load: EngineLoad, fresh_for: Duration);
     fn observe(&self, backend: usize, observation: &Observation);
+    /// A streamed call's first token came (`observation` as far as known:
+    /// its load, prompt and first-token time): whether it waited behind
+    /// others teaches the backend's concurrency at once, before the next
+    /// requests are routed, not when the answer ends.
+    fn first_token(&self, backend: usize, observation: &Observation);
     fn predict(&self, backend: usize, shape: &Shape) -> Prediction;
     /// The backend's recent decode and prefill speeds and error rate
     /// against its own baseline, as far as known.
@@ -131,6 +136,10 @@ impl LatencyStore for LocalLatency {
         self.with(backend, |m| m.drifts()).unwrap_or_default()
     }
 
+    fn first_token(&self, backend: usize, observation: &Observation) {
+        self.with(backend, |m| m.first_token(observation));
+    }
+
     fn predict(&self, backend: usize, shape: &Shape) -> Prediction {
         let others = self.others_running(backend);
         self.with(backend, |m| m.predict(shape, Instant::now(), others))
@@ -141,6 +150,7 @@ impl LatencyStore for LocalLatency {
                 tokens_per_s: 0.0,
                 total_p90_ms: f64::INFINITY,
                 error_rate: 1.0,
+                learned_concurrency: None,
             })
     }
 }

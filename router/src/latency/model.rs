@@ -46,6 +46,9 @@ pub struct LatencyHints {
     pub decode_tokens_per_s: f64,
     /// Requests the backend serves at once.
     pub concurrency: u32,
+    /// Whether `concurrency` was told (config, a simulator's own): when
+    /// not, the model trusts only what it has seen run at once, plus one.
+    pub concurrency_known: bool,
 }
 
 impl Default for LatencyHints {
@@ -55,6 +58,7 @@ impl Default for LatencyHints {
             prefill_tokens_per_s: 1000.0,
             decode_tokens_per_s: 30.0,
             concurrency: 8,
+            concurrency_known: false,
         }
     }
 }
@@ -107,6 +111,9 @@ pub struct Prediction {
     /// Time to the last token, at p90 first-token time.
     pub total_p90_ms: f64,
     pub error_rate: f64,
+    /// The backend's concurrency as its first-token times taught it, when
+    /// below what the model was told (the queue above waits on it).
+    pub learned_concurrency: Option<u32>,
 }
 
 #[derive(Debug, Clone)]
@@ -138,6 +145,18 @@ pub struct BackendLatency {
     error_drift: ShareDrift,
     error_rate: f64,
     concurrency: u32,
+    concurrency_known: bool,
+    /// Requests the backend serves at once, as its own first-token times
+    /// showed (`None` until one waited behind others): below
+    /// `concurrency`, it is the limit predictions use.
+    learned_slots: Option<u32>,
+    /// The most requests seen running at once without a first token
+    /// waiting.
+    proven_slots: u32,
+    /// Calls in a row that ran beside more than `learned_slots` without
+    /// waiting: three raise it (one may have met a request in its last
+    /// bytes, counted as running though its slot was free).
+    beyond_learned: u32,
     queue: Queue,
 }
 
@@ -171,6 +190,10 @@ impl BackendLatency {
             prefill_load: std::array::from_fn(|_| Stat::new(1.0)),
             error_rate: 0.0,
             concurrency: hints.concurrency.max(1),
+            concurrency_known: hints.concurrency_known,
+            learned_slots: None,
+            proven_slots: 0,
+            beyond_learned: 0,
             queue: Queue::default(),
         }
     }
@@ -208,8 +231,76 @@ impl BackendLatency {
         let ahead = u32::try_from(self.queue.len()).unwrap_or(u32::MAX);
         ahead
             .saturating_add(1)
-            .min(self.concurrency)
+            .min(self.slots())
             .saturating_add(others)
+    }
+
+    /// Requests the backend serves at once: as configured, or fewer where
+    /// its own first-token times showed it; told nothing, as many as have
+    /// run at once without waiting, and one more to find out.
+    pub fn slots(&self) -> u32 {
+        let untold = (!self.concurrency_known).then(|| self.proven_slots.max(1) + 1);
+        self.learned_slots
+            .or(untold)
+            .map_or(self.concurrency, |learned| learned.min(self.concurrency))
+    }
+
+    /// The concurrency learned from the backend's first-token times, when
+    /// it is below what the model was told.
+    pub fn learned_concurrency(&self) -> Option<u32> {
+        self.learned_slots.filter(|&s| s < self.concurrency)
+    }
+
+    /// Whether a call that ran beside others waited at the backend behind
+    /// them: `Some(true)` when its first token came at least three times
+    /// (and 100 ms) later than its overhead and prefill alone take (jitter
+    /// and a busier machine do not do that; a queue inside the engine
+    /// does), `Some(false)` when it came within half again of that, `None`
+    /// between (a short wait behind a request about to end tells
+    /// nothing) or alone.
+    fn waited_at_backend(&self, o: &Observation, ttft_ms: f64) -> Option<bool> {
+        if o.concurrent < 2 {
+            return None;
+        }
+        let uncached = f64::from(o.prompt_tokens.saturating_sub(o.cached_tokens));
+        let alone_ms =
+            self.base_ttft_ms.quantile(0.5) + uncached / self.prefill_tps.mean().max(1e-3) * 1000.0;
+        if ttft_ms > 3.0 * alone_ms && ttft_ms - alone_ms > 100.0 {
+            Some(true)
+        } else {
+            (ttft_ms <= 1.5 * alone_ms).then_some(false)
+        }
+    }
+
+    /// Learns the backend's concurrency from a call's first token: lower
+    /// when it waited behind the others running, higher again when as
+    /// many ran at once without waiting.
+    pub fn first_token(&mut self, o: &Observation) {
+        let Some(ttft) = o.ttft else { return };
+        let ttft_ms = ttft.as_secs_f64() * 1000.0;
+        match self.waited_at_backend(o, ttft_ms) {
+            Some(true) => {
+                let fits = o.concurrent.saturating_sub(1).max(1);
+                self.learned_slots = Some(self.learned_slots.map_or(fits, |s| s.min(fits)));
+                self.beyond_learned = 0;
+            }
+            Some(false) => {
+                self.proven_slots = self.proven_slots.max(o.concurrent);
+                if self.learned_slots.is_some_and(|s| o.concurrent > s) {
+                    self.beyond_learned += 1;
+                    if self.beyond_learned >= 3 {
+                        self.beyond_learned = 0;
+                        self.learned_slots =
+                            (o.concurrent < self.concurrency).then_some(o.concurrent);
+                    }
+                }
+            }
+            None => {
+                if o.concurrent < 2 {
+                    self.proven_slots = self.proven_slots.max(1);
+                }
+            }
+        }
     }
 
     /// The backend time a request of `shape` takes at a load level: its
@@ -252,6 +343,12 @@ impl BackendLatency {
             return;
         };
         let ttft_ms = ttft.as_secs_f64() * 1000.0;
+        if self.waited_at_backend(o, ttft_ms) == Some(true) {
+            // Its first token waited behind other requests: not the
+            // backend's overhead or prefill, and not the model's error.
+            self.observe_decode_of(o, ttft);
+            return;
+        }
         self.ttft_ms.observe(ttft_ms);
         if let Some(predicted) = o.predicted_ttft_ms.filter(|p| *p > 0.0 && p.is_finite()) {
             let waited_ms = o.waited.as_secs_f64() * 1000.0;
@@ -274,6 +371,11 @@ impl BackendLatency {
             let prefill_ms = f64::from(uncached) / prefill.max(1e-3) * 1000.0;
             self.base_ttft_ms.observe((ttft_ms - prefill_ms).max(0.0));
         }
+        self.observe_decode_of(o, ttft);
+    }
+
+    /// The decode rate a streamed call showed after its first token.
+    fn observe_decode_of(&mut self, o: &Observation, ttft: Duration) {
         let decoding = o.total.saturating_sub(ttft).as_secs_f64();
         let rate = o.reported_decode_tokens_per_s.or_else(|| {
             (o.output_tokens > 1 && decoding > 0.0)
@@ -336,7 +438,7 @@ impl BackendLatency {
         };
         let queue_ms = self
             .queue
-            .wait_ms(self.concurrency, self.service_ms(&typical, level), now);
+            .wait_ms(self.slots(), self.service_ms(&typical, level), now);
         let uncached = f64::from(shape.prompt_tokens.saturating_sub(shape.cached_tokens));
         let prefill_ms = uncached / prefill * 1000.0;
         let (ttft_p50_ms, ttft_p90_ms) = if self.calibration.samples() > CALIBRATION_SAMPLES {
@@ -358,6 +460,7 @@ impl BackendLatency {
             tokens_per_s,
             total_p90_ms: ttft_p90_ms + f64::from(shape.output_tokens) / tokens_per_s * 1000.0,
             error_rate: self.error_rate,
+            learned_concurrency: self.learned_concurrency(),
         }
     }
 
@@ -381,165 +484,4 @@ impl BackendLatency {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn ms(v: u64) -> Duration {
-        Duration::from_millis(v)
-    }
-
-    fn shape(prompt: u32, cached: u32, output: u32) -> Shape {
-        Shape {
-            prompt_tokens: prompt,
-            cached_tokens: cached,
-            output_tokens: output,
-            class: PromptClass::Prose,
-        }
-    }
-
-    fn observation(prompt: u32, ttft_ms: u64, output: u32, total_ms: u64) -> Observation {
-        Observation {
-            prompt_tokens: prompt,
-            output_tokens: output,
-            ttft: Some(ms(ttft_ms)),
-            total: ms(total_ms),
-            concurrent: 1,
-            ..Observation::default()
-        }
-    }
-
-    fn predict(model: &BackendLatency, prompt: u32, cached: u32, output: u32) -> Prediction {
-        model.predict(&shape(prompt, cached, output), Instant::now(), 0)
-    }
-
-    #[test]
-    fn learns_overhead_prefill_and_decode() {
-        let mut model = BackendLatency::new(LatencyHints::default());
-        for _ in 0..40 {
-            // 50 ms overhead; 2000 tokens/s prefill; 100 tokens/s decode.
-            model.observe(&observation(20, 60, 101, 60 + 1000));
-            model.observe(&observation(1000, 550, 11, 550 + 100));
-        }
-        let short = predict(&model, 20, 0, 100);
-        let long = predict(&model, 1000, 0, 100);
-        assert!((short.ttft_p50_ms - 60.0).abs() < 15.0, "{short:?}");
-        assert!((long.ttft_p50_ms - 550.0).abs() < 60.0, "{long:?}");
-        assert!((short.tokens_per_s - 100.0).abs() < 10.0, "{short:?}");
-        // Cached tokens skip prefill.
-        assert!(predict(&model, 1000, 960, 100).ttft_p50_ms < long.ttft_p50_ms / 3.0);
-    }
-
-    #[test]
-    fn a_backend_that_slows_down_is_noticed() {
-        let mut model = BackendLatency::new(LatencyHints {
-            base_ttft: ms(50),
-            ..LatencyHints::default()
-        });
-        let before = predict(&model, 10, 0, 10).ttft_p90_ms;
-        for _ in 0..20 {
-            model.observe(&observation(10, 2000, 10, 2100));
-        }
-        assert!(predict(&model, 10, 0, 10).ttft_p90_ms > before * 10.0);
-    }
-
-    #[test]
-    fn the_work_ahead_is_waited_for_until_it_is_done() {
-        let mut model = BackendLatency::new(LatencyHints {
-            concurrency: 1,
-            base_ttft: ms(100),
-            decode_tokens_per_s: 50.0,
-            ..LatencyHints::default()
-        });
-        let idle = predict(&model, 10, 0, 10);
-        assert_eq!(idle.queue_ms, 0.0);
-        // One request running (100 output tokens: about 2.1 s of service),
-        // one waiting behind it.
-        let now = Instant::now();
-        let first = model.started(&shape(10, 0, 100), 0);
-        model.running(first, now);
-        let second = model.started(&shape(10, 0, 100), 0);
-        let busy = model.predict(&shape(10, 0, 10), now, 0);
-        assert!(busy.queue_ms > 4000.0 && busy.queue_ms < 4500.0, "{busy:?}");
-        assert!((busy.ttft_p50_ms - idle.ttft_p50_ms - busy.queue_ms).abs() < 1e-6);
-        // As the running one proceeds, the wait shrinks; when both are
-        // done, there is none.
-        let later = model.predict(&shape(10, 0, 10), now + ms(1000), 0);
-        assert!(later.queue_ms < busy.queue_ms - 900.0, "{later:?}");
-        model.finished(first);
-        model.finished(second);
-        assert_eq!(predict(&model, 10, 0, 10).queue_ms, 0.0);
-    }
-
-    #[test]
-    fn rates_are_the_ones_measured_under_the_load_a_request_will_meet() {
-        let mut model = BackendLatency::new(LatencyHints {
-            concurrency: 4,
-            decode_tokens_per_s: 100.0,
-            ..LatencyHints::default()
-        });
-        // Alone it decodes at 100 tokens/s; beside three others, at 40.
-        for _ in 0..40 {
-            model.observe(&observation(10, 50, 101, 50 + 1000));
-            model.observe(&Observation {
-                concurrent: 4,
-                ..observation(10, 50, 41, 50 + 1000)
-            });
-        }
-        assert!((predict(&model, 10, 0, 10).tokens_per_s - 100.0).abs() < 10.0);
-        let now = Instant::now();
-        for _ in 0..3 {
-            let id = model.started(&shape(10, 0, 10), 0);
-            model.running(id, now);
-        }
-        let shared = model.predict(&shape(10, 0, 10), now, 0);
-        assert!((shared.tokens_per_s - 40.0).abs() < 5.0, "{shared:?}");
-        assert_eq!(shared.queue_ms, 0.0, "a slot is free");
-    }
-
-    #[test]
-    fn predictions_are_corrected_by_how_they_turned_out() {
-        let mut model = BackendLatency::new(LatencyHints {
-            base_ttft: ms(100),
-            ..LatencyHints::default()
-        });
-        // The backend answers in 100 ms, but every call waited (somewhere
-        // the model does not see) until twice, and one in five four times,
-        // what was predicted of it.
-        for i in 0..40 {
-            let predicted = predict(&model, 10, 0, 10).ttft_p50_ms;
-            let factor = if i % 5 == 0 { 4.0 } else { 2.0 };
-            model.observe(&Observation {
-                predicted_ttft_ms: Some(predicted),
-                waited: ms((predicted * factor - 100.0).max(0.0) as u64),
-                ..observation(10, 100, 10, 200)
-            });
-        }
-        let corrected = predict(&model, 10, 0, 10);
-        assert!(
-            (corrected.ttft_p50_ms / 100.0 - 2.0).abs() < 0.3,
-            "{corrected:?}"
-        );
-        assert!(
-            (corrected.ttft_p90_ms / 100.0 - 4.0).abs() < 0.5,
-            "{corrected:?}"
-        );
-    }
-
-    #[test]
-    fn the_engines_own_queue_is_waited_for() {
-        let mut model = BackendLatency::new(LatencyHints {
-            concurrency: 1,
-            ..LatencyHints::default()
-        });
-        let now = Instant::now();
-        model.set_engine_load(
-            EngineLoad {
-                running: 1,
-                waiting: 3,
-            },
-            now,
-            ms(2000),
-        );
-        assert!(model.predict(&shape(10, 0, 10), now, 0).queue_ms > 1000.0);
-    }
-}
+mod tests;

@@ -351,6 +351,7 @@ fn hints_of(backend: &Backend) -> LatencyHints {
             prefill_tokens_per_s: sim.prefill_tokens_per_s,
             decode_tokens_per_s: sim.decode_tokens_per_s,
             concurrency: u32::try_from(sim.max_concurrency).unwrap_or(u32::MAX),
+            concurrency_known: true,
         };
     }
     let config = &backend.latency;
@@ -369,5 +370,8 @@ fn hints_of(backend: &Backend) -> LatencyHints {
                 .max_concurrency
                 .map_or(u32::MAX, |n| u32::try_from(n).unwrap_or(u32::MAX)),
         ),
+        concurrency_known: hints.concurrency_known
+            || config.concurrency.is_some()
+            || backend.max_concurrency.is_some(),
     }
 }
