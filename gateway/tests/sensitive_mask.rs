@@ -240,3 +240,46 @@ async fn a_backends_words_about_the_prompt_are_masked_in_the_ledger_and_the_log(
         "{written}"
     );
 }
+
+/// A semantic rule's encoder that is not local is sent the request's text
+/// masked, and its call's row carries the kinds like the request's others.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_routing_encoder_in_the_cloud_reads_the_masked_text() {
+    const EMBEDDING: &str = r#"{"object":"list","data":[{"object":"embedding","index":0,"embedding":[0.1,0.2,0.3]}],"model":"e","usage":{"prompt_tokens":3,"total_tokens":3}}"#;
+    // Two calls: the rule's example, then the request's text.
+    let (encoder, seen) = support::recording_server(2, EMBEDDING).await;
+    let gateway = GatewayBuilder::new()
+        .backend_yaml(&format!(
+            "  emb:\n    tier: cloud\n    model: text-embedding-3-small\n    openai: {{base_url: 'http://{encoder}/v1'}}\n"
+        ))
+        .in_process_sim("local", "small", support::FAST_SIM_FIELDS)
+        .route(
+            "semantic",
+            "strategy:\n  rules:\n    - when: {similar_to: {examples: [refund my order], threshold: 0.5, encoder: emb}}\n      to: local\n    - to: local\nsensitive: {action: mask}",
+        )
+        .start();
+    let body = json!({"model": "semantic", "max_tokens": 5, "messages": [
+        {"role": "user", "content": format!("refund card {CARD} for {EMAIL}")}]});
+    let answer = post_json(&gateway.url("/v1/chat/completions"), &body).await;
+    assert_eq!(answer.status, 200, "{:?}", answer.body);
+    let bodies = seen.await.unwrap();
+    let sent = bodies
+        .iter()
+        .find(|b| b.contains("refund card"))
+        .expect("the request's text embedded");
+    assert!(
+        sent.contains("[CARD_1]")
+            && sent.contains("[EMAIL_1]")
+            && !sent.contains("4111")
+            && !sent.contains("jane.doe"),
+        "{sent}"
+    );
+    let rows = support::ledger_rows(
+        &gateway,
+        "SELECT endpoint, sensitive FROM requests WHERE endpoint = 'encoder' AND sensitive IS NOT NULL",
+        1,
+        |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)),
+    )
+    .await;
+    assert_eq!(rows[0].1, "card,email");
+}

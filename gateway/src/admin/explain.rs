@@ -24,7 +24,7 @@ pub async fn serve(app: &App, req: Request<Incoming>) -> Result<Response<Body>, 
     // explained as the error it is, and encoders read only what they may.
     let caller = parts.extensions.get::<crate::admit::access::Caller>();
     let assessment = crate::route::sensitive::assess(app, caller, &request)?;
-    let handling = assessment.as_ref().map(|a| &*a.handling);
+    let handling = assessment.as_ref().map(|a| &a.handling);
     let (encoded, called) = encode_for_routing(app, &parts, &view, handling).await;
     let view = RequestView {
         encoded: &encoded,

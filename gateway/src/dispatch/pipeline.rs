@@ -74,7 +74,7 @@ pub async fn decide<E: Endpoint>(
     view.prefix = request.prefix_chain().map(Arc::new);
     let trace = parts.extensions.get::<RequestTrace>();
     let started = trace.map(|_| std::time::SystemTime::now());
-    let handling = assessment.map(|a| &*a.handling);
+    let handling = assessment.map(|a| &a.handling);
     let (encoded, _) = encode_for_routing(app, parts, &view, handling).await;
     let decision = app
         .decide(&RequestView {

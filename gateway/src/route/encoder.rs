@@ -36,7 +36,7 @@ pub async fn encode_for_routing(
     app: &App,
     parts: &Parts,
     view: &RequestView<'_>,
-    sensitive: Option<&Handling>,
+    sensitive: Option<&Arc<Handling>>,
 ) -> (Vec<(usize, Vec<f32>)>, Vec<usize>) {
     let encoders = app.router.encoders_for(view.model);
     if encoders.is_empty() {
@@ -44,19 +44,31 @@ pub async fn encode_for_routing(
     }
     let mut called = Vec::new();
     for (rule, encoder, examples) in app.router.missing_examples(view.model) {
-        if let Some(vectors) = embed_texts(app, parts, encoder, examples, &mut called).await {
+        // A rule's examples are the config's text, not the request's.
+        if let Some(vectors) = embed_texts(app, parts, (encoder, None), examples, &mut called).await
+        {
             app.router.provide_examples(view.model, rule, vectors);
         }
     }
     let mut encoded = Vec::with_capacity(encoders.len());
     for encoder in encoders {
-        let Some(text) =
-            crate::route::sensitive::for_encoder(app, sensitive, encoder, view.last_user_text)
-        else {
+        let Some(text) = crate::route::sensitive::for_encoder(
+            app,
+            sensitive.map(|h| &**h),
+            encoder,
+            view.last_user_text,
+        ) else {
             continue;
         };
         let text = [text];
-        if let Some(mut vectors) = embed_texts(app, parts, encoder, &text, &mut called).await
+        if let Some(mut vectors) = embed_texts(
+            app,
+            parts,
+            (encoder, sensitive.cloned()),
+            &text,
+            &mut called,
+        )
+        .await
             && let Some(vector) = vectors.pop()
         {
             encoded.push((encoder, vector));
@@ -67,10 +79,12 @@ pub async fn encode_for_routing(
 
 /// The vectors of `texts` by `encoder`; `called` gains the encoder when it
 /// was called (once), whatever it answered.
+/// `sensitive`: what the request's sensitive-data policies found, for the
+/// call's row, when `texts` are the request's own.
 async fn embed_texts(
     app: &App,
     parts: &Parts,
-    encoder: usize,
+    (encoder, sensitive): (usize, Option<Arc<Handling>>),
     texts: &[String],
     called: &mut Vec<usize>,
 ) -> Option<Vec<Vec<f32>>> {
@@ -112,8 +126,8 @@ async fn embed_texts(
         parts,
         ENCODER_ENDPOINT,
         backend.name.clone(),
-        Arc::new((texts.join("\n"), 0)),
-        prompt_tokens,
+        (Arc::new((texts.join("\n"), 0)), prompt_tokens),
+        sensitive,
     );
     let record = RequestRecord::new(
         app,

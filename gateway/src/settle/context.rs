@@ -201,13 +201,14 @@ impl RequestContext {
     /// The context of a call the gateway makes to route a request (an
     /// encoder's embeddings): the request's caller and ids, no route. It
     /// does not stand in for the request's own row: a refusal of the
-    /// request itself still leaves one.
+    /// request itself still leaves one. `sensitive`: what the request's
+    /// policies found, when the call reads the request's text.
     pub fn for_routing_call(
         parts: &Parts,
         endpoint: &'static str,
         model: String,
-        prompt: Arc<dyn PromptSource>,
-        prompt_tokens: u32,
+        (prompt, prompt_tokens): (Arc<dyn PromptSource>, u32),
+        sensitive: Option<Arc<Handling>>,
     ) -> Arc<Self> {
         let (request_id, client_request_id) = request_ids(&parts.headers, &parts.extensions);
         Arc::new(RequestContext {
@@ -238,7 +239,7 @@ impl RequestContext {
             max_tokens: None,
             streaming: false,
             shadow_tap: OnceLock::new(),
-            sensitive: None,
+            sensitive,
         })
     }
 }
