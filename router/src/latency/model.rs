@@ -46,8 +46,9 @@ pub struct LatencyHints {
     pub decode_tokens_per_s: f64,
     /// Requests the backend serves at once.
     pub concurrency: u32,
-    /// Whether `concurrency` was told (config, a simulator's own): when
-    /// not, the model trusts only what it has seen run at once, plus one.
+    /// Whether `concurrency` was told (config, a simulator's own), or need
+    /// not be (a cloud API): when not, the model trusts only what it has
+    /// seen run at once, plus one.
     pub concurrency_known: bool,
 }
 

@@ -370,8 +370,11 @@ fn hints_of(backend: &Backend) -> LatencyHints {
                 .max_concurrency
                 .map_or(u32::MAX, |n| u32::try_from(n).unwrap_or(u32::MAX)),
         ),
+        // A cloud API serves as many as it is sent: only a server of the
+        // operator's own is held to what it has shown it serves.
         concurrency_known: hints.concurrency_known
             || config.concurrency.is_some()
-            || backend.max_concurrency.is_some(),
+            || backend.max_concurrency.is_some()
+            || !backend.local,
     }
 }
