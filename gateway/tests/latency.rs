@@ -665,8 +665,8 @@ async fn a_server_that_serves_one_at_a_time_is_learned_and_not_queued_on() {
     let on_small = rows.iter().filter(|(b, _)| b == "small").count();
     eprintln!("{within} of 32 within 1 s; {on_small} served by the one-slot server");
     // 27 of 32 before the model learned concurrency; #45 asks 29, which
-    // runs here reach (29 or 30) unless two requests of a wave are
-    // decided before either is admitted and both take the free slot.
+    // runs here reach (29 or 30: the first wave's probe of a second slot
+    // misses, and now and then one more).
     assert!(within >= 28, "{within} of 32 within budget: {rows:?}");
     assert!(on_small >= 4, "the cheap server still served: {rows:?}");
     let explained = post_json(&gateway.url("/v1/route/explain"), &body)

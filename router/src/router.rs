@@ -474,6 +474,21 @@ impl Router {
     /// random choices (a split without a session, target-share ties).
     pub fn decide(&self, view: &RequestView<'_>, unit: f64) -> Result<Decision, RouteError> {
         let mut decision = self.decide_inner(view, unit, None)?;
+        // Requests a budget strategy decides at the same moment see each
+        // other: the choice counts as work ahead on its backend from now,
+        // not only once admitted. (Other strategies do not read the
+        // queue, and are spared the cost.)
+        if matches!(
+            decision.reason,
+            Reason::WithinBudget | Reason::BudgetUnmeetable | Reason::Fastest
+        ) {
+            let primary = decision.primary();
+            crate::latency::LatencyStore::reserve(
+                &*self.latency,
+                primary,
+                &self.shape_of(primary, decision.route, &decision.features),
+            );
+        }
         self.decide_drafting(&mut decision);
         decision.upstream_model = self.wildcard(view.model).map(|(_, model)| model.to_owned());
         Ok(decision)

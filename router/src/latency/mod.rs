@@ -18,6 +18,10 @@ pub trait LatencyStore: Send + Sync {
     /// A request of `shape` is bound for `backend` (waiting for a slot
     /// until [`LatencyStore::running`]); its id, for the calls after.
     fn started(&self, backend: usize, shape: &Shape) -> u64;
+    /// A request of `shape` was just routed to `backend`: work ahead of
+    /// the next decisions there until [`LatencyStore::started`] takes it
+    /// over (or it lapses, if never admitted).
+    fn reserve(&self, backend: usize, shape: &Shape);
     /// The request got its slot; returns the requests now running on the
     /// backend's hardware, itself included (the load it runs under).
     fn running(&self, backend: usize, id: u64) -> u32;
@@ -105,6 +109,11 @@ impl LatencyStore for LocalLatency {
         let others = self.others_running(backend);
         self.with(backend, |m| m.started(shape, others))
             .unwrap_or(0)
+    }
+
+    fn reserve(&self, backend: usize, shape: &Shape) {
+        let others = self.others_running(backend);
+        self.with(backend, |m| m.reserve(shape, others));
     }
 
     fn running(&self, backend: usize, id: u64) -> u32 {

@@ -205,7 +205,16 @@ impl BackendLatency {
     pub fn started(&mut self, shape: &Shape, others: u32) -> u64 {
         let level = load_level(self.running_alongside(others));
         let service_ms = self.service_ms(shape, level);
-        self.queue.add(service_ms)
+        self.queue.admit(service_ms, Instant::now())
+    }
+
+    /// A request of `shape` was just routed here: work ahead of the next
+    /// decisions until it is admitted ([`Self::started`]) or its
+    /// reservation lapses.
+    pub fn reserve(&mut self, shape: &Shape, others: u32) {
+        let level = load_level(self.running_alongside(others));
+        let service_ms = self.service_ms(shape, level);
+        self.queue.reserve(service_ms, Instant::now());
     }
 
     /// Requests running on the backend now.

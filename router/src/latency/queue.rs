@@ -27,7 +27,17 @@ struct Work {
     /// When it got a slot; `None` while it waits for one.
     running_since: Option<Instant>,
     service_ms: f64,
+    /// A request routed here and not yet admitted: counted as work ahead
+    /// until then, so requests decided at the same moment see each other,
+    /// and forgotten past this instant if it never is (refused, answered
+    /// from a cache).
+    reserved_until: Option<Instant>,
 }
+
+/// How long a decision's reservation waits for its admission.
+pub const RESERVATION: Duration = Duration::from_secs(2);
+/// The most reservations a backend holds at once.
+const MAX_RESERVATIONS: usize = 256;
 
 #[derive(Debug, Clone, Default)]
 pub struct Queue {
@@ -41,13 +51,61 @@ impl Queue {
     /// A request that will need `service_ms` of the backend's time; it
     /// waits for a slot until [`Queue::running`].
     pub fn add(&mut self, service_ms: f64) -> u64 {
+        self.push(service_ms, None)
+    }
+
+    /// A request just routed here: work ahead until `now` plus
+    /// [`RESERVATION`], unless [`Queue::admit`] takes it over first.
+    pub fn reserve(&mut self, service_ms: f64, now: Instant) {
+        self.work
+            .retain(|w| w.reserved_until.is_none_or(|until| until > now));
+        // Decisions far outrunning admissions (a flood answered from a
+        // cache) do not grow the list without bound.
+        if self
+            .work
+            .iter()
+            .filter(|w| w.reserved_until.is_some())
+            .count()
+            < MAX_RESERVATIONS
+        {
+            self.push(service_ms, Some(now + RESERVATION));
+        }
+    }
+
+    /// A request admitted here: it takes over the oldest reservation still
+    /// standing (its own, as a rule: decisions are admitted in the order
+    /// made), or is added.
+    pub fn admit(&mut self, service_ms: f64, now: Instant) -> u64 {
+        let reserved = self
+            .work
+            .iter_mut()
+            .find(|w| w.reserved_until.is_some_and(|until| until > now));
+        match reserved {
+            Some(work) => {
+                work.reserved_until = None;
+                work.service_ms = service_ms;
+                work.id
+            }
+            None => self.add(service_ms),
+        }
+    }
+
+    fn push(&mut self, service_ms: f64, reserved_until: Option<Instant>) -> u64 {
         self.next_id += 1;
         self.work.push(Work {
             id: self.next_id,
             running_since: None,
             service_ms,
+            reserved_until,
         });
         self.next_id
+    }
+
+    /// The work that stands at `now`: everything but lapsed reservations.
+    fn standing(&self, now: Instant) -> impl Iterator<Item = &Work> {
+        self.work
+            .iter()
+            .filter(move |w| w.reserved_until.is_none_or(|until| until > now))
     }
 
     pub fn running(&mut self, id: u64, now: Instant) {
@@ -100,14 +158,13 @@ impl Queue {
         let slots = slots.max(1) as usize;
         let ours_running = self.running_count();
         let (extra_running, extra_waiting) = self.engine_extra(ours_running, now);
-        if self.work.len() + extra_running + extra_waiting < slots {
+        if self.standing(now).count() + extra_running + extra_waiting < slots {
             return 0.0;
         }
         // Time left of what holds the slots now (another client's request
         // is taken to be half done) ...
         let mut holding: Vec<f64> = self
-            .work
-            .iter()
+            .standing(now)
             .filter_map(|w| {
                 let since = w.running_since?;
                 let ran = now.saturating_duration_since(since).as_secs_f64() * 1000.0;
@@ -118,8 +175,7 @@ impl Queue {
         // ... then, in order, what waits: inside the engine first (it was
         // sent before anything still queued here), then here.
         let waiting = std::iter::repeat_n(typical_ms, extra_waiting).chain(
-            self.work
-                .iter()
+            self.standing(now)
                 .filter(|w| w.running_since.is_none())
                 .map(|w| w.service_ms),
         );
@@ -194,6 +250,25 @@ mod tests {
         assert!((queue.wait_ms(1, 500.0, late) - 700.0).abs() < 1e-6);
         queue.remove(running);
         assert!((queue.wait_ms(1, 500.0, late) - 600.0).abs() < 1e-6);
+    }
+
+    #[test]
+    fn a_reservation_counts_until_admitted_or_lapsed() {
+        let now = Instant::now();
+        let mut queue = Queue::default();
+        // Two decisions at once: the second sees the first's reservation.
+        queue.reserve(1000.0, now);
+        assert!((queue.wait_ms(1, 500.0, now) - 1000.0).abs() < 1e-6);
+        // Admitted, it takes the reservation over: still one ahead.
+        let first = queue.admit(900.0, now);
+        assert_eq!(queue.len(), 1);
+        assert!((queue.wait_ms(1, 500.0, now) - 900.0).abs() < 1e-6);
+        queue.remove(first);
+        // One never admitted is forgotten once it lapses.
+        queue.reserve(1000.0, now);
+        let later = now + RESERVATION + Duration::from_millis(1);
+        assert_eq!(queue.wait_ms(1, 500.0, later), 0.0);
+        assert_ne!(queue.admit(100.0, later), first);
     }
 
     #[test]
