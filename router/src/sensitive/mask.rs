@@ -116,10 +116,10 @@ impl Masker {
 
     /// How much of the end of `text` could be the start of a placeholder.
     fn open_tail(&self, text: &str) -> usize {
-        let mut from = text.len().saturating_sub(self.longest.saturating_sub(1));
-        while !text.is_char_boundary(from) {
-            from += 1;
-        }
+        let from = super::ceil_char_boundary(
+            text,
+            text.len().saturating_sub(self.longest.saturating_sub(1)),
+        );
         let Some(at) = text[from..]
             .char_indices()
             .map(|(i, _)| from + i)

@@ -2,7 +2,7 @@
 //! of two neighbours, where a number a caller split across messages ("my
 //! card is 4111 1111" then "1111 1111") is whole again.
 
-use super::{Finding, Kind, scan};
+use super::{Finding, Kind, ceil_char_boundary, floor_char_boundary, scan};
 
 /// One value found in a request's texts: each piece is `(text, start,
 /// end)`, byte offsets into that text. A value split across two texts has
@@ -63,22 +63,6 @@ fn across(texts: &[&str], a: usize, b: usize) -> Option<PartFinding> {
                 (b, head_from, head_from + (f.end - seam - 1)),
             ],
         })
-}
-
-fn floor_char_boundary(text: &str, at: usize) -> usize {
-    let mut at = at.min(text.len());
-    while !text.is_char_boundary(at) {
-        at -= 1;
-    }
-    at
-}
-
-fn ceil_char_boundary(text: &str, at: usize) -> usize {
-    let mut at = at.min(text.len());
-    while !text.is_char_boundary(at) {
-        at += 1;
-    }
-    at
 }
 
 #[cfg(test)]
