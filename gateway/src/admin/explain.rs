@@ -23,7 +23,8 @@ pub async fn serve(app: &App, req: Request<Incoming>) -> Result<Response<Body>, 
     // The caller's sensitive-data policies hold here too: a refusal is
     // explained as the error it is, and encoders read only what they may.
     let caller = parts.extensions.get::<crate::admit::access::Caller>();
-    let assessment = crate::route::sensitive::assess(app, caller, &request)?;
+    let route = app.route_of(&request.model);
+    let assessment = crate::route::sensitive::assess(app, caller, route.as_deref(), &request)?;
     let handling = assessment.as_ref().map(|a| &a.handling);
     let (encoded, called) = encode_for_routing(app, &parts, &view, handling).await;
     let view = RequestView {

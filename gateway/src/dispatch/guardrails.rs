@@ -28,14 +28,15 @@ use crate::settle::context::{RequestContext, request_ids};
 use crate::state::app::App;
 use crate::telemetry::RequestTrace;
 
-/// Asks the hooks of the route `request` names before anything is
-/// routed or called.
-pub async fn before<R: Call>(app: &App, parts: &Parts, request: &R) -> Result<(), GatewayError> {
-    let route = app.route_of(request.model());
-    if !app
-        .guardrails
-        .any(route.as_deref(), GuardrailStage::PreCall)
-    {
+/// Asks the hooks of `route` (the route `request` names, from
+/// [`App::route_of`]) before anything is routed or called.
+pub async fn before<R: Call>(
+    app: &App,
+    parts: &Parts,
+    route: Option<&str>,
+    request: &R,
+) -> Result<(), GatewayError> {
+    if !app.guardrails.any(route, GuardrailStage::PreCall) {
         return Ok(());
     }
     let (request_id, _) = request_ids(&parts.headers, &parts.extensions);
@@ -43,7 +44,7 @@ pub async fn before<R: Call>(app: &App, parts: &Parts, request: &R) -> Result<()
     let texts = request.prompt_texts();
     let asked = Asked {
         request_id: request_id.as_ref().and_then(|v| v.to_str().ok()),
-        route: route.as_deref(),
+        route,
         model: request.model(),
         key: key.map(|k| k.name.as_str()),
         team: key.and_then(|k| k.team.as_deref()),

@@ -38,8 +38,11 @@ pub async fn serve<E: Endpoint>(
     if let Some(caller) = parts.extensions.get::<Caller>() {
         request.check_caller(caller)?;
     }
-    let assessment = sensitive::assess_request(app, parts.extensions.get::<Caller>(), &request)?;
-    crate::dispatch::guardrails::before(app, &parts, &request).await?;
+    // The route's name, once, for its sensitive-data policy and its hooks.
+    let route = app.route_of(request.model());
+    let caller = parts.extensions.get::<Caller>();
+    let assessment = sensitive::assess_request(app, caller, route.as_deref(), &request)?;
+    crate::dispatch::guardrails::before(app, &parts, route.as_deref(), &request).await?;
     let mut decision = decide::<E>(app, &parts, &request, assessment.as_ref()).await?;
     if let Some(assessment) = &assessment {
         sensitive::enforce(app, assessment, &mut decision)?;

@@ -69,17 +69,20 @@ pub async fn serve(app: &App, req: Request<Incoming>) -> Result<Response<Body>, 
     let raw = NativeResponses::decode(&bytes)?;
     let translated = Responses::decode(&bytes);
     let caller = parts.extensions.get::<Caller>();
+    // Both forms name the same model: the route's name, once.
+    let route = app.route_of(switchyard_adapters::types::CanonicalRequest::model(&raw));
+    let route = route.as_deref();
     let (assessment, mut decision) = match &translated {
         Ok(chat) => {
             chat.validate()?;
-            let assessment = sensitive::assess_request(app, caller, chat)?;
-            crate::dispatch::guardrails::before(app, &parts, chat).await?;
+            let assessment = sensitive::assess_request(app, caller, route, chat)?;
+            crate::dispatch::guardrails::before(app, &parts, route, chat).await?;
             let decision = decide::<Responses>(app, &parts, chat, assessment.as_ref()).await?;
             (assessment, decision)
         }
         Err(_) => {
-            let assessment = sensitive::assess_request(app, caller, &raw)?;
-            crate::dispatch::guardrails::before(app, &parts, &raw).await?;
+            let assessment = sensitive::assess_request(app, caller, route, &raw)?;
+            crate::dispatch::guardrails::before(app, &parts, route, &raw).await?;
             let decision =
                 decide::<NativeResponses>(app, &parts, &raw, assessment.as_ref()).await?;
             (assessment, decision)

@@ -50,11 +50,15 @@ impl Assessment {
     }
 }
 
-/// The policies that apply to a request for `model` from `caller`.
-fn policies<'a>(app: &'a App, caller: Option<&'a Caller>, model: &str) -> Vec<&'a SensitivePolicy> {
-    let route = app
-        .route_of(model)
-        .and_then(|name| app.config.routes.get(&*name))
+/// The policies that apply to a request on `route` (its name, from
+/// [`App::route_of`]) from `caller`.
+fn policies<'a>(
+    app: &'a App,
+    caller: Option<&'a Caller>,
+    route: Option<&str>,
+) -> Vec<&'a SensitivePolicy> {
+    let route = route
+        .and_then(|name| app.config.routes.get(name))
         .and_then(|route| route.sensitive.as_ref());
     let key = caller.and_then(|c| c.key.sensitive.as_ref());
     let team = caller
@@ -69,9 +73,10 @@ fn policies<'a>(app: &'a App, caller: Option<&'a Caller>, model: &str) -> Vec<&'
 pub fn assess_request<R: Call>(
     app: &App,
     caller: Option<&Caller>,
+    route: Option<&str>,
     request: &R,
 ) -> Result<Option<Assessment>, GatewayError> {
-    let assessed = assess(app, caller, request);
+    let assessed = assess(app, caller, route, request);
     let counted = match &assessed {
         Ok(Some(a)) => Some((a.handling.kinds.as_str(), a.handling.action)),
         Err(GatewayError::SensitiveData { kinds, action, .. }) => Some((kinds.as_str(), *action)),
@@ -84,14 +89,16 @@ pub fn assess_request<R: Call>(
     assessed
 }
 
-/// Scans `request` when a policy applies: `None` when none applies or
-/// none found a kind it detects; a refusal when the strictest says so.
+/// Scans `request` (on `route`) when a policy applies: `None` when none
+/// applies or none found a kind it detects; a refusal when the strictest
+/// says so.
 pub fn assess<R: Call>(
     app: &App,
     caller: Option<&Caller>,
+    route: Option<&str>,
     request: &R,
 ) -> Result<Option<Assessment>, GatewayError> {
-    let policies = policies(app, caller, request.model());
+    let policies = policies(app, caller, route);
     if policies.is_empty() {
         return Ok(None);
     }
