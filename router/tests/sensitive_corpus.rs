@@ -11,7 +11,7 @@
 use std::collections::BTreeMap;
 
 use serde::Deserialize;
-use switchyard_router::sensitive::{Kind, scan};
+use switchyard_router::sensitive::{Finding, Kind, scan};
 
 #[derive(Deserialize)]
 struct Line {
@@ -34,20 +34,29 @@ struct Tally {
     right: usize,
 }
 
-fn overlaps(a: (usize, usize), b: (usize, usize)) -> bool {
-    a.0 < b.1 && b.0 < a.1
+/// A finding and a labelled value agree: the same kind, overlapping.
+fn agree(finding: &Finding, span: &Span) -> bool {
+    finding.kind.as_str() == span.kind && finding.start < span.end && span.start < finding.end
+}
+
+/// The corpus's lines, each with what the detectors find in it.
+fn scanned() -> impl Iterator<Item = (Line, Vec<Finding>)> {
+    include_str!("data/sensitive-corpus.jsonl")
+        .lines()
+        .map(|line| {
+            let line: Line = serde_json::from_str(line).unwrap();
+            let findings = scan(&line.text);
+            (line, findings)
+        })
 }
 
 fn measure() -> (BTreeMap<&'static str, Tally>, usize, usize) {
-    let corpus = include_str!("data/sensitive-corpus.jsonl");
     let mut tallies: BTreeMap<&'static str, Tally> = Kind::ALL
         .iter()
         .map(|k| (k.as_str(), Tally::default()))
         .collect();
     let (mut negatives, mut flagged_negatives) = (0, 0);
-    for line in corpus.lines() {
-        let line: Line = serde_json::from_str(line).unwrap();
-        let findings = scan(&line.text);
+    for (line, findings) in scanned() {
         if line.spans.is_empty() {
             negatives += 1;
             flagged_negatives += usize::from(!findings.is_empty());
@@ -55,17 +64,12 @@ fn measure() -> (BTreeMap<&'static str, Tally>, usize, usize) {
         for span in &line.spans {
             let tally = tallies.get_mut(span.kind.as_str()).expect("a known kind");
             tally.labelled += 1;
-            tally.found += usize::from(findings.iter().any(|f| {
-                f.kind.as_str() == span.kind && overlaps((f.start, f.end), (span.start, span.end))
-            }));
+            tally.found += usize::from(findings.iter().any(|f| agree(f, span)));
         }
         for finding in &findings {
             let tally = tallies.get_mut(finding.kind.as_str()).unwrap();
             tally.findings += 1;
-            tally.right += usize::from(line.spans.iter().any(|s| {
-                s.kind == finding.kind.as_str()
-                    && overlaps((finding.start, finding.end), (s.start, s.end))
-            }));
+            tally.right += usize::from(line.spans.iter().any(|s| agree(finding, s)));
         }
     }
     (tallies, negatives, flagged_negatives)
@@ -144,14 +148,9 @@ fn findings_are_mostly_right_and_most_values_are_found() {
 #[test]
 #[ignore = "prints the detectors' misses and false findings"]
 fn print_mistakes() {
-    let corpus = include_str!("data/sensitive-corpus.jsonl");
-    for line in corpus.lines() {
-        let line: Line = serde_json::from_str(line).unwrap();
-        let findings = scan(&line.text);
+    for (line, findings) in scanned() {
         for span in &line.spans {
-            if !findings.iter().any(|f| {
-                f.kind.as_str() == span.kind && overlaps((f.start, f.end), (span.start, span.end))
-            }) {
+            if !findings.iter().any(|f| agree(f, span)) {
                 println!(
                     "missed {}: {:?}",
                     span.kind,
@@ -160,11 +159,7 @@ fn print_mistakes() {
             }
         }
         for f in &findings {
-            if !line
-                .spans
-                .iter()
-                .any(|s| s.kind == f.kind.as_str() && overlaps((f.start, f.end), (s.start, s.end)))
-            {
+            if !line.spans.iter().any(|s| agree(f, s)) {
                 println!(
                     "false {}: {:?}",
                     f.kind.as_str(),
