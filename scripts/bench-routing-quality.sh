@@ -21,7 +21,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out="${SWITCHYARD_CACHE:-$HOME/.cache/switchyard}/routing-quality/run"
-tasks=300
+tasks=600
 tiers="small mid large"
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -33,7 +33,7 @@ while [ $# -gt 0 ]; do
 done
 seed_a="${SEED_A:-1}"
 seed_b="${SEED_B:-2}"
-half=$((tasks / 2))
+quarter=$((tasks / 4))
 mkdir -p "$out"
 out="$(cd "$out" && pwd)"
 config="$PWD/examples/routing-quality/local.yaml"
@@ -107,8 +107,10 @@ for tier in $tiers; do
   started=${#pids[@]}
   start_tier "$tier" 2 "$out/$tier.log"
   for seed in "$seed_a" "$seed_b"; do
-    python3 scripts/routing_collect.py --gateway "$addr" --model "$tier" --seed "$seed" --count "$half" \
-      --out "$out/answers.jsonl"
+    for mix in core more; do
+      python3 scripts/routing_collect.py --gateway "$addr" --model "$tier" --seed "$seed" --count "$quarter" \
+        --mix "$mix" --out "$out/answers.jsonl"
+    done
   done
   # Stop what this tier started, so the next runs alone.
   for pid in "${pids[@]:$started}"; do
@@ -126,7 +128,7 @@ if [ "$live_tasks" -gt 0 ] && [[ " $tiers " == *" small "* && " $tiers " == *" l
   echo "== live: route careful, small and large up together, $live_tasks tasks"
   start_tier small 1 "$out/small-live.log"
   start_tier large 1 "$out/large-live.log"
-  python3 scripts/routing_collect.py --gateway "$addr" --model careful --seed "$seed_b" --count "$half" \
+  python3 scripts/routing_collect.py --gateway "$addr" --model careful --seed "$seed_b" --count "$quarter" \
     --limit "$live_tasks" --out "$out/live.jsonl"
 fi
 

@@ -29,7 +29,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import routing_tasks as rt  # noqa: E402
 
 # Output tokens a right answer needs, by kind, with room to spare.
-MAX_TOKENS = {"arithmetic": 24, "word": 256, "units": 24, "extract": 64, "python": 384, "question": 48}
+MAX_TOKENS = {"arithmetic": 24, "word": 256, "units": 24, "extract": 64, "python": 384, "question": 48,
+              **rt.more.MAX_TOKENS}
 
 RECEIPTS = ("route", "backend", "reason", "predicted-ttft-ms", "cache")
 
@@ -136,8 +137,10 @@ def main() -> None:
     parser.add_argument("--out", required=True)
     parser.add_argument("--key")
     parser.add_argument("--limit", type=int, help="ask only the first N of the tasks")
+    parser.add_argument("--mix", choices=sorted(rt.MIXES), default="core",
+                        help="the task families: the first six (core) or the six more")
     args = parser.parse_args()
-    tasks = rt.generate(args.seed, args.count)[: args.limit]
+    tasks = rt.generate(args.seed, args.count, rt.MIXES[args.mix])[: args.limit]
     asked = collect(args.gateway, args.model, tasks, args.out, args.key)
     print(f"{asked} tasks asked of {args.model}; results in {args.out}")
 

@@ -29,7 +29,15 @@ import sys
 import tempfile
 from dataclasses import asdict, dataclass, field
 
-KINDS = ("arithmetic", "word", "units", "extract", "python", "question")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import routing_families as more  # noqa: E402
+
+# The first six families (issue #27), then the six of `routing_families.py`
+# (issue #45), which a held-out evaluation needs: a router is measured on
+# families it never trained on.
+CORE_KINDS = ("arithmetic", "word", "units", "extract", "python", "question")
+KINDS = CORE_KINDS + more.KINDS
 LEVELS = (1, 2, 3, 4)
 
 
@@ -74,6 +82,14 @@ MIX = {
     ("python", 1): 1, ("python", 2): 1, ("python", 3): 1, ("python", 4): 1,
     ("arithmetic", 1): 1, ("arithmetic", 2): 1, ("arithmetic", 3): 1, ("arithmetic", 4): 1,
 }
+
+
+# The new families, each level once a round: nothing was piloted on them
+# before the routers were measured.
+MIX_MORE = {(kind, level): 1 for kind in more.KINDS for level in LEVELS}
+
+# `routing_collect.py --mix NAME`.
+MIXES = {"core": MIX, "more": MIX_MORE}
 
 
 def generate(seed: int, count: int, mix: dict | None = None) -> list[Task]:
@@ -324,6 +340,17 @@ GENERATORS = {
     "question": gen_question,
 }
 
+
+def _more(kind):
+    def generate_more(rng: random.Random, level: int) -> Task:
+        prompt, answer = more.GENERATORS[kind](rng, level)
+        return Task("", kind, level, prompt, answer)
+
+    return generate_more
+
+
+GENERATORS.update({kind: _more(kind) for kind in more.KINDS})
+
 # ---------------------------------------------------------------- grading
 
 NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?")
@@ -367,6 +394,8 @@ def grade(task: Task, reply: str, timeout_s: float = 5.0) -> bool:
             value = _last_number(reply)
             return value is not None and value == task.answer
         return _grade_named(task, reply)
+    if task.kind in more.KINDS:
+        return more.grade(task.kind, task.prompt, task.answer, reply)
     raise ValueError(f"unknown kind {task.kind}")
 
 
@@ -451,9 +480,11 @@ def run_python(code: str, tests: list[str], timeout_s: float = 5.0) -> bool:
 
 
 def main() -> None:
-    """`python3 scripts/routing_tasks.py SEED COUNT` prints tasks as JSONL."""
+    """`python3 scripts/routing_tasks.py SEED COUNT [core|more]` prints
+    tasks as JSONL."""
     seed, count = int(sys.argv[1]), int(sys.argv[2])
-    for task in generate(seed, count):
+    mix = MIXES[sys.argv[3] if len(sys.argv) > 3 else "core"]
+    for task in generate(seed, count, mix):
         print(json.dumps(task.to_json()))
 
 

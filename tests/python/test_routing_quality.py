@@ -48,16 +48,41 @@ def test_the_same_seed_gives_the_same_tasks_and_covers_every_kind_and_level():
     assert a == [t.to_json() for t in rt.generate(11, 96)]
     assert a != [t.to_json() for t in rt.generate(12, 96)]
     cells = {(t["kind"], t["level"]) for t in a}
-    assert cells == {(k, lv) for k in rt.KINDS for lv in rt.LEVELS}
+    assert cells == {(k, lv) for k in rt.CORE_KINDS for lv in rt.LEVELS}
     assert len({t["id"] for t in a}) == 96
     assert rt.Task.from_json(a[0]).to_json() == a[0]
+    more = [t.to_json() for t in rt.generate(11, 48, rt.MIX_MORE)]
+    assert {(t["kind"], t["level"]) for t in more} == {(k, lv) for k in rt.more.KINDS for lv in rt.LEVELS}
+    assert not {t["id"] for t in a} & {t["id"] for t in more}
 
 
 def test_right_replies_pass_and_wrong_ones_fail():
-    for task in rt.generate(5, 96):
+    for task in rt.generate(5, 96) + rt.generate(5, 96, rt.MIX_MORE):
         assert rt.grade(task, right_reply(task)), task.id
         assert not rt.grade(task, wrong_reply(task)), task.id
         assert not rt.grade(task, ""), task.id
+
+
+def test_the_more_families_are_graded_the_way_models_write():
+    def task(kind, prompt, answer):
+        return rt.Task("t", kind, 3, prompt, answer)
+
+    logic = task("logic", "Ada is taller than Hugo. Hugo is taller than Esme. Who is the shortest?", "Esme")
+    assert rt.grade(logic, "Esme is the shortest.")
+    assert rt.grade(logic, "Ada is taller than Hugo. Hugo is taller than Esme. So the answer is Esme.")
+    assert not rt.grade(logic, "Hugo")
+    assert rt.grade(task("logic", "Is 97 a prime number?", "yes"), "Yes, 97 is prime.")
+    assert not rt.grade(task("logic", "Is 97 a prime number?", "yes"), "No.")
+    shout = task("strings", "Write the word 'river' in capital letters.", "RIVER")
+    assert rt.grade(shout, "RIVER") and not rt.grade(shout, "river")
+    assert rt.grade(task("strings", "", "atled"), "The reversed word is: atled.")
+    assert not rt.grade(task("strings", "", "atled"), "atledx")
+    when = task("dates", "What date is 10 days after 2024-02-25? Reply as YYYY-MM-DD.", "2024-03-06")
+    assert rt.grade(when, "2024-02-25 plus 10 days is 2024-03-06")
+    assert not rt.grade(when, "2024-03-05")
+    month = task("dates", "Which month comes after March? Reply with only the month's name.", "April")
+    assert rt.grade(month, "April") and not rt.grade(month, "March comes before May")
+    assert rt.grade(task("code_output", "", 25), "The program prints 25.")
 
 
 def test_graders_read_answers_the_way_models_write_them():
