@@ -4,13 +4,17 @@
 #
 #   scripts/routing_quality_analyse.sh DIR CONFIG [LARGE_PRICE]
 #
-# DIR/answers.jsonl holds every tier's answers to the tasks of two seeds.
-# For each seed the learned router is trained (switchyard train-router, on
-# both labels) and the routes of CONFIG are replayed (switchyard replay)
-# over the *other* seed's tasks with those weights, so no task is scored
-# by weights that saw it. CONFIG's predictors name `small-fails.json` and
-# `large-helps.json`; each replay gets a copy of CONFIG naming the weights
-# trained on the other seed. Then the report: DIR/report/report.md, plot.svg
+# DIR/answers.jsonl holds every tier's answers to the tasks of two seeds
+# and twelve families. Routers are measured on families they never trained
+# on (issue #45): for each fold seed (FOLD_SEEDS, default "1 2") the
+# families are split in two halves (scripts/routing_replay_inputs.py); the
+# learned router is trained on each half (switchyard train-router, on both
+# labels) and the routes of CONFIG are replayed (switchyard replay) over the
+# *other* half's tasks with those weights, so every task is scored by
+# weights that saw neither it nor its family. CONFIG's predictors name
+# `small-fails.json` and `large-helps.json`; each replay gets a copy of
+# CONFIG naming the weights trained on the other half. Then the report,
+# each figure the mean over the fold seeds: DIR/report/report.md, plot.svg
 # and summary.json. LARGE_PRICE is the large tier's USD per million
 # input/output tokens (gpt-4o's 2.5/10 unless given); small and mid cost
 # $0.10 per hour of their calls, as in examples/routing-quality/local.yaml.
@@ -22,21 +26,22 @@ here="$(cd "$(dirname "$0")" && pwd)"
 bin="${SWITCHYARD_BIN:-$here/../target/release/switchyard}"
 work="$dir/replay"
 rm -rf "$work"
-python3 "$here/routing_replay_inputs.py" "$dir/answers.jsonl" --small small --large large --out "$work"
-seeds=$(cd "$work" && ls requests-*.jsonl | sed 's/requests-\(.*\)\.jsonl/\1/' | sort -n)
-[ "$(echo "$seeds" | wc -l)" -eq 2 ] || { echo "need the answers of exactly two seeds, found: $seeds" >&2; exit 1; }
-first=$(echo "$seeds" | head -1) second=$(echo "$seeds" | tail -1)
-for seed in $first $second; do
-  for label in fail gain; do
-    echo "== learned router on seed $seed, label $label"
-    "$bin" train-router --from "$work/train-$seed-$label.jsonl" --out "$work/weights-$seed-$label.json" \
-      --label "$label" --backend small --model small
+replays=()
+for fold in ${FOLD_SEEDS:-1 2}; do
+  python3 "$here/routing_replay_inputs.py" "$dir/answers.jsonl" --small small --large large --fold-seed "$fold" --out "$work"
+  for half in a b; do
+    for label in fail gain; do
+      echo "== learned router on fold $fold, half $half, label $label"
+      "$bin" train-router --from "$work/train-$fold-$half-$label.jsonl" --out "$work/weights-$fold-$half-$label.json" \
+        --label "$label" --backend small --model small
+    done
+    sed -e "s#weights: small-fails.json#weights: $work/weights-$fold-$half-fail.json#" \
+        -e "s#weights: large-helps.json#weights: $work/weights-$fold-$half-gain.json#" "$config" >"$work/config-$fold-$half.yaml"
   done
-  sed -e "s#weights: small-fails.json#weights: $work/weights-$seed-fail.json#" \
-      -e "s#weights: large-helps.json#weights: $work/weights-$seed-gain.json#" "$config" >"$work/config-$seed.yaml"
+  "$bin" replay --config "$work/config-$fold-a.yaml" --from "$work/requests-$fold-b.jsonl" >"$work/replay-$fold-b.jsonl"
+  "$bin" replay --config "$work/config-$fold-b.yaml" --from "$work/requests-$fold-a.jsonl" >"$work/replay-$fold-a.jsonl"
+  replays+=(--replay "$work/replay-$fold-a.jsonl" "$work/replay-$fold-b.jsonl")
 done
-"$bin" replay --config "$work/config-$first.yaml" --from "$work/requests-$second.jsonl" >"$work/replay-$second.jsonl"
-"$bin" replay --config "$work/config-$second.yaml" --from "$work/requests-$first.jsonl" >"$work/replay-$first.jsonl"
 python3 "$here/routing_quality_report.py" "$dir/answers.jsonl" --small small --mid mid --large large \
-  --price "large=$price" --price small=0.10/h --price mid=0.10/h --replay "$work/replay-$first.jsonl" "$work/replay-$second.jsonl" \
+  --price "large=$price" --price small=0.10/h --price mid=0.10/h "${replays[@]}" \
   $( [ -f "$dir/live.jsonl" ] && echo --live "$dir/live.jsonl" ) --out "$dir/report"

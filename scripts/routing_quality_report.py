@@ -139,24 +139,32 @@ def replayed_policy(route: str, decisions: dict[str, dict], rows, ids, large: st
     return policy
 
 
+# The two trivial rankers (issue #45): the prompt's length in characters,
+# and the complexity score of a target-share route that names no predictor
+# (untrained; the router's own `score`).
+LENGTH_BASELINE = "baseline: prompt length"
+COMPLEXITY_BASELINE = "baseline: complexity score"
+
 # Checks a cascade escalates on whatever its logprob threshold.
 FORCED_CHECKS = ("length", "empty", "refusal", "invalid_tool_json")
 
 
 def swept_scores(decisions: dict[str, dict[str, dict]], rows, ids, small: str) -> dict[str, list[float]]:
     """The score each replayed policy ranks tasks by, for RouteLLM's sweep:
-    target share by the complexity score, learned routes by their predicted
+    the prompt's length and a target share's complexity score (the
+    baselines), learned routes by their predicted
     failure, the cascade by its small answer's mean logprob (lower escalates
     sooner; a failed length/empty/refusal check escalates at any threshold).
     A target share ranking by a predictor is a point: the learned route of
     the same predictor sweeps its scores."""
-    scores = {}
+    # The trivial ranker every router must beat: longer prompts are harder.
+    scores = {LENGTH_BASELINE: [float(len(rows[small][i]["task"]["prompt"])) for i in ids]}
     for route, by_id in decisions.items():
         first = by_id[ids[0]]
         if first["strategy"] == "learned":
             scores[f"{route} (predicted failure)"] = [by_id[i]["predicted_fail"] for i in ids]
         elif first["strategy"] == "target_share" and first["predicted_fail"] is None:
-            scores[f"{route} (complexity score)"] = [by_id[i]["score"] for i in ids]
+            scores[COMPLEXITY_BASELINE] = [by_id[i]["score"] for i in ids]
         elif first["strategy"] == "cascade":
             values = []
             for i in ids:
@@ -251,6 +259,42 @@ def report(rows, small: str, mid: str | None, large: str, routes: list[str], pri
     }
 
 
+def combine(summaries: list[dict]) -> dict:
+    """One summary from the summaries of several fold seeds (each over every
+    task, scored by weights that never saw its family): each policy's and
+    each sweep's figures the mean over the folds, the folds' own sweep
+    figures kept beside them. Tiers, the oracle and random are the same in
+    every fold; curves are the first fold's."""
+    if len(summaries) == 1:
+        return summaries[0]
+    first = dict(summaries[0])
+
+    def mean_of(items: list[dict], keys) -> dict:
+        out = dict(items[0])
+        for key in keys:
+            out[key] = _mean_or_none([item.get(key) for item in items])
+        return out
+
+    numbers = ("accuracy", "large_share", "cost_usd", "ttft_p50_ms", "ttft_p90_ms", "within_budget", "pgr")
+    first["policies"] = [
+        mean_of([next(p for p in s["policies"] if p["policy"] == policy["policy"]) for s in summaries], numbers)
+        for policy in summaries[0]["policies"]
+    ]
+    sweeps = []
+    for sweep in summaries[0]["sweeps"]:
+        folds = [next(w for w in s["sweeps"] if w["policy"] == sweep["policy"]) for s in summaries]
+        combined = mean_of(folds, ("apgr", "cpt50", "cpt80"))
+        combined["folds"] = [{k: f[k] for k in ("apgr", "cpt50", "cpt80")} for f in folds]
+        sweeps.append(combined)
+    first["sweeps"] = sweeps
+    first["against_cascade"] = [
+        mean_of([s["against_cascade"][i] for s in summaries], ("sweep_large_share",))
+        for i in range(len(summaries[0]["against_cascade"]))
+    ]
+    first["folds"] = len(summaries)
+    return first
+
+
 def against_cascade(policies, sweeps, acc_weak: float, acc_strong: float) -> list[dict]:
     """For each cascade route and each predictor's sweep: the large-tier
     share the sweep needs to be as accurate as the cascade (first
@@ -298,6 +342,10 @@ def load_replay(paths: list[str]) -> dict[str, dict[str, dict]]:
     return replayed
 
 
+def _percent(share):
+    return None if share is None else share * 100
+
+
 def _mean_or_none(values):
     values = [v for v in values if v is not None]
     return statistics.mean(values) if values else None
@@ -321,17 +369,32 @@ def markdown(summary: dict) -> str:
             f"{fmt(p['pgr'], '{:.2f}')} |"
         )
     if summary.get("sweeps"):
+        folds = summary.get("folds", 1)
         lines += [
             "",
-            "Swept over their thresholds as RouteLLM sweeps them (10 bins):",
+            "Swept over their thresholds as RouteLLM sweeps them (10 bins)"
+            + (f", the mean of {folds} fold seeds" if folds > 1 else "")
+            + "; CPT in percent of tasks sent to the large tier:",
             "",
             "| policy | APGR | CPT(50%) | CPT(80%) |",
             "|---|---|---|---|",
         ]
-        for s in summary["sweeps"]:
+        r = summary["random"]
+        rows = [("oracle", summary["oracle_apgr"], summary.get("oracle_cpt50"), summary.get("oracle_cpt80")),
+                ("random", r["apgr"], r["cpt50"], r["cpt80"])]
+        rows += [(s["policy"], s["apgr"], s["cpt50"], s["cpt80"]) for s in summary["sweeps"]]
+        for name, apgr, cpt50, cpt80 in rows:
             lines.append(
-                f"| {s['policy']} | {fmt(s['apgr'], '{:.2f}')} | {fmt(s['cpt50'], '{:.0%}')} | {fmt(s['cpt80'], '{:.0%}')} |"
+                f"| {name} | {fmt(apgr, '{:.2f}')} | {fmt(_percent(cpt50), '{:.0f}')} | {fmt(_percent(cpt80), '{:.0f}')} |"
             )
+        if folds > 1:
+            lines += ["", "Each fold seed apart (APGR / CPT(50%) / CPT(80%)):", ""]
+            lines += ["| policy | " + " | ".join(f"fold {i + 1}" for i in range(folds)) + " |",
+                      "|---|" + "---|" * folds]
+            for s in summary["sweeps"]:
+                cells = [f"{fmt(f['apgr'], '{:.2f}')} / {fmt(_percent(f['cpt50']), '{:.0f}')} / "
+                         f"{fmt(_percent(f['cpt80']), '{:.0f}')}" for f in s["folds"]]
+                lines.append(f"| {s['policy']} | " + " | ".join(cells) + " |")
     for c in summary.get("against_cascade", []):
         lines.append(
             f"\nAs accurate as {c['cascade']} ({c['accuracy']:.1%}, {c['cascade_large_share']:.0%} large-tier calls), "
@@ -366,15 +429,18 @@ def main() -> None:
     parser.add_argument("--routes", nargs="*", default=[])
     parser.add_argument("--price", action="append", default=[],
                         help="TIER=IN/OUT, USD per million tokens, or TIER=RATE/h, USD per hour")
-    parser.add_argument("--replay", nargs="*", default=[], help="switchyard replay output (JSONL)")
+    parser.add_argument("--replay", nargs="+", action="append", default=[],
+                        help="switchyard replay output (JSONL) of one fold seed, its files covering every task; "
+                             "repeated for each fold seed")
     parser.add_argument("--live", help="a route's answers asked live (routing_collect.py), to compare with its replay")
     parser.add_argument("--out", required=True)
     args = parser.parse_args()
     prices = dict(parse_price(item) for item in args.price)
-    rows, replayed = load(args.results), load_replay(args.replay)
-    summary = report(rows, args.small, args.mid, args.large, args.routes, prices, replayed)
+    rows = load(args.results)
+    folds = [load_replay(paths) for paths in args.replay] or [{}]
+    summary = combine([report(rows, args.small, args.mid, args.large, args.routes, prices, f) for f in folds])
     if args.live:
-        summary["live_check"] = live_check(args.live, replayed, rows)
+        summary["live_check"] = live_check(args.live, folds[0], rows)
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, "summary.json"), "w") as f:
         json.dump(summary, f, indent=1)

@@ -1,5 +1,5 @@
 """Turns the benchmark's recorded answers into the inputs of the gateway's
-own tools (issue #27), one set per seed:
+own tools (issues #27, #45), one set per half of the task families:
 
 - `requests-SEED.jsonl` for `switchyard replay`: each task's chat request
   and every tier's answer as an OpenAI chat response (the reply, its finish
@@ -11,9 +11,15 @@ own tools (issue #27), one set per seed:
   RouteLLM's "the strong model wins").
 
     python3 scripts/routing_replay_inputs.py answers.jsonl --out DIR \\
-        --small small --large large
+        --small small --large large --fold-seed 1
 
-Grades are taken again from the raw replies. Stdlib only.
+A router is measured on families it never trained on: `--fold-seed S`
+splits the families in two halves, `a` and `b` (three of the first six
+families and three of the six more in each, drawn with seed S), and writes
+`requests-S-a.jsonl`, `train-S-a-fail.jsonl` and `train-S-a-gain.jsonl`
+for half a's tasks (of every task seed), and the same for half b. Weights
+trained on one half are replayed over the other. Grades are taken again
+from the raw replies. Stdlib only.
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import random
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -50,26 +57,38 @@ def chat_response(row: dict) -> dict:
     }
 
 
-def seed_of(task_id: str) -> str:
-    """Task ids start `s<seed>-`."""
-    return task_id.split("-", 1)[0][1:]
+def halves(kinds: list[str], fold_seed: int) -> dict[str, str]:
+    """Each family's half (`a` or `b`) for a fold seed: the first six
+    families and the six more are each split three and three, so both
+    halves hold some of each."""
+    rng = random.Random(fold_seed)
+    half = {}
+    for group in (rt.CORE_KINDS, rt.more.KINDS):
+        present = sorted(k for k in group if k in kinds)
+        rng.shuffle(present)
+        for i, kind in enumerate(present):
+            half[kind] = "a" if i < len(present) // 2 else "b"
+    return half
 
 
-def write(rows: dict, small: str, large: str, out: str) -> dict[str, int]:
-    """Writes the files per seed; returns the tasks per seed."""
+def write(rows: dict, small: str, large: str, out: str, fold_seed: int) -> dict[str, list[str]]:
+    """Writes the files per half; returns the families of each half."""
     tiers = list(rows)
     # In the order the tasks were asked (the generator's shuffled order):
     # target-share windows and online learning see them in that order.
     ids = [i for i in rows[small] if all(i in rows[t] for t in tiers)]
-    by_seed: dict[str, list[str]] = {}
+    kinds = {i: rows[small][i]["task"]["kind"] for i in ids}
+    half_of = halves(sorted(set(kinds.values())), fold_seed)
+    by_half: dict[str, list[str]] = {}
     for i in ids:
-        by_seed.setdefault(seed_of(i), []).append(i)
+        by_half.setdefault(half_of[kinds[i]], []).append(i)
     os.makedirs(out, exist_ok=True)
-    for seed, seed_ids in by_seed.items():
-        with open(os.path.join(out, f"requests-{seed}.jsonl"), "w") as requests, \
-                open(os.path.join(out, f"train-{seed}-fail.jsonl"), "w") as fail, \
-                open(os.path.join(out, f"train-{seed}-gain.jsonl"), "w") as gain:
-            for i in seed_ids:
+    for half, half_ids in by_half.items():
+        name = f"{fold_seed}-{half}"
+        with open(os.path.join(out, f"requests-{name}.jsonl"), "w") as requests, \
+                open(os.path.join(out, f"train-{name}-fail.jsonl"), "w") as fail, \
+                open(os.path.join(out, f"train-{name}-gain.jsonl"), "w") as gain:
+            for i in half_ids:
                 task = rt.Task.from_json(rows[small][i]["task"])
                 body = rc.request_body(task, small)
                 answers = {t: chat_response(rows[t][i]) for t in tiers}
@@ -77,7 +96,7 @@ def write(rows: dict, small: str, large: str, out: str) -> dict[str, int]:
                 wrong = not rows[small][i]["correct"]
                 fail.write(json.dumps({"request": body, "failed": wrong}) + "\n")
                 gain.write(json.dumps({"request": body, "failed": wrong and rows[large][i]["correct"]}) + "\n")
-    return {seed: len(seed_ids) for seed, seed_ids in by_seed.items()}
+    return {h: sorted(k for k, v in half_of.items() if v == h) for h in sorted(by_half)}
 
 
 def main() -> None:
@@ -86,9 +105,10 @@ def main() -> None:
     parser.add_argument("--small", required=True)
     parser.add_argument("--large", required=True)
     parser.add_argument("--out", required=True)
+    parser.add_argument("--fold-seed", type=int, default=1, help="the seed that splits the families in halves")
     args = parser.parse_args()
-    counts = write(rq.load(args.answers), args.small, args.large, args.out)
-    print(", ".join(f"seed {s}: {n} tasks" for s, n in sorted(counts.items())))
+    families = write(rq.load(args.answers), args.small, args.large, args.out, args.fold_seed)
+    print("; ".join(f"fold {args.fold_seed}, half {h}: {', '.join(k)}" for h, k in families.items()))
 
 
 if __name__ == "__main__":

@@ -288,7 +288,8 @@ def test_the_pipeline_runs_on_the_simulator_and_replays_what_live_routing_does(t
         env=env, capture_output=True, text=True, timeout=300,
     )
     assert done.returncode == 0, done.stdout + done.stderr
-    assert done.stdout.count("held-out fifth") == 4, done.stdout
+    # Two fold seeds, two halves of the families each, two labels.
+    assert done.stdout.count("held-out fifth") == 8, done.stdout
 
     summary = json.loads((tmp_path / "report" / "summary.json").read_text())
     assert summary["tasks"] == len(tasks)
@@ -299,9 +300,19 @@ def test_the_pipeline_runs_on_the_simulator_and_replays_what_live_routing_does(t
     assert policies["all small"]["accuracy"] < policies["all large"]["accuracy"]
     assert policies["oracle"]["accuracy"] >= policies["all large"]["accuracy"]
     sweeps = {s["policy"]: s for s in summary["sweeps"]}
-    for name in ("learned (predicted failure)", "share (complexity score)", "careful (small's mean logprob)"):
+    for name in ("learned (predicted failure)", "baseline: complexity score", "baseline: prompt length",
+                 "careful (small's mean logprob)"):
         assert name in sweeps, sorted(sweeps)
         assert 0.0 <= sweeps[name]["apgr"] <= summary["oracle_apgr"] + 1e-9
+        assert len(sweeps[name]["folds"]) == 2
+    table = (tmp_path / "report" / "report.md").read_text()
+    header = "| policy | APGR | CPT(50%) | CPT(80%) |"
+    assert header in table
+    sweep_rows = table.split(header)[1].split("\n\n")[0].strip().splitlines()[1:]
+    cells = {row.split("|")[1].strip(): [c.strip() for c in row.split("|")[2:5]] for row in sweep_rows}
+    for name in ("oracle", "random", "baseline: prompt length", "baseline: complexity score",
+                 "learned (predicted failure)"):
+        assert all(float(c) >= 0 for c in cells[name]), (name, cells)
     svg = (tmp_path / "report" / "plot.svg").read_text()
     ET.fromstring(svg)
     assert "route learned" in svg and "learned (predicted failure)" in svg
