@@ -653,21 +653,29 @@ async fn a_server_that_serves_one_at_a_time_is_learned_and_not_queued_on() {
     }
     let rows = support::ledger_rows(
         &gateway,
-        &format!("SELECT backend, ttft_ms FROM requests WHERE ts_ms >= {waves_from}"),
+        &format!("SELECT backend, ttft_ms, output_tokens FROM requests WHERE ts_ms >= {waves_from} ORDER BY ts_ms"),
         32,
-        |r| Ok((r.get::<_, String>(0)?, r.get::<_, Option<f64>>(1)?)),
+        |r| {
+            Ok((
+                r.get::<_, String>(0)?,
+                r.get::<_, Option<f64>>(1)?,
+                r.get::<_, Option<i64>>(2)?,
+            ))
+        },
     )
     .await;
     let within = rows
         .iter()
-        .filter(|(_, ttft)| ttft.is_some_and(|t| t <= 1000.0))
+        .filter(|(_, ttft, _)| ttft.is_some_and(|t| t <= 1000.0))
         .count();
-    let on_small = rows.iter().filter(|(b, _)| b == "small").count();
+    let on_small = rows.iter().filter(|(b, _, _)| b == "small").count();
     eprintln!("{within} of 32 within 1 s; {on_small} served by the one-slot server");
-    // 27 of 32 before the model learned concurrency; #45 asks 29, which
-    // runs here reach (29 or 30: the first wave's probe of a second slot
-    // misses, and now and then one more).
-    assert!(within >= 28, "{within} of 32 within budget: {rows:?}");
+    // 27 of 32 before the model learned concurrency; #45 asks 29. Runs
+    // here measure 31: only the first wave's probe of a second slot
+    // misses. (Before each backend's answers had their own length, the
+    // cloud tier's short answers made the one-slot server's queue look
+    // shorter than it was: 28 to 30.)
+    assert!(within >= 30, "{within} of 32 within budget: {rows:?}");
     assert!(on_small >= 4, "the cheap server still served: {rows:?}");
     let explained = post_json(&gateway.url("/v1/route/explain"), &body)
         .await

@@ -93,6 +93,11 @@ pub struct Features {
     /// consult one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub predicted_fail: Option<f64>,
+    /// On target-share routes, the threshold in force when this request
+    /// was placed: it went to the hard backend when its score (or
+    /// `predicted_fail`, with `by`) lay above it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub share_threshold: Option<f64>,
 }
 
 /// The code signal of two keyword hits (see `signals::saturate`).
@@ -133,6 +138,7 @@ impl Features {
             session: view.session.map(Arc::from),
             tool_results: view.tool_results,
             predicted_fail: None,
+            share_threshold: None,
         };
         features.score = features.complexity();
         features

@@ -77,7 +77,8 @@ enum Policy {
     },
     TargetShare {
         hard: usize,
-        easy: usize,
+        /// Where the rest go: one backend, or dealt by weight.
+        easy: SplitPolicy,
         tracker: Arc<dyn ShareTracker>,
         /// Ranks by this predictor's P(fail) instead of the score.
         by: Option<usize>,
@@ -111,8 +112,12 @@ impl Policy {
                 shares.sort_by(|a, b| b.1.total_cmp(&a.1));
                 shares.into_iter().map(|(backend, _)| backend).collect()
             }
-            Policy::TargetShare { hard, easy, .. }
-            | Policy::Learned(LearnedPolicy { hard, easy, .. }) => vec![*easy, *hard],
+            Policy::TargetShare { hard, easy, .. } => {
+                let mut shares = easy.shares();
+                shares.sort_by(|a, b| b.1.total_cmp(&a.1));
+                shares.into_iter().map(|(b, _)| b).chain([*hard]).collect()
+            }
+            Policy::Learned(LearnedPolicy { hard, easy, .. }) => vec![*easy, *hard],
             // A rule's conditions say where a request may go (say, private
             // data to a local model): another rule's target is not a
             // candidate, only the route's fallbacks are.
@@ -279,18 +284,28 @@ impl Router {
     fn shape_of(&self, backend: usize, route: Option<usize>, features: &Features) -> Shape {
         self.shape_with_cached(
             route,
+            backend,
             features,
             self.expected_cached_tokens(backend, features),
         )
     }
 
-    fn shape_with_cached(&self, route: Option<usize>, features: &Features, cached: u32) -> Shape {
+    fn shape_with_cached(
+        &self,
+        route: Option<usize>,
+        backend: usize,
+        features: &Features,
+        cached: u32,
+    ) -> Shape {
         Shape {
             prompt_tokens: features.prompt_tokens,
             cached_tokens: cached,
-            output_tokens: self
-                .output_lengths
-                .expect(route, features.profile, features.max_tokens),
+            output_tokens: self.output_lengths.expect(
+                route,
+                Some(backend),
+                features.profile,
+                features.max_tokens,
+            ),
             class: features.prompt_class(),
         }
     }

@@ -62,6 +62,35 @@ fn prefix_value(n: u32) -> HeaderValue {
     HeaderValue::from_bytes(&buffer[..written]).unwrap_or(HeaderValue::from_static("miss"))
 }
 
+/// The reason, and on a target share the score that placed the request
+/// against the threshold in force: `target-share-hard (predicted-fail
+/// 0.731 above threshold 0.412)`. The reason alone stays the metrics label.
+fn reason_value(decision: &Decision, reason: Reason) -> HeaderValue {
+    let placed = match reason {
+        Reason::TargetShareHard | Reason::TargetShareEasy => decision.features.share_threshold,
+        _ => None,
+    };
+    let Some(threshold) = placed else {
+        return HeaderValue::from_static(reason.as_str());
+    };
+    let (what, score) = match decision.features.predicted_fail {
+        Some(p) => ("predicted-fail", p),
+        None => ("score", decision.features.score),
+    };
+    let side = if score > threshold {
+        "above"
+    } else if score < threshold {
+        "below"
+    } else {
+        "at"
+    };
+    let text = format!(
+        "{} ({what} {score:.3} {side} threshold {threshold:.3})",
+        reason.as_str()
+    );
+    HeaderValue::from_str(&text).unwrap_or(HeaderValue::from_static(reason.as_str()))
+}
+
 pub fn apply(app: &App, decision: &Decision, served: Served, headers: &mut HeaderMap) {
     let backend = &app.backends[served.backend];
     let route = decision.route.and_then(|r| app.route_receipts[r].clone());
@@ -72,7 +101,7 @@ pub fn apply(app: &App, decision: &Decision, served: Served, headers: &mut Heade
         headers.insert(BACKEND, name);
     }
     headers.insert(TIER, HeaderValue::from_static(backend.tier.as_str()));
-    headers.insert(REASON, HeaderValue::from_static(served.reason.as_str()));
+    headers.insert(REASON, reason_value(decision, served.reason));
     let cache = match served.cache {
         CacheUse::Hit => HeaderValue::from_static("hit"),
         CacheUse::Prefix(0) => HeaderValue::from_static("miss"),

@@ -79,8 +79,6 @@ pub struct RequestContext {
     /// the use case: what the answer's length teaches.
     pub route_number: Option<usize>,
     pub use_case: Option<Profile>,
-    /// Output tokens expected of the answer, when routed.
-    pub expected_output: u32,
     /// The first target, and the prompt tokens routing expected it to hold
     /// cached (not looked up again when the call goes there).
     pub(crate) first_target: Option<(usize, u32)>,
@@ -160,11 +158,6 @@ impl RequestContext {
             media_tokens: decision.features.media_tokens,
             route_number: decision.route,
             use_case: decision.features.profile,
-            expected_output: app.router.output_lengths().expect(
-                decision.route,
-                decision.features.profile,
-                decision.features.max_tokens,
-            ),
             first_target: Some((decision.primary(), decision.expected_cached_tokens)),
             listed_price: Size::of_decision(decision).listed_price,
             session: decision.features.session.clone(),
@@ -191,7 +184,12 @@ impl RequestContext {
                 }
                 (_, None) => 0,
             },
-            output_tokens: self.expected_output,
+            output_tokens: app.router.output_lengths().expect(
+                self.route_number,
+                Some(backend),
+                self.use_case,
+                self.max_tokens,
+            ),
             class: self.class,
         }
     }
@@ -229,7 +227,6 @@ impl RequestContext {
             media_tokens: 0,
             route_number: None,
             use_case: None,
-            expected_output: 0,
             first_target: None,
             listed_price: None,
             session: None,
@@ -268,7 +265,6 @@ impl RequestContext {
             media_tokens: self.media_tokens,
             route_number: self.route_number,
             use_case: self.use_case,
-            expected_output: self.expected_output,
             first_target: None,
             listed_price: self.listed_price,
             session: self.session.clone(),

@@ -67,7 +67,12 @@ impl RequestRecord {
         let shape = Shape {
             prompt_tokens: self.context.prompt_tokens,
             cached_tokens: self.expected_cached_tokens,
-            output_tokens: self.context.expected_output,
+            output_tokens: self.output_lengths.expect(
+                self.context.route_number,
+                Some(self.backend_index),
+                self.context.use_case,
+                self.context.max_tokens,
+            ),
             class: self.context.class,
         };
         let predicted = self.latency.predict(self.backend_index, &shape);
@@ -322,6 +327,7 @@ impl RequestRecord {
         if !upstream_failure && tokens.output > 0 && self.shadow.is_none() {
             self.output_lengths.observe(
                 self.context.route_number,
+                self.backend_index,
                 self.context.use_case,
                 tokens.output,
             );

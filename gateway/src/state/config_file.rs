@@ -3,7 +3,7 @@
 use std::path::Path;
 
 use switchyard_policies::Config;
-use switchyard_router::learned::Weights;
+use switchyard_router::learned::{Weights, builtin};
 
 /// The config `switchyard serve` uses when given no file.
 pub const EMBEDDED_DEFAULT: &str = include_str!("default.yaml");
@@ -27,36 +27,49 @@ enum WeightsFiles {
 }
 
 fn load_with(path: Option<&Path>, weights: WeightsFiles) -> anyhow::Result<Config> {
-    match path {
-        None => Ok(Config::from_yaml(EMBEDDED_DEFAULT, "<embedded default>")?),
-        Some(path) => {
-            let mut config = Config::from_yaml(&read(path)?, &path.display().to_string())?;
-            if let Some(hints) = config.latency_hints.clone() {
-                // Relative to the config file, as a user reading it expects.
-                let hints = path.parent().unwrap_or(Path::new(".")).join(hints);
-                config.apply_latency_hints(&read(&hints)?, &hints.display().to_string())?;
-            }
-            let predictors: Vec<(String, String)> = config
-                .predictors
-                .values()
-                .filter(|_| weights == WeightsFiles::Read)
-                .filter_map(|p| Some((p.name.clone(), p.weights.clone()?)))
-                .collect();
-            for (name, file) in predictors {
-                let file = path.parent().unwrap_or(Path::new(".")).join(file);
-                let text = read(&file)?;
-                if let Err(err) = Weights::from_json(&text) {
-                    anyhow::bail!(
-                        "{}: predictors.{name}.weights: {}: {err}",
-                        path.display(),
-                        file.display()
-                    );
-                }
-                config.apply_predictor_weights(&name, &text);
-            }
-            Ok(config)
-        }
+    let (mut config, source) = match path {
+        None => (
+            Config::from_yaml(EMBEDDED_DEFAULT, "<embedded default>")?,
+            "<embedded default>".to_owned(),
+        ),
+        Some(path) => (
+            Config::from_yaml(&read(path)?, &path.display().to_string())?,
+            path.display().to_string(),
+        ),
+    };
+    // Files a config names are relative to it, as a user reading it expects.
+    let beside = path.and_then(Path::parent).unwrap_or(Path::new("."));
+    if let Some(hints) = config.latency_hints.clone() {
+        let hints = beside.join(hints);
+        config.apply_latency_hints(&read(&hints)?, &hints.display().to_string())?;
     }
+    let predictors: Vec<(String, String)> = config
+        .predictors
+        .values()
+        .filter_map(|p| Some((p.name.clone(), p.weights.clone()?)))
+        .collect();
+    for (name, file) in predictors {
+        let text = match file.strip_prefix(builtin::PREFIX) {
+            Some(named) => builtin::weights(named).map(str::to_owned).ok_or_else(|| {
+                anyhow::anyhow!(
+                    "{source}: predictors.{name}.weights: no compiled-in weights `{named}`; \
+                     known: {}",
+                    builtin::NAMES
+                        .map(|n| format!("{}{n}", builtin::PREFIX))
+                        .join(", ")
+                )
+            })?,
+            // Training computes features only, and the file a predictor
+            // names may be the one about to be written.
+            None if weights == WeightsFiles::Skip => continue,
+            None => read(&beside.join(&file))?,
+        };
+        if let Err(err) = Weights::from_json(&text) {
+            anyhow::bail!("{source}: predictors.{name}.weights: {file}: {err}");
+        }
+        config.apply_predictor_weights(&name, &text);
+    }
+    Ok(config)
 }
 
 fn read(path: &Path) -> anyhow::Result<String> {

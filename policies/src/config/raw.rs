@@ -403,6 +403,14 @@ pub(super) struct RawHedge {
     pub max_usd_per_key_per_day: Option<f64>,
 }
 
+/// A target share's `easy` side: one backend, or a weighted split.
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+pub(super) enum RawEasy {
+    One(String),
+    Split(BTreeMap<String, f64>),
+}
+
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "snake_case")]
 pub(super) enum RawStrategy {
@@ -412,10 +420,11 @@ pub(super) enum RawStrategy {
         #[serde(default = "yes")]
         sticky: bool,
     },
-    /// `target_share: {hard: big, easy: small, share: 0.2, window: 2000}`
+    /// `target_share: {hard: big, easy: small, share: 0.2, window: 2000}`;
+    /// `easy` may be a split, `{small: 40, mid: 40}`.
     TargetShare {
         hard: String,
-        easy: String,
+        easy: RawEasy,
         share: f64,
         window: Option<usize>,
         by: Option<String>,

@@ -101,11 +101,12 @@ pub enum RouteStrategy {
         sticky: bool,
     },
     /// The hardest `share` of requests (by complexity score) go to `hard`,
-    /// the rest to `easy`; the score threshold follows the last `window`
-    /// requests so the share holds as traffic shifts.
+    /// the rest to `easy` (one backend, or split between several by
+    /// weight); the score threshold follows the last `window` requests so
+    /// the share holds as traffic shifts.
     TargetShare {
         hard: String,
-        easy: String,
+        easy: Vec<(String, f64)>,
         share: f64,
         window: usize,
         /// Rank by this predictor's P(`easy` fails) instead of the
@@ -148,8 +149,10 @@ impl RouteStrategy {
             RouteStrategy::Split { weights, .. } => {
                 weights.iter().map(|(b, _)| b.as_str()).collect()
             }
-            RouteStrategy::TargetShare { hard, easy, .. }
-            | RouteStrategy::Learned { hard, easy, .. } => vec![hard.as_str(), easy.as_str()],
+            RouteStrategy::TargetShare { hard, easy, .. } => std::iter::once(hard.as_str())
+                .chain(easy.iter().map(|(b, _)| b.as_str()))
+                .collect(),
+            RouteStrategy::Learned { hard, easy, .. } => vec![hard.as_str(), easy.as_str()],
             RouteStrategy::Rules { rules } => rules.iter().map(|r| r.to.as_str()).collect(),
             RouteStrategy::Cascade { order, .. } => order.iter().map(String::as_str).collect(),
             RouteStrategy::CheapestWithinBudget { candidates }

@@ -145,6 +145,17 @@ fn target_share_rules_and_cascade_validate() {
     ));
     assert_eq!(config.model_names(), ["auto", "gpt-4o", "cloud", "small"]);
 
+    // `easy` may split the rest between backends by weight.
+    let split_easy = "    strategy:\n      target_share: {hard: cloud, easy: {small: 3, cloud: 1}, share: 0.2}\n";
+    let config = Config::from_yaml(&with_strategy(split_easy), "t").unwrap();
+    let RouteStrategy::TargetShare { easy, .. } = &config.routes["auto"].strategy else {
+        panic!("target share")
+    };
+    assert_eq!(
+        easy,
+        &[("cloud".to_owned(), 1.0), ("small".to_owned(), 3.0)]
+    );
+
     let rules = "    strategy:\n      rules:\n        - when: {tools: true}\n          to: cloud\n        - when: {regex: '(?i)prove', min_prompt_tokens: 10}\n          to: cloud\n        - to: small\n";
     let config = Config::from_yaml(&with_strategy(rules), "t").unwrap();
     let RouteStrategy::Rules { rules } = &config.routes["auto"].strategy else {
@@ -166,6 +177,16 @@ fn bad_routes_are_named() {
     assert_eq!(
         error_of(&with_strategy(share)).path,
         "routes.auto.strategy.target_share.share"
+    );
+    let ghost = "    strategy:\n      target_share: {hard: cloud, easy: {small: 1, ghost: 1}, share: 0.2}\n";
+    let err = error_of(&with_strategy(ghost));
+    assert_eq!(err.path, "routes.auto.strategy.target_share.easy.ghost");
+    assert!(err.message.contains("unknown backend"), "{err}");
+    let nothing =
+        "    strategy:\n      target_share: {hard: cloud, easy: {small: 0}, share: 0.2}\n";
+    assert_eq!(
+        error_of(&with_strategy(nothing)).path,
+        "routes.auto.strategy.target_share.easy"
     );
 
     let shadowed = "    strategy:\n      rules:\n        - when: {tools: true}\n          to: cloud\n        - when: {tools: true, min_prompt_tokens: 100}\n          to: small\n        - to: small\n";
@@ -522,6 +543,10 @@ fn predictor_mistakes_are_named() {
         (
             "predictors:\n  p: {backend: large}\nroutes:\n  r:\n    strategy: {target_share: {hard: large, easy: small, share: 0.2, by: p}}\n",
             "predicts `large`'s failures",
+        ),
+        (
+            "predictors:\n  p: {backend: large}\nroutes:\n  r:\n    strategy: {target_share: {hard: large, easy: {small: 1}, share: 0.2, by: p}}\n",
+            "not those of `easy` (`small`)",
         ),
         (
             "predictors:\n  p: {backend: small, learn_from: [r]}\nroutes:\n  r:\n    strategy:\n      learned: {predictor: p, easy: small, hard: large}\n",

@@ -3,7 +3,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::raw::{RawCondition, RawRoute, RawStrategy};
+use super::raw::{RawCondition, RawEasy, RawRoute, RawStrategy};
 use super::route::{Hedge, LatencyBudget, ResponseCacheSettings};
 use super::validate::{Checker, check_name};
 use super::{
@@ -76,7 +76,23 @@ pub(super) fn validate_route(
         } => {
             let path = ["routes", name, "strategy", "target_share"];
             let hard = known(&[&path[..], &["hard"]].concat(), &hard)?;
-            let easy = known(&[&path[..], &["easy"]].concat(), &easy)?;
+            let easy_path = [&path[..], &["easy"]].concat();
+            let easy = match easy {
+                RawEasy::One(backend) => vec![(known(&easy_path, &backend)?, 1.0)],
+                RawEasy::Split(weights) => {
+                    for (backend, weight) in &weights {
+                        let at = [&easy_path[..], &[backend.as_str()]].concat();
+                        known(&at, backend)?;
+                        if !weight.is_finite() || *weight < 0.0 {
+                            return Err(ck.error(&at, "a weight is a finite number >= 0"));
+                        }
+                    }
+                    if weights.values().sum::<f64>() <= 0.0 {
+                        return Err(ck.error(&easy_path, "weights must sum to more than 0"));
+                    }
+                    weights.into_iter().collect()
+                }
+            };
             if !(share > 0.0 && share < 1.0) {
                 return Err(ck.error(
                     &[&path[..], &["share"]].concat(),

@@ -3,6 +3,7 @@
 //! cascade's escalations give for free). Features in, probability out,
 //! training included; the gateway feeds it outcomes.
 
+pub mod builtin;
 mod features;
 mod model;
 mod train;

@@ -77,7 +77,8 @@ impl Router {
                 } => Policy::TargetShare {
                     by: by.as_deref().map(predictor_at),
                     hard: at(hard),
-                    easy: at(easy),
+                    easy: SplitPolicy::new(easy.iter().map(|(b, w)| (at(b), *w)))
+                        .unwrap_or_else(|| SplitPolicy::single(at(&easy[0].0))),
                     tracker: previous
                         .and_then(|(router, config)| {
                             router.same_share_tracker(config, &route.name, *share, *window, by)
@@ -214,15 +215,22 @@ impl Router {
             .values()
             .map(|b| AtomicU32::new(b.context_window.unwrap_or(0)))
             .collect();
-        let output_lengths = OutputLengths::new(routes.len());
+        let output_lengths = OutputLengths::new(routes.len(), backends.len());
         if let Some((old, _)) = previous {
-            // Answer lengths are the route's traffic's: kept by route name.
+            // Answer lengths are the route's traffic's: kept by route name,
+            // and each backend's own while the backends are the same.
+            let same_backends = old.backends == backends;
             for (mine, route) in routes.iter().enumerate() {
                 if let Some(theirs) = old.routes.iter().position(|r| r.name == route.name) {
-                    output_lengths.adopt(Some(mine), &old.output_lengths, Some(theirs));
+                    output_lengths.adopt(
+                        Some(mine),
+                        &old.output_lengths,
+                        Some(theirs),
+                        same_backends,
+                    );
                 }
             }
-            output_lengths.adopt(None, &old.output_lengths, None);
+            output_lengths.adopt(None, &old.output_lengths, None, same_backends);
         }
         if let Some((old, old_config)) = previous {
             for (mine, backend) in config.backends.values().enumerate() {

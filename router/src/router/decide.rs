@@ -137,10 +137,17 @@ impl Router {
                     Some(_) => score > tracker.threshold(),
                     None => tracker.is_hard(score, unit),
                 };
+                features.share_threshold = Some(tracker.threshold());
                 if is_hard {
                     (vec![*hard], Reason::TargetShareHard)
                 } else {
-                    (vec![*easy], Reason::TargetShareEasy)
+                    // A session keeps its easy backend while that stays
+                    // within the weights, so its prefix cache stays warm.
+                    let preferred = view.session.map(|s| easy.pick(unit_from_key(s)));
+                    let (dealt, _) =
+                        self.interleave
+                            .deal(&route.name, easy, preferred, trace.is_none());
+                    (vec![dealt], Reason::TargetShareEasy)
                 }
             }
             Policy::Rules {
@@ -207,7 +214,8 @@ impl Router {
                     .iter()
                     .map(|&backend| {
                         let cached = self.expected_cached_tokens(backend, &features);
-                        let shape = self.shape_with_cached(Some(number), &features, cached);
+                        let shape =
+                            self.shape_with_cached(Some(number), backend, &features, cached);
                         let prediction = self.latency.predict(backend, &shape);
                         let cost_usd = expected_cost(
                             &self.pricing[backend],
