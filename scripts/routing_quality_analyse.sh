@@ -11,7 +11,9 @@
 # learned router is trained on each half (switchyard train-router, on both
 # labels) and the routes of CONFIG are replayed (switchyard replay) over the
 # *other* half's tasks with those weights, so every task is scored by
-# weights that saw neither it nor its family. CONFIG's predictors name
+# weights that saw neither it nor its family (FOLD_SEEDS=0 splits by task
+# seed instead: the figures for families the router trained on). CONFIG's
+# predictors name
 # `small-fails.json` and `large-helps.json`; each replay gets a copy of
 # CONFIG naming the weights trained on the other half. Then the report,
 # each figure the mean over the fold seeds: DIR/report/report.md, plot.svg

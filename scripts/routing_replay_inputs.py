@@ -18,8 +18,10 @@ splits the families in two halves, `a` and `b` (three of the first six
 families and three of the six more in each, drawn with seed S), and writes
 `requests-S-a.jsonl`, `train-S-a-fail.jsonl` and `train-S-a-gain.jsonl`
 for half a's tasks (of every task seed), and the same for half b. Weights
-trained on one half are replayed over the other. Grades are taken again
-from the raw replies. Stdlib only.
+trained on one half are replayed over the other. `--fold-seed 0` splits by
+task seed instead (half a the first seed's tasks, half b the second's,
+every family in both): the figure for families the router has seen.
+Grades are taken again from the raw replies. Stdlib only.
 """
 
 from __future__ import annotations
@@ -57,6 +59,11 @@ def chat_response(row: dict) -> dict:
     }
 
 
+def seed_of(task_id: str) -> str:
+    """Task ids start `s<seed>-`."""
+    return task_id.split("-", 1)[0][1:]
+
+
 def halves(kinds: list[str], fold_seed: int) -> dict[str, str]:
     """Each family's half (`a` or `b`) for a fold seed: the first six
     families and the six more are each split three and three, so both
@@ -79,9 +86,11 @@ def write(rows: dict, small: str, large: str, out: str, fold_seed: int) -> dict[
     ids = [i for i in rows[small] if all(i in rows[t] for t in tiers)]
     kinds = {i: rows[small][i]["task"]["kind"] for i in ids}
     half_of = halves(sorted(set(kinds.values())), fold_seed)
+    seeds = sorted({seed_of(i) for i in ids}, key=int)
     by_half: dict[str, list[str]] = {}
     for i in ids:
-        by_half.setdefault(half_of[kinds[i]], []).append(i)
+        half = half_of[kinds[i]] if fold_seed else "a" if seed_of(i) == seeds[0] else "b"
+        by_half.setdefault(half, []).append(i)
     os.makedirs(out, exist_ok=True)
     for half, half_ids in by_half.items():
         name = f"{fold_seed}-{half}"
@@ -96,6 +105,8 @@ def write(rows: dict, small: str, large: str, out: str, fold_seed: int) -> dict[
                 wrong = not rows[small][i]["correct"]
                 fail.write(json.dumps({"request": body, "failed": wrong}) + "\n")
                 gain.write(json.dumps({"request": body, "failed": wrong and rows[large][i]["correct"]}) + "\n")
+    if not fold_seed:
+        return {h: [f"seed {seed}"] for h, seed in zip("ab", seeds)}
     return {h: sorted(k for k, v in half_of.items() if v == h) for h in sorted(by_half)}
 
 
