@@ -331,3 +331,15 @@ def test_the_pipeline_runs_on_the_simulator_and_replays_what_live_routing_does(t
         assert (row["receipts"]["reason"] == "cascade-escalated") == decided["escalated"]
         escalations += decided["escalated"]
     assert 0 < escalations < len(live_rows), "the sample exercises both outcomes"
+
+
+def test_the_folds_hold_families_out_or_split_by_seed():
+    import routing_replay_inputs as ri
+
+    kinds = list(rt.KINDS)
+    for fold in (1, 2):
+        half = ri.halves(kinds, fold)
+        for group in (rt.CORE_KINDS, rt.more.KINDS):
+            assert sorted(half[k] for k in group) == ["a"] * 3 + ["b"] * 3, (fold, half)
+    assert ri.halves(kinds, 1) != ri.halves(kinds, 2)
+    assert ri.seed_of("s12-0003-dates-2") == "12"
