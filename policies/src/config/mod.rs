@@ -24,6 +24,8 @@ mod validate_shadow;
 #[cfg(test)]
 mod check_tests;
 #[cfg(test)]
+mod predictor_tests;
+#[cfg(test)]
 mod reference_tests;
 #[cfg(test)]
 mod tests;
