@@ -108,7 +108,8 @@ fn default_auto_percentiles() -> Router {
     let requests: Vec<ChatRequest> = prompts
         .iter()
         .map(|p| {
-            let body = serde_json::json!({"model": "auto", "messages": [{"role": "user", "content": p}]});
+            let body =
+                serde_json::json!({"model": "auto", "messages": [{"role": "user", "content": p}]});
             parse_json(&serde_json::to_vec(&body).unwrap()).unwrap()
         })
         .collect();
