@@ -3,7 +3,7 @@
 //! Run: `cargo bench -p switchyard --bench routing`. First it prints the
 //! p50 and p99 of single decisions on the embedded default's `auto`.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)] // benchmark set-up
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)] // benchmark set-up; a benchmark's job is to print
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};
