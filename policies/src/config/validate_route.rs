@@ -20,6 +20,29 @@ const DEFAULT_SHARE_WINDOW: usize = 2000;
 /// Mean token log-probability under which a cascade escalates by default.
 const DEFAULT_MIN_MEAN_LOGPROB: f64 = -1.5;
 
+/// A split's weights: known backends, finite and not negative, with a positive sum.
+fn checked_weights(
+    ck: &Checker<'_>,
+    path: &[&str],
+    weights: BTreeMap<String, f64>,
+    known: &KnownBackend<'_>,
+) -> Result<Vec<(String, f64)>, ConfigError> {
+    if weights.is_empty() {
+        return Err(ck.error(path, "name at least one backend"));
+    }
+    for (backend, weight) in &weights {
+        let at = [path, &[backend.as_str()]].concat();
+        known(&at, backend)?;
+        if !weight.is_finite() || *weight < 0.0 {
+            return Err(ck.error(&at, "a weight is a finite number >= 0"));
+        }
+    }
+    if weights.values().sum::<f64>() <= 0.0 {
+        return Err(ck.error(path, "weights must sum to more than 0"));
+    }
+    Ok(weights.into_iter().collect())
+}
+
 pub(super) fn validate_route(
     ck: &Checker<'_>,
     name: &str,
@@ -49,21 +72,8 @@ pub(super) fn validate_route(
     let strategy = match raw.strategy {
         RawStrategy::Split { weights, sticky } => {
             let path = ["routes", name, "strategy", "split", "weights"];
-            if weights.is_empty() {
-                return Err(ck.error(&path, "name at least one backend"));
-            }
-            for (backend, weight) in &weights {
-                let at = [&path[..], &[backend.as_str()]].concat();
-                known(&at, backend)?;
-                if !weight.is_finite() || *weight < 0.0 {
-                    return Err(ck.error(&at, "a weight is a finite number >= 0"));
-                }
-            }
-            if weights.values().sum::<f64>() <= 0.0 {
-                return Err(ck.error(&path, "weights must sum to more than 0"));
-            }
             RouteStrategy::Split {
-                weights: weights.into_iter().collect(),
+                weights: checked_weights(ck, &path, weights, &known)?,
                 sticky,
             }
         }
@@ -79,19 +89,7 @@ pub(super) fn validate_route(
             let easy_path = [&path[..], &["easy"]].concat();
             let easy = match easy {
                 RawEasy::One(backend) => vec![(known(&easy_path, &backend)?, 1.0)],
-                RawEasy::Split(weights) => {
-                    for (backend, weight) in &weights {
-                        let at = [&easy_path[..], &[backend.as_str()]].concat();
-                        known(&at, backend)?;
-                        if !weight.is_finite() || *weight < 0.0 {
-                            return Err(ck.error(&at, "a weight is a finite number >= 0"));
-                        }
-                    }
-                    if weights.values().sum::<f64>() <= 0.0 {
-                        return Err(ck.error(&easy_path, "weights must sum to more than 0"));
-                    }
-                    weights.into_iter().collect()
-                }
+                RawEasy::Split(weights) => checked_weights(ck, &easy_path, weights, &known)?,
             };
             if !(share > 0.0 && share < 1.0) {
                 return Err(ck.error(
