@@ -54,12 +54,14 @@ pub enum AdapterError {
     #[error("the backend is overloaded")]
     Overloaded { retry_after: Option<Duration> },
     /// The backend answered with an error status. `body` is its error object
-    /// when it sent one in the OpenAI shape.
+    /// when it sent one in the OpenAI shape; `retry_after` is when a
+    /// rate-limited (429) backend said to come back.
     #[error("the backend answered {status}: {message}")]
     Status {
         status: u16,
         message: String,
         body: Option<serde_json::Value>,
+        retry_after: Option<Duration>,
     },
     #[error("the backend sent something that could not be read: {message}")]
     Protocol { message: String },
@@ -118,6 +120,7 @@ mod tests {
             status: 400,
             message: "context too long".into(),
             body: None,
+            retry_after: None,
         };
         assert_eq!(bad.fault(), Fault::Downstream);
         assert!(!bad.retryable());
@@ -125,6 +128,7 @@ mod tests {
             status: 429,
             message: "slow down".into(),
             body: None,
+            retry_after: None,
         };
         assert_eq!(limited.fault(), Fault::Upstream);
         assert!(limited.retryable());

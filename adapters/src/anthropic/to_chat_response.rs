@@ -265,6 +265,7 @@ impl EventsToChunks {
                     status,
                     message,
                     body: None,
+                    retry_after: None,
                 });
             }
             _ => {}

@@ -9,4 +9,4 @@ mod client;
 mod convert;
 
 pub use client::OpenAiClient;
-pub(crate) use convert::{parse_json, status_error};
+pub(crate) use convert::parse_json;

@@ -114,6 +114,7 @@ impl SimBackend {
                 body: Some(
                     json!({"message": "simulated upstream error", "type": "server_error", "code": null}),
                 ),
+                retry_after: None,
             });
         }
         let stall = if rng.random_bool(p.faults.stall_rate) {
@@ -154,6 +155,7 @@ impl SimBackend {
                 json!({"message": message, "type": "invalid_request_error", "param": "messages", "code": "context_length_exceeded"}),
             ),
             message,
+            retry_after: None,
         })
     }
 

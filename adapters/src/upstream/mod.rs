@@ -2,6 +2,7 @@
 //! client, POSTs within the first-byte timeout, error answers read into
 //! errors, and SSE bodies decoded into items with an idle timeout.
 
+mod error_body;
 mod events;
 
 use std::future::Future;
@@ -10,7 +11,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use futures_util::stream::BoxStream;
-use http::header::{ACCEPT, CONTENT_TYPE, RETRY_AFTER};
+use http::header::{ACCEPT, CONTENT_TYPE};
 use http::{HeaderName, HeaderValue, Method, Request, Uri};
 use http_body_util::Full;
 use hyper::body::Incoming;
@@ -21,6 +22,7 @@ use hyper_util::rt::TokioExecutor;
 use serde::Serialize;
 use switchyard_policies::{BackendTls, ClientCert, Timeouts, TrustRoots};
 
+pub(crate) use error_body::status_error;
 pub use events::{EventDecoder, decode_events};
 
 use rustls_pki_types::pem::PemObject;
@@ -28,7 +30,6 @@ use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 
 use crate::body::TooLarge;
 use crate::error::{AdapterError, TimeoutPhase};
-use crate::openai::status_error;
 
 /// The W3C trace context of the attempt a backend call is made for.
 #[derive(Debug, Clone)]
@@ -270,19 +271,12 @@ impl Upstream {
         if status.is_success() {
             return Ok(response.into_body());
         }
-        let retry_after = response
-            .headers()
-            .get(RETRY_AFTER)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.trim().parse::<u64>().ok())
-            .map(Duration::from_secs);
+        let (head, body) = response.into_parts();
         // The status says what happened; a body past the limit is not read
         // (nor needed to say it).
         let limit = MAX_ERROR_BYTES.min(self.max_response_bytes);
-        let body = read_body(response.into_body(), limit)
-            .await
-            .unwrap_or_default();
-        Err(status_error(status.as_u16(), retry_after, &body))
+        let body = read_body(body, limit).await.unwrap_or_default();
+        Err(status_error(status.as_u16(), &head.headers, &body))
     }
 
     /// Runs `exchange` within the first-byte timeout (one timer for all of it).

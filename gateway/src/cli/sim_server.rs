@@ -170,6 +170,7 @@ fn failure(err: AdapterError) -> Result<Response<SimBody>, AdapterError> {
             status,
             message,
             body,
+            ..
         } => {
             let status = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
             let error = body.unwrap_or_else(|| json!({"message": message, "type": "server_error"}));

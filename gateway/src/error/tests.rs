@@ -13,6 +13,7 @@ fn upstream_client_errors_keep_the_backends_code() {
         body: Some(
             json!({"message": "too long", "type": "invalid_request_error", "code": "context_length_exceeded"}),
         ),
+        retry_after: None,
     });
     let object = err.error_object();
     assert_eq!(object["code"], "context_length_exceeded");
@@ -27,16 +28,19 @@ fn a_backends_words_never_reach_the_caller() {
             status: 400,
             message: leaky.into(),
             body: Some(json!({"message": leaky, "type": leaky, "code": "bad_thing"})),
+            retry_after: None,
         },
         AdapterError::Status {
             status: 500,
             message: leaky.into(),
             body: None,
+            retry_after: None,
         },
         AdapterError::Status {
             status: 401,
             message: leaky.into(),
             body: Some(json!({"message": leaky, "type": "authentication_error"})),
+            retry_after: None,
         },
         AdapterError::Connect {
             message: leaky.into(),
@@ -69,6 +73,7 @@ fn refused_gateway_credentials_are_a_502() {
             status,
             message: "Incorrect API key provided: sk-abc***xyz".into(),
             body: None,
+            retry_after: None,
         });
         assert_eq!(err.kind(), "upstream_auth");
         assert_eq!(err.error_object()["code"], "upstream_credentials_refused");
@@ -92,6 +97,7 @@ fn a_window_refusal_names_the_window_in_each_servers_words() {
         status: 400,
         message: body["message"].as_str().unwrap_or("").to_owned(),
         body: Some(body),
+        retry_after: None,
     };
     let openai = refusal(
         json!({"message": "This model's maximum context length is 8192 tokens. However, you requested 9000 tokens.", "code": "context_length_exceeded"}),
@@ -112,4 +118,46 @@ fn a_window_refusal_names_the_window_in_each_servers_words() {
     assert_eq!(super::upstream::window_refusal(&unnamed), Some(None));
     let other = refusal(json!({"message": "bad temperature", "code": "invalid_value"}));
     assert_eq!(super::upstream::window_refusal(&other), None);
+}
+
+#[test]
+fn a_rate_limited_backend_says_when_to_come_back_in_every_dialect() {
+    let limited = |retry_after| {
+        GatewayError::Upstream(AdapterError::Status {
+            status: 429,
+            message: "Too many requests".into(),
+            body: None,
+            retry_after,
+        })
+    };
+    for dialect in [super::Dialect::OpenAi, super::Dialect::Anthropic] {
+        let response = limited(Some(std::time::Duration::from_secs(7))).into_response_for(dialect);
+        assert_eq!(response.status(), StatusCode::TOO_MANY_REQUESTS);
+        assert_eq!(response.headers()[RETRY_AFTER], "7");
+        // A backend that did not say: a second.
+        let response = limited(None).into_response_for(dialect);
+        assert_eq!(response.headers()[RETRY_AFTER], "1");
+    }
+}
+
+#[test]
+fn a_content_filter_refusal_keeps_its_code_and_says_so() {
+    let err = GatewayError::Upstream(AdapterError::Status {
+        status: 400,
+        message: "The response was filtered".into(),
+        body: Some(
+            json!({"message": "The response was filtered", "type": null, "param": "prompt", "code": "content_filter"}),
+        ),
+        retry_after: None,
+    });
+    let object = err.error_object();
+    assert_eq!(object["code"], "content_filter");
+    assert_eq!(object["param"], "prompt");
+    assert!(
+        object["message"]
+            .as_str()
+            .unwrap()
+            .contains("content filter")
+    );
+    assert_eq!(err.into_response().status(), StatusCode::BAD_REQUEST);
 }

@@ -58,15 +58,25 @@ pub(crate) fn upstream_shape(err: &AdapterError) -> Shape {
             "upstream_error",
             Some("upstream_credentials_refused"),
         ),
+        // Every attempt was rate limited: the caller hears when the last
+        // backend said to come back (a second when it did not say).
+        AdapterError::Status {
+            status: 429,
+            retry_after,
+            ..
+        } => Shape {
+            retry_after: Some(retry_after.unwrap_or(Duration::from_secs(1))),
+            ..shape(
+                StatusCode::TOO_MANY_REQUESTS,
+                "upstream_rate_limited",
+                "invalid_request_error",
+                None,
+            )
+        },
         AdapterError::Status { status, .. } if *status < 500 => {
             // Pass the backend's verdict on the request through as it was.
             let status = StatusCode::from_u16(*status).unwrap_or(StatusCode::BAD_REQUEST);
-            let kind = if status == StatusCode::TOO_MANY_REQUESTS {
-                "upstream_rate_limited"
-            } else {
-                "upstream_rejected"
-            };
-            shape(status, kind, "invalid_request_error", None)
+            shape(status, "upstream_rejected", "invalid_request_error", None)
         }
         AdapterError::Status { .. } => shape(
             StatusCode::BAD_GATEWAY,
@@ -98,6 +108,9 @@ pub fn credentials_refused(status: u16) -> bool {
     matches!(status, 401 | 403)
 }
 
+/// The code content filters refuse a request with (Azure OpenAI's).
+const CONTENT_FILTER: &str = "content_filter";
+
 /// An upstream failure in fixed words: what happened, never what the
 /// backend said.
 pub(crate) fn upstream_message(err: &AdapterError) -> String {
@@ -113,6 +126,16 @@ pub(crate) fn upstream_message(err: &AdapterError) -> String {
         ),
         AdapterError::Status { status: 429, .. } => {
             "the backend is rate limiting requests (HTTP 429)".into()
+        }
+        // Azure's (and others') content filters: the caller's prompt, not a fault.
+        AdapterError::Status {
+            status,
+            body: Some(body),
+            ..
+        } if *status < 500 && body.get("code").and_then(Value::as_str) == Some(CONTENT_FILTER) => {
+            format!(
+                "the backend's content filter refused the request (HTTP {status}, {CONTENT_FILTER})"
+            )
         }
         AdapterError::Status { status, body, .. } if *status < 500 => {
             match body.as_ref().and_then(known_code) {
@@ -210,6 +233,7 @@ pub(crate) fn window_refusal(err: &AdapterError) -> Option<Option<u32>> {
         status,
         message,
         body: Some(body),
+        ..
     } = err
     else {
         return None;

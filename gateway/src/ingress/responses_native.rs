@@ -77,6 +77,7 @@ impl RawEvent {
                 status: 502,
                 message: event.data,
                 body: None,
+                retry_after: None,
             });
         }
         let terminal = matches!(name.as_str(), "response.completed" | "response.incomplete");
