@@ -2,9 +2,11 @@
 //! formats, the upstream clients, and the model-server simulator.
 
 pub mod anthropic;
+pub mod azure;
 pub mod body;
 pub mod engine_metrics;
 pub mod error;
+pub mod gemini;
 pub mod json;
 pub mod media;
 pub mod openai;

@@ -9,15 +9,16 @@ pub mod profiles;
 pub mod speculation;
 
 pub use config::{
-    AnthropicBackend, Auth, Backend, BackendAdapter, BackendTls, Balance, BreakerSettings,
-    CacheShare, CascadeCheck, ClientCert, Condition, Config, ConfigError, Durability, Engine,
-    Guardrail, GuardrailStage, HeaderMatch, HealthCheck, Hedge, LatencyBudget, LatencyHintsConfig,
-    LedgerSettings, Limits, ModelAccess, OnExhausted, OnSpoolFull, OnUnavailable, OpenAiBackend,
-    Pattern, PostgresLedger, PostgresUrl, PrefixCacheSettings, RedisState, Reference,
-    ResponseCacheSettings, Route, RouteStrategy, Rule, SENSITIVE_KINDS, Secretive, SensitiveAction,
-    SensitivePolicy, ServerSettings, SharedState, SimFaults, SimParams, SimPreset, SimSpeculation,
-    Similar, SpendLimit, SpendScope, Team, Telemetry, Tier, Timeouts, TlsFiles, TrustRoots,
-    VirtualKey, Widening, check_postgres_url, redact_password, sim_params_from_yaml,
+    AnthropicBackend, Auth, AzureAuth, AzureBackend, Backend, BackendAdapter, BackendTls, Balance,
+    BreakerSettings, CacheShare, CascadeCheck, ClientCert, Condition, Config, ConfigError,
+    Durability, Engine, GeminiBackend, Guardrail, GuardrailStage, HeaderMatch, HealthCheck, Hedge,
+    LatencyBudget, LatencyHintsConfig, LedgerSettings, Limits, ModelAccess, OnExhausted,
+    OnSpoolFull, OnUnavailable, OpenAiBackend, Pattern, PostgresLedger, PostgresUrl,
+    PrefixCacheSettings, RedisState, Reference, ResponseCacheSettings, Route, RouteStrategy, Rule,
+    SENSITIVE_KINDS, Secretive, SensitiveAction, SensitivePolicy, ServerSettings, SharedState,
+    SimFaults, SimParams, SimPreset, SimSpeculation, Similar, SpendLimit, SpendScope, Team,
+    Telemetry, Tier, Timeouts, TlsFiles, TrustRoots, VirtualKey, Widening, check_postgres_url,
+    redact_password, sim_params_from_yaml,
 };
 pub use pricing::{Pricing, TokenCounts, TokenPrice, builtin_price};
 pub use profiles::{Budget, Profile};

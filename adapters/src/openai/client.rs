@@ -74,6 +74,15 @@ impl OpenAiClient {
         })
     }
 
+    /// A client for an OpenAI-shaped API reached through `upstream`, whose
+    /// URL, query and credentials its provider set (Azure's, for one).
+    pub(crate) fn on(upstream: Upstream, native_responses: bool) -> Self {
+        OpenAiClient {
+            upstream,
+            native_responses,
+        }
+    }
+
     async fn call<B: serde::Serialize, T: DeserializeOwned>(
         &self,
         path: &'static str,

@@ -18,6 +18,12 @@ pub trait EventDecoder<T>: Send + 'static {
     /// The items an event stands for, and whether it ends the stream. An
     /// error item ends the stream too.
     fn decode(&mut self, event: SseEvent) -> (Vec<Result<T, AdapterError>>, bool);
+
+    /// The items owed when the body ends cleanly without an end event
+    /// (Google's streams have none: their last usage is sent here).
+    fn finish(&mut self) -> Vec<Result<T, AdapterError>> {
+        Vec::new()
+    }
 }
 
 struct State<T, D> {
@@ -99,6 +105,8 @@ where
                             st,
                         ));
                     }
+                    let owed = st.decoder.finish();
+                    st.pending.extend(owed);
                 }
                 Ok(Some(Err(err))) => {
                     st.done = true;

@@ -170,6 +170,8 @@ pub struct Upstream {
     /// Each path's full URI, parsed on first use: parsing `base_url + path`
     /// on every call cost about 1,000 instructions.
     uris: RwLock<Vec<(&'static str, Uri)>>,
+    /// Added after every path (`?api-version=...`), or empty.
+    query: String,
     headers: Vec<(HeaderName, HeaderValue)>,
     timeouts: Timeouts,
     /// The largest whole answer or streamed event read.
@@ -192,10 +194,22 @@ impl Upstream {
             http: http_client_trusting(link.timeouts.connect, link.tls)?,
             base_url: base_url.to_owned(),
             uris: RwLock::new(Vec::new()),
+            query: String::new(),
             headers,
             timeouts: link.timeouts,
             max_response_bytes: link.max_response_bytes,
         })
+    }
+
+    /// The same server with `query` (`api-version=2024-10-21`) added to
+    /// every request's URI.
+    pub fn with_query(mut self, query: &str) -> Self {
+        self.query = if query.is_empty() {
+            String::new()
+        } else {
+            format!("?{query}")
+        };
+        self
     }
 
     /// The full URI of `path` on this server.
@@ -205,12 +219,7 @@ impl Upstream {
             return Ok(uri.clone());
         }
         drop(known);
-        let uri: Uri =
-            format!("{}{path}", self.base_url)
-                .parse()
-                .map_err(|err: http::uri::InvalidUri| AdapterError::Internal {
-                    message: format!("{}{path}: {err}", self.base_url),
-                })?;
+        let uri = self.fresh_uri(path)?;
         self.uris
             .write()
             .unwrap_or_else(PoisonError::into_inner)
@@ -218,12 +227,22 @@ impl Upstream {
         Ok(uri)
     }
 
+    /// The full URI of `path`, parsed now. `path` may carry its own query
+    /// when the server adds none.
+    fn fresh_uri(&self, path: &str) -> Result<Uri, AdapterError> {
+        format!("{}{path}{}", self.base_url, self.query)
+            .parse()
+            .map_err(|err: http::uri::InvalidUri| AdapterError::Internal {
+                message: format!("{}{path}: {err}", self.base_url),
+            })
+    }
+
     /// Sends a POST and waits for the response head; error statuses are read
     /// and turned into errors here. No deadline of its own: callers put one
     /// timer around all of their exchange.
     async fn send<B: Serialize>(
         &self,
-        path: &'static str,
+        uri: Uri,
         body: &B,
         extra_headers: &[(HeaderName, HeaderValue)],
     ) -> Result<Incoming, AdapterError> {
@@ -235,7 +254,7 @@ impl Upstream {
         })?;
         let mut request = Request::builder()
             .method(Method::POST)
-            .uri(self.uri(path)?)
+            .uri(uri)
             .header(CONTENT_TYPE, HeaderValue::from_static("application/json"))
             .header(
                 ACCEPT,
@@ -300,8 +319,29 @@ impl Upstream {
         body: &B,
         extra_headers: &[(HeaderName, HeaderValue)],
     ) -> Result<Bytes, AdapterError> {
+        self.call_uri(self.uri(path)?, body, extra_headers).await
+    }
+
+    /// The same for a path made per request (one naming the model, as
+    /// Google's APIs do), which is parsed each time rather than kept.
+    pub async fn call_path<B: Serialize>(
+        &self,
+        path: &str,
+        body: &B,
+        extra_headers: &[(HeaderName, HeaderValue)],
+    ) -> Result<Bytes, AdapterError> {
+        self.call_uri(self.fresh_uri(path)?, body, extra_headers)
+            .await
+    }
+
+    async fn call_uri<B: Serialize>(
+        &self,
+        uri: Uri,
+        body: &B,
+        extra_headers: &[(HeaderName, HeaderValue)],
+    ) -> Result<Bytes, AdapterError> {
         self.within_first_byte(async {
-            let incoming = self.send(path, body, extra_headers).await?;
+            let incoming = self.send(uri, body, extra_headers).await?;
             read_body(incoming, self.max_response_bytes).await
         })
         .await
@@ -320,8 +360,41 @@ impl Upstream {
         T: Send + 'static,
         D: EventDecoder<T>,
     {
+        self.stream_uri(self.uri(path)?, body, extra_headers, decoder)
+            .await
+    }
+
+    /// The same for a path made per request.
+    pub async fn stream_path<B, T, D>(
+        &self,
+        path: &str,
+        body: &B,
+        extra_headers: &[(HeaderName, HeaderValue)],
+        decoder: D,
+    ) -> Result<BoxStream<'static, Result<T, AdapterError>>, AdapterError>
+    where
+        B: Serialize,
+        T: Send + 'static,
+        D: EventDecoder<T>,
+    {
+        self.stream_uri(self.fresh_uri(path)?, body, extra_headers, decoder)
+            .await
+    }
+
+    async fn stream_uri<B, T, D>(
+        &self,
+        uri: Uri,
+        body: &B,
+        extra_headers: &[(HeaderName, HeaderValue)],
+        decoder: D,
+    ) -> Result<BoxStream<'static, Result<T, AdapterError>>, AdapterError>
+    where
+        B: Serialize,
+        T: Send + 'static,
+        D: EventDecoder<T>,
+    {
         let incoming = self
-            .within_first_byte(self.send(path, body, extra_headers))
+            .within_first_byte(self.send(uri, body, extra_headers))
             .await?;
         Ok(decode_events(
             incoming,

@@ -7,11 +7,13 @@ use std::sync::atomic::AtomicUsize;
 
 use http::HeaderValue;
 use switchyard_adapters::anthropic::AnthropicClient;
+use switchyard_adapters::azure::AzureClient;
+use switchyard_adapters::gemini::GeminiClient;
 use switchyard_adapters::openai::OpenAiClient;
 use switchyard_adapters::sim::SimBackend;
 use switchyard_adapters::upstream::Link;
 use switchyard_adapters::{AdapterError, Provider};
-use switchyard_policies::{Backend, BackendAdapter, Engine};
+use switchyard_policies::{AzureAuth, Backend, BackendAdapter, Engine};
 use tokio::sync::Semaphore;
 
 use crate::admit::breaker::Breaker;
@@ -184,6 +186,14 @@ pub fn build_provider(backend: &Backend) -> anyhow::Result<Arc<dyn Provider>> {
             })
             .transpose()
     };
+    let required = |var: &str, field: &str| -> anyhow::Result<String> {
+        std::env::var(var).map_err(|_| {
+            anyhow::anyhow!(
+                "backend `{}`: environment variable {var} (its {field}) is not set",
+                backend.name
+            )
+        })
+    };
     let failed = |err: AdapterError| anyhow::anyhow!("backend `{}`: {err}", backend.name);
     let link = Link {
         timeouts: backend.timeouts,
@@ -200,6 +210,17 @@ pub fn build_provider(backend: &Backend) -> anyhow::Result<Arc<dyn Provider>> {
             AnthropicClient::new(anthropic, link, key(&anthropic.api_key_env)?.as_deref())
                 .map_err(failed)?,
         ),
+        BackendAdapter::Gemini(gemini) => Arc::new(
+            GeminiClient::new(gemini, link, &required(&gemini.api_key_env, "api_key")?)
+                .map_err(failed)?,
+        ),
+        BackendAdapter::Azure(azure) => {
+            let secret = match &azure.auth {
+                AzureAuth::ApiKey(var) => required(var, "api_key")?,
+                AzureAuth::EntraToken(var) => required(var, "entra_token")?,
+            };
+            Arc::new(AzureClient::new(azure, link, &secret).map_err(failed)?)
+        }
     };
     Ok(provider)
 }

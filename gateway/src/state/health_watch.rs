@@ -10,7 +10,7 @@ use std::sync::Arc;
 use http::{HeaderName, HeaderValue};
 use switchyard_adapters::engine_metrics::fetch_with;
 use switchyard_adapters::upstream::{HttpClient, http_client_trusting};
-use switchyard_policies::{Backend, BackendAdapter, Config, Engine, HealthCheck};
+use switchyard_policies::{AzureAuth, Backend, BackendAdapter, Config, Engine, HealthCheck};
 
 use crate::state::app::App;
 
@@ -83,6 +83,39 @@ fn target(
                 headers.push((HeaderName::from_static("anthropic-version"), version));
             }
             (format!("{}/models", anthropic.base_url), headers)
+        }
+        BackendAdapter::Gemini(gemini) => {
+            let headers = key(&Some(gemini.api_key_env.clone()))
+                .and_then(|k| HeaderValue::from_str(&k).ok())
+                .map(|v| (HeaderName::from_static("x-goog-api-key"), v))
+                .into_iter()
+                .collect();
+            (format!("{}/v1beta/models", gemini.base_url), headers)
+        }
+        BackendAdapter::Azure(azure) => {
+            let (name, value) = match &azure.auth {
+                AzureAuth::ApiKey(var) => {
+                    (HeaderName::from_static("api-key"), key(&Some(var.clone())))
+                }
+                AzureAuth::EntraToken(var) => (
+                    http::header::AUTHORIZATION,
+                    key(&Some(var.clone())).map(|t| format!("Bearer {t}")),
+                ),
+            };
+            let headers = value
+                .and_then(|v| HeaderValue::from_str(&v).ok())
+                .map(|v| (name, v))
+                .into_iter()
+                .collect();
+            let url = if azure.v1() {
+                format!("{}/openai/v1/models", azure.endpoint)
+            } else {
+                format!(
+                    "{}/openai/models?api-version={}",
+                    azure.endpoint, azure.api_version
+                )
+            };
+            (url, headers)
         }
         BackendAdapter::Sim(_) => return None,
     };

@@ -23,6 +23,14 @@ impl Peer {
                 provider: "anthropic",
                 servers: vec![address(&a.base_url)],
             },
+            BackendAdapter::Gemini(g) => Peer {
+                provider: "gcp.gemini",
+                servers: vec![address(&g.base_url)],
+            },
+            BackendAdapter::Azure(a) => Peer {
+                provider: "azure.ai.openai",
+                servers: vec![address(&a.endpoint)],
+            },
             BackendAdapter::OpenAi(o) => Peer {
                 provider: match o.engine {
                     Engine::Llamacpp => "llama.cpp",

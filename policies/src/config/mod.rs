@@ -3,6 +3,7 @@
 //! strict (`deny_unknown_fields`); validated types carry only checked values.
 
 mod accounting;
+mod adapter;
 mod error;
 mod guardrails;
 mod health;
@@ -10,6 +11,7 @@ mod locate;
 mod predictors;
 mod raw;
 mod raw_accounting;
+mod raw_cloud;
 mod route;
 mod sensitive;
 mod sim;
@@ -18,6 +20,7 @@ mod stored_keys;
 mod telemetry;
 mod validate;
 mod validate_accounting;
+mod validate_adapter;
 mod validate_route;
 mod validate_shadow;
 
@@ -39,6 +42,9 @@ use crate::pricing::Pricing;
 pub use accounting::{
     Auth, Durability, LedgerSettings, ModelAccess, OnExhausted, OnSpoolFull, PostgresLedger,
     PostgresUrl, Reference, SpendLimit, SpendScope, Team, VirtualKey, Widening, redact_password,
+};
+pub use adapter::{
+    AnthropicBackend, AzureAuth, AzureBackend, BackendAdapter, GeminiBackend, OpenAiBackend,
 };
 pub use error::ConfigError;
 pub use guardrails::{Guardrail, GuardrailStage};
@@ -112,16 +118,8 @@ impl Config {
     pub fn env_references(&self) -> Vec<(String, String)> {
         let mut out = Vec::new();
         for backend in self.backends.values() {
-            let (adapter, var) = match &backend.adapter {
-                BackendAdapter::OpenAi(openai) => ("openai", &openai.api_key_env),
-                BackendAdapter::Anthropic(anthropic) => ("anthropic", &anthropic.api_key_env),
-                BackendAdapter::Sim(_) => continue,
-            };
-            if let Some(var) = var {
-                out.push((
-                    format!("backends.{}.{adapter}.api_key", backend.name),
-                    var.clone(),
-                ));
+            for (field, var) in backend.adapter.env_references() {
+                out.push((format!("backends.{}.{field}", backend.name), var.to_owned()));
             }
         }
         if let Some(postgres) = &self.ledger.postgres
@@ -405,78 +403,6 @@ impl Default for BreakerSettings {
             failures: 5,
             cooldown: Duration::from_secs(10),
         }
-    }
-}
-
-/// How the gateway talks to a backend.
-#[derive(Debug, Clone, PartialEq)]
-pub enum BackendAdapter {
-    /// Any OpenAI-compatible server.
-    OpenAi(OpenAiBackend),
-    /// The built-in model-server simulator, in process.
-    Sim(SimParams),
-    /// An Anthropic Messages API (Anthropic itself, or another gateway's
-    /// `/v1/messages`).
-    Anthropic(AnthropicBackend),
-}
-
-/// An Anthropic Messages upstream.
-#[derive(Debug, Clone, PartialEq)]
-pub struct AnthropicBackend {
-    /// Base URL up to and including the version segment, e.g.
-    /// `https://api.anthropic.com/v1`; never ends with `/`.
-    pub base_url: String,
-    /// From `api_key: env:NAME`.
-    pub api_key_env: Option<String>,
-    /// The `anthropic-version` header; 2023-06-01 when unset.
-    pub version: Option<String>,
-    /// Mark long stable prefixes (tools and system) with `cache_control`
-    /// once the prefix index has seen them within the cache lifetime, when
-    /// the client set no markers itself.
-    pub prompt_caching: bool,
-}
-
-/// An OpenAI-compatible upstream.
-#[derive(Debug, Clone, PartialEq)]
-pub struct OpenAiBackend {
-    /// Base URL up to and including the version segment, e.g.
-    /// `http://127.0.0.1:8081/v1`; never ends with `/`.
-    pub base_url: String,
-    /// Name of the environment variable holding the API key, from
-    /// `api_key: env:NAME`. The key itself is never part of the config.
-    pub api_key_env: Option<String>,
-    /// The server speaks the Responses API itself: `/v1/responses` requests
-    /// go to it untranslated (OpenAI's hosted tools included).
-    pub native_responses: bool,
-    pub engine: Engine,
-    /// llama.cpp's slot count (`--parallel`): a session is pinned to one
-    /// slot (`id_slot`) so its prefix stays cached there.
-    pub slots: Option<u32>,
-    /// The engine's Prometheus endpoint, read for speculative acceptance
-    /// (vLLM, SGLang, llama.cpp started with `--metrics`).
-    pub metrics_url: Option<String>,
-    pub metrics_interval: Duration,
-    /// Base URLs of every server of this model: `base_url` first, then
-    /// `replicas`.
-    pub replicas: Vec<String>,
-    /// Send `prompt_cache_key` when the client did not.
-    pub prompt_cache_key: bool,
-}
-
-impl OpenAiBackend {
-    /// `scheme://host:port` of the server, where engines keep their own
-    /// pages (`/metrics`, llama.cpp's `/props`).
-    pub fn origin(&self) -> &str {
-        origin(&self.base_url)
-    }
-}
-
-/// `scheme://host:port` of a URL.
-fn origin(url: &str) -> &str {
-    let after_scheme = url.find("://").map_or(0, |i| i + 3);
-    match url[after_scheme..].find('/') {
-        Some(i) => &url[..after_scheme + i],
-        None => url,
     }
 }
 

@@ -174,6 +174,8 @@ pub(super) struct RawBackend {
     pub openai: Option<RawOpenAi>,
     pub anthropic: Option<RawAnthropic>,
     pub sim: Option<RawSim>,
+    pub gemini: Option<super::raw_cloud::RawGemini>,
+    pub azure: Option<super::raw_cloud::RawAzure>,
     #[serde(default)]
     pub timeouts: RawTimeouts,
     pub max_concurrency: Option<usize>,

@@ -6,9 +6,10 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use super::raw::{RawBackend, RawConfig, RawSim};
+use super::validate_adapter::Adapters;
 use super::{
-    Backend, BackendAdapter, Config, ConfigError, Limits, OpenAiBackend, ServerSettings, SimFaults,
-    SimParams, SimPreset, SimSpeculation, Timeouts,
+    Backend, BackendAdapter, Config, ConfigError, Limits, ServerSettings, SimFaults, SimParams,
+    SimPreset, SimSpeculation, Timeouts,
 };
 
 /// Carries the text so errors can be placed on a line.
@@ -207,51 +208,17 @@ fn validate_backend(ck: &Checker<'_>, name: &str, raw: RawBackend) -> Result<Bac
             "must be positive",
         ));
     }
-    let adapter = match (raw.openai, raw.anthropic, raw.sim) {
-        (Some(openai), None, None) => BackendAdapter::OpenAi(validate_openai(ck, name, openai)?),
-        (None, Some(anthropic), None) => {
-            let openai = validate_openai(
-                ck,
-                name,
-                super::raw::RawOpenAi {
-                    base_url: anthropic.base_url,
-                    api_key: anthropic.api_key,
-                    responses: false,
-                    engine: None,
-                    slots: None,
-                    metrics_url: None,
-                    metrics_interval_ms: None,
-                    replicas: Vec::new(),
-                    prompt_cache_key: None,
-                },
-            )
-            .map_err(|e| ConfigError {
-                path: e.path.replace(".openai.", ".anthropic."),
-                ..e
-            })?;
-            BackendAdapter::Anthropic(super::AnthropicBackend {
-                base_url: openai.base_url,
-                api_key_env: openai.api_key_env,
-                version: anthropic.version,
-                prompt_caching: anthropic.prompt_caching,
-            })
-        }
-        (None, None, Some(sim)) => {
-            BackendAdapter::Sim(sim_params(ck, &["backends", name, "sim"], sim)?)
-        }
-        (None, None, None) => {
-            return Err(ck.error(
-                &["backends", name],
-                "set one of `openai`, `anthropic` or `sim`",
-            ));
-        }
-        _ => {
-            return Err(ck.error(
-                &["backends", name],
-                "set only one of `openai`, `anthropic` or `sim`",
-            ));
-        }
-    };
+    let adapter = super::validate_adapter::validate_adapter(
+        ck,
+        name,
+        Adapters {
+            openai: raw.openai,
+            anthropic: raw.anthropic,
+            sim: raw.sim,
+            gemini: raw.gemini,
+            azure: raw.azure,
+        },
+    )?;
     let defaults = Timeouts::default();
     let ms = |v: Option<u64>, d: Duration| v.map(Duration::from_millis).unwrap_or(d);
     let timeouts = Timeouts {
@@ -377,82 +344,13 @@ fn backend_tls(
     })
 }
 
-fn validate_openai(
-    ck: &Checker<'_>,
-    name: &str,
-    raw: super::raw::RawOpenAi,
-) -> Result<OpenAiBackend, ConfigError> {
-    let checked_url = |url: &str, field: &str| {
-        let trimmed = url.trim_end_matches('/').to_owned();
-        let scheme_ok = trimmed.starts_with("http://") || trimmed.starts_with("https://");
-        let host_ok = trimmed
-            .split("://")
-            .nth(1)
-            .is_some_and(|rest| !rest.is_empty());
-        if scheme_ok && host_ok {
-            Ok(trimmed)
-        } else {
-            Err(ck.error(
-                &["backends", name, "openai", field],
-                format!("`{url}` is not an http:// or https:// URL"),
-            ))
-        }
-    };
-    let url = checked_url(&raw.base_url, "base_url")?;
-    let official = url.contains("://api.openai.com");
-    let mut replicas = vec![url.clone()];
-    for replica in &raw.replicas {
-        replicas.push(checked_url(replica, "replicas")?);
-    }
-    let api_key_env = match raw.api_key {
-        None => None,
-        Some(reference) => match reference.strip_prefix("env:") {
-            Some(var) if !var.is_empty() => Some(var.to_owned()),
-            // Never echo the value: it may be a key pasted inline.
-            _ => {
-                return Err(ck.error(
-                    &["backends", name, "openai", "api_key"],
-                    "must be `env:NAME`, naming the environment variable that holds the key; keys are never written in config",
-                ));
-            }
-        },
-    };
-    let engine = raw.engine.unwrap_or_default();
-    if raw.slots.is_some() && engine != super::Engine::Llamacpp {
-        return Err(ck.error(
-            &["backends", name, "openai", "slots"],
-            "slots are llama.cpp's: set `engine: llamacpp`",
-        ));
-    }
-    if raw.slots == Some(0) {
-        return Err(ck.error(&["backends", name, "openai", "slots"], "must be positive"));
-    }
-    if let Some(metrics) = &raw.metrics_url
-        && !(metrics.starts_with("http://") || metrics.starts_with("https://"))
-    {
-        return Err(ck.error(
-            &["backends", name, "openai", "metrics_url"],
-            format!("`{metrics}` is not an http:// or https:// URL"),
-        ));
-    }
-    Ok(OpenAiBackend {
-        metrics_url: raw.metrics_url.or_else(|| {
-            (engine != super::Engine::Generic).then(|| format!("{}/metrics", super::origin(&url)))
-        }),
-        base_url: url,
-        api_key_env,
-        native_responses: raw.responses,
-        engine,
-        slots: raw.slots,
-        prompt_cache_key: raw.prompt_cache_key.unwrap_or(official),
-        replicas,
-        metrics_interval: Duration::from_millis(raw.metrics_interval_ms.unwrap_or(10_000).max(100)),
-    })
-}
-
 /// Simulator parameters from their raw form: the preset (small by default)
 /// with the given fields overriding it.
-fn sim_params(ck: &Checker<'_>, path: &[&str], raw: RawSim) -> Result<SimParams, ConfigError> {
+pub(super) fn sim_params(
+    ck: &Checker<'_>,
+    path: &[&str],
+    raw: RawSim,
+) -> Result<SimParams, ConfigError> {
     let base = raw.preset.unwrap_or(SimPreset::Small).params();
     let at = |field: &'static str| {
         let mut p = path.to_vec();
