@@ -32,6 +32,8 @@ mod predictor_tests;
 mod reference_tests;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod adapter_tests;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
