@@ -117,6 +117,14 @@ pub fn builtin_price(model: &str) -> Option<TokenPrice> {
         ("claude-opus-4", [15.00, 1.50, 18.75, 75.00]),
         ("claude-opus-4-1", [15.00, 1.50, 18.75, 75.00]),
         ("claude-opus-4-5", [5.00, 0.50, 6.25, 25.00]),
+        // Gemini: prompts up to 200k tokens (longer ones cost more; set
+        // `price:` for those), implicit cache hits at a tenth of input.
+        ("gemini-2.5-flash-lite", [0.10, 0.01, 0.0, 0.40]),
+        ("gemini-2.5-flash", [0.30, 0.03, 0.0, 2.50]),
+        ("gemini-2.5-pro", [1.25, 0.125, 0.0, 10.00]),
+        ("gemini-3-flash-preview", [0.50, 0.05, 0.0, 3.00]),
+        ("gemini-3-pro-preview", [2.00, 0.20, 0.0, 12.00]),
+        ("gemini-3.1-pro-preview", [2.00, 0.20, 0.0, 12.00]),
     ];
     let name = without_snapshot(model);
     TABLE
@@ -188,6 +196,22 @@ mod tests {
         };
         let expected = 100.0 * 3e-6 + 5_000.0 * 0.3e-6 + 2_000.0 * 3.75e-6 + 500.0 * 15e-6;
         assert!(close(price.cost(&tokens), expected));
+    }
+
+    #[test]
+    fn gemini_cache_hits_and_thoughts() {
+        let price = builtin_price("gemini-2.5-flash").unwrap();
+        // 120 prompt tokens of which 100 cached, 6 answer and 4 thought tokens.
+        let tokens = TokenCounts {
+            input: 20,
+            cached_input: 100,
+            output: 10,
+            reasoning: 4,
+            ..TokenCounts::default()
+        };
+        let expected = 20.0 * 0.30e-6 + 100.0 * 0.03e-6 + 10.0 * 2.50e-6;
+        assert!(close(price.cost(&tokens), expected));
+        assert!(builtin_price("gemini-2.5-flash-preview-05-20").is_none());
     }
 
     #[test]

@@ -135,7 +135,7 @@ pub enum Command {
         /// How far back: 7d, 24h, 30m.
         #[arg(long, default_value = "7d")]
         since: String,
-        /// Group by key, team, route, backend, tier or day.
+        /// Group by key, team, route, backend, tier, provider or day.
         #[arg(long, default_value = "key")]
         by: String,
         /// table, json or csv.

@@ -49,7 +49,7 @@ use Kind::{Flag, Int, Real, Text};
 use Since::{Added, First};
 
 /// Every column of a row, in table order (the `id` key is the store's own).
-pub const COLUMNS: [Column; 45] = [
+pub const COLUMNS: [Column; 46] = [
     column("ts_ms", Int, true, First),
     column("request_id", Text, false, First),
     column("key", Text, false, First),
@@ -95,6 +95,7 @@ pub const COLUMNS: [Column; 45] = [
     added_in_postgres(column("error", Text, false, Added), 3),
     added_in_postgres(column("sensitive", Text, false, Added), 4),
     added_in_postgres(column("sensitive_action", Text, false, Added), 4),
+    added_in_postgres(column("provider", Text, false, Added), 5),
 ];
 
 /// A column PostgreSQL ledgers gained with schema version `version`.
@@ -186,6 +187,7 @@ pub fn cells(r: &LedgerRow) -> [Cell<'_>; COLUMNS.len()] {
         Cell::Text(r.error.as_deref()),
         Cell::Text(r.sensitive.as_ref().map(|s| s.kinds.as_str())),
         Cell::Text(r.sensitive.as_ref().map(|s| s.action.as_str())),
+        Cell::Text(r.provider),
     ]
 }
 
@@ -227,6 +229,7 @@ mod tests {
             route: Some(Arc::from("auto")),
             backend: "small".into(),
             tier: "small",
+            provider: Some("openai"),
             profile: Some("chat"),
             dialect: "openai",
             endpoint: "chat",

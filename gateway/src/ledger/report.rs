@@ -11,16 +11,18 @@ pub enum Dimension {
     Route,
     Backend,
     Tier,
+    Provider,
     Day,
 }
 
 impl Dimension {
-    pub const ALL: [Dimension; 6] = [
+    pub const ALL: [Dimension; 7] = [
         Dimension::Key,
         Dimension::Team,
         Dimension::Route,
         Dimension::Backend,
         Dimension::Tier,
+        Dimension::Provider,
         Dimension::Day,
     ];
 
@@ -31,6 +33,7 @@ impl Dimension {
             Dimension::Route => "route",
             Dimension::Backend => "backend",
             Dimension::Tier => "tier",
+            Dimension::Provider => "provider",
             Dimension::Day => "day",
         }
     }
@@ -48,6 +51,8 @@ impl Dimension {
             // A request refused before routing has no backend or tier.
             Dimension::Backend => "COALESCE(NULLIF(backend, ''), '-')",
             Dimension::Tier => "COALESCE(NULLIF(tier, ''), '-')",
+            // Rows from before the column was added name no provider.
+            Dimension::Provider => "COALESCE(NULLIF(provider, ''), '-')",
             Dimension::Day => "strftime('%Y-%m-%d', ts_ms / 1000, 'unixepoch')",
         }
     }

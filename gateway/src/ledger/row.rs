@@ -16,6 +16,10 @@ pub struct LedgerRow {
     pub route: Option<Arc<str>>,
     pub backend: String,
     pub tier: &'static str,
+    /// Who serves the backend, as the GenAI conventions name it
+    /// (`azure.ai.openai`, `gcp.gemini`, `llama.cpp`); none for a request
+    /// refused before routing.
+    pub provider: Option<&'static str>,
     pub profile: Option<&'static str>,
     /// The caller's API dialect (`openai`).
     pub dialect: &'static str,

@@ -127,6 +127,7 @@ mod tests {
             route: Some("auto".into()),
             backend: "local".into(),
             tier: "small",
+            provider: Some("openai"),
             profile: None,
             dialect: "openai",
             endpoint: "chat",

@@ -131,6 +131,7 @@ impl RefusalGuard {
             route,
             backend: backend.map(|b| b.name.clone()).unwrap_or_default(),
             tier: backend.map_or("", |b| b.tier.as_str()),
+            provider: backend.map(|b| b.peer.provider),
             profile: None,
             dialect: self.dialect.name(),
             endpoint: self.endpoint,

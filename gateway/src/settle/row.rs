@@ -163,6 +163,7 @@ impl RequestRecord {
             // Taken: the row is made once, and the record needs no name after.
             backend: std::mem::take(&mut self.backend),
             tier: self.tier,
+            provider: Some(self.provider),
             profile: self.context.profile,
             dialect: self.context.dialect.name(),
             endpoint: self.context.endpoint,
