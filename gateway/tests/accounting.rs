@@ -349,16 +349,27 @@ async fn spend_reports_split_cloud_local_and_savings() {
     );
     gateway.terminate();
 
-    let run = |format: &str| {
+    let run_by = |by: &str, format: &str| {
         support::report(
             None,
             &config,
-            &[
-                "spend", "--by", "backend", "--since", "1d", "--format", format,
-            ],
+            &["spend", "--by", by, "--since", "1d", "--format", format],
         )
     };
+    let run = |format: &str| run_by("backend", format);
     let json: Value = serde_json::from_str(&run("json")).unwrap();
+    assert_eq!(
+        json["counterfactual"],
+        json!({"model": "gpt-4o", "provider": "openai"})
+    );
+    let providers: Value = serde_json::from_str(&run_by("provider", "json")).unwrap();
+    let groups: Vec<&str> = providers["lines"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| l["group"].as_str().unwrap())
+        .collect();
+    assert_eq!(groups, ["switchyard.sim", "-"], "served, then refused");
     let lines = json["lines"].as_array().unwrap();
     assert_eq!(lines.len(), 3);
     let unrouted = lines.iter().find(|l| l["group"] == "-").unwrap();
@@ -371,7 +382,13 @@ async fn spend_reports_split_cloud_local_and_savings() {
     // Savings: the local requests would have cost gpt-4o's price.
     assert!(local["savings_usd"].as_f64().unwrap() > 0.0);
     assert!(run("csv").starts_with("backend,requests,"));
-    assert!(run("table").lines().last().unwrap().starts_with("total"));
+    let table = run("table");
+    let mut last = table.lines().rev();
+    assert_eq!(
+        last.next(),
+        Some("counterfactual_usd: the same tokens priced on gpt-4o (openai)")
+    );
+    assert!(last.next().unwrap().starts_with("total"));
     let _ = std::fs::remove_file(config);
     let _ = std::fs::remove_file(ledger);
 }

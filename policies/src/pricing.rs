@@ -133,6 +133,19 @@ pub fn builtin_price(model: &str) -> Option<TokenPrice> {
         .map(|(_, [input, cached, write, output])| p(*input, *cached, *write, *output))
 }
 
+/// Who sells a model of the built-in list, as OpenTelemetry's GenAI
+/// conventions name providers; `None` for a model the list does not price.
+pub fn list_provider(model: &str) -> Option<&'static str> {
+    builtin_price(model)?;
+    Some(if model.starts_with("claude-") {
+        "anthropic"
+    } else if model.starts_with("gemini-") {
+        "gcp.gemini"
+    } else {
+        "openai"
+    })
+}
+
 /// A model name without its snapshot suffix: `-YYYY-MM-DD`, `-YYYYMMDD`,
 /// `@YYYYMMDD` or `-latest`.
 fn without_snapshot(model: &str) -> &str {

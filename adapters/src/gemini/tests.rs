@@ -39,7 +39,10 @@ fn a_conversation_with_tools_becomes_contents_and_declarations() {
         "tool_choice": "required"
     }));
     let body = generate_request(&req).unwrap();
-    assert_eq!(body["systemInstruction"], json!({"parts": [{"text": "Be brief."}]}));
+    assert_eq!(
+        body["systemInstruction"],
+        json!({"parts": [{"text": "Be brief."}]})
+    );
     let contents = body["contents"].as_array().unwrap();
     assert_eq!(contents.len(), 3, "{contents:#?}");
     assert_eq!(contents[0]["role"], "user");
@@ -72,7 +75,10 @@ fn a_conversation_with_tools_becomes_contents_and_declarations() {
         body["tools"][0]["functionDeclarations"][0]["parametersJsonSchema"]["required"],
         json!(["city"])
     );
-    assert_eq!(body["toolConfig"], json!({"functionCallingConfig": {"mode": "ANY"}}));
+    assert_eq!(
+        body["toolConfig"],
+        json!({"functionCallingConfig": {"mode": "ANY"}})
+    );
     assert_eq!(
         body["generationConfig"],
         json!({"maxOutputTokens": 300, "temperature": 0.2, "topP": 0.9, "stopSequences": ["END"]})
@@ -81,19 +87,29 @@ fn a_conversation_with_tools_becomes_contents_and_declarations() {
 
 #[test]
 fn what_gemini_cannot_take_is_refused_by_name() {
-    let link = request(json!({"model": "gemini-2.5-flash", "messages": [{"role": "user", "content": [
-        {"type": "image_url", "image_url": {"url": "https://example.com/cat.png"}}]}]}));
+    let link = request(
+        json!({"model": "gemini-2.5-flash", "messages": [{"role": "user", "content": [
+        {"type": "image_url", "image_url": {"url": "https://example.com/cat.png"}}]}]}),
+    );
     assert_eq!(
         generate_request(&link).unwrap_err().param,
         "messages[0].content[0].image_url"
     );
     let unknown = request(json!({"model": "m", "messages": [], "logit_bias": {"1": 2}}));
     assert_eq!(generate_request(&unknown).unwrap_err().param, "logit_bias");
-    let schema = request(json!({"model": "m", "messages": [], "response_format": {"type": "json_schema",
-        "json_schema": {"name": "x", "schema": {"type": "object"}}}}));
+    let schema = request(
+        json!({"model": "m", "messages": [], "response_format": {"type": "json_schema",
+        "json_schema": {"name": "x", "schema": {"type": "object"}}}}),
+    );
     let body = generate_request(&schema).unwrap();
-    assert_eq!(body["generationConfig"]["responseMimeType"], "application/json");
-    assert_eq!(body["generationConfig"]["responseJsonSchema"], json!({"type": "object"}));
+    assert_eq!(
+        body["generationConfig"]["responseMimeType"],
+        "application/json"
+    );
+    assert_eq!(
+        body["generationConfig"]["responseJsonSchema"],
+        json!({"type": "object"})
+    );
 }
 
 #[test]
@@ -125,7 +141,10 @@ fn a_function_call_answer_comes_back_as_tool_calls_with_its_usage() {
     assert_eq!(call.function.arguments, r#"{"location":"London"}"#);
     assert!(call.id.starts_with("call_gemini_"));
     assert_eq!(call.extra["thought_signature"], "CiQBVKhc7r");
-    assert_eq!(choice.message.extra["reasoning_content"], "Checking the weather.");
+    assert_eq!(
+        choice.message.extra["reasoning_content"],
+        "Checking the weather."
+    );
     let usage = chat.usage.unwrap();
     assert_eq!((usage.prompt_tokens, usage.completion_tokens), (120, 62));
     let counts = usage.token_counts();
@@ -140,7 +159,10 @@ fn a_blocked_prompt_is_an_empty_answer_stopped_by_the_filter() {
     let answer = json!({"promptFeedback": {"blockReason": "SAFETY"},
         "usageMetadata": {"promptTokenCount": 8, "totalTokenCount": 8}});
     let chat = chat_from_generate(&answer, "gemini-2.5-flash");
-    assert_eq!(chat.choices[0].finish_reason.as_deref(), Some("content_filter"));
+    assert_eq!(
+        chat.choices[0].finish_reason.as_deref(),
+        Some("content_filter")
+    );
     assert_eq!(chat.usage.unwrap().prompt_tokens, 8);
 }
 

@@ -30,7 +30,10 @@ pub async fn spend(app: &App, req: Request<Incoming>) -> Result<Response<Body>, 
     let since_ms = now_ms() - since;
     // Summed by the database itself, PostgreSQL's included.
     let report = on_ledger(app, move |ledger| ledger.spend_report(since_ms, by)).await?;
-    Ok(json_response(StatusCode::OK, &report))
+    Ok(json_response(
+        StatusCode::OK,
+        &report.priced_on(app.reference.as_ref()),
+    ))
 }
 
 /// `GET /admin/predictors`: each learned predictor's version and online

@@ -34,13 +34,7 @@ pub fn run(command: Command) -> anyhow::Result<()> {
             ..
         } => {
             let config = config_file::load(config.as_deref())?;
-            crate::cli::spend::run(
-                &config.ledger,
-                &since,
-                &by,
-                &format,
-                &mut std::io::stdout().lock(),
-            )
+            crate::cli::spend::run(&config, &since, &by, &format, &mut std::io::stdout().lock())
         }
         Command::Compare {
             since,

@@ -9,7 +9,7 @@ use crate::ledger::{
 };
 
 pub fn run(
-    ledger: &switchyard_policies::LedgerSettings,
+    config: &switchyard_policies::Config,
     since: &str,
     by: &str,
     format: &str,
@@ -18,14 +18,29 @@ pub fn run(
     let since = parse_since(since).map_err(|e| anyhow::anyhow!("--since: {e}"))?;
     let by = parse_dimension(by).map_err(|e| anyhow::anyhow!("--by: {e}"))?;
     let since_ms = now_ms() - since;
+    let ledger = &config.ledger;
     let report = match &ledger.postgres {
         // Summed in PostgreSQL, over every replica's rows.
         Some(postgres) => {
             postgres_spend_report(&*Postgres::connect_reader(postgres)?, since_ms, by)?
         }
         None => spend_report(&report_text::open_ledger(ledger, since_ms)?, since_ms, by)?,
-    };
-    report_text::write(out, format, &report, (report.by, &COLUMNS, &rows(&report)))
+    }
+    .priced_on(config.reference.as_ref());
+    report_text::write(out, format, &report, (report.by, &COLUMNS, &rows(&report)))?;
+    // Tables say what the counterfactual is; JSON carries it, CSV stays columns.
+    if let ("table", Some(basis)) = (format, &report.counterfactual) {
+        let seller = basis
+            .provider
+            .map(|p| format!(" ({p})"))
+            .unwrap_or_default();
+        writeln!(
+            out,
+            "counterfactual_usd: the same tokens priced on {}{seller}",
+            basis.model
+        )?;
+    }
+    Ok(())
 }
 
 const COLUMNS: [&str; 11] = [

@@ -87,6 +87,28 @@ pub struct SpendReport {
     pub by: &'static str,
     pub lines: Vec<SpendLine>,
     pub total: SpendLine,
+    /// What `counterfactual_usd` prices the traffic on, when the config
+    /// that reads the report names it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub counterfactual: Option<CounterfactualBasis>,
+}
+
+/// The reference model the counterfactual is priced on, and its provider.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct CounterfactualBasis {
+    pub model: String,
+    pub provider: Option<&'static str>,
+}
+
+impl SpendReport {
+    /// The report, saying which model its counterfactual is priced on.
+    pub fn priced_on(mut self, reference: Option<&switchyard_policies::Reference>) -> Self {
+        self.counterfactual = reference.map(|r| CounterfactualBasis {
+            model: r.model.clone(),
+            provider: r.provider,
+        });
+        self
+    }
 }
 
 /// SQLite integers are signed; counts are never negative.
@@ -218,6 +240,7 @@ pub(super) fn spend_lines(since_ms: i64, by: Dimension, sums: Vec<SpendSums>) ->
         by: by.name(),
         lines,
         total,
+        counterfactual: None,
     }
 }
 

@@ -426,6 +426,8 @@ pub enum OnExhausted {
 pub struct Reference {
     pub model: String,
     pub price: TokenPrice,
+    /// Who sells it, when it is a model of the built-in price list.
+    pub provider: Option<&'static str>,
 }
 
 #[cfg(test)]

@@ -103,7 +103,8 @@ fn bad_azure_sections_are_named() {
 
 #[test]
 fn gemini_defaults_to_googles_server_and_refuses_a_versioned_url() {
-    let BackendAdapter::Gemini(gemini) = adapter("    gemini: {api_key: env:GEMINI_API_KEY}") else {
+    let BackendAdapter::Gemini(gemini) = adapter("    gemini: {api_key: env:GEMINI_API_KEY}")
+    else {
         panic!("not gemini");
     };
     assert_eq!(gemini.base_url, "https://generativelanguage.googleapis.com");

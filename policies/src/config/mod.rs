@@ -25,6 +25,8 @@ mod validate_route;
 mod validate_shadow;
 
 #[cfg(test)]
+mod adapter_tests;
+#[cfg(test)]
 mod check_tests;
 #[cfg(test)]
 mod predictor_tests;
@@ -32,8 +34,6 @@ mod predictor_tests;
 mod reference_tests;
 #[cfg(test)]
 mod tests;
-#[cfg(test)]
-mod adapter_tests;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;

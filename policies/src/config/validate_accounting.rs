@@ -121,7 +121,12 @@ pub(super) fn reference(
             )
         })?,
     };
-    Ok(Some(Reference { model, price }))
+    let provider = crate::pricing::list_provider(&model);
+    Ok(Some(Reference {
+        model,
+        price,
+        provider,
+    }))
 }
 
 pub(super) fn ledger(ck: &Checker<'_>, raw: RawLedger) -> Result<LedgerSettings, ConfigError> {
