@@ -11,6 +11,7 @@ import anthropic
 import openai
 import pytest
 from google import genai
+from google.genai import errors as genai_errors
 from google.genai import types as genai_types
 
 import standins
@@ -61,6 +62,13 @@ def openai_client(gateway):
 
 def anthropic_client(gateway):
     return anthropic.Anthropic(base_url=gateway.url, api_key="unused", max_retries=0, timeout=30)
+
+
+def gemini_client(gateway):
+    """A google-genai client of the gateway's Gemini ingress (hold it: a
+    dropped client closes its connections)."""
+    return genai.Client(api_key="unused", http_options=genai_types.HttpOptions(
+        base_url=gateway.url, api_version="v1beta", retry_options=genai_types.HttpRetryOptions(attempts=1)))
 
 
 def ask(text):
@@ -127,6 +135,10 @@ def test_an_azure_content_filter_refusal_reaches_each_dialect_as_a_400(gateway):
         anthropic_client(gateway).messages.create(model="azure-dated", max_tokens=50,
                                                   messages=ask(standins.FILTERED))
     assert caught.value.body["error"]["type"] == "invalid_request_error"
+    gemini = gemini_client(gateway)
+    with pytest.raises(genai_errors.ClientError) as caught:
+        gemini.models.generate_content(model="azure-dated", contents=standins.FILTERED)
+    assert (caught.value.code, caught.value.status) == (400, "INVALID_ARGUMENT")
 
 
 def test_azure_throttling_is_a_429_that_says_when_to_come_back(gateway):
@@ -138,6 +150,10 @@ def test_azure_throttling_is_a_429_that_says_when_to_come_back(gateway):
                                                   messages=ask(standins.THROTTLED))
     assert caught.value.response.headers["retry-after"] == "7"
     assert caught.value.body["error"]["type"] == "rate_limit_error"
+    gemini = gemini_client(gateway)
+    with pytest.raises(genai_errors.ClientError) as caught:
+        gemini.models.generate_content(model="azure-dated", contents=standins.THROTTLED)
+    assert (caught.value.code, caught.value.status) == (429, "RESOURCE_EXHAUSTED")
 
 
 # --- the Gemini API -------------------------------------------------------
@@ -219,6 +235,10 @@ def test_gemini_throttling_is_a_429_in_each_dialect(gateway):
     assert caught.value.response.headers["retry-after"] == "1"
     with pytest.raises(anthropic.RateLimitError):
         anthropic_client(gateway).messages.create(model="gemini", max_tokens=50, messages=ask(standins.THROTTLED))
+    gemini = gemini_client(gateway)
+    with pytest.raises(genai_errors.ClientError) as caught:
+        gemini.models.generate_content(model="gemini", contents=standins.THROTTLED)
+    assert (caught.value.code, caught.value.status) == (429, "RESOURCE_EXHAUSTED")
 
 
 def test_a_gemini_stream_cut_mid_event_ends_with_an_error_event(gateway):
@@ -227,3 +247,12 @@ def test_a_gemini_stream_cut_mid_event_ends_with_an_error_event(gateway):
     with pytest.raises(openai.APIError):
         for _ in stream:
             pass
+    with pytest.raises(anthropic.APIError):
+        with anthropic_client(gateway).messages.stream(model="gemini", max_tokens=50,
+                                                       messages=ask(standins.BROKEN)) as events:
+            events.get_final_message()
+    gemini = gemini_client(gateway)
+    with pytest.raises(genai_errors.APIError) as caught:
+        for _ in gemini.models.generate_content_stream(model="gemini", contents=standins.BROKEN):
+            pass
+    assert caught.value.code == 502

@@ -173,12 +173,7 @@ fn generation_config(req: &ChatRequest) -> Result<Map<String, Value>, TranslateE
             }
         }
     }
-    let mut thinking = req
-        .extra
-        .get("thinking_config")
-        .and_then(Value::as_object)
-        .cloned()
-        .unwrap_or_default();
+    let mut thinking = Map::new();
     if let Some(effort) = req.extra.get("reasoning_effort").and_then(Value::as_str) {
         let low = matches!(effort, "minimal" | "low");
         if req.model.contains("gemini-2") {

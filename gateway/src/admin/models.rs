@@ -1,7 +1,8 @@
 //! `GET /v1/models`: every route (and alias) and backend a caller may name,
-//! in OpenAI's shapes, or Anthropic's when the caller sends
-//! `anthropic-version` as the anthropic SDKs do; `GET
-//! /v1/models/{model}` one of them (the SDKs' `models.retrieve`). A key that
+//! in OpenAI's shapes, Anthropic's when the caller sends
+//! `anthropic-version` as the anthropic SDKs do, or Gemini's under
+//! `/v1beta/models` (or with `x-goog-api-key`, as the google-genai SDKs
+//! send it); `GET /v1/models/{model}` one of them (the SDKs' `models.retrieve`). A key that
 //! may not name backends is shown routes only.
 
 use http::{Response, StatusCode};
@@ -27,6 +28,7 @@ pub fn list(app: &App, caller: Option<&Caller>, dialect: Dialect) -> Response<Bo
             let last = data.last().map(|m| m["id"].clone());
             json!({"data": data, "has_more": false, "first_id": first, "last_id": last})
         }
+        Dialect::Gemini => json!({ "models": data }),
     };
     json_response(StatusCode::OK, &page)
 }
@@ -76,6 +78,10 @@ fn model(app: &App, caller: Option<&Caller>, name: &str, dialect: Dialect) -> Op
         Dialect::Anthropic => json!({
             "type": "model", "id": name, "display_name": name,
             "created_at": "1970-01-01T00:00:00Z", "lifecycle": "active",
+        }),
+        Dialect::Gemini => json!({
+            "name": format!("models/{name}"), "displayName": name, "version": "switchyard",
+            "supportedGenerationMethods": ["generateContent", "streamGenerateContent", "countTokens"],
         }),
     })
 }

@@ -110,6 +110,14 @@ pub trait Endpoint: Sized + 'static {
     fn decode(body: &[u8]) -> Result<Self::Request, GatewayError> {
         parse_json(body)
     }
+    /// The same, for dialects whose path says part of the request (Gemini
+    /// names the model and whether to stream there).
+    fn decode_request(
+        _parts: &http::request::Parts,
+        body: &[u8],
+    ) -> Result<Self::Request, GatewayError> {
+        Self::decode(body)
+    }
     /// Keeps the caller's protocol headers that a backend of the same
     /// dialect should receive (nothing, unless the dialect has such headers).
     fn forward_headers(_req: &mut Self::Request, _headers: &http::HeaderMap) {}

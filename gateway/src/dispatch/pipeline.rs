@@ -32,7 +32,7 @@ pub async fn serve<E: Endpoint>(
 ) -> Result<Response<Body>, GatewayError> {
     let (parts, body) = req.into_parts();
     let bytes = app.read_body(&parts, body).await?;
-    let mut request: E::Request = E::decode(&bytes)?;
+    let mut request: E::Request = E::decode_request(&parts, &bytes)?;
     E::forward_headers(&mut request, &parts.headers);
     request.validate()?;
     if let Some(caller) = parts.extensions.get::<Caller>() {

@@ -11,6 +11,7 @@ use futures_util::{Stream, StreamExt};
 use serde_json::json;
 use switchyard_adapters::AdapterError;
 use switchyard_adapters::anthropic::MessageStream;
+use switchyard_adapters::gemini::GenerateStream;
 use switchyard_adapters::responses::ResponseStream;
 use switchyard_adapters::sse::{DONE, data_event, named_event};
 use switchyard_adapters::types::ChatChunk;
@@ -116,6 +117,36 @@ impl StreamEncoder<ChatChunk> for ResponsesEvents {
 
     fn done(&mut self) -> Bytes {
         named(self.0.finish())
+    }
+}
+
+/// Gemini: one `data:` event per `GenerateContentResponse`, no end marker;
+/// the last carries the calls, the finish reason and the usage.
+pub struct GeminiEvents(pub GenerateStream);
+
+fn data_events(responses: impl IntoIterator<Item = serde_json::Value>) -> Bytes {
+    let mut out = BytesMut::new();
+    for response in responses {
+        out.extend_from_slice(&data_event(
+            &serde_json::to_vec(&response).unwrap_or_default(),
+        ));
+    }
+    out.freeze()
+}
+
+impl StreamEncoder<ChatChunk> for GeminiEvents {
+    fn chunk(&mut self, chunk: &ChatChunk) -> Option<Bytes> {
+        let responses = self.0.on_chunk(chunk);
+        (!responses.is_empty()).then(|| data_events(responses))
+    }
+
+    /// google-genai raises on a `data: {"error": ...}` event.
+    fn error(&mut self, err: &GatewayError) -> Bytes {
+        data_events([json!({ "error": err.gemini_error_object() })])
+    }
+
+    fn done(&mut self) -> Bytes {
+        data_events(self.0.finish())
     }
 }
 

@@ -13,7 +13,7 @@ mod upstream;
 #[cfg(test)]
 mod tests;
 
-pub use crate::error::dialect::Dialect;
+pub use crate::error::dialect::{Dialect, gemini_method};
 pub use crate::error::exhausted::Exhausted;
 pub use crate::error::kinds::{ErrorNote, GatewayError};
 pub use crate::error::upstream::credentials_refused;

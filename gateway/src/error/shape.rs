@@ -309,6 +309,26 @@ impl GatewayError {
         json!({"type": kind, "message": self.caller_message()})
     }
 
+    /// Google's error object: `{"code": 429, "message": ..., "status":
+    /// "RESOURCE_EXHAUSTED"}`, the status named as google.rpc.Code names it.
+    pub fn gemini_error_object(&self) -> Value {
+        let status = self.shape().status.as_u16();
+        let name = match status {
+            401 => "UNAUTHENTICATED",
+            403 => "PERMISSION_DENIED",
+            404 => "NOT_FOUND",
+            409 => "ABORTED",
+            429 => "RESOURCE_EXHAUSTED",
+            499 => "CANCELLED",
+            501 => "UNIMPLEMENTED",
+            502 | 503 | 529 => "UNAVAILABLE",
+            504 => "DEADLINE_EXCEEDED",
+            400..=499 => "INVALID_ARGUMENT",
+            _ => "INTERNAL",
+        };
+        json!({"code": status, "message": self.caller_message(), "status": name})
+    }
+
     /// The error as the caller's dialect writes it.
     pub fn into_response_for(self, dialect: Dialect) -> Response<Body> {
         self.log_detail();
@@ -316,6 +336,10 @@ impl GatewayError {
             Dialect::OpenAi => self.into_response(),
             Dialect::Anthropic => {
                 let body = json!({"type": "error", "error": self.anthropic_error_object()});
+                self.respond_with(&body)
+            }
+            Dialect::Gemini => {
+                let body = json!({ "error": self.gemini_error_object() });
                 self.respond_with(&body)
             }
         }

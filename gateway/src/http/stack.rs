@@ -16,7 +16,7 @@ use tower_http::catch_panic::CatchPanicLayer;
 use tower_http::sensitive_headers::SetSensitiveRequestHeadersLayer;
 use tower_http::trace::{DefaultOnFailure, TraceLayer};
 
-use crate::admit::access::{AuthLayer, X_API_KEY};
+use crate::admit::access::{AuthLayer, X_API_KEY, X_GOOG_API_KEY};
 use crate::error::GatewayError;
 use crate::http::Body;
 use crate::http::request_id::{REQUEST_ID, RequestIdLayer};
@@ -68,7 +68,7 @@ pub async fn serve(
         // A 5xx here is mostly a backend's failure, reported as such by the
         // request record; it is not an error of the gateway's own.
         .on_failure(DefaultOnFailure::new().level(tracing::Level::WARN)))
-        .layer(SetSensitiveRequestHeadersLayer::new([AUTHORIZATION, PROXY_AUTHORIZATION, COOKIE, X_API_KEY]))
+        .layer(SetSensitiveRequestHeadersLayer::new([AUTHORIZATION, PROXY_AUTHORIZATION, COOKIE, X_API_KEY, X_GOOG_API_KEY]))
         .layer(AuthLayer::new(live.clone()))
         .service_fn(move |mut req: Request<Incoming>| {
             let live = handler_live.clone();

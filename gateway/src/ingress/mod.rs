@@ -11,6 +11,8 @@
 pub mod chat;
 pub mod completions;
 pub mod embeddings;
+pub mod gemini;
+pub mod gemini_paths;
 pub mod messages;
 pub mod paths;
 pub mod responses;

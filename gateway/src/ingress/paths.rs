@@ -16,7 +16,7 @@ use crate::state::live::Live;
 use crate::admin::{api as admin, dashboard, explain, health, keys, models, requests};
 use crate::dispatch::endpoint::Endpoint;
 use crate::dispatch::pipeline as endpoint;
-use crate::ingress::{chat, completions, embeddings, messages, responses};
+use crate::ingress::{chat, completions, embeddings, gemini, gemini_paths, messages, responses};
 use crate::settle::refusal::RefusalGuard;
 
 /// Serves one request with `app`, the config live when it arrived; `live`
@@ -26,11 +26,13 @@ pub async fn handle(live: &Live, app: Arc<App>, mut req: Request<Incoming>) -> R
     // base URL they are given ends in /v1.
     let path = req.uri().path();
     let dialect = Dialect::of_request(path, req.headers());
-    let endpoint = known_endpoint(
-        path.strip_prefix("/v1")
-            .filter(|rest| rest.starts_with('/'))
-            .unwrap_or(path),
-    );
+    let endpoint = gemini_paths::endpoint(path).unwrap_or_else(|| {
+        known_endpoint(
+            path.strip_prefix("/v1")
+                .filter(|rest| rest.starts_with('/'))
+                .unwrap_or(path),
+        )
+    });
     let trace = crate::telemetry::get()
         .filter(|_| !matches!(endpoint, "/healthz" | "/readyz" | "/metrics" | "/"))
         .map(|telemetry| {
@@ -76,6 +78,9 @@ pub async fn handle(live: &Live, app: Arc<App>, mut req: Request<Incoming>) -> R
 /// A path as spans name it: the endpoint as the caller wrote it (with or
 /// without `/v1`), `/v1/models/{model}`, or empty for anything else.
 fn route_template(path: &str, endpoint: &'static str) -> &'static str {
+    if endpoint.starts_with("/gemini/") {
+        return gemini_paths::route_template(endpoint, path);
+    }
     let v1 = path.starts_with("/v1/");
     match ENDPOINTS
         .iter()
@@ -105,6 +110,8 @@ fn model_endpoint(endpoint: &str) -> Option<&'static str> {
         "/responses" => responses::Responses::NAME,
         "/completions" => completions::Completions::NAME,
         "/embeddings" => embeddings::Embeddings::NAME,
+        gemini_paths::GENERATE => gemini::Generate::NAME,
+        gemini_paths::STREAM => gemini::StreamGenerate::NAME,
         _ => return None,
     })
 }
@@ -154,6 +161,26 @@ async fn serve_endpoint(
             Ok(()) => Box::pin(endpoint::serve::<embeddings::Embeddings>(app, req)).await,
             Err(err) => Err(err),
         },
+        // Boxed: rare next to the OpenAI endpoints, and as large.
+        gemini_paths::GENERATE => match allow(&req, Method::POST, "POST") {
+            Ok(()) => Box::pin(endpoint::serve::<gemini::Generate>(app, req)).await,
+            Err(err) => Err(err),
+        },
+        gemini_paths::STREAM => match allow(&req, Method::POST, "POST") {
+            Ok(()) => Box::pin(endpoint::serve::<gemini::StreamGenerate>(app, req)).await,
+            Err(err) => Err(err),
+        },
+        gemini_paths::COUNT_TOKENS => match allow(&req, Method::POST, "POST") {
+            Ok(()) => Box::pin(gemini::count_tokens(app, req)).await,
+            Err(err) => Err(err),
+        },
+        gemini_paths::LIST => allow(&req, Method::GET, "GET")
+            .map(|()| models::list(app, req.extensions().get::<Caller>(), Dialect::Gemini)),
+        gemini_paths::ONE => allow(&req, Method::GET, "GET").and_then(|()| {
+            let path = req.uri().path();
+            let name = path.strip_prefix("/v1beta/models/").unwrap_or(path);
+            models::retrieve(app, req.extensions().get::<Caller>(), name, Dialect::Gemini)
+        }),
         "/route/explain" => match allow(&req, Method::POST, "POST") {
             Ok(()) => explain::serve(app, req).await,
             Err(err) => Err(err),

@@ -69,8 +69,12 @@ pub fn hash_text(key: &str) -> String {
     format!("sha256:{hex}")
 }
 
+/// Where the google-genai SDKs and Gemini CLI send their key.
+pub const X_GOOG_API_KEY: HeaderName = HeaderName::from_static("x-goog-api-key");
+
 /// The key a request carries: `Authorization: Bearer KEY` (OpenAI SDKs,
-/// anthropic SDK 2.x) or `x-api-key: KEY` (anthropic SDK 1.x).
+/// anthropic SDK 2.x), `x-api-key: KEY` (anthropic SDK 1.x) or
+/// `x-goog-api-key: KEY` (google-genai, Gemini CLI).
 fn presented(headers: &HeaderMap) -> Option<&str> {
     let bearer = headers
         .get(AUTHORIZATION)
@@ -78,7 +82,37 @@ fn presented(headers: &HeaderMap) -> Option<&str> {
         .and_then(bearer_token);
     bearer
         .or_else(|| headers.get(X_API_KEY).and_then(|v| v.to_str().ok()))
+        .or_else(|| headers.get(X_GOOG_API_KEY).and_then(|v| v.to_str().ok()))
         .map(str::trim)
+}
+
+/// The caller's key in a `?key=` query, percent-decoded: the Gemini API
+/// takes its key there too.
+fn query_key(query: Option<&str>) -> Option<String> {
+    let value = query?
+        .split('&')
+        .find_map(|pair| pair.strip_prefix("key="))?;
+    let bytes = value.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'%' => {
+                let hex = std::str::from_utf8(bytes.get(i + 1..i + 3)?).ok()?;
+                out.push(u8::from_str_radix(hex, 16).ok()?);
+                i += 3;
+            }
+            b'+' => {
+                out.push(b' ');
+                i += 1;
+            }
+            b => {
+                out.push(b);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8(out).ok().filter(|k| !k.is_empty())
 }
 
 /// The password of a `Basic` credential (any user name): how a browser
@@ -157,9 +191,23 @@ impl KeyStore {
     /// The caller's key, or 401. Every configured key is compared, so the
     /// time taken says nothing about which one (nearly) matched.
     pub fn authenticate(&self, headers: &HeaderMap) -> Result<Caller, GatewayError> {
-        let Some(key) = presented(headers) else {
+        self.authenticate_request(headers, &http::Uri::from_static("/"))
+    }
+
+    /// The same, taking the key from a `?key=` query too on the Gemini
+    /// API's paths, where Google takes it.
+    pub fn authenticate_request(
+        &self,
+        headers: &HeaderMap,
+        uri: &http::Uri,
+    ) -> Result<Caller, GatewayError> {
+        let from_query = (crate::error::Dialect::of_path(uri.path())
+            == crate::error::Dialect::Gemini)
+            .then(|| query_key(uri.query()))
+            .flatten();
+        let Some(key) = presented(headers).or(from_query.as_deref()) else {
             return Err(GatewayError::Unauthorized {
-                message: "missing API key: send `Authorization: Bearer KEY` or `x-api-key: KEY`"
+                message: "missing API key: send `Authorization: Bearer KEY`, `x-api-key: KEY` or `x-goog-api-key: KEY`"
                     .into(),
             });
         };
@@ -352,5 +400,24 @@ mod tests {
         );
         assert!(!store.is_open());
         assert!(KeyStore::new(&Auth::default()).is_open());
+    }
+
+    #[test]
+    fn gemini_callers_send_their_key_in_a_header_or_on_gemini_paths_in_the_query() {
+        let store = store();
+        let gemini = http::Uri::from_static("/v1beta/models/auto:generateContent?key=sk%2Dalice");
+        assert!(store.authenticate_request(&HeaderMap::new(), &gemini).is_ok());
+        assert!(
+            store
+                .authenticate(&headers("x-goog-api-key", "sk-alice"))
+                .is_ok()
+        );
+        // Elsewhere a query is no place for a key.
+        let openai = http::Uri::from_static("/v1/chat/completions?key=sk-alice");
+        assert!(store.authenticate_request(&HeaderMap::new(), &openai).is_err());
+        assert_eq!(query_key(Some("alt=sse&key=AIza%2Dx_1")), Some("AIza-x_1".into()));
+        assert_eq!(query_key(Some("key=")), None);
+        assert_eq!(query_key(Some("key=%4")), None);
+        assert_eq!(query_key(None), None);
     }
 }

@@ -81,7 +81,7 @@ where
             req.extensions_mut().insert(app);
             return Either::Left(self.inner.call(req));
         }
-        match app.keys.authenticate(req.headers()) {
+        match app.keys.authenticate_request(req.headers(), req.uri()) {
             Ok(caller) => {
                 req.extensions_mut().insert(caller);
                 req.extensions_mut().insert(app);

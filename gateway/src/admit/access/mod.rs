@@ -14,7 +14,9 @@ pub use crate::admit::access::assemble::{Previous, assemble};
 pub use crate::admit::access::budget::{
     Budgets, Refused, Reservation, civil_from_days, period_starts,
 };
-pub use crate::admit::access::keys::{Caller, KeyStore, X_API_KEY, hash_key, hash_text};
+pub use crate::admit::access::keys::{
+    Caller, KeyStore, X_API_KEY, X_GOOG_API_KEY, hash_key, hash_text,
+};
 pub use crate::admit::access::layer::AuthLayer;
 pub use crate::admit::access::rate::RateLimits;
 pub use crate::admit::access::shared::RedisStore;
