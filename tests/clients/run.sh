@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Real agent CLIs against running gateways: Claude Code over Anthropic
-# Messages and Codex CLI over the Responses API, each served once by a
-# chat backend (the embedded default's simulators) and once by an
-# Anthropic-dialect backend (a second gateway in front of the first); then
+# Messages, Codex CLI over the Responses API and Gemini CLI over Gemini's
+# generateContent, each served once by a chat backend (the embedded
+# default's simulators) and once through a second gateway in front of the
+# first (an Anthropic-dialect backend, or a Gemini-dialect one); then
 # the Vercel AI SDK's structured output against the embedded default.
 # The packages are installed from the npm registry with `npm ci` against the
 # pinned lockfile (its integrity hashes verify every package) into a cache
@@ -15,7 +16,7 @@ cache="${SWITCHYARD_CACHE:-$HOME/.cache/switchyard}/npm"
 stamp="$cache/.lock.sha256"
 want=$(sha256sum "$here/package-lock.json" | cut -d' ' -f1)
 if [ ! -x "$cache/node_modules/.bin/claude" ] || [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
-  echo "== installing Claude Code and Codex CLI into $cache"
+  echo "== installing Claude Code, Codex CLI and Gemini CLI into $cache"
   mkdir -p "$cache"
   cp "$here/package.json" "$here/package-lock.json" "$cache/"
   (cd "$cache" && npm ci --no-audit --no-fund --loglevel=error)
@@ -48,8 +49,13 @@ backends:
     model: large
     anthropic: {base_url: "$addr/v1"}
     price: {input_per_mtok: 3, output_per_mtok: 15}
+  gemini:
+    tier: cloud
+    model: large
+    gemini: {base_url: "$addr", api_key: env:SWITCHYARD_FRONT_GEMINI_KEY}
+    price: {input_per_mtok: 0.3, output_per_mtok: 2.5}
 YAML
-front=$(serve front --config "$work/front.yaml")
+front=$(SWITCHYARD_FRONT_GEMINI_KEY=test serve front --config "$work/front.yaml")
 front_addr=$(address_of front)
 
 check_claude() {
@@ -96,10 +102,40 @@ TOML
   echo "codex: ok"
 }
 
+# Gemini CLI takes GOOGLE_GEMINI_BASE_URL with the API-key auth type chosen
+# in its settings (its env-only "gateway" type fails its own non-interactive
+# check in this release); usage statistics, telemetry and updates off.
+mkdir -p "$work/gemini-home/.gemini"
+cat > "$work/gemini-home/.gemini/settings.json" <<JSON
+{"security": {"auth": {"selectedType": "gemini-api-key"}},
+ "privacy": {"usageStatisticsEnabled": false}, "telemetry": {"enabled": false},
+ "general": {"disableAutoUpdate": true, "disableUpdateNag": true}}
+JSON
+run_gemini() {
+  local addr="$1" model="$2"
+  echo "== Gemini CLI (gemini -p) through $addr, model $model"
+  (cd "$work/project" && HOME="$work/gemini-home" GEMINI_API_KEY=test GOOGLE_GEMINI_BASE_URL="$addr" \
+    GEMINI_CLI_TRUST_WORKSPACE=true \
+    timeout 180 "$cache/node_modules/.bin/gemini" -p "Say hello" -m "$model" --output-format json 2>/dev/null) |
+    python3 -c '
+import json, sys
+result = json.loads(sys.stdin.read())
+assert "error" not in result, result.get("error")
+assert result["response"].startswith("[sim]"), result["response"]
+# Stats are kept per model the answers name.
+apis = [m["api"] for m in result["stats"]["models"].values()]
+requests = sum(a["totalRequests"] for a in apis)
+assert requests > 0 and all(a["totalErrors"] == 0 for a in apis), apis
+print("gemini: ok,", requests, "requests")
+'
+}
+
 run_claude "$addr" large
 run_codex "$addr" large
 run_claude "$front_addr" claude
 run_codex "$front_addr" claude
+run_gemini "$addr" large
+run_gemini "$front_addr" gemini
 
 # Structured output through the Vercel AI SDK. The script runs from the
 # cache folder, where its packages are.
