@@ -406,7 +406,11 @@ mod tests {
     fn gemini_callers_send_their_key_in_a_header_or_on_gemini_paths_in_the_query() {
         let store = store();
         let gemini = http::Uri::from_static("/v1beta/models/auto:generateContent?key=sk%2Dalice");
-        assert!(store.authenticate_request(&HeaderMap::new(), &gemini).is_ok());
+        assert!(
+            store
+                .authenticate_request(&HeaderMap::new(), &gemini)
+                .is_ok()
+        );
         assert!(
             store
                 .authenticate(&headers("x-goog-api-key", "sk-alice"))
@@ -414,8 +418,15 @@ mod tests {
         );
         // Elsewhere a query is no place for a key.
         let openai = http::Uri::from_static("/v1/chat/completions?key=sk-alice");
-        assert!(store.authenticate_request(&HeaderMap::new(), &openai).is_err());
-        assert_eq!(query_key(Some("alt=sse&key=AIza%2Dx_1")), Some("AIza-x_1".into()));
+        assert!(
+            store
+                .authenticate_request(&HeaderMap::new(), &openai)
+                .is_err()
+        );
+        assert_eq!(
+            query_key(Some("alt=sse&key=AIza%2Dx_1")),
+            Some("AIza-x_1".into())
+        );
         assert_eq!(query_key(Some("key=")), None);
         assert_eq!(query_key(Some("key=%4")), None);
         assert_eq!(query_key(None), None);
