@@ -63,6 +63,10 @@ pub enum AdapterError {
         body: Option<serde_json::Value>,
         retry_after: Option<Duration>,
     },
+    /// The gateway could not get its own credentials for the backend (an
+    /// access token, a role's keys). `message` is in fixed words.
+    #[error("no credentials for the backend: {message}")]
+    Credentials { message: String },
     #[error("the backend sent something that could not be read: {message}")]
     Protocol { message: String },
     #[error("{message}")]
@@ -82,6 +86,7 @@ impl AdapterError {
             | AdapterError::Timeout { .. }
             | AdapterError::Reset { .. }
             | AdapterError::Overloaded { .. }
+            | AdapterError::Credentials { .. }
             | AdapterError::Protocol { .. } => Fault::Upstream,
             AdapterError::Status { status, .. } if *status < 500 && *status != 429 => {
                 Fault::Downstream
@@ -99,7 +104,9 @@ impl AdapterError {
             AdapterError::Connect { .. }
             | AdapterError::Timeout { .. }
             | AdapterError::Reset { .. }
-            | AdapterError::Overloaded { .. } => true,
+            | AdapterError::Overloaded { .. }
+            // Another backend has its own credentials.
+            | AdapterError::Credentials { .. } => true,
             AdapterError::Status { status, .. } => *status == 429 || *status >= 500,
             // Sent again, the same certificate is refused again.
             AdapterError::Certificate { .. }

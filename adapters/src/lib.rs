@@ -3,7 +3,9 @@
 
 pub mod anthropic;
 pub mod azure;
+pub mod bedrock;
 pub mod body;
+pub mod credentials;
 pub mod engine_metrics;
 pub mod error;
 pub mod gemini;
@@ -17,6 +19,7 @@ pub mod sse;
 pub mod tokens;
 pub mod types;
 pub mod upstream;
+pub mod vertex;
 
 pub use error::{AdapterError, Fault, TimeoutPhase};
 pub use provider::{ChatStream, CompletionStream, EventStream, Provider};

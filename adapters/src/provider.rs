@@ -56,6 +56,12 @@ pub trait Provider: Send + Sync + 'static {
     fn responses_stream(&self, _body: Value) -> BoxFuture<'_, Result<EventStream, AdapterError>> {
         async { Err(not_native()) }.boxed()
     }
+
+    /// How the credentials the gateway fetches for this backend stand
+    /// (none for keys given in config).
+    fn credentials(&self) -> Option<crate::credentials::CredentialStatus> {
+        None
+    }
 }
 
 /// Server-sent events from a backend, relayed as they are.

@@ -13,6 +13,7 @@ mod to_gemini;
 #[cfg(test)]
 mod tests;
 
+pub(crate) use client::segment as segment_for_path;
 pub use client::{API_VERSION, GeminiClient};
 pub use from_chat::{
     GenerateStream, finish_to_gemini, generate_response_from_chat, usage_metadata,

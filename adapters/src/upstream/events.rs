@@ -1,4 +1,6 @@
-//! An upstream SSE body as a stream of decoded items.
+//! An upstream streamed body as a stream of decoded items: its bytes cut
+//! into frames (SSE events, or AWS event-stream messages) by a [`Framer`],
+//! the frames turned into items by an [`EventDecoder`].
 
 use std::collections::VecDeque;
 use std::pin::Pin;
@@ -13,11 +15,59 @@ use tokio::time::{Instant, Sleep};
 use crate::error::{AdapterError, TimeoutPhase};
 use crate::sse::{SseEvent, SseParser};
 
-/// Turns one dialect's events into items.
-pub trait EventDecoder<T>: Send + 'static {
-    /// The items an event stands for, and whether it ends the stream. An
+/// Cuts a body into frames.
+pub trait Framer: Send + 'static {
+    type Frame: Send + 'static;
+    /// The frames `data` completes; an error (a malformed or oversized
+    /// frame) ends the stream.
+    fn feed(&mut self, data: &[u8]) -> Result<Vec<Self::Frame>, AdapterError>;
+    /// Whether the body ended inside a frame.
+    fn has_partial(&self) -> bool;
+}
+
+/// Server-sent events, none larger than a bound: a stream may be long, but
+/// no single event may pass it.
+pub struct SseFramer {
+    parser: SseParser,
+    max_event_bytes: usize,
+}
+
+impl SseFramer {
+    pub fn new(max_event_bytes: usize) -> Self {
+        SseFramer {
+            parser: SseParser::new(),
+            max_event_bytes,
+        }
+    }
+}
+
+impl Framer for SseFramer {
+    type Frame = SseEvent;
+
+    fn feed(&mut self, data: &[u8]) -> Result<Vec<SseEvent>, AdapterError> {
+        let events = self.parser.feed(data);
+        let largest = events.iter().map(|e| e.data.len()).max().unwrap_or(0);
+        if largest.max(self.parser.pending_bytes()) > self.max_event_bytes {
+            return Err(AdapterError::Protocol {
+                message: format!(
+                    "a streamed event is larger than {} bytes (max_response_bytes)",
+                    self.max_event_bytes
+                ),
+            });
+        }
+        Ok(events)
+    }
+
+    fn has_partial(&self) -> bool {
+        self.parser.has_partial()
+    }
+}
+
+/// Turns one dialect's frames (SSE events unless said) into items.
+pub trait EventDecoder<T, F = SseEvent>: Send + 'static {
+    /// The items a frame stands for, and whether it ends the stream. An
     /// error item ends the stream too.
-    fn decode(&mut self, event: SseEvent) -> (Vec<Result<T, AdapterError>>, bool);
+    fn decode(&mut self, event: F) -> (Vec<Result<T, AdapterError>>, bool);
 
     /// The items owed when the body ends cleanly without an end event
     /// (Google's streams have none: their last usage is sent here).
@@ -26,10 +76,10 @@ pub trait EventDecoder<T>: Send + 'static {
     }
 }
 
-struct State<T, D> {
+struct State<T, F, D> {
     /// Taken when the stream's end event arrives, to drain in the background.
     body: Option<Incoming>,
-    parser: SseParser,
+    framer: F,
     decoder: D,
     pending: VecDeque<Result<T, AdapterError>>,
     done: bool,
@@ -53,9 +103,24 @@ where
     T: Send + 'static,
     D: EventDecoder<T>,
 {
+    decode_frames(body, idle, SseFramer::new(max_event_bytes), decoder)
+}
+
+/// Items from a body cut into frames by `framer`, as [`decode_events`].
+pub fn decode_frames<T, F, D>(
+    body: Incoming,
+    idle: Duration,
+    framer: F,
+    decoder: D,
+) -> BoxStream<'static, Result<T, AdapterError>>
+where
+    T: Send + 'static,
+    F: Framer,
+    D: EventDecoder<T, F::Frame>,
+{
     let state = State {
         body: Some(body),
-        parser: SseParser::new(),
+        framer,
         decoder,
         pending: VecDeque::new(),
         done: false,
@@ -63,7 +128,7 @@ where
         idle_timer: Box::pin(tokio::time::sleep(idle)),
         last_frame: Instant::now(),
     };
-    futures_util::stream::unfold(state, move |mut st| async move {
+    futures_util::stream::unfold(state, |mut st| async move {
         loop {
             if let Some(item) = st.pending.pop_front() {
                 return Some((item, st));
@@ -97,7 +162,7 @@ where
                 }
                 Ok(None) => {
                     st.done = true;
-                    if st.parser.has_partial() {
+                    if st.framer.has_partial() {
                         return Some((
                             Err(AdapterError::Reset {
                                 message: "stream ended inside an event".into(),
@@ -121,22 +186,14 @@ where
                     let Ok(data) = frame.into_data() else {
                         continue;
                     };
-                    let events = st.parser.feed(&data);
-                    // One event is held whole while it arrives: a stream
-                    // may be long, but no single event may pass the limit.
-                    let largest = events.iter().map(|e| e.data.len()).max().unwrap_or(0);
-                    if largest.max(st.parser.pending_bytes()) > max_event_bytes {
-                        st.done = true;
-                        st.body = None;
-                        return Some((
-                            Err(AdapterError::Protocol {
-                                message: format!(
-                                    "a streamed event is larger than {max_event_bytes} bytes (max_response_bytes)"
-                                ),
-                            }),
-                            st,
-                        ));
-                    }
+                    let events = match st.framer.feed(&data) {
+                        Ok(events) => events,
+                        Err(err) => {
+                            st.done = true;
+                            st.body = None;
+                            return Some((Err(err), st));
+                        }
+                    };
                     for event in events {
                         let (items, end) = st.decoder.decode(event);
                         let failed = items.iter().any(Result::is_err);

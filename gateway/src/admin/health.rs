@@ -39,12 +39,27 @@ pub fn ready(app: &App, headers: &http::HeaderMap) -> Response<Body> {
         .iter()
         .zip(app.config.backends.values())
         .map(|(handle, config)| {
+            // Credentials the gateway fetches itself (Vertex's tokens, a
+            // web identity's AWS keys); none for keys given in config.
+            let credentials = handle
+                .replicas
+                .first()
+                .and_then(|r| r.provider.credentials())
+                .map(|c| {
+                    json!({
+                        "source": c.source,
+                        "state": c.state.as_str(),
+                        "expires_in_s": c.expires_in.map(|d| d.as_secs()),
+                        "last_error": c.last_error,
+                    })
+                });
             json!({
                 "name": handle.name,
                 "tier": handle.tier.as_str(),
                 "breaker": handle.breaker.state(),
                 "in_flight": handle.in_flight.load(std::sync::atomic::Ordering::Relaxed),
                 "health": config.health_check.as_ref().map(|_| handle.breaker.health()),
+                "credentials": credentials,
             })
         })
         .collect();
@@ -52,7 +67,11 @@ pub fn ready(app: &App, headers: &http::HeaderMap) -> Response<Body> {
         json!(backends)
     } else {
         let open = backends.iter().filter(|b| b["breaker"] != "closed").count();
-        json!({"total": backends.len(), "not_closed": open})
+        let unavailable = backends
+            .iter()
+            .filter(|b| matches!(b["credentials"]["state"].as_str(), Some("stale" | "expired")))
+            .count();
+        json!({"total": backends.len(), "not_closed": open, "credentials_failing": unavailable})
     };
     let mut body = json!({
         "status": "ready",

@@ -23,6 +23,12 @@ pub(crate) fn upstream_shape(err: &AdapterError) -> Shape {
             "upstream_error",
             Some("upstream_certificate_refused"),
         ),
+        AdapterError::Credentials { .. } => shape(
+            StatusCode::BAD_GATEWAY,
+            "upstream_credentials",
+            "upstream_error",
+            Some("upstream_credentials_unavailable"),
+        ),
         AdapterError::Reset { .. } => shape(
             StatusCode::BAD_GATEWAY,
             "upstream_reset",
@@ -121,6 +127,10 @@ pub(crate) fn upstream_message(err: &AdapterError) -> String {
         }
         AdapterError::Timeout { .. } | AdapterError::Overloaded { .. } => err.to_string(),
         AdapterError::Reset { .. } => "the backend closed the connection".into(),
+        // The operator's to fix; what failed is in /readyz and the log.
+        AdapterError::Credentials { .. } => {
+            "the gateway has no valid credentials for the backend (see /readyz)".into()
+        }
         AdapterError::Status { status, .. } if credentials_refused(*status) => format!(
             "the backend refused the gateway's credentials (HTTP {status}); the gateway's operator must fix the backend's api_key"
         ),

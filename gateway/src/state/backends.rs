@@ -8,7 +8,11 @@ use std::sync::atomic::AtomicUsize;
 use http::HeaderValue;
 use switchyard_adapters::anthropic::AnthropicClient;
 use switchyard_adapters::azure::AzureClient;
+use switchyard_adapters::bedrock::sigv4::Keys;
+use switchyard_adapters::bedrock::{AwsCredentials, BedrockClient};
+use switchyard_adapters::credentials::Refresher;
 use switchyard_adapters::gemini::GeminiClient;
+use switchyard_adapters::vertex::{Google, VertexClient};
 use switchyard_adapters::openai::OpenAiClient;
 use switchyard_adapters::sim::SimBackend;
 use switchyard_adapters::upstream::Link;
@@ -74,6 +78,10 @@ pub(crate) fn build_backend(
         prompt_cache: match &backend.adapter {
             BackendAdapter::OpenAi(o) if o.prompt_cache_key => PromptCache::OpenAiKey,
             BackendAdapter::Anthropic(a) if a.prompt_caching => PromptCache::AnthropicMarkers,
+            // Cache points on Bedrock, cache_control on Vertex's Claude:
+            // both from Anthropic's markers.
+            BackendAdapter::Bedrock(b) if b.prompt_caching => PromptCache::AnthropicMarkers,
+            BackendAdapter::Vertex(v) if v.prompt_caching => PromptCache::AnthropicMarkers,
             _ => PromptCache::None,
         },
         pricing: backend.pricing,
@@ -220,6 +228,35 @@ pub fn build_provider(backend: &Backend) -> anyhow::Result<Arc<dyn Provider>> {
                 AzureAuth::EntraToken(var) => required(var, "entra_token")?,
             };
             Arc::new(AzureClient::new(azure, link, &secret).map_err(failed)?)
+        }
+        BackendAdapter::Vertex(vertex) => {
+            // The config's key file, else Google's variable for one, else
+            // the machine's own service account.
+            let file = vertex
+                .credentials_file
+                .clone()
+                .or_else(|| std::env::var("GOOGLE_APPLICATION_CREDENTIALS").ok());
+            let source = match file {
+                Some(path) => Google::key_file(&path, link),
+                None => Google::metadata_server(link),
+            }
+            .map_err(failed)?;
+            Arc::new(VertexClient::new(vertex, link, Refresher::new(source)).map_err(failed)?)
+        }
+        BackendAdapter::Bedrock(bedrock) => {
+            let credentials = match &bedrock.keys {
+                Some(keys) => AwsCredentials::Static(Keys {
+                    access_key_id: required(&keys.access_key_id_env, "access_key_id")?,
+                    secret_access_key: required(&keys.secret_access_key_env, "secret_access_key")?,
+                    session_token: keys
+                        .session_token_env
+                        .as_deref()
+                        .map(|var| required(var, "session_token"))
+                        .transpose()?,
+                }),
+                None => AwsCredentials::from_environment(&bedrock.region, link).map_err(failed)?,
+            };
+            Arc::new(BedrockClient::new(bedrock, link, credentials).map_err(failed)?)
         }
     };
     Ok(provider)

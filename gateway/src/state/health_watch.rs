@@ -117,7 +117,11 @@ fn target(
             };
             (url, headers)
         }
-        BackendAdapter::Sim(_) => return None,
+        // Their calls are signed or carry tokens fetched per backend:
+        // failures open the breaker; there is no cheap check to send.
+        BackendAdapter::Vertex(_) | BackendAdapter::Bedrock(_) | BackendAdapter::Sim(_) => {
+            return None;
+        }
     };
     Some((settings.url.clone().unwrap_or(default), headers))
 }

@@ -20,6 +20,10 @@ pub enum BackendAdapter {
     Gemini(GeminiBackend),
     /// An Azure OpenAI deployment.
     Azure(AzureBackend),
+    /// Google Cloud's Vertex AI: Gemini and Claude models.
+    Vertex(VertexBackend),
+    /// Amazon Bedrock's Converse API.
+    Bedrock(BedrockBackend),
 }
 
 /// An Anthropic Messages upstream.
@@ -113,6 +117,43 @@ pub enum AzureAuth {
     EntraToken(String),
 }
 
+/// Vertex AI at one project and location.
+#[derive(Debug, Clone, PartialEq)]
+pub struct VertexBackend {
+    pub project: String,
+    /// A region (`us-east5`), `global`, or a multi-region (`us`, `eu`).
+    pub location: String,
+    /// The host, when not the location's own; never ends with `/`.
+    pub endpoint: Option<String>,
+    /// A service account's key file.
+    pub credentials_file: Option<String>,
+    /// The `anthropic_version` Claude models are sent.
+    pub anthropic_version: Option<String>,
+    /// Mark long stable prefixes of Claude requests with `cache_control`.
+    pub prompt_caching: bool,
+}
+
+/// Amazon Bedrock in one region.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BedrockBackend {
+    pub region: String,
+    /// The runtime endpoint, when not the region's own; never ends with `/`.
+    pub endpoint: Option<String>,
+    /// Keys from the config's `env:` references; AWS's own environment
+    /// variables, then a web identity, when `None`.
+    pub keys: Option<BedrockKeys>,
+    /// Mark long stable prefixes with cache points.
+    pub prompt_caching: bool,
+}
+
+/// The environment variables that hold a backend's AWS keys.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BedrockKeys {
+    pub access_key_id_env: String,
+    pub secret_access_key_env: String,
+    pub session_token_env: Option<String>,
+}
+
 impl AzureBackend {
     /// Whether this is the `/openai/v1/` surface, where the deployment is
     /// sent as the model and no `api-version` is added.
@@ -150,7 +191,22 @@ impl BackendAdapter {
                 AzureAuth::ApiKey(var) => ("azure.api_key", var.as_str()),
                 AzureAuth::EntraToken(var) => ("azure.entra_token", var.as_str()),
             }],
-            BackendAdapter::Sim(_) => Vec::new(),
+            BackendAdapter::Bedrock(bedrock) => bedrock
+                .keys
+                .iter()
+                .flat_map(|keys| {
+                    let mut refs = vec![
+                        ("bedrock.access_key_id", keys.access_key_id_env.as_str()),
+                        (
+                            "bedrock.secret_access_key",
+                            keys.secret_access_key_env.as_str(),
+                        ),
+                    ];
+                    refs.extend(optional("bedrock.session_token", &keys.session_token_env));
+                    refs
+                })
+                .collect(),
+            BackendAdapter::Vertex(_) | BackendAdapter::Sim(_) => Vec::new(),
         }
     }
 }

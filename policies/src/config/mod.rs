@@ -46,7 +46,8 @@ pub use accounting::{
     PostgresUrl, Reference, SpendLimit, SpendScope, Team, VirtualKey, Widening, redact_password,
 };
 pub use adapter::{
-    AnthropicBackend, AzureAuth, AzureBackend, BackendAdapter, GeminiBackend, OpenAiBackend,
+    AnthropicBackend, AzureAuth, AzureBackend, BackendAdapter, BedrockBackend, BedrockKeys,
+    GeminiBackend, OpenAiBackend, VertexBackend,
 };
 pub use error::ConfigError;
 pub use guardrails::{Guardrail, GuardrailStage};

@@ -176,6 +176,8 @@ pub(super) struct RawBackend {
     pub sim: Option<RawSim>,
     pub gemini: Option<super::raw_cloud::RawGemini>,
     pub azure: Option<super::raw_cloud::RawAzure>,
+    pub vertex: Option<super::raw_cloud::RawVertex>,
+    pub bedrock: Option<super::raw_cloud::RawBedrock>,
     #[serde(default)]
     pub timeouts: RawTimeouts,
     pub max_concurrency: Option<usize>,

@@ -217,6 +217,8 @@ fn validate_backend(ck: &Checker<'_>, name: &str, raw: RawBackend) -> Result<Bac
             sim: raw.sim,
             gemini: raw.gemini,
             azure: raw.azure,
+            vertex: raw.vertex,
+            bedrock: raw.bedrock,
         },
     )?;
     let defaults = Timeouts::default();

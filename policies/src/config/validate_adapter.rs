@@ -4,11 +4,11 @@
 use std::time::Duration;
 
 use super::raw::{RawAnthropic, RawOpenAi, RawSim};
-use super::raw_cloud::{RawAzure, RawGemini};
+use super::raw_cloud::{RawAzure, RawBedrock, RawGemini, RawVertex};
 use super::validate::{Checker, sim_params};
 use super::{
-    AnthropicBackend, AzureAuth, AzureBackend, BackendAdapter, ConfigError, GeminiBackend,
-    OpenAiBackend,
+    AnthropicBackend, AzureAuth, AzureBackend, BackendAdapter, BedrockBackend, BedrockKeys,
+    ConfigError, GeminiBackend, OpenAiBackend, VertexBackend,
 };
 
 /// The adapter sections a backend may set, one of them.
@@ -18,9 +18,12 @@ pub(super) struct Adapters {
     pub sim: Option<RawSim>,
     pub gemini: Option<RawGemini>,
     pub azure: Option<RawAzure>,
+    pub vertex: Option<RawVertex>,
+    pub bedrock: Option<RawBedrock>,
 }
 
-const ADAPTER_NAMES: &str = "`openai`, `anthropic`, `gemini`, `azure` or `sim`";
+const ADAPTER_NAMES: &str =
+    "`openai`, `anthropic`, `gemini`, `azure`, `vertex`, `bedrock` or `sim`";
 
 /// Where the Gemini API lives unless `base_url` says otherwise.
 pub(super) const GEMINI_BASE_URL: &str = "https://generativelanguage.googleapis.com";
@@ -36,6 +39,8 @@ pub(super) fn validate_adapter(
         raw.sim.is_some(),
         raw.gemini.is_some(),
         raw.azure.is_some(),
+        raw.vertex.is_some(),
+        raw.bedrock.is_some(),
     ]
     .into_iter()
     .filter(|set| *set)
@@ -71,6 +76,14 @@ pub(super) fn validate_adapter(
     }
     if let Some(azure) = raw.azure {
         return Ok(BackendAdapter::Azure(validate_azure(ck, name, azure)?));
+    }
+    if let Some(vertex) = raw.vertex {
+        return Ok(BackendAdapter::Vertex(validate_vertex(ck, name, vertex)?));
+    }
+    if let Some(bedrock) = raw.bedrock {
+        return Ok(BackendAdapter::Bedrock(validate_bedrock(
+            ck, name, bedrock,
+        )?));
     }
     let sim = raw
         .sim
@@ -183,6 +196,96 @@ fn validate_azure(
         deployment: raw.deployment,
         api_version: raw.api_version,
         auth,
+    })
+}
+
+/// A cloud's region, location or project id: lowercase letters, digits
+/// and `-`.
+fn cloud_name(
+    ck: &Checker<'_>,
+    path: &[&str],
+    name: &str,
+    example: &str,
+) -> Result<String, ConfigError> {
+    let plain = !name.is_empty()
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-');
+    if plain {
+        Ok(name.to_owned())
+    } else {
+        Err(ck.error(
+            path,
+            format!(
+                "`{name}` is not a name of lowercase letters, digits and -, such as `{example}`"
+            ),
+        ))
+    }
+}
+
+fn validate_vertex(
+    ck: &Checker<'_>,
+    name: &str,
+    raw: RawVertex,
+) -> Result<VertexBackend, ConfigError> {
+    let path = ["backends", name, "vertex"];
+    let at = |field| [&path[..], &[field]].concat();
+    if raw.credentials_file.as_deref() == Some("") {
+        return Err(ck.error(
+            &at("credentials_file"),
+            "a path to a service account's key file",
+        ));
+    }
+    if raw.anthropic_version.as_deref() == Some("") {
+        return Err(ck.error(&at("anthropic_version"), "must not be empty"));
+    }
+    Ok(VertexBackend {
+        project: cloud_name(ck, &at("project"), &raw.project, "my-project-123")?,
+        location: cloud_name(ck, &at("location"), &raw.location, "us-east5")?,
+        endpoint: raw
+            .endpoint
+            .map(|url| checked_url(ck, &at("endpoint"), &url))
+            .transpose()?,
+        credentials_file: raw.credentials_file,
+        anthropic_version: raw.anthropic_version,
+        prompt_caching: raw.prompt_caching,
+    })
+}
+
+fn validate_bedrock(
+    ck: &Checker<'_>,
+    name: &str,
+    raw: RawBedrock,
+) -> Result<BedrockBackend, ConfigError> {
+    let path = ["backends", name, "bedrock"];
+    let at = |field| [&path[..], &[field]].concat();
+    let reference =
+        |field, value: Option<String>| value.map(|v| env_reference(ck, &at(field), &v)).transpose();
+    let id = reference("access_key_id", raw.access_key_id)?;
+    let secret = reference("secret_access_key", raw.secret_access_key)?;
+    let token = reference("session_token", raw.session_token)?;
+    let keys = match (id, secret) {
+        (Some(access_key_id_env), Some(secret_access_key_env)) => Some(BedrockKeys {
+            access_key_id_env,
+            secret_access_key_env,
+            session_token_env: token,
+        }),
+        (None, None) if token.is_none() => None,
+        _ => {
+            return Err(ck.error(
+                &path,
+                "access_key_id and secret_access_key go together (with session_token for temporary keys)",
+            ));
+        }
+    };
+    Ok(BedrockBackend {
+        region: cloud_name(ck, &at("region"), &raw.region, "us-east-1")?,
+        endpoint: raw
+            .endpoint
+            .map(|url| checked_url(ck, &at("endpoint"), &url))
+            .transpose()?,
+        keys,
+        prompt_caching: raw.prompt_caching,
     })
 }
 
