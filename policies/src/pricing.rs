@@ -126,11 +126,41 @@ pub fn builtin_price(model: &str) -> Option<TokenPrice> {
         ("gemini-3-pro-preview", [2.00, 0.20, 0.0, 12.00]),
         ("gemini-3.1-pro-preview", [2.00, 0.20, 0.0, 12.00]),
     ];
-    let name = without_snapshot(model);
-    TABLE
+    let find = |name: &str| {
+        let name = without_snapshot(name);
+        TABLE
+            .iter()
+            .find(|(known, _)| *known == name)
+            .map(|(_, [input, cached, write, output])| p(*input, *cached, *write, *output))
+    };
+    find(model).or_else(|| find(bedrock_base(model)?))
+}
+
+/// The model a Bedrock id names: an ARN's last part, without a
+/// cross-region inference profile's geography (`us.`, `eu.`, `apac.`,
+/// `global.`, ...), the vendor (`anthropic.`) and the version
+/// (`-v1:0`). `us.anthropic.claude-sonnet-4-5-20250929-v1:0` is
+/// `claude-sonnet-4-5-20250929`. An application inference profile's ARN
+/// names no model, and needs `price:`.
+fn bedrock_base(model: &str) -> Option<&str> {
+    let id = model.rsplit('/').next()?;
+    let geographies = [
+        "us.", "eu.", "apac.", "global.", "jp.", "au.", "ca.", "us-gov.",
+    ];
+    let id = geographies
         .iter()
-        .find(|(known, _)| *known == name)
-        .map(|(_, [input, cached, write, output])| p(*input, *cached, *write, *output))
+        .find_map(|g| id.strip_prefix(g))
+        .unwrap_or(id);
+    let id = id.strip_prefix("anthropic.")?;
+    // `-v1:0`, `-v2`: the version Bedrock gives a model.
+    let at = id.rfind("-v")?;
+    let version = &id[at + 2..];
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    let valid = match version.split_once(':') {
+        Some((major, minor)) => digits(major) && digits(minor),
+        None => digits(version),
+    };
+    valid.then_some(&id[..at])
 }
 
 /// Who sells a model of the built-in list, as OpenTelemetry's GenAI
@@ -225,6 +255,24 @@ mod tests {
         let expected = 20.0 * 0.30e-6 + 100.0 * 0.03e-6 + 10.0 * 2.50e-6;
         assert!(close(price.cost(&tokens), expected));
         assert!(builtin_price("gemini-2.5-flash-preview-05-20").is_none());
+    }
+
+    #[test]
+    fn bedrock_ids_are_priced_as_the_model_they_serve() {
+        let sonnet = builtin_price("claude-sonnet-4-5").unwrap();
+        for id in [
+            "anthropic.claude-sonnet-4-5-20250929-v1:0",
+            "us.anthropic.claude-sonnet-4-5-20250929-v1:0",
+            "global.anthropic.claude-sonnet-4-5-20250929-v1:0",
+            "arn:aws:bedrock:us-east-1:123456789012:inference-profile/us.anthropic.claude-sonnet-4-5-20250929-v1:0",
+        ] {
+            assert_eq!(builtin_price(id), Some(sonnet), "{id}");
+        }
+        assert!(builtin_price("us.meta.llama3-3-70b-instruct-v1:0").is_none());
+        assert!(
+            builtin_price("arn:aws:bedrock:us-east-1:1:application-inference-profile/abc123")
+                .is_none()
+        );
     }
 
     #[test]

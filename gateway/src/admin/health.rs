@@ -69,7 +69,12 @@ pub fn ready(app: &App, headers: &http::HeaderMap) -> Response<Body> {
         let open = backends.iter().filter(|b| b["breaker"] != "closed").count();
         let unavailable = backends
             .iter()
-            .filter(|b| matches!(b["credentials"]["state"].as_str(), Some("stale" | "expired")))
+            .filter(|b| {
+                matches!(
+                    b["credentials"]["state"].as_str(),
+                    Some("stale" | "expired")
+                )
+            })
             .count();
         json!({"total": backends.len(), "not_closed": open, "credentials_failing": unavailable})
     };

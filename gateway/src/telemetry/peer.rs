@@ -33,19 +33,15 @@ impl Peer {
             },
             BackendAdapter::Vertex(v) => Peer {
                 provider: "gcp.vertex_ai",
-                servers: vec![address(
-                    &v.endpoint
-                        .clone()
-                        .unwrap_or_else(|| switchyard_adapters::vertex::host_for(&v.location)),
-                )],
+                servers: vec![address(&v.endpoint.clone().unwrap_or_else(|| {
+                    switchyard_adapters::vertex::host_for(&v.location)
+                }))],
             },
             BackendAdapter::Bedrock(b) => Peer {
                 provider: "aws.bedrock",
-                servers: vec![address(
-                    &b.endpoint
-                        .clone()
-                        .unwrap_or_else(|| switchyard_adapters::bedrock::endpoint_for(&b.region)),
-                )],
+                servers: vec![address(&b.endpoint.clone().unwrap_or_else(|| {
+                    switchyard_adapters::bedrock::endpoint_for(&b.region)
+                }))],
             },
             BackendAdapter::OpenAi(o) => Peer {
                 provider: match o.engine {

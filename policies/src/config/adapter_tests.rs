@@ -128,3 +128,86 @@ fn a_backend_sets_exactly_one_adapter_section() {
     let err = error_of(&with_backend(""));
     assert!(err.message.contains("`gemini`, `azure`"), "{err}");
 }
+
+#[test]
+fn vertex_takes_a_project_a_location_and_a_key_file_or_the_metadata_server() {
+    let BackendAdapter::Vertex(vertex) = adapter(
+        "    vertex: {project: my-project-1, location: us-east5, credentials_file: /etc/gcp/sa.json}",
+    ) else {
+        panic!("not vertex");
+    };
+    assert_eq!(vertex.credentials_file.as_deref(), Some("/etc/gcp/sa.json"));
+    assert_eq!(vertex.endpoint, None);
+    for (section, path) in [
+        (
+            "{project: My_Project, location: us-east5}",
+            "backends.cloud.vertex.project",
+        ),
+        (
+            "{project: p, location: 'us east'}",
+            "backends.cloud.vertex.location",
+        ),
+        (
+            "{project: p, location: global, endpoint: 'ftp://x'}",
+            "backends.cloud.vertex.endpoint",
+        ),
+        (
+            "{project: p, location: global, credentials_file: ''}",
+            "backends.cloud.vertex.credentials_file",
+        ),
+    ] {
+        let err = error_of(&with_backend(&format!("    vertex: {section}")));
+        assert_eq!(err.path, path, "{section}: {err}");
+    }
+}
+
+#[test]
+fn bedrock_keys_come_in_pairs_as_env_references_or_from_aws_itself() {
+    let BackendAdapter::Bedrock(bedrock) = adapter(
+        "    bedrock: {region: us-east-1, access_key_id: env:AK, secret_access_key: env:SK, session_token: env:ST}",
+    ) else {
+        panic!("not bedrock");
+    };
+    let keys = bedrock.keys.as_ref().unwrap();
+    assert_eq!(
+        (
+            keys.access_key_id_env.as_str(),
+            keys.session_token_env.as_deref()
+        ),
+        ("AK", Some("ST"))
+    );
+    let config = Config::from_yaml(
+        &with_backend(
+            "    bedrock: {region: us-east-1, access_key_id: env:AK, secret_access_key: env:SK}",
+        ),
+        "t.yaml",
+    )
+    .unwrap();
+    assert_eq!(config.env_references().len(), 2);
+    let BackendAdapter::Bedrock(chain) = adapter("    bedrock: {region: eu-west-1}") else {
+        panic!("not bedrock");
+    };
+    assert_eq!(chain.keys, None, "AWS's own variables or a web identity");
+    for (section, path, words) in [
+        (
+            "{region: us-east-1, access_key_id: env:AK}",
+            "backends.cloud.bedrock",
+            "go together",
+        ),
+        (
+            "{region: us-east-1, access_key_id: AKIAINLINE, secret_access_key: env:SK}",
+            "backends.cloud.bedrock.access_key_id",
+            "env:NAME",
+        ),
+        (
+            "{region: US_EAST_1}",
+            "backends.cloud.bedrock.region",
+            "lowercase",
+        ),
+    ] {
+        let err = error_of(&with_backend(&format!("    bedrock: {section}")));
+        assert_eq!(err.path, path, "{section}: {err}");
+        assert!(err.message.contains(words), "{section}: {err}");
+        assert!(!err.to_string().contains("AKIAINLINE"));
+    }
+}
