@@ -44,9 +44,14 @@ fn aws_error_type(headers: &HeaderMap) -> Option<&str> {
 /// becomes the error's message.
 pub(crate) fn status_error(status: u16, headers: &HeaderMap, body: &[u8]) -> AdapterError {
     let retry_after = retry_after(headers);
-    if status == 503 {
-        return AdapterError::Overloaded { retry_after };
-    }
+    let status = match status {
+        503 => return AdapterError::Overloaded { retry_after },
+        // Bedrock's: the model failed (ModelErrorException) or took too
+        // long (ModelTimeoutException). Neither is the caller's to fix.
+        424 => 502,
+        408 => 504,
+        other => other,
+    };
     let mut parsed: Option<Value> = serde_json::from_slice(body).ok();
     // Google's APIs at times answer `[{"error": {...}}]`.
     if let Some(Value::Array(items)) = &mut parsed
@@ -166,5 +171,7 @@ mod tests {
         };
         assert!(message.starts_with("The model returned"));
         assert_eq!(body.unwrap()["type"], "ValidationException");
+        let model_failed = status_error(424, &HeaderMap::new(), br#"{"message":"boom"}"#);
+        assert!(matches!(model_failed, AdapterError::Status { status: 502, .. }));
     }
 }
