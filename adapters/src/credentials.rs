@@ -30,6 +30,9 @@ pub trait Source: Send + Sync + 'static {
 pub enum CredentialState {
     /// None fetched yet (the first request fetches it).
     NotYetFetched,
+    /// The last one lapsed unused, with nothing wrong: the next request
+    /// fetches another.
+    Idle,
     Fresh,
     /// Good, but the last refresh failed: it is kept until it expires.
     Stale,
@@ -41,6 +44,7 @@ impl CredentialState {
     pub fn as_str(self) -> &'static str {
         match self {
             CredentialState::NotYetFetched => "not_yet_fetched",
+            CredentialState::Idle => "idle",
             CredentialState::Fresh => "fresh",
             CredentialState::Stale => "stale",
             CredentialState::Expired => "expired",
@@ -61,6 +65,9 @@ pub struct CredentialStatus {
 
 /// The longest wait between failed refreshes.
 const MAX_BACKOFF: Duration = Duration::from_secs(60);
+/// The longest a credential is trusted, whatever its server says: a
+/// lifetime past this is a server's mistake, not a reason to keep it.
+const MAX_LIFETIME: Duration = Duration::from_secs(12 * 3600);
 
 struct Held<C> {
     credential: C,
@@ -133,8 +140,9 @@ impl<S: Source> Refresher<S> {
         if due && !self.refreshing.swap(true, Ordering::AcqRel) {
             let refresher = Arc::clone(self);
             tokio::spawn(async move {
+                // Cleared however the refresh ends, so the next is not barred.
+                let _done = Refreshing(&refresher.refreshing);
                 refresher.refresh().await;
-                refresher.refreshing.store(false, Ordering::Release);
             });
         }
         Some(credential)
@@ -162,6 +170,7 @@ impl<S: Source> Refresher<S> {
         let now = Instant::now();
         match fetched {
             Ok((credential, lifetime)) => {
+                let lifetime = lifetime.min(MAX_LIFETIME);
                 let early = (lifetime / 2).min(Duration::from_secs(300));
                 state.held = Some(Held {
                     credential,
@@ -174,8 +183,9 @@ impl<S: Source> Refresher<S> {
             }
             Err(why) => {
                 tracing::warn!(source = self.source.name(), error = %why, "credential refresh failed");
-                state.failures = state.failures.saturating_add(1);
+                // One second after the first failure, doubling to a minute.
                 let backoff = Duration::from_secs(1 << state.failures.min(6)).min(MAX_BACKOFF);
+                state.failures = state.failures.saturating_add(1);
                 state.retry_at = Some(now + backoff);
                 state.last_error = Some(why);
             }
@@ -189,6 +199,7 @@ impl<S: Source> Refresher<S> {
         CredentialStatus {
             source: self.source.name(),
             state: match (held, &state.last_error) {
+                (Some(h), None) if now >= h.expires_at => CredentialState::Idle,
                 (Some(h), _) if now >= h.expires_at => CredentialState::Expired,
                 (Some(_), Some(_)) => CredentialState::Stale,
                 (Some(_), None) => CredentialState::Fresh,
@@ -198,6 +209,15 @@ impl<S: Source> Refresher<S> {
             expires_in: held.map(|h| h.expires_at.saturating_duration_since(now)),
             last_error: state.last_error.clone(),
         }
+    }
+}
+
+/// Clears the in-flight flag of a background refresh when dropped.
+struct Refreshing<'a>(&'a AtomicBool);
+
+impl Drop for Refreshing<'_> {
+    fn drop(&mut self) {
+        self.0.store(false, Ordering::Release);
     }
 }
 
@@ -280,5 +300,21 @@ mod tests {
         tokio::time::advance(MAX_BACKOFF).await;
         assert_eq!(refresher.get().await.unwrap(), 3);
         assert_eq!(refresher.status().state, CredentialState::Fresh);
+        // Left unused past its life, with nothing wrong: idle, not failing.
+        tokio::time::advance(Duration::from_secs(7)).await;
+        assert_eq!(refresher.status().state, CredentialState::Idle);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_lifetime_past_twelve_hours_is_not_believed() {
+        let counter = Arc::new(Counter {
+            fetched: AtomicU32::new(0),
+            fail: AtomicBool::new(false),
+            life: Duration::from_secs(u64::MAX / 4),
+        });
+        let refresher = Refresher::new(Arc::clone(&counter));
+        assert_eq!(refresher.get().await.unwrap(), 1);
+        let left = refresher.status().expires_in.unwrap();
+        assert_eq!(left, MAX_LIFETIME);
     }
 }

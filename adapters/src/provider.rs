@@ -26,20 +26,36 @@ pub trait Provider: Send + Sync + 'static {
 
     fn chat_stream(&self, req: ChatRequest) -> BoxFuture<'_, Result<ChatStream, AdapterError>>;
 
+    /// What the backend's API is called, for refusals of what it lacks.
+    fn api(&self) -> &'static str {
+        "this backend's API"
+    }
+
+    /// Text completions; chat-only APIs (Anthropic's, Gemini's, the
+    /// managed clouds') have none.
     fn completion(
         &self,
-        req: CompletionRequest,
-    ) -> BoxFuture<'_, Result<CompletionResponse, AdapterError>>;
+        _req: CompletionRequest,
+    ) -> BoxFuture<'_, Result<CompletionResponse, AdapterError>> {
+        let err = lacks(self.api(), "text completions");
+        async move { Err(err) }.boxed()
+    }
 
     fn completion_stream(
         &self,
-        req: CompletionRequest,
-    ) -> BoxFuture<'_, Result<CompletionStream, AdapterError>>;
+        _req: CompletionRequest,
+    ) -> BoxFuture<'_, Result<CompletionStream, AdapterError>> {
+        let err = lacks(self.api(), "text completions");
+        async move { Err(err) }.boxed()
+    }
 
     fn embeddings(
         &self,
-        req: EmbeddingRequest,
-    ) -> BoxFuture<'_, Result<EmbeddingResponse, AdapterError>>;
+        _req: EmbeddingRequest,
+    ) -> BoxFuture<'_, Result<EmbeddingResponse, AdapterError>> {
+        let err = lacks(self.api(), "embeddings");
+        async move { Err(err) }.boxed()
+    }
 
     /// Whether the backend speaks the OpenAI Responses API itself, so
     /// Responses requests reach it untranslated.
@@ -66,6 +82,14 @@ pub trait Provider: Send + Sync + 'static {
 
 /// Server-sent events from a backend, relayed as they are.
 pub type EventStream = BoxStream<'static, Result<SseEvent, AdapterError>>;
+
+/// The refusal of a request the backend's API has no endpoint for.
+fn lacks(api: &str, what: &str) -> AdapterError {
+    AdapterError::InvalidRequest {
+        message: format!("this backend speaks {api}; it has no {what}"),
+        param: Some("model".into()),
+    }
+}
 
 fn not_native() -> AdapterError {
     AdapterError::InvalidRequest {

@@ -3,6 +3,7 @@
 //! Everything here is pure: it parses text the gateway has already read and
 //! turns it into the validated types the rest of the program uses. No I/O.
 
+pub mod calendar;
 pub mod config;
 pub mod pricing;
 pub mod profiles;

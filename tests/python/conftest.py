@@ -1,6 +1,7 @@
 """Starts the real switchyard binary (a simulator upstream and the gateway in
 front of it) on 127.0.0.1:0 for the SDK suites."""
 
+import contextlib
 import hashlib
 import os
 import pathlib
@@ -39,6 +40,26 @@ class Proc:
             self.proc.wait(timeout=10)
         if not keep_dir:
             shutil.rmtree(self.dir, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def environment(**changes):
+    """The process environment with `changes` (a value of None removes the
+    variable) while the block runs, for the gateways it starts."""
+    saved = {name: os.environ.get(name) for name in changes}
+    try:
+        for name, value in changes.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
 
 def start_sim(*overrides):

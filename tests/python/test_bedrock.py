@@ -21,7 +21,7 @@ from google.genai import errors as genai_errors
 from google.genai import types as genai_types
 
 import standins
-from conftest import serve, start_gateway
+from conftest import environment, serve, start_gateway
 
 os.environ["SWITCHYARD_TEST_AWS_ID"], os.environ["SWITCHYARD_TEST_AWS_SECRET"] = standins.AWS_KEYS
 MODEL = standins.BEDROCK_MODEL
@@ -179,14 +179,20 @@ def test_bedrock_errors_reach_each_dialect_with_their_status(gateway):
 
 
 def test_a_throttled_or_cut_stream_ends_with_an_error_event(gateway):
-    for prompt in (standins.THROTTLED, standins.BROKEN):
+    # Each ends with the dialect's error event (not a dropped connection),
+    # saying what happened: throttled, or the frame cut short.
+    for prompt, words, kind in ((standins.THROTTLED, "rate limiting requests (HTTP 429)", "rate_limit_error"),
+                                (standins.BROKEN, "closed the connection", "api_error")):
         stream = client(gateway).chat.completions.create(model="claude", messages=ask(prompt), stream=True)
-        with pytest.raises(openai.APIError):
+        with pytest.raises(openai.APIError) as caught:
             for _ in stream:
                 pass
-        with pytest.raises(anthropic.APIError):
+        assert type(caught.value) is openai.APIError
+        assert words in caught.value.body["message"], caught.value.body
+        with pytest.raises(anthropic.APIStatusError) as caught:
             with claude(gateway).messages.stream(model="claude", max_tokens=50, messages=ask(prompt)) as events:
                 events.get_final_message()
+        assert caught.value.body["error"]["type"] == kind
 
 
 def test_keys_from_a_web_identity_token_exchanged_at_sts(bedrock):
@@ -194,19 +200,11 @@ def test_keys_from_a_web_identity_token_exchanged_at_sts(bedrock):
     token_file = os.path.join(folder, "token")
     with open(token_file, "w") as f:
         f.write("eyJ.web-identity.token\n")
-    names = ["AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_WEB_IDENTITY_TOKEN_FILE",
-             "AWS_ROLE_ARN", "AWS_ENDPOINT_URL_STS"]
-    saved = {name: os.environ.pop(name, None) for name in names}
-    os.environ.update(AWS_WEB_IDENTITY_TOKEN_FILE=token_file, AWS_ROLE_ARN="arn:aws:iam::123456789012:role/gateway",
-                      AWS_ENDPOINT_URL_STS=bedrock.url + "/sts")
     bedrock.web_identity_token = "eyJ.web-identity.token"
-    try:
+    with environment(AWS_ACCESS_KEY_ID=None, AWS_SECRET_ACCESS_KEY=None, AWS_SESSION_TOKEN=None,
+                     AWS_WEB_IDENTITY_TOKEN_FILE=token_file, AWS_ROLE_ARN="arn:aws:iam::123456789012:role/gateway",
+                     AWS_ENDPOINT_URL_STS=bedrock.url + "/sts"):
         gateway = start_gateway(backend(bedrock, keys=False))
-    finally:
-        for name, value in saved.items():
-            os.environ.pop(name, None)
-            if value is not None:
-                os.environ[name] = value
     try:
         answer = client(gateway).chat.completions.create(model="bedrock", messages=ask("role"))
         assert answer.choices[0].message.content == "Bedrock answers: role"

@@ -19,7 +19,7 @@ from google.genai import types as genai_types
 from google.oauth2 import service_account
 
 import standins
-from conftest import serve, start_gateway
+from conftest import environment, serve, start_gateway
 
 CLAUDE = "claude-sonnet-4-5@20250929"
 GEMINI = "gemini-2.5-flash"
@@ -79,12 +79,14 @@ def test_the_stand_in_serves_googles_and_anthropics_own_vertex_clients(vertex):
                           http_options=genai_types.HttpOptions(base_url=vertex.url, api_version="v1"))
     answer = google.models.generate_content(model=GEMINI, contents="hello")
     assert answer.text == "Gemini answers: hello"
+    vertex.sdk_gemini_path = vertex.last().raw_path
     token = credentials.token
     assert token in vertex.issued, "google-auth's JWT was taken by the stand-in's token endpoint"
     claude = anthropic.AnthropicVertex(region=standins.VERTEX_LOCATION, project_id=standins.VERTEX_PROJECT,
                                        access_token=token, base_url=vertex.url + "/v1", max_retries=0)
     message = claude.messages.create(model=CLAUDE, max_tokens=50, messages=ask("hi"))
     assert message.content[0].text == "Claude on Vertex answers: hi"
+    vertex.sdk_claude_path = vertex.last().raw_path
 
 
 def test_gemini_and_claude_models_answer_whole_and_streamed(gateway, vertex):
@@ -93,15 +95,19 @@ def test_gemini_and_claude_models_answer_whole_and_streamed(gateway, vertex):
     answer = sdk.chat.completions.create(model="gemini-vertex", messages=ask("hello"))
     assert answer.choices[0].message.content == "Gemini answers: hello"
     seen = vertex.last()
-    assert seen.path == (f"/v1/projects/{standins.VERTEX_PROJECT}/locations/{standins.VERTEX_LOCATION}"
-                         f"/publishers/google/models/{GEMINI}:generateContent")
+    # The path as sent, byte for byte google-genai's.
+    assert seen.raw_path == vertex.sdk_gemini_path == (
+        f"/v1/projects/{standins.VERTEX_PROJECT}/locations/{standins.VERTEX_LOCATION}"
+        f"/publishers/google/models/{GEMINI}:generateContent")
     text = "".join(c.choices[0].delta.content or "" for c in sdk.chat.completions.create(
         model="gemini-vertex", messages=ask("stream"), stream=True) if c.choices)
     assert text == "Gemini answers: stream"
     answer = sdk.chat.completions.create(model="claude-vertex", messages=ask("hello"), max_tokens=50)
     assert answer.choices[0].message.content == "Claude on Vertex answers: hello"
     seen = vertex.last()
-    assert seen.path.endswith(f"/publishers/anthropic/models/{CLAUDE}:rawPredict")
+    # The path as sent, byte for byte AnthropicVertex's.
+    assert seen.raw_path == vertex.sdk_claude_path
+    assert seen.raw_path.endswith(f"/publishers/anthropic/models/{CLAUDE}:rawPredict")
     assert seen.body["anthropic_version"] == "vertex-2023-10-16" and "model" not in seen.body
     with anthropic.Anthropic(base_url=gateway.url, api_key="unused", max_retries=0).messages.stream(
             model="claude-vertex", max_tokens=50, messages=ask("stream")) as events:
@@ -174,15 +180,8 @@ def test_tokens_refresh_early_and_a_failing_token_endpoint_keeps_the_old_one_unt
 
 
 def test_tokens_come_from_the_metadata_server_without_a_key_file(folder, vertex):
-    saved = {k: os.environ.pop(k, None) for k in ("GOOGLE_APPLICATION_CREDENTIALS", "GCE_METADATA_HOST")}
-    os.environ["GCE_METADATA_HOST"] = vertex.url.removeprefix("http://")
-    try:
+    with environment(GOOGLE_APPLICATION_CREDENTIALS=None, GCE_METADATA_HOST=vertex.url.removeprefix("http://")):
         gateway = start_gateway(config(vertex))
-    finally:
-        for name, value in saved.items():
-            os.environ.pop(name, None)
-            if value is not None:
-                os.environ[name] = value
     try:
         answer = client(gateway).chat.completions.create(model="claude-vertex", messages=ask("metadata"),
                                                          max_tokens=50)

@@ -12,12 +12,9 @@ use super::to_messages::messages_from_chat;
 use super::types::MessagesResponse;
 use crate::error::AdapterError;
 use crate::openai::parse_json;
-use crate::provider::{ChatStream, CompletionStream, Provider};
+use crate::provider::{ChatStream, Provider};
 use crate::sse::SseEvent;
-use crate::types::{
-    ChatChunk, ChatRequest, ChatResponse, CompletionRequest, CompletionResponse, EmbeddingRequest,
-    EmbeddingResponse,
-};
+use crate::types::{ChatChunk, ChatRequest, ChatResponse};
 use crate::upstream::{EventDecoder, Link, Upstream};
 
 /// The Messages API version sent when the config names none.
@@ -72,13 +69,6 @@ impl AnthropicClient {
             param: Some(err.param),
         })
     }
-
-    fn unsupported(what: &str) -> AdapterError {
-        AdapterError::InvalidRequest {
-            message: format!("this backend speaks Anthropic Messages; it has no {what}"),
-            param: Some("model".into()),
-        }
-    }
 }
 
 impl EventDecoder<ChatChunk> for EventsToChunks {
@@ -127,24 +117,7 @@ impl Provider for AnthropicClient {
         .boxed()
     }
 
-    fn completion(
-        &self,
-        _req: CompletionRequest,
-    ) -> BoxFuture<'_, Result<CompletionResponse, AdapterError>> {
-        async move { Err(Self::unsupported("text completions")) }.boxed()
-    }
-
-    fn completion_stream(
-        &self,
-        _req: CompletionRequest,
-    ) -> BoxFuture<'_, Result<CompletionStream, AdapterError>> {
-        async move { Err(Self::unsupported("text completions")) }.boxed()
-    }
-
-    fn embeddings(
-        &self,
-        _req: EmbeddingRequest,
-    ) -> BoxFuture<'_, Result<EmbeddingResponse, AdapterError>> {
-        async move { Err(Self::unsupported("embeddings")) }.boxed()
+    fn api(&self) -> &'static str {
+        "Anthropic Messages"
     }
 }

@@ -5,30 +5,12 @@ use std::sync::Arc;
 use serde_json::{Map, Value, json};
 
 use super::types::{MessagesRequest, Role as AnthropicRole, Tool as AnthropicTool};
+pub use crate::translate::TranslateError;
+pub(crate) use crate::translate::untranslatable;
 use crate::types::{
     ChatRequest, Content, ContentPart, Extra, FunctionCall, FunctionDef, Message, Role, Tool,
     ToolCall,
 };
-
-/// Something in the request that has no equivalent in the chat format: the
-/// caller gets a 400 naming it rather than a silently different request.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
-#[error("`{param}`: {message}")]
-pub struct TranslateError {
-    pub param: String,
-    pub message: String,
-}
-
-/// The error for `param`, which has no equivalent on the other side.
-pub(crate) fn untranslatable(
-    param: impl Into<String>,
-    message: impl Into<String>,
-) -> TranslateError {
-    TranslateError {
-        param: param.into(),
-        message: message.into(),
-    }
-}
 
 /// Fields that ask the server for optional help (editing old context,
 /// a service tier) and that a chat backend can leave undone without changing

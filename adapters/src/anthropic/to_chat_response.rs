@@ -6,8 +6,8 @@ use serde_json::{Map, Value, json};
 use super::types::{Block, MessagesResponse, Usage as MessagesUsage};
 use crate::error::AdapterError;
 use crate::types::{
-    ChatChunk, ChatResponse, Choice, ChunkChoice, Content, Delta, FunctionCall, Message, Role,
-    ToolCall, ToolCallDelta, Usage, UsageDetails, unix_now,
+    ChatChunk, ChatResponse, Choice, Content, Delta, FunctionCall, Message, Role, ToolCall,
+    ToolCallDelta, Usage, UsageDetails, unix_now,
 };
 
 /// Anthropic stop reasons in OpenAI's words.
@@ -115,23 +115,7 @@ pub struct EventsToChunks {
 
 impl EventsToChunks {
     fn chunk(&self, delta: Delta, finish: Option<&str>) -> ChatChunk {
-        ChatChunk {
-            id: self.id.clone(),
-            object: "chat.completion.chunk".into(),
-            created: unix_now(),
-            model: self.model.clone(),
-            choices: vec![ChunkChoice {
-                index: 0,
-                delta,
-                finish_reason: finish.map(str::to_owned),
-                logprobs: None,
-                extra: Map::new(),
-            }],
-            usage: None,
-            system_fingerprint: None,
-            timings: None,
-            extra: Map::new(),
-        }
+        ChatChunk::single(&self.id, &self.model, delta, finish)
     }
 
     /// The chunks one event stands for (often none).

@@ -6,10 +6,10 @@ use std::sync::Arc;
 use serde_json::{Map, Value, json};
 
 use super::from_chat::redacted_thinking;
-use super::to_chat::{TranslateError, untranslatable};
 use super::types::{
     Message as AnthropicMessage, MessagesRequest, Role as AnthropicRole, Tool as AnthropicTool,
 };
+use crate::translate::{TranslateError, refuse_unhonoured, untranslatable};
 use crate::types::{ChatRequest, Content, ContentPart, Message, Role};
 
 /// Anthropic requires an output limit; this one applies when the caller set none.
@@ -25,31 +25,12 @@ const TRANSLATED_EXTRAS: [&str; 5] = ["stop", "top_p", "top_k", "reasoning_effor
 const ADVISORY_EXTRAS: [&str; 1] = ["prompt_cache_key"];
 
 pub fn messages_from_chat(req: ChatRequest) -> Result<MessagesRequest, TranslateError> {
-    if req.n.is_some_and(|n| n > 1) {
-        return Err(untranslatable(
-            "n",
-            "Anthropic backends give one answer per request",
-        ));
-    }
-    for (field, set) in [
-        ("response_format", req.response_format.is_some()),
-        ("logprobs", req.logprobs == Some(true)),
-    ] {
-        if set {
-            return Err(untranslatable(
-                field,
-                "an Anthropic backend cannot honour this",
-            ));
-        }
-    }
-    if let Some(field) = req.extra.keys().find(|k| {
-        !TRANSLATED_EXTRAS.contains(&k.as_str()) && !ADVISORY_EXTRAS.contains(&k.as_str())
-    }) {
-        return Err(untranslatable(
-            field.clone(),
-            "this field has no equivalent for an Anthropic backend",
-        ));
-    }
+    refuse_unhonoured(
+        &req,
+        "an Anthropic backend",
+        (true, true),
+        (&TRANSLATED_EXTRAS, &ADVISORY_EXTRAS),
+    )?;
     let mut system_parts: Vec<Value> = Vec::new();
     let mut messages: Vec<AnthropicMessage> = Vec::new();
     for (i, message) in req.messages.iter().enumerate() {
@@ -185,20 +166,11 @@ fn block(part: &ContentPart, at: &str) -> Result<Value, TranslateError> {
             out["text"] = json!(part.text.clone().unwrap_or_default());
         }
         "image_url" => {
-            let url = part
-                .extra
-                .get("image_url")
-                .and_then(|u| u.get("url"))
-                .and_then(Value::as_str)
-                .unwrap_or("");
-            let source = match url
-                .strip_prefix("data:")
-                .and_then(|rest| rest.split_once(";base64,"))
-            {
+            let source = match part.inline_image() {
                 Some((media_type, data)) => {
                     json!({"type": "base64", "media_type": media_type, "data": data})
                 }
-                None => json!({"type": "url", "url": url}),
+                None => json!({"type": "url", "url": part.url()}),
             };
             if let Some(o) = out.as_object_mut() {
                 o.remove("image_url");

@@ -19,19 +19,20 @@ use super::to_converse::converse_request;
 use crate::credentials::CredentialStatus;
 use crate::error::AdapterError;
 use crate::openai::parse_json;
-use crate::provider::{ChatStream, CompletionStream, Provider};
-use crate::types::{
-    ChatChunk, ChatRequest, ChatResponse, CompletionRequest, CompletionResponse, EmbeddingRequest,
-    EmbeddingResponse,
-};
+use crate::provider::{ChatStream, Provider};
+use crate::types::{ChatChunk, ChatRequest, ChatResponse};
 use crate::upstream::{EventDecoder, Framer, Link, Upstream};
 
 const JSON: &str = "application/json";
 
 pub struct BedrockClient {
     upstream: Upstream,
-    /// The endpoint's authority as sent (`host[:port]`), which is signed.
+    /// The endpoint's authority as hyper sends it in `Host` (no default
+    /// port), which is signed.
     host: String,
+    /// A path the endpoint's URL puts before `/model/...` (a proxy's),
+    /// which is signed too.
+    prefix: String,
     region: String,
     credentials: AwsCredentials,
 }
@@ -52,16 +53,26 @@ impl BedrockClient {
             .endpoint
             .clone()
             .unwrap_or_else(|| endpoint_for(&config.region));
-        let authority = endpoint
-            .split_once("://")
-            .map_or(endpoint.as_str(), |(_, rest)| rest)
-            .split('/')
-            .next()
-            .unwrap_or_default()
-            .to_owned();
+        let uri: http::Uri = endpoint.parse().map_err(|err| AdapterError::Internal {
+            message: format!("bedrock endpoint {endpoint}: {err}"),
+        })?;
+        let authority = uri.authority().ok_or_else(|| AdapterError::Internal {
+            message: format!("bedrock endpoint {endpoint} has no host"),
+        })?;
+        let default_port = if uri.scheme_str() == Some("https") {
+            443
+        } else {
+            80
+        };
+        // As hyper writes `Host`: the port only when it is not the default.
+        let host = match authority.port_u16() {
+            Some(port) if port != default_port => format!("{}:{port}", authority.host()),
+            _ => authority.host().to_owned(),
+        };
         Ok(BedrockClient {
             upstream: Upstream::new(&endpoint, Vec::new(), link)?,
-            host: authority,
+            host,
+            prefix: uri.path().trim_end_matches('/').to_owned(),
             region: config.region.clone(),
             credentials,
         })
@@ -83,10 +94,11 @@ impl BedrockClient {
             })?,
         );
         let keys: Keys = self.credentials.keys().await?;
+        let signed_path = format!("{}{path}", self.prefix);
         let request = sigv4::Request {
             method: "POST",
             host: &self.host,
-            path,
+            path: &signed_path,
             content_type: JSON,
             body: &body,
         };
@@ -162,35 +174,11 @@ impl Provider for BedrockClient {
         .boxed()
     }
 
-    fn completion(
-        &self,
-        _req: CompletionRequest,
-    ) -> BoxFuture<'_, Result<CompletionResponse, AdapterError>> {
-        async move { Err(unsupported("text completions")) }.boxed()
-    }
-
-    fn completion_stream(
-        &self,
-        _req: CompletionRequest,
-    ) -> BoxFuture<'_, Result<CompletionStream, AdapterError>> {
-        async move { Err(unsupported("text completions")) }.boxed()
-    }
-
-    fn embeddings(
-        &self,
-        _req: EmbeddingRequest,
-    ) -> BoxFuture<'_, Result<EmbeddingResponse, AdapterError>> {
-        async move { Err(unsupported("embeddings through chat backends")) }.boxed()
+    fn api(&self) -> &'static str {
+        "Bedrock's Converse API"
     }
 
     fn credentials(&self) -> Option<CredentialStatus> {
         self.credentials.status()
-    }
-}
-
-fn unsupported(what: &str) -> AdapterError {
-    AdapterError::InvalidRequest {
-        message: format!("this backend speaks Bedrock's Converse API; it has no {what}"),
-        param: Some("model".into()),
     }
 }

@@ -10,9 +10,12 @@ use bytes::Bytes;
 use futures_util::FutureExt;
 use futures_util::future::BoxFuture;
 
-use super::sigv4::{Keys, days_from_civil};
+use switchyard_policies::calendar::days_from_civil;
+
+use super::sigv4::Keys;
 use crate::credentials::{CredentialStatus, Refresher, Source, fetch_failure};
 use crate::error::AdapterError;
+use crate::percent;
 use crate::upstream::{Link, Upstream};
 
 /// Keys held for the backend's life, or a role's, refreshed.
@@ -84,17 +87,19 @@ pub struct WebIdentity {
 
 impl WebIdentity {
     async fn assume(&self) -> Result<(Keys, Duration), String> {
-        let token = std::fs::read_to_string(&self.token_file).map_err(|_| {
-            format!(
-                "the web identity token file {} could not be read",
-                self.token_file
-            )
-        })?;
+        let token = tokio::fs::read_to_string(&self.token_file)
+            .await
+            .map_err(|_| {
+                format!(
+                    "the web identity token file {} could not be read",
+                    self.token_file
+                )
+            })?;
         let form = format!(
             "Action=AssumeRoleWithWebIdentity&Version=2011-06-15&RoleArn={}&RoleSessionName={}&WebIdentityToken={}",
-            form_encode(&self.role_arn),
-            form_encode(&self.session_name),
-            form_encode(token.trim()),
+            percent::encode(&self.role_arn, percent::unreserved),
+            percent::encode(&self.session_name, percent::unreserved),
+            percent::encode(token.trim(), percent::unreserved),
         );
         let answer = self
             .sts
@@ -137,19 +142,6 @@ impl Source for WebIdentity {
     }
 }
 
-/// `application/x-www-form-urlencoded` for one value.
-fn form_encode(value: &str) -> String {
-    let mut out = String::with_capacity(value.len());
-    for byte in value.bytes() {
-        if byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'_' | b'.' | b'~') {
-            out.push(char::from(byte));
-        } else {
-            out.push_str(&format!("%{byte:02X}"));
-        }
-    }
-    out
-}
-
 /// The text of the first `<name>...</name>` element, unescaped: STS's
 /// answers are small and flat, which is all this reads.
 fn element(xml: &str, name: &str) -> Option<String> {
@@ -170,11 +162,12 @@ fn element(xml: &str, name: &str) -> Option<String> {
 /// Seconds since 1970 of an ISO 8601 UTC time (`2026-12-04T05:45:16Z`,
 /// fractions of a second ignored).
 fn unix_seconds(text: &str) -> Option<u64> {
-    let number = |range: std::ops::Range<usize>| text.get(range)?.parse::<u64>().ok();
+    let number = |range: std::ops::Range<usize>| text.get(range)?.parse::<i64>().ok();
     let (year, month, day) = (number(0..4)?, number(5..7)?, number(8..10)?);
     let (hour, minute, second) = (number(11..13)?, number(14..16)?, number(17..19)?);
     let valid = (1..=12).contains(&month) && (1..=31).contains(&day) && hour < 24 && minute < 60;
-    valid.then(|| days_from_civil(year, month, day) * 86_400 + hour * 3600 + minute * 60 + second)
+    let seconds = days_from_civil(year, month, day) * 86_400 + hour * 3600 + minute * 60 + second;
+    valid.then(|| u64::try_from(seconds).ok()).flatten()
 }
 
 #[cfg(test)]
@@ -196,7 +189,7 @@ mod tests {
         );
         assert_eq!(unix_seconds("soon"), None);
         assert_eq!(
-            form_encode("arn:aws:iam::1:role/x y"),
+            percent::encode("arn:aws:iam::1:role/x y", percent::unreserved),
             "arn%3Aaws%3Aiam%3A%3A1%3Arole%2Fx%20y"
         );
     }

@@ -11,8 +11,8 @@ use super::eventstream::Message as Frame;
 use crate::anthropic::{MessagesUsage, usage_to_chat};
 use crate::error::AdapterError;
 use crate::types::{
-    ChatChunk, ChatResponse, Choice, ChunkChoice, Content, Delta, FunctionCall, Message, Role,
-    ToolCall, ToolCallDelta, Usage, unix_now,
+    ChatChunk, ChatResponse, Choice, Content, Delta, FunctionCall, Message, Role, ToolCall,
+    ToolCallDelta, Usage, unix_now,
 };
 
 /// Converse stop reasons in OpenAI's words.
@@ -156,38 +156,19 @@ impl EventsToChunks {
     }
 
     fn chunk(&self, delta: Delta, finish: Option<&str>) -> ChatChunk {
-        ChatChunk {
-            id: self.id.clone(),
-            object: "chat.completion.chunk".into(),
-            created: unix_now(),
-            model: self.model.clone(),
-            choices: vec![ChunkChoice {
-                index: 0,
-                delta,
-                finish_reason: finish.map(str::to_owned),
-                logprobs: None,
-                extra: Map::new(),
-            }],
-            usage: None,
-            system_fingerprint: None,
-            timings: None,
-            extra: Map::new(),
-        }
+        ChatChunk::single(&self.id, &self.model, delta, finish)
     }
 
     /// The chunks one event-stream message stands for, and whether it
     /// ends the stream.
     pub fn on_frame(&mut self, frame: &Frame) -> Result<(Vec<ChatChunk>, bool), AdapterError> {
-        let data: Value =
-            serde_json::from_slice(&frame.payload).map_err(|err| AdapterError::Protocol {
-                message: format!("{err} in a ConverseStream event"),
-            })?;
         match frame.header(":message-type") {
             Some("event") => {}
             Some("exception") => {
                 let kind = frame
                     .header(":exception-type")
                     .unwrap_or("internalServerException");
+                let data: Value = serde_json::from_slice(&frame.payload).unwrap_or_default();
                 let message = data["message"]
                     .as_str()
                     .or_else(|| data["Message"].as_str());
@@ -196,6 +177,7 @@ impl EventsToChunks {
                     message.unwrap_or("the backend reported an error"),
                 ));
             }
+            // An `error` message says it all in its headers.
             _ => {
                 let kind = frame
                     .header(":error-code")
@@ -206,6 +188,10 @@ impl EventsToChunks {
                 return Err(error_of(kind, message));
             }
         }
+        let data: Value =
+            serde_json::from_slice(&frame.payload).map_err(|err| AdapterError::Protocol {
+                message: format!("{err} in a ConverseStream event"),
+            })?;
         let mut out = Vec::new();
         let block = data["contentBlockIndex"].as_u64().unwrap_or(0);
         match frame.header(":event-type").unwrap_or_default() {

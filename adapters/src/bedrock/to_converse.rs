@@ -6,7 +6,7 @@
 
 use serde_json::{Map, Value, json};
 
-use crate::anthropic::{TranslateError, untranslatable};
+use crate::translate::{TranslateError, refuse_unhonoured, untranslatable};
 use crate::types::{ChatRequest, Content, ContentPart, Message, Role};
 
 /// Chat fields with a Converse equivalent.
@@ -16,28 +16,12 @@ const TRANSLATED_EXTRAS: [&str; 4] = ["stop", "top_p", "top_k", "thinking"];
 const ADVISORY_EXTRAS: [&str; 2] = ["prompt_cache_key", "reasoning_effort"];
 
 pub fn converse_request(req: &ChatRequest) -> Result<Value, TranslateError> {
-    if req.n.is_some_and(|n| n > 1) {
-        return Err(untranslatable("n", "Bedrock gives one answer per request"));
-    }
-    for (field, set) in [
-        ("response_format", req.response_format.is_some()),
-        ("logprobs", req.logprobs == Some(true)),
-    ] {
-        if set {
-            return Err(untranslatable(
-                field,
-                "a Bedrock backend cannot honour this",
-            ));
-        }
-    }
-    if let Some(field) = req.extra.keys().find(|k| {
-        !TRANSLATED_EXTRAS.contains(&k.as_str()) && !ADVISORY_EXTRAS.contains(&k.as_str())
-    }) {
-        return Err(untranslatable(
-            field.clone(),
-            "this field has no equivalent for a Bedrock backend",
-        ));
-    }
+    refuse_unhonoured(
+        req,
+        "a Bedrock backend",
+        (true, true),
+        (&TRANSLATED_EXTRAS, &ADVISORY_EXTRAS),
+    )?;
     let mut system = Vec::new();
     let mut messages: Vec<Value> = Vec::new();
     for (i, message) in req.messages.iter().enumerate() {
@@ -147,21 +131,12 @@ fn block(part: &ContentPart, at: &str) -> Result<Option<Value>, TranslateError> 
             .filter(|t| !t.is_empty())
             .map(|text| json!({ "text": text }))),
         "image_url" => {
-            let url = part
-                .extra
-                .get("image_url")
-                .and_then(|u| u.get("url"))
-                .and_then(Value::as_str)
-                .unwrap_or("");
-            let (media, data) = url
-                .strip_prefix("data:")
-                .and_then(|rest| rest.split_once(";base64,"))
-                .ok_or_else(|| {
-                    untranslatable(
-                        format!("{at}.image_url"),
-                        "a Bedrock backend takes images inline (data: URLs), not by link",
-                    )
-                })?;
+            let (media, data) = part.inline_image().ok_or_else(|| {
+                untranslatable(
+                    format!("{at}.image_url"),
+                    "a Bedrock backend takes images inline (data: URLs), not by link",
+                )
+            })?;
             let format = match media {
                 "image/png" => "png",
                 "image/jpeg" | "image/jpg" => "jpeg",

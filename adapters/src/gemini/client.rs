@@ -12,11 +12,8 @@ use super::from_gemini::{EventsToChunks, chat_from_generate};
 use super::to_gemini::generate_request;
 use crate::error::AdapterError;
 use crate::openai::parse_json;
-use crate::provider::{ChatStream, CompletionStream, Provider};
-use crate::types::{
-    ChatRequest, ChatResponse, CompletionRequest, CompletionResponse, EmbeddingRequest,
-    EmbeddingResponse,
-};
+use crate::provider::{ChatStream, Provider};
+use crate::types::{ChatRequest, ChatResponse};
 use crate::upstream::{Link, Upstream};
 
 /// The Gemini API version the adapter speaks.
@@ -56,27 +53,13 @@ impl GeminiClient {
             param: Some(err.param),
         })
     }
-
-    fn unsupported(what: &str) -> AdapterError {
-        AdapterError::InvalidRequest {
-            message: format!("this backend speaks the Gemini API; it has no {what}"),
-            param: Some("model".into()),
-        }
-    }
 }
 
-/// A model name escaped for one path segment: unreserved characters stay,
-/// every other byte is percent-encoded.
+/// A model name escaped for one path segment: unreserved characters and
+/// `@` (Vertex's snapshots, `claude-...@20250929`, as Google's SDKs send
+/// them) stay, every other byte is percent-encoded.
 pub(crate) fn segment(name: &str) -> String {
-    let mut out = String::with_capacity(name.len());
-    for byte in name.bytes() {
-        if byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'.' | b'_' | b'~') {
-            out.push(char::from(byte));
-        } else {
-            out.push_str(&format!("%{byte:02X}"));
-        }
-    }
-    out
+    crate::percent::encode(name, |b| crate::percent::unreserved(b) || b == b'@')
 }
 
 impl Provider for GeminiClient {
@@ -102,24 +85,7 @@ impl Provider for GeminiClient {
         .boxed()
     }
 
-    fn completion(
-        &self,
-        _req: CompletionRequest,
-    ) -> BoxFuture<'_, Result<CompletionResponse, AdapterError>> {
-        async move { Err(Self::unsupported("text completions")) }.boxed()
-    }
-
-    fn completion_stream(
-        &self,
-        _req: CompletionRequest,
-    ) -> BoxFuture<'_, Result<CompletionStream, AdapterError>> {
-        async move { Err(Self::unsupported("text completions")) }.boxed()
-    }
-
-    fn embeddings(
-        &self,
-        _req: EmbeddingRequest,
-    ) -> BoxFuture<'_, Result<EmbeddingResponse, AdapterError>> {
-        async move { Err(Self::unsupported("embeddings through chat backends")) }.boxed()
+    fn api(&self) -> &'static str {
+        "the Gemini API"
     }
 }

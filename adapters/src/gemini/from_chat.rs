@@ -111,7 +111,8 @@ struct PendingCall {
 pub struct GenerateStream {
     model: String,
     id: String,
-    calls: Vec<PendingCall>,
+    /// By the backend's call index (any number it sends).
+    calls: std::collections::BTreeMap<u32, PendingCall>,
     finish: Option<&'static str>,
     usage: Option<Value>,
     ended: bool,
@@ -122,7 +123,7 @@ impl GenerateStream {
         GenerateStream {
             model: model.to_owned(),
             id: String::new(),
-            calls: Vec::new(),
+            calls: std::collections::BTreeMap::new(),
             finish: None,
             usage: None,
             ended: false,
@@ -160,11 +161,7 @@ impl GenerateStream {
                 out.push(self.response(vec![json!({ "text": text })]));
             }
             for call in delta.tool_calls.iter().flatten() {
-                let at = call.index as usize;
-                if self.calls.len() <= at {
-                    self.calls.resize_with(at + 1, PendingCall::default);
-                }
-                let pending = &mut self.calls[at];
+                let pending = self.calls.entry(call.index).or_default();
                 if let Some(id) = &call.id {
                     pending.id.clone_from(id);
                 }
@@ -185,8 +182,8 @@ impl GenerateStream {
         out
     }
 
-    /// The last response: calls, finish reason and usage. Empty when the
-    /// stream ended without a finish (the error event says why).
+    /// The last response: the calls, the finish reason (`STOP` when the
+    /// backend gave none) and the usage; once.
     pub fn finish(&mut self) -> Option<Value> {
         if self.ended {
             return None;
@@ -194,7 +191,7 @@ impl GenerateStream {
         self.ended = true;
         let parts: Vec<Value> = self
             .calls
-            .iter()
+            .values()
             .map(|c| call_part(&c.id, &c.name, &c.arguments, &c.extra))
             .collect();
         let mut last = self.response(parts);

@@ -50,6 +50,12 @@ pub fn usage_to_chat(meta: &Value) -> Usage {
     }
 }
 
+/// An id for a call Gemini sent without one: unique across answers, as a
+/// conversation may hold many, and other backends refuse repeated ids.
+fn minted_id(n: u32) -> String {
+    format!("{MINTED_ID}{:08x}_{n}", rand::random::<u32>())
+}
+
 /// What one candidate's parts say: its text, thoughts and calls.
 #[derive(Default)]
 struct Parts {
@@ -66,7 +72,7 @@ fn read_parts(content: &Value, next_call: &mut u32) -> Parts {
         if let Some(call) = part.get("functionCall") {
             let id = call["id"]
                 .as_str()
-                .map_or_else(|| format!("{MINTED_ID}{next_call}"), str::to_owned);
+                .map_or_else(|| minted_id(*next_call), str::to_owned);
             *next_call += 1;
             let mut extra = Map::new();
             if let Some(signature) = part.get("thoughtSignature") {

@@ -68,7 +68,7 @@ fn a_conversation_with_tools_becomes_contents_and_declarations() {
         results["parts"],
         json!([
             {"functionResponse": {"name": "weather", "response": {"temp": 21}, "id": "c1"}},
-            {"functionResponse": {"name": "weather", "response": {"output": "sunny"}, "id": "call_gemini_1"}}
+            {"functionResponse": {"name": "weather", "response": {"output": "sunny"}}}
         ])
     );
     assert_eq!(
@@ -233,4 +233,56 @@ fn a_streamed_call_arrives_whole_and_an_error_event_ends_the_stream() {
         items[0],
         Err(crate::AdapterError::Status { status: 429, .. })
     ));
+}
+
+#[test]
+fn efforts_map_to_each_generations_thinking_and_empty_turns_are_left_out() {
+    let ask = |model: &str, effort: &str| {
+        let req = request(
+            json!({"model": model, "reasoning_effort": effort, "messages": [
+                {"role": "user", "content": "hi"},
+                {"role": "assistant", "content": ""},
+                {"role": "user", "content": "again"}
+            ]}),
+        );
+        generate_request(&req).unwrap()
+    };
+    let off = ask("gemini-2.5-flash", "none");
+    assert_eq!(
+        off["generationConfig"]["thinkingConfig"],
+        json!({"thinkingBudget": 0})
+    );
+    assert_eq!(
+        off["contents"].as_array().unwrap().len(),
+        2,
+        "no empty model turn"
+    );
+    let flash_latest = ask("gemini-flash-latest", "medium");
+    assert_eq!(
+        flash_latest["generationConfig"]["thinkingConfig"],
+        json!({"thinkingBudget": 8192})
+    );
+    let three = ask("gemini-3-pro-preview", "medium");
+    assert_eq!(
+        three["generationConfig"]["thinkingConfig"],
+        json!({"thinkingLevel": "high"})
+    );
+}
+
+#[test]
+fn a_streamed_call_index_is_a_key_not_a_size() {
+    use crate::types::{Delta, ToolCallDelta};
+    let mut stream = GenerateStream::new("m");
+    let mut chunk: ChatChunk =
+        serde_json::from_value(json!({"id": "c", "object": "chat.completion.chunk",
+        "created": 0, "model": "m", "choices": [{"index": 0, "delta": {}, "finish_reason": null}]}))
+        .unwrap();
+    chunk.choices[0].delta = Delta::tool_call(ToolCallDelta::opening(u32::MAX, "x", "f"));
+    assert!(stream.on_chunk(&chunk).is_empty());
+    let last = stream.finish().unwrap();
+    assert_eq!(
+        last["candidates"][0]["content"]["parts"][0]["functionCall"]["name"],
+        "f"
+    );
+    assert!(stream.finish().is_none(), "once");
 }

@@ -7,22 +7,21 @@ use std::sync::Arc;
 use serde_json::{Map, Value, json};
 
 use super::to_gemini::{MINTED_ID, THOUGHT_SIGNATURE};
-use crate::anthropic::{TranslateError, untranslatable};
+use crate::translate::{TranslateError, untranslatable};
 use crate::types::{
     ChatRequest, Content, ContentPart, FunctionCall, FunctionDef, Message, Role, Tool, ToolCall,
 };
 
-/// Top-level fields a request may carry. Safety settings and cached
-/// contents are Google's own: other backends apply their own filters and
-/// hold no such cache, so they are read and left behind.
-const KNOWN: [&str; 7] = [
+/// Top-level fields a request may carry. Safety settings are Google's own
+/// filters' thresholds: other backends apply their own, so they are read
+/// and left behind.
+const KNOWN: [&str; 6] = [
     "contents",
     "systemInstruction",
     "tools",
     "toolConfig",
     "generationConfig",
     "safetySettings",
-    "cachedContent",
 ];
 
 /// `generationConfig` fields that change nothing another backend can be
@@ -39,6 +38,14 @@ pub fn chat_request_from_generate(body: Value, model: &str) -> Result<ChatReques
     let Value::Object(body) = body else {
         return Err(untranslatable("", "the request body is a JSON object"));
     };
+    if body.contains_key("cachedContent") {
+        // Part of the prompt kept on Google's servers: without it, the
+        // request would silently be a different one.
+        return Err(untranslatable(
+            "cachedContent",
+            "a cached content lives on Google's servers, out of this gateway's reach; send its contents instead",
+        ));
+    }
     if let Some(field) = body.keys().find(|k| !KNOWN.contains(&k.as_str())) {
         return Err(untranslatable(
             field.clone(),

@@ -3,7 +3,7 @@
 
 use serde_json::{Map, Value, json};
 
-use crate::anthropic::{TranslateError, untranslatable};
+use crate::translate::{TranslateError, refuse_unhonoured, untranslatable};
 use crate::types::{ChatRequest, Content, ContentPart, Message, Role};
 
 /// Chat fields with a generateContent equivalent.
@@ -20,32 +20,17 @@ const TRANSLATED_EXTRAS: [&str; 6] = [
 /// caches prefixes by itself, so the hint is left behind.
 const ADVISORY_EXTRAS: [&str; 1] = ["prompt_cache_key"];
 
-/// Gemini's own fields, carried through the canonical request when the
-/// caller spoke Gemini, and sent back as they came.
-pub(crate) const GEMINI_EXTRAS: [&str; 3] =
-    ["safety_settings", "cached_content", "thinking_config"];
-
 /// Where a tool call's thought signature travels through the canonical
 /// types (Gemini 3 refuses a turn that drops it).
 pub(crate) const THOUGHT_SIGNATURE: &str = "thought_signature";
 
 pub fn generate_request(req: &ChatRequest) -> Result<Value, TranslateError> {
-    if req.logprobs == Some(true) {
-        return Err(untranslatable(
-            "logprobs",
-            "a Gemini backend cannot honour this",
-        ));
-    }
-    if let Some(field) = req.extra.keys().find(|k| {
-        ![&TRANSLATED_EXTRAS[..], &ADVISORY_EXTRAS, &GEMINI_EXTRAS]
-            .concat()
-            .contains(&k.as_str())
-    }) {
-        return Err(untranslatable(
-            field.clone(),
-            "this field has no equivalent for a Gemini backend",
-        ));
-    }
+    refuse_unhonoured(
+        req,
+        "a Gemini backend",
+        (false, false),
+        (&TRANSLATED_EXTRAS, &ADVISORY_EXTRAS),
+    )?;
     let mut system = Vec::new();
     let mut contents: Vec<Value> = Vec::new();
     for (i, message) in req.messages.iter().enumerate() {
@@ -72,7 +57,12 @@ pub fn generate_request(req: &ChatRequest) -> Result<Value, TranslateError> {
                     json!({"output": value})
                 };
                 let mut call = json!({"name": name, "response": response});
-                if let Some(id) = &message.tool_call_id {
+                // Ids minted here (Gemini often sends none) are not Gemini's to see.
+                if let Some(id) = message
+                    .tool_call_id
+                    .as_ref()
+                    .filter(|id| !id.starts_with(MINTED_ID))
+                {
                     call["id"] = json!(id);
                 }
                 push(
@@ -109,14 +99,6 @@ pub fn generate_request(req: &ChatRequest) -> Result<Value, TranslateError> {
     }
     if let Some(config) = tool_config(req.tool_choice.as_ref()) {
         out.insert("toolConfig".into(), config);
-    }
-    for (ours, theirs) in [
-        ("safety_settings", "safetySettings"),
-        ("cached_content", "cachedContent"),
-    ] {
-        if let Some(value) = req.extra.get(ours) {
-            out.insert(theirs.into(), value.clone());
-        }
     }
     let generation = generation_config(req)?;
     if !generation.is_empty() {
@@ -175,21 +157,25 @@ fn generation_config(req: &ChatRequest) -> Result<Map<String, Value>, TranslateE
     }
     let mut thinking = Map::new();
     if let Some(effort) = req.extra.get("reasoning_effort").and_then(Value::as_str) {
-        let low = matches!(effort, "minimal" | "low");
-        if req.model.contains("gemini-2") {
-            // 2.x models take a budget, as Google's OpenAI layer maps efforts.
+        if req.model.contains("gemini-3") {
+            // Gemini 3 thinks in levels and cannot be told not to: the
+            // lowest level stands for none. OpenAI's middle rounds up.
+            let level = if matches!(effort, "none" | "minimal" | "low") {
+                "low"
+            } else {
+                "high"
+            };
+            thinking.insert("thinkingLevel".into(), json!(level));
+        } else {
+            // Earlier models take a budget, as Google's OpenAI layer maps
+            // efforts; 0 turns thinking off.
             let budget = match effort {
+                "none" => 0,
                 "minimal" | "low" => 1024,
                 "medium" => 8192,
                 _ => 24576,
             };
             thinking.insert("thinkingBudget".into(), json!(budget));
-        } else {
-            // Gemini 3's levels are low and high; OpenAI's middle rounds up.
-            thinking.insert(
-                "thinkingLevel".into(),
-                json!(if low { "low" } else { "high" }),
-            );
         }
     }
     if !thinking.is_empty() {
@@ -201,6 +187,11 @@ fn generation_config(req: &ChatRequest) -> Result<Map<String, Value>, TranslateE
 /// Appends a turn; function results that follow each other answer one
 /// model turn together, so they share one `user` turn.
 fn push(contents: &mut Vec<Value>, role: &str, parts: Vec<Value>) {
+    // Gemini refuses a turn without parts (an assistant turn that said
+    // nothing, say).
+    if parts.is_empty() {
+        return;
+    }
     let answers = |parts: &[Value]| parts.iter().all(|p| p.get("functionResponse").is_some());
     if let Some(last) = contents.last_mut()
         && role == "user"
@@ -264,24 +255,13 @@ fn parts(content: Option<&Content>, at: &str) -> Result<Vec<Value>, TranslateErr
 fn part(part: &ContentPart, at: &str) -> Result<Value, TranslateError> {
     match part.kind.as_str() {
         "text" => Ok(json!({ "text": part.text.clone().unwrap_or_default() })),
-        "image_url" => {
-            let url = part
-                .extra
-                .get("image_url")
-                .and_then(|u| u.get("url"))
-                .and_then(Value::as_str)
-                .unwrap_or("");
-            match url
-                .strip_prefix("data:")
-                .and_then(|rest| rest.split_once(";base64,"))
-            {
-                Some((mime, data)) => Ok(json!({"inlineData": {"mimeType": mime, "data": data}})),
-                None => Err(untranslatable(
-                    format!("{at}.image_url"),
-                    "a Gemini backend takes images inline (data: URLs), not by link",
-                )),
-            }
-        }
+        "image_url" => match part.inline_image() {
+            Some((mime, data)) => Ok(json!({"inlineData": {"mimeType": mime, "data": data}})),
+            None => Err(untranslatable(
+                format!("{at}.image_url"),
+                "a Gemini backend takes images inline (data: URLs), not by link",
+            )),
+        },
         other => Err(untranslatable(
             format!("{at}.type"),
             format!("content part `{other}` cannot be sent to a Gemini backend"),

@@ -386,6 +386,27 @@ fn chat_completion_chunk() -> String {
 }
 
 impl ChatChunk {
+    /// A chunk of one choice, made now: how translated streams write theirs.
+    pub fn single(id: &str, model: &str, delta: Delta, finish: Option<&str>) -> Self {
+        ChatChunk {
+            id: id.to_owned(),
+            object: "chat.completion.chunk".into(),
+            created: super::unix_now(),
+            model: model.to_owned(),
+            choices: vec![ChunkChoice {
+                index: 0,
+                delta,
+                finish_reason: finish.map(str::to_owned),
+                logprobs: None,
+                extra: Extra::new(),
+            }],
+            usage: None,
+            system_fingerprint: None,
+            timings: None,
+            extra: Extra::new(),
+        }
+    }
+
     /// The final chunk that only carries usage (`stream_options.include_usage`).
     pub fn is_usage_only(&self) -> bool {
         self.choices.is_empty() && self.usage.is_some()
@@ -433,6 +454,20 @@ impl ContentPart {
             text: None,
             extra,
         }
+    }
+
+    /// An `image_url` part's URL (empty when it has none).
+    pub fn url(&self) -> &str {
+        self.extra
+            .get("image_url")
+            .and_then(|u| u.get("url"))
+            .and_then(serde_json::Value::as_str)
+            .unwrap_or("")
+    }
+
+    /// An inline image's media type and base64 data, from its `data:` URL.
+    pub fn inline_image(&self) -> Option<(&str, &str)> {
+        self.url().strip_prefix("data:")?.split_once(";base64,")
     }
 }
 

@@ -13,6 +13,7 @@ use crate::error::AdapterError;
 
 const RETRY_AFTER_MS: &str = "retry-after-ms";
 const AWS_ERROR_TYPE: &str = "x-amzn-errortype";
+const MAX_RETRY_AFTER_S: f64 = 3600.0;
 
 /// When the backend said to come back: `retry-after-ms` (Azure) or
 /// `retry-after` in seconds. The HTTP-date form is not read.
@@ -24,9 +25,11 @@ pub(crate) fn retry_after(headers: &HeaderMap) -> Option<Duration> {
             .and_then(|v| v.trim().parse::<f64>().ok())
             .filter(|v| v.is_finite() && *v >= 0.0)
     };
-    number(RETRY_AFTER_MS)
-        .map(|ms| Duration::from_secs_f64(ms / 1000.0))
-        .or_else(|| number(RETRY_AFTER.as_str()).map(Duration::from_secs_f64))
+    let seconds = number(RETRY_AFTER_MS)
+        .map(|ms| ms / 1000.0)
+        .or_else(|| number(RETRY_AFTER.as_str()))?;
+    // An hour at most: a larger figure is a server's mistake.
+    Some(Duration::from_secs_f64(seconds.min(MAX_RETRY_AFTER_S)))
 }
 
 /// An AWS error type from `x-amzn-errortype`
@@ -139,6 +142,11 @@ mod tests {
             err,
             AdapterError::Status { retry_after: Some(d), .. } if d == Duration::from_millis(1500)
         ));
+        let absurd = status_error(429, &headers(&[("retry-after", "1e300")]), b"{}");
+        assert!(matches!(
+            absurd,
+            AdapterError::Status { retry_after: Some(d), .. } if d == Duration::from_secs(3600)
+        ));
     }
 
     #[test]
@@ -172,6 +180,9 @@ mod tests {
         assert!(message.starts_with("The model returned"));
         assert_eq!(body.unwrap()["type"], "ValidationException");
         let model_failed = status_error(424, &HeaderMap::new(), br#"{"message":"boom"}"#);
-        assert!(matches!(model_failed, AdapterError::Status { status: 502, .. }));
+        assert!(matches!(
+            model_failed,
+            AdapterError::Status { status: 502, .. }
+        ));
     }
 }

@@ -18,11 +18,8 @@ use crate::credentials::CredentialStatus;
 use crate::error::AdapterError;
 use crate::gemini::{EventsToChunks as GenerateToChunks, chat_from_generate, generate_request};
 use crate::openai::parse_json;
-use crate::provider::{ChatStream, CompletionStream, Provider};
-use crate::types::{
-    ChatRequest, ChatResponse, CompletionRequest, CompletionResponse, EmbeddingRequest,
-    EmbeddingResponse,
-};
+use crate::provider::{ChatStream, Provider};
+use crate::types::{ChatRequest, ChatResponse};
 use crate::upstream::{Link, Upstream};
 
 /// The `anthropic_version` Vertex AI's Claude models take, unless the
@@ -157,35 +154,11 @@ impl Provider for VertexClient {
         .boxed()
     }
 
-    fn completion(
-        &self,
-        _req: CompletionRequest,
-    ) -> BoxFuture<'_, Result<CompletionResponse, AdapterError>> {
-        async move { Err(unsupported("text completions")) }.boxed()
-    }
-
-    fn completion_stream(
-        &self,
-        _req: CompletionRequest,
-    ) -> BoxFuture<'_, Result<CompletionStream, AdapterError>> {
-        async move { Err(unsupported("text completions")) }.boxed()
-    }
-
-    fn embeddings(
-        &self,
-        _req: EmbeddingRequest,
-    ) -> BoxFuture<'_, Result<EmbeddingResponse, AdapterError>> {
-        async move { Err(unsupported("embeddings through chat backends")) }.boxed()
+    fn api(&self) -> &'static str {
+        "Vertex AI's generateContent and rawPredict"
     }
 
     fn credentials(&self) -> Option<CredentialStatus> {
         Some(self.tokens.status())
-    }
-}
-
-fn unsupported(what: &str) -> AdapterError {
-    AdapterError::InvalidRequest {
-        message: format!("this backend is Vertex AI's Gemini and Claude models; it has no {what}"),
-        param: Some("model".into()),
     }
 }

@@ -20,6 +20,33 @@ use crate::state::app::{App, BackendHandle};
 /// may not ask for (`models:`), naming it and what the key may use. A name
 /// that is no model at all is left to routing's 404. Checked before any
 /// routing work (an encoder's call costs money).
+/// For a request that names a model without calling it (token counting):
+/// the model must be one this gateway serves and the caller may name,
+/// refused as a call to it would be.
+pub fn check_known_model(
+    app: &App,
+    caller: Option<&Caller>,
+    model: &str,
+) -> Result<(), GatewayError> {
+    check_model(app, caller, model)?;
+    match app.router.target(model) {
+        None => {
+            let unknown = GatewayError::UnknownModel {
+                model: model.to_owned(),
+                available: app.router.model_names().to_vec(),
+            };
+            // A key that may only use routes is told only of routes.
+            Err(for_caller(unknown, app, caller))
+        }
+        Some(switchyard_router::Target::Backend(i))
+            if caller.is_some_and(|c| !c.key.may_name_backends) =>
+        {
+            Err(backend_not_allowed(app, i))
+        }
+        Some(_) => Ok(()),
+    }
+}
+
 pub fn check_model(app: &App, caller: Option<&Caller>, model: &str) -> Result<(), GatewayError> {
     let Some(caller) = caller else {
         return Ok(());

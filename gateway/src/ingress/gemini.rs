@@ -13,7 +13,6 @@ use switchyard_adapters::gemini::{
 };
 use switchyard_adapters::tokens;
 use switchyard_adapters::types::{ChatChunk, ChatRequest, ChatResponse};
-use switchyard_router::Target;
 
 use crate::admit::access::Caller;
 use crate::admit::admission;
@@ -77,8 +76,8 @@ impl Endpoint for StreamGenerate {
     type Chunk = ChatChunk;
     type Encoder = GeminiEvents;
 
-    fn decode(_body: &[u8]) -> Result<ChatRequest, GatewayError> {
-        Generate::decode(_body)
+    fn decode(body: &[u8]) -> Result<ChatRequest, GatewayError> {
+        Generate::decode(body)
     }
 
     /// Streams are sent as server-sent events, as Gemini CLI and the
@@ -126,20 +125,7 @@ pub async fn count_tokens(
     }
     let chat = chat_request_from_generate(body, model)?;
     let caller = parts.extensions.get::<Caller>();
-    admission::check_model(app, caller, &chat.model)?;
-    match app.router.target(&chat.model) {
-        None => {
-            let unknown = GatewayError::UnknownModel {
-                model: chat.model,
-                available: app.router.model_names().to_vec(),
-            };
-            return Err(admission::for_caller(unknown, app, caller));
-        }
-        Some(Target::Backend(i)) if caller.is_some_and(|c| !c.key.may_name_backends) => {
-            return Err(admission::backend_not_allowed(app, i));
-        }
-        Some(_) => {}
-    }
+    admission::check_known_model(app, caller, &chat.model)?;
     let total = tokens::count_chat_prompt(&chat);
     Ok(json_response(
         StatusCode::OK,

@@ -12,8 +12,6 @@ use switchyard_adapters::anthropic::{
 use switchyard_adapters::tokens;
 use switchyard_adapters::types::{ChatChunk, ChatRequest, ChatResponse};
 
-use switchyard_router::Target;
-
 use crate::admit::access::Caller;
 use crate::admit::admission;
 use crate::dispatch::endpoint::Endpoint;
@@ -73,21 +71,7 @@ pub async fn count_tokens(
     let bytes = app.read_body(&parts, body).await?;
     let request: CountTokensRequest = parse_json(&bytes)?;
     let caller = parts.extensions.get::<Caller>();
-    admission::check_model(app, caller, &request.model)?;
-    match app.router.target(&request.model) {
-        None => {
-            let unknown = GatewayError::UnknownModel {
-                model: request.model,
-                available: app.router.model_names().to_vec(),
-            };
-            // A key that may only use routes is told only of routes.
-            return Err(admission::for_caller(unknown, app, caller));
-        }
-        Some(Target::Backend(i)) if caller.is_some_and(|c| !c.key.may_name_backends) => {
-            return Err(admission::backend_not_allowed(app, i));
-        }
-        Some(_) => {}
-    }
+    admission::check_known_model(app, caller, &request.model)?;
     let chat = chat_from_messages(request.into_messages())?;
     let input_tokens = tokens::count_chat_prompt(&chat);
     Ok(json_response(

@@ -48,19 +48,7 @@ pub(crate) fn periods(now_ms: i64) -> (i64, i64) {
     (day, year * 12 + month - 1)
 }
 
-/// Year, month and day of a day count since 1970-01-01 (Howard Hinnant's
-/// civil-from-days).
-pub fn civil_from_days(days: i64) -> (i64, i64, i64) {
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    (yoe + era * 400 + i64::from(month <= 2), month, day)
-}
+pub use switchyard_policies::calendar::civil_from_days;
 
 /// The first millisecond of the current UTC day and month.
 pub fn period_starts(now_ms: i64) -> (i64, i64) {
