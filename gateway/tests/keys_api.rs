@@ -415,7 +415,10 @@ async fn revoking_the_only_key_leaves_auth_on() {
         404
     );
     let ready = get_with(&gateway.url("/readyz"), &[]).await.json();
-    assert_eq!(ready["backends"], json!({"total": 1, "not_closed": 0, "credentials_failing": 0}));
+    assert_eq!(
+        ready["backends"],
+        json!({"total": 1, "not_closed": 0, "credentials_failing": 0})
+    );
     let auth = format!("Bearer {ADMIN}");
     let ready = get_with(&gateway.url("/readyz"), &[("authorization", auth.as_str())])
         .await
