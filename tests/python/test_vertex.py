@@ -155,9 +155,16 @@ def test_tokens_refresh_early_and_a_failing_token_endpoint_keeps_the_old_one_unt
                 break
             time.sleep(0.05)
         assert vertex.token_requests == 2
-        sdk.chat.completions.create(model="gemini-vertex", messages=ask("three"))
+        # The new token is held once the stand-in's answer is read: the
+        # next request (soon) carries it.
+        for _ in range(50):
+            sdk.chat.completions.create(model="gemini-vertex", messages=ask("three"))
+            if bearer() != first:
+                break
+            time.sleep(0.05)
         second = bearer()
         assert second != first
+        assert vertex.token_requests == 2, "one refresh, not one per request"
         # The token endpoint fails: the token held serves until it expires.
         vertex.failing = True
         time.sleep(2.5)
