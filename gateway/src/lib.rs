@@ -17,6 +17,7 @@ pub mod error;
 pub mod http;
 pub mod ingress;
 pub mod ledger;
+pub mod mcp;
 pub mod metrics;
 pub mod route;
 pub mod settle;

@@ -196,7 +196,7 @@ async fn three_replicas_migrate_once_and_record_every_request_once() {
         ),
         // Version 2 added the shadow columns; 3 the error column, the
         // request-id index and the stored keys.
-        "1,2,3,4,5",
+        "1,2,3,4,5,6",
         "each schema version applied once"
     );
     let urls = replicas
@@ -661,7 +661,7 @@ async fn a_database_at_schema_version_1_is_read_then_migrated_with_its_rows() {
             "older",
             "SELECT string_agg(version::text, ',' ORDER BY version) FROM switchyard_schema"
         ),
-        "1,2,3,4,5"
+        "1,2,3,4,5,6"
     );
     assert_eq!(
         pg.psql(
@@ -719,6 +719,10 @@ fn sample_row(i: usize, now: i64) -> switchyard::ledger::LedgerRow {
         backend: pick(&["local", "cloud", "big"]).to_owned(),
         tier: pick(&["small", "cloud", "large"]),
         provider: (!every(7)).then(|| pick(&["llama.cpp", "azure.ai.openai", "gcp.gemini"])),
+        kind: None,
+        tool: None,
+        bytes_in: None,
+        bytes_out: None,
         profile: every(2).then_some("interactive"),
         dialect: pick(&["openai", "anthropic"]),
         endpoint: "chat",

@@ -12,4 +12,6 @@ pub mod stack;
 pub mod tls;
 
 pub use crate::http::request::{BodyLimits, parse_json, read_json_body};
-pub use crate::http::response::{Body, json_bytes_response, json_response, sse_response};
+pub use crate::http::response::{
+    Body, empty_response, json_bytes_response, json_response, sse_response,
+};

@@ -13,6 +13,15 @@ use serde::Serialize;
 /// are sent as events in the stream's own dialect).
 pub type Body = UnsyncBoxBody<Bytes, Infallible>;
 
+/// A response with no body (202 Accepted, 405 with its `Allow`).
+pub fn empty_response(status: StatusCode) -> Response<Body> {
+    let mut response = Response::new(BodyExt::boxed_unsync(
+        http_body_util::Empty::<Bytes>::new().map_err(|never| match never {}),
+    ));
+    *response.status_mut() = status;
+    response
+}
+
 pub fn json_response<T: Serialize>(status: StatusCode, value: &T) -> Response<Body> {
     // Serializing our own types to a Vec cannot fail (no maps with non-string keys).
     let bytes = serde_json::to_vec(value).unwrap_or_else(|_| b"{}".to_vec());

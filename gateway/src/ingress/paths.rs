@@ -234,6 +234,8 @@ async fn serve_endpoint(
             }
         }),
         "/readyz" => Ok(health::ready(app, req.headers())),
+        // Boxed: its future is large and the path rare next to the models'.
+        "/mcp" => Box::pin(crate::mcp::endpoint::serve(app, req)).await,
         _ => match one_model(req.uri().path()) {
             Some(name) => allow(&req, Method::GET, "GET").and_then(|()| {
                 models::retrieve(
@@ -293,7 +295,7 @@ fn is_admin_path(path: &str) -> bool {
 /// The paths served (after any `/v1`), as `'static` strings: the request
 /// itself moves into its endpoint, and a copy of its path would cost an
 /// allocation on every request.
-const ENDPOINTS: [&str; 22] = [
+const ENDPOINTS: [&str; 23] = [
     "/chat/completions",
     "/messages",
     "/messages/count_tokens",
@@ -316,10 +318,11 @@ const ENDPOINTS: [&str; 22] = [
     "/healthz",
     "/metrics",
     "/readyz",
+    "/mcp",
 ];
 
 /// [`ENDPOINTS`] as written under `/v1`.
-const V1_ENDPOINTS: [&str; 22] = [
+const V1_ENDPOINTS: [&str; 23] = [
     "/v1/chat/completions",
     "/v1/messages",
     "/v1/messages/count_tokens",
@@ -342,6 +345,7 @@ const V1_ENDPOINTS: [&str; 22] = [
     "/v1/healthz",
     "/v1/metrics",
     "/v1/readyz",
+    "/v1/mcp",
 ];
 
 fn known_endpoint(path: &str) -> &'static str {

@@ -49,7 +49,7 @@ use Kind::{Flag, Int, Real, Text};
 use Since::{Added, First};
 
 /// Every column of a row, in table order (the `id` key is the store's own).
-pub const COLUMNS: [Column; 46] = [
+pub const COLUMNS: [Column; 50] = [
     column("ts_ms", Int, true, First),
     column("request_id", Text, false, First),
     column("key", Text, false, First),
@@ -96,6 +96,10 @@ pub const COLUMNS: [Column; 46] = [
     added_in_postgres(column("sensitive", Text, false, Added), 4),
     added_in_postgres(column("sensitive_action", Text, false, Added), 4),
     added_in_postgres(column("provider", Text, false, Added), 5),
+    added_in_postgres(column("kind", Text, false, Added), 6),
+    added_in_postgres(column("tool", Text, false, Added), 6),
+    added_in_postgres(column("bytes_in", Int, false, Added), 6),
+    added_in_postgres(column("bytes_out", Int, false, Added), 6),
 ];
 
 /// A column PostgreSQL ledgers gained with schema version `version`.
@@ -188,6 +192,10 @@ pub fn cells(r: &LedgerRow) -> [Cell<'_>; COLUMNS.len()] {
         Cell::Text(r.sensitive.as_ref().map(|s| s.kinds.as_str())),
         Cell::Text(r.sensitive.as_ref().map(|s| s.action.as_str())),
         Cell::Text(r.provider),
+        Cell::Text(r.kind),
+        Cell::Text(r.tool.as_deref()),
+        Cell::Int(r.bytes_in.map(clamped)),
+        Cell::Int(r.bytes_out.map(clamped)),
     ]
 }
 
@@ -230,6 +238,10 @@ mod tests {
             backend: "small".into(),
             tier: "small",
             provider: Some("openai"),
+            kind: None,
+            tool: None,
+            bytes_in: None,
+            bytes_out: None,
             profile: Some("chat"),
             dialect: "openai",
             endpoint: "chat",

@@ -20,6 +20,14 @@ pub struct LedgerRow {
     /// (`azure.ai.openai`, `gcp.gemini`, `llama.cpp`); none for a request
     /// refused before routing.
     pub provider: Option<&'static str>,
+    /// `tool` for a tool call through `/mcp` (its server in `backend`);
+    /// none for a model call.
+    pub kind: Option<&'static str>,
+    /// The tool called, as its server names it.
+    pub tool: Option<String>,
+    /// A tool call's size in JSON, both ways.
+    pub bytes_in: Option<u64>,
+    pub bytes_out: Option<u64>,
     pub profile: Option<&'static str>,
     /// The caller's API dialect (`openai`).
     pub dialect: &'static str,

@@ -172,10 +172,19 @@ pub struct Families {
     pub sensitive: Family<SensitiveFound, Counter>,
     pub guardrail_calls: Family<GuardrailCall, Counter>,
     pub guardrail_seconds: Histograms<GuardrailCall>,
+    pub tool_seconds: Histograms<ToolCall>,
     pub operation_duration: Histograms<GenAiOutcome>,
     pub token_usage: Histograms<GenAiTokens>,
     pub time_to_first_token: Histograms<GenAi>,
     pub time_per_output_token: Histograms<GenAi>,
+}
+
+/// A tool call through `/mcp`: its server, tool and outcome.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ToolCall {
+    pub server: String,
+    pub tool: String,
+    pub outcome: &'static str,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -223,6 +232,7 @@ impl Families {
             guardrail_calls: Family::default(),
             // Milliseconds to seconds, as a first token's.
             guardrail_seconds: histograms(buckets::time_to_first_token),
+            tool_seconds: histograms(buckets::operation_duration),
             operation_duration: histograms(buckets::operation_duration),
             token_usage: histograms(buckets::token_usage),
             time_to_first_token: histograms(buckets::time_to_first_token),
@@ -295,6 +305,11 @@ impl Families {
             f.unauthenticated.clone(),
         );
         r.register("switchyard_config_reloads", "Config reloads, by outcome: applied, or failed (the file was invalid or a backend's client could not be built; the running config stayed)", f.reloads.clone());
+        r.register(
+            "switchyard_mcp_tool_call_duration_seconds",
+            "Tool calls through /mcp by server, tool and outcome (ok, tool_error, server_gone, unavailable, error), and how long each took",
+            f.tool_seconds.clone(),
+        );
         r.register(
             "switchyard_response_cache_lookups",
             "Response-cache lookups on routes that cache, by result",

@@ -252,6 +252,24 @@ impl Metrics {
         self.families.refused.get_or_create(&Kind { kind }).inc();
     }
 
+    /// Times a tool call through `/mcp`.
+    pub fn tool_call(
+        &self,
+        server: &str,
+        tool: &str,
+        outcome: &'static str,
+        took: std::time::Duration,
+    ) {
+        self.families
+            .tool_seconds
+            .get_or_create(&families::ToolCall {
+                server: server.to_owned(),
+                tool: tool.to_owned(),
+                outcome,
+            })
+            .observe(took.as_secs_f64());
+    }
+
     /// Counts a request refused for its key (missing, unknown).
     pub fn unauthenticated(&self) {
         self.families.unauthenticated.inc();

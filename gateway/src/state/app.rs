@@ -181,6 +181,8 @@ pub struct App {
     pub metrics: Arc<Metrics>,
     /// The routes' guardrail hooks and their client.
     pub guardrails: Arc<crate::dispatch::guardrail_hooks::Guardrails>,
+    /// The MCP servers `/mcp` serves; none when the config names none.
+    pub mcp: Option<Arc<crate::mcp::McpServers>>,
     /// Each route's response cache, where it has one (by route index).
     pub response_caches: Vec<Option<Arc<ResponseCache>>>,
     /// Each route's name as the route receipt's value (by route index).
@@ -321,6 +323,7 @@ impl App {
             shadows: ShadowLanes::new(config, previous.map(|p| &p.shadows)),
             shared: std::sync::OnceLock::new(),
             guardrails: Arc::new(crate::dispatch::guardrail_hooks::Guardrails::new(config)?),
+            mcp: mcp_servers(config, previous.and_then(|p| p.mcp.as_ref()))?,
             metrics: Arc::new(Metrics::carrying(
                 &config
                     .backends
@@ -464,4 +467,23 @@ impl App {
     pub fn is_shutting_down(&self) -> bool {
         self.shutting_down.load(Ordering::Acquire)
     }
+}
+
+/// The MCP servers of `config`: the previous config's when unchanged (its
+/// stdio servers keep running), new ones otherwise.
+fn mcp_servers(
+    config: &Config,
+    previous: Option<&Arc<crate::mcp::McpServers>>,
+) -> anyhow::Result<Option<Arc<crate::mcp::McpServers>>> {
+    if config.mcp.servers.is_empty() {
+        return Ok(None);
+    }
+    if let Some(previous) = previous.filter(|p| p.settings == config.mcp) {
+        return Ok(Some(Arc::clone(previous)));
+    }
+    let http = switchyard_adapters::upstream::http_client(std::time::Duration::from_secs(10))
+        .map_err(|e| anyhow::anyhow!("mcp: {e}"))?;
+    let servers =
+        crate::mcp::McpServers::new(&config.mcp, &http).map_err(|e| anyhow::anyhow!(e))?;
+    Ok(Some(Arc::new(servers)))
 }

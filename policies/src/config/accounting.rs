@@ -337,6 +337,34 @@ pub struct VirtualKey {
     pub from_api: bool,
     /// What a request holding sensitive data may do, for this key.
     pub sensitive: Option<super::SensitivePolicy>,
+    /// The MCP servers and tools the key may reach at `/mcp`; every one
+    /// when `None`, as with `models`.
+    pub mcp: Option<McpAccess>,
+}
+
+/// `auth.keys[].mcp`: the servers a key may reach, and of their tools
+/// (named `SERVER_TOOL`, `*` patterns allowed) those it may call. Either
+/// list left out does not limit.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct McpAccess {
+    pub servers: Option<Vec<String>>,
+    pub tools: Option<ModelAccess>,
+}
+
+impl McpAccess {
+    /// Whether the key may reach `server`, and call `tool` (its prefixed
+    /// name) there when one is named.
+    pub fn allows(&self, server: &str, tool: Option<&str>) -> bool {
+        let server_ok = self
+            .servers
+            .as_ref()
+            .is_none_or(|s| s.iter().any(|n| n == server));
+        let tool_ok = match (tool, &self.tools) {
+            (Some(tool), Some(tools)) => tools.allows(tool),
+            _ => true,
+        };
+        server_ok && tool_ok
+    }
 }
 
 /// Whether `next` lets through a model name `before` did not: the list

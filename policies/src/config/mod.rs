@@ -8,6 +8,7 @@ mod error;
 mod guardrails;
 mod health;
 mod locate;
+mod mcp;
 mod predictors;
 mod raw;
 mod raw_accounting;
@@ -42,8 +43,9 @@ use std::time::Duration;
 use crate::pricing::Pricing;
 
 pub use accounting::{
-    Auth, Durability, LedgerSettings, ModelAccess, OnExhausted, OnSpoolFull, PostgresLedger,
-    PostgresUrl, Reference, SpendLimit, SpendScope, Team, VirtualKey, Widening, redact_password,
+    Auth, Durability, LedgerSettings, McpAccess, ModelAccess, OnExhausted, OnSpoolFull,
+    PostgresLedger, PostgresUrl, Reference, SpendLimit, SpendScope, Team, VirtualKey, Widening,
+    redact_password,
 };
 pub use adapter::{
     AnthropicBackend, AzureAuth, AzureBackend, BackendAdapter, BedrockBackend, BedrockKeys,
@@ -52,6 +54,7 @@ pub use adapter::{
 pub use error::ConfigError;
 pub use guardrails::{Guardrail, GuardrailStage};
 pub use health::HealthCheck;
+pub use mcp::{HeaderValueSource, McpServer, McpSettings, McpTransport};
 pub use predictors::Predictor;
 pub use route::{CacheShare, Hedge, LatencyBudget, ResponseCacheSettings, Shadow};
 pub use route::{
@@ -96,6 +99,8 @@ pub struct Config {
     pub predictors: BTreeMap<String, Predictor>,
     /// Guardrail hooks routes may ask, by name.
     pub guardrails: BTreeMap<String, Guardrail>,
+    /// The MCP servers `/mcp` serves.
+    pub mcp: McpSettings,
 }
 
 impl Config {

@@ -92,6 +92,8 @@ pub(super) struct RawConfig {
     pub predictors: BTreeMap<String, super::predictors::RawPredictor>,
     #[serde(default)]
     pub guardrails: BTreeMap<String, super::guardrails::RawGuardrail>,
+    #[serde(default)]
+    pub mcp: super::mcp::RawMcp,
 }
 
 #[derive(Debug, Deserialize)]

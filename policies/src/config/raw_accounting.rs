@@ -75,6 +75,15 @@ pub(super) struct RawKey {
     /// Route, alias and backend names the key may ask for (`*` wildcards).
     pub models: Option<Vec<String>>,
     pub sensitive: Option<super::sensitive::RawSensitive>,
+    pub mcp: Option<RawMcpAccess>,
+}
+
+/// `auth.keys[].mcp`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawMcpAccess {
+    pub servers: Option<Vec<String>>,
+    pub tools: Option<Vec<String>>,
 }
 
 fn yes() -> bool {

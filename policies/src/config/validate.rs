@@ -94,6 +94,7 @@ pub(super) fn validate(raw: RawConfig, text: &str, source: &str) -> Result<Confi
         state: super::state::validate(&ck, raw.state)?,
         predictors,
         guardrails,
+        mcp: super::mcp::validate_mcp(&ck, raw.mcp)?,
     })
 }
 

@@ -417,6 +417,13 @@ pub(super) fn key(
         .transpose()?;
     let models = model_access(ck, &at("models"), key.models)?;
     let sensitive = super::sensitive::sensitive(ck, &at("sensitive"), key.sensitive)?;
+    let mcp = match key.mcp {
+        None => None,
+        Some(access) => Some(super::McpAccess {
+            servers: access.servers,
+            tools: model_access(ck, &[&at("mcp")[..], &["tools"]].concat(), access.tools)?,
+        }),
+    };
     Ok(VirtualKey {
         name: key.name,
         hash,
@@ -429,6 +436,7 @@ pub(super) fn key(
         expires_at_ms: None,
         from_api: false,
         sensitive,
+        mcp,
     })
 }
 

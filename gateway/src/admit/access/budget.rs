@@ -456,6 +456,7 @@ mod tests {
             expires_at_ms: None,
             from_api: false,
             sensitive: None,
+            mcp: None,
         };
         let team = Team {
             name: "t".into(),

@@ -182,6 +182,16 @@ impl KeyStore {
         key.models.as_ref().is_none_or(|m| m.allows(model)) && team.is_none_or(|m| m.allows(model))
     }
 
+    /// Whether the caller's key may reach the MCP server `server`, and
+    /// call its `tool` (by its prefixed name) when one is named.
+    pub fn may_use_mcp(&self, caller: &Caller, server: &str, tool: Option<&str>) -> bool {
+        caller
+            .key
+            .mcp
+            .as_ref()
+            .is_none_or(|access| access.allows(server, tool))
+    }
+
     /// Auth is on when any key is configured, or was ever made through
     /// the admin API (revoking every one does not turn auth off).
     pub fn enabled(&self) -> bool {
@@ -302,6 +312,7 @@ mod tests {
             expires_at_ms: None,
             from_api: false,
             sensitive: None,
+            mcp: None,
         };
         KeyStore::new(&Auth {
             keys: vec![key],

@@ -372,6 +372,7 @@ mod tests {
             expires_at_ms: None,
             from_api: false,
             sensitive: None,
+            mcp: None,
         }
     }
 

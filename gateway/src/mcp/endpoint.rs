@@ -1,0 +1,378 @@
+//! `/mcp`: MCP's streamable-HTTP transport (revisions 2025-06-18 and
+//! 2025-03-26) over the configured servers. Each POST carries one message
+//! (or, in 2025-03-26, a batch); requests are answered with JSON, and a
+//! body of notifications only with 202. A session begins at `initialize`
+//! (its id in `Mcp-Session-Id`) and ends with DELETE; the gateway sends
+//! callers nothing unasked, so GET (a stream for that) is a 405.
+
+use std::time::{Duration, Instant};
+
+use http::header::ALLOW;
+use http::{HeaderMap, HeaderName, HeaderValue, Method, Request, Response, StatusCode};
+use hyper::body::Incoming;
+use serde_json::{Value, json};
+
+use crate::admit::access::Caller;
+use crate::error::GatewayError;
+use crate::http::{Body, empty_response, json_response};
+use crate::mcp::jsonrpc::{
+    self, INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, Message, PARSE_ERROR, UpstreamError,
+};
+use crate::mcp::servers::{Kind, McpServers};
+use crate::mcp::session::{McpSession, SUPPORTED_VERSIONS, initialize_result, negotiate};
+use crate::mcp::tool_row::{ToolCall, record_tool_call};
+use crate::state::app::App;
+
+const SESSION: HeaderName = HeaderName::from_static("mcp-session-id");
+const VERSION: HeaderName = HeaderName::from_static("mcp-protocol-version");
+
+pub async fn serve(app: &App, req: Request<Incoming>) -> Result<Response<Body>, GatewayError> {
+    let Some(servers) = app.mcp.as_deref() else {
+        return Err(GatewayError::NotFound {
+            path: req.uri().path().to_owned(),
+        });
+    };
+    match *req.method() {
+        Method::POST => post(app, servers, req).await,
+        Method::DELETE => Ok(end_session(servers, req.headers())),
+        _ => {
+            let mut response = empty_response(StatusCode::METHOD_NOT_ALLOWED);
+            response
+                .headers_mut()
+                .insert(ALLOW, HeaderValue::from_static("POST, DELETE"));
+            Ok(response)
+        }
+    }
+}
+
+fn end_session(servers: &McpServers, headers: &HeaderMap) -> Response<Body> {
+    let id = headers
+        .get(SESSION)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    let status = if servers.sessions.remove(id).is_some() {
+        StatusCode::OK
+    } else {
+        StatusCode::NOT_FOUND
+    };
+    json_response(status, &json!({}))
+}
+
+fn rpc_failure(status: StatusCode, code: i64, message: &str) -> Response<Body> {
+    json_response(status, &jsonrpc::error(&Value::Null, code, message))
+}
+
+async fn post(
+    app: &App,
+    servers: &McpServers,
+    req: Request<Incoming>,
+) -> Result<Response<Body>, GatewayError> {
+    let (parts, body) = req.into_parts();
+    let bytes = app.read_body(&parts, body).await?;
+    let Ok(parsed) = serde_json::from_slice::<Value>(&bytes) else {
+        return Ok(rpc_failure(
+            StatusCode::BAD_REQUEST,
+            PARSE_ERROR,
+            "the body is not JSON",
+        ));
+    };
+    let caller = parts.extensions.get::<Caller>();
+    let batch = parsed.is_array();
+    let messages: Vec<Message> = match parsed {
+        Value::Array(items) if items.is_empty() => {
+            return Ok(rpc_failure(
+                StatusCode::BAD_REQUEST,
+                INVALID_REQUEST,
+                "an empty batch",
+            ));
+        }
+        Value::Array(items) => items.into_iter().map(Message::read).collect(),
+        one => vec![Message::read(one)],
+    };
+    // A probe of the stateless revision (2026-07-28) comes before
+    // `initialize`: answered at once, it sends the caller to the handshake.
+    if let [Message::Request { id, method, .. }] = messages.as_slice()
+        && method == "server/discover"
+    {
+        return Ok(json_response(
+            StatusCode::OK,
+            &jsonrpc::error(
+                id,
+                METHOD_NOT_FOUND,
+                "server/discover: this server speaks 2025-06-18 and 2025-03-26; initialize",
+            ),
+        ));
+    }
+    let initializing = messages
+        .iter()
+        .any(|m| matches!(m, Message::Request { method, .. } if method == "initialize"));
+    if initializing && batch {
+        return Ok(rpc_failure(
+            StatusCode::BAD_REQUEST,
+            INVALID_REQUEST,
+            "initialize may not be batched",
+        ));
+    }
+    let header_version = parts.headers.get(VERSION).and_then(|v| v.to_str().ok());
+    if let Some(version) = header_version
+        && !initializing
+        && !SUPPORTED_VERSIONS.contains(&version)
+    {
+        return Ok(rpc_failure(
+            StatusCode::BAD_REQUEST,
+            INVALID_REQUEST,
+            &format!("MCP-Protocol-Version {version} is not one of 2025-06-18, 2025-03-26"),
+        ));
+    }
+    let session = if initializing {
+        None
+    } else {
+        match parts.headers.get(SESSION).and_then(|v| v.to_str().ok()) {
+            None => {
+                return Ok(rpc_failure(
+                    StatusCode::BAD_REQUEST,
+                    INVALID_REQUEST,
+                    "Mcp-Session-Id is missing: initialize first",
+                ));
+            }
+            Some(id) => match servers.sessions.get(id) {
+                Some(session) => Some((id.to_owned(), session)),
+                None => {
+                    return Ok(rpc_failure(
+                        StatusCode::NOT_FOUND,
+                        INVALID_REQUEST,
+                        "no such session: initialize again",
+                    ));
+                }
+            },
+        }
+    };
+    if batch
+        && session
+            .as_ref()
+            .is_some_and(|(_, s)| s.version != "2025-03-26")
+    {
+        return Ok(rpc_failure(
+            StatusCode::BAD_REQUEST,
+            INVALID_REQUEST,
+            "batches are 2025-03-26's; send one message per request",
+        ));
+    }
+    let mut answers = Vec::new();
+    let mut new_session = None;
+    for message in messages {
+        match message {
+            Message::Request { id, method, params } if method == "initialize" => {
+                let version = negotiate(params["protocolVersion"].as_str());
+                let session_id = new_session_id();
+                servers.sessions.insert(
+                    session_id.clone(),
+                    McpSession {
+                        version,
+                        agent_session: agent_session(&parts.headers),
+                    },
+                );
+                new_session = Some(session_id);
+                answers.push(jsonrpc::result(&id, initialize_result(version)));
+            }
+            Message::Request { id, method, params } => {
+                let context = Context {
+                    app,
+                    servers,
+                    caller,
+                    session: session.as_ref().map(|(_, s)| s),
+                    headers: &parts.headers,
+                };
+                answers.push(context.answer(&id, &method, params).await);
+            }
+            Message::Invalid { id, why } => answers.push(jsonrpc::error(&id, INVALID_REQUEST, why)),
+            Message::Notification | Message::Response => {}
+        }
+    }
+    let mut response = match (answers.len(), batch) {
+        (0, _) => empty_response(StatusCode::ACCEPTED),
+        (_, true) => json_response(StatusCode::OK, &Value::Array(answers)),
+        (_, false) => json_response(StatusCode::OK, &answers.swap_remove(0)),
+    };
+    if let Some(id) = new_session
+        && let Ok(value) = HeaderValue::from_str(&id)
+    {
+        response.headers_mut().insert(SESSION, value);
+    }
+    Ok(response)
+}
+
+/// The agent session a caller's tool calls belong to: `x-session-id`, or
+/// the agents' own session headers.
+fn agent_session(headers: &HeaderMap) -> Option<String> {
+    ["x-session-id", "x-claude-code-session-id", "session_id"]
+        .iter()
+        .find_map(|name| headers.get(*name).and_then(|v| v.to_str().ok()))
+        .filter(|v| !v.is_empty() && v.len() <= 128)
+        .map(str::to_owned)
+}
+
+fn new_session_id() -> String {
+    format!("{:032x}", rand::random::<u128>())
+}
+
+struct Context<'a> {
+    app: &'a App,
+    servers: &'a McpServers,
+    caller: Option<&'a Caller>,
+    session: Option<&'a McpSession>,
+    headers: &'a HeaderMap,
+}
+
+impl Context<'_> {
+    /// Whether the caller's key may reach `server`'s `tool` (or the
+    /// server at all, with no tool).
+    fn allowed(&self, server: &str, tool: Option<&str>) -> bool {
+        self.caller
+            .is_none_or(|c| self.app.keys.may_use_mcp(c, server, tool))
+    }
+
+    async fn answer(&self, id: &Value, method: &str, params: Value) -> Value {
+        let listed = |kind| async move {
+            let items = self.servers.list(kind, |s| self.allowed(s, None)).await;
+            let items = match kind {
+                Kind::Tools => items
+                    .into_iter()
+                    .filter(|t| {
+                        t["name"]
+                            .as_str()
+                            .and_then(|n| self.servers.split(n))
+                            .is_some_and(|(s, tool)| self.allowed(s, Some(tool)))
+                    })
+                    .collect(),
+                _ => items,
+            };
+            json!({ kind_field(kind): items })
+        };
+        match method {
+            "ping" => jsonrpc::result(id, json!({})),
+            "tools/list" => jsonrpc::result(id, listed(Kind::Tools).await),
+            "prompts/list" => jsonrpc::result(id, listed(Kind::Prompts).await),
+            "resources/list" => jsonrpc::result(id, listed(Kind::Resources).await),
+            "resources/templates/list" => {
+                jsonrpc::result(id, listed(Kind::ResourceTemplates).await)
+            }
+            "tools/call" => self.call_tool(id, params).await,
+            "prompts/get" => self.named(id, "prompts/get", params).await,
+            "resources/read" => self.read_resource(id, params).await,
+            _ => jsonrpc::error(id, METHOD_NOT_FOUND, &format!("no method `{method}` here")),
+        }
+    }
+
+    /// A prompt by its prefixed name.
+    async fn named(&self, id: &Value, method: &str, mut params: Value) -> Value {
+        let name = params["name"].as_str().unwrap_or_default().to_owned();
+        let Some((server, own)) = self
+            .servers
+            .split(&name)
+            .filter(|(s, _)| self.allowed(s, None))
+        else {
+            return jsonrpc::error(id, INVALID_PARAMS, &format!("no prompt `{name}`"));
+        };
+        params["name"] = json!(own);
+        reply(id, self.servers.request(server, method, &params).await)
+    }
+
+    async fn read_resource(&self, id: &Value, params: Value) -> Value {
+        let uri = params["uri"].as_str().unwrap_or_default();
+        match self
+            .servers
+            .server_of_resource(uri, |s| self.allowed(s, None))
+            .await
+        {
+            Some(server) => reply(
+                id,
+                self.servers
+                    .request(&server, "resources/read", &params)
+                    .await,
+            ),
+            None => jsonrpc::error(id, INVALID_PARAMS, &format!("no resource `{uri}`")),
+        }
+    }
+
+    /// A tool call: sent to its server, timed, sized and recorded.
+    async fn call_tool(&self, id: &Value, mut params: Value) -> Value {
+        let name = params["name"].as_str().unwrap_or_default().to_owned();
+        let Some((server, tool)) = self.servers.split(&name) else {
+            return jsonrpc::error(id, INVALID_PARAMS, &format!("Unknown tool: {name}"));
+        };
+        if !self.allowed(server, Some(tool)) {
+            return jsonrpc::error(
+                id,
+                INVALID_PARAMS,
+                &format!("tool `{name}` is not allowed for this key"),
+            );
+        }
+        params["name"] = json!(tool);
+        let bytes_in = params.to_string().len();
+        let started = Instant::now();
+        let ts_ms = crate::ledger::now_ms();
+        let answer = self.servers.request(server, "tools/call", &params).await;
+        let duration = started.elapsed();
+        let (answer, outcome) = match answer {
+            Ok(result) => {
+                let failed = result["isError"] == json!(true);
+                (
+                    jsonrpc::result(id, result),
+                    if failed { "tool_error" } else { "ok" },
+                )
+            }
+            // A server that died mid-call: an error result, as a tool
+            // that failed would give.
+            Err(UpstreamError::Gone) => (
+                jsonrpc::result(
+                    id,
+                    json!({"content": [{"type": "text", "text": "the tool server exited during the call"}], "isError": true}),
+                ),
+                "server_gone",
+            ),
+            Err(err @ UpstreamError::Unavailable(_)) => (
+                json!({"jsonrpc": "2.0", "id": id, "error": err.to_error()}),
+                "unavailable",
+            ),
+            Err(err) => (
+                json!({"jsonrpc": "2.0", "id": id, "error": err.to_error()}),
+                "error",
+            ),
+        };
+        record_tool_call(
+            self.app,
+            ToolCall {
+                server,
+                tool,
+                caller: self.caller,
+                session: self
+                    .session
+                    .and_then(|s| s.agent_session.clone())
+                    .or_else(|| agent_session(self.headers)),
+                ts_ms,
+                duration: duration.min(Duration::from_secs(86_400)),
+                outcome,
+                bytes_in,
+                bytes_out: answer.to_string().len(),
+            },
+        );
+        answer
+    }
+}
+
+fn kind_field(kind: Kind) -> &'static str {
+    match kind {
+        Kind::Tools => "tools",
+        Kind::Prompts => "prompts",
+        Kind::Resources => "resources",
+        Kind::ResourceTemplates => "resourceTemplates",
+    }
+}
+
+fn reply(id: &Value, answer: Result<Value, UpstreamError>) -> Value {
+    match answer {
+        Ok(result) => jsonrpc::result(id, result),
+        Err(err) => json!({"jsonrpc": "2.0", "id": id, "error": err.to_error()}),
+    }
+}

@@ -1,0 +1,18 @@
+//! The MCP gateway: `/mcp` serves the tools, prompts and resources of the
+//! configured MCP servers as one server, each name prefixed with its
+//! server's, and records every tool call (its time, outcome and size) in
+//! the ledger, in the caller's session.
+//!
+//! May import: admit (the caller and its key's access), state, ledger,
+//! metrics, http, error. Only ingress's `paths` imports it.
+
+pub mod endpoint;
+mod http;
+mod jsonrpc;
+mod pending;
+pub mod servers;
+pub mod session;
+mod stdio;
+mod tool_row;
+
+pub use servers::McpServers;

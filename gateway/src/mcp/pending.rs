@@ -1,0 +1,82 @@
+//! Answers awaited from a server that speaks over one long-lived channel
+//! (a child's stdout, an HTTP+SSE stream): each request's id, and where its
+//! answer goes when the channel's reader finds it.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, PoisonError};
+
+use serde_json::Value;
+use tokio::sync::oneshot;
+
+use crate::mcp::jsonrpc::UpstreamError;
+
+/// Where one request's answer goes.
+type Answer = oneshot::Sender<Result<Value, UpstreamError>>;
+
+#[derive(Default)]
+pub struct Pending {
+    next: AtomicU64,
+    /// `None` once the channel is closed.
+    waiting: Mutex<Option<HashMap<u64, Answer>>>,
+}
+
+impl Pending {
+    pub fn new() -> Self {
+        Pending {
+            next: AtomicU64::new(1),
+            waiting: Mutex::new(Some(HashMap::new())),
+        }
+    }
+
+    /// A new id, and the answer to the request sent with it. `None` once
+    /// the channel is closed.
+    pub fn expect(&self) -> Option<(u64, oneshot::Receiver<Result<Value, UpstreamError>>)> {
+        let id = self.next.fetch_add(1, Ordering::Relaxed);
+        let (tx, rx) = oneshot::channel();
+        let mut waiting = self.waiting.lock().unwrap_or_else(PoisonError::into_inner);
+        waiting.as_mut()?.insert(id, tx);
+        Some((id, rx))
+    }
+
+    /// Gives up on an answer (its caller stopped waiting).
+    pub fn forget(&self, id: u64) {
+        if let Some(waiting) = self
+            .waiting
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .as_mut()
+        {
+            waiting.remove(&id);
+        }
+    }
+
+    /// Hands a response read from the channel to whoever awaits it.
+    pub fn answer(&self, response: Value) {
+        let Some(id) = response.get("id").and_then(Value::as_u64) else {
+            return;
+        };
+        let sender = self
+            .waiting
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .as_mut()
+            .and_then(|w| w.remove(&id));
+        if let Some(sender) = sender {
+            let _ = sender.send(UpstreamError::from_response(response));
+        }
+    }
+
+    /// The channel is gone: every request awaiting an answer fails, and
+    /// no new one is taken.
+    pub fn close(&self) {
+        let waiting = self
+            .waiting
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        for (_, sender) in waiting.into_iter().flatten() {
+            let _ = sender.send(Err(UpstreamError::Gone));
+        }
+    }
+}

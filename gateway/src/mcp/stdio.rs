@@ -1,0 +1,239 @@
+//! A stdio MCP server: a child process the gateway starts, speaking
+//! newline-delimited JSON-RPC on its stdin and stdout, restarted with
+//! backoff (one second, doubling to thirty) whenever it exits. A call in
+//! flight when it exits fails; calls made while it restarts wait for it,
+//! within their own deadline.
+
+use std::process::Stdio;
+use std::sync::{Arc, Weak};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::process::{Child, ChildStdin, Command};
+use tokio::sync::{Mutex, Notify, watch};
+
+use crate::mcp::jsonrpc::{self, UpstreamError};
+use crate::mcp::pending::Pending;
+use crate::mcp::session::{PROTOCOL_VERSION, initialize_params};
+
+const MAX_BACKOFF: Duration = Duration::from_secs(30);
+/// A run this long resets the backoff: the server was not crash-looping.
+const HEALTHY_RUN: Duration = Duration::from_secs(10);
+
+/// One running child.
+struct Running {
+    stdin: Mutex<ChildStdin>,
+    pending: Arc<Pending>,
+    /// Told when its output can no longer be read: the child is ended.
+    unreadable: Notify,
+}
+
+pub struct StdioServer {
+    name: String,
+    program: String,
+    args: Vec<String>,
+    env: Vec<(String, String)>,
+    max_line_bytes: usize,
+    /// The child when it is up; `None` while it (re)starts.
+    running: watch::Sender<Option<Arc<Running>>>,
+    /// Whether its supervisor runs (started with the gateway's runtime).
+    supervised: std::sync::atomic::AtomicBool,
+}
+
+impl StdioServer {
+    /// The server; its supervisor (which starts the child and ends with
+    /// the last reference to the server, as when a reload drops it) starts
+    /// at once inside a runtime, else with the first request.
+    pub fn start(
+        name: &str,
+        program: &str,
+        args: &[String],
+        env: &[(String, String)],
+        max_line_bytes: usize,
+    ) -> Arc<Self> {
+        let server = Arc::new(StdioServer {
+            name: name.to_owned(),
+            program: program.to_owned(),
+            args: args.to_vec(),
+            env: env.to_vec(),
+            max_line_bytes,
+            running: watch::channel(None).0,
+            supervised: std::sync::atomic::AtomicBool::new(false),
+        });
+        if tokio::runtime::Handle::try_current().is_ok() {
+            server.supervise();
+        }
+        server
+    }
+
+    fn supervise(self: &Arc<Self>) {
+        if !self
+            .supervised
+            .swap(true, std::sync::atomic::Ordering::AcqRel)
+        {
+            tokio::spawn(supervise(Arc::downgrade(self)));
+        }
+    }
+
+    /// Sends a request and awaits its answer (the caller bounds the wait).
+    pub async fn request(
+        self: &Arc<Self>,
+        method: &str,
+        params: &Value,
+    ) -> Result<Value, UpstreamError> {
+        self.supervise();
+        let mut up = self.running.subscribe();
+        let running = up
+            .wait_for(Option::is_some)
+            .await
+            .map_err(|_| UpstreamError::Unavailable("the tool server is not running".into()))?
+            .clone()
+            .ok_or(UpstreamError::Gone)?;
+        call(&running, method, params).await
+    }
+}
+
+async fn call(running: &Running, method: &str, params: &Value) -> Result<Value, UpstreamError> {
+    let (id, answer) = running.pending.expect().ok_or(UpstreamError::Gone)?;
+    let mut line = serde_json::to_vec(&jsonrpc::request(id, method, params))
+        .map_err(|e| UpstreamError::Protocol(e.to_string()))?;
+    line.push(b'\n');
+    let written = running.stdin.lock().await.write_all(&line).await;
+    if written.is_err() {
+        running.pending.forget(id);
+        return Err(UpstreamError::Gone);
+    }
+    // Dropped by a caller that stops waiting: the entry goes with it.
+    let forget = Forget(&running.pending, id);
+    let answer = answer.await.map_err(|_| UpstreamError::Gone)?;
+    std::mem::forget(forget);
+    answer
+}
+
+struct Forget<'a>(&'a Pending, u64);
+
+impl Drop for Forget<'_> {
+    fn drop(&mut self) {
+        self.0.forget(self.1);
+    }
+}
+
+/// Keeps the server running while anyone holds it.
+async fn supervise(server: Weak<StdioServer>) {
+    let mut failures = 0u32;
+    loop {
+        let Some(strong) = server.upgrade() else {
+            return;
+        };
+        let started = Instant::now();
+        match spawn(&strong).await {
+            Ok((mut child, running)) => {
+                strong.running.send_replace(Some(Arc::clone(&running)));
+                drop(strong);
+                let status = tokio::select! {
+                    status = child.wait() => status,
+                    () = running.unreadable.notified() => {
+                        let _ = child.kill().await;
+                        child.wait().await
+                    }
+                };
+                running.pending.close();
+                let Some(strong) = server.upgrade() else {
+                    return;
+                };
+                strong.running.send_replace(None);
+                tracing::warn!(server = %strong.name, status = ?status.ok(), "MCP stdio server exited; restarting");
+            }
+            Err(why) => {
+                tracing::warn!(server = %strong.name, error = %why, "MCP stdio server did not start");
+            }
+        }
+        failures = if started.elapsed() >= HEALTHY_RUN {
+            0
+        } else {
+            failures + 1
+        };
+        let backoff = Duration::from_secs(1 << failures.min(5)).min(MAX_BACKOFF);
+        tokio::time::sleep(backoff).await;
+    }
+}
+
+/// Starts the child, its reader, and the MCP handshake.
+async fn spawn(server: &StdioServer) -> Result<(Child, Arc<Running>), String> {
+    let mut child = Command::new(&server.program)
+        .args(&server.args)
+        .envs(server.env.iter().cloned())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .map_err(|e| format!("{}: {e}", server.program))?;
+    let stdin = child.stdin.take().ok_or("no stdin")?;
+    let stdout = child.stdout.take().ok_or("no stdout")?;
+    let running = Arc::new(Running {
+        stdin: Mutex::new(stdin),
+        pending: Arc::new(Pending::new()),
+        unreadable: Notify::new(),
+    });
+    tokio::spawn(read(stdout, Arc::clone(&running), server.max_line_bytes));
+    let handshake = async {
+        call(&running, "initialize", &initialize_params(PROTOCOL_VERSION)).await?;
+        let mut line = serde_json::to_vec(&jsonrpc::notification("notifications/initialized"))
+            .map_err(|e| UpstreamError::Protocol(e.to_string()))?;
+        line.push(b'\n');
+        running
+            .stdin
+            .lock()
+            .await
+            .write_all(&line)
+            .await
+            .map_err(|_| UpstreamError::Gone)
+    };
+    match tokio::time::timeout(Duration::from_secs(30), handshake).await {
+        Ok(Ok(())) => Ok((child, running)),
+        Ok(Err(err)) => Err(format!("initialize failed: {err:?}")),
+        Err(_) => Err("initialize took over 30 s".into()),
+    }
+}
+
+/// Reads the child's messages, one per line, each at most
+/// `max_line_bytes`: answers go to their callers; a line too long ends the
+/// child (its stream can no longer be read in step).
+async fn read(
+    mut stdout: tokio::process::ChildStdout,
+    running: Arc<Running>,
+    max_line_bytes: usize,
+) {
+    let mut buffer = Vec::new();
+    let mut chunk = vec![0; 16 * 1024];
+    loop {
+        let n = match stdout.read(&mut chunk).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => n,
+        };
+        buffer.extend_from_slice(&chunk[..n]);
+        while let Some(end) = buffer.iter().position(|b| *b == b'\n') {
+            let line: Vec<u8> = buffer.drain(..=end).collect();
+            if let Ok(message) = serde_json::from_slice::<Value>(&line) {
+                if message.get("method").is_some() {
+                    // A request or notification from the server: the
+                    // gateway declares no client capabilities, so there is
+                    // nothing it is asked for that it can do.
+                    continue;
+                }
+                running.pending.answer(message);
+            }
+        }
+        if buffer.len() > max_line_bytes {
+            tracing::warn!(
+                limit = max_line_bytes,
+                "MCP stdio server wrote a message over the limit"
+            );
+            break;
+        }
+    }
+    running.pending.close();
+    running.unreadable.notify_one();
+}

@@ -1,0 +1,75 @@
+//! A tool call's ledger row: which server and tool, for whom, in which
+//! session, how long it took and how it ended, and its size both ways.
+
+use std::time::Duration;
+
+use switchyard_policies::{PromptClass, TokenCounts};
+
+use crate::admit::access::Caller;
+use crate::ledger::LedgerRow;
+use crate::state::app::App;
+
+pub struct ToolCall<'a> {
+    pub server: &'a str,
+    pub tool: &'a str,
+    pub caller: Option<&'a Caller>,
+    pub session: Option<String>,
+    pub ts_ms: i64,
+    pub duration: Duration,
+    /// `ok`, `tool_error` (the tool said it failed), `server_gone`,
+    /// `unavailable` (not reached, or not in time), `error`.
+    pub outcome: &'static str,
+    pub bytes_in: usize,
+    pub bytes_out: usize,
+}
+
+pub fn record_tool_call(app: &App, call: ToolCall<'_>) {
+    let key = call.caller.map(|c| &c.key);
+    let ms = call.duration.as_secs_f64() * 1000.0;
+    app.metrics
+        .tool_call(call.server, call.tool, call.outcome, call.duration);
+    let row = LedgerRow {
+        ts_ms: call.ts_ms,
+        request_id: None,
+        client_request_id: None,
+        key: key.map(|k| k.name.clone()),
+        team: key.and_then(|k| k.team.clone()),
+        route: None,
+        backend: call.server.to_owned(),
+        tier: "",
+        provider: None,
+        profile: None,
+        dialect: "mcp",
+        endpoint: "tool",
+        tokens: TokenCounts::default(),
+        cost_usd: 0.0,
+        counterfactual_usd: 0.0,
+        ttft_ms: None,
+        predicted_ttft_ms: None,
+        decode_tokens_per_s: None,
+        duration_ms: ms,
+        status: call.outcome,
+        refusal: None,
+        reason: "tool",
+        hedge: false,
+        fallback: false,
+        cache_hit: false,
+        estimated: false,
+        prompt_class: PromptClass::Prose,
+        drafts: None,
+        expected_cached_tokens: 0,
+        service_tier: None,
+        unpriced: false,
+        session: call.session.map(std::sync::Arc::from),
+        tool_results: false,
+        queued_ms: 0.0,
+        error: None,
+        shadow: None,
+        sensitive: None,
+        kind: Some("tool"),
+        tool: Some(call.tool.to_owned()),
+        bytes_in: Some(call.bytes_in as u64),
+        bytes_out: Some(call.bytes_out as u64),
+    };
+    app.ledger.write_detached(row);
+}
