@@ -46,20 +46,19 @@ class Proc:
 def environment(**changes):
     """The process environment with `changes` (a value of None removes the
     variable) while the block runs, for the gateways it starts."""
+    def put(values):
+        for name, value in values.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
     saved = {name: os.environ.get(name) for name in changes}
     try:
-        for name, value in changes.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
+        put(changes)
         yield
     finally:
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
+        put(saved)
 
 
 def start_sim(*overrides):

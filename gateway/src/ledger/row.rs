@@ -85,6 +85,61 @@ pub struct LedgerRow {
     pub sensitive: Option<std::sync::Arc<switchyard_router::sensitive::Handling>>,
 }
 
+impl LedgerRow {
+    /// A row that bills nothing (a refusal, a tool call), to fill in: no
+    /// tokens, no cost, no timings but its duration.
+    pub fn unbilled(
+        ts_ms: i64,
+        (dialect, endpoint): (&'static str, &'static str),
+        (status, reason): (&'static str, &'static str),
+        duration_ms: f64,
+    ) -> Self {
+        LedgerRow {
+            ts_ms,
+            request_id: None,
+            client_request_id: None,
+            key: None,
+            team: None,
+            route: None,
+            backend: String::new(),
+            tier: "",
+            provider: None,
+            kind: None,
+            tool: None,
+            bytes_in: None,
+            bytes_out: None,
+            profile: None,
+            dialect,
+            endpoint,
+            tokens: TokenCounts::default(),
+            cost_usd: 0.0,
+            counterfactual_usd: 0.0,
+            ttft_ms: None,
+            predicted_ttft_ms: None,
+            decode_tokens_per_s: None,
+            duration_ms,
+            status,
+            refusal: None,
+            reason,
+            hedge: false,
+            fallback: false,
+            cache_hit: false,
+            estimated: false,
+            prompt_class: PromptClass::Prose,
+            drafts: None,
+            expected_cached_tokens: 0,
+            service_tier: None,
+            unpriced: false,
+            session: None,
+            tool_results: false,
+            queued_ms: 0.0,
+            shadow: None,
+            error: None,
+            sensitive: None,
+        }
+    }
+}
+
 /// How a shadow copy's answer compared with the answer that served the
 /// request (the row with the same `request_id`); `None` figures when the
 /// served answer was not there to compare (it failed, or its text was

@@ -3,8 +3,6 @@
 
 use std::time::Duration;
 
-use switchyard_policies::{PromptClass, TokenCounts};
-
 use crate::admit::access::Caller;
 use crate::ledger::LedgerRow;
 use crate::state::app::App;
@@ -29,47 +27,15 @@ pub fn record_tool_call(app: &App, call: ToolCall<'_>) {
     app.metrics
         .tool_call(call.server, call.tool, call.outcome, call.duration);
     let row = LedgerRow {
-        ts_ms: call.ts_ms,
-        request_id: None,
-        client_request_id: None,
         key: key.map(|k| k.name.clone()),
         team: key.and_then(|k| k.team.clone()),
-        route: None,
         backend: call.server.to_owned(),
-        tier: "",
-        provider: None,
-        profile: None,
-        dialect: "mcp",
-        endpoint: "tool",
-        tokens: TokenCounts::default(),
-        cost_usd: 0.0,
-        counterfactual_usd: 0.0,
-        ttft_ms: None,
-        predicted_ttft_ms: None,
-        decode_tokens_per_s: None,
-        duration_ms: ms,
-        status: call.outcome,
-        refusal: None,
-        reason: "tool",
-        hedge: false,
-        fallback: false,
-        cache_hit: false,
-        estimated: false,
-        prompt_class: PromptClass::Prose,
-        drafts: None,
-        expected_cached_tokens: 0,
-        service_tier: None,
-        unpriced: false,
         session: call.session.map(std::sync::Arc::from),
-        tool_results: false,
-        queued_ms: 0.0,
-        error: None,
-        shadow: None,
-        sensitive: None,
         kind: Some("tool"),
         tool: Some(call.tool.to_owned()),
         bytes_in: Some(call.bytes_in as u64),
         bytes_out: Some(call.bytes_out as u64),
+        ..LedgerRow::unbilled(call.ts_ms, ("mcp", "tool"), (call.outcome, "tool"), ms)
     };
     app.ledger.write_detached(row);
 }

@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 use http::{HeaderValue, Request, Response};
-use switchyard_policies::{PromptClass, SensitiveAction, TokenCounts};
+use switchyard_policies::SensitiveAction;
 use switchyard_router::Decision;
 
 use crate::admit::access::Caller;
@@ -123,7 +123,6 @@ impl RefusalGuard {
         };
         let key = self.caller.as_ref().map(|c| &c.key);
         let row = LedgerRow {
-            ts_ms: self.ts_ms,
             request_id: header_text(self.request_id.as_ref()),
             client_request_id: header_text(self.client_request_id.as_ref()),
             key: key.map(|k| k.name.clone()),
@@ -132,37 +131,7 @@ impl RefusalGuard {
             backend: backend.map(|b| b.name.clone()).unwrap_or_default(),
             tier: backend.map_or("", |b| b.tier.as_str()),
             provider: backend.map(|b| b.peer.provider),
-            kind: None,
-            tool: None,
-            bytes_in: None,
-            bytes_out: None,
-            profile: None,
-            dialect: self.dialect.name(),
-            endpoint: self.endpoint,
-            tokens: TokenCounts::default(),
-            cost_usd: 0.0,
-            counterfactual_usd: 0.0,
-            ttft_ms: None,
-            predicted_ttft_ms: None,
-            decode_tokens_per_s: None,
-            duration_ms: self.started.elapsed().as_secs_f64() * 1000.0,
-            status,
             refusal: Some(why.to_owned()),
-            reason: "refused",
-            hedge: false,
-            fallback: false,
-            cache_hit: false,
-            estimated: false,
-            prompt_class: PromptClass::Prose,
-            drafts: None,
-            expected_cached_tokens: 0,
-            service_tier: None,
-            unpriced: false,
-            session: None,
-            tool_results: false,
-            queued_ms: 0.0,
-            error: None,
-            shadow: None,
             sensitive: sensitive.map(|(kinds, action)| {
                 std::sync::Arc::new(switchyard_router::sensitive::Handling {
                     kinds,
@@ -170,6 +139,12 @@ impl RefusalGuard {
                     masker: None,
                 })
             }),
+            ..LedgerRow::unbilled(
+                self.ts_ms,
+                (self.dialect.name(), self.endpoint),
+                (status, "refused"),
+                self.started.elapsed().as_secs_f64() * 1000.0,
+            )
         };
         self.app.metrics.refused(status);
         self.app.ledger.write_detached(row);
