@@ -97,7 +97,7 @@ kill -TERM "$gateway"
 wait "$gateway"
 echo "example: passed"
 
-echo "== clients: Claude Code, Codex CLI, Gemini CLI, Vercel AI SDK"
+echo "== clients: Claude Code (models and MCP), Codex CLI, Gemini CLI, Vercel AI SDK"
 tests/clients/run.sh "$PWD/target/debug/switchyard"
 
 echo "== dashboard in Chromium"

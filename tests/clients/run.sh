@@ -24,7 +24,7 @@ if [ ! -x "$cache/node_modules/.bin/claude" ] || [ "$(cat "$stamp" 2>/dev/null)"
 fi
 
 work=$(mktemp -d)
-trap 'kill "${gateway:-}" "${front:-}" 2>/dev/null || true; rm -rf "$work"' EXIT
+trap 'kill "${gateway:-}" "${front:-}" "${tools:-}" 2>/dev/null || true; rm -rf "$work"' EXIT
 mkdir -p "$work/gateway" "$work/front" "$work/home" "$work/project"
 
 # Starts `switchyard serve` in its own directory (its ledger lands there)
@@ -137,6 +137,36 @@ run_codex "$front_addr" claude
 run_gemini "$addr" large
 run_gemini "$front_addr" gemini
 
+# Claude Code with the gateway as its MCP server (`claude mcp add
+# --transport http`): a gateway over the test FastMCP server (stdio, run
+# by the SDK suites' venv) serves its tools at /mcp; with no built-in tools,
+# the simulator's answer calls the MCP ones, and each call is a ledger row.
+python="${SWITCHYARD_CACHE:-$HOME/.cache/switchyard}/venv/bin/python"
+mkdir -p "$work/tools" "$work/mcp-home" "$work/mcp-project"
+cp "$here/../../gateway/src/state/default.yaml" "$work/tools.yaml"
+cat >> "$work/tools.yaml" <<YAML
+mcp:
+  servers:
+    tools: {command: ["$python", "$here/../python/mcp_servers/tools.py", "stdio"]}
+YAML
+tools=$(serve tools --config "$work/tools.yaml")
+tools_addr=$(address_of tools)
+echo "== Claude Code (claude -p) using the gateway's /mcp as its MCP server, through $tools_addr"
+(cd "$work/mcp-project" && HOME="$work/mcp-home" "$cache/node_modules/.bin/claude" mcp add --transport http gw "$tools_addr/mcp" >/dev/null)
+(cd "$work/mcp-project" && HOME="$work/mcp-home" ANTHROPIC_BASE_URL="$tools_addr" ANTHROPIC_AUTH_TOKEN=test \
+  ANTHROPIC_SMALL_FAST_MODEL=large DISABLE_TELEMETRY=1 DISABLE_ERROR_REPORTING=1 DISABLE_AUTOUPDATER=1 \
+  CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1 \
+  timeout 180 "$cache/node_modules/.bin/claude" -p "Add 2 and 3" --model large --tools "" \
+    --allowedTools mcp__gw__tools_add --output-format json) | check_claude
+sleep 0.5  # one group commit of the ledger
+python3 - "$work/tools/switchyard-ledger.db" <<'PY'
+import sqlite3, sys
+rows = sqlite3.connect(sys.argv[1]).execute(
+    "SELECT backend, tool, status FROM requests WHERE kind = 'tool'").fetchall()
+assert ("tools", "add", "ok") in rows, rows
+print("claude mcp: ok, tool calls recorded:", rows)
+PY
+
 # Structured output through the Vercel AI SDK. The script runs from the
 # cache folder, where its packages are.
 echo "== Vercel AI SDK generateObject and streamObject through $addr"
@@ -144,6 +174,6 @@ cp "$here/structured_output.mjs" "$cache/"
 timeout 120 node "$cache/structured_output.mjs" "$addr"
 
 echo "requests served: $(grep -c 'switchyard::request' "$work/gateway.log") by the first gateway, $(grep -c 'switchyard::request' "$work/front.log") by the front one"
-kill -TERM "$front" "$gateway"  # started in subshells: not ours to wait for
+kill -TERM "$front" "$gateway" "$tools"  # started in subshells: not ours to wait for
 
 echo "clients: passed"
