@@ -27,7 +27,7 @@ pub fn usage_from_chat(usage: &ChatUsage) -> Usage {
 }
 
 /// The data of each redacted thinking block kept in a message's extras.
-pub(super) fn redacted_thinking(
+pub(crate) fn redacted_thinking(
     extra: &serde_json::Map<String, Value>,
 ) -> impl Iterator<Item = &str> {
     extra

@@ -14,6 +14,7 @@ mod types;
 mod tests;
 
 pub use client::{AnthropicClient, DEFAULT_VERSION};
+pub(crate) use from_chat::redacted_thinking;
 pub use from_chat::{finish_to_stop_reason, message_from_chat, usage_from_chat};
 pub use stream::MessageStream;
 pub(crate) use to_chat::untranslatable;

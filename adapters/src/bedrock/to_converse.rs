@@ -6,6 +6,7 @@
 
 use serde_json::{Map, Value, json};
 
+use crate::anthropic::redacted_thinking;
 use crate::translate::{TranslateError, refuse_unhonoured, untranslatable};
 use crate::types::{ChatRequest, Content, ContentPart, Message, Role};
 
@@ -193,13 +194,7 @@ fn assistant_blocks(message: &Message, at: &str) -> Result<Vec<Value>, Translate
         }
         out.push(json!({"reasoningContent": {"reasoningText": text}}));
     }
-    for data in message
-        .extra
-        .get("redacted_thinking")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-    {
+    for data in redacted_thinking(&message.extra) {
         out.push(json!({"reasoningContent": {"redactedContent": data}}));
     }
     out.extend(blocks(message.content.as_ref(), at)?);
