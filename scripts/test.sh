@@ -2,7 +2,8 @@
 # The whole test suite, as a new user or CI runs it:
 #   1. a Python venv with the pinned client SDKs (cached outside the checkout),
 #   2. cargo test over the workspace (integration tests start the real binary),
-#   3. the openai and anthropic (2.x and 1.x) Python SDK suites against the real binary, the
+#   3. the openai and anthropic (2.x and 1.x) Python SDK suites against the real binary, the mcp
+#      SDK's client with FastMCP servers and npm's server-everything behind /mcp, the
 #      wire-conformance suites (OpenAI's OpenAPI document, the anthropic SDK's types), pydantic-ai
 #      structured output, and a real model server (llama.cpp's llama-server with SmolLM2-135M,
 #      from PyPI) behind it,
@@ -76,7 +77,20 @@ cargo build --workspace --all-targets --locked
 echo "== cargo test"
 cargo test --workspace --locked
 
-echo "== SDK suites: openai, anthropic 2.x, conformance, pydantic-ai"
+# The MCP servers the /mcp suite puts behind the gateway, from npm: `npm ci` against the pinned
+# lockfile (its integrity hashes verify every package), cached, reinstalled when it changes.
+mcp_npm="$cache/npm-mcp"
+want=$(sha256sum tests/python/mcp_servers/package-lock.json | cut -d' ' -f1)
+if [ "$(cat "$mcp_npm/.lock.sha256" 2>/dev/null)" != "$want" ]; then
+  echo "== installing @modelcontextprotocol/server-everything into $mcp_npm"
+  mkdir -p "$mcp_npm"
+  cp tests/python/mcp_servers/package.json tests/python/mcp_servers/package-lock.json "$mcp_npm/"
+  (cd "$mcp_npm" && npm ci --no-audit --no-fund --loglevel=error)
+  echo "$want" > "$mcp_npm/.lock.sha256"
+fi
+export MCP_SERVER_EVERYTHING="$mcp_npm/node_modules/@modelcontextprotocol/server-everything/dist/index.js"
+
+echo "== SDK suites: openai, anthropic 2.x, conformance, pydantic-ai, MCP"
 export SWITCHYARD_BIN="$PWD/target/debug/switchyard"
 "$venv/bin/python" -m pytest tests/python -q
 

@@ -32,18 +32,22 @@ def free_port():
         return s.getsockname()[1]
 
 
+def wait_for_port(port):
+    for _ in range(100):
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            return
+        except OSError:
+            time.sleep(0.1)
+
+
 @pytest.fixture(scope="module")
 def remote():
     """The FastMCP server over streamable HTTP."""
     port = free_port()
     proc = subprocess.Popen([sys.executable, str(TOOLS), "http", str(port)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    for _ in range(100):
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-            break
-        except OSError:
-            time.sleep(0.1)
+    wait_for_port(port)
     yield f"http://127.0.0.1:{port}/mcp"
     proc.kill()
     proc.wait()

@@ -29,7 +29,7 @@ pub fn run(
     report_text::write(out, format, &report, ("session", &COLUMNS, &rows))
 }
 
-const COLUMNS: [&str; 13] = [
+const COLUMNS: [&str; 16] = [
     "key",
     "route",
     "profile",
@@ -37,6 +37,9 @@ const COLUMNS: [&str; 13] = [
     "tool_results",
     "wall_s",
     "model_s",
+    "tool_calls",
+    "tool_s",
+    "back_to_back",
     "gap_s",
     "waiting",
     "input_tokens",
@@ -55,6 +58,9 @@ fn cells(line: &SessionLine) -> Vec<String> {
         line.tool_result_calls.to_string(),
         seconds(line.wall_ms),
         seconds(line.model_ms),
+        line.tool_calls.to_string(),
+        seconds(line.tool_ms),
+        line.back_to_back_tool_calls.to_string(),
         seconds(line.gap_ms),
         line.waiting_on_models_share
             .map_or("-".to_owned(), |s| format!("{:.0}%", s * 100.0)),

@@ -1,10 +1,12 @@
 //! Agent task time from the ledger: per session, how long the whole task
 //! took, how much of it was spent waiting on models (the union of its
-//! calls' intervals, so parallel calls are not counted twice) and how much
-//! between one answer and the next request (tool or human time). A session
-//! is one caller's (its key's) session id; calls more than
-//! [`IDLE_SPLIT_MS`] after the last answer start a new task under the same
-//! id, since an id that lasts for days (a body's `user`) is not one task.
+//! calls' intervals, so parallel calls are not counted twice), how much in
+//! tools called through `/mcp` (measured: the ledger's `tool` rows), and
+//! the rest between one answer and the next request (tools the gateway did
+//! not see, a person reading or typing). A session is one caller's (its
+//! key's) session id; calls more than [`IDLE_SPLIT_MS`] after the last
+//! answer start a new task under the same id, since an id that lasts for
+//! days (a body's `user`) is not one task.
 
 use std::collections::BTreeMap;
 
@@ -33,7 +35,20 @@ pub struct SessionLine {
     pub wall_ms: f64,
     /// Time some call of the session was in flight.
     pub model_ms: f64,
-    /// The rest: tools running, a person reading or typing.
+    /// Tool calls made through `/mcp`, and their time summed.
+    pub tool_calls: u64,
+    pub tool_ms: f64,
+    /// The same per tool (its name as callers see it, `SERVER_TOOL`).
+    pub tools: BTreeMap<String, ToolTime>,
+    /// Tool calls that began when the one before them ended with no
+    /// model answer between: nothing they were sent depended on the one
+    /// before, so they could have run beside it.
+    pub back_to_back_tool_calls: u64,
+    /// The time those runs would have saved run side by side: each run's
+    /// summed time less its longest call's.
+    pub overlappable_ms: f64,
+    /// The rest, in neither a model call nor a measured tool call: tools
+    /// the gateway did not see, a person reading or typing.
     pub gap_ms: f64,
     /// `model_ms` over `wall_ms`.
     pub waiting_on_models_share: Option<f64>,
@@ -43,6 +58,13 @@ pub struct SessionLine {
     pub cost_usd: f64,
     /// Tiers its calls were served by.
     pub tiers: Vec<String>,
+}
+
+/// One tool's calls in a session (or a total).
+#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize)]
+pub struct ToolTime {
+    pub calls: u64,
+    pub ms: f64,
 }
 
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
@@ -55,7 +77,7 @@ pub struct SessionsReport {
     pub total: SessionLine,
 }
 
-/// One call of a session.
+/// One call of a session: a model's, or (with `tool`) a tool's.
 struct Call {
     route: String,
     profile: String,
@@ -66,6 +88,14 @@ struct Call {
     output_tokens: u64,
     cost_usd: f64,
     tool_results: bool,
+    /// The tool (`SERVER_TOOL`) of a call through `/mcp`.
+    tool: Option<String>,
+}
+
+impl Call {
+    fn ms(&self) -> f64 {
+        self.end_ms - self.start_ms
+    }
 }
 
 pub fn sessions_report(
@@ -75,7 +105,8 @@ pub fn sessions_report(
 ) -> rusqlite::Result<SessionsReport> {
     let mut statement = conn.prepare(
         "SELECT COALESCE(key, '-'), session, COALESCE(route, '-'), tier, ts_ms, duration_ms, input_tokens + cached_tokens + cache_write_tokens,
-                output_tokens, cost_usd, COALESCE(tool_results, 0), COALESCE(profile, '-')
+                output_tokens, cost_usd, COALESCE(tool_results, 0), COALESCE(profile, '-'),
+                CASE WHEN kind = 'tool' THEN backend || '_' || COALESCE(tool, '') END
          FROM requests
          WHERE ts_ms >= ?1 AND session IS NOT NULL AND refusal IS NULL
                AND reason != 'shadow'
@@ -99,6 +130,7 @@ pub fn sessions_report(
                 cost_usd: row.get(8)?,
                 tool_results: row.get::<_, i64>(9)? != 0,
                 profile: row.get(10)?,
+                tool: row.get(11)?,
             },
         ))
     })?;
@@ -162,36 +194,75 @@ fn session_line((key, session): (String, String), calls: &[Call]) -> SessionLine
         .map(|c| c.end_ms)
         .fold(f64::NEG_INFINITY, f64::max);
     let wall_ms = (end - start).max(0.0);
-    let model_ms = union_ms(calls);
-    let mut tiers: Vec<String> = calls.iter().map(|c| c.tier.clone()).collect();
+    let (tool_calls, model_calls): (Vec<&Call>, Vec<&Call>) =
+        calls.iter().partition(|c| c.tool.is_some());
+    let model_ms = union_ms(&model_calls);
+    let busy_ms = union_ms(&calls.iter().collect::<Vec<_>>());
+    let mut tools: BTreeMap<String, ToolTime> = BTreeMap::new();
+    for call in &tool_calls {
+        let time = tools
+            .entry(call.tool.clone().unwrap_or_default())
+            .or_default();
+        time.calls += 1;
+        time.ms += call.ms();
+    }
+    let (back_to_back_tool_calls, overlappable_ms) = back_to_back(&tool_calls, &model_calls);
+    let mut tiers: Vec<String> = model_calls.iter().map(|c| c.tier.clone()).collect();
     tiers.sort();
     tiers.dedup();
+    let first = model_calls.first();
     SessionLine {
         session,
         key,
-        route: calls
-            .first()
-            .map_or_else(|| "-".into(), |c| c.route.clone()),
-        profile: calls
-            .first()
-            .map_or_else(|| "-".into(), |c| c.profile.clone()),
+        route: first.map_or_else(|| "-".into(), |c| c.route.clone()),
+        profile: first.map_or_else(|| "-".into(), |c| c.profile.clone()),
         sessions: 1,
-        calls: calls.len() as u64,
-        tool_result_calls: calls.iter().filter(|c| c.tool_results).count() as u64,
+        calls: model_calls.len() as u64,
+        tool_result_calls: model_calls.iter().filter(|c| c.tool_results).count() as u64,
         wall_ms,
         model_ms,
-        gap_ms: (wall_ms - model_ms).max(0.0),
+        tool_calls: tool_calls.len() as u64,
+        tool_ms: tool_calls.iter().map(|c| c.ms()).sum(),
+        tools,
+        back_to_back_tool_calls,
+        overlappable_ms,
+        gap_ms: (wall_ms - busy_ms).max(0.0),
         waiting_on_models_share: (wall_ms > 0.0).then(|| model_ms / wall_ms),
-        input_tokens: calls.iter().map(|c| c.input_tokens).sum(),
-        output_tokens: calls.iter().map(|c| c.output_tokens).sum(),
-        cost_usd: calls.iter().map(|c| c.cost_usd).sum(),
+        input_tokens: model_calls.iter().map(|c| c.input_tokens).sum(),
+        output_tokens: model_calls.iter().map(|c| c.output_tokens).sum(),
+        cost_usd: model_calls.iter().map(|c| c.cost_usd).sum(),
         tiers,
     }
 }
 
+/// Tool calls (in start order) that began after the one before ended with
+/// no model answer arriving between, and the time their runs would have
+/// saved side by side (a run's summed time less its longest call's).
+fn back_to_back(tools: &[&Call], models: &[&Call]) -> (u64, f64) {
+    let answered_between =
+        |from: f64, to: f64| models.iter().any(|m| m.end_ms >= from && m.end_ms <= to);
+    let (mut count, mut saved) = (0, 0.0);
+    // The run so far: its summed and longest time.
+    let mut run = (0.0_f64, 0.0_f64);
+    for pair in tools.windows(2) {
+        let (before, after) = (pair[0], pair[1]);
+        if after.start_ms >= before.end_ms && !answered_between(before.end_ms, after.start_ms) {
+            count += 1;
+            if run.0 == 0.0 {
+                run = (before.ms(), before.ms());
+            }
+            run = (run.0 + after.ms(), run.1.max(after.ms()));
+        } else {
+            saved += run.0 - run.1;
+            run = (0.0, 0.0);
+        }
+    }
+    (count, saved + run.0 - run.1)
+}
+
 /// The length of the union of the calls' intervals: overlapping calls
 /// (parallel tool calls, a hedge's two legs) count once.
-fn union_ms(calls: &[Call]) -> f64 {
+fn union_ms(calls: &[&Call]) -> f64 {
     let mut spans: Vec<(f64, f64)> = calls.iter().map(|c| (c.start_ms, c.end_ms)).collect();
     spans.sort_by(|a, b| a.0.total_cmp(&b.0));
     let mut total = 0.0;
@@ -260,6 +331,15 @@ fn add(total: &mut SessionLine, line: &SessionLine) {
     total.tool_result_calls += line.tool_result_calls;
     total.wall_ms += line.wall_ms;
     total.model_ms += line.model_ms;
+    total.tool_calls += line.tool_calls;
+    total.tool_ms += line.tool_ms;
+    for (tool, time) in &line.tools {
+        let sum = total.tools.entry(tool.clone()).or_default();
+        sum.calls += time.calls;
+        sum.ms += time.ms;
+    }
+    total.back_to_back_tool_calls += line.back_to_back_tool_calls;
+    total.overlappable_ms += line.overlappable_ms;
     total.gap_ms += line.gap_ms;
     total.waiting_on_models_share = (total.wall_ms > 0.0).then(|| total.model_ms / total.wall_ms);
     total.input_tokens += line.input_tokens;
@@ -288,7 +368,79 @@ mod tests {
             output_tokens: 5,
             cost_usd: 0.001,
             tool_results: start_ms > 0.0,
+            tool: None,
         }
+    }
+
+    fn tool(name: &str, start_ms: f64, end_ms: f64) -> Call {
+        Call {
+            route: "-".into(),
+            profile: "-".into(),
+            tier: String::new(),
+            input_tokens: 0,
+            output_tokens: 0,
+            cost_usd: 0.0,
+            tool_results: false,
+            tool: Some(name.into()),
+            ..call(start_ms, end_ms)
+        }
+    }
+
+    #[test]
+    fn measured_tool_time_is_its_own_and_the_gap_is_what_is_left() {
+        // A model answer, two tools one after the other with no answer
+        // between (the second could have run beside the first), a second
+        // answer, a third tool and a last answer after a pause no tool
+        // explains.
+        let calls = [
+            call(0.0, 1000.0),
+            tool("tools_read", 1010.0, 1310.0),
+            tool("tools_grep", 1320.0, 1520.0),
+            call(1530.0, 2000.0),
+            tool("tools_read", 2010.0, 2110.0),
+            call(2500.0, 3000.0),
+        ];
+        let line = session_line(("alice".into(), "s".into()), &calls);
+        assert_eq!(line.calls, 3);
+        assert_eq!(line.model_ms, 1970.0);
+        assert_eq!(line.tool_calls, 3);
+        assert_eq!(line.tool_ms, 600.0);
+        assert_eq!(
+            line.tools["tools_read"],
+            ToolTime {
+                calls: 2,
+                ms: 400.0
+            }
+        );
+        assert_eq!(
+            line.tools["tools_grep"],
+            ToolTime {
+                calls: 1,
+                ms: 200.0
+            }
+        );
+        assert_eq!(line.back_to_back_tool_calls, 1);
+        assert_eq!(line.overlappable_ms, 200.0);
+        assert_eq!(line.gap_ms, 3000.0 - 1970.0 - 600.0);
+        assert_eq!(line.route, "agent", "the route is the first model call's");
+        assert_eq!(line.tiers, ["small"]);
+    }
+
+    #[test]
+    fn tools_called_after_an_answer_or_side_by_side_are_not_back_to_back() {
+        let calls = [
+            call(0.0, 100.0),
+            tool("a_x", 110.0, 200.0),
+            call(210.0, 300.0),
+            tool("a_y", 310.0, 400.0),
+            // Side by side with the next: already overlapping.
+            tool("a_x", 410.0, 600.0),
+            tool("a_y", 420.0, 500.0),
+        ];
+        let line = session_line(("k".into(), "s".into()), &calls);
+        assert_eq!(line.back_to_back_tool_calls, 1, "{line:?}");
+        // The run a_y(310-400), a_x(410-600): 90 + 190 less 190.
+        assert_eq!(line.overlappable_ms, 90.0);
     }
 
     #[test]

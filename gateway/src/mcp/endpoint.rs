@@ -5,11 +5,12 @@
 //! (its id in `Mcp-Session-Id`) and ends with DELETE; the gateway sends
 //! callers nothing unasked, so GET (a stream for that) is a 405.
 
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use http::header::ALLOW;
 use http::{HeaderMap, HeaderName, HeaderValue, Method, Request, Response, StatusCode};
 use hyper::body::Incoming;
+use opentelemetry::KeyValue;
 use serde_json::{Value, json};
 
 use crate::admit::access::Caller;
@@ -22,6 +23,7 @@ use crate::mcp::servers::{Kind, McpServers};
 use crate::mcp::session::{McpSession, SUPPORTED_VERSIONS, initialize_result, negotiate};
 use crate::mcp::tool_row::{ToolCall, record_tool_call};
 use crate::state::app::App;
+use crate::telemetry::{RequestTrace, names};
 
 const SESSION: HeaderName = HeaderName::from_static("mcp-session-id");
 const VERSION: HeaderName = HeaderName::from_static("mcp-protocol-version");
@@ -180,13 +182,21 @@ async fn post(
                     app,
                     servers,
                     caller,
-                    session: session.as_ref().map(|(_, s)| s),
+                    session: session.as_ref().map(|(id, s)| (id.as_str(), s)),
                     headers: &parts.headers,
+                    trace: parts.extensions.get::<RequestTrace>(),
                 };
                 answers.push(context.answer(&id, &method, params).await);
             }
             Message::Invalid { id, why } => answers.push(jsonrpc::error(&id, INVALID_REQUEST, why)),
-            Message::Notification | Message::Response => {}
+            // The caller no longer wants an answer: its call is stopped,
+            // and the server told (as every abandoned call's is).
+            Message::Notification { method, params } if method == "notifications/cancelled" => {
+                if let Some((session, _)) = &session {
+                    servers.in_flight.cancel(session, &params["requestId"]);
+                }
+            }
+            Message::Notification { .. } | Message::Response => {}
         }
     }
     let mut response = match (answers.len(), batch) {
@@ -202,14 +212,11 @@ async fn post(
     Ok(response)
 }
 
-/// The agent session a caller's tool calls belong to: `x-session-id`, or
-/// the agents' own session headers.
+/// The agent session a caller's tool calls belong to: read as the model
+/// endpoints read it (`x-session-id`, or the agents' own session headers),
+/// so that both land in one session.
 fn agent_session(headers: &HeaderMap) -> Option<String> {
-    ["x-session-id", "x-claude-code-session-id", "session_id"]
-        .iter()
-        .find_map(|name| headers.get(*name).and_then(|v| v.to_str().ok()))
-        .filter(|v| !v.is_empty() && v.len() <= 128)
-        .map(str::to_owned)
+    crate::route::view::session_header(headers).map(str::to_owned)
 }
 
 fn new_session_id() -> String {
@@ -220,8 +227,10 @@ struct Context<'a> {
     app: &'a App,
     servers: &'a McpServers,
     caller: Option<&'a Caller>,
-    session: Option<&'a McpSession>,
+    /// The caller's MCP session: its id, and what it agreed.
+    session: Option<(&'a str, &'a McpSession)>,
     headers: &'a HeaderMap,
+    trace: Option<&'a RequestTrace>,
 }
 
 impl Context<'_> {
@@ -295,6 +304,37 @@ impl Context<'_> {
         }
     }
 
+    /// A tool call span's attributes: MCP's client ones, and ours.
+    fn span_attributes(
+        &self,
+        id: &Value,
+        server: &str,
+        agent_session: Option<&str>,
+    ) -> Vec<KeyValue> {
+        let mut attributes = vec![
+            KeyValue::new(names::MCP_SERVER, server.to_owned()),
+            KeyValue::new(
+                names::NETWORK_TRANSPORT,
+                self.servers.network_transport(server),
+            ),
+            KeyValue::new(
+                names::JSONRPC_REQUEST_ID,
+                match id {
+                    Value::String(id) => id.clone(),
+                    other => other.to_string(),
+                },
+            ),
+        ];
+        if let Some((id, session)) = self.session {
+            attributes.push(KeyValue::new(names::MCP_SESSION_ID, id.to_owned()));
+            attributes.push(KeyValue::new(names::MCP_PROTOCOL_VERSION, session.version));
+        }
+        if let Some(agent_session) = agent_session {
+            attributes.push(KeyValue::new(names::SESSION, agent_session.to_owned()));
+        }
+        attributes
+    }
+
     /// A tool call: sent to its server, timed, sized and recorded.
     async fn call_tool(&self, id: &Value, mut params: Value) -> Value {
         let name = params["name"].as_str().unwrap_or_default().to_owned();
@@ -310,9 +350,40 @@ impl Context<'_> {
         }
         params["name"] = json!(tool);
         let bytes_in = params.to_string().len();
+        let agent_session = self
+            .session
+            .and_then(|(_, s)| s.agent_session.clone())
+            .or_else(|| agent_session(self.headers));
+        let span = self.trace.and_then(|trace| {
+            trace.tool_call(
+                &name,
+                SystemTime::now(),
+                self.span_attributes(id, server, agent_session.as_deref()),
+            )
+        });
+        // The call carries its span's trace context, so a tool server's
+        // own traces join the caller's.
+        if let Some(context) = span.as_ref().and_then(|s| s.trace_context())
+            && let Ok(traceparent) = context.traceparent.to_str()
+        {
+            if !params["_meta"].is_object() {
+                params["_meta"] = json!({});
+            }
+            params["_meta"]["traceparent"] = json!(traceparent);
+        }
         let started = Instant::now();
         let ts_ms = crate::ledger::now_ms();
-        let answer = self.servers.request(server, "tools/call", &params).await;
+        let call = self.servers.request(server, "tools/call", &params);
+        let answer = match self.session {
+            Some((session, _)) => {
+                let in_flight = self.servers.in_flight.start(session, id);
+                tokio::select! {
+                    answer = call => answer,
+                    () = in_flight.cancelled() => Err(UpstreamError::Cancelled),
+                }
+            }
+            None => call.await,
+        };
         let duration = started.elapsed();
         let (answer, outcome) = match answer {
             Ok(result) => {
@@ -331,6 +402,11 @@ impl Context<'_> {
                 ),
                 "server_gone",
             ),
+            // Nobody reads this answer: the caller cancelled the call.
+            Err(err @ UpstreamError::Cancelled) => (
+                json!({"jsonrpc": "2.0", "id": id, "error": err.to_error()}),
+                "cancelled",
+            ),
             Err(err @ UpstreamError::Unavailable(_)) => (
                 json!({"jsonrpc": "2.0", "id": id, "error": err.to_error()}),
                 "unavailable",
@@ -340,16 +416,16 @@ impl Context<'_> {
                 "error",
             ),
         };
+        if let Some(span) = span {
+            span.end(SystemTime::now(), outcome, Vec::new());
+        }
         record_tool_call(
             self.app,
             ToolCall {
                 server,
                 tool,
                 caller: self.caller,
-                session: self
-                    .session
-                    .and_then(|s| s.agent_session.clone())
-                    .or_else(|| agent_session(self.headers)),
+                session: agent_session,
                 ts_ms,
                 duration: duration.min(Duration::from_secs(86_400)),
                 outcome,

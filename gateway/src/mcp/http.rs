@@ -15,6 +15,7 @@ use switchyard_adapters::upstream::HttpClient;
 use tokio::sync::RwLock;
 
 use crate::mcp::jsonrpc::{self, UpstreamError};
+use crate::mcp::pending::{IfAbandoned, spawn_if_running};
 use crate::mcp::session::{PROTOCOL_VERSION, initialize_params};
 
 const SESSION: HeaderName = HeaderName::from_static("mcp-session-id");
@@ -27,7 +28,7 @@ pub struct HttpServer {
     max_bytes: usize,
     next_id: AtomicU64,
     /// The session and the revision agreed at `initialize`; `None` before.
-    session: RwLock<Option<(Option<HeaderValue>, HeaderValue)>>,
+    session: RwLock<Option<Session>>,
 }
 
 impl HttpServer {
@@ -71,7 +72,7 @@ impl HttpServer {
     }
 
     /// The session, initializing one when there is none.
-    async fn session(&self) -> Result<(Option<HeaderValue>, HeaderValue), UpstreamError> {
+    async fn session(&self) -> Result<Session, UpstreamError> {
         if let Some(session) = self.session.read().await.clone() {
             return Ok(session);
         }
@@ -96,11 +97,7 @@ impl HttpServer {
         Ok(session)
     }
 
-    async fn notify(
-        &self,
-        method: &str,
-        session: &(Option<HeaderValue>, HeaderValue),
-    ) -> Result<(), UpstreamError> {
+    async fn notify(&self, method: &str, session: &Session) -> Result<(), UpstreamError> {
         let body = serde_json::to_vec(&jsonrpc::notification(method))
             .map_err(|e| UpstreamError::Protocol(e.to_string()))?;
         let response = self.post(body, Some(session)).await?;
@@ -116,39 +113,52 @@ impl HttpServer {
     async fn post(
         &self,
         body: Vec<u8>,
-        session: Option<&(Option<HeaderValue>, HeaderValue)>,
+        session: Option<&Session>,
     ) -> Result<http::Response<hyper::body::Incoming>, UpstreamError> {
-        let mut request = Request::builder()
-            .method(Method::POST)
-            .uri(self.url.clone())
-            .header(CONTENT_TYPE, "application/json")
-            .header(ACCEPT, "application/json, text/event-stream");
-        for (name, value) in &self.headers {
-            request = request.header(name, value);
-        }
-        if let Some((id, version)) = session {
-            if let Some(id) = id {
-                request = request.header(SESSION, id);
-            }
-            request = request.header(VERSION, version);
-        }
-        let request = request
-            .body(Full::new(Bytes::from(body)))
-            .map_err(|e| UpstreamError::Protocol(e.to_string()))?;
-        self.http
-            .request(request)
-            .await
-            .map_err(|_| UpstreamError::Unavailable("the tool server could not be reached".into()))
+        post(&self.http, &self.url, &self.headers, body, session).await
     }
 
-    /// One request and its answer, with the session id the answer gave.
+    /// What to do if request `id`'s caller stops waiting: tell the server
+    /// (MCP asks for `notifications/cancelled`; a dropped connection is
+    /// not one).
+    fn cancel_if_abandoned(&self, id: u64, session: Option<Session>) -> IfAbandoned {
+        let (http, url, headers) = (self.http.clone(), self.url.clone(), self.headers.clone());
+        IfAbandoned::new(move || {
+            spawn_if_running(async move {
+                let Ok(body) = serde_json::to_vec(&jsonrpc::cancelled(id, ABANDONED)) else {
+                    return;
+                };
+                let _ = post(&http, &url, &headers, body, session.as_ref()).await;
+            });
+        })
+    }
+
+    /// One request and its answer, with the session id the answer gave; a
+    /// request its caller stops waiting for is cancelled at the server.
     async fn exchange(
         &self,
         method: &str,
         params: &Value,
-        session: Option<&(Option<HeaderValue>, HeaderValue)>,
+        session: Option<&Session>,
     ) -> Result<(Value, Option<HeaderValue>), Exchange> {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        // `initialize` is never cancelled (MCP's rule).
+        let abandoned =
+            (method != "initialize").then(|| self.cancel_if_abandoned(id, session.cloned()));
+        let answer = self.exchange_id(id, method, params, session).await;
+        if let Some(abandoned) = abandoned {
+            abandoned.disarm();
+        }
+        answer
+    }
+
+    async fn exchange_id(
+        &self,
+        id: u64,
+        method: &str,
+        params: &Value,
+        session: Option<&Session>,
+    ) -> Result<(Value, Option<HeaderValue>), Exchange> {
         let body = serde_json::to_vec(&jsonrpc::request(id, method, params))
             .map_err(|e| Exchange::Failed(UpstreamError::Protocol(e.to_string())))?;
         let response = self.post(body, session).await.map_err(Exchange::Failed)?;
@@ -190,6 +200,41 @@ impl HttpServer {
             .map(|answer| (answer, given))
             .map_err(Exchange::Failed)
     }
+}
+
+/// Why a call whose caller stopped waiting is cancelled.
+const ABANDONED: &str = "the gateway's caller stopped waiting";
+
+/// The session id the server gave (if any) and the revision agreed.
+type Session = (Option<HeaderValue>, HeaderValue);
+
+async fn post(
+    http: &HttpClient,
+    url: &http::Uri,
+    headers: &[(HeaderName, HeaderValue)],
+    body: Vec<u8>,
+    session: Option<&Session>,
+) -> Result<http::Response<hyper::body::Incoming>, UpstreamError> {
+    let mut request = Request::builder()
+        .method(Method::POST)
+        .uri(url.clone())
+        .header(CONTENT_TYPE, "application/json")
+        .header(ACCEPT, "application/json, text/event-stream");
+    for (name, value) in headers {
+        request = request.header(name, value);
+    }
+    if let Some((id, version)) = session {
+        if let Some(id) = id {
+            request = request.header(SESSION, id);
+        }
+        request = request.header(VERSION, version);
+    }
+    let request = request
+        .body(Full::new(Bytes::from(body)))
+        .map_err(|e| UpstreamError::Protocol(e.to_string()))?;
+    http.request(request)
+        .await
+        .map_err(|_| UpstreamError::Unavailable("the tool server could not be reached".into()))
 }
 
 enum Exchange {

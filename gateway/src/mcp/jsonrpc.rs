@@ -9,6 +9,9 @@ pub const INVALID_PARAMS: i64 = -32602;
 pub const INTERNAL_ERROR: i64 = -32603;
 /// A tool server that did not answer in time, or is not running.
 pub const SERVER_UNAVAILABLE: i64 = -32001;
+/// A call its caller cancelled (the code LSP gives one; MCP sends no
+/// answer at all, but an HTTP request needs one, which nobody reads).
+pub const REQUEST_CANCELLED: i64 = -32800;
 
 /// One message of a body, by what it asks of the receiver.
 #[derive(Debug)]
@@ -18,9 +21,11 @@ pub enum Message {
         method: String,
         params: Value,
     },
-    /// Nothing to answer: `initialized` needs nothing, and a cancelled
-    /// call's answer is simply not awaited by its caller.
-    Notification,
+    /// Nothing to answer (`initialized`, `cancelled`).
+    Notification {
+        method: String,
+        params: Value,
+    },
     /// A response to something the receiver asked: the gateway asks its
     /// callers nothing, so there is nothing to do with one.
     Response,
@@ -54,7 +59,10 @@ impl Message {
                 id: Value::Null,
                 why: "a request's `id` is a string or a number",
             },
-            (Some(Value::String(_)), None) => Message::Notification,
+            (Some(Value::String(method)), None) => Message::Notification {
+                method,
+                params: object.remove("params").unwrap_or(Value::Null),
+            },
             (Some(_), id) => Message::Invalid {
                 id: id.unwrap_or(Value::Null),
                 why: "`method` is a string",
@@ -68,6 +76,11 @@ impl Message {
             },
         }
     }
+}
+
+/// Tells a server that request `id`'s answer is no longer wanted.
+pub fn cancelled(id: u64, reason: &str) -> Value {
+    json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": id, "reason": reason}})
 }
 
 pub fn result(id: &Value, result: Value) -> Value {
@@ -105,6 +118,8 @@ pub enum UpstreamError {
     Protocol(String),
     /// It went away during the call.
     Gone,
+    /// The caller cancelled the call.
+    Cancelled,
 }
 
 impl UpstreamError {
@@ -126,6 +141,9 @@ impl UpstreamError {
             UpstreamError::Protocol(why) => json!({"code": INTERNAL_ERROR, "message": why}),
             UpstreamError::Gone => {
                 json!({"code": SERVER_UNAVAILABLE, "message": "the tool server went away during the call"})
+            }
+            UpstreamError::Cancelled => {
+                json!({"code": REQUEST_CANCELLED, "message": "the call was cancelled"})
             }
         }
     }
@@ -157,8 +175,8 @@ mod tests {
             Message::Request { method, .. } if method == "ping"
         ));
         assert!(matches!(
-            read(json!({"jsonrpc": "2.0", "method": "notifications/initialized"})),
-            Message::Notification
+            read(json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 3}})),
+            Message::Notification { method, params } if method == "notifications/cancelled" && params["requestId"] == 3
         ));
         assert!(matches!(
             read(json!({"jsonrpc": "2.0", "id": 1, "result": {}})),

@@ -4,7 +4,7 @@
 //! the ledger, in the caller's session.
 //!
 //! May import: admit (the caller and its key's access), state, ledger,
-//! metrics, http, error. Only ingress's `paths` imports it.
+//! metrics, http, error, route's view (the session headers). Only ingress's `paths` imports it.
 
 pub mod endpoint;
 mod http;
@@ -12,6 +12,7 @@ mod jsonrpc;
 mod pending;
 pub mod servers;
 pub mod session;
+mod sse;
 mod stdio;
 mod tool_row;
 

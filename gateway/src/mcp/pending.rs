@@ -51,6 +51,14 @@ impl Pending {
         }
     }
 
+    /// Whether the channel is closed: its reader has ended.
+    pub fn is_closed(&self) -> bool {
+        self.waiting
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .is_none()
+    }
+
     /// Hands a response read from the channel to whoever awaits it.
     pub fn answer(&self, response: Value) {
         let Some(id) = response.get("id").and_then(Value::as_u64) else {
@@ -78,5 +86,37 @@ impl Pending {
         for (_, sender) in waiting.into_iter().flatten() {
             let _ = sender.send(Err(UpstreamError::Gone));
         }
+    }
+}
+
+/// What to do for a request whose caller stopped waiting for it (it was
+/// cancelled, timed out, or its caller went away): forget its entry and
+/// tell its server, run when the guard is dropped before being disarmed.
+pub struct IfAbandoned(Option<Box<dyn FnOnce() + Send>>);
+
+impl IfAbandoned {
+    pub fn new(then: impl FnOnce() + Send + 'static) -> Self {
+        IfAbandoned(Some(Box::new(then)))
+    }
+
+    /// The answer came: nothing to do.
+    pub fn disarm(mut self) {
+        self.0 = None;
+    }
+}
+
+impl Drop for IfAbandoned {
+    fn drop(&mut self) {
+        if let Some(then) = self.0.take() {
+            then();
+        }
+    }
+}
+
+/// Runs `work` on the runtime when there is one (a guard dropped while the
+/// process shuts down has none, and nothing left to tell).
+pub fn spawn_if_running(work: impl std::future::Future<Output = ()> + Send + 'static) {
+    if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+        runtime.spawn(work);
     }
 }

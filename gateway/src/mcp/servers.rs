@@ -13,10 +13,12 @@ use switchyard_policies::{HeaderValueSource, McpSettings, McpTransport};
 
 use crate::mcp::http::HttpServer;
 use crate::mcp::jsonrpc::UpstreamError;
+use crate::mcp::sse::SseServer;
 use crate::mcp::stdio::StdioServer;
 
 enum Upstream {
     Http(Box<HttpServer>),
+    Sse(Box<SseServer>),
     Stdio(Arc<StdioServer>),
 }
 
@@ -24,6 +26,7 @@ impl Upstream {
     async fn request(&self, method: &str, params: &Value) -> Result<Value, UpstreamError> {
         match self {
             Upstream::Http(server) => server.request(method, params).await,
+            Upstream::Sse(server) => server.request(method, params).await,
             Upstream::Stdio(server) => server.request(method, params).await,
         }
     }
@@ -38,6 +41,8 @@ pub struct McpServers {
     /// ten thousand): a caller that comes back after is told to
     /// initialize again.
     pub sessions: moka::sync::Cache<String, crate::mcp::session::McpSession>,
+    /// Callers' tool calls in flight, which they may cancel.
+    pub in_flight: crate::mcp::session::InFlight,
     /// The settings these were made from: a reload that keeps them keeps
     /// the servers (and stdio servers' processes).
     pub settings: McpSettings,
@@ -85,12 +90,6 @@ impl McpServers {
         for server in settings.servers.values() {
             let upstream = match &server.transport {
                 McpTransport::Http { url, headers, sse } => {
-                    if *sse {
-                        return Err(format!(
-                            "mcp.servers.{}: the HTTP+SSE transport is not served yet; use streamable_http",
-                            server.name
-                        ));
-                    }
                     let mut values = Vec::new();
                     for (name, value) in headers {
                         let value = match value {
@@ -111,12 +110,12 @@ impl McpServers {
                         value.set_sensitive(true);
                         values.push((name, value));
                     }
-                    Upstream::Http(Box::new(HttpServer::new(
-                        url,
-                        values,
-                        http.clone(),
-                        settings.max_result_bytes,
-                    )?))
+                    let (http, max) = (http.clone(), settings.max_result_bytes);
+                    if *sse {
+                        Upstream::Sse(Box::new(SseServer::new(url, values, http, max)?))
+                    } else {
+                        Upstream::Http(Box::new(HttpServer::new(url, values, http, max)?))
+                    }
                 }
                 McpTransport::Stdio { program, args, env } => Upstream::Stdio(StdioServer::start(
                     &server.name,
@@ -136,8 +135,18 @@ impl McpServers {
                 .max_capacity(10_000)
                 .time_to_idle(Duration::from_secs(3600))
                 .build(),
+            in_flight: Default::default(),
             settings: settings.clone(),
         })
+    }
+
+    /// How `server` is reached, in OpenTelemetry's `network.transport`
+    /// words: `pipe` for a child's stdio, `tcp` for HTTP.
+    pub fn network_transport(&self, server: &str) -> &'static str {
+        match self.servers.get(server) {
+            Some(Upstream::Stdio(_)) => "pipe",
+            _ => "tcp",
+        }
     }
 
     pub fn is_empty(&self) -> bool {

@@ -2,7 +2,11 @@
 //! server its callers initialize, and as the client of its upstream
 //! servers.
 
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+
 use serde_json::{Value, json};
+use tokio::sync::Notify;
 
 /// The revision the gateway speaks to its upstream servers, and offers
 /// callers that ask for one it does not know.
@@ -47,4 +51,65 @@ pub fn initialize_result(version: &str) -> Value {
 pub struct McpSession {
     pub version: &'static str,
     pub agent_session: Option<String>,
+}
+
+/// Callers' calls in flight, by session and request id, so that the
+/// caller's `notifications/cancelled` (sent in a request of its own) can
+/// stop one.
+#[derive(Default)]
+pub struct InFlight(Mutex<HashMap<(String, String), Arc<Notify>>>);
+
+impl InFlight {
+    /// Notes a call; it is forgotten when the returned guard drops.
+    pub fn start(&self, session: &str, id: &Value) -> InFlightCall<'_> {
+        let key = (session.to_owned(), id.to_string());
+        let notify = Arc::new(Notify::new());
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(key.clone(), Arc::clone(&notify));
+        InFlightCall {
+            calls: self,
+            key,
+            notify,
+        }
+    }
+
+    /// Stops the session's call `id`, if it is in flight.
+    pub fn cancel(&self, session: &str, id: &Value) {
+        let key = (session.to_owned(), id.to_string());
+        if let Some(notify) = self
+            .0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(&key)
+        {
+            // A permit is kept should the call not be waiting yet.
+            notify.notify_one();
+        }
+    }
+}
+
+/// One call in flight.
+pub struct InFlightCall<'a> {
+    calls: &'a InFlight,
+    key: (String, String),
+    notify: Arc<Notify>,
+}
+
+impl InFlightCall<'_> {
+    /// Resolves when the caller cancels the call.
+    pub async fn cancelled(&self) {
+        self.notify.notified().await;
+    }
+}
+
+impl Drop for InFlightCall<'_> {
+    fn drop(&mut self) {
+        self.calls
+            .0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&self.key);
+    }
 }

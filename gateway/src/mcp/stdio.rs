@@ -14,7 +14,7 @@ use tokio::process::{Child, ChildStdin, Command};
 use tokio::sync::{Mutex, Notify, watch};
 
 use crate::mcp::jsonrpc::{self, UpstreamError};
-use crate::mcp::pending::Pending;
+use crate::mcp::pending::{IfAbandoned, Pending, spawn_if_running};
 use crate::mcp::session::{PROTOCOL_VERSION, initialize_params};
 
 const MAX_BACKOFF: Duration = Duration::from_secs(30);
@@ -94,28 +94,47 @@ impl StdioServer {
     }
 }
 
-async fn call(running: &Running, method: &str, params: &Value) -> Result<Value, UpstreamError> {
+/// Why a call whose caller stopped waiting is cancelled.
+const ABANDONED: &str = "the gateway's caller stopped waiting";
+
+async fn call(
+    running: &Arc<Running>,
+    method: &str,
+    params: &Value,
+) -> Result<Value, UpstreamError> {
     let (id, answer) = running.pending.expect().ok_or(UpstreamError::Gone)?;
-    let mut line = serde_json::to_vec(&jsonrpc::request(id, method, params))
-        .map_err(|e| UpstreamError::Protocol(e.to_string()))?;
-    line.push(b'\n');
-    let written = running.stdin.lock().await.write_all(&line).await;
-    if written.is_err() {
-        running.pending.forget(id);
-        return Err(UpstreamError::Gone);
-    }
-    // Dropped by a caller that stops waiting: the entry goes with it.
-    let forget = Forget(&running.pending, id);
+    let abandoned = {
+        let running = Arc::clone(running);
+        // `initialize` is never cancelled (MCP's rule): a server that
+        // does not finish it is ended instead.
+        let tell = method != "initialize";
+        IfAbandoned::new(move || {
+            running.pending.forget(id);
+            if tell {
+                spawn_if_running(async move {
+                    let _ = running.write(&jsonrpc::cancelled(id, ABANDONED)).await;
+                });
+            }
+        })
+    };
+    running.write(&jsonrpc::request(id, method, params)).await?;
     let answer = answer.await.map_err(|_| UpstreamError::Gone)?;
-    std::mem::forget(forget);
+    abandoned.disarm();
     answer
 }
 
-struct Forget<'a>(&'a Pending, u64);
-
-impl Drop for Forget<'_> {
-    fn drop(&mut self) {
-        self.0.forget(self.1);
+impl Running {
+    /// Writes one message, a line of JSON.
+    async fn write(&self, message: &Value) -> Result<(), UpstreamError> {
+        let mut line =
+            serde_json::to_vec(message).map_err(|e| UpstreamError::Protocol(e.to_string()))?;
+        line.push(b'\n');
+        self.stdin
+            .lock()
+            .await
+            .write_all(&line)
+            .await
+            .map_err(|_| UpstreamError::Gone)
     }
 }
 
@@ -180,16 +199,9 @@ async fn spawn(server: &StdioServer) -> Result<(Child, Arc<Running>), String> {
     tokio::spawn(read(stdout, Arc::clone(&running), server.max_line_bytes));
     let handshake = async {
         call(&running, "initialize", &initialize_params(PROTOCOL_VERSION)).await?;
-        let mut line = serde_json::to_vec(&jsonrpc::notification("notifications/initialized"))
-            .map_err(|e| UpstreamError::Protocol(e.to_string()))?;
-        line.push(b'\n');
         running
-            .stdin
-            .lock()
+            .write(&jsonrpc::notification("notifications/initialized"))
             .await
-            .write_all(&line)
-            .await
-            .map_err(|_| UpstreamError::Gone)
     };
     match tokio::time::timeout(Duration::from_secs(30), handshake).await {
         Ok(Ok(())) => Ok((child, running)),

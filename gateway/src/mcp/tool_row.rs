@@ -15,7 +15,8 @@ pub struct ToolCall<'a> {
     pub ts_ms: i64,
     pub duration: Duration,
     /// `ok`, `tool_error` (the tool said it failed), `server_gone`,
-    /// `unavailable` (not reached, or not in time), `error`.
+    /// `unavailable` (not reached, or not in time), `cancelled` (by the
+    /// caller), `error`.
     pub outcome: &'static str,
     pub bytes_in: usize,
     pub bytes_out: usize,

@@ -39,9 +39,7 @@ pub fn complete_view<'a>(
     hints: BodyHints<'a>,
     router: &'a Router,
 ) -> Result<RequestView<'a>, GatewayError> {
-    view.session = SESSION_HEADERS
-        .iter()
-        .find_map(|name| headers.get(name).and_then(|v| v.to_str().ok()))
+    view.session = session_header(headers)
         .or(hints.user)
         .filter(|s| !s.is_empty());
     view.profile = profile(headers, hints)?;
@@ -51,6 +49,15 @@ pub fn complete_view<'a>(
         .filter_map(|name| Some((name.as_str(), headers.get(name.as_str())?.to_str().ok()?)))
         .collect();
     Ok(view)
+}
+
+/// The session a request's headers name, if any (the MCP endpoint's tool
+/// calls are put in the same session as the model calls this way).
+pub fn session_header(headers: &HeaderMap) -> Option<&str> {
+    SESSION_HEADERS
+        .iter()
+        .find_map(|name| headers.get(name).and_then(|v| v.to_str().ok()))
+        .filter(|s| !s.is_empty())
 }
 
 /// The profile named by the header or, failing that, the body's metadata.

@@ -28,7 +28,7 @@ use switchyard_policies::Telemetry as Settings;
 pub use crate::telemetry::export::ExportStats;
 use crate::telemetry::export::{OtlpClient, QueueProcessor};
 pub use crate::telemetry::peer::Peer;
-pub use crate::telemetry::spans::{AnswerMeta, AttemptSpan, RequestTrace, strings};
+pub use crate::telemetry::spans::{AnswerMeta, AttemptSpan, RequestTrace, ToolSpan, strings};
 
 /// The process's trace pipeline.
 pub struct Telemetry {

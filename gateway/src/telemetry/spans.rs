@@ -77,6 +77,22 @@ impl Telemetry {
     }
 }
 
+impl Telemetry {
+    /// The trace context a span's outgoing request carries.
+    fn context_of(&self, span: &Span) -> Option<TraceContext> {
+        let cx = Context::new().with_remote_span_context(span.span_context().clone());
+        let mut headers = HeaderMap::new();
+        self.propagator
+            .inject_context(&cx, &mut HeaderInjector(&mut headers));
+        headers
+            .remove("traceparent")
+            .map(|traceparent| TraceContext {
+                traceparent,
+                tracestate: headers.remove("tracestate"),
+            })
+    }
+}
+
 impl RequestTrace {
     fn telemetry() -> Option<&'static Telemetry> {
         crate::telemetry::get()
@@ -155,21 +171,39 @@ impl RequestTrace {
             .with_start_time(started)
             .with_attributes(self.with_request_id(attributes))
             .start_with_context(&telemetry.tracer, &self.cx);
-        let cx = Context::new().with_remote_span_context(span.span_context().clone());
-        let mut headers = HeaderMap::new();
-        telemetry
-            .propagator
-            .inject_context(&cx, &mut HeaderInjector(&mut headers));
         Some(AttemptSpan {
+            context: telemetry.context_of(&span),
             span,
-            context: headers
-                .remove("traceparent")
-                .map(|traceparent| TraceContext {
-                    traceparent,
-                    tracestate: headers.remove("tracestate"),
-                }),
             capture_content: telemetry.capture_content,
             answer: AnswerMeta::default(),
+        })
+    }
+
+    /// A CLIENT span for one tool call through `/mcp`, `execute_tool
+    /// {tool}` (the GenAI conventions' `execute_tool`, with MCP's client
+    /// attributes), from `started` until it is ended.
+    pub fn tool_call(
+        &self,
+        tool: &str,
+        started: SystemTime,
+        attributes: Vec<KeyValue>,
+    ) -> Option<ToolSpan> {
+        let telemetry = Self::telemetry()?;
+        let mut attributes = self.with_request_id(attributes);
+        attributes.push(KeyValue::new(OPERATION_NAME, "execute_tool"));
+        attributes.push(KeyValue::new(TOOL_NAME, tool.to_owned()));
+        attributes.push(KeyValue::new(TOOL_TYPE, "extension"));
+        attributes.push(KeyValue::new(MCP_METHOD_NAME, "tools/call"));
+        let span = telemetry
+            .tracer
+            .span_builder(format!("execute_tool {tool}"))
+            .with_kind(SpanKind::Client)
+            .with_start_time(started)
+            .with_attributes(attributes)
+            .start_with_context(&telemetry.tracer, &self.cx);
+        Some(ToolSpan {
+            context: telemetry.context_of(&span),
+            span,
         })
     }
 
@@ -178,6 +212,33 @@ impl RequestTrace {
             attributes.push(KeyValue::new(REQUEST_ID, id.to_string()));
         }
         attributes
+    }
+}
+
+/// One tool call's CLIENT span, ended with its outcome.
+pub struct ToolSpan {
+    span: Span,
+    context: Option<TraceContext>,
+}
+
+impl ToolSpan {
+    /// The trace context the call carries to its server (in its
+    /// `params._meta`, as the MCP conventions propagate it).
+    pub fn trace_context(&self) -> Option<&TraceContext> {
+        self.context.as_ref()
+    }
+
+    /// Ends the span at `ended`; an outcome other than `ok` (or a call
+    /// its caller cancelled) is its error, `tool_error` when the tool said
+    /// it failed.
+    pub fn end(mut self, ended: SystemTime, outcome: &str, attributes: Vec<KeyValue>) {
+        self.span.set_attributes(attributes);
+        if !matches!(outcome, "ok" | "cancelled") {
+            self.span
+                .set_attribute(KeyValue::new(ERROR_TYPE, outcome.to_owned()));
+            self.span.set_status(Status::error(outcome.to_owned()));
+        }
+        self.span.end_with_timestamp(ended);
     }
 }
 

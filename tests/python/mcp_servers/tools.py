@@ -1,9 +1,12 @@
 """A FastMCP server for the /mcp tests: a tool, a slow tool, one that
-hangs, one that kills its own process, a prompt and a resource. Run it as
-`python tools.py stdio`, or `python tools.py http PORT`."""
+hangs, one that kills its own process, one that notes its cancellation, a
+prompt and a resource. Run it as `python tools.py stdio`, `python tools.py
+http PORT` (streamable HTTP at /mcp) or `python tools.py sse PORT` (the
+older HTTP+SSE transport at /sse)."""
 
 import asyncio
 import os
+import pathlib
 import sys
 
 from mcp.server.fastmcp import FastMCP
@@ -33,6 +36,17 @@ async def hang() -> str:
 
 
 @mcp.tool()
+async def wait(marker: str, seconds: float = 30) -> str:
+    """Waits; if the call is cancelled first, writes `cancelled` to the file `marker`."""
+    try:
+        await asyncio.sleep(seconds)
+    except BaseException:
+        pathlib.Path(marker).write_text("cancelled")
+        raise
+    return "waited"
+
+
+@mcp.tool()
 def die() -> str:
     """Ends the server's process mid-call."""
     os._exit(3)
@@ -57,4 +71,4 @@ def today() -> str:
 
 
 if __name__ == "__main__":
-    mcp.run(transport="streamable-http" if sys.argv[1:2] == ["http"] else "stdio")
+    mcp.run(transport={"http": "streamable-http", "sse": "sse"}.get(sys.argv[1], "stdio"))

@@ -1,0 +1,159 @@
+"""/mcp over every kind of upstream: npm's @modelcontextprotocol/server-everything
+(over stdio, started by the gateway), and FastMCP over stdio, streamable HTTP
+and the older HTTP+SSE transport; and cancellation, by the caller or by the
+gateway's deadline, carried to each server."""
+
+import json
+import os
+import pathlib
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+import pytest
+from mcp.shared.exceptions import McpError
+
+from conftest import serve
+from test_mcp import TOOLS, free_port, post, run, text, wait_for_port, with_session
+
+EVERYTHING = pathlib.Path(os.environ.get(
+    "MCP_SERVER_EVERYTHING",
+    pathlib.Path.home() / ".cache/switchyard/npm-mcp/node_modules/@modelcontextprotocol/server-everything/dist/index.js"))
+
+
+@pytest.fixture(scope="module")
+def servers():
+    """FastMCP over streamable HTTP and over HTTP+SSE, each its own process."""
+    ports = {"http": free_port(), "sse": free_port()}
+    procs = [subprocess.Popen([sys.executable, str(TOOLS), kind, str(port)],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+             for kind, port in ports.items()]
+    for port in ports.values():
+        wait_for_port(port)
+    yield {"http": f"http://127.0.0.1:{ports['http']}/mcp", "sse": f"http://127.0.0.1:{ports['sse']}/sse"}
+    for proc in procs:
+        proc.kill()
+        proc.wait()
+
+
+@pytest.fixture(scope="module")
+def gateway(servers):
+    if not EVERYTHING.exists():
+        pytest.fail(f"{EVERYTHING} is missing: scripts/test.sh installs it from npm (or set MCP_SERVER_EVERYTHING)")
+    config = f"""
+backends:
+  sim:
+    tier: small
+    sim: {{preset: small}}
+mcp:
+  timeout_ms: 3000
+  servers:
+    everything: {{command: ["node", "{EVERYTHING}", "stdio"]}}
+    tools: {{command: ["{sys.executable}", "{TOOLS}", "stdio"]}}
+    remote: {{url: "{servers['http']}"}}
+    old: {{url: "{servers['sse']}", transport: sse}}
+"""
+    yield from serve(config)
+
+
+def test_server_everything_behind_the_gateway(gateway):
+    async def work(session):
+        tools = {t.name for t in (await session.list_tools()).tools}
+        prompts = {p.name for p in (await session.list_prompts()).prompts}
+        resources = {str(r.uri) for r in (await session.list_resources()).resources}
+        echo = await session.call_tool("everything_echo", {"message": "through the gateway"})
+        total = await session.call_tool("everything_get-sum", {"a": 2, "b": 3})
+        # Progress notifications come before its answer; the answer is what returns.
+        long = await session.call_tool("everything_trigger-long-running-operation", {"duration": 0.4, "steps": 2})
+        prompt = await session.get_prompt("everything_simple-prompt")
+        doc = await session.read_resource("demo://resource/static/document/features.md")
+        return tools, prompts, resources, echo, total, long, prompt, doc
+    tools, prompts, resources, echo, total, long, prompt, doc = run(with_session(gateway, work))
+    assert {"everything_echo", "everything_get-sum", "tools_add", "remote_add", "old_add"} <= tools
+    assert "everything_simple-prompt" in prompts
+    assert "demo://resource/static/document/features.md" in resources
+    assert text(echo) == "Echo: through the gateway"
+    assert text(total) == "The sum of 2 and 3 is 5."
+    assert "Long running operation completed" in text(long)
+    assert prompt.messages[0].content.text == "This is a simple prompt without arguments."
+    assert doc.contents[0].text.startswith("# Everything Server - Features")
+
+
+def test_the_older_sse_transport(gateway):
+    async def work(session):
+        added = await session.call_tool("old_add", {"a": 20, "b": 22})
+        slow = await session.call_tool("old_slow_add", {"a": 1, "b": 2, "seconds": 0.1})
+        note = await session.read_resource("notes://today")
+        return added, slow, note
+    added, slow, note = run(with_session(gateway, work))
+    assert text(added) == "42" and text(slow) == "3"
+    assert note.contents[0].text == "Buy milk."
+
+
+def initialize(gateway):
+    status, headers, body = post(gateway, {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}}})
+    assert status == 200, body
+    session = {k.lower(): v for k, v in headers.items()}["mcp-session-id"]
+    post(gateway, {"jsonrpc": "2.0", "method": "notifications/initialized"}, {"mcp-session-id": session})
+    return {"mcp-session-id": session, "mcp-protocol-version": "2025-06-18"}
+
+
+def until(check, seconds=10):
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        found = check()
+        if found:
+            return found
+        time.sleep(0.1)
+    return check()
+
+
+def cancelled_rows(gateway, server):
+    with sqlite3.connect(os.path.join(gateway.dir, "switchyard-ledger.db")) as ledger:
+        return ledger.execute("SELECT duration_ms FROM requests WHERE kind = 'tool' AND backend = ? "
+                              "AND tool = 'wait' AND status = 'cancelled'", (server,)).fetchall()
+
+
+@pytest.mark.parametrize("server", ["tools", "remote", "old"])
+def test_a_cancelled_call_is_cancelled_at_its_server(gateway, server):
+    """The caller's notifications/cancelled stops its call at once and is
+    carried to the server (over stdio, streamable HTTP and HTTP+SSE alike),
+    whose tool sees the cancellation."""
+    auth = initialize(gateway)
+    marker = pathlib.Path(tempfile.mkdtemp()) / "cancelled"
+    answer = {}
+
+    def call():
+        answer["at"] = post(gateway, {"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {
+            "name": f"{server}_wait", "arguments": {"marker": str(marker), "seconds": 30}}}, auth)
+    thread = threading.Thread(target=call)
+    started = time.monotonic()
+    thread.start()
+    time.sleep(0.7)
+    status, _, body = post(gateway, {"jsonrpc": "2.0", "method": "notifications/cancelled",
+                                     "params": {"requestId": 7, "reason": "the user pressed Esc"}}, auth)
+    assert (status, body) == (202, b"")
+    thread.join(timeout=10)
+    assert time.monotonic() - started < 2.5, "the call stopped when cancelled, not at the deadline"
+    status, _, body = answer["at"]
+    assert status == 200 and json.loads(body)["error"]["code"] == -32800
+    assert until(marker.exists), "the server's tool saw the cancellation"
+    assert marker.read_text() == "cancelled"
+    rows = until(lambda: cancelled_rows(gateway, server))
+    assert len(rows) == 1 and rows[0][0] < 2500, rows
+
+
+def test_a_call_past_the_deadline_is_cancelled_at_its_server_too(gateway):
+    marker = pathlib.Path(tempfile.mkdtemp()) / "cancelled"
+
+    async def work(session):
+        with pytest.raises(McpError) as caught:
+            await session.call_tool("tools_wait", {"marker": str(marker), "seconds": 30})
+        return caught.value.error
+    error = run(with_session(gateway, work))
+    assert "did not answer within 3000 ms" in error.message
+    assert until(marker.exists), "the server was told to stop"
