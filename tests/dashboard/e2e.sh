@@ -19,7 +19,7 @@ for i in $(seq 60); do
   if [ $((i % 3)) -eq 0 ]; then key=sk-bob-dash model=code; else key=sk-alice-dash model=auto; fi
   stream=$([ $((i % 2)) -eq 0 ] && echo true || echo false)
   curl -sf -o /dev/null "$base/v1/chat/completions" \
-    -H "authorization: Bearer $key" -H 'content-type: application/json' \
+    -H "authorization: Bearer $key" -H 'content-type: application/json' -H "x-session-id: dash-task-$((i % 4))" \
     -d "{\"model\":\"$model\",\"stream\":$stream,\"max_tokens\":24,\"messages\":[{\"role\":\"user\",\"content\":\"request $i: say something short\"}]}"
 done
 # One request the gateway refuses (an unknown model): an error on the page.

@@ -16,7 +16,7 @@
   const charts = new Map();  // "panel:name" -> {plot, sig, box, fig}: reused across refreshes so zoom and legend toggles survive
   const colours = new Map(); // backend -> colour, stable for the page's life
 
-  // ---- formatting. tests/dashboard/check.mjs mirrors fmtUsd and fmtInt: keep them in step.
+  // ---- formatting. tests/dashboard/check.mjs mirrors fmtUsd, fmtInt and fmtMs: keep them in step.
   const group = s => s.replace(/^\d+/, d => d.replace(/\B(?=(\d{3})+$)/g, ","));
   // USD: "$0.00" for zero; from $1 up, two decimals with thousands separators
   // ("$1,234.50"); below $1, four significant digits ("$0.4744", "$0.008710"),
@@ -234,6 +234,14 @@
       ["Per request", r => pair(r.cost_per_request_usd, r.served.cost_per_request_usd, fmtUsd), 1],
       ["Agreement", r => fmtPct(r.agreement), 1], ["Exact", r => fmtPct(r.agreement_exact), 1],
     ], d.shadows ?? [], "no route shadows a candidate (routes.NAME.shadow)");
+    // Tool time is measured for calls made through /mcp; "Other" is the
+    // rest of the wall time (tools the gateway did not see, a person).
+    drawTable("sessions", [
+      ["Session", r => r.session], ["Key", r => r.key], ["Model calls", r => fmtInt(r.calls), 1],
+      ["Model time", r => fmtMs(r.model_ms), 1], ["Tool calls", r => fmtInt(r.tool_calls), 1],
+      ["Tool time", r => fmtMs(r.tool_ms), 1], ["Back to back", r => fmtInt(r.back_to_back_tool_calls), 1],
+      ["Other", r => fmtMs(r.gap_ms), 1], ["Wall", r => fmtMs(r.wall_ms), 1], ["Spend", usdCell, 1],
+    ], d.sessions ?? [], "no sessions in this window (calls with x-session-id or an agent's session header)");
   }
 
   function drawTotals(t) {

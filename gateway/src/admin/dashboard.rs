@@ -160,7 +160,13 @@ struct Stats {
     backends: Vec<BackendNow>,
     /// Each route's shadow candidate beside what served the same requests.
     shadows: Vec<crate::ledger::CompareLine>,
+    /// The window's longest agent sessions, with their model and measured
+    /// tool time.
+    sessions: Vec<crate::ledger::SessionLine>,
 }
+
+/// The most sessions the dashboard lists.
+const SESSIONS_SHOWN: usize = 20;
 
 /// `GET /admin/stats?window=1h|24h|7d`: the dashboard's figures.
 pub async fn stats(app: &App, req: Request<Incoming>) -> Result<Response<Body>, GatewayError> {
@@ -189,11 +195,15 @@ pub async fn stats(app: &App, req: Request<Incoming>) -> Result<Response<Body>, 
         let per_backend = per_backend(&tx, now - window.length_ms)?;
         let shadows =
             crate::ledger::compare_report(&tx, (now - window.length_ms, now), None, &budgets)?;
+        let mut sessions =
+            crate::ledger::sessions_report(&tx, now - window.length_ms, None)?.sessions;
+        sessions.sort_by(|a, b| b.wall_ms.total_cmp(&a.wall_ms));
+        sessions.truncate(SESSIONS_SHOWN);
         tx.commit()?;
-        Ok((stats, attainment, per_backend, shadows.lines))
+        Ok((stats, attainment, per_backend, shadows.lines, sessions))
     })
     .await?;
-    let (ledger, attainment, per_backend, shadows) = read;
+    let (ledger, attainment, per_backend, shadows, sessions) = read;
     let attainment = attainment
         .lines
         .into_iter()
@@ -219,6 +229,7 @@ pub async fn stats(app: &App, req: Request<Incoming>) -> Result<Response<Body>, 
         attainment,
         backends,
         shadows,
+        sessions,
     };
     // Serializing our own types cannot fail (no maps with non-string keys).
     let json = Bytes::from(serde_json::to_vec(&stats).unwrap_or_else(|_| b"{}".to_vec()));

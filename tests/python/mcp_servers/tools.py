@@ -1,15 +1,16 @@
 """A FastMCP server for the /mcp tests: a tool, a slow tool, one that
-hangs, one that kills its own process, one that notes its cancellation, a
-prompt and a resource. Run it as `python tools.py stdio`, `python tools.py
-http PORT` (streamable HTTP at /mcp) or `python tools.py sse PORT` (the
-older HTTP+SSE transport at /sse)."""
+hangs, one that kills its own process, one that notes its cancellation,
+one that tells the trace context it was sent, a prompt and a resource. Run
+it as `python tools.py stdio`, `python tools.py http PORT` (streamable HTTP
+at /mcp) or `python tools.py sse PORT` (the older HTTP+SSE transport at
+/sse)."""
 
 import asyncio
 import os
 import pathlib
 import sys
 
-from mcp.server.fastmcp import FastMCP
+from mcp.server.fastmcp import Context, FastMCP
 
 mcp = FastMCP("tools", host="127.0.0.1", port=int(sys.argv[2]) if len(sys.argv) > 2 else 0,
               streamable_http_path="/mcp")
@@ -44,6 +45,13 @@ async def wait(marker: str, seconds: float = 30) -> str:
         pathlib.Path(marker).write_text("cancelled")
         raise
     return "waited"
+
+
+@mcp.tool()
+def traceparent(ctx: Context) -> str:
+    """The trace context the call carried in its `_meta` (empty without one)."""
+    meta = ctx.request_context.meta
+    return (meta.model_extra or {}).get("traceparent", "") if meta else ""
 
 
 @mcp.tool()
