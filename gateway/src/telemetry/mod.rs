@@ -2,8 +2,10 @@
 //! request (continuing the caller's `traceparent`), a routing span with the
 //! decision, and one CLIENT span per upstream attempt with the GenAI
 //! semantic-convention attributes. Hedge legs, fallbacks and cascade steps
-//! are sibling CLIENT spans. Each upstream request carries its attempt
-//! span's `traceparent`, so a model server's own traces join.
+//! are sibling CLIENT spans, as is each tool call through `/mcp`
+//! (`execute_tool`). Each upstream request carries its span's
+//! `traceparent` (a tool call, in its `params._meta`), so a model or tool
+//! server's own traces join.
 //!
 //! Off unless the config or the environment names a collector; then
 //! nothing here runs and requests pay for none of it.

@@ -1,5 +1,5 @@
 //! The spans of one request: the SERVER span, the routing span and one
-//! CLIENT span per upstream attempt.
+//! CLIENT span per upstream attempt or tool call.
 
 use std::borrow::Cow;
 use std::sync::Arc;
