@@ -1,7 +1,8 @@
 """/mcp over every kind of upstream: npm's @modelcontextprotocol/server-everything
 (over stdio, started by the gateway), and FastMCP over stdio, streamable HTTP
-and the older HTTP+SSE transport; and cancellation, by the caller or by the
-gateway's deadline, carried to each server."""
+and the older HTTP+SSE transport; progress relayed as it comes, from each;
+and cancellation, by the caller or by the gateway's deadline, carried to
+each server."""
 
 import json
 import os
@@ -91,6 +92,28 @@ def test_the_older_sse_transport(gateway):
     added, slow, note = run(with_session(gateway, work))
     assert text(added) == "42" and text(slow) == "3"
     assert note.contents[0].text == "Buy milk."
+
+
+@pytest.mark.parametrize("server", ["everything", "tools", "remote", "old"])
+def test_progress_is_relayed_as_it_comes(gateway, server):
+    """A call with a progress callback (the SDK sends a progressToken and
+    takes SSE) gets the server's progress under its own token before the
+    answer, over every transport."""
+    seen = []
+
+    async def on_progress(progress, total, message):
+        seen.append((progress, total, time.monotonic()))
+
+    name, arguments = (("everything_trigger-long-running-operation", {"duration": 0.9, "steps": 3})
+                       if server == "everything" else (f"{server}_steps", {"count": 3, "seconds": 0.3}))
+
+    async def work(session):
+        result = await session.call_tool(name, arguments, progress_callback=on_progress)
+        return result, time.monotonic()
+    result, answered = run(with_session(gateway, work))
+    assert not result.isError, text(result)
+    assert [(p, t) for p, t, _ in seen] == [(1, 3), (2, 3), (3, 3)], seen
+    assert seen[0][2] < answered - 0.4, "the first step came as it happened, not with the answer"
 
 
 def initialize(gateway):

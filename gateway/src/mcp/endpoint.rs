@@ -1,12 +1,14 @@
 //! `/mcp`: MCP's streamable-HTTP transport (revisions 2025-06-18 and
 //! 2025-03-26) over the configured servers. Each POST carries one message
-//! (or, in 2025-03-26, a batch); requests are answered with JSON, and a
-//! body of notifications only with 202. A session begins at `initialize`
+//! (or, in 2025-03-26, a batch); requests are answered with JSON (a tool
+//! call that asks for progress, with an SSE stream of it and then the
+//! answer), and a body of notifications only with 202. A session begins at `initialize`
 //! (its id in `Mcp-Session-Id`) and ends with DELETE; the gateway sends
 //! callers nothing unasked, so GET (a stream for that) is a 405.
 
 use std::time::{Duration, Instant, SystemTime};
 
+use bytes::Bytes;
 use http::header::ALLOW;
 use http::{HeaderMap, HeaderName, HeaderValue, Method, Request, Response, StatusCode};
 use hyper::body::Incoming;
@@ -15,10 +17,11 @@ use serde_json::{Value, json};
 
 use crate::admit::access::Caller;
 use crate::error::GatewayError;
-use crate::http::{Body, empty_response, json_response};
+use crate::http::{Body, empty_response, json_response, sse_response};
 use crate::mcp::jsonrpc::{
     self, INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, Message, PARSE_ERROR, UpstreamError,
 };
+use crate::mcp::progress::Progress;
 use crate::mcp::servers::{Kind, McpServers};
 use crate::mcp::session::{McpSession, SUPPORTED_VERSIONS, initialize_result, negotiate};
 use crate::mcp::tool_row::{ToolCall, record_tool_call};
@@ -80,7 +83,7 @@ async fn post(
     };
     let caller = parts.extensions.get::<Caller>();
     let batch = parsed.is_array();
-    let messages: Vec<Message> = match parsed {
+    let mut messages: Vec<Message> = match parsed {
         Value::Array(items) if items.is_empty() => {
             return Ok(rpc_failure(
                 StatusCode::BAD_REQUEST,
@@ -160,6 +163,9 @@ async fn post(
             "batches are 2025-03-26's; send one message per request",
         ));
     }
+    if let Some(streamed) = stream_if_asked(app, &parts, &mut messages, session.as_ref()) {
+        return Ok(streamed);
+    }
     let mut answers = Vec::new();
     let mut new_session = None;
     for message in messages {
@@ -210,6 +216,68 @@ async fn post(
         response.headers_mut().insert(SESSION, value);
     }
     Ok(response)
+}
+
+/// How many of a call's progress notifications may wait for a slow
+/// caller; past them, progress (advisory) is dropped.
+const PROGRESS_BACKLOG: usize = 64;
+
+/// A lone `tools/call` that asks for progress (a `progressToken`) from a
+/// caller that takes SSE is answered as an event stream: the server's
+/// progress as it comes, then the answer, and the stream ends. The call
+/// runs in a task of its own that finishes (and records its row) even if
+/// the caller goes away first.
+fn stream_if_asked(
+    app: &App,
+    parts: &http::request::Parts,
+    messages: &mut Vec<Message>,
+    session: Option<&(String, McpSession)>,
+) -> Option<Response<Body>> {
+    let [Message::Request { method, params, .. }] = messages.as_slice() else {
+        return None;
+    };
+    let takes_sse = parts
+        .headers
+        .get_all(http::header::ACCEPT)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .any(|v| v.contains("text/event-stream"));
+    let token = params["_meta"]["progressToken"].clone();
+    if method != "tools/call" || !(token.is_string() || token.is_number()) || !takes_sse {
+        return None;
+    }
+    let (app, servers) = (app.shared()?, app.mcp.clone()?);
+    let Some(Message::Request { id, params, .. }) = messages.pop() else {
+        return None;
+    };
+    let caller = parts.extensions.get::<Caller>().cloned();
+    let trace = parts.extensions.get::<RequestTrace>().cloned();
+    let (headers, session) = (parts.headers.clone(), session.cloned());
+    let (sink, events) = tokio::sync::mpsc::channel(PROGRESS_BACKLOG);
+    let answers = sink.clone();
+    tokio::spawn(async move {
+        let context = Context {
+            app: &app,
+            servers: &servers,
+            caller: caller.as_ref(),
+            session: session.as_ref().map(|(id, s)| (id.as_str(), s)),
+            headers: &headers,
+            trace: trace.as_ref(),
+        };
+        let progress = Progress { token, sink };
+        let answer = context.call_tool(&id, params, Some(progress)).await;
+        let _ = answers.send(answer).await;
+    });
+    // Progress notifications, then the answer (the one message with no
+    // `method`), and the stream ends.
+    let stream = futures_util::stream::unfold(Some(events), |events| async move {
+        let mut events = events?;
+        let message = events.recv().await?;
+        let last = message.get("method").is_none();
+        let event = Bytes::from(format!("event: message\ndata: {message}\n\n"));
+        Some((event, (!last).then_some(events)))
+    });
+    Some(sse_response(stream))
 }
 
 /// The agent session a caller's tool calls belong to: read as the model
@@ -266,7 +334,7 @@ impl Context<'_> {
             "resources/templates/list" => {
                 jsonrpc::result(id, listed(Kind::ResourceTemplates).await)
             }
-            "tools/call" => self.call_tool(id, params).await,
+            "tools/call" => self.call_tool(id, params, None).await,
             "prompts/get" => self.named(id, "prompts/get", params).await,
             "resources/read" => self.read_resource(id, params).await,
             _ => jsonrpc::error(id, METHOD_NOT_FOUND, &format!("no method `{method}` here")),
@@ -335,8 +403,9 @@ impl Context<'_> {
         attributes
     }
 
-    /// A tool call: sent to its server, timed, sized and recorded.
-    async fn call_tool(&self, id: &Value, mut params: Value) -> Value {
+    /// A tool call: sent to its server, timed, sized and recorded; its
+    /// progress relayed to `progress` when the caller takes it.
+    async fn call_tool(&self, id: &Value, mut params: Value, progress: Option<Progress>) -> Value {
         let name = params["name"].as_str().unwrap_or_default().to_owned();
         let Some((server, tool)) = self.servers.split(&name) else {
             return jsonrpc::error(id, INVALID_PARAMS, &format!("Unknown tool: {name}"));
@@ -373,7 +442,9 @@ impl Context<'_> {
         }
         let started = Instant::now();
         let ts_ms = crate::ledger::now_ms();
-        let call = self.servers.request(server, "tools/call", &params);
+        let call =
+            self.servers
+                .request_with_progress(server, "tools/call", &params, progress.as_ref());
         let answer = match self.session {
             Some((session, _)) => {
                 let in_flight = self.servers.in_flight.start(session, id);

@@ -16,6 +16,7 @@ use tokio::sync::RwLock;
 
 use crate::mcp::jsonrpc::{self, UpstreamError};
 use crate::mcp::pending::{IfAbandoned, spawn_if_running};
+use crate::mcp::progress::{Progress, ask_for_progress, token_of};
 use crate::mcp::session::{PROTOCOL_VERSION, initialize_params};
 
 const SESSION: HeaderName = HeaderName::from_static("mcp-session-id");
@@ -48,11 +49,20 @@ impl HttpServer {
         })
     }
 
-    /// Sends a request and awaits its answer (the caller bounds the wait).
-    pub async fn request(&self, method: &str, params: &Value) -> Result<Value, UpstreamError> {
+    /// Sends a request and awaits its answer (the caller bounds the wait),
+    /// relaying the progress the server sends before it to `progress`.
+    pub async fn request(
+        &self,
+        method: &str,
+        params: &Value,
+        progress: Option<&Progress>,
+    ) -> Result<Value, UpstreamError> {
         for attempt in 0..2 {
             let session = self.session().await?;
-            match self.exchange(method, params, Some(&session)).await {
+            match self
+                .exchange(method, params, Some(&session), progress)
+                .await
+            {
                 // The server forgot the session (restarted): a new one.
                 Err(Exchange::SessionGone) if attempt == 0 => {
                     *self.session.write().await = None;
@@ -82,7 +92,7 @@ impl HttpServer {
         }
         let params = initialize_params(PROTOCOL_VERSION);
         let (answer, id) = self
-            .exchange("initialize", &params, None)
+            .exchange("initialize", &params, None, None)
             .await
             .map_err(Exchange::into_error)?;
         let result = UpstreamError::from_response(answer)?;
@@ -140,12 +150,15 @@ impl HttpServer {
         method: &str,
         params: &Value,
         session: Option<&Session>,
+        progress: Option<&Progress>,
     ) -> Result<(Value, Option<HeaderValue>), Exchange> {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         // `initialize` is never cancelled (MCP's rule).
         let abandoned =
             (method != "initialize").then(|| self.cancel_if_abandoned(id, session.cloned()));
-        let answer = self.exchange_id(id, method, params, session).await;
+        let answer = self
+            .exchange_id((id, method), params, session, progress)
+            .await;
         if let Some(abandoned) = abandoned {
             abandoned.disarm();
         }
@@ -154,11 +167,19 @@ impl HttpServer {
 
     async fn exchange_id(
         &self,
-        id: u64,
-        method: &str,
+        (id, method): (u64, &str),
         params: &Value,
         session: Option<&Session>,
+        progress: Option<&Progress>,
     ) -> Result<(Value, Option<HeaderValue>), Exchange> {
+        let asked;
+        let params = match progress {
+            Some(_) => {
+                asked = ask_for_progress(params, id);
+                &asked
+            }
+            None => params,
+        };
         let body = serde_json::to_vec(&jsonrpc::request(id, method, params))
             .map_err(|e| Exchange::Failed(UpstreamError::Protocol(e.to_string())))?;
         let response = self.post(body, session).await.map_err(Exchange::Failed)?;
@@ -187,7 +208,7 @@ impl HttpServer {
             };
         }
         let answer = if sse {
-            read_sse_answer(&mut body, id, self.max_bytes).await
+            read_sse_answer(&mut body, (id, progress), self.max_bytes).await
         } else {
             match read_all(&mut body, self.max_bytes).await {
                 Ok(bytes) => serde_json::from_slice(&bytes).map_err(|_| {
@@ -274,11 +295,11 @@ async fn read_all(body: &mut hyper::body::Incoming, max: usize) -> Result<Vec<u8
 }
 
 /// The answer to request `id` from an SSE stream: the first `message`
-/// event that is it; notifications and requests the server sends before
-/// it are passed over.
+/// event that is it. Its progress before it goes to `progress`; other
+/// notifications and requests the server sends are passed over.
 async fn read_sse_answer(
     body: &mut hyper::body::Incoming,
-    id: u64,
+    (id, progress): (u64, Option<&Progress>),
     max: usize,
 ) -> Result<Value, UpstreamError> {
     let mut parser = SseParser::new();
@@ -294,10 +315,16 @@ async fn read_sse_answer(
             if event.data.len() > max {
                 return Err(too_large(max));
             }
-            if let Ok(message) = serde_json::from_str::<Value>(&event.data)
-                && message.get("id").and_then(Value::as_u64) == Some(id)
-                && message.get("method").is_none()
-            {
+            let Ok(message) = serde_json::from_str::<Value>(&event.data) else {
+                continue;
+            };
+            if message.get("method").is_some() {
+                if let Some(progress) = progress
+                    && token_of(&message) == Some(id)
+                {
+                    progress.forward(message["params"].clone());
+                }
+            } else if message.get("id").and_then(Value::as_u64) == Some(id) {
                 return Ok(message);
             }
         }

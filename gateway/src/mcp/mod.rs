@@ -10,6 +10,7 @@ pub mod endpoint;
 mod http;
 mod jsonrpc;
 mod pending;
+mod progress;
 pub mod servers;
 pub mod session;
 mod sse;

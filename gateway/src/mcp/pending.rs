@@ -10,6 +10,7 @@ use serde_json::Value;
 use tokio::sync::oneshot;
 
 use crate::mcp::jsonrpc::UpstreamError;
+use crate::mcp::progress::{Listeners, Progress};
 
 /// Where one request's answer goes.
 type Answer = oneshot::Sender<Result<Value, UpstreamError>>;
@@ -19,6 +20,8 @@ pub struct Pending {
     next: AtomicU64,
     /// `None` once the channel is closed.
     waiting: Mutex<Option<HashMap<u64, Answer>>>,
+    /// The calls that asked for progress.
+    listeners: Listeners,
 }
 
 impl Pending {
@@ -26,7 +29,19 @@ impl Pending {
         Pending {
             next: AtomicU64::new(1),
             waiting: Mutex::new(Some(HashMap::new())),
+            listeners: Listeners::default(),
         }
+    }
+
+    /// Relays request `id`'s progress to `progress` until it is answered.
+    pub fn listen(&self, id: u64, progress: Progress) {
+        self.listeners.listen(id, progress);
+    }
+
+    /// Hands a notification read from the channel to the call it is the
+    /// progress of, if any.
+    pub fn relay(&self, notification: &Value) {
+        self.listeners.relay(notification);
     }
 
     /// A new id, and the answer to the request sent with it. `None` once
@@ -41,6 +56,7 @@ impl Pending {
 
     /// Gives up on an answer (its caller stopped waiting).
     pub fn forget(&self, id: u64) {
+        self.listeners.forget(id);
         if let Some(waiting) = self
             .waiting
             .lock()
@@ -64,6 +80,7 @@ impl Pending {
         let Some(id) = response.get("id").and_then(Value::as_u64) else {
             return;
         };
+        self.listeners.forget(id);
         let sender = self
             .waiting
             .lock()
@@ -83,6 +100,7 @@ impl Pending {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .take();
+        self.listeners.clear();
         for (_, sender) in waiting.into_iter().flatten() {
             let _ = sender.send(Err(UpstreamError::Gone));
         }

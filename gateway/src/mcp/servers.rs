@@ -13,6 +13,7 @@ use switchyard_policies::{HeaderValueSource, McpSettings, McpTransport};
 
 use crate::mcp::http::HttpServer;
 use crate::mcp::jsonrpc::UpstreamError;
+use crate::mcp::progress::Progress;
 use crate::mcp::sse::SseServer;
 use crate::mcp::stdio::StdioServer;
 
@@ -23,11 +24,16 @@ enum Upstream {
 }
 
 impl Upstream {
-    async fn request(&self, method: &str, params: &Value) -> Result<Value, UpstreamError> {
+    async fn request(
+        &self,
+        method: &str,
+        params: &Value,
+        progress: Option<&Progress>,
+    ) -> Result<Value, UpstreamError> {
         match self {
-            Upstream::Http(server) => server.request(method, params).await,
-            Upstream::Sse(server) => server.request(method, params).await,
-            Upstream::Stdio(server) => server.request(method, params).await,
+            Upstream::Http(server) => server.request(method, params, progress).await,
+            Upstream::Sse(server) => server.request(method, params, progress).await,
+            Upstream::Stdio(server) => server.request(method, params, progress).await,
         }
     }
 }
@@ -160,11 +166,23 @@ impl McpServers {
         method: &str,
         params: &Value,
     ) -> Result<Value, UpstreamError> {
+        self.request_with_progress(server, method, params, None)
+            .await
+    }
+
+    /// The same, relaying the progress the server reports to `progress`.
+    pub async fn request_with_progress(
+        &self,
+        server: &str,
+        method: &str,
+        params: &Value,
+        progress: Option<&Progress>,
+    ) -> Result<Value, UpstreamError> {
         let upstream = self
             .servers
             .get(server)
             .ok_or_else(|| UpstreamError::Unavailable(format!("no MCP server `{server}`")))?;
-        match tokio::time::timeout(self.timeout, upstream.request(method, params)).await {
+        match tokio::time::timeout(self.timeout, upstream.request(method, params, progress)).await {
             Ok(answer) => answer,
             Err(_) => Err(UpstreamError::Unavailable(format!(
                 "the tool server did not answer within {} ms",

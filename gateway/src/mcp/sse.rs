@@ -18,6 +18,7 @@ use tokio::sync::{Mutex, oneshot};
 
 use crate::mcp::jsonrpc::{self, UpstreamError};
 use crate::mcp::pending::{IfAbandoned, Pending, spawn_if_running};
+use crate::mcp::progress::{Progress, ask_for_progress};
 use crate::mcp::session::{PROTOCOL_VERSION, initialize_params};
 
 /// How long the stream may take to name its endpoint and answer
@@ -69,13 +70,19 @@ impl SseServer {
         })
     }
 
-    /// Sends a request and awaits its answer (the caller bounds the wait).
-    /// A message the server never took (its stream had ended) is sent
-    /// again on a new stream, once; one it took is not.
-    pub async fn request(&self, method: &str, params: &Value) -> Result<Value, UpstreamError> {
+    /// Sends a request and awaits its answer (the caller bounds the wait),
+    /// relaying its progress to `progress`. A message the server never
+    /// took (its stream had ended) is sent again on a new stream, once;
+    /// one it took is not.
+    pub async fn request(
+        &self,
+        method: &str,
+        params: &Value,
+        progress: Option<&Progress>,
+    ) -> Result<Value, UpstreamError> {
         for attempt in 0..2 {
             let connection = self.connection().await?;
-            match self.call(&connection, method, params).await {
+            match self.call(&connection, method, params, progress).await {
                 Err(Call::NotSent) if attempt == 0 => self.drop_connection(&connection).await,
                 Err(Call::NotSent) => return Err(UpstreamError::Gone),
                 Err(Call::Failed(err)) => return Err(err),
@@ -147,7 +154,7 @@ impl SseServer {
             reader,
         });
         let params = initialize_params(PROTOCOL_VERSION);
-        self.call(&connection, "initialize", &params)
+        self.call(&connection, "initialize", &params, None)
             .await
             .map_err(Call::into_error)?;
         let initialized = jsonrpc::notification("notifications/initialized");
@@ -162,8 +169,18 @@ impl SseServer {
         connection: &Arc<Connection>,
         method: &str,
         params: &Value,
+        progress: Option<&Progress>,
     ) -> Result<Value, Call> {
         let (id, answer) = connection.pending.expect().ok_or(Call::NotSent)?;
+        let asked;
+        let params = match progress {
+            Some(progress) => {
+                connection.pending.listen(id, progress.clone());
+                asked = ask_for_progress(params, id);
+                &asked
+            }
+            None => params,
+        };
         let abandoned = {
             let (http, headers) = (self.http.clone(), self.headers.clone());
             let connection = Arc::clone(connection);
@@ -309,10 +326,10 @@ async fn read(
                         break 'stream;
                     }
                     match serde_json::from_str::<Value>(&event.data) {
-                        // The gateway declares no client capabilities: a
-                        // server's own requests and notifications ask
-                        // nothing it can do.
-                        Ok(message) if message.get("method").is_some() => {}
+                        // Progress goes to its call; the gateway declares
+                        // no client capabilities, so nothing else a server
+                        // sends asks what it can do.
+                        Ok(message) if message.get("method").is_some() => pending.relay(&message),
                         Ok(message) => pending.answer(message),
                         Err(_) => {}
                     }

@@ -15,6 +15,7 @@ use tokio::sync::{Mutex, Notify, watch};
 
 use crate::mcp::jsonrpc::{self, UpstreamError};
 use crate::mcp::pending::{IfAbandoned, Pending, spawn_if_running};
+use crate::mcp::progress::{Progress, ask_for_progress};
 use crate::mcp::session::{PROTOCOL_VERSION, initialize_params};
 
 const MAX_BACKOFF: Duration = Duration::from_secs(30);
@@ -76,11 +77,13 @@ impl StdioServer {
         }
     }
 
-    /// Sends a request and awaits its answer (the caller bounds the wait).
+    /// Sends a request and awaits its answer (the caller bounds the wait),
+    /// relaying its progress to `progress`.
     pub async fn request(
         self: &Arc<Self>,
         method: &str,
         params: &Value,
+        progress: Option<&Progress>,
     ) -> Result<Value, UpstreamError> {
         self.supervise();
         let mut up = self.running.subscribe();
@@ -90,7 +93,7 @@ impl StdioServer {
             .map_err(|_| UpstreamError::Unavailable("the tool server is not running".into()))?
             .clone()
             .ok_or(UpstreamError::Gone)?;
-        call(&running, method, params).await
+        call(&running, method, params, progress).await
     }
 }
 
@@ -101,8 +104,18 @@ async fn call(
     running: &Arc<Running>,
     method: &str,
     params: &Value,
+    progress: Option<&Progress>,
 ) -> Result<Value, UpstreamError> {
     let (id, answer) = running.pending.expect().ok_or(UpstreamError::Gone)?;
+    let asked;
+    let params = match progress {
+        Some(progress) => {
+            running.pending.listen(id, progress.clone());
+            asked = ask_for_progress(params, id);
+            &asked
+        }
+        None => params,
+    };
     let abandoned = {
         let running = Arc::clone(running);
         // `initialize` is never cancelled (MCP's rule): a server that
@@ -198,7 +211,8 @@ async fn spawn(server: &StdioServer) -> Result<(Child, Arc<Running>), String> {
     });
     tokio::spawn(read(stdout, Arc::clone(&running), server.max_line_bytes));
     let handshake = async {
-        call(&running, "initialize", &initialize_params(PROTOCOL_VERSION)).await?;
+        let params = initialize_params(PROTOCOL_VERSION);
+        call(&running, "initialize", &params, None).await?;
         running
             .write(&jsonrpc::notification("notifications/initialized"))
             .await
@@ -230,9 +244,10 @@ async fn read(
             let line: Vec<u8> = buffer.drain(..=end).collect();
             if let Ok(message) = serde_json::from_slice::<Value>(&line) {
                 if message.get("method").is_some() {
-                    // A request or notification from the server: the
-                    // gateway declares no client capabilities, so there is
-                    // nothing it is asked for that it can do.
+                    // A request or notification from the server: progress
+                    // goes to its call; the gateway declares no client
+                    // capabilities, so nothing else asks what it can do.
+                    running.pending.relay(&message);
                     continue;
                 }
                 running.pending.answer(message);

@@ -1,6 +1,6 @@
 """A FastMCP server for the /mcp tests: a tool, a slow tool, one that
 hangs, one that kills its own process, one that notes its cancellation,
-one that tells the trace context it was sent, a prompt and a resource. Run
+one that reports progress, one that tells the trace context it was sent, a prompt and a resource. Run
 it as `python tools.py stdio`, `python tools.py http PORT` (streamable HTTP
 at /mcp) or `python tools.py sse PORT` (the older HTTP+SSE transport at
 /sse)."""
@@ -45,6 +45,15 @@ async def wait(marker: str, seconds: float = 30) -> str:
         pathlib.Path(marker).write_text("cancelled")
         raise
     return "waited"
+
+
+@mcp.tool()
+async def steps(count: int, seconds: float, ctx: Context) -> str:
+    """Takes `count` steps of `seconds` each, reporting progress after each."""
+    for step in range(1, count + 1):
+        await asyncio.sleep(seconds)
+        await ctx.report_progress(step, count, f"step {step}")
+    return f"{count} steps"
 
 
 @mcp.tool()
