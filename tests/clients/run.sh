@@ -81,10 +81,12 @@ run_claude() {
     timeout 180 "$cache/node_modules/.bin/claude" -p "Say hello" --output-format json --model "$model") | check_claude
 }
 
+# run_codex ADDR MODEL PROMPT [CODEX ARGS...]
 run_codex() {
-  local addr="$1" model="$2" home="$work/codex-$2"
-  echo "== Codex CLI (codex exec, wire_api = responses) through $addr, model $model"
-  mkdir -p "$home"
+  local addr="$1" model="$2" prompt="$3" home
+  shift 3
+  home=$(mktemp -d "$work/codex-XXXX")
+  echo "== Codex CLI (codex exec, wire_api = responses) through $addr, model $model: $prompt"
   cat > "$home/config.toml" <<TOML
 model = "$model"
 model_provider = "switchyard"
@@ -97,7 +99,7 @@ env_key = "SWITCHYARD_KEY"
 TOML
   local out
   out=$(cd "$work/project" && CODEX_HOME="$home" SWITCHYARD_KEY=test \
-    timeout 180 "$cache/node_modules/.bin/codex" exec --skip-git-repo-check "Say hello" 2>/dev/null)
+    timeout 180 "$cache/node_modules/.bin/codex" exec --skip-git-repo-check "$@" "$prompt" 2>/dev/null)
   echo "$out" | grep -q '^\[sim\]' || { echo "codex gave no answer: $out"; exit 1; }
   echo "codex: ok"
 }
@@ -131,9 +133,9 @@ print("gemini: ok,", requests, "requests")
 }
 
 run_claude "$addr" large
-run_codex "$addr" large
+run_codex "$addr" large "Say hello"
 run_claude "$front_addr" claude
-run_codex "$front_addr" claude
+run_codex "$front_addr" claude "Say hello"
 run_gemini "$addr" large
 run_gemini "$front_addr" gemini
 
@@ -165,6 +167,27 @@ rows = sqlite3.connect(sys.argv[1]).execute(
     "SELECT backend, tool, status FROM requests WHERE kind = 'tool'").fetchall()
 assert ("tools", "add", "ok") in rows, rows
 print("claude mcp: ok, tool calls recorded:", rows)
+PY
+
+# Codex CLI with the gateway as both its model provider and its MCP server
+# (`mcp_servers.gw.url`): it offers its MCP tools in a namespace (`mcp__gw`),
+# which the gateway gives the simulator as `mcp__gw__tools_add` and hands
+# back under the namespace; the prompt names the tool, so the simulator
+# calls it rather than Codex's built-ins. The tool call lands in the
+# ledger in the same session as Codex's model calls (its `_meta.sessionId`
+# and its `session-id` header).
+run_codex "$tools_addr" large "Use tools_add to add 2 and 3." \
+  -c "mcp_servers.gw.url=\"$tools_addr/mcp\"" -c 'mcp_servers.gw.default_tools_approval_mode="approve"'
+sleep 0.5  # one group commit of the ledger
+python3 - "$work/tools/switchyard-ledger.db" <<'PY'
+import sqlite3, sys
+ledger = sqlite3.connect(sys.argv[1])
+tools = ledger.execute("SELECT session FROM requests WHERE kind = 'tool' AND tool = 'add' "
+                       "AND status = 'ok' AND session IS NOT NULL").fetchall()
+models = ledger.execute("SELECT DISTINCT session FROM requests WHERE kind IS NULL").fetchall()
+shared = {s for (s,) in tools} & {s for (s,) in models}
+assert shared, (tools, models)
+print("codex mcp: ok, tool call in the session of its model calls:", shared)
 PY
 
 # Structured output through the Vercel AI SDK. The script runs from the

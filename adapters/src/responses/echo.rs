@@ -64,6 +64,33 @@ impl Echo {
         Echo(echo)
     }
 
+    /// The namespace and name of the function a chat backend called as
+    /// `flat` (see [`flat_name`]): a tool of one of the request's
+    /// namespaces, or a plain function (no namespace).
+    pub(super) fn called<'a>(&'a self, flat: &'a str) -> (Option<&'a str>, &'a str) {
+        let namespaces = self.0["tools"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|t| t["type"] == "namespace");
+        for namespace in namespaces {
+            let Some(prefix) = namespace["name"].as_str() else {
+                continue;
+            };
+            let Some(name) = flat
+                .strip_prefix(prefix)
+                .and_then(|rest| rest.strip_prefix(NAMESPACE_SEPARATOR))
+            else {
+                continue;
+            };
+            let listed = namespace["tools"].as_array().into_iter().flatten();
+            if listed.clone().any(|t| t["name"] == name) {
+                return (Some(prefix), name);
+            }
+        }
+        (None, flat)
+    }
+
     /// Writes the echoed fields into a response object.
     pub(super) fn apply(&self, response: &mut Value) {
         if let Some(response) = response.as_object_mut() {
@@ -71,6 +98,20 @@ impl Echo {
                 response.insert(field.clone(), value.clone());
             }
         }
+    }
+}
+
+/// Between a namespace and its tool's name in the function a chat backend
+/// is offered.
+const NAMESPACE_SEPARATOR: &str = "__";
+
+/// The one name a chat backend knows a namespace's tool by:
+/// `NAMESPACE__NAME` (Codex CLI's MCP tool `tools_add` of the namespace
+/// `mcp__gw` is `mcp__gw__tools_add`), or the bare name without one.
+pub(super) fn flat_name(namespace: Option<&str>, name: &str) -> String {
+    match namespace {
+        Some(namespace) => format!("{namespace}{NAMESPACE_SEPARATOR}{name}"),
+        None => name.to_owned(),
     }
 }
 

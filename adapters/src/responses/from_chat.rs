@@ -60,14 +60,21 @@ pub(super) fn message_item(id: &str, text: &str, status: &str) -> Value {
     })
 }
 
+/// A function call item; `flat` is the name the chat backend called,
+/// given back under its namespace when it is a namespace's tool.
 pub(super) fn call_item(
-    id: &str,
-    call_id: &str,
-    name: &str,
+    echo: &Echo,
+    (id, call_id): (&str, &str),
+    flat: &str,
     arguments: &str,
     status: &str,
 ) -> Value {
-    json!({"type": "function_call", "id": id, "call_id": call_id, "name": name, "arguments": arguments, "status": status})
+    let (namespace, name) = echo.called(flat);
+    let mut item = json!({"type": "function_call", "id": id, "call_id": call_id, "name": name, "arguments": arguments, "status": status});
+    if let Some(namespace) = namespace {
+        item["namespace"] = json!(namespace);
+    }
+    item
 }
 
 /// A whole chat answer as the Responses object for the request `echo`
@@ -88,8 +95,8 @@ pub fn response_from_chat(resp: &ChatResponse, echo: &Echo) -> Value {
         }
         for call in choice.message.tool_calls.iter().flatten() {
             output.push(call_item(
-                &format!("fc_{}", call.id),
-                &call.id,
+                echo,
+                (&format!("fc_{}", call.id), &call.id),
                 &call.function.name,
                 &call.function.arguments,
                 "completed",

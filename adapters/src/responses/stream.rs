@@ -121,7 +121,7 @@ impl ResponseStream {
                 let output_index = self.next_output;
                 self.next_output += 1;
                 let item_id = format!("fc_{call_id}");
-                let item = call_item(&item_id, &call_id, &name, "", "in_progress");
+                let item = call_item(&self.echo, (&item_id, &call_id), &name, "", "in_progress");
                 events.push(self.event(
                     "response.output_item.added",
                     json!({"output_index": output_index, "item": item}),
@@ -184,13 +184,12 @@ impl ResponseStream {
             output.push((index, item));
         }
         for call in std::mem::take(&mut self.calls) {
-            let args_done = self.event(
-                "response.function_call_arguments.done",
-                json!({"item_id": call.item_id, "output_index": call.output_index, "name": call.name, "arguments": call.arguments}),
-            );
+            let (_, name) = self.echo.called(&call.name);
+            let data = json!({"item_id": call.item_id, "output_index": call.output_index, "name": name, "arguments": call.arguments});
+            let args_done = self.event("response.function_call_arguments.done", data);
             let item = call_item(
-                &call.item_id,
-                &call.call_id,
+                &self.echo,
+                (&call.item_id, &call.call_id),
                 &call.name,
                 &call.arguments,
                 "completed",

@@ -5,6 +5,7 @@ use std::sync::Arc;
 use serde_json::{Map, Value, json};
 
 use super::Echo;
+use super::echo::flat_name;
 use crate::anthropic::TranslateError;
 use crate::anthropic::untranslatable;
 use crate::types::{
@@ -74,23 +75,7 @@ pub fn chat_from_responses(body: &Value) -> Result<ChatRequest, TranslateError> 
     }
     let tools = match object.get("tools") {
         None => None,
-        // Hosted tools (web search, file search, tool namespaces) run on
-        // OpenAI's servers only: a chat backend cannot offer them, so the
-        // model is given the function tools alone.
-        Some(Value::Array(tools)) => Some(
-            tools
-                .iter()
-                .enumerate()
-                .filter(|(_, t)| {
-                    let function = t.get("type").and_then(Value::as_str) == Some("function");
-                    if !function {
-                        tracing::debug!(tool = ?t.get("type"), "hosted tool left out for a chat backend");
-                    }
-                    function
-                })
-                .map(|(i, t)| tool(t, i))
-                .collect::<Result<Vec<_>, _>>()?,
-        ),
+        Some(Value::Array(tools)) => Some(function_tools(tools)?),
         Some(_) => return Err(untranslatable("tools", "a list of tools")),
     };
     let mut extra = Map::new();
@@ -154,11 +139,41 @@ pub fn chat_from_responses(body: &Value) -> Result<ChatRequest, TranslateError> 
     })
 }
 
-fn tool(tool: &Value, i: usize) -> Result<Tool, TranslateError> {
+/// The function tools a chat backend is offered. A namespace groups
+/// function tools the client runs (Codex CLI puts each MCP server's tools
+/// in one): each is offered as `NAMESPACE__NAME`, and a call to it goes
+/// back under its namespace. Hosted tools (web search, file search) run
+/// on OpenAI's servers only: a chat backend cannot offer them, so they are
+/// left out.
+fn function_tools(tools: &[Value]) -> Result<Vec<Tool>, TranslateError> {
+    let mut out = Vec::new();
+    for (i, t) in tools.iter().enumerate() {
+        match t.get("type").and_then(Value::as_str) {
+            Some("function") => out.push(tool(t, &format!("tools[{i}]"), None)?),
+            Some("namespace") => {
+                let namespace = t
+                    .get("name")
+                    .and_then(Value::as_str)
+                    .ok_or_else(|| untranslatable(format!("tools[{i}].name"), "required"))?;
+                let inner = t.get("tools").and_then(Value::as_array);
+                for (j, inner) in inner.into_iter().flatten().enumerate() {
+                    if inner.get("type").and_then(Value::as_str) == Some("function") {
+                        let at = format!("tools[{i}].tools[{j}]");
+                        out.push(tool(inner, &at, Some(namespace))?);
+                    }
+                }
+            }
+            kind => tracing::debug!(tool = ?kind, "hosted tool left out for a chat backend"),
+        }
+    }
+    Ok(out)
+}
+
+fn tool(tool: &Value, at: &str, namespace: Option<&str>) -> Result<Tool, TranslateError> {
     let name = tool
         .get("name")
         .and_then(Value::as_str)
-        .ok_or_else(|| untranslatable(format!("tools[{i}].name"), "required"))?;
+        .ok_or_else(|| untranslatable(format!("{at}.name"), "required"))?;
     let mut extra = Map::new();
     if let Some(strict) = tool.get("strict") {
         extra.insert("strict".into(), strict.clone());
@@ -166,7 +181,7 @@ fn tool(tool: &Value, i: usize) -> Result<Tool, TranslateError> {
     Ok(Tool {
         kind: "function".into(),
         function: FunctionDef {
-            name: name.to_owned(),
+            name: flat_name(namespace, name),
             description: tool
                 .get("description")
                 .and_then(Value::as_str)
@@ -224,11 +239,10 @@ fn input_item(item: &Value, at: &str, out: &mut Vec<Message>) -> Result<(), Tran
                     .to_owned(),
                 kind: "function".into(),
                 function: FunctionCall {
-                    name: item
-                        .get("name")
-                        .and_then(Value::as_str)
-                        .unwrap_or_default()
-                        .to_owned(),
+                    name: flat_name(
+                        item.get("namespace").and_then(Value::as_str),
+                        item.get("name").and_then(Value::as_str).unwrap_or_default(),
+                    ),
                     arguments: item
                         .get("arguments")
                         .and_then(Value::as_str)

@@ -419,10 +419,13 @@ impl Context<'_> {
         }
         params["name"] = json!(tool);
         let bytes_in = params.to_string().len();
+        // Codex CLI sends no session header to its MCP servers; its
+        // session id comes in the call's `_meta` instead.
         let agent_session = self
             .session
             .and_then(|(_, s)| s.agent_session.clone())
-            .or_else(|| agent_session(self.headers));
+            .or_else(|| agent_session(self.headers))
+            .or_else(|| params["_meta"]["sessionId"].as_str().map(str::to_owned));
         let span = self.trace.and_then(|trace| {
             trace.tool_call(
                 &name,
