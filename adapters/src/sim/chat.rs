@@ -7,6 +7,7 @@ use serde_json::{Map, Value, json};
 use super::engine::{Luck, SimBackend};
 use super::script::{self, Script};
 use super::text::{self, Generated};
+use super::tool_choice;
 use crate::error::AdapterError;
 use crate::provider::ChatStream;
 use crate::tokens;
@@ -83,7 +84,7 @@ impl SimBackend {
         self.check_context(prompt_tokens, req.output_limit())?;
         let luck = self.luck()?;
         let cached = self.prefix.lookup_and_insert(&ids);
-        let calls = text::tools_to_call(req);
+        let calls = tool_choice::tools_to_call(req);
         let stops = text::stop_sequences(req.extra.get("stop"));
         let choices: Vec<(u64, Generated)> = (0..req.n.unwrap_or(1).max(1))
             .map(|index| {

@@ -12,5 +12,6 @@ mod prefix;
 mod script;
 mod text;
 mod timing;
+mod tool_choice;
 
 pub use engine::SimBackend;

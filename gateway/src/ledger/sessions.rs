@@ -35,7 +35,9 @@ pub struct SessionLine {
     pub wall_ms: f64,
     /// Time some call of the session was in flight.
     pub model_ms: f64,
-    /// Tool calls made through `/mcp`, and their time summed.
+    /// Tool calls made through `/mcp`, and their time summed (tools run
+    /// side by side, or beside a model call, each count in full: then
+    /// model, tool and gap time add up to more than the wall time).
     pub tool_calls: u64,
     pub tool_ms: f64,
     /// The same per tool (its name as callers see it, `SERVER_TOOL`).
@@ -44,8 +46,8 @@ pub struct SessionLine {
     /// model answer between: nothing they were sent depended on the one
     /// before, so they could have run beside it.
     pub back_to_back_tool_calls: u64,
-    /// The time those runs would have saved run side by side: each run's
-    /// summed time less its longest call's.
+    /// The time they would have saved run side by side: each call's own
+    /// time, or the stretch of tool calls it waited through if shorter.
     pub overlappable_ms: f64,
     /// The rest, in neither a model call nor a measured tool call: tools
     /// the gateway did not see, a person reading or typing.
@@ -235,29 +237,37 @@ fn session_line((key, session): (String, String), calls: &[Call]) -> SessionLine
     }
 }
 
-/// Tool calls (in start order) that began after the one before ended with
-/// no model answer arriving between, and the time their runs would have
-/// saved side by side (a run's summed time less its longest call's).
+/// Tool calls (in start order) that began after every tool call before
+/// them had ended, with no model answer arriving between: nothing they
+/// were sent came from those calls, so they could have run beside them.
+/// Each could have saved its own time, or the time of the stretch of tool
+/// calls it waited through if that was shorter.
 fn back_to_back(tools: &[&Call], models: &[&Call]) -> (u64, f64) {
+    // A row's start is a whole millisecond and its duration is not: a
+    // call that began within one of the last one's end began as it ended.
+    const SLACK_MS: f64 = 1.0;
     let answered_between =
         |from: f64, to: f64| models.iter().any(|m| m.end_ms >= from && m.end_ms <= to);
     let (mut count, mut saved) = (0, 0.0);
-    // The run so far: its summed and longest time.
-    let mut run = (0.0_f64, 0.0_f64);
-    for pair in tools.windows(2) {
-        let (before, after) = (pair[0], pair[1]);
-        if after.start_ms >= before.end_ms && !answered_between(before.end_ms, after.start_ms) {
-            count += 1;
-            if run.0 == 0.0 {
-                run = (before.ms(), before.ms());
+    // Where the current stretch of tool calls began, and its latest end.
+    let mut stretch: Option<f64> = None;
+    let mut latest_end = f64::NEG_INFINITY;
+    for call in tools {
+        match stretch {
+            Some(began)
+                if call.start_ms + SLACK_MS >= latest_end
+                    && !answered_between(latest_end - SLACK_MS, call.start_ms) =>
+            {
+                count += 1;
+                saved += call.ms().min(latest_end - began);
             }
-            run = (run.0 + after.ms(), run.1.max(after.ms()));
-        } else {
-            saved += run.0 - run.1;
-            run = (0.0, 0.0);
+            // Beside a call still running: already side by side.
+            Some(_) if call.start_ms < latest_end => {}
+            _ => stretch = Some(call.start_ms),
         }
+        latest_end = latest_end.max(call.end_ms);
     }
-    (count, saved + run.0 - run.1)
+    (count, saved)
 }
 
 /// The length of the union of the calls' intervals: overlapping calls
@@ -439,8 +449,17 @@ mod tests {
         ];
         let line = session_line(("k".into(), "s".into()), &calls);
         assert_eq!(line.back_to_back_tool_calls, 1, "{line:?}");
-        // The run a_y(310-400), a_x(410-600): 90 + 190 less 190.
+        // a_x(410-600) waited through a_y(310-400): it could have saved 90.
         assert_eq!(line.overlappable_ms, 90.0);
+        // One long call with two short ones beside it, the second after
+        // the first ended but while the long one ran: none back to back.
+        let beside = [
+            tool("a_x", 0.0, 500.0),
+            tool("a_y", 100.0, 200.0),
+            tool("a_y", 300.0, 400.0),
+        ];
+        let line = session_line(("k".into(), "s".into()), &beside);
+        assert_eq!(line.back_to_back_tool_calls, 0, "{line:?}");
     }
 
     #[test]

@@ -6,7 +6,7 @@
 //! (its id in `Mcp-Session-Id`) and ends with DELETE; the gateway sends
 //! callers nothing unasked, so GET (a stream for that) is a 405.
 
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
 use http::header::ALLOW;
@@ -19,12 +19,13 @@ use crate::admit::access::Caller;
 use crate::error::GatewayError;
 use crate::http::{Body, empty_response, json_response, sse_response};
 use crate::mcp::jsonrpc::{
-    self, INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, Message, PARSE_ERROR, UpstreamError,
+    self, INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, Message, PARSE_ERROR,
+    REQUEST_CANCELLED, UpstreamError,
 };
 use crate::mcp::progress::Progress;
 use crate::mcp::servers::{Kind, McpServers};
 use crate::mcp::session::{McpSession, SUPPORTED_VERSIONS, initialize_result, negotiate};
-use crate::mcp::tool_row::{ToolCall, record_tool_call};
+use crate::mcp::tool_row::{Recording, ToolCall};
 use crate::state::app::App;
 use crate::telemetry::{RequestTrace, names};
 
@@ -39,7 +40,7 @@ pub async fn serve(app: &App, req: Request<Incoming>) -> Result<Response<Body>, 
     };
     match *req.method() {
         Method::POST => post(app, servers, req).await,
-        Method::DELETE => Ok(end_session(servers, req.headers())),
+        Method::DELETE => Ok(end_session(servers, &req)),
         _ => {
             let mut response = empty_response(StatusCode::METHOD_NOT_ALLOWED);
             response
@@ -50,12 +51,22 @@ pub async fn serve(app: &App, req: Request<Incoming>) -> Result<Response<Body>, 
     }
 }
 
-fn end_session(servers: &McpServers, headers: &HeaderMap) -> Response<Body> {
-    let id = headers
+/// Ends a session, if the caller's key began it.
+fn end_session(servers: &McpServers, req: &Request<Incoming>) -> Response<Body> {
+    let id = req
+        .headers()
         .get(SESSION)
         .and_then(|v| v.to_str().ok())
         .unwrap_or("");
-    let status = if servers.sessions.remove(id).is_some() {
+    let key = req
+        .extensions()
+        .get::<Caller>()
+        .map(|c| c.key.name.as_str());
+    let owned = servers
+        .sessions
+        .get(id)
+        .is_some_and(|s| s.key.as_deref() == key);
+    let status = if owned && servers.sessions.remove(id).is_some() {
         StatusCode::OK
     } else {
         StatusCode::NOT_FOUND
@@ -140,7 +151,11 @@ async fn post(
                     "Mcp-Session-Id is missing: initialize first",
                 ));
             }
-            Some(id) => match servers.sessions.get(id) {
+            Some(id) => match servers
+                .sessions
+                .get(id)
+                .filter(|s| s.key.as_deref() == caller.map(|c| c.key.name.as_str()))
+            {
                 Some(session) => Some((id.to_owned(), session)),
                 None => {
                     return Ok(rpc_failure(
@@ -178,6 +193,7 @@ async fn post(
                     McpSession {
                         version,
                         agent_session: agent_session(&parts.headers),
+                        key: caller.map(|c| c.key.name.clone()),
                     },
                 );
                 new_session = Some(session_id);
@@ -266,7 +282,10 @@ fn stream_if_asked(
         };
         let progress = Progress { token, sink };
         let answer = context.call_tool(&id, params, Some(progress)).await;
-        let _ = answers.send(answer).await;
+        // A cancelled call is not answered (MCP's rule): the stream ends.
+        if answer["error"]["code"] != json!(REQUEST_CANCELLED) {
+            let _ = answers.send(answer).await;
+        }
     });
     // Progress notifications, then the answer (the one message with no
     // `method`), and the stream ends.
@@ -379,6 +398,9 @@ impl Context<'_> {
         server: &str,
         agent_session: Option<&str>,
     ) -> Vec<KeyValue> {
+        // The caller's side of the call (its request id and session at
+        // `/mcp`), under our own names: MCP's `jsonrpc.request.id` and
+        // `mcp.session.id` on this CLIENT span would mean the upstream's.
         let mut attributes = vec![
             KeyValue::new(names::MCP_SERVER, server.to_owned()),
             KeyValue::new(
@@ -386,7 +408,7 @@ impl Context<'_> {
                 self.servers.network_transport(server),
             ),
             KeyValue::new(
-                names::JSONRPC_REQUEST_ID,
+                names::MCP_CALLER_REQUEST_ID,
                 match id {
                     Value::String(id) => id.clone(),
                     other => other.to_string(),
@@ -394,8 +416,11 @@ impl Context<'_> {
             ),
         ];
         if let Some((id, session)) = self.session {
-            attributes.push(KeyValue::new(names::MCP_SESSION_ID, id.to_owned()));
-            attributes.push(KeyValue::new(names::MCP_PROTOCOL_VERSION, session.version));
+            attributes.push(KeyValue::new(names::MCP_CALLER_SESSION_ID, id.to_owned()));
+            attributes.push(KeyValue::new(
+                names::MCP_CALLER_PROTOCOL_VERSION,
+                session.version,
+            ));
         }
         if let Some(agent_session) = agent_session {
             attributes.push(KeyValue::new(names::SESSION, agent_session.to_owned()));
@@ -443,8 +468,21 @@ impl Context<'_> {
             }
             params["_meta"]["traceparent"] = json!(traceparent);
         }
-        let started = Instant::now();
-        let ts_ms = crate::ledger::now_ms();
+        let recording = Recording::start(
+            self.app,
+            ToolCall {
+                server,
+                tool,
+                caller: self.caller,
+                session: agent_session,
+                ts_ms: crate::ledger::now_ms(),
+                duration: Duration::ZERO,
+                outcome: "ok",
+                bytes_in,
+                bytes_out: 0,
+            },
+            span,
+        );
         let call =
             self.servers
                 .request_with_progress(server, "tools/call", &params, progress.as_ref());
@@ -458,7 +496,6 @@ impl Context<'_> {
             }
             None => call.await,
         };
-        let duration = started.elapsed();
         let (answer, outcome) = match answer {
             Ok(result) => {
                 let failed = result["isError"] == json!(true);
@@ -490,23 +527,7 @@ impl Context<'_> {
                 "error",
             ),
         };
-        if let Some(span) = span {
-            span.end(SystemTime::now(), outcome, Vec::new());
-        }
-        record_tool_call(
-            self.app,
-            ToolCall {
-                server,
-                tool,
-                caller: self.caller,
-                session: agent_session,
-                ts_ms,
-                duration: duration.min(Duration::from_secs(86_400)),
-                outcome,
-                bytes_in,
-                bytes_out: answer.to_string().len(),
-            },
-        );
+        recording.finish(outcome, answer.to_string().len());
         answer
     }
 }

@@ -78,6 +78,21 @@ impl Message {
     }
 }
 
+/// The answer to a request a server sent the gateway (`message` has a
+/// `method` and an `id`): `ping` is answered, as MCP requires; the gateway
+/// declares no client capabilities, so nothing else is asked of it.
+pub fn answer_server_request(message: &Value) -> Option<Value> {
+    let id = message.get("id")?;
+    Some(match message.get("method")?.as_str() {
+        Some("ping") => result(id, json!({})),
+        _ => error(
+            id,
+            METHOD_NOT_FOUND,
+            "the gateway takes no requests from its servers",
+        ),
+    })
+}
+
 /// Tells a server that request `id`'s answer is no longer wanted.
 pub fn cancelled(id: u64, reason: &str) -> Value {
     json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": id, "reason": reason}})

@@ -36,6 +36,10 @@ impl Pending {
     /// Relays request `id`'s progress to `progress` until it is answered.
     pub fn listen(&self, id: u64, progress: Progress) {
         self.listeners.listen(id, progress);
+        // Closed meanwhile: nothing will forget it.
+        if self.is_closed() {
+            self.listeners.forget(id);
+        }
     }
 
     /// Hands a notification read from the channel to the call it is the

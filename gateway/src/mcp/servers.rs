@@ -83,6 +83,15 @@ impl Kind {
     }
 }
 
+/// `params` without the caller's `_meta.progressToken`.
+fn without_progress_token(params: &Value) -> Value {
+    let mut params = params.clone();
+    if let Some(meta) = params["_meta"].as_object_mut() {
+        meta.remove("progressToken");
+    }
+    params
+}
+
 /// The most pages read of one server's list.
 const MAX_PAGES: usize = 20;
 
@@ -182,6 +191,16 @@ impl McpServers {
             .servers
             .get(server)
             .ok_or_else(|| UpstreamError::Unavailable(format!("no MCP server `{server}`")))?;
+        // A caller's own token never reaches a server: there it could
+        // name another caller's call (the gateway asks under its own ids).
+        let stripped;
+        let params = match params["_meta"].get("progressToken") {
+            Some(_) if progress.is_none() => {
+                stripped = without_progress_token(params);
+                &stripped
+            }
+            _ => params,
+        };
         match tokio::time::timeout(self.timeout, upstream.request(method, params, progress)).await {
             Ok(answer) => answer,
             Err(_) => Err(UpstreamError::Unavailable(format!(

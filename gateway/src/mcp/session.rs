@@ -51,6 +51,9 @@ pub fn initialize_result(version: &str) -> Value {
 pub struct McpSession {
     pub version: &'static str,
     pub agent_session: Option<String>,
+    /// The key that began it: only that key may use it (or cancel its
+    /// calls); to another, it does not exist.
+    pub key: Option<String>,
 }
 
 /// Callers' calls in flight, by session and request id, so that the
@@ -106,10 +109,14 @@ impl InFlightCall<'_> {
 
 impl Drop for InFlightCall<'_> {
     fn drop(&mut self) {
-        self.calls
-            .0
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .remove(&self.key);
+        let mut calls = self.calls.0.lock().unwrap_or_else(PoisonError::into_inner);
+        // A later call under the same id (a caller reusing ids) keeps its
+        // own entry.
+        if calls
+            .get(&self.key)
+            .is_some_and(|n| Arc::ptr_eq(n, &self.notify))
+        {
+            calls.remove(&self.key);
+        }
     }
 }

@@ -14,7 +14,7 @@ use http_body_util::{BodyExt, Full};
 use serde_json::Value;
 use switchyard_adapters::sse::SseParser;
 use switchyard_adapters::upstream::HttpClient;
-use tokio::sync::{Mutex, oneshot};
+use tokio::sync::{Mutex, mpsc, oneshot};
 
 use crate::mcp::jsonrpc::{self, UpstreamError};
 use crate::mcp::pending::{IfAbandoned, Pending, spawn_if_running};
@@ -39,14 +39,19 @@ pub struct SseServer {
 struct Connection {
     endpoint: Uri,
     pending: Arc<Pending>,
-    /// The stream's reader, ended with the connection (a reload that drops
-    /// the server closes its stream).
-    reader: tokio::task::AbortHandle,
+    /// The stream's reader and the task that answers the server's
+    /// requests, ended with the connection (a reload that drops the server
+    /// closes its stream).
+    _tasks: [AbortOnDrop; 2],
 }
 
-impl Drop for Connection {
+/// Ends a task when dropped: a stream whose handshake fails or is given up
+/// on is closed, not left open.
+struct AbortOnDrop(tokio::task::AbortHandle);
+
+impl Drop for AbortOnDrop {
     fn drop(&mut self) {
-        self.reader.abort();
+        self.0.abort();
     }
 }
 
@@ -140,18 +145,31 @@ impl SseServer {
         }
         let pending = Arc::new(Pending::new());
         let (endpoint_tx, endpoint_rx) = oneshot::channel();
-        let reader = tokio::spawn(read(
-            response.into_body(),
-            Arc::clone(&pending),
-            endpoint_tx,
-            self.max_bytes,
-        ))
-        .abort_handle();
+        // The server's requests, answered once the endpoint is known.
+        let (answers, to_answer) = mpsc::unbounded_channel();
+        let reader = AbortOnDrop(
+            tokio::spawn(read(
+                response.into_body(),
+                (Arc::clone(&pending), answers),
+                endpoint_tx,
+                self.max_bytes,
+            ))
+            .abort_handle(),
+        );
         let named = endpoint_rx.await.map_err(|_| UpstreamError::Gone)?;
+        let endpoint = resolve(&self.url, &named)?;
+        let answerer = AbortOnDrop(
+            tokio::spawn(answer_server(
+                (self.http.clone(), self.headers.clone()),
+                endpoint.clone(),
+                to_answer,
+            ))
+            .abort_handle(),
+        );
         let connection = Arc::new(Connection {
-            endpoint: resolve(&self.url, &named)?,
+            endpoint,
             pending,
-            reader,
+            _tasks: [reader, answerer],
         });
         let params = initialize_params(PROTOCOL_VERSION);
         self.call(&connection, "initialize", &params, None)
@@ -213,6 +231,38 @@ impl SseServer {
 /// Why a call whose caller stopped waiting is cancelled.
 const ABANDONED: &str = "the gateway's caller stopped waiting";
 
+/// Posts the answers to the server's own requests as they come.
+async fn answer_server(
+    (http, headers): (HttpClient, Vec<(HeaderName, HeaderValue)>),
+    endpoint: Uri,
+    mut answers: mpsc::UnboundedReceiver<Value>,
+) {
+    while let Some(answer) = answers.recv().await {
+        if let Ok(request) = message_request(&endpoint, &headers, &answer) {
+            let _ = http.request(request).await;
+        }
+    }
+}
+
+/// A POST of one message to the stream's endpoint.
+fn message_request(
+    endpoint: &Uri,
+    headers: &[(HeaderName, HeaderValue)],
+    message: &Value,
+) -> Result<Request<Full<Bytes>>, UpstreamError> {
+    let body = serde_json::to_vec(message).map_err(|e| UpstreamError::Protocol(e.to_string()))?;
+    let mut request = Request::builder()
+        .method(Method::POST)
+        .uri(endpoint.clone())
+        .header(CONTENT_TYPE, "application/json");
+    for (name, value) in headers {
+        request = request.header(name, value);
+    }
+    request
+        .body(Full::new(Bytes::from(body)))
+        .map_err(|e| UpstreamError::Protocol(e.to_string()))
+}
+
 /// Posts one message to the stream's endpoint.
 async fn post(
     http: &HttpClient,
@@ -221,18 +271,7 @@ async fn post(
     message: &Value,
 ) -> Result<(), Call> {
     let failed = |err| Call::Failed(err);
-    let body =
-        serde_json::to_vec(message).map_err(|e| failed(UpstreamError::Protocol(e.to_string())))?;
-    let mut request = Request::builder()
-        .method(Method::POST)
-        .uri(connection.endpoint.clone())
-        .header(CONTENT_TYPE, "application/json");
-    for (name, value) in headers {
-        request = request.header(name, value);
-    }
-    let request = request
-        .body(Full::new(Bytes::from(body)))
-        .map_err(|e| failed(UpstreamError::Protocol(e.to_string())))?;
+    let request = message_request(&connection.endpoint, headers, message).map_err(failed)?;
     let response = http.request(request).await.map_err(|_| {
         failed(UpstreamError::Unavailable(
             "the tool server could not be reached".into(),
@@ -300,7 +339,7 @@ fn resolve(base: &Uri, named: &str) -> Result<Uri, UpstreamError> {
 /// is dropped (it can no longer be read in step).
 async fn read(
     mut body: hyper::body::Incoming,
-    pending: Arc<Pending>,
+    (pending, answers): (Arc<Pending>, mpsc::UnboundedSender<Value>),
     endpoint: oneshot::Sender<String>,
     max_bytes: usize,
 ) {
@@ -326,10 +365,14 @@ async fn read(
                         break 'stream;
                     }
                     match serde_json::from_str::<Value>(&event.data) {
-                        // Progress goes to its call; the gateway declares
-                        // no client capabilities, so nothing else a server
-                        // sends asks what it can do.
-                        Ok(message) if message.get("method").is_some() => pending.relay(&message),
+                        // The server's own request is answered; its
+                        // notifications of progress go to their calls.
+                        Ok(message) if message.get("method").is_some() => {
+                            match jsonrpc::answer_server_request(&message) {
+                                Some(answer) => drop(answers.send(answer)),
+                                None => pending.relay(&message),
+                            }
+                        }
                         Ok(message) => pending.answer(message),
                         Err(_) => {}
                     }

@@ -11,10 +11,10 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::process::{Child, ChildStdin, Command};
-use tokio::sync::{Mutex, Notify, watch};
+use tokio::sync::{Notify, mpsc, watch};
 
 use crate::mcp::jsonrpc::{self, UpstreamError};
-use crate::mcp::pending::{IfAbandoned, Pending, spawn_if_running};
+use crate::mcp::pending::{IfAbandoned, Pending};
 use crate::mcp::progress::{Progress, ask_for_progress};
 use crate::mcp::session::{PROTOCOL_VERSION, initialize_params};
 
@@ -24,7 +24,10 @@ const HEALTHY_RUN: Duration = Duration::from_secs(10);
 
 /// One running child.
 struct Running {
-    stdin: Mutex<ChildStdin>,
+    /// Lines for the child's stdin, written whole and in order by a task
+    /// of their own: a caller that stops waiting mid-write cannot leave
+    /// half a line in the pipe.
+    lines: mpsc::UnboundedSender<Vec<u8>>,
     pending: Arc<Pending>,
     /// Told when its output can no longer be read: the child is ended.
     unreadable: Notify,
@@ -124,30 +127,23 @@ async fn call(
         IfAbandoned::new(move || {
             running.pending.forget(id);
             if tell {
-                spawn_if_running(async move {
-                    let _ = running.write(&jsonrpc::cancelled(id, ABANDONED)).await;
-                });
+                let _ = running.write(&jsonrpc::cancelled(id, ABANDONED));
             }
         })
     };
-    running.write(&jsonrpc::request(id, method, params)).await?;
+    running.write(&jsonrpc::request(id, method, params))?;
     let answer = answer.await.map_err(|_| UpstreamError::Gone)?;
     abandoned.disarm();
     answer
 }
 
 impl Running {
-    /// Writes one message, a line of JSON.
-    async fn write(&self, message: &Value) -> Result<(), UpstreamError> {
+    /// Queues one message, a line of JSON, for the child's stdin.
+    fn write(&self, message: &Value) -> Result<(), UpstreamError> {
         let mut line =
             serde_json::to_vec(message).map_err(|e| UpstreamError::Protocol(e.to_string()))?;
         line.push(b'\n');
-        self.stdin
-            .lock()
-            .await
-            .write_all(&line)
-            .await
-            .map_err(|_| UpstreamError::Gone)
+        self.lines.send(line).map_err(|_| UpstreamError::Gone)
     }
 }
 
@@ -204,8 +200,10 @@ async fn spawn(server: &StdioServer) -> Result<(Child, Arc<Running>), String> {
         .map_err(|e| format!("{}: {e}", server.program))?;
     let stdin = child.stdin.take().ok_or("no stdin")?;
     let stdout = child.stdout.take().ok_or("no stdout")?;
+    let (lines, queued) = mpsc::unbounded_channel();
+    tokio::spawn(write(stdin, queued));
     let running = Arc::new(Running {
-        stdin: Mutex::new(stdin),
+        lines,
         pending: Arc::new(Pending::new()),
         unreadable: Notify::new(),
     });
@@ -213,14 +211,22 @@ async fn spawn(server: &StdioServer) -> Result<(Child, Arc<Running>), String> {
     let handshake = async {
         let params = initialize_params(PROTOCOL_VERSION);
         call(&running, "initialize", &params, None).await?;
-        running
-            .write(&jsonrpc::notification("notifications/initialized"))
-            .await
+        running.write(&jsonrpc::notification("notifications/initialized"))
     };
     match tokio::time::timeout(Duration::from_secs(30), handshake).await {
         Ok(Ok(())) => Ok((child, running)),
         Ok(Err(err)) => Err(format!("initialize failed: {err:?}")),
         Err(_) => Err("initialize took over 30 s".into()),
+    }
+}
+
+/// Writes the queued lines to the child's stdin until it closes, or the
+/// child's `Running` (holding the queue) is dropped.
+async fn write(mut stdin: ChildStdin, mut queued: mpsc::UnboundedReceiver<Vec<u8>>) {
+    while let Some(line) = queued.recv().await {
+        if stdin.write_all(&line).await.is_err() {
+            return;
+        }
     }
 }
 
@@ -244,10 +250,12 @@ async fn read(
             let line: Vec<u8> = buffer.drain(..=end).collect();
             if let Ok(message) = serde_json::from_slice::<Value>(&line) {
                 if message.get("method").is_some() {
-                    // A request or notification from the server: progress
-                    // goes to its call; the gateway declares no client
-                    // capabilities, so nothing else asks what it can do.
-                    running.pending.relay(&message);
+                    // The server's own request is answered; its
+                    // notifications of progress go to their calls.
+                    match jsonrpc::answer_server_request(&message) {
+                        Some(answer) => drop(running.write(&answer)),
+                        None => running.pending.relay(&message),
+                    }
                     continue;
                 }
                 running.pending.answer(message);

@@ -1,11 +1,12 @@
 //! A tool call's ledger row: which server and tool, for whom, in which
 //! session, how long it took and how it ended, and its size both ways.
 
-use std::time::Duration;
+use std::time::{Duration, Instant, SystemTime};
 
 use crate::admit::access::Caller;
 use crate::ledger::LedgerRow;
 use crate::state::app::App;
+use crate::telemetry::ToolSpan;
 
 pub struct ToolCall<'a> {
     pub server: &'a str,
@@ -22,7 +23,54 @@ pub struct ToolCall<'a> {
     pub bytes_out: usize,
 }
 
-pub fn record_tool_call(app: &App, call: ToolCall<'_>) {
+/// A tool call under way. Its row and span are written when it is
+/// finished; should it be dropped first (its caller went away, and the
+/// request serving it with it), as `cancelled`: no call goes unrecorded.
+pub struct Recording<'a> {
+    app: &'a App,
+    /// Taken when written.
+    call: Option<ToolCall<'a>>,
+    span: Option<ToolSpan>,
+    started: Instant,
+}
+
+impl<'a> Recording<'a> {
+    /// Starts timing `call` (its outcome, duration and answer size are
+    /// filled in when it ends).
+    pub fn start(app: &'a App, call: ToolCall<'a>, span: Option<ToolSpan>) -> Self {
+        Recording {
+            app,
+            call: Some(call),
+            span,
+            started: Instant::now(),
+        }
+    }
+
+    pub fn finish(mut self, outcome: &'static str, bytes_out: usize) {
+        self.write(outcome, bytes_out);
+    }
+
+    fn write(&mut self, outcome: &'static str, bytes_out: usize) {
+        let Some(mut call) = self.call.take() else {
+            return;
+        };
+        if let Some(span) = self.span.take() {
+            span.end(SystemTime::now(), outcome, Vec::new());
+        }
+        call.duration = self.started.elapsed().min(Duration::from_secs(86_400));
+        call.outcome = outcome;
+        call.bytes_out = bytes_out;
+        record_tool_call(self.app, call);
+    }
+}
+
+impl Drop for Recording<'_> {
+    fn drop(&mut self) {
+        self.write("cancelled", 0);
+    }
+}
+
+fn record_tool_call(app: &App, call: ToolCall<'_>) {
     let key = call.caller.map(|c| &c.key);
     let ms = call.duration.as_secs_f64() * 1000.0;
     app.metrics

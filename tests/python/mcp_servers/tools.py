@@ -38,7 +38,9 @@ async def hang() -> str:
 
 @mcp.tool()
 async def wait(marker: str, seconds: float = 30) -> str:
-    """Waits; if the call is cancelled first, writes `cancelled` to the file `marker`."""
+    """Writes `MARKER.started`, then waits; if the call is cancelled first,
+    writes `cancelled` to the file `marker`."""
+    pathlib.Path(marker + ".started").write_text("started")
     try:
         await asyncio.sleep(seconds)
     except BaseException:
