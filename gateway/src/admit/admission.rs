@@ -12,6 +12,7 @@ use switchyard_router::{Decision, Features, Reason, Target};
 
 use crate::admit::access::{Caller, Exhausted, Refused, Reservation};
 use crate::admit::capacity::Admission;
+use crate::admit::priority::Class;
 use crate::error::GatewayError;
 use crate::settle::billed_fields;
 use crate::state::app::{App, BackendHandle};
@@ -168,12 +169,13 @@ pub enum NotAdmitted {
 /// start after all: in half-open it lets one probe through, and a call
 /// refused after taking that place would hold the circuit for every caller
 /// until the next cooldown.
-/// `shape`: the request as the backend's latency model sees it.
+/// `shape`: the request as the backend's latency model sees it; `class`:
+/// its place in the backend's queue.
 pub async fn admit_call(
     app: &App,
     caller: Option<&Caller>,
     backend_index: usize,
-    (size, shape): (Size, &Shape),
+    (size, shape, class): (Size, &Shape, Class),
     prefix: Option<&PrefixChain>,
     tenant: Tenant,
 ) -> Result<(Option<Reservation>, Admission), NotAdmitted> {
@@ -213,7 +215,7 @@ pub async fn admit_call(
             what: format!("backend `{}` is failing; its circuit is open", backend.name),
         }));
     }
-    match app.admit(backend_index, shape, prefix, tenant).await {
+    match app.admit(backend_index, (shape, class), prefix, tenant).await {
         Ok(admission) => Ok((reservation, admission)),
         Err(full) => {
             backend.breaker.inconclusive();

@@ -13,6 +13,7 @@ use switchyard_router::latency::{LatencyStore, LocalLatency, Shape};
 use switchyard_router::prefix::{PrefixChain, PrefixIndex, ReplicaLoad, Tenant, choose_replica};
 use tokio::sync::OwnedSemaphorePermit;
 
+use crate::admit::priority::{Class, Slot};
 use crate::error::GatewayError;
 use crate::state::app::App;
 
@@ -33,7 +34,7 @@ impl Drop for WorkTicket {
 /// Slots a request holds while it runs (its whole stream, when streaming).
 pub struct Admission {
     pub(crate) _gateway: OwnedSemaphorePermit,
-    pub(crate) _backend: Option<OwnedSemaphorePermit>,
+    pub(crate) _backend: Option<Slot>,
     pub(crate) _work: WorkTicket,
     pub(crate) in_flight: Arc<AtomicU32>,
     pub(crate) replica_in_flight: Arc<AtomicU32>,
@@ -68,10 +69,11 @@ impl App {
     /// Takes a slot in the gateway and in the backend (waiting in the
     /// backend's bounded queue), or says it is full; then picks the
     /// backend's replica, by the prompt's prefix chain when there is one.
+    /// `class`: its place in the backend's queue.
     pub async fn admit(
         &self,
         backend_index: usize,
-        shape: &Shape,
+        (shape, class): (&Shape, Class),
         prefix: Option<&PrefixChain>,
         tenant: Tenant,
     ) -> Result<Admission, GatewayError> {
@@ -97,7 +99,7 @@ impl App {
         let arrived = Instant::now();
         let backend_permit = match &backend.limit {
             None => None,
-            Some(limit) => Some(backend.wait_for_slot(limit).await?),
+            Some(limit) => Some(backend.wait_for_slot(limit, class).await?),
         };
         let waited = arrived.elapsed();
         let load = latency.running(backend_index, work.id);

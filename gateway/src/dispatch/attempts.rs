@@ -14,6 +14,7 @@ use switchyard_router::{AnswerSummary, Decision, Reason, failed_check};
 
 use crate::admit::admission::{self, NotAdmitted, Size};
 use crate::admit::capacity::Admission;
+use crate::admit::priority::Class;
 use crate::dispatch::endpoint::Call;
 use crate::dispatch::endpoint::{Answer, Chunks, Endpoint};
 use crate::dispatch::engine;
@@ -119,7 +120,11 @@ pub(crate) async fn dispatch<E: Endpoint>(
             app,
             context.caller.as_ref(),
             attempt.backend,
-            (size, &context.shape(app, attempt.backend)),
+            (
+                size,
+                &context.shape(app, attempt.backend),
+                Class::of(decision.features.profile),
+            ),
             decision.features.prefix.as_deref(),
             decision.features.tenant,
         )

@@ -16,6 +16,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use crate::admit::access::{Budgets, KeyStore, RateLimits, RedisStore};
 use crate::admit::breaker::Breaker;
+use crate::admit::priority::{Class, Classes, Slot};
 use crate::dispatch::daily_spend::DailySpend;
 use crate::dispatch::prompt_cache::PromptCache;
 use crate::dispatch::response_store::ResponseCache;
@@ -69,6 +70,9 @@ pub struct BackendHandle {
     /// Requests that may wait for a slot, and those waiting now.
     pub(crate) max_queue: usize,
     pub(crate) waiting: Arc<AtomicUsize>,
+    /// Who waits for a slot, by priority class, and the slots batch lines
+    /// leave free.
+    pub(crate) classes: Arc<Classes>,
     pub breaker: Arc<Breaker>,
     /// Price multipliers of the provider's service tiers.
     pub service_tiers: Vec<(String, f64)>,
@@ -90,13 +94,15 @@ impl BackendHandle {
     }
 
     /// A concurrency slot: at once, after waiting in the queue (no longer
-    /// than the first-byte timeout), or 503 when the queue is full.
+    /// than the first-byte timeout; behind every request of a higher
+    /// class), or 503 when the queue is full.
     pub(crate) async fn wait_for_slot(
         &self,
         limit: &Arc<Semaphore>,
-    ) -> Result<OwnedSemaphorePermit, GatewayError> {
-        if let Ok(permit) = limit.clone().try_acquire_owned() {
-            return Ok(permit);
+        class: Class,
+    ) -> Result<Slot, GatewayError> {
+        if let Some(slot) = self.classes.try_take(class, limit) {
+            return Ok(slot);
         }
         let full = || GatewayError::Overloaded {
             what: format!(
@@ -108,11 +114,11 @@ impl BackendHandle {
             self.waiting.fetch_sub(1, Ordering::AcqRel);
             return Err(full());
         }
-        let permit =
-            tokio::time::timeout(self.first_byte_timeout, limit.clone().acquire_owned()).await;
+        let slot =
+            tokio::time::timeout(self.first_byte_timeout, self.classes.take(class, limit)).await;
         self.waiting.fetch_sub(1, Ordering::AcqRel);
-        match permit {
-            Ok(Ok(permit)) => Ok(permit),
+        match slot {
+            Ok(Some(slot)) => Ok(slot),
             _ => Err(full()),
         }
     }

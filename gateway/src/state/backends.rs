@@ -92,6 +92,16 @@ pub(crate) fn build_backend(
         limit,
         max_queue: backend.max_queue,
         waiting: old.map_or_else(Arc::default, |(h, _)| h.waiting.clone()),
+        // Kept across a reload with who waits in it; the reserve is the
+        // new config's (set when it goes live would be no sooner: a
+        // request admitted meanwhile is the old config's either way).
+        classes: match old {
+            Some((handle, _)) => {
+                handle.classes.set_reserve(backend.interactive_reserve);
+                handle.classes.clone()
+            }
+            None => Arc::new(Classes::new(backend.interactive_reserve)),
+        },
         breaker,
         service_tiers: backend.service_tiers.clone(),
         deny_fields: backend.deny_fields.clone(),

@@ -349,6 +349,11 @@ pub struct Backend {
     /// `max_queue`) or get 503.
     pub max_concurrency: Option<usize>,
     pub max_queue: usize,
+    /// Slots batch lines leave free for interactive requests: the share
+    /// `interactive_reserve` of `max_concurrency`, rounded down, on a local
+    /// backend, but never the last slot (0 on a cloud backend or without a
+    /// limit).
+    pub interactive_reserve: usize,
     /// The machine the backend runs on, when it shares one with other
     /// backends (`hardware:`): their requests slow each other, so the
     /// latency model counts them as load on each.

@@ -192,6 +192,8 @@ pub(super) struct RawBackend {
     pub tls: Option<RawBackendTls>,
     /// Requests that may wait for a slot when `max_concurrency` is reached.
     pub max_queue: Option<usize>,
+    /// The share of a local backend's slots batch lines leave free.
+    pub interactive_reserve: Option<f64>,
     pub price: Option<RawPrice>,
     /// Starting figures for the latency model.
     pub latency: Option<RawLatencyHints>,

@@ -296,6 +296,7 @@ fn validate_backend(ck: &Checker<'_>, name: &str, raw: RawBackend) -> Result<Bac
         upstream_model,
         pricing,
         max_queue: raw.max_queue.unwrap_or(0),
+        interactive_reserve: interactive_reserve(ck, name, &raw)?,
         latency,
         breaker,
         price_from_list,
@@ -319,6 +320,29 @@ fn validate_backend(ck: &Checker<'_>, name: &str, raw: RawBackend) -> Result<Bac
 }
 
 /// A backend's `tls:` section; a client certificate needs both its files.
+/// The share of a local backend's default for `interactive_reserve`: a
+/// quarter of its slots stay free of batch lines.
+const DEFAULT_INTERACTIVE_RESERVE: f64 = 0.25;
+
+/// The slots batch lines leave free on a backend: `interactive_reserve` of
+/// `max_concurrency`, rounded down, but never the last slot (a one-slot
+/// server still drains batches between interactive requests); none on a
+/// cloud backend, or one with no limit.
+fn interactive_reserve(ck: &Checker<'_>, name: &str, raw: &RawBackend) -> Result<usize, ConfigError> {
+    let share = raw.interactive_reserve.unwrap_or(DEFAULT_INTERACTIVE_RESERVE);
+    if !(0.0..=1.0).contains(&share) {
+        return Err(ck.error(
+            &["backends", name, "interactive_reserve"],
+            "must be a share from 0 to 1",
+        ));
+    }
+    let local = raw.local.unwrap_or(raw.tier.is_local());
+    Ok(match raw.max_concurrency {
+        Some(slots) if local => ((slots as f64 * share).floor() as usize).min(slots - 1),
+        _ => 0,
+    })
+}
+
 fn backend_tls(
     ck: &Checker<'_>,
     name: &str,
