@@ -2,6 +2,8 @@
 //! front of a simulator slow enough (300 ms a request) that the order in
 //! which requests finish shows the order they were served in.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is the failure report
+
 mod support;
 
 use std::sync::Arc;

@@ -215,7 +215,10 @@ pub async fn admit_call(
             what: format!("backend `{}` is failing; its circuit is open", backend.name),
         }));
     }
-    match app.admit(backend_index, (shape, class), prefix, tenant).await {
+    match app
+        .admit(backend_index, (shape, class), prefix, tenant)
+        .await
+    {
         Ok(admission) => Ok((reservation, admission)),
         Err(full) => {
             backend.breaker.inconclusive();

@@ -7,9 +7,10 @@
 //! between interactive requests.
 //!
 //! Interactive requests wait in the backend's semaphore itself (first come,
-//! first served). The lower classes wait beside it and take a free slot
-//! only when no higher class is waiting: they are woken whenever a slot
-//! comes free or a class stops waiting, and look again.
+//! first served). The lower classes wait beside it, each in a queue of its
+//! own (first come, first served too), whose head takes a free slot only
+//! when no higher class is waiting: it is woken whenever a slot comes free
+//! or a class stops waiting, and looks again.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -48,6 +49,9 @@ pub struct Classes {
     reserve: AtomicUsize,
     /// Told when a slot comes free or a class stops waiting.
     changed: Notify,
+    /// The unattended and the batch queues: the head of each (holding its
+    /// turn) looks for a slot; the rest wait for their turn, in order.
+    turns: [tokio::sync::Mutex<()>; 2],
 }
 
 impl Classes {
@@ -97,6 +101,9 @@ impl Classes {
             let permit = limit.clone().acquire_owned().await.ok()?;
             return Some(Slot::new(permit, self));
         }
+        // First come, first served within the class (tokio's mutex is
+        // fair): only the head of its queue looks for a slot.
+        let _turn = self.turns[class.index() - 1].lock().await;
         loop {
             // Registered before looking, so a slot freed between the look
             // and the wait still wakes it.
@@ -163,7 +170,10 @@ mod tests {
     use super::*;
 
     fn setup(slots: usize, reserve: usize) -> (Arc<Classes>, Arc<Semaphore>) {
-        (Arc::new(Classes::new(reserve)), Arc::new(Semaphore::new(slots)))
+        (
+            Arc::new(Classes::new(reserve)),
+            Arc::new(Semaphore::new(slots)),
+        )
     }
 
     #[test]
@@ -180,7 +190,10 @@ mod tests {
         let held: Vec<Slot> = (0..3)
             .map(|_| classes.try_take(Class::Batch, &limit).unwrap())
             .collect();
-        assert!(classes.try_take(Class::Batch, &limit).is_none(), "the reserve");
+        assert!(
+            classes.try_take(Class::Batch, &limit).is_none(),
+            "the reserve"
+        );
         assert!(classes.try_take(Class::Interactive, &limit).is_some());
         drop(held);
     }
@@ -194,9 +207,9 @@ mod tests {
         // Batch first, then unattended, then interactive: served the other
         // way round.
         for class in [Class::Batch, Class::Unattended, Class::Interactive] {
-            let (classes, limit, order) = (classes.clone(), limit.clone(), order.clone());
+            let (mine, limit, order) = (classes.clone(), limit.clone(), order.clone());
             tasks.push(tokio::spawn(async move {
-                let slot = classes.take(class, &limit).await.unwrap();
+                let slot = mine.take(class, &limit).await.unwrap();
                 order.lock().unwrap().push(class);
                 tokio::time::sleep(Duration::from_millis(5)).await;
                 drop(slot);
@@ -223,12 +236,10 @@ mod tests {
         // slots - 1, so one slot has a reserve of 0.
         let (classes, limit) = setup(1, 0);
         for _ in 0..3 {
-            let slot = tokio::time::timeout(
-                Duration::from_secs(1),
-                classes.take(Class::Batch, &limit),
-            )
-            .await
-            .unwrap();
+            let slot =
+                tokio::time::timeout(Duration::from_secs(1), classes.take(Class::Batch, &limit))
+                    .await
+                    .unwrap();
             drop(slot);
         }
     }

@@ -16,6 +16,7 @@ use switchyard_adapters::{AdapterError, Provider};
 use crate::admit::access::Caller;
 use crate::admit::admission::{Size, admit_call, worst_cost};
 use crate::admit::capacity::Admission;
+use crate::admit::priority::Class;
 use crate::dispatch::endpoint::{Answer, Endpoint};
 use crate::dispatch::masking;
 use crate::error::GatewayError;
@@ -88,7 +89,15 @@ async fn hedge_leg(
         app,
         context.caller.as_ref(),
         backend_index,
-        (size, &context.shape(app, backend_index)),
+        (
+            size,
+            &context.shape(app, backend_index),
+            Class::of(
+                context
+                    .profile
+                    .and_then(switchyard_policies::Profile::from_name),
+            ),
+        ),
         context.prefix.as_deref(),
         context.tenant,
     )

@@ -22,6 +22,7 @@ use switchyard_router::{Reason, RequestView};
 
 use crate::admit::access::Caller;
 use crate::admit::admission::{Size, admit_call};
+use crate::admit::priority::Class;
 use crate::error::GatewayError;
 use crate::settle::context::RequestContext;
 use crate::settle::record::RequestRecord;
@@ -109,7 +110,9 @@ async fn embed_texts(
         app,
         caller,
         encoder,
-        (size, &shape),
+        // Short, and on the path of the request it routes: served as
+        // interactive whatever that request's class.
+        (size, &shape, Class::Interactive),
         None,
         Tenant::default(),
     )

@@ -12,7 +12,7 @@ use hyper::body::Incoming;
 use switchyard_adapters::Provider;
 use switchyard_policies::{Balance, Config, Engine, Limits, Pricing, Reference, Tier};
 use switchyard_router::{Decision, Router};
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::sync::Semaphore;
 
 use crate::admit::access::{Budgets, KeyStore, RateLimits, RedisStore};
 use crate::admit::breaker::Breaker;

@@ -21,6 +21,7 @@ use switchyard_policies::{AzureAuth, Backend, BackendAdapter, Engine};
 use tokio::sync::Semaphore;
 
 use crate::admit::breaker::Breaker;
+use crate::admit::priority::Classes;
 use crate::dispatch::prompt_cache::PromptCache;
 use crate::state::app::{BackendHandle, ReplicaHandle};
 

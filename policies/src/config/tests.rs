@@ -498,3 +498,39 @@ fn a_key_hash_with_a_non_ascii_character_is_an_error_not_a_panic() {
     let err = error_of(&text);
     assert!(err.to_string().contains("64 hex digits"), "{err}");
 }
+
+#[test]
+fn the_interactive_reserve_is_a_share_of_a_local_backends_slots_never_the_last() {
+    let reserve = |limits: &str| {
+        let config = Config::from_yaml(
+            &GOOD.replace(
+                "    sim: {preset: small, decode_tokens_per_s: 50}\n",
+                &format!("    sim: {{preset: small}}\n    {limits}\n"),
+            ),
+            "test.yaml",
+        )
+        .unwrap();
+        config.backends["small"].interactive_reserve
+    };
+    assert_eq!(reserve("max_concurrency: 4"), 1, "a quarter by default");
+    assert_eq!(
+        reserve("max_concurrency: 4\n    interactive_reserve: 0.5"),
+        2
+    );
+    assert_eq!(reserve("max_concurrency: 1"), 0);
+    assert_eq!(
+        reserve("max_concurrency: 2\n    interactive_reserve: 1"),
+        1,
+        "never the last slot"
+    );
+    assert_eq!(
+        reserve("interactive_reserve: 0.5"),
+        0,
+        "no limit, nothing to keep"
+    );
+    let err = error_of(&GOOD.replace(
+        "decode_tokens_per_s: 50}",
+        "decode_tokens_per_s: 50}\n    interactive_reserve: 1.5",
+    ));
+    assert_eq!(err.path, "backends.small.interactive_reserve");
+}

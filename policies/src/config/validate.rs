@@ -202,6 +202,7 @@ pub(super) fn check_name(ck: &Checker<'_>, section: &str, name: &str) -> Result<
 }
 
 fn validate_backend(ck: &Checker<'_>, name: &str, raw: RawBackend) -> Result<Backend, ConfigError> {
+    let interactive_reserve = interactive_reserve(ck, name, &raw)?;
     check_name(ck, "backends", name)?;
     if raw.max_response_bytes == Some(0) {
         return Err(ck.error(
@@ -296,7 +297,7 @@ fn validate_backend(ck: &Checker<'_>, name: &str, raw: RawBackend) -> Result<Bac
         upstream_model,
         pricing,
         max_queue: raw.max_queue.unwrap_or(0),
-        interactive_reserve: interactive_reserve(ck, name, &raw)?,
+        interactive_reserve,
         latency,
         breaker,
         price_from_list,
@@ -328,8 +329,14 @@ const DEFAULT_INTERACTIVE_RESERVE: f64 = 0.25;
 /// `max_concurrency`, rounded down, but never the last slot (a one-slot
 /// server still drains batches between interactive requests); none on a
 /// cloud backend, or one with no limit.
-fn interactive_reserve(ck: &Checker<'_>, name: &str, raw: &RawBackend) -> Result<usize, ConfigError> {
-    let share = raw.interactive_reserve.unwrap_or(DEFAULT_INTERACTIVE_RESERVE);
+fn interactive_reserve(
+    ck: &Checker<'_>,
+    name: &str,
+    raw: &RawBackend,
+) -> Result<usize, ConfigError> {
+    let share = raw
+        .interactive_reserve
+        .unwrap_or(DEFAULT_INTERACTIVE_RESERVE);
     if !(0.0..=1.0).contains(&share) {
         return Err(ck.error(
             &["backends", name, "interactive_reserve"],
