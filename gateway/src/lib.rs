@@ -6,11 +6,14 @@
 //! running config they all read; `admin` the admin plane; `cli` every
 //! subcommand, `serve` included. `http` is the edge (server, TLS, the tower
 //! stack); `ledger`, `metrics` and `telemetry` are the stores settlement
-//! feeds; `error` turns every failure into an answer. The `switchyard`
+//! feeds; `error` turns every failure into an answer. `mcp` is the MCP
+//! gateway (`/mcp`); `batch` the Files and Batches API, whose runner sends
+//! each line down the same path. The `switchyard`
 //! binary (`main.rs`) parses arguments and calls `cli::commands::run`.
 
 pub mod admin;
 pub mod admit;
+pub mod batch;
 pub mod cli;
 pub mod dispatch;
 pub mod error;

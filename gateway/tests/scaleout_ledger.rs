@@ -758,6 +758,7 @@ fn sample_row(i: usize, now: i64) -> switchyard::ledger::LedgerRow {
         service_tier: every(7).then(|| "flex".to_owned()),
         unpriced: every(12),
         session: every(2).then(|| Arc::from(pick(&["s1", "s2", "s3", "s4"]))),
+        batch: None,
         tool_results: i % 3 == 1,
         queued_ms: (i % 4) as f64,
         error: None,

@@ -11,16 +11,16 @@ pub mod speculation;
 
 pub use config::{
     AnthropicBackend, Auth, AzureAuth, AzureBackend, Backend, BackendAdapter, BackendTls, Balance,
-    BedrockBackend, BedrockKeys, BreakerSettings, CacheShare, CascadeCheck, ClientCert, Condition,
-    Config, ConfigError, Durability, Engine, GeminiBackend, Guardrail, GuardrailStage, HeaderMatch,
-    HeaderValueSource, HealthCheck, Hedge, LatencyBudget, LatencyHintsConfig, LedgerSettings,
-    Limits, McpServer, McpSettings, McpTransport, ModelAccess, OnExhausted, OnSpoolFull,
-    OnUnavailable, OpenAiBackend, Pattern, PostgresLedger, PostgresUrl, PrefixCacheSettings,
-    RedisState, Reference, ResponseCacheSettings, Route, RouteStrategy, Rule, SENSITIVE_KINDS,
-    Secretive, SensitiveAction, SensitivePolicy, ServerSettings, SharedState, SimFaults, SimParams,
-    SimPreset, SimSpeculation, Similar, SpendLimit, SpendScope, Team, Telemetry, Tier, Timeouts,
-    TlsFiles, TrustRoots, VertexBackend, VirtualKey, Widening, check_postgres_url, redact_password,
-    sim_params_from_yaml,
+    BatchSettings, BedrockBackend, BedrockKeys, BreakerSettings, CacheShare, CascadeCheck,
+    ClientCert, Condition, Config, ConfigError, Durability, Engine, GeminiBackend, Guardrail,
+    GuardrailStage, HeaderMatch, HeaderValueSource, HealthCheck, Hedge, LatencyBudget,
+    LatencyHintsConfig, LedgerSettings, Limits, McpServer, McpSettings, McpTransport, ModelAccess,
+    OnExhausted, OnSpoolFull, OnUnavailable, OpenAiBackend, Pattern, PostgresLedger, PostgresUrl,
+    PrefixCacheSettings, RedisState, Reference, ResponseCacheSettings, Route, RouteStrategy, Rule,
+    SENSITIVE_KINDS, Secretive, SensitiveAction, SensitivePolicy, ServerSettings, SharedState,
+    SimFaults, SimParams, SimPreset, SimSpeculation, Similar, SpendLimit, SpendScope, Team,
+    Telemetry, Tier, Timeouts, TlsFiles, TrustRoots, VertexBackend, VirtualKey, Widening,
+    check_postgres_url, redact_password, sim_params_from_yaml,
 };
 pub use pricing::{Pricing, TokenCounts, TokenPrice, builtin_price};
 pub use profiles::{Budget, Profile};

@@ -32,6 +32,7 @@ pub async fn serve(
     live.reload_on_sighup();
     live.reload_on_file_change();
     live.watch_stored_keys();
+    crate::batch::runner::spawn(live.clone());
     let addr = listen.unwrap_or(config.server.listen);
     let listener = tokio::net::TcpListener::bind(addr)
         .await

@@ -32,7 +32,16 @@ pub async fn serve<E: Endpoint>(
 ) -> Result<Response<Body>, GatewayError> {
     let (parts, body) = req.into_parts();
     let bytes = app.read_body(&parts, body).await?;
-    let mut request: E::Request = E::decode_request(&parts, &bytes)?;
+    serve_body::<E>(app, parts, &bytes).await
+}
+
+/// Serves a request whose body is read: a caller's, or a batch line's.
+pub async fn serve_body<E: Endpoint>(
+    app: &App,
+    parts: Parts,
+    bytes: &[u8],
+) -> Result<Response<Body>, GatewayError> {
+    let mut request: E::Request = E::decode_request(&parts, bytes)?;
     E::forward_headers(&mut request, &parts.headers);
     request.validate()?;
     if let Some(caller) = parts.extensions.get::<Caller>() {

@@ -3,6 +3,7 @@
 
 pub(crate) mod connection;
 mod idle_body;
+pub mod multipart;
 pub mod redact;
 mod request;
 pub mod request_id;
@@ -11,7 +12,7 @@ pub mod server;
 pub mod stack;
 pub mod tls;
 
-pub use crate::http::request::{BodyLimits, parse_json, read_json_body};
+pub use crate::http::request::{BodyLimits, parse_json, read_json_body, read_upload_body};
 pub use crate::http::response::{
     Body, empty_response, json_bytes_response, json_response, sse_response,
 };

@@ -33,17 +33,46 @@ pub async fn read_json_body(
     body: Incoming,
     limits: BodyLimits,
 ) -> Result<Bytes, GatewayError> {
+    read_body_of(parts, body, limits, |essence| {
+        essence == "application/json" || essence.ends_with("+json")
+    })
+    .await
+}
+
+/// Reads an upload's `multipart/form-data` body, as [`read_json_body`]
+/// reads JSON.
+pub async fn read_upload_body(
+    parts: &Parts,
+    body: Incoming,
+    limits: BodyLimits,
+) -> Result<Bytes, GatewayError> {
+    read_body_of(parts, body, limits, |essence| {
+        essence == "multipart/form-data"
+    })
+    .await
+}
+
+async fn read_body_of(
+    parts: &Parts,
+    body: Incoming,
+    limits: BodyLimits,
+    accepts: fn(&str) -> bool,
+) -> Result<Bytes, GatewayError> {
     let timeout = limits.read_timeout;
     let body = IdleLimited::new(body, limits.idle_timeout);
-    tokio::time::timeout(timeout, read_limited(parts, body, limits.max_bytes))
-        .await
-        .unwrap_or(Err(GatewayError::BodyTimeout { after: timeout }))
+    tokio::time::timeout(
+        timeout,
+        read_limited(parts, body, limits.max_bytes, accepts),
+    )
+    .await
+    .unwrap_or(Err(GatewayError::BodyTimeout { after: timeout }))
 }
 
 async fn read_limited(
     parts: &Parts,
     body: IdleLimited<Incoming>,
     limit: usize,
+    accepts: fn(&str) -> bool,
 ) -> Result<Bytes, GatewayError> {
     if let Some(kind) = parts.headers.get(CONTENT_TYPE) {
         let kind = kind.to_str().unwrap_or("");
@@ -53,7 +82,7 @@ async fn read_limited(
             .unwrap_or("")
             .trim()
             .to_ascii_lowercase();
-        if essence != "application/json" && !essence.ends_with("+json") {
+        if !accepts(&essence) {
             return Err(GatewayError::UnsupportedMediaType {
                 got: kind.to_owned(),
             });

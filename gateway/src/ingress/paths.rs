@@ -260,6 +260,10 @@ async fn serve_endpoint(
                 allow(&req, Method::GET, "GET").and_then(|()| dashboard::asset(app, &req))
             }
             None if is_stored_response(req.uri().path()) => Err(GatewayError::ResponsesNotStored),
+            // Boxed: rare next to the models'.
+            None if crate::batch::api::is_batch_path(req.uri().path()) => {
+                Box::pin(crate::batch::api::serve(app, req)).await
+            }
             None => Err(GatewayError::NotFound {
                 path: req.uri().path().to_owned(),
             }),

@@ -49,7 +49,7 @@ use Kind::{Flag, Int, Real, Text};
 use Since::{Added, First};
 
 /// Every column of a row, in table order (the `id` key is the store's own).
-pub const COLUMNS: [Column; 50] = [
+pub const COLUMNS: [Column; 51] = [
     column("ts_ms", Int, true, First),
     column("request_id", Text, false, First),
     column("key", Text, false, First),
@@ -100,6 +100,7 @@ pub const COLUMNS: [Column; 50] = [
     added_in_postgres(column("tool", Text, false, Added), 6),
     added_in_postgres(column("bytes_in", Int, false, Added), 6),
     added_in_postgres(column("bytes_out", Int, false, Added), 6),
+    added_in_postgres(column("batch", Text, false, Added), 7),
 ];
 
 /// A column PostgreSQL ledgers gained with schema version `version`.
@@ -196,6 +197,7 @@ pub fn cells(r: &LedgerRow) -> [Cell<'_>; COLUMNS.len()] {
         Cell::Text(r.tool.as_deref()),
         Cell::Int(r.bytes_in.map(clamped)),
         Cell::Int(r.bytes_out.map(clamped)),
+        Cell::Text(r.batch.as_deref()),
     ]
 }
 
@@ -242,6 +244,7 @@ mod tests {
             tool: Some("add".into()),
             bytes_in: Some(40),
             bytes_out: Some(80),
+            batch: Some(Arc::from("batch_1")),
             profile: Some("chat"),
             dialect: "openai",
             endpoint: "chat",

@@ -57,7 +57,7 @@ pub use crate::ledger::requests::{
     MAX_PAGE, RequestFilter, RequestLine, RequestLog, RequestRecord, SPAN_MS, StatusClass,
     request_log, request_record,
 };
-pub use crate::ledger::row::{Drafts, LedgerRow, Shadowed, UPSTREAM_FAILURES};
+pub use crate::ledger::row::{BatchId, Drafts, LedgerRow, Shadowed, UPSTREAM_FAILURES};
 pub use crate::ledger::sessions::{SessionLine, SessionsReport, sessions_report};
 pub use crate::ledger::stats::{LedgerStats, Window, ledger_stats};
 use futures_util::future::{BoxFuture, Either};

@@ -69,6 +69,8 @@ pub struct LedgerRow {
     /// The caller's session (`x-session-id`, Claude Code's session header,
     /// the body's `user`), for agent task times.
     pub session: Option<Arc<str>>,
+    /// The batch whose line the call answered (`/v1/batches`).
+    pub batch: Option<Arc<str>>,
     /// The request carried tool results.
     pub tool_results: bool,
     /// Of `ttft_ms` and `duration_ms`, the wait for one of the backend's
@@ -131,6 +133,7 @@ impl LedgerRow {
             service_tier: None,
             unpriced: false,
             session: None,
+            batch: None,
             tool_results: false,
             queued_ms: 0.0,
             shadow: None,
@@ -173,3 +176,8 @@ pub const UPSTREAM_FAILURES: [&str; 7] = [
     "upstream_overloaded",
     "upstream_error",
 ];
+
+/// A batch line's request carries its batch's id (in its extensions), for
+/// its rows.
+#[derive(Debug, Clone)]
+pub struct BatchId(pub Arc<str>);

@@ -132,6 +132,7 @@ mod tests {
             tool: None,
             bytes_in: None,
             bytes_out: None,
+            batch: None,
             profile: None,
             dialect: "openai",
             endpoint: "chat",

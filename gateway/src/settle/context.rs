@@ -17,6 +17,7 @@ use crate::admit::access::Caller;
 use crate::admit::admission::Size;
 use crate::error::Dialect;
 use crate::http::request_id::{ClientRequestId, REQUEST_ID};
+use crate::ledger::BatchId;
 use crate::settle::refusal::Accounted;
 use crate::state::app::App;
 use crate::telemetry::RequestTrace;
@@ -87,6 +88,8 @@ pub struct RequestContext {
     pub listed_price: Option<Option<switchyard_policies::TokenPrice>>,
     /// The caller's session, and whether the request carried tool results.
     pub session: Option<Arc<str>>,
+    /// The batch whose line this is, if any.
+    pub batch: Option<Arc<str>>,
     pub tool_results: bool,
     /// The request's refusal guard, told when a record takes over its row.
     pub(crate) accounted: Option<Arc<Accounted>>,
@@ -161,6 +164,7 @@ impl RequestContext {
             first_target: Some((decision.primary(), decision.expected_cached_tokens)),
             listed_price: Size::of_decision(decision).listed_price,
             session: decision.features.session.clone(),
+            batch: parts.extensions.get::<BatchId>().map(|b| b.0.clone()),
             tool_results: decision.features.tool_results,
             accounted,
             trace: parts.extensions.get::<RequestTrace>().cloned(),
@@ -230,6 +234,7 @@ impl RequestContext {
             first_target: None,
             listed_price: None,
             session: None,
+            batch: parts.extensions.get::<BatchId>().map(|b| b.0.clone()),
             tool_results: false,
             accounted: None,
             trace: parts.extensions.get::<RequestTrace>().cloned(),
@@ -268,6 +273,7 @@ impl RequestContext {
             first_target: None,
             listed_price: self.listed_price,
             session: self.session.clone(),
+            batch: self.batch.clone(),
             tool_results: self.tool_results,
             accounted: None,
             trace: None,

@@ -191,6 +191,7 @@ impl RequestRecord {
             service_tier: self.service_tier.as_ref().map(|t| t.name.clone()),
             unpriced: self.pricing == Pricing::Unpriced,
             session: self.context.session.clone(),
+            batch: self.context.batch.clone(),
             tool_results: self.context.tool_results,
             queued_ms: waited_ms,
             shadow: self.shadow,

@@ -189,6 +189,8 @@ pub struct App {
     pub guardrails: Arc<crate::dispatch::guardrail_hooks::Guardrails>,
     /// The MCP servers `/mcp` serves; none when the config names none.
     pub mcp: Option<Arc<crate::mcp::McpServers>>,
+    /// The Files and Batches API's store, kept across reloads.
+    pub batches: Option<Arc<crate::batch::Batches>>,
     /// Each route's response cache, where it has one (by route index).
     pub response_caches: Vec<Option<Arc<ResponseCache>>>,
     /// Each route's name as the route receipt's value (by route index).
@@ -330,6 +332,13 @@ impl App {
             shared: std::sync::OnceLock::new(),
             guardrails: Arc::new(crate::dispatch::guardrail_hooks::Guardrails::new(config)?),
             mcp: mcp_servers(config, previous.and_then(|p| p.mcp.as_ref()))?,
+            batches: match previous.and_then(|p| p.batches.clone()) {
+                Some(kept) => Some(kept),
+                None => Some(Arc::new(crate::batch::Batches::open(
+                    &config.batches,
+                    &config.ledger.path,
+                )?)),
+            },
             metrics: Arc::new(Metrics::carrying(
                 &config
                     .backends
@@ -411,6 +420,28 @@ impl App {
             idle_timeout: self.body_idle_timeout,
         };
         read_json_body(parts, body, limits).await
+    }
+
+    /// Reads an upload's multipart body, of at most `max_bytes` (413
+    /// past it), in the time any body has.
+    pub async fn read_upload(
+        &self,
+        parts: &Parts,
+        body: Incoming,
+        max_bytes: usize,
+    ) -> Result<Bytes, GatewayError> {
+        let _reading = self
+            .reading
+            .try_acquire()
+            .map_err(|_| GatewayError::Overloaded {
+                what: "the gateway is reading as many request bodies as it may".into(),
+            })?;
+        let limits = BodyLimits {
+            max_bytes,
+            read_timeout: self.body_read_timeout,
+            idle_timeout: self.body_idle_timeout,
+        };
+        crate::http::read_upload_body(parts, body, limits).await
     }
 
     /// Appends a first answer's outcome to the record of every predictor

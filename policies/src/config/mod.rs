@@ -4,6 +4,7 @@
 
 mod accounting;
 mod adapter;
+mod batches;
 mod error;
 mod guardrails;
 mod health;
@@ -51,6 +52,7 @@ pub use adapter::{
     AnthropicBackend, AzureAuth, AzureBackend, BackendAdapter, BedrockBackend, BedrockKeys,
     GeminiBackend, OpenAiBackend, VertexBackend,
 };
+pub use batches::BatchSettings;
 pub use error::ConfigError;
 pub use guardrails::{Guardrail, GuardrailStage};
 pub use health::HealthCheck;
@@ -101,6 +103,8 @@ pub struct Config {
     pub guardrails: BTreeMap<String, Guardrail>,
     /// The MCP servers `/mcp` serves.
     pub mcp: McpSettings,
+    /// The Files and Batches API.
+    pub batches: BatchSettings,
 }
 
 impl Config {

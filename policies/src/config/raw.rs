@@ -94,6 +94,8 @@ pub(super) struct RawConfig {
     pub guardrails: BTreeMap<String, super::guardrails::RawGuardrail>,
     #[serde(default)]
     pub mcp: super::mcp::RawMcp,
+    #[serde(default)]
+    pub batches: super::batches::RawBatches,
 }
 
 #[derive(Debug, Deserialize)]

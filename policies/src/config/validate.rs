@@ -95,6 +95,7 @@ pub(super) fn validate(raw: RawConfig, text: &str, source: &str) -> Result<Confi
         predictors,
         guardrails,
         mcp: super::mcp::validate_mcp(&ck, raw.mcp)?,
+        batches: super::batches::validate_batches(&ck, raw.batches)?,
     })
 }
 

@@ -168,6 +168,15 @@ impl KeyStore {
         }
     }
 
+    /// A caller for the key named `name` (work done later for it, as a
+    /// batch's lines), if it still exists.
+    pub fn caller_named(&self, name: &str) -> Option<Caller> {
+        self.keys
+            .iter()
+            .find(|k| k.name == name)
+            .map(|k| Caller::new(k.clone()))
+    }
+
     /// Whether the caller may ask for `model` (a route, alias or backend
     /// name): its key's `models` and its team's both let it through, where
     /// they are set.

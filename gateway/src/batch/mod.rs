@@ -1,0 +1,62 @@
+//! OpenAI's Files and Batches API on the gateway's own backends: files
+//! uploaded to `/v1/files`, batches of their lines created at
+//! `/v1/batches`, each line routed like any request (under the `batch`
+//! profile, behind interactive traffic in every backend's queue) by a
+//! runner that resumes after a restart, and the answers written to an
+//! output file and an error file.
+//!
+//! May import: dispatch (a line goes down the pipeline like a request),
+//! ingress's endpoint types, admit (the key a batch runs as), state, http,
+//! error, ledger.
+
+pub mod api;
+mod lines;
+mod objects;
+pub mod runner;
+pub mod store;
+
+use std::sync::Arc;
+
+use switchyard_policies::BatchSettings;
+use tokio::sync::Notify;
+
+use crate::batch::store::Store;
+
+/// The Files and Batches API's state: its store and settings, kept across
+/// config reloads (like the ledger, they change at restart).
+pub struct Batches {
+    pub store: Arc<Store>,
+    pub settings: BatchSettings,
+    /// Wakes the runner: a batch was created or cancelled.
+    pub wake: Notify,
+}
+
+impl Batches {
+    /// Opens the store at the settings' path (beside the ledger's file by
+    /// default).
+    pub fn open(settings: &BatchSettings, ledger_path: &str) -> anyhow::Result<Batches> {
+        let path = settings.store_path(ledger_path);
+        let store = Store::open(&path)
+            .map_err(|e| anyhow::anyhow!("batches: cannot open {}: {e}", path.display()))?;
+        Ok(Batches {
+            store: Arc::new(store),
+            settings: settings.clone(),
+            wake: Notify::new(),
+        })
+    }
+}
+
+/// Who owns files and batches: the caller's key, or `""` with auth off.
+pub fn owner_of(caller: Option<&crate::admit::access::Caller>) -> String {
+    caller.map_or_else(String::new, |c| c.key.name.clone())
+}
+
+/// Seconds since the epoch, as the API's timestamps are.
+pub fn now_s() -> i64 {
+    crate::ledger::now_ms() / 1000
+}
+
+/// A new id: `prefix` and 24 hex digits.
+pub fn new_id(prefix: &str) -> String {
+    format!("{prefix}{:024x}", rand::random::<u128>() >> 32)
+}

@@ -1,0 +1,296 @@
+//! The batch runner: one task for the process, which runs the pending
+//! lines of every batch in progress (oldest batch first, at most
+//! `batches.lines_in_flight` at once) down the same pipeline as a caller's
+//! request, under the `batch` profile unless the line's route names its
+//! own, and as the key that created the batch. Each answer is stored with
+//! its line as it comes, so a restart runs only the lines not yet
+//! answered. A line the gateway had no room for (503, 429) waits for a
+//! later turn; any other answer is final. When no line is left, the batch's
+//! output and error files are written and it is completed (or cancelled,
+//! or expired).
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use http::{HeaderValue, Method, Request, StatusCode};
+use http_body_util::BodyExt;
+use serde_json::{Value, json};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+
+use crate::batch::api::blocking;
+use crate::batch::store::{BatchRow, FileRow, Pending};
+use crate::batch::{Batches, new_id, now_s};
+use crate::dispatch::pipeline::serve_body;
+use crate::error::{Dialect, GatewayError};
+use crate::ingress::{chat, completions, embeddings};
+use crate::state::app::App;
+use crate::state::live::Live;
+
+/// How often the runner looks again without being woken (for expiry, and
+/// lines waiting for room).
+const TICK: Duration = Duration::from_millis(500);
+
+/// The lines running now, by batch.
+type Running = Arc<Mutex<HashMap<String, HashSet<u64>>>>;
+
+/// Starts the runner for the process.
+pub fn spawn(live: Arc<Live>) {
+    tokio::spawn(run(live));
+}
+
+async fn run(live: Arc<Live>) {
+    let running: Running = Arc::default();
+    let mut slots: Option<Arc<Semaphore>> = None;
+    loop {
+        let app = live.app();
+        let Some(batches) = app.batches.clone() else {
+            tokio::time::sleep(TICK).await;
+            continue;
+        };
+        // The store's settings are the process's (a reload keeps them).
+        let slots = slots
+            .get_or_insert_with(|| Arc::new(Semaphore::new(batches.settings.lines_in_flight)))
+            .clone();
+        if let Err(err) = turn(&app, &batches, &slots, &running).await {
+            tracing::error!(error = ?err, "batch runner");
+        }
+        tokio::select! {
+            () = batches.wake.notified() => {}
+            () = tokio::time::sleep(TICK) => {}
+        }
+    }
+}
+
+/// One look at every unfinished batch: lines started where there is room,
+/// and batches with nothing left to run ended.
+async fn turn(
+    app: &Arc<App>,
+    batches: &Arc<Batches>,
+    slots: &Arc<Semaphore>,
+    running: &Running,
+) -> Result<(), GatewayError> {
+    let store = batches.store.clone();
+    for batch in blocking(store.clone(), |s| s.unfinished()).await? {
+        let now = now_s();
+        let running_now: Vec<u64> = lock(running)
+            .get(&batch.id)
+            .map(|lines| lines.iter().copied().collect())
+            .unwrap_or_default();
+        match batch.status.as_str() {
+            "in_progress" if now >= batch.expires_at => {
+                let id = batch.id.clone();
+                blocking(store.clone(), move |s| {
+                    s.set_status(&id, "cancelling", &["in_progress"], now)
+                })
+                .await?;
+                if running_now.is_empty() {
+                    finish(batches, &batch, "expired").await?;
+                }
+            }
+            "in_progress" => {
+                let free = slots.available_permits();
+                let (id, taken) = (batch.id.clone(), running_now.clone());
+                let lines = if free == 0 {
+                    Vec::new()
+                } else {
+                    blocking(store.clone(), move |s| s.pending_lines(&id, &taken, free)).await?
+                };
+                if lines.is_empty() && running_now.is_empty() {
+                    let id = batch.id.clone();
+                    if !blocking(store.clone(), move |s| s.has_pending(&id)).await? {
+                        finish(batches, &batch, "completed").await?;
+                    }
+                }
+                for line in lines {
+                    let Ok(permit) = slots.clone().try_acquire_owned() else {
+                        break;
+                    };
+                    lock(running)
+                        .entry(batch.id.clone())
+                        .or_default()
+                        .insert(line.line);
+                    tokio::spawn(run_line(
+                        (app.clone(), batches.clone()),
+                        batch.clone(),
+                        line,
+                        (permit, running.clone()),
+                    ));
+                }
+            }
+            // Ended once the lines running are answered (an expired batch
+            // passes through cancelling too: its `expires_at` says which).
+            "cancelling" if running_now.is_empty() => {
+                let status = if now >= batch.expires_at {
+                    "expired"
+                } else {
+                    "cancelled"
+                };
+                finish(batches, &batch, status).await?;
+            }
+            "finalizing" => finish(batches, &batch, "completed").await?,
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+fn lock(running: &Running) -> std::sync::MutexGuard<'_, HashMap<String, HashSet<u64>>> {
+    running.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Runs one line and stores its answer (or leaves it pending, when the
+/// gateway had no room for it).
+async fn run_line(
+    (app, batches): (Arc<App>, Arc<Batches>),
+    batch: BatchRow,
+    line: Pending,
+    (permit, running): (OwnedSemaphorePermit, Running),
+) {
+    let request_id = new_id("batch_req_");
+    let answer = answer(&app, &batch, &line, &request_id).await;
+    let stored = match answer {
+        Some((status, body)) => {
+            let ok = status.is_success();
+            let result = json!({
+                "id": request_id, "custom_id": line.custom_id,
+                "response": {"status_code": status.as_u16(), "request_id": request_id, "body": body},
+                "error": null,
+            })
+            .to_string();
+            let (id, number) = (batch.id.clone(), line.line);
+            blocking(batches.store.clone(), move |s| {
+                s.finish_line(&id, number, ok, &result)
+            })
+            .await
+            .is_ok()
+        }
+        None => {
+            // No room now: a later turn runs it again.
+            tokio::time::sleep(TICK).await;
+            false
+        }
+    };
+    if let Some(lines) = lock(&running).get_mut(&batch.id) {
+        lines.remove(&line.line);
+    }
+    drop(permit);
+    if stored {
+        batches.wake.notify_one();
+    }
+}
+
+/// A line's answer: its status and body, or `None` when the gateway had
+/// no room for it (it is tried again later).
+async fn answer(
+    app: &App,
+    batch: &BatchRow,
+    line: &Pending,
+    request_id: &str,
+) -> Option<(StatusCode, Value)> {
+    let body = line.body.as_bytes();
+    let served = match line_parts(app, batch, line, request_id) {
+        Err(err) => Err(err),
+        Ok(parts) => match batch.endpoint.as_str() {
+            "/v1/chat/completions" => Box::pin(serve_body::<chat::Chat>(app, parts, body)).await,
+            "/v1/completions" => {
+                Box::pin(serve_body::<completions::Completions>(app, parts, body)).await
+            }
+            _ => Box::pin(serve_body::<embeddings::Embeddings>(app, parts, body)).await,
+        },
+    };
+    // A refusal is answered as a caller would get it.
+    let response = served.unwrap_or_else(|err| err.into_response_for(Dialect::OpenAi));
+    let status = response.status();
+    if status == StatusCode::SERVICE_UNAVAILABLE || status == StatusCode::TOO_MANY_REQUESTS {
+        return None;
+    }
+    let bytes = response.into_body().collect().await.ok()?.to_bytes();
+    let body = serde_json::from_slice(&bytes)
+        .unwrap_or_else(|_| json!({"error": {"message": "the answer was not JSON"}}));
+    Some((status, body))
+}
+
+/// The request a line makes: its endpoint, the `batch` profile unless its
+/// route names one, the batch's key, an id of its own, and its batch's id
+/// for its ledger rows.
+fn line_parts(
+    app: &App,
+    batch: &BatchRow,
+    line: &Pending,
+    request_id: &str,
+) -> Result<http::request::Parts, GatewayError> {
+    let model = serde_json::from_str::<Value>(&line.body)
+        .ok()
+        .and_then(|b| b["model"].as_str().map(str::to_owned))
+        .unwrap_or_default();
+    let route_profile = app
+        .route_of(&model)
+        .and_then(|route| app.config.routes.get(&*route).and_then(|r| r.profile));
+    let mut request = Request::builder()
+        .method(Method::POST)
+        .uri(batch.endpoint.as_str())
+        .header(http::header::CONTENT_TYPE, "application/json");
+    if route_profile.is_none() {
+        request = request.header("x-switchyard-profile", "batch");
+    }
+    if let Ok(id) = HeaderValue::from_str(request_id) {
+        request = request.header(crate::http::request_id::REQUEST_ID, id);
+    }
+    let (mut parts, ()) = request
+        .body(())
+        .map_err(|e| GatewayError::Internal {
+            message: e.to_string(),
+        })?
+        .into_parts();
+    parts
+        .extensions
+        .insert(crate::ledger::BatchId(Arc::from(batch.id.as_str())));
+    if !batch.owner.is_empty() {
+        let caller =
+            app.keys
+                .caller_named(&batch.owner)
+                .ok_or_else(|| GatewayError::Unauthorized {
+                    message: format!("the key `{}` that created the batch is gone", batch.owner),
+                })?;
+        parts.extensions.insert(caller);
+    }
+    Ok(parts)
+}
+
+/// Writes a batch's output and error files and ends it as `status`.
+async fn finish(
+    batches: &Batches,
+    batch: &BatchRow,
+    status: &'static str,
+) -> Result<(), GatewayError> {
+    let id = batch.id.clone();
+    let (done, failed) = blocking(batches.store.clone(), move |s| s.results(&id)).await?;
+    let now = now_s();
+    let file = |kind: &str, lines: Vec<String>| {
+        (!lines.is_empty()).then(|| {
+            let mut content = lines.join("\n").into_bytes();
+            content.push(b'\n');
+            (
+                FileRow {
+                    id: new_id("file-"),
+                    owner: batch.owner.clone(),
+                    purpose: "batch_output".into(),
+                    filename: format!("{}_{kind}.jsonl", batch.id),
+                    bytes: content.len() as u64,
+                    created_at: now,
+                },
+                content,
+            )
+        })
+    };
+    let files = [file("output", done), file("error", failed)];
+    let batch = batch.clone();
+    let ended = batch.id.clone();
+    blocking(batches.store.clone(), move |s| {
+        s.finish_batch(&batch, files, status, now)
+    })
+    .await?;
+    tracing::info!(batch = %ended, status, "batch ended");
+    Ok(())
+}

@@ -1,0 +1,225 @@
+"""The Files and Batches API, driven by the openai SDK's own files and
+batches calls against the real binary over a simulator: a batch's answers
+and line-level errors, bad uploads and requests, cancelling, a batch that
+resumes after the gateway is killed (every line answered once), each key's
+own files and batches, and every line in the ledger under the batch
+profile."""
+
+import json
+import os
+import sqlite3
+import subprocess
+import tempfile
+import time
+
+import openai
+import pytest
+
+from conftest import BINARY, Proc, start_sim
+
+KEY, OTHER = "sk-batch-owner", "sk-batch-other"
+
+
+def key_hash(key):
+    return subprocess.run([str(BINARY), "key-hash", key], capture_output=True, text=True, check=True).stdout.strip()
+
+
+def config(sim, folder, **batches):
+    settings = ", ".join(f"{k}: {v}" for k, v in batches.items())
+    return f"""
+backends:
+  local:
+    tier: small
+    openai: {{base_url: "{sim.url}/v1"}}
+    max_concurrency: 2
+    max_queue: 64
+ledger: {{path: "{folder}/ledger.db"}}
+batches: {{{settings}}}
+auth:
+  keys:
+    - {{name: owner, hash: "{key_hash(KEY)}"}}
+    - {{name: other, hash: "{key_hash(OTHER)}"}}
+"""
+
+
+def start(text, folder):
+    path = os.path.join(folder, "config.yaml")
+    with open(path, "w") as f:
+        f.write(text)
+    return Proc(["serve", "--config", path, "--listen", "127.0.0.1:0"])
+
+
+@pytest.fixture(scope="module")
+def sim():
+    proc = start_sim("base_ttft_ms=20")
+    yield proc
+    proc.stop()
+
+
+@pytest.fixture(scope="module")
+def gateway(sim):
+    folder = tempfile.mkdtemp(prefix="switchyard-batches-")
+    proc = start(config(sim, folder, max_file_bytes=20000, lines_in_flight=2), folder)
+    proc.folder = folder
+    yield proc
+    proc.stop()
+
+
+def client(gateway, key=KEY):
+    return openai.OpenAI(base_url=gateway.url + "/v1", api_key=key, max_retries=0)
+
+
+def line(custom_id, content="hello", model="local", url="/v1/chat/completions"):
+    return json.dumps({"custom_id": custom_id, "method": "POST", "url": url,
+                       "body": {"model": model, "max_tokens": 8,
+                                "messages": [{"role": "user", "content": content}]}})
+
+
+def upload(sdk, lines):
+    path = os.path.join(tempfile.mkdtemp(), "input.jsonl")
+    with open(path, "w") as f:
+        f.write("\n".join(lines) + "\n")
+    with open(path, "rb") as f:
+        return sdk.files.create(file=f, purpose="batch")
+
+
+def wait(sdk, batch_id, until=("completed", "failed", "cancelled", "expired"), seconds=60):
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        batch = sdk.batches.retrieve(batch_id)
+        if batch.status in until:
+            return batch
+        time.sleep(0.2)
+    raise AssertionError(f"batch {batch_id} still {batch.status}")
+
+
+def jsonl(sdk, file_id):
+    return [json.loads(l) for l in sdk.files.content(file_id).text.splitlines() if l]
+
+
+def test_a_batch_answers_each_line_and_bad_lines_fail_alone(gateway):
+    sdk = client(gateway)
+    lines = [line(f"r{i}", f"line {i}") for i in range(6)]
+    lines += ["not json", line("wrong-model", model="nope"), line("r0"),
+              line("wrong-url", url="/v1/embeddings")]
+    file = upload(sdk, lines)
+    assert (file.purpose, file.status, file.bytes) == ("batch", "processed", len("\n".join(lines)) + 1)
+    batch = sdk.batches.create(input_file_id=file.id, endpoint="/v1/chat/completions",
+                               completion_window="24h", metadata={"job": "nightly"})
+    assert batch.status == "in_progress" and batch.request_counts.total == 10
+    assert batch.metadata == {"job": "nightly"}
+    batch = wait(sdk, batch.id)
+    assert batch.status == "completed", batch
+    assert (batch.request_counts.completed, batch.request_counts.failed) == (6, 4)
+    output = jsonl(sdk, batch.output_file_id)
+    assert [o["custom_id"] for o in output] == [f"r{i}" for i in range(6)]
+    for answer in output:
+        assert answer["response"]["status_code"] == 200
+        assert answer["response"]["body"]["choices"][0]["message"]["content"]
+    errors = {e["custom_id"]: e for e in jsonl(sdk, batch.error_file_id)}
+    assert errors[None]["error"]["code"] == "invalid_request" and errors[None]["error"]["line"] == 7
+    assert errors["wrong-model"]["response"]["status_code"] == 404
+    assert errors["r0"]["error"]["code"] == "duplicate_custom_id"
+    assert "endpoint" in errors["wrong-url"]["error"]["message"]
+    # Listed, newest first, and each line in the ledger under the batch
+    # profile, with its batch's id.
+    assert sdk.batches.list().data[0].id == batch.id
+    ids = {f.id for f in sdk.files.list().data}
+    assert {file.id, batch.output_file_id, batch.error_file_id} <= ids
+    profiles = []
+    for _ in range(50):  # the ledger commits in groups
+        with sqlite3.connect(os.path.join(gateway.folder, "ledger.db")) as ledger:
+            profiles = ledger.execute("SELECT profile, key, COUNT(*) FROM requests WHERE batch = ? "
+                                      "AND status = 'ok' GROUP BY profile, key", (batch.id,)).fetchall()
+        if sum(n for *_, n in profiles) >= 6:
+            break
+        time.sleep(0.1)
+    assert profiles == [("batch", "owner", 6)], profiles
+
+
+def test_bad_uploads_and_requests_are_refused(gateway):
+    sdk = client(gateway)
+    with pytest.raises(openai.APIStatusError) as caught:
+        upload(sdk, [line(f"r{i}", "x" * 500) for i in range(60)])
+    assert caught.value.status_code == 413
+    with pytest.raises(openai.BadRequestError):
+        sdk.files.create(file=("x.jsonl", b"{}\n"), purpose="fine-tune")
+    with pytest.raises(openai.BadRequestError) as caught:
+        sdk.batches.create(input_file_id="file-none", endpoint="/v1/chat/completions", completion_window="24h")
+    assert "input_file_id" in str(caught.value)
+    file = upload(sdk, [line("a")])
+    with pytest.raises(openai.BadRequestError):
+        sdk.batches.create(input_file_id=file.id, endpoint="/v1/images", completion_window="24h")
+    with pytest.raises(openai.BadRequestError):
+        sdk.batches.create(input_file_id=file.id, endpoint="/v1/chat/completions", completion_window="1h")
+    empty = sdk.files.create(file=("empty.jsonl", b"\n"), purpose="batch")
+    failed = sdk.batches.create(input_file_id=empty.id, endpoint="/v1/chat/completions", completion_window="24h")
+    assert failed.status == "failed" and failed.errors.data[0].code == "empty_file"
+    # Deleted, a file is gone.
+    assert sdk.files.delete(file.id).deleted
+    with pytest.raises(openai.NotFoundError):
+        sdk.files.retrieve(file.id)
+
+
+def test_each_key_sees_only_its_own(gateway):
+    file = upload(client(gateway), [line("a")])
+    batch = client(gateway).batches.create(input_file_id=file.id, endpoint="/v1/chat/completions",
+                                           completion_window="24h")
+    other = client(gateway, OTHER)
+    for call in (lambda: other.files.retrieve(file.id), lambda: other.files.content(file.id),
+                 lambda: other.batches.retrieve(batch.id), lambda: other.batches.cancel(batch.id)):
+        with pytest.raises(openai.NotFoundError):
+            call()
+    assert file.id not in {f.id for f in other.files.list().data}
+    with pytest.raises(openai.BadRequestError):
+        other.batches.create(input_file_id=file.id, endpoint="/v1/chat/completions", completion_window="24h")
+
+
+def slow_gateway(folder, **batches):
+    sim = start_sim("base_ttft_ms=250")
+    return sim, start(config(sim, folder, **batches), folder)
+
+
+def test_a_cancelled_batch_stops_starting_lines():
+    folder = tempfile.mkdtemp(prefix="switchyard-batches-")
+    sim, gateway = slow_gateway(folder, lines_in_flight=1)
+    try:
+        sdk = client(gateway)
+        file = upload(sdk, [line(f"r{i}") for i in range(20)])
+        batch = sdk.batches.create(input_file_id=file.id, endpoint="/v1/chat/completions", completion_window="24h")
+        wait_for = time.monotonic() + 30
+        while sdk.batches.retrieve(batch.id).request_counts.completed < 2 and time.monotonic() < wait_for:
+            time.sleep(0.1)
+        assert sdk.batches.cancel(batch.id).status in ("cancelling", "cancelled")
+        batch = wait(sdk, batch.id)
+        assert batch.status == "cancelled" and batch.cancelled_at
+        done = batch.request_counts.completed
+        assert 2 <= done < 20
+        assert len(jsonl(sdk, batch.output_file_id)) == done
+    finally:
+        gateway.stop()
+        sim.stop()
+
+
+def test_a_batch_resumes_after_a_restart_with_every_line_answered_once():
+    folder = tempfile.mkdtemp(prefix="switchyard-batches-")
+    sim, gateway = slow_gateway(folder, lines_in_flight=1)
+    try:
+        sdk = client(gateway)
+        file = upload(sdk, [line(f"r{i}") for i in range(12)])
+        batch = sdk.batches.create(input_file_id=file.id, endpoint="/v1/chat/completions", completion_window="24h")
+        wait_for = time.monotonic() + 30
+        while sdk.batches.retrieve(batch.id).request_counts.completed < 3 and time.monotonic() < wait_for:
+            time.sleep(0.05)
+        gateway.proc.kill()  # no goodbye: as a crash
+        gateway.proc.wait()
+        gateway = Proc(["serve", "--config", os.path.join(folder, "config.yaml"), "--listen", "127.0.0.1:0"])
+        sdk = client(gateway)
+        batch = wait(sdk, batch.id)
+        assert batch.status == "completed"
+        assert (batch.request_counts.completed, batch.request_counts.failed) == (12, 0)
+        output = jsonl(sdk, batch.output_file_id)
+        assert sorted(o["custom_id"] for o in output) == sorted(f"r{i}" for i in range(12))
+    finally:
+        gateway.stop()
+        sim.stop()
