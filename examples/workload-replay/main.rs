@@ -6,6 +6,7 @@
 //! once per policy and `scripts/budget_report.py` sums the lines up.
 //!
 //! Usage: `workload-replay BASE_URL ROUTE JOBS CONCURRENCY SEED OUT.jsonl`
+//! (`REPLAY_PROFILES=chat,code,...` sends only those profiles' jobs).
 
 mod mix;
 mod stream;
@@ -50,6 +51,13 @@ impl Run {
 
 async fn run_job(run: &Run, client: &HttpClient, id: u64) {
     let mut job = mix::job(run.seed, id);
+    // `REPLAY_PROFILES=chat,code`: only those jobs are sent (the batch
+    // benchmark's interactive traffic leaves the batch items out).
+    if let Ok(profiles) = std::env::var("REPLAY_PROFILES")
+        && !profiles.split(',').any(|p| p.trim() == job.profile.name())
+    {
+        return;
+    }
     job.body["model"] = json!(run.route);
     let mut headers = vec![("x-switchyard-profile", job.profile.name().to_owned())];
     if job.profile != Profile::Agentic {

@@ -89,7 +89,7 @@ try {
       else same(p.rows, want, `panel ${p.name}: table rows`);
     }
   }
-  same(panels.map(p => p.name).sort().join(), "attainment,backends,sessions,shadows,spend,split,top_keys,top_teams,ttft", "panels");
+  same(panels.map(p => p.name).sort().join(), "attainment,backends,batches,sessions,shadows,spend,split,top_keys,top_teams,ttft", "panels");
 
   // The totals tiles: the raw number exactly, and its text formatted as the page formats it.
   const tiles = Object.fromEntries(await page.$$eval("[data-tile]", ts => ts.map(t => [t.dataset.tile, [t.textContent, t.dataset.value]])));
@@ -118,9 +118,16 @@ try {
     same(JSON.stringify(r.slice(0, 4)), JSON.stringify([s.route, `${s.candidate} / ${s.served_by}`, fmtInt(s.requests), fmtInt(s.candidate_failed)]), `shadows row ${i}`);
   });
 
+  const fmtMs = v => (v == null ? "—" : fmtInt(v) + " ms");
+  // The batches panel (e2e.sh runs a batch of three lines).
+  same(d.batches.length, 2, "batches: rows while batch lines ran and otherwise");
+  (await rows("batches")).forEach((r, i) => {
+    const b = d.batches[i];
+    same(JSON.stringify(r.slice(0, 4)), JSON.stringify([b.traffic, fmtInt(b.requests), fmtMs(b.p50_ms), fmtMs(b.p90_ms)]), `batches row ${i}`);
+  });
+
   // The agent sessions (e2e.sh sends its requests under four session ids).
   expect(d.sessions.length > 0, "sessions: the requests' x-session-id made sessions");
-  const fmtMs = v => (v == null ? "—" : fmtInt(v) + " ms");
   (await rows("sessions")).forEach((r, i) => {
     const s = d.sessions[i];
     same(JSON.stringify(r.slice(0, 6)), JSON.stringify([s.session, s.key, fmtInt(s.calls), fmtMs(s.model_ms), fmtInt(s.tool_calls), fmtMs(s.tool_ms)]), `sessions row ${i}`);

@@ -135,6 +135,16 @@ def test_a_batch_answers_each_line_and_bad_lines_fail_alone(gateway):
             break
         time.sleep(0.1)
     assert profiles == [("batch", "owner", 6)], profiles
+    # `switchyard batches` shows it done; `switchyard budgets` its throughput.
+    config_file = os.path.join(gateway.folder, "config.yaml")
+    listed = subprocess.run([str(BINARY), "batches", "--config", config_file],
+                            capture_output=True, text=True, check=True).stdout
+    row = next(l for l in listed.splitlines() if l.startswith(batch.id)).split()
+    assert row[1:6] == ["owner", "completed", "[####################]", "100%", "10/10"], row
+    report = json.loads(subprocess.run([str(BINARY), "budgets", "--config", config_file, "--since", "1h",
+                                        "--format", "json"], capture_output=True, text=True, check=True).stdout)
+    load = report["batches"]
+    assert load["batch_calls"] == 6 and load["batch_output_tokens"] > 0 and load["batch_tokens_per_hour"] > 0
 
 
 def test_bad_uploads_and_requests_are_refused(gateway):

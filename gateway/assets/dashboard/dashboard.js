@@ -234,6 +234,14 @@
       ["Per request", r => pair(r.cost_per_request_usd, r.served.cost_per_request_usd, fmtUsd), 1],
       ["Agreement", r => fmtPct(r.agreement), 1], ["Exact", r => fmtPct(r.agreement_exact), 1],
     ], d.shadows ?? [], "no route shadows a candidate (routes.NAME.shadow)");
+    // Batch lines wait behind people: their first tokens with and without.
+    drawTable("batches", [
+      ["Interactive requests", r => r.traffic], ["Requests", r => fmtInt(r.requests), 1],
+      ["First token p50", r => fmtMs(r.p50_ms), 1], ["p90", r => fmtMs(r.p90_ms), 1],
+    ], d.batches ?? [], "no batch lines in this window (/v1/batches)");
+    $('[data-sub="batches"]').textContent = d.batch_tokens_per_hour == null
+      ? "interactive first tokens while batch lines ran"
+      : `batch lines at ${fmtInt(d.batch_tokens_per_hour)} tokens per hour of their run; interactive first tokens beside them`;
     // Tool time is measured for calls made through /mcp; "Other" is the
     // rest of the wall time (tools the gateway did not see, a person).
     drawTable("sessions", [

@@ -163,6 +163,18 @@ struct Stats {
     /// The window's longest agent sessions, with their model and measured
     /// tool time.
     sessions: Vec<crate::ledger::SessionLine>,
+    /// Interactive first tokens while batch lines ran and otherwise (none
+    /// without batch lines in the window), and the batches' throughput.
+    batches: Vec<BatchTraffic>,
+    batch_tokens_per_hour: Option<f64>,
+}
+
+/// Interactive first tokens in one kind of time.
+#[derive(Debug, Serialize)]
+struct BatchTraffic {
+    traffic: &'static str,
+    #[serde(flatten)]
+    first_tokens: crate::ledger::FirstTokens,
 }
 
 /// The most sessions the dashboard lists.
@@ -199,11 +211,32 @@ pub async fn stats(app: &App, req: Request<Incoming>) -> Result<Response<Body>, 
             crate::ledger::sessions_report(&tx, now - window.length_ms, None)?.sessions;
         sessions.sort_by(|a, b| b.wall_ms.total_cmp(&a.wall_ms));
         sessions.truncate(SESSIONS_SHOWN);
+        let batches = crate::ledger::batch_load(&tx, now - window.length_ms)?;
         tx.commit()?;
-        Ok((stats, attainment, per_backend, shadows.lines, sessions))
+        Ok((
+            stats,
+            attainment,
+            per_backend,
+            shadows.lines,
+            (sessions, batches),
+        ))
     })
     .await?;
-    let (ledger, attainment, per_backend, shadows, sessions) = read;
+    let (ledger, attainment, per_backend, shadows, (sessions, load)) = read;
+    let batches = if load.batch_calls == 0 {
+        Vec::new()
+    } else {
+        vec![
+            BatchTraffic {
+                traffic: "while batch lines ran",
+                first_tokens: load.interactive_while_batches,
+            },
+            BatchTraffic {
+                traffic: "otherwise",
+                first_tokens: load.interactive_otherwise,
+            },
+        ]
+    };
     let attainment = attainment
         .lines
         .into_iter()
@@ -230,6 +263,8 @@ pub async fn stats(app: &App, req: Request<Incoming>) -> Result<Response<Body>, 
         backends,
         shadows,
         sessions,
+        batches,
+        batch_tokens_per_hour: load.batch_tokens_per_hour,
     };
     // Serializing our own types cannot fail (no maps with non-string keys).
     let json = Bytes::from(serde_json::to_vec(&stats).unwrap_or_else(|_| b"{}".to_vec()));

@@ -11,7 +11,7 @@
 
 pub mod api;
 mod lines;
-mod objects;
+pub mod objects;
 pub mod runner;
 pub mod store;
 

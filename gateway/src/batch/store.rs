@@ -254,6 +254,16 @@ impl Store {
         rows.collect()
     }
 
+    /// The newest `limit` batches of every key (`switchyard batches`).
+    pub fn recent(&self, limit: usize) -> StoreResult<Vec<BatchRow>> {
+        let conn = self.conn();
+        let mut statement = conn.prepare(&format!(
+            "{BATCH_COLUMNS} ORDER BY created_at DESC, id DESC LIMIT ?1"
+        ))?;
+        let rows = statement.query_map([limit as i64], batch_row)?;
+        rows.collect()
+    }
+
     /// Every batch not yet ended, oldest first: the runner's work.
     pub fn unfinished(&self) -> StoreResult<Vec<BatchRow>> {
         let conn = self.conn();

@@ -198,6 +198,19 @@ pub enum Command {
         #[arg(long)]
         config: Option<PathBuf>,
     },
+    /// The batches in the store beside the ledger, newest first, each with
+    /// a progress bar of its answered lines.
+    Batches {
+        /// How many.
+        #[arg(long, default_value_t = 20)]
+        limit: usize,
+        /// table, json or csv.
+        #[arg(long, default_value = "table")]
+        format: String,
+        /// The config whose batch store to read (the embedded default's when absent).
+        #[arg(long)]
+        config: Option<PathBuf>,
+    },
     /// Report agent task time per session from the ledger: calls, time
     /// waiting on models, time between them (tools, people), tokens, cost.
     Sessions {

@@ -22,6 +22,24 @@ pub fn run(
     let conn = report_text::open_ledger(&config.ledger, since_ms)?;
     let report = attainment_report(&conn, since_ms, by, &route_budgets(config))?;
     report_text::write(out, format, &report, (report.by, &COLUMNS, &rows(&report)))?;
+    if format == "table" && report.batches.batch_calls > 0 {
+        let b = &report.batches;
+        let ms = |v: Option<f64>| v.map_or("-".to_owned(), |v| format!("{v:.0} ms"));
+        writeln!(
+            out,
+            "batches: {} lines, {} output tokens, {:.0} tokens per hour of the {:.0} s they ran; interactive first token p50/p90 {} / {} while they ran ({} requests), {} / {} otherwise ({})",
+            b.batch_calls,
+            b.batch_output_tokens,
+            b.batch_tokens_per_hour.unwrap_or(0.0),
+            b.batch_running_s,
+            ms(b.interactive_while_batches.p50_ms),
+            ms(b.interactive_while_batches.p90_ms),
+            b.interactive_while_batches.requests,
+            ms(b.interactive_otherwise.p50_ms),
+            ms(b.interactive_otherwise.p90_ms),
+            b.interactive_otherwise.requests,
+        )?;
+    }
     if format == "table" {
         for d in report.drift.iter().filter(|d| d.drifted) {
             match d.figure {

@@ -51,6 +51,14 @@ pub fn run(command: Command) -> anyhow::Result<()> {
                 &mut std::io::stdout().lock(),
             )
         }
+        Command::Batches {
+            limit,
+            format,
+            config,
+        } => {
+            let config = config_file::load(config.as_deref())?;
+            crate::cli::batches::run(&config, limit, &format, &mut std::io::stdout().lock())
+        }
         Command::Sessions {
             since,
             route,

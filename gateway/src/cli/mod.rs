@@ -1,6 +1,7 @@
 //! Every subcommand: arguments (`args`) and their dispatch (`commands`),
 //! `serve` and `sim` (`serve`, `sim_server`), the reports over the ledger
-//! (`spend`, `sessions`, `budgets`, `advice`, `compare`), the router's offline tools
+//! (`spend`, `sessions`, `budgets`, `advice`, `compare`), the batch store's
+//! (`batches`), the router's offline tools
 //! (`route`: train-router, replay) and `probe`.
 //!
 //! May import: anything. Nothing on the request path imports cli; the
@@ -8,6 +9,7 @@
 
 pub mod advice;
 pub mod args;
+pub mod batches;
 pub mod budgets;
 pub mod commands;
 pub mod compare;

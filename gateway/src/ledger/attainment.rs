@@ -76,6 +76,8 @@ pub struct AttainmentReport {
     /// Each backend's decode and prefill speeds and failed share over the
     /// last hour against before it.
     pub drift: Vec<crate::ledger::drift::DriftLine>,
+    /// Batch lines' throughput, and interactive first tokens while they ran.
+    pub batches: crate::ledger::batch_load::BatchLoad,
 }
 
 pub(super) const HOUR_MS: i64 = 3_600_000;
@@ -150,6 +152,7 @@ pub fn attainment_report(
 ) -> rusqlite::Result<AttainmentReport> {
     let mut report = attainment_lines(conn, since_ms, by, route_budgets)?;
     report.drift = crate::ledger::drift::drift(conn, since_ms, crate::ledger::now_ms() - HOUR_MS)?;
+    report.batches = crate::ledger::batch_load::batch_load(conn, since_ms)?;
     Ok(report)
 }
 
@@ -228,6 +231,7 @@ pub fn attainment_lines(
         lines,
         total: line("total".to_owned(), &all),
         drift: Vec::new(),
+        batches: Default::default(),
     })
 }
 

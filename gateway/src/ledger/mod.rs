@@ -6,6 +6,7 @@
 //! commit), and everything queued is written before the process exits.
 
 mod attainment;
+mod batch_load;
 pub mod columns;
 mod compare;
 mod drift;
@@ -28,6 +29,7 @@ use std::time::Duration;
 pub use crate::ledger::attainment::{
     AttainmentDimension, AttainmentReport, attainment_lines, attainment_report, route_budgets,
 };
+pub use crate::ledger::batch_load::{BatchLoad, FirstTokens, batch_load};
 pub use crate::ledger::compare::{
     CompareLine, CompareReport, ProfileLine, SideFigures, compare_report,
 };
