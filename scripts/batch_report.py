@@ -29,7 +29,8 @@ def main():
     alone, with_batch = requests(sys.argv[1]), requests(sys.argv[2])
     batch = json.load(open(sys.argv[3]))
     ledger = sqlite3.connect(sys.argv[4])
-    start_s, end_s = batch["in_progress_at"], batch["completed_at"] or batch["cancelled_at"]
+    start_s = batch["in_progress_at"]
+    end_s = batch["completed_at"] or batch["cancelled_at"] or batch["expired_at"] or batch["failed_at"]
     ok = lambda rows: [r["ttft_ms"] for r in rows if r["status"] == 200 and r["ttft_ms"] is not None]
     ids = [r["request_id"] for r in with_batch if r.get("request_id")]
     during = 0

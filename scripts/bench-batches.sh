@@ -43,7 +43,8 @@ routes:
 batches: {lines_in_flight: 3}
 ledger: {path: "$work/ledger.db"}
 YAML
-(cd "$work" && exec "$PWD/target/release/switchyard" serve --config "$work/gateway.yaml" --listen 127.0.0.1:0) \
+gateway_bin="$PWD/target/release/switchyard"
+(cd "$work" && exec "$gateway_bin" serve --config "$work/gateway.yaml" --listen 127.0.0.1:0) \
   >"$work/gateway.out" 2>"$work/gateway.log" &
 gateway=$!
 trap 'kill "$gateway" "$server" 2>/dev/null || true' EXIT

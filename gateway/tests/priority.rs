@@ -1,6 +1,7 @@
 //! Priority classes in a backend's queue, end to end: a real gateway in
-//! front of a simulator slow enough (300 ms a request) that the order in
-//! which requests finish shows the order they were served in.
+//! front of a simulator slow enough (600 ms a request, requests sent 100 ms
+//! or more apart) that the order in which requests finish shows the order
+//! they were served in, on a loaded machine too.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is the failure report
 
@@ -43,7 +44,7 @@ async fn finishing_order(url: &str, requests: &[(&'static str, &'static str, u64
 fn slow_gateway(limits: &[&str]) -> (support::Proc, support::Proc) {
     let slow = support::sim(
         "small",
-        &["base_ttft_ms=300", "jitter=0", "decode_tokens_per_s=5000"],
+        &["base_ttft_ms=600", "jitter=0", "decode_tokens_per_s=5000"],
     );
     let gateway = GatewayBuilder::new()
         .openai("one", "small", &slow.base_url(), limits)
@@ -53,17 +54,17 @@ fn slow_gateway(limits: &[&str]) -> (support::Proc, support::Proc) {
 
 #[tokio::test]
 async fn an_interactive_request_goes_ahead_of_queued_batch_lines_and_unattended_ahead_of_batch() {
-    // One slot: b0 runs; b1..b3 and u wait; i comes last and is served next,
+    // One slot: b0 runs; b1, b2 and u wait; i comes last and is served next,
     // then u, then the batch lines in their order.
     let (_sim, gateway) = slow_gateway(&["max_concurrency: 1", "max_queue: 10"]);
     let order = finishing_order(
         &gateway.url("/v1/chat/completions"),
         &[
             ("b0", "batch", 0),
-            ("b1", "batch", 40),
-            ("b2", "batch", 60),
-            ("u", "unattended", 80),
-            ("i", "", 150),
+            ("b1", "batch", 100),
+            ("b2", "batch", 200),
+            ("u", "unattended", 300),
+            ("i", "", 400),
         ],
     )
     .await;
@@ -82,7 +83,7 @@ async fn batch_lines_leave_the_interactive_reserve_free() {
     ]);
     let order = finishing_order(
         &gateway.url("/v1/chat/completions"),
-        &[("b0", "batch", 0), ("b1", "batch", 40), ("i", "chat", 120)],
+        &[("b0", "batch", 0), ("b1", "batch", 100), ("i", "chat", 250)],
     )
     .await;
     assert_eq!(order, ["b0", "i", "b1"]);

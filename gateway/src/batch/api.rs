@@ -111,6 +111,7 @@ pub async fn serve(app: &App, req: Request<Incoming>) -> Result<Response<Body>, 
         }
         (Target::File(_), _) => Err(wrong("GET, DELETE")),
         (Target::FileContent(id), &Method::GET) => {
+            let _heavy = batches.heavy.acquire().await;
             let id = id.to_owned();
             match blocking(store, move |s| s.file_content(&id, &owner)).await? {
                 Some(content) => Ok(octets(content)),
@@ -189,6 +190,7 @@ async fn upload(
     owner: String,
     req: Request<Incoming>,
 ) -> Result<Response<Body>, GatewayError> {
+    let _heavy = batches.heavy.acquire().await;
     let (parts, body) = req.into_parts();
     let bytes = app
         .read_upload(&parts, body, batches.settings.max_file_bytes)
@@ -235,6 +237,7 @@ async fn create(
     let (parts, body) = req.into_parts();
     let bytes = app.read_body(&parts, body).await?;
     let request: Value = parse_json(&bytes)?;
+    let _heavy = batches.heavy.acquire().await;
     let invalid = |param: &str, message: String| GatewayError::InvalidField {
         param: param.into(),
         message,
@@ -327,8 +330,7 @@ async fn cancel(
     .await?
     .ok_or(not_found)?;
     if !matches!(batch.status.as_str(), "cancelling" | "cancelled") {
-        return Err(GatewayError::InvalidField {
-            param: "batch_id".into(),
+        return Err(GatewayError::Conflict {
             message: format!("the batch is {}: it cannot be cancelled", batch.status),
         });
     }

@@ -29,7 +29,14 @@ pub struct Batches {
     pub settings: BatchSettings,
     /// Wakes the runner: a batch was created or cancelled.
     pub wake: Notify,
+    /// Uploads, batch creations and file reads under way: each holds a
+    /// whole file in memory (up to `max_file_bytes`, more than once while
+    /// it is parsed and stored), so only a few run at once.
+    pub heavy: tokio::sync::Semaphore,
 }
+
+/// Whole files in memory at once.
+const HEAVY_AT_ONCE: usize = 2;
 
 impl Batches {
     /// Opens the store at the settings' path (beside the ledger's file by
@@ -42,6 +49,7 @@ impl Batches {
             store: Arc::new(store),
             settings: settings.clone(),
             wake: Notify::new(),
+            heavy: tokio::sync::Semaphore::new(HEAVY_AT_ONCE),
         })
     }
 }

@@ -62,77 +62,111 @@ async fn run(live: Arc<Live>) {
     }
 }
 
-/// One look at every unfinished batch: lines started where there is room,
-/// and batches with nothing left to run ended.
+/// One look at every unfinished batch, oldest first: lines started where
+/// there is room, and batches with nothing left to run ended. A batch whose
+/// store call fails is passed over this turn (and logged); the others go
+/// on.
 async fn turn(
     app: &Arc<App>,
     batches: &Arc<Batches>,
     slots: &Arc<Semaphore>,
     running: &Running,
 ) -> Result<(), GatewayError> {
-    let store = batches.store.clone();
-    for batch in blocking(store.clone(), |s| s.unfinished()).await? {
-        let now = now_s();
-        let running_now: Vec<u64> = lock(running)
-            .get(&batch.id)
-            .map(|lines| lines.iter().copied().collect())
-            .unwrap_or_default();
-        match batch.status.as_str() {
-            "in_progress" if now >= batch.expires_at => {
-                let id = batch.id.clone();
-                blocking(store.clone(), move |s| {
-                    s.set_status(&id, "cancelling", &["in_progress"], now)
-                })
-                .await?;
-                if running_now.is_empty() {
-                    finish(batches, &batch, "expired").await?;
-                }
-            }
-            "in_progress" => {
-                let free = slots.available_permits();
-                let (id, taken) = (batch.id.clone(), running_now.clone());
-                let lines = if free == 0 {
-                    Vec::new()
-                } else {
-                    blocking(store.clone(), move |s| s.pending_lines(&id, &taken, free)).await?
-                };
-                if lines.is_empty() && running_now.is_empty() {
-                    let id = batch.id.clone();
-                    if !blocking(store.clone(), move |s| s.has_pending(&id)).await? {
-                        finish(batches, &batch, "completed").await?;
-                    }
-                }
-                for line in lines {
-                    let Ok(permit) = slots.clone().try_acquire_owned() else {
-                        break;
-                    };
-                    lock(running)
-                        .entry(batch.id.clone())
-                        .or_default()
-                        .insert(line.line);
-                    tokio::spawn(run_line(
-                        (app.clone(), batches.clone()),
-                        batch.clone(),
-                        line,
-                        (permit, running.clone()),
-                    ));
-                }
-            }
-            // Ended once the lines running are answered (an expired batch
-            // passes through cancelling too: its `expires_at` says which).
-            "cancelling" if running_now.is_empty() => {
-                let status = if now >= batch.expires_at {
-                    "expired"
-                } else {
-                    "cancelled"
-                };
-                finish(batches, &batch, status).await?;
-            }
-            "finalizing" => finish(batches, &batch, "completed").await?,
-            _ => {}
+    for batch in blocking(batches.store.clone(), |s| s.unfinished()).await? {
+        if let Err(err) = look_at(app, batches, slots, running, &batch).await {
+            tracing::error!(batch = %batch.id, error = ?err, "batch runner");
         }
     }
     Ok(())
+}
+
+async fn look_at(
+    app: &Arc<App>,
+    batches: &Arc<Batches>,
+    slots: &Arc<Semaphore>,
+    running: &Running,
+    batch: &BatchRow,
+) -> Result<(), GatewayError> {
+    let store = batches.store.clone();
+    let running_now: Vec<u64> = lock(running)
+        .get(&batch.id)
+        .map(|lines| lines.iter().copied().collect())
+        .unwrap_or_default();
+    #[allow(clippy::collapsible_match)] // the expiry arm must not fall through to starting lines
+    match batch.status.as_str() {
+        // Past its window: no new line starts, and once those running are
+        // answered the rest fail as expired.
+        "in_progress" if now_s() >= batch.expires_at => {
+            if running_now.is_empty() {
+                finish(batches, batch, "expired").await?;
+            }
+        }
+        "in_progress" => {
+            let free = slots.available_permits();
+            let (id, taken) = (batch.id.clone(), running_now.clone());
+            let lines = if free == 0 {
+                Vec::new()
+            } else {
+                blocking(store.clone(), move |s| s.pending_lines(&id, &taken, free)).await?
+            };
+            if lines.is_empty() && running_now.is_empty() {
+                let id = batch.id.clone();
+                if !blocking(store, move |s| s.has_pending(&id)).await? {
+                    finish(batches, batch, "completed").await?;
+                }
+            }
+            for line in lines {
+                let Ok(permit) = slots.clone().try_acquire_owned() else {
+                    break;
+                };
+                let guard = RunningLine::start(running, &batch.id, line.line);
+                tokio::spawn(run_line(
+                    (app.clone(), batches.clone()),
+                    batch.clone(),
+                    line,
+                    (permit, guard),
+                ));
+            }
+        }
+        // Ended once the lines running are answered.
+        "cancelling" if running_now.is_empty() => finish(batches, batch, "cancelled").await?,
+        _ => {}
+    }
+    Ok(())
+}
+
+/// A line marked running until dropped, however its task ends (a panic
+/// included): a line never stays marked and so never runs.
+struct RunningLine {
+    running: Running,
+    batch: String,
+    line: u64,
+}
+
+impl RunningLine {
+    fn start(running: &Running, batch: &str, line: u64) -> Self {
+        lock(running)
+            .entry(batch.to_owned())
+            .or_default()
+            .insert(line);
+        RunningLine {
+            running: running.clone(),
+            batch: batch.to_owned(),
+            line,
+        }
+    }
+}
+
+impl Drop for RunningLine {
+    fn drop(&mut self) {
+        let mut running = lock(&self.running);
+        if let Some(lines) = running.get_mut(&self.batch) {
+            lines.remove(&self.line);
+            if lines.is_empty() {
+                running.remove(&self.batch);
+            }
+        }
+    }
 }
 
 fn lock(running: &Running) -> std::sync::MutexGuard<'_, HashMap<String, HashSet<u64>>> {
@@ -145,11 +179,10 @@ async fn run_line(
     (app, batches): (Arc<App>, Arc<Batches>),
     batch: BatchRow,
     line: Pending,
-    (permit, running): (OwnedSemaphorePermit, Running),
+    (permit, running): (OwnedSemaphorePermit, RunningLine),
 ) {
     let request_id = new_id("batch_req_");
-    let answer = answer(&app, &batch, &line, &request_id).await;
-    let stored = match answer {
+    let stored = match answer(&app, &batch, &line, &request_id).await {
         Some((status, body)) => {
             let ok = status.is_success();
             let result = json!({
@@ -171,9 +204,7 @@ async fn run_line(
             false
         }
     };
-    if let Some(lines) = lock(&running).get_mut(&batch.id) {
-        lines.remove(&line.line);
-    }
+    drop(running);
     drop(permit);
     if stored {
         batches.wake.notify_one();
@@ -202,18 +233,22 @@ async fn answer(
     // A refusal is answered as a caller would get it.
     let response = served.unwrap_or_else(|err| err.into_response_for(Dialect::OpenAi));
     let status = response.status();
-    if status == StatusCode::SERVICE_UNAVAILABLE || status == StatusCode::TOO_MANY_REQUESTS {
+    let bytes = response.into_body().collect().await.ok()?.to_bytes();
+    let body: Value = serde_json::from_slice(&bytes)
+        .unwrap_or_else(|_| json!({"error": {"message": "the answer was not JSON"}}));
+    // No room for it now (a full queue, a rate limit): tried again later.
+    // Any other answer, a spent budget's 429 included, is final.
+    let code = body["error"]["code"].as_str();
+    if matches!(code, Some("overloaded" | "rate_limit_exceeded")) {
         return None;
     }
-    let bytes = response.into_body().collect().await.ok()?.to_bytes();
-    let body = serde_json::from_slice(&bytes)
-        .unwrap_or_else(|_| json!({"error": {"message": "the answer was not JSON"}}));
     Some((status, body))
 }
 
 /// The request a line makes: its endpoint, the `batch` profile unless its
-/// route names one, the batch's key, an id of its own, and its batch's id
-/// for its ledger rows.
+/// route names one (its place in backends' queues is batch's either way:
+/// the batch id says so), the batch's key, an id of its own, and its
+/// batch's id for its ledger rows.
 fn line_parts(
     app: &App,
     batch: &BatchRow,
@@ -251,7 +286,10 @@ fn line_parts(
             app.keys
                 .caller_named(&batch.owner)
                 .ok_or_else(|| GatewayError::Unauthorized {
-                    message: format!("the key `{}` that created the batch is gone", batch.owner),
+                    message: format!(
+                        "the key `{}` that created the batch is gone or has expired",
+                        batch.owner
+                    ),
                 })?;
         parts.extensions.insert(caller);
     }

@@ -160,7 +160,7 @@ impl Store {
             "SELECT id, owner, purpose, filename, bytes, created_at FROM files
              WHERE owner = ?1 AND (?2 IS NULL OR purpose = ?2)
                AND (?3 IS NULL OR (created_at, id) {cmp}
-                    (SELECT created_at, id FROM files WHERE id = ?3))
+                    (SELECT created_at, id FROM files WHERE id = ?3 AND owner = ?1))
              ORDER BY created_at {order}, id {order} LIMIT ?4"
         );
         let conn = self.conn();
@@ -247,7 +247,7 @@ impl Store {
         let conn = self.conn();
         let mut statement = conn.prepare(&format!(
             "{BATCH_COLUMNS} WHERE owner = ?1 AND (?2 IS NULL OR (created_at, id) <
-                 (SELECT created_at, id FROM batches WHERE id = ?2))
+                 (SELECT created_at, id FROM batches WHERE id = ?2 AND owner = ?1))
              ORDER BY created_at DESC, id DESC LIMIT ?3"
         ))?;
         let rows = statement.query_map(params![owner, after, limit as i64], batch_row)?;
@@ -349,6 +349,42 @@ impl Store {
                 params![batch_id],
             )?;
         }
+        tx.commit()
+    }
+
+    /// Fails every line still pending, each with an error file entry of
+    /// `code` (a batch cancelled or expired before they ran); counted.
+    pub fn fail_pending(
+        &self,
+        batch_id: &str,
+        code: &str,
+        new_id: &dyn Fn() -> String,
+    ) -> StoreResult<()> {
+        let mut conn = self.conn();
+        let tx = conn.transaction()?;
+        let pending: Vec<(i64, Option<String>)> = {
+            let mut statement = tx.prepare(
+                "SELECT line, custom_id FROM batch_lines WHERE batch_id = ?1 AND state = 'pending'",
+            )?;
+            let rows =
+                statement.query_map(params![batch_id], |row| Ok((row.get(0)?, row.get(1)?)))?;
+            rows.collect::<StoreResult<_>>()?
+        };
+        for (line, custom_id) in &pending {
+            let result = serde_json::json!({
+                "id": new_id(), "custom_id": custom_id, "response": null,
+                "error": {"code": code, "message": "the batch ended before this line ran", "line": line},
+            })
+            .to_string();
+            tx.execute(
+                "UPDATE batch_lines SET state = 'failed', result = ?3 WHERE batch_id = ?1 AND line = ?2",
+                params![batch_id, line, result],
+            )?;
+        }
+        tx.execute(
+            "UPDATE batches SET failed = failed + ?2 WHERE id = ?1",
+            params![batch_id, pending.len() as i64],
+        )?;
         tx.commit()
     }
 

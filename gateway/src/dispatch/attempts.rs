@@ -123,7 +123,7 @@ pub(crate) async fn dispatch<E: Endpoint>(
             (
                 size,
                 &context.shape(app, attempt.backend),
-                Class::of(decision.features.profile),
+                Class::of_request(decision.features.profile, context.batch.is_some()),
             ),
             decision.features.prefix.as_deref(),
             decision.features.tenant,

@@ -92,10 +92,11 @@ async fn hedge_leg(
         (
             size,
             &context.shape(app, backend_index),
-            Class::of(
+            Class::of_request(
                 context
                     .profile
                     .and_then(switchyard_policies::Profile::from_name),
+                context.batch.is_some(),
             ),
         ),
         context.prefix.as_deref(),

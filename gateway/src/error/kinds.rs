@@ -25,8 +25,8 @@ pub enum GatewayError {
     ContextTooLong { needed: u32, largest_window: u32 },
     #[error("the request body is larger than the limit of {limit} bytes")]
     BodyTooLarge { limit: usize },
-    #[error("unsupported content type `{got}`; send application/json")]
-    UnsupportedMediaType { got: String },
+    #[error("unsupported content type `{got}`; send {want}")]
+    UnsupportedMediaType { got: String, want: &'static str },
     #[error("the request body could not be read: {message}")]
     BodyRead { message: String },
     #[error("the request body did not arrive within {}s", after.as_secs_f64())]

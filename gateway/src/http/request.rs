@@ -33,9 +33,14 @@ pub async fn read_json_body(
     body: Incoming,
     limits: BodyLimits,
 ) -> Result<Bytes, GatewayError> {
-    read_body_of(parts, body, limits, |essence| {
-        essence == "application/json" || essence.ends_with("+json")
-    })
+    read_body_of(
+        parts,
+        body,
+        limits,
+        ("application/json", |essence| {
+            essence == "application/json" || essence.ends_with("+json")
+        }),
+    )
     .await
 }
 
@@ -46,9 +51,14 @@ pub async fn read_upload_body(
     body: Incoming,
     limits: BodyLimits,
 ) -> Result<Bytes, GatewayError> {
-    read_body_of(parts, body, limits, |essence| {
-        essence == "multipart/form-data"
-    })
+    read_body_of(
+        parts,
+        body,
+        limits,
+        ("multipart/form-data", |essence| {
+            essence == "multipart/form-data"
+        }),
+    )
     .await
 }
 
@@ -56,7 +66,7 @@ async fn read_body_of(
     parts: &Parts,
     body: Incoming,
     limits: BodyLimits,
-    accepts: fn(&str) -> bool,
+    accepts: (&'static str, fn(&str) -> bool),
 ) -> Result<Bytes, GatewayError> {
     let timeout = limits.read_timeout;
     let body = IdleLimited::new(body, limits.idle_timeout);
@@ -72,7 +82,7 @@ async fn read_limited(
     parts: &Parts,
     body: IdleLimited<Incoming>,
     limit: usize,
-    accepts: fn(&str) -> bool,
+    (want, accepts): (&'static str, fn(&str) -> bool),
 ) -> Result<Bytes, GatewayError> {
     if let Some(kind) = parts.headers.get(CONTENT_TYPE) {
         let kind = kind.to_str().unwrap_or("");
@@ -85,6 +95,7 @@ async fn read_limited(
         if !accepts(&essence) {
             return Err(GatewayError::UnsupportedMediaType {
                 got: kind.to_owned(),
+                want,
             });
         }
     }

@@ -28,7 +28,8 @@ impl FirstTokens {
 
 #[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
 pub struct BatchLoad {
-    /// Batch lines answered, and their output tokens.
+    /// Batch lines answered (by their request ids), and their output
+    /// tokens.
     pub batch_calls: u64,
     pub batch_output_tokens: u64,
     /// Time some batch line was running, in seconds.
@@ -42,21 +43,33 @@ pub struct BatchLoad {
 }
 
 pub fn batch_load(conn: &Connection, since_ms: i64) -> rusqlite::Result<BatchLoad> {
+    // From when each call had its slot (not while it queued); shadow
+    // copies are not the batch's work. Calls are counted by line (a
+    // fallback's tries are one line's).
     let mut statement = conn.prepare(
-        "SELECT ts_ms, duration_ms, output_tokens FROM requests
-         WHERE ts_ms >= ?1 AND batch IS NOT NULL AND refusal IS NULL",
+        "SELECT ts_ms, queued_ms, duration_ms, output_tokens, request_id FROM requests
+         WHERE ts_ms >= ?1 AND batch IS NOT NULL AND refusal IS NULL AND reason != 'shadow'",
     )?;
     let mut spans = Vec::new();
     let mut tokens = 0u64;
+    let mut lines = std::collections::HashSet::new();
     for row in statement.query_map([since_ms], |row| {
-        let start = row.get::<_, i64>(0)? as f64;
-        Ok((start, start + row.get::<_, f64>(1)?, row.get::<_, i64>(2)?))
+        let ts = row.get::<_, i64>(0)? as f64;
+        let start = ts + row.get::<_, Option<f64>>(1)?.unwrap_or(0.0);
+        let end = ts + row.get::<_, f64>(2)?;
+        Ok((
+            start.min(end),
+            end,
+            row.get::<_, i64>(3)?,
+            row.get::<_, Option<String>>(4)?,
+        ))
     })? {
-        let (start, end, output) = row?;
+        let (start, end, output, line) = row?;
         spans.push((start, end));
         tokens += u64::try_from(output).unwrap_or(0);
+        lines.insert(line);
     }
-    let calls = spans.len() as u64;
+    let calls = lines.len() as u64;
     let running = merged(spans);
     let running_ms: f64 = running.iter().map(|(s, e)| e - s).sum();
     let mut statement = conn.prepare(

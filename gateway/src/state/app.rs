@@ -101,7 +101,10 @@ impl BackendHandle {
         limit: &Arc<Semaphore>,
         class: Class,
     ) -> Result<Slot, GatewayError> {
-        if let Some(slot) = self.classes.try_take(class, limit) {
+        // At once when it may take a free slot, unless others of its
+        // (lower) class came first: they are served in order.
+        let first_of_class = class == Class::Interactive || self.classes.waiting(class) == 0;
+        if first_of_class && let Some(slot) = self.classes.try_take(class, limit) {
             return Ok(slot);
         }
         let full = || GatewayError::Overloaded {
@@ -110,7 +113,13 @@ impl BackendHandle {
                 self.name
             ),
         };
-        if self.waiting.fetch_add(1, Ordering::AcqRel) >= self.max_queue {
+        // Unattended and batch requests may fill half the queue: the rest
+        // stays for interactive ones.
+        let places = match class {
+            Class::Interactive => self.max_queue,
+            _ => self.max_queue / 2,
+        };
+        if self.waiting.fetch_add(1, Ordering::AcqRel) >= places {
             self.waiting.fetch_sub(1, Ordering::AcqRel);
             return Err(full());
         }
@@ -294,7 +303,7 @@ impl App {
         // semaphores, resized to the new config's.
         let mut gateway_limit = |limit: fn(&App) -> &Arc<Semaphore>| match previous {
             Some(p) => LimitChange::keep(
-                limit(p),
+                (limit(p), None),
                 p.config.server.max_concurrent_requests,
                 max_concurrent,
                 &mut limit_changes,

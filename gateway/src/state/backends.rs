@@ -50,7 +50,12 @@ pub(crate) fn build_backend(
     };
     let limit = match (old, backend.max_concurrency) {
         (Some((handle, config)), Some(now)) => match (&handle.limit, config.max_concurrency) {
-            (Some(limit), Some(was)) => Some(LimitChange::keep(limit, was, now, limit_changes)),
+            (Some(limit), Some(was)) => Some(LimitChange::keep(
+                (limit, Some(&handle.classes)),
+                was,
+                now,
+                limit_changes,
+            )),
             _ => Some(Arc::new(Semaphore::new(now))),
         },
         (_, now) => now.map(|n| Arc::new(Semaphore::new(n))),
@@ -99,6 +104,7 @@ pub(crate) fn build_backend(
         classes: match old {
             Some((handle, _)) => {
                 handle.classes.set_reserve(backend.interactive_reserve);
+                handle.classes.wake();
                 handle.classes.clone()
             }
             None => Arc::new(Classes::new(backend.interactive_reserve)),
@@ -116,6 +122,8 @@ pub(crate) fn build_backend(
 /// waiting in a backend's queue are served before the permits owed.)
 pub(crate) struct LimitChange {
     pub(crate) limit: Arc<Semaphore>,
+    /// A backend's classes, woken when slots are added.
+    pub(crate) classes: Option<Arc<Classes>>,
     pub(crate) was: usize,
     pub(crate) now: usize,
 }
@@ -123,7 +131,7 @@ pub(crate) struct LimitChange {
 impl LimitChange {
     /// `limit`, kept for the new config, with its resize noted in `changes`.
     pub(crate) fn keep(
-        limit: &Arc<Semaphore>,
+        (limit, classes): (&Arc<Semaphore>, Option<&Arc<Classes>>),
         was: usize,
         now: usize,
         changes: &mut Vec<LimitChange>,
@@ -131,6 +139,7 @@ impl LimitChange {
         if was != now {
             changes.push(LimitChange {
                 limit: limit.clone(),
+                classes: classes.cloned(),
                 was,
                 now,
             });
@@ -139,9 +148,17 @@ impl LimitChange {
     }
 
     pub(crate) fn apply(self) {
-        let LimitChange { limit, was, now } = self;
+        let LimitChange {
+            limit,
+            classes,
+            was,
+            now,
+        } = self;
         if now > was {
             limit.add_permits(now - was);
+            if let Some(classes) = classes {
+                classes.wake();
+            }
         } else {
             let owed = (was - now) - limit.forget_permits(was - now);
             if owed > 0 {
@@ -285,7 +302,8 @@ mod tests {
             .collect();
         // Down to 2 with 3 in flight: nothing more may start until two end.
         let mut changes = Vec::new();
-        let limit = LimitChange::keep(&limit, 4, 2, &mut changes);
+        let classes = Arc::new(Classes::default());
+        let limit = LimitChange::keep((&limit, Some(&classes)), 4, 2, &mut changes);
         assert_eq!(
             limit.available_permits(),
             1,
@@ -303,7 +321,7 @@ mod tests {
         assert_eq!(limit.available_permits(), 2);
         // Up again: added at once.
         let mut changes = Vec::new();
-        let limit = LimitChange::keep(&limit, 2, 5, &mut changes);
+        let limit = LimitChange::keep((&limit, None), 2, 5, &mut changes);
         changes.into_iter().for_each(LimitChange::apply);
         assert_eq!(limit.available_permits(), 5);
     }

@@ -346,7 +346,9 @@ fn interactive_reserve(
     }
     let local = raw.local.unwrap_or(raw.tier.is_local());
     Ok(match raw.max_concurrency {
-        Some(slots) if local => ((slots as f64 * share).floor() as usize).min(slots - 1),
+        Some(slots) if local => {
+            ((slots as f64 * share).floor() as usize).min(slots.saturating_sub(1))
+        }
         _ => 0,
     })
 }

@@ -169,11 +169,15 @@ impl KeyStore {
     }
 
     /// A caller for the key named `name` (work done later for it, as a
-    /// batch's lines), if it still exists.
+    /// batch's lines), if it still exists and has not expired.
     pub fn caller_named(&self, name: &str) -> Option<Caller> {
         self.keys
             .iter()
             .find(|k| k.name == name)
+            .filter(|k| {
+                k.expires_at_ms
+                    .is_none_or(|at| crate::ledger::now_ms() < at)
+            })
             .map(|k| Caller::new(k.clone()))
     }
 
