@@ -121,6 +121,8 @@ def test_a_batch_answers_each_line_and_bad_lines_fail_alone(gateway):
     assert errors["wrong-model"]["response"]["status_code"] == 404
     assert errors["r0"]["error"]["code"] == "duplicate_custom_id"
     assert "endpoint" in errors["wrong-url"]["error"]["message"]
+    with pytest.raises(openai.ConflictError):
+        sdk.batches.cancel(batch.id)  # it has completed
     # Listed, newest first, and each line in the ledger under the batch
     # profile, with its batch's id.
     assert sdk.batches.list().data[0].id == batch.id
@@ -190,22 +192,32 @@ def slow_gateway(folder, **batches):
     return sim, start(config(sim, folder, **batches), folder)
 
 
+def running_batch(sdk, lines, answered):
+    """A batch of `lines` lines, once `answered` of them are."""
+    file = upload(sdk, [line(f"r{i}") for i in range(lines)])
+    batch = sdk.batches.create(input_file_id=file.id, endpoint="/v1/chat/completions", completion_window="24h")
+    wait_for = time.monotonic() + 30
+    while sdk.batches.retrieve(batch.id).request_counts.completed < answered and time.monotonic() < wait_for:
+        time.sleep(0.05)
+    return batch
+
+
 def test_a_cancelled_batch_stops_starting_lines():
     folder = tempfile.mkdtemp(prefix="switchyard-batches-")
     sim, gateway = slow_gateway(folder, lines_in_flight=1)
     try:
         sdk = client(gateway)
-        file = upload(sdk, [line(f"r{i}") for i in range(20)])
-        batch = sdk.batches.create(input_file_id=file.id, endpoint="/v1/chat/completions", completion_window="24h")
-        wait_for = time.monotonic() + 30
-        while sdk.batches.retrieve(batch.id).request_counts.completed < 2 and time.monotonic() < wait_for:
-            time.sleep(0.1)
+        batch = running_batch(sdk, 20, 2)
         assert sdk.batches.cancel(batch.id).status in ("cancelling", "cancelled")
         batch = wait(sdk, batch.id)
         assert batch.status == "cancelled" and batch.cancelled_at
         done = batch.request_counts.completed
         assert 2 <= done < 20
         assert len(jsonl(sdk, batch.output_file_id)) == done
+        # The lines never run fail as cancelled, each in the error file.
+        assert batch.request_counts.failed == 20 - done
+        assert {e["error"]["code"] for e in jsonl(sdk, batch.error_file_id)} == {"batch_cancelled"}
+        assert sdk.batches.cancel(batch.id).status == "cancelled", "cancelling again changes nothing"
     finally:
         gateway.stop()
         sim.stop()
@@ -216,11 +228,7 @@ def test_a_batch_resumes_after_a_restart_with_every_line_answered_once():
     sim, gateway = slow_gateway(folder, lines_in_flight=1)
     try:
         sdk = client(gateway)
-        file = upload(sdk, [line(f"r{i}") for i in range(12)])
-        batch = sdk.batches.create(input_file_id=file.id, endpoint="/v1/chat/completions", completion_window="24h")
-        wait_for = time.monotonic() + 30
-        while sdk.batches.retrieve(batch.id).request_counts.completed < 3 and time.monotonic() < wait_for:
-            time.sleep(0.05)
+        batch = running_batch(sdk, 12, 3)
         gateway.proc.kill()  # no goodbye: as a crash
         gateway.proc.wait()
         with sqlite3.connect(os.path.join(folder, "switchyard-batches.db")) as store:

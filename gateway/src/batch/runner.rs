@@ -296,14 +296,22 @@ fn line_parts(
     Ok(parts)
 }
 
-/// Writes a batch's output and error files and ends it as `status`.
+/// Ends a batch as `status`: lines never run fail (`batch_cancelled`,
+/// `batch_expired`), then its output and error files are written.
 async fn finish(
     batches: &Batches,
     batch: &BatchRow,
     status: &'static str,
 ) -> Result<(), GatewayError> {
     let id = batch.id.clone();
-    let (done, failed) = blocking(batches.store.clone(), move |s| s.results(&id)).await?;
+    let code = (status != "completed").then(|| format!("batch_{status}"));
+    let (done, failed) = blocking(batches.store.clone(), move |s| {
+        if let Some(code) = code {
+            s.fail_pending(&id, &code, &|| new_id("batch_req_"))?;
+        }
+        s.results(&id)
+    })
+    .await?;
     let now = now_s();
     let file = |kind: &str, lines: Vec<String>| {
         (!lines.is_empty()).then(|| {

@@ -109,20 +109,7 @@ impl Store {
     }
 
     pub fn put_file(&self, file: &FileRow, content: &[u8]) -> StoreResult<()> {
-        self.conn().execute(
-            "INSERT INTO files (id, owner, purpose, filename, bytes, created_at, content)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-            params![
-                file.id,
-                file.owner,
-                file.purpose,
-                file.filename,
-                file.bytes as i64,
-                file.created_at,
-                content
-            ],
-        )?;
-        Ok(())
+        insert_file(&self.conn(), file, content)
     }
 
     pub fn file(&self, id: &str, owner: &str) -> StoreResult<Option<FileRow>> {
@@ -435,19 +422,7 @@ impl Store {
         let mut ids: [Option<String>; 2] = [None, None];
         for (slot, file) in ids.iter_mut().zip(files) {
             if let Some((file, content)) = file {
-                tx.execute(
-                    "INSERT INTO files (id, owner, purpose, filename, bytes, created_at, content)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-                    params![
-                        file.id,
-                        file.owner,
-                        file.purpose,
-                        file.filename,
-                        file.bytes as i64,
-                        file.created_at,
-                        content
-                    ],
-                )?;
+                insert_file(&tx, &file, &content)?;
                 *slot = Some(file.id);
             }
         }
@@ -466,6 +441,23 @@ const BATCH_COLUMNS: &str = "SELECT id, owner, endpoint, input_file_id, completi
     metadata, errors, output_file_id, error_file_id, created_at, expires_at, in_progress_at,
     finalizing_at, completed_at, failed_at, expired_at, cancelling_at, cancelled_at, total,
     completed, failed FROM batches";
+
+fn insert_file(conn: &Connection, file: &FileRow, content: &[u8]) -> StoreResult<()> {
+    conn.execute(
+        "INSERT INTO files (id, owner, purpose, filename, bytes, created_at, content)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+        params![
+            file.id,
+            file.owner,
+            file.purpose,
+            file.filename,
+            file.bytes as i64,
+            file.created_at,
+            content
+        ],
+    )?;
+    Ok(())
+}
 
 fn file_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<FileRow> {
     Ok(FileRow {

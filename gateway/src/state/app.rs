@@ -417,17 +417,7 @@ impl App {
     /// that many bodies arriving at once, a request is a 503 before its
     /// body is read (admission before work).
     pub async fn read_body(&self, parts: &Parts, body: Incoming) -> Result<Bytes, GatewayError> {
-        let _reading = self
-            .reading
-            .try_acquire()
-            .map_err(|_| GatewayError::Overloaded {
-                what: "the gateway is reading as many request bodies as it may".into(),
-            })?;
-        let limits = BodyLimits {
-            max_bytes: self.max_body_bytes,
-            read_timeout: self.body_read_timeout,
-            idle_timeout: self.body_idle_timeout,
-        };
+        let (_reading, limits) = self.reading_within(self.max_body_bytes)?;
         read_json_body(parts, body, limits).await
     }
 
@@ -439,7 +429,17 @@ impl App {
         body: Incoming,
         max_bytes: usize,
     ) -> Result<Bytes, GatewayError> {
-        let _reading = self
+        let (_reading, limits) = self.reading_within(max_bytes)?;
+        crate::http::read_upload_body(parts, body, limits).await
+    }
+
+    /// A place among the bodies being read (503 when every one is taken),
+    /// and the limits a body of at most `max_bytes` is read within.
+    fn reading_within(
+        &self,
+        max_bytes: usize,
+    ) -> Result<(tokio::sync::SemaphorePermit<'_>, BodyLimits), GatewayError> {
+        let reading = self
             .reading
             .try_acquire()
             .map_err(|_| GatewayError::Overloaded {
@@ -450,7 +450,7 @@ impl App {
             read_timeout: self.body_read_timeout,
             idle_timeout: self.body_idle_timeout,
         };
-        crate::http::read_upload_body(parts, body, limits).await
+        Ok((reading, limits))
     }
 
     /// Appends a first answer's outcome to the record of every predictor
