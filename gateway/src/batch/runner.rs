@@ -136,7 +136,8 @@ async fn look_at(
 }
 
 /// A line marked running until dropped, however its task ends (a panic
-/// included): a line never stays marked and so never runs.
+/// included): a line left marked would never be run again, and its batch
+/// never end.
 struct RunningLine {
     running: Running,
     batch: String,
