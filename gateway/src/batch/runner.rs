@@ -52,12 +52,21 @@ async fn run(live: Arc<Live>) {
         let slots = slots
             .get_or_insert_with(|| Arc::new(Semaphore::new(batches.settings.lines_in_flight)))
             .clone();
-        if let Err(err) = turn(&app, &batches, &slots, &running).await {
-            tracing::error!(error = ?err, "batch runner");
-        }
-        tokio::select! {
-            () = batches.wake.notified() => {}
-            () = tokio::time::sleep(TICK) => {}
+        let unfinished = turn(&app, &batches, &slots, &running)
+            .await
+            .unwrap_or_else(|err| {
+                tracing::error!(error = ?err, "batch runner");
+                true
+            });
+        // With no batch under way only a new one (or a cancel) wakes it: an
+        // idle gateway does not read the store twice a second.
+        if unfinished {
+            tokio::select! {
+                () = batches.wake.notified() => {}
+                () = tokio::time::sleep(TICK) => {}
+            }
+        } else {
+            batches.wake.notified().await;
         }
     }
 }
@@ -65,19 +74,20 @@ async fn run(live: Arc<Live>) {
 /// One look at every unfinished batch, oldest first: lines started where
 /// there is room, and batches with nothing left to run ended. A batch whose
 /// store call fails is passed over this turn (and logged); the others go
-/// on.
+/// on. Says whether any batch was unfinished.
 async fn turn(
     app: &Arc<App>,
     batches: &Arc<Batches>,
     slots: &Arc<Semaphore>,
     running: &Running,
-) -> Result<(), GatewayError> {
-    for batch in blocking(batches.store.clone(), |s| s.unfinished()).await? {
-        if let Err(err) = look_at(app, batches, slots, running, &batch).await {
+) -> Result<bool, GatewayError> {
+    let unfinished = blocking(batches.store.clone(), |s| s.unfinished()).await?;
+    for batch in &unfinished {
+        if let Err(err) = look_at(app, batches, slots, running, batch).await {
             tracing::error!(batch = %batch.id, error = ?err, "batch runner");
         }
     }
-    Ok(())
+    Ok(!unfinished.is_empty())
 }
 
 async fn look_at(

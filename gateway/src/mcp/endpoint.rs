@@ -343,7 +343,7 @@ impl Context<'_> {
                     .collect(),
                 _ => items,
             };
-            json!({ kind_field(kind): items })
+            json!({ kind.field(): items })
         };
         match method {
             "ping" => jsonrpc::result(id, json!({})),
@@ -529,15 +529,6 @@ impl Context<'_> {
         };
         recording.finish(outcome, answer.to_string().len());
         answer
-    }
-}
-
-fn kind_field(kind: Kind) -> &'static str {
-    match kind {
-        Kind::Tools => "tools",
-        Kind::Prompts => "prompts",
-        Kind::Resources => "resources",
-        Kind::ResourceTemplates => "resourceTemplates",
     }
 }
 

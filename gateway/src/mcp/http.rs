@@ -135,7 +135,7 @@ impl HttpServer {
         let (http, url, headers) = (self.http.clone(), self.url.clone(), self.headers.clone());
         IfAbandoned::new(move || {
             spawn_if_running(async move {
-                let Ok(body) = serde_json::to_vec(&jsonrpc::cancelled(id, ABANDONED)) else {
+                let Ok(body) = serde_json::to_vec(&jsonrpc::cancelled(id)) else {
                     return;
                 };
                 let _ = post(&http, &url, &headers, body, session.as_ref()).await;
@@ -172,15 +172,9 @@ impl HttpServer {
         session: Option<&Session>,
         progress: Option<&Progress>,
     ) -> Result<(Value, Option<HeaderValue>), Exchange> {
-        let asked;
-        let params = match progress {
-            Some(_) => {
-                asked = ask_for_progress(params, id);
-                &asked
-            }
-            None => params,
-        };
-        let body = serde_json::to_vec(&jsonrpc::request(id, method, params))
+        // Its progress comes in the answer's own stream (read below).
+        let params = ask_for_progress(params, id, progress.is_some());
+        let body = serde_json::to_vec(&jsonrpc::request(id, method, &params))
             .map_err(|e| Exchange::Failed(UpstreamError::Protocol(e.to_string())))?;
         let response = self.post(body, session).await.map_err(Exchange::Failed)?;
         let status = response.status();
@@ -222,9 +216,6 @@ impl HttpServer {
             .map_err(Exchange::Failed)
     }
 }
-
-/// Why a call whose caller stopped waiting is cancelled.
-const ABANDONED: &str = "the gateway's caller stopped waiting";
 
 /// The session id the server gave (if any) and the revision agreed.
 type Session = (Option<HeaderValue>, HeaderValue);

@@ -93,9 +93,11 @@ pub fn answer_server_request(message: &Value) -> Option<Value> {
     })
 }
 
-/// Tells a server that request `id`'s answer is no longer wanted.
-pub fn cancelled(id: u64, reason: &str) -> Value {
-    json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": id, "reason": reason}})
+/// Tells a server that request `id`'s answer is no longer wanted: the
+/// gateway's caller stopped waiting for it.
+pub fn cancelled(id: u64) -> Value {
+    json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+           "params": {"requestId": id, "reason": "the gateway's caller stopped waiting"}})
 }
 
 pub fn result(id: &Value, result: Value) -> Value {

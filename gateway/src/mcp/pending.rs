@@ -10,7 +10,7 @@ use serde_json::Value;
 use tokio::sync::oneshot;
 
 use crate::mcp::jsonrpc::UpstreamError;
-use crate::mcp::progress::{Listeners, Progress};
+use crate::mcp::progress::{Listeners, Progress, ask_for_progress};
 
 /// Where one request's answer goes.
 type Answer = oneshot::Sender<Result<Value, UpstreamError>>;
@@ -31,6 +31,20 @@ impl Pending {
             waiting: Mutex::new(Some(HashMap::new())),
             listeners: Listeners::default(),
         }
+    }
+
+    /// `params` for request `id`: asking for its progress, and relaying it
+    /// to `progress` until it is answered, when there is one.
+    pub fn with_progress<'a>(
+        &self,
+        id: u64,
+        params: &'a Value,
+        progress: Option<&Progress>,
+    ) -> std::borrow::Cow<'a, Value> {
+        if let Some(progress) = progress {
+            self.listen(id, progress.clone());
+        }
+        ask_for_progress(params, id, progress.is_some())
     }
 
     /// Relays request `id`'s progress to `progress` until it is answered.

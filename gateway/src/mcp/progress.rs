@@ -4,6 +4,7 @@
 //! of the call, so two callers' tokens never meet at a shared server;
 //! each notification goes back under the caller's token.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::{Mutex, PoisonError};
 
@@ -32,8 +33,12 @@ impl Progress {
     }
 }
 
-/// `params` asking the server for progress under the token `id`.
-pub fn ask_for_progress(params: &Value, id: u64) -> Value {
+/// `params` asking the server for progress under the token `id` when
+/// progress is `wanted`; as they are otherwise.
+pub fn ask_for_progress(params: &Value, id: u64, wanted: bool) -> Cow<'_, Value> {
+    if !wanted {
+        return Cow::Borrowed(params);
+    }
     let mut params = match params {
         Value::Object(_) => params.clone(),
         _ => json!({}),
@@ -42,7 +47,7 @@ pub fn ask_for_progress(params: &Value, id: u64) -> Value {
         params["_meta"] = json!({});
     }
     params["_meta"]["progressToken"] = json!(id);
-    params
+    Cow::Owned(params)
 }
 
 /// The progress notification's token, when `message` is one.
@@ -99,8 +104,16 @@ mod tests {
                 sink,
             },
         );
-        let asked = ask_for_progress(&json!({"name": "t", "_meta": {"progressToken": 1}}), 7);
-        assert_eq!(asked["_meta"]["progressToken"], 7);
+        let sent = json!({"name": "t", "_meta": {"progressToken": 1}});
+        assert_eq!(
+            ask_for_progress(&sent, 7, true)["_meta"]["progressToken"],
+            7
+        );
+        assert_eq!(
+            *ask_for_progress(&sent, 7, false),
+            sent,
+            "not asked, as sent"
+        );
         listeners.relay(
             &json!({"jsonrpc": "2.0", "method": "notifications/progress",
             "params": {"progressToken": 7, "progress": 1, "total": 2}}),

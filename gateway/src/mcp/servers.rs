@@ -73,7 +73,8 @@ impl Kind {
         }
     }
 
-    fn field(self) -> &'static str {
+    /// The field its list comes in (`tools`, `resourceTemplates`).
+    pub fn field(self) -> &'static str {
         match self {
             Kind::Tools => "tools",
             Kind::Prompts => "prompts",

@@ -18,7 +18,7 @@ use tokio::sync::{Mutex, mpsc, oneshot};
 
 use crate::mcp::jsonrpc::{self, UpstreamError};
 use crate::mcp::pending::{IfAbandoned, Pending, spawn_if_running};
-use crate::mcp::progress::{Progress, ask_for_progress};
+use crate::mcp::progress::Progress;
 use crate::mcp::session::{PROTOCOL_VERSION, initialize_params};
 
 /// How long the stream may take to name its endpoint and answer
@@ -190,15 +190,7 @@ impl SseServer {
         progress: Option<&Progress>,
     ) -> Result<Value, Call> {
         let (id, answer) = connection.pending.expect().ok_or(Call::NotSent)?;
-        let asked;
-        let params = match progress {
-            Some(progress) => {
-                connection.pending.listen(id, progress.clone());
-                asked = ask_for_progress(params, id);
-                &asked
-            }
-            None => params,
-        };
+        let params = connection.pending.with_progress(id, params, progress);
         let abandoned = {
             let (http, headers) = (self.http.clone(), self.headers.clone());
             let connection = Arc::clone(connection);
@@ -208,13 +200,13 @@ impl SseServer {
                 connection.pending.forget(id);
                 if tell {
                     spawn_if_running(async move {
-                        let cancelled = jsonrpc::cancelled(id, ABANDONED);
+                        let cancelled = jsonrpc::cancelled(id);
                         let _ = post(&http, &headers, &connection, &cancelled).await;
                     });
                 }
             })
         };
-        self.post(connection, &jsonrpc::request(id, method, params))
+        self.post(connection, &jsonrpc::request(id, method, &params))
             .await?;
         let answer = answer
             .await
@@ -227,9 +219,6 @@ impl SseServer {
         post(&self.http, &self.headers, connection, message).await
     }
 }
-
-/// Why a call whose caller stopped waiting is cancelled.
-const ABANDONED: &str = "the gateway's caller stopped waiting";
 
 /// Posts the answers to the server's own requests as they come.
 async fn answer_server(

@@ -15,7 +15,7 @@ use tokio::sync::{Notify, mpsc, watch};
 
 use crate::mcp::jsonrpc::{self, UpstreamError};
 use crate::mcp::pending::{IfAbandoned, Pending};
-use crate::mcp::progress::{Progress, ask_for_progress};
+use crate::mcp::progress::Progress;
 use crate::mcp::session::{PROTOCOL_VERSION, initialize_params};
 
 const MAX_BACKOFF: Duration = Duration::from_secs(30);
@@ -100,9 +100,6 @@ impl StdioServer {
     }
 }
 
-/// Why a call whose caller stopped waiting is cancelled.
-const ABANDONED: &str = "the gateway's caller stopped waiting";
-
 async fn call(
     running: &Arc<Running>,
     method: &str,
@@ -110,15 +107,7 @@ async fn call(
     progress: Option<&Progress>,
 ) -> Result<Value, UpstreamError> {
     let (id, answer) = running.pending.expect().ok_or(UpstreamError::Gone)?;
-    let asked;
-    let params = match progress {
-        Some(progress) => {
-            running.pending.listen(id, progress.clone());
-            asked = ask_for_progress(params, id);
-            &asked
-        }
-        None => params,
-    };
+    let params = running.pending.with_progress(id, params, progress);
     let abandoned = {
         let running = Arc::clone(running);
         // `initialize` is never cancelled (MCP's rule): a server that
@@ -127,11 +116,11 @@ async fn call(
         IfAbandoned::new(move || {
             running.pending.forget(id);
             if tell {
-                let _ = running.write(&jsonrpc::cancelled(id, ABANDONED));
+                let _ = running.write(&jsonrpc::cancelled(id));
             }
         })
     };
-    running.write(&jsonrpc::request(id, method, params))?;
+    running.write(&jsonrpc::request(id, method, &params))?;
     let answer = answer.await.map_err(|_| UpstreamError::Gone)?;
     abandoned.disarm();
     answer
