@@ -15,7 +15,7 @@ use crate::batch::objects::{batch_object, file_object, list};
 use crate::batch::store::{BatchRow, FileRow, Store};
 use crate::batch::{Batches, new_id, now_s, owner_of};
 use crate::error::GatewayError;
-use crate::http::{Body, json_response, parse_json};
+use crate::http::{Body, bytes_response, json_response, parse_json};
 use crate::state::app::App;
 
 /// The endpoints a batch may run against.
@@ -114,7 +114,11 @@ pub async fn serve(app: &App, req: Request<Incoming>) -> Result<Response<Body>, 
             let _heavy = batches.heavy.acquire().await;
             let id = id.to_owned();
             match blocking(store, move |s| s.file_content(&id, &owner)).await? {
-                Some(content) => Ok(octets(content)),
+                Some(content) => Ok(bytes_response(
+                    StatusCode::OK,
+                    "application/octet-stream",
+                    Bytes::from(content),
+                )),
                 None => Err(not_found()),
             }
         }
@@ -167,20 +171,6 @@ fn page(mut data: Vec<Value>, limit: usize) -> Response<Body> {
     let more = data.len() > limit;
     data.truncate(limit);
     json_response(StatusCode::OK, &list(data, more))
-}
-
-fn octets(content: Vec<u8>) -> Response<Body> {
-    use http_body_util::BodyExt;
-    let mut response = Response::new(
-        http_body_util::Full::new(Bytes::from(content))
-            .map_err(|never| match never {})
-            .boxed_unsync(),
-    );
-    response.headers_mut().insert(
-        http::header::CONTENT_TYPE,
-        http::HeaderValue::from_static("application/octet-stream"),
-    );
-    response
 }
 
 /// `POST /v1/files`: a multipart form with `purpose` and `file`.

@@ -14,5 +14,5 @@ pub mod tls;
 
 pub use crate::http::request::{BodyLimits, parse_json, read_json_body, read_upload_body};
 pub use crate::http::response::{
-    Body, empty_response, json_bytes_response, json_response, sse_response,
+    Body, bytes_response, empty_response, json_bytes_response, json_response, sse_response,
 };

@@ -30,11 +30,20 @@ pub fn json_response<T: Serialize>(status: StatusCode, value: &T) -> Response<Bo
 
 /// A response whose body is JSON already encoded.
 pub fn json_bytes_response(status: StatusCode, json: Bytes) -> Response<Body> {
-    let mut response = Response::new(Full::new(json).boxed_unsync());
+    bytes_response(status, "application/json", json)
+}
+
+/// A response of `body`, whole, of the media type `content_type`.
+pub fn bytes_response(
+    status: StatusCode,
+    content_type: &'static str,
+    body: Bytes,
+) -> Response<Body> {
+    let mut response = Response::new(Full::new(body).boxed_unsync());
     *response.status_mut() = status;
     let headers = response.headers_mut();
     *headers = with_room_for_receipts(1);
-    headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    headers.insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
     response
 }
 
