@@ -195,8 +195,8 @@ async fn three_replicas_migrate_once_and_record_every_request_once() {
             "SELECT string_agg(version::text, ',' ORDER BY version) FROM switchyard_schema"
         ),
         // Version 2 added the shadow columns; 3 the error column, the
-        // request-id index and the stored keys.
-        "1,2,3,4,5,6,7",
+        // request-id index and the stored keys; 8 the batch store's tables.
+        "1,2,3,4,5,6,7,8",
         "each schema version applied once"
     );
     let urls = replicas
@@ -661,7 +661,7 @@ async fn a_database_at_schema_version_1_is_read_then_migrated_with_its_rows() {
             "older",
             "SELECT string_agg(version::text, ',' ORDER BY version) FROM switchyard_schema"
         ),
-        "1,2,3,4,5,6,7"
+        "1,2,3,4,5,6,7,8"
     );
     assert_eq!(
         pg.psql(

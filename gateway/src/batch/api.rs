@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 use crate::admit::access::Caller;
 use crate::batch::lines;
 use crate::batch::objects::{batch_object, file_object, list};
-use crate::batch::store::{BatchRow, FileRow, Store};
+use crate::batch::store::{BatchRow, FileRow, Store, StoreResult};
 use crate::batch::{Batches, new_id, now_s, owner_of};
 use crate::error::GatewayError;
 use crate::http::{Body, bytes_response, json_response, parse_json};
@@ -151,13 +151,13 @@ pub async fn serve(app: &App, req: Request<Incoming>) -> Result<Response<Body>, 
 
 /// Runs a store call off the runtime's threads.
 pub async fn blocking<T: Send + 'static>(
-    store: Arc<Store>,
-    work: impl FnOnce(&Store) -> rusqlite::Result<T> + Send + 'static,
+    store: Arc<dyn Store>,
+    work: impl FnOnce(&dyn Store) -> StoreResult<T> + Send + 'static,
 ) -> Result<T, GatewayError> {
-    tokio::task::spawn_blocking(move || work(&store))
+    tokio::task::spawn_blocking(move || work(&*store))
         .await
         .map_err(|e| e.to_string())
-        .and_then(|r| r.map_err(|e| e.to_string()))
+        .and_then(|r| r.map_err(|e| format!("{e:#}")))
         .map_err(|message| {
             tracing::error!(%message, "batch store");
             GatewayError::Internal {

@@ -17,15 +17,16 @@ pub mod store;
 
 use std::sync::Arc;
 
-use switchyard_policies::BatchSettings;
+use switchyard_policies::{BatchSettings, Config};
 use tokio::sync::Notify;
 
 use crate::batch::store::Store;
+pub use crate::batch::store::new_id;
 
 /// The Files and Batches API's state: its store and settings, kept across
 /// config reloads (like the ledger, they change at restart).
 pub struct Batches {
-    pub store: Arc<Store>,
+    pub store: Arc<dyn Store>,
     pub settings: BatchSettings,
     /// Wakes the runner: a batch was created or cancelled.
     pub wake: Notify,
@@ -39,15 +40,11 @@ pub struct Batches {
 const HEAVY_AT_ONCE: usize = 2;
 
 impl Batches {
-    /// Opens the store at the settings' path (beside the ledger's file by
-    /// default).
-    pub fn open(settings: &BatchSettings, ledger_path: &str) -> anyhow::Result<Batches> {
-        let path = settings.store_path(ledger_path);
-        let store = Store::open(&path)
-            .map_err(|e| anyhow::anyhow!("batches: cannot open {}: {e}", path.display()))?;
+    /// Opens the store `config` names ([`store::open`]), beside `ledger`.
+    pub fn open(config: &Config, ledger: &crate::ledger::Ledger) -> anyhow::Result<Batches> {
         Ok(Batches {
-            store: Arc::new(store),
-            settings: settings.clone(),
+            store: store::open(config, Some(ledger))?,
+            settings: config.batches.clone(),
             wake: Notify::new(),
             heavy: tokio::sync::Semaphore::new(HEAVY_AT_ONCE),
         })
@@ -62,9 +59,4 @@ pub fn owner_of(caller: Option<&crate::admit::access::Caller>) -> String {
 /// Seconds since the epoch, as the API's timestamps are.
 pub fn now_s() -> i64 {
     crate::ledger::now_ms() / 1000
-}
-
-/// A new id: `prefix` and 24 hex digits.
-pub fn new_id(prefix: &str) -> String {
-    format!("{prefix}{:024x}", rand::random::<u128>() >> 32)
 }

@@ -31,6 +31,12 @@ use crate::state::live::Live;
 /// lines waiting for room).
 const TICK: Duration = Duration::from_millis(500);
 
+/// How often a runner with nothing to run looks at a store that replicas
+/// share: a batch made on another replica waits at most this long for the
+/// runner holding the lease, and a replica taking over from one that
+/// stopped does so within it.
+const SHARED_LOOK: Duration = Duration::from_secs(2);
+
 /// The lines running now, by batch.
 type Running = Arc<Mutex<HashMap<String, HashSet<u64>>>>;
 
@@ -59,11 +65,18 @@ async fn run(live: Arc<Live>) {
                 true
             });
         // With no batch under way only a new one (or a cancel) wakes it: an
-        // idle gateway does not read the store twice a second.
+        // idle gateway does not read the store twice a second. A store
+        // replicas share is looked at now and then, for batches made on
+        // the others (or left by a runner that stopped).
         if unfinished {
             tokio::select! {
                 () = batches.wake.notified() => {}
                 () = tokio::time::sleep(TICK) => {}
+            }
+        } else if batches.store.shared() {
+            tokio::select! {
+                () = batches.wake.notified() => {}
+                () = tokio::time::sleep(SHARED_LOOK) => {}
             }
         } else {
             batches.wake.notified().await;
@@ -74,13 +87,17 @@ async fn run(live: Arc<Live>) {
 /// One look at every unfinished batch, oldest first: lines started where
 /// there is room, and batches with nothing left to run ended. A batch whose
 /// store call fails is passed over this turn (and logged); the others go
-/// on. Says whether any batch was unfinished.
+/// on. Says whether any batch was unfinished; a process another holds the
+/// runner's lease from (a replica, on a shared store) runs nothing.
 async fn turn(
     app: &Arc<App>,
     batches: &Arc<Batches>,
     slots: &Arc<Semaphore>,
     running: &Running,
 ) -> Result<bool, GatewayError> {
+    if !blocking(batches.store.clone(), |s| s.runner_lease()).await? {
+        return Ok(false);
+    }
     let unfinished = blocking(batches.store.clone(), |s| s.unfinished()).await?;
     for batch in &unfinished {
         if let Err(err) = look_at(app, batches, slots, running, batch).await {
@@ -318,7 +335,7 @@ async fn finish(
     let code = (status != "completed").then(|| format!("batch_{status}"));
     let (done, failed) = blocking(batches.store.clone(), move |s| {
         if let Some(code) = code {
-            s.fail_pending(&id, &code, &|| new_id("batch_req_"))?;
+            s.fail_pending(&id, &code)?;
         }
         s.results(&id)
     })
@@ -344,10 +361,14 @@ async fn finish(
     let files = [file("output", done), file("error", failed)];
     let batch = batch.clone();
     let ended = batch.id.clone();
-    blocking(batches.store.clone(), move |s| {
+    let finished = blocking(batches.store.clone(), move |s| {
         s.finish_batch(&batch, files, status, now)
     })
     .await?;
-    tracing::info!(batch = %ended, status, "batch ended");
+    // Not finished: its status moved meanwhile (a cancel); the next turn
+    // ends it as that.
+    if finished {
+        tracing::info!(batch = %ended, status, "batch ended");
+    }
     Ok(())
 }

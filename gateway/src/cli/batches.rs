@@ -4,7 +4,7 @@
 use std::io::Write;
 
 use crate::batch::objects::batch_object;
-use crate::batch::store::{BatchRow, Store};
+use crate::batch::store::{self, BatchRow};
 use crate::cli::report_text::{self, Rows};
 
 pub fn run(
@@ -13,14 +13,15 @@ pub fn run(
     format: &str,
     out: &mut impl Write,
 ) -> anyhow::Result<()> {
+    // The SQLite store is not made here when no gateway has made it.
     let path = config.batches.store_path(&config.ledger.path);
-    if !path.exists() {
+    if store::in_postgres(config).is_none() && !path.exists() {
         anyhow::bail!(
             "no batch store at {}: no batch has been made with this config yet",
             path.display()
         );
     }
-    let batches = Store::open(&path)?.recent(limit)?;
+    let batches = store::open(config, None)?.recent(limit)?;
     let report: Vec<serde_json::Value> = batches
         .iter()
         .map(|b| {

@@ -194,6 +194,15 @@ impl Ledger {
         }))
     }
 
+    /// The ledger's PostgreSQL pool, when the ledger is there: the batch
+    /// store keeps its tables in the same database.
+    pub fn postgres(&self) -> Option<Arc<Postgres>> {
+        match &self.store {
+            Store::Sqlite { .. } => None,
+            Store::Postgres { postgres, .. } => Some(postgres.clone()),
+        }
+    }
+
     /// `sqlite` or `postgres`, for `/readyz`.
     pub fn store_name(&self) -> &'static str {
         match &self.store {

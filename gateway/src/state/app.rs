@@ -318,6 +318,10 @@ impl App {
             config,
             previous.map_or(&[][..], |p| &p.outcome_logs[..]),
         )?;
+        let batches = match previous.and_then(|p| p.batches.clone()) {
+            Some(kept) => kept,
+            None => Arc::new(crate::batch::Batches::open(config, &ledger)?),
+        };
         Ok(App {
             outcome_logs,
             config: Arc::new(config.clone()),
@@ -341,13 +345,7 @@ impl App {
             shared: std::sync::OnceLock::new(),
             guardrails: Arc::new(crate::dispatch::guardrail_hooks::Guardrails::new(config)?),
             mcp: mcp_servers(config, previous.and_then(|p| p.mcp.as_ref()))?,
-            batches: match previous.and_then(|p| p.batches.clone()) {
-                Some(kept) => Some(kept),
-                None => Some(Arc::new(crate::batch::Batches::open(
-                    &config.batches,
-                    &config.ledger.path,
-                )?)),
-            },
+            batches: Some(batches),
             metrics: Arc::new(Metrics::carrying(
                 &config
                     .backends

@@ -20,7 +20,8 @@ pub(super) struct RawBatches {
 #[derive(Debug, Clone, PartialEq)]
 pub struct BatchSettings {
     /// The SQLite file (WAL) holding files, batches and each line's state;
-    /// relative paths are from the working directory. Unset: beside the
+    /// relative paths are from the working directory. Unset: the ledger's
+    /// PostgreSQL database when the ledger is there, else beside the
     /// ledger's file, `switchyard-batches.db`.
     pub path: Option<String>,
     /// The largest upload (413 past it).

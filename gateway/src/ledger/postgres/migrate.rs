@@ -14,7 +14,7 @@ use crate::ledger::columns::{COLUMNS, definition};
 const LOCK_KEY: i64 = 0x7377_6974_6368_7961;
 
 /// What a later version brought beside its columns.
-const EXTRAS: [(i32, &str); 2] = [
+const EXTRAS: [(i32, &str); 3] = [
     // The request log finds one request's calls by the id its caller saw.
     (
         3,
@@ -22,7 +22,32 @@ const EXTRAS: [(i32, &str); 2] = [
     ),
     // Keys made through the admin API, and their audit trail.
     (3, crate::ledger::keys::POSTGRES_TABLES),
+    // The Files and Batches API's files, batches and lines
+    // (`batch::store`'s PostgreSQL store).
+    (8, BATCH_TABLES),
 ];
+
+/// The batch store's tables: SQLite's, with PostgreSQL's types; `files`
+/// is `batch_files` here, in a database other tables may share.
+const BATCH_TABLES: &str = "
+CREATE TABLE batch_files (
+    id TEXT PRIMARY KEY, owner TEXT NOT NULL, purpose TEXT NOT NULL, filename TEXT NOT NULL,
+    bytes BIGINT NOT NULL, created_at BIGINT NOT NULL, content BYTEA NOT NULL);
+CREATE INDEX batch_files_owner ON batch_files (owner, created_at);
+CREATE TABLE batches (
+    id TEXT PRIMARY KEY, owner TEXT NOT NULL, endpoint TEXT NOT NULL, input_file_id TEXT NOT NULL,
+    completion_window TEXT NOT NULL, status TEXT NOT NULL, metadata TEXT, errors TEXT,
+    output_file_id TEXT, error_file_id TEXT, created_at BIGINT NOT NULL, expires_at BIGINT NOT NULL,
+    in_progress_at BIGINT, finalizing_at BIGINT, completed_at BIGINT, failed_at BIGINT,
+    expired_at BIGINT, cancelling_at BIGINT, cancelled_at BIGINT,
+    total BIGINT NOT NULL, completed BIGINT NOT NULL, failed BIGINT NOT NULL);
+CREATE INDEX batches_owner ON batches (owner, created_at);
+CREATE INDEX batches_status ON batches (status);
+CREATE TABLE batch_lines (
+    batch_id TEXT NOT NULL, line BIGINT NOT NULL, custom_id TEXT, body TEXT,
+    state TEXT NOT NULL, result TEXT, PRIMARY KEY (batch_id, line));
+CREATE INDEX batch_lines_pending ON batch_lines (batch_id, state);
+";
 
 /// `(version, SQL)`, in order, from the column table: version 1 creates the
 /// table with the columns it brought, each later version adds its own.
@@ -37,6 +62,7 @@ fn migrations() -> Vec<(i32, String)> {
     let newest = COLUMNS
         .iter()
         .map(|c| c.postgres_version)
+        .chain(EXTRAS.iter().map(|(version, _)| *version))
         .max()
         .unwrap_or(1);
     (1..=newest)

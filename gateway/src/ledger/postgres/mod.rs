@@ -132,8 +132,9 @@ impl Postgres {
             .map_err(|_| anyhow::anyhow!("the ledger's PostgreSQL thread has stopped"))
     }
 
-    /// The pool, for work running on [`Postgres::spawn`]'s runtime.
-    pub(super) fn pool(&self) -> &Pool {
+    /// The pool, for work running on the pool's runtime ([`Postgres::run`],
+    /// [`Postgres::spawn`]).
+    pub fn pool(&self) -> &Pool {
         &self.pool
     }
 

@@ -1,12 +1,14 @@
-//! Files and batches, kept in SQLite (WAL) beside the ledger: uploads and
-//! the files batches write, each batch, and each of its lines with its
-//! state, so a batch in progress resumes after a restart with every line
-//! answered once. One connection, used from blocking tasks.
+//! The batch store in SQLite (WAL), beside the ledger's file by default:
+//! one connection, used from blocking tasks, for one process.
 
 use std::path::Path;
 use std::sync::{Mutex, PoisonError};
 
 use rusqlite::{Connection, OptionalExtension, params};
+
+use crate::batch::store::shape::{
+    BatchRow, FileRow, Line, Pending, STATES, Store, StoreResult, never_ran, new_id,
+};
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS files (
@@ -25,94 +27,29 @@ CREATE TABLE IF NOT EXISTS batch_lines (
 CREATE INDEX IF NOT EXISTS batch_lines_pending ON batch_lines (batch_id, state);
 ";
 
-/// A stored file, without its content.
-#[derive(Debug, Clone)]
-pub struct FileRow {
-    pub id: String,
-    pub owner: String,
-    pub purpose: String,
-    pub filename: String,
-    pub bytes: u64,
-    pub created_at: i64,
-}
+pub struct Sqlite(Mutex<Connection>);
 
-/// A batch as stored.
-#[derive(Debug, Clone, Default)]
-pub struct BatchRow {
-    pub id: String,
-    pub owner: String,
-    pub endpoint: String,
-    pub input_file_id: String,
-    pub completion_window: String,
-    pub status: String,
-    pub metadata: Option<String>,
-    pub errors: Option<String>,
-    pub output_file_id: Option<String>,
-    pub error_file_id: Option<String>,
-    pub created_at: i64,
-    pub expires_at: i64,
-    /// When it entered each state (`in_progress_at`, ...), by state.
-    pub times: [Option<i64>; 7],
-    pub total: u64,
-    pub completed: u64,
-    pub failed: u64,
-}
-
-/// The states a batch passes through, in `BatchRow::times`' order.
-pub const STATES: [&str; 7] = [
-    "in_progress",
-    "finalizing",
-    "completed",
-    "failed",
-    "expired",
-    "cancelling",
-    "cancelled",
-];
-
-/// A line of a batch: its request, or why it could not be read.
-#[derive(Debug, Clone)]
-pub struct Line {
-    pub line: u64,
-    pub custom_id: Option<String>,
-    /// The request's body; `None` for a line that failed to read.
-    pub body: Option<String>,
-    /// `pending`, `done` (answered 2xx) or `failed`.
-    pub state: &'static str,
-    /// The output or error file's line for it, once it has one.
-    pub result: Option<String>,
-}
-
-/// A line still to run.
-#[derive(Debug, Clone)]
-pub struct Pending {
-    pub line: u64,
-    pub custom_id: String,
-    pub body: String,
-}
-
-pub struct Store(Mutex<Connection>);
-
-pub type StoreResult<T> = rusqlite::Result<T>;
-
-impl Store {
-    pub fn open(path: &Path) -> StoreResult<Store> {
+impl Sqlite {
+    pub fn open(path: &Path) -> rusqlite::Result<Sqlite> {
         let conn = Connection::open(path)?;
         conn.pragma_update(None, "journal_mode", "WAL")?;
         conn.pragma_update(None, "synchronous", "NORMAL")?;
         conn.busy_timeout(std::time::Duration::from_secs(5))?;
         conn.execute_batch(SCHEMA)?;
-        Ok(Store(Mutex::new(conn)))
+        Ok(Sqlite(Mutex::new(conn)))
     }
 
     fn conn(&self) -> std::sync::MutexGuard<'_, Connection> {
         self.0.lock().unwrap_or_else(PoisonError::into_inner)
     }
+}
 
-    pub fn put_file(&self, file: &FileRow, content: &[u8]) -> StoreResult<()> {
-        insert_file(&self.conn(), file, content)
+impl Store for Sqlite {
+    fn put_file(&self, file: &FileRow, content: &[u8]) -> StoreResult<()> {
+        Ok(insert_file(&self.conn(), file, content)?)
     }
 
-    pub fn file(&self, id: &str, owner: &str) -> StoreResult<Option<FileRow>> {
+    fn file(&self, id: &str, owner: &str) -> StoreResult<Option<FileRow>> {
         self.conn()
             .query_row(
                 "SELECT id, owner, purpose, filename, bytes, created_at FROM files
@@ -121,9 +58,10 @@ impl Store {
                 file_row,
             )
             .optional()
+            .map_err(Into::into)
     }
 
-    pub fn file_content(&self, id: &str, owner: &str) -> StoreResult<Option<Vec<u8>>> {
+    fn file_content(&self, id: &str, owner: &str) -> StoreResult<Option<Vec<u8>>> {
         self.conn()
             .query_row(
                 "SELECT content FROM files WHERE id = ?1 AND owner = ?2",
@@ -131,11 +69,10 @@ impl Store {
                 |row| row.get(0),
             )
             .optional()
+            .map_err(Into::into)
     }
 
-    /// The owner's files, newest first (or oldest, `ascending`), after the
-    /// file `after` in that order, at most `limit`.
-    pub fn files(
+    fn files(
         &self,
         owner: &str,
         purpose: Option<&str>,
@@ -153,10 +90,10 @@ impl Store {
         let conn = self.conn();
         let mut statement = conn.prepare(&sql)?;
         let rows = statement.query_map(params![owner, purpose, after, limit as i64], file_row)?;
-        rows.collect()
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
     }
 
-    pub fn delete_file(&self, id: &str, owner: &str) -> StoreResult<bool> {
+    fn delete_file(&self, id: &str, owner: &str) -> StoreResult<bool> {
         let deleted = self.conn().execute(
             "DELETE FROM files WHERE id = ?1 AND owner = ?2",
             params![id, owner],
@@ -164,8 +101,7 @@ impl Store {
         Ok(deleted > 0)
     }
 
-    /// A new batch with its lines, in one transaction.
-    pub fn create_batch(&self, batch: &BatchRow, lines: &[Line]) -> StoreResult<()> {
+    fn create_batch(&self, batch: &BatchRow, lines: &[Line]) -> StoreResult<()> {
         let mut conn = self.conn();
         let tx = conn.transaction()?;
         tx.execute(
@@ -211,10 +147,10 @@ impl Store {
                  WHERE batch_id = ?1 AND state = 'failed') WHERE id = ?1",
             params![batch.id],
         )?;
-        tx.commit()
+        Ok(tx.commit()?)
     }
 
-    pub fn batch(&self, id: &str, owner: Option<&str>) -> StoreResult<Option<BatchRow>> {
+    fn batch(&self, id: &str, owner: Option<&str>) -> StoreResult<Option<BatchRow>> {
         self.conn()
             .query_row(
                 &format!("{BATCH_COLUMNS} WHERE id = ?1 AND (?2 IS NULL OR owner = ?2)"),
@@ -222,10 +158,10 @@ impl Store {
                 batch_row,
             )
             .optional()
+            .map_err(Into::into)
     }
 
-    /// The owner's batches, newest first, after `after`, at most `limit`.
-    pub fn batches(
+    fn batches(
         &self,
         owner: &str,
         after: Option<&str>,
@@ -238,33 +174,29 @@ impl Store {
              ORDER BY created_at DESC, id DESC LIMIT ?3"
         ))?;
         let rows = statement.query_map(params![owner, after, limit as i64], batch_row)?;
-        rows.collect()
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
     }
 
-    /// The newest `limit` batches of every key (`switchyard batches`).
-    pub fn recent(&self, limit: usize) -> StoreResult<Vec<BatchRow>> {
+    fn recent(&self, limit: usize) -> StoreResult<Vec<BatchRow>> {
         let conn = self.conn();
         let mut statement = conn.prepare(&format!(
             "{BATCH_COLUMNS} ORDER BY created_at DESC, id DESC LIMIT ?1"
         ))?;
         let rows = statement.query_map([limit as i64], batch_row)?;
-        rows.collect()
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
     }
 
-    /// Every batch not yet ended, oldest first: the runner's work.
-    pub fn unfinished(&self) -> StoreResult<Vec<BatchRow>> {
+    fn unfinished(&self) -> StoreResult<Vec<BatchRow>> {
         let conn = self.conn();
         let mut statement = conn.prepare(&format!(
             "{BATCH_COLUMNS} WHERE status IN ('in_progress', 'finalizing', 'cancelling')
              ORDER BY created_at, id"
         ))?;
         let rows = statement.query_map([], batch_row)?;
-        rows.collect()
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
     }
 
-    /// Moves a batch to `status` (one of [`STATES`]), noting when; `from`
-    /// names the states it may leave (a cancel after completion is not).
-    pub fn set_status(&self, id: &str, status: &str, from: &[&str], at: i64) -> StoreResult<bool> {
+    fn set_status(&self, id: &str, status: &str, from: &[&str], at: i64) -> StoreResult<bool> {
         let column = format!("{status}_at");
         debug_assert!(STATES.contains(&status));
         let allowed = from
@@ -281,9 +213,7 @@ impl Store {
         Ok(changed > 0)
     }
 
-    /// Up to `limit` of a batch's pending lines, in order, leaving out
-    /// those in `running`.
-    pub fn pending_lines(
+    fn pending_lines(
         &self,
         batch_id: &str,
         running: &[u64],
@@ -312,15 +242,7 @@ impl Store {
         Ok(lines)
     }
 
-    /// Records a line's outcome and counts it, once: a line already
-    /// answered (a second run after a restart raced it) is left as it was.
-    pub fn finish_line(
-        &self,
-        batch_id: &str,
-        line: u64,
-        done: bool,
-        result: &str,
-    ) -> StoreResult<()> {
+    fn finish_line(&self, batch_id: &str, line: u64, done: bool, result: &str) -> StoreResult<()> {
         let mut conn = self.conn();
         let tx = conn.transaction()?;
         let state = if done { "done" } else { "failed" };
@@ -336,17 +258,10 @@ impl Store {
                 params![batch_id],
             )?;
         }
-        tx.commit()
+        Ok(tx.commit()?)
     }
 
-    /// Fails every line still pending, each with an error file entry of
-    /// `code` (a batch cancelled or expired before they ran); counted.
-    pub fn fail_pending(
-        &self,
-        batch_id: &str,
-        code: &str,
-        new_id: &dyn Fn() -> String,
-    ) -> StoreResult<()> {
+    fn fail_pending(&self, batch_id: &str, code: &str) -> StoreResult<()> {
         let mut conn = self.conn();
         let tx = conn.transaction()?;
         let pending: Vec<(i64, Option<String>)> = {
@@ -355,14 +270,10 @@ impl Store {
             )?;
             let rows =
                 statement.query_map(params![batch_id], |row| Ok((row.get(0)?, row.get(1)?)))?;
-            rows.collect::<StoreResult<_>>()?
+            rows.collect::<rusqlite::Result<_>>()?
         };
         for (line, custom_id) in &pending {
-            let result = serde_json::json!({
-                "id": new_id(), "custom_id": custom_id, "response": null,
-                "error": {"code": code, "message": "the batch ended before this line ran", "line": line},
-            })
-            .to_string();
+            let result = never_ran(&new_id("batch_req_"), custom_id.as_deref(), code, *line);
             tx.execute(
                 "UPDATE batch_lines SET state = 'failed', result = ?3 WHERE batch_id = ?1 AND line = ?2",
                 params![batch_id, line, result],
@@ -372,21 +283,18 @@ impl Store {
             "UPDATE batches SET failed = failed + ?2 WHERE id = ?1",
             params![batch_id, pending.len() as i64],
         )?;
-        tx.commit()
+        Ok(tx.commit()?)
     }
 
-    /// Whether a batch has lines still pending.
-    pub fn has_pending(&self, batch_id: &str) -> StoreResult<bool> {
-        self.conn().query_row(
+    fn has_pending(&self, batch_id: &str) -> StoreResult<bool> {
+        Ok(self.conn().query_row(
             "SELECT EXISTS (SELECT 1 FROM batch_lines WHERE batch_id = ?1 AND state = 'pending')",
             params![batch_id],
             |row| row.get(0),
-        )
+        )?)
     }
 
-    /// The answered lines' results, in line order: those done (the output
-    /// file) and those failed (the error file).
-    pub fn results(&self, batch_id: &str) -> StoreResult<(Vec<String>, Vec<String>)> {
+    fn results(&self, batch_id: &str) -> StoreResult<(Vec<String>, Vec<String>)> {
         let conn = self.conn();
         let mut statement = conn.prepare(
             "SELECT state, result FROM batch_lines WHERE batch_id = ?1 AND state != 'pending'
@@ -408,15 +316,13 @@ impl Store {
         Ok((done, failed))
     }
 
-    /// Ends a batch: its output and error files (when it has lines for
-    /// them) stored, and its status `status`, in one transaction.
-    pub fn finish_batch(
+    fn finish_batch(
         &self,
         batch: &BatchRow,
         files: [Option<(FileRow, Vec<u8>)>; 2],
         status: &str,
         at: i64,
-    ) -> StoreResult<()> {
+    ) -> StoreResult<bool> {
         let mut conn = self.conn();
         let tx = conn.transaction()?;
         let mut ids: [Option<String>; 2] = [None, None];
@@ -426,14 +332,19 @@ impl Store {
                 *slot = Some(file.id);
             }
         }
-        tx.execute(
+        let changed = tx.execute(
             &format!(
                 "UPDATE batches SET status = ?2, {status}_at = ?3, output_file_id = ?4,
-                     error_file_id = ?5 WHERE id = ?1"
+                     error_file_id = ?5 WHERE id = ?1 AND status = ?6"
             ),
-            params![batch.id, status, at, ids[0], ids[1]],
+            params![batch.id, status, at, ids[0], ids[1], batch.status],
         )?;
-        tx.commit()
+        // Dropped without a commit, the transaction writes nothing.
+        if changed == 0 {
+            return Ok(false);
+        }
+        tx.commit()?;
+        Ok(true)
     }
 }
 
@@ -442,7 +353,7 @@ const BATCH_COLUMNS: &str = "SELECT id, owner, endpoint, input_file_id, completi
     finalizing_at, completed_at, failed_at, expired_at, cancelling_at, cancelled_at, total,
     completed, failed FROM batches";
 
-fn insert_file(conn: &Connection, file: &FileRow, content: &[u8]) -> StoreResult<()> {
+fn insert_file(conn: &Connection, file: &FileRow, content: &[u8]) -> rusqlite::Result<()> {
     conn.execute(
         "INSERT INTO files (id, owner, purpose, filename, bytes, created_at, content)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
