@@ -1,6 +1,6 @@
 """The Files and Batches API, driven by the openai SDK's own files and
 batches calls against the real binary over a simulator: a batch's answers
-and line-level errors, bad uploads and requests, cancelling, a batch that
+and line-level errors, a batch of Responses requests, bad uploads and requests, cancelling, a batch that
 resumes after the gateway is killed (every line answered once), each key's
 own files and batches, and every line in the ledger under the batch
 profile."""
@@ -167,10 +167,39 @@ def test_bad_uploads_and_requests_are_refused(gateway):
     empty = sdk.files.create(file=("empty.jsonl", b"\n"), purpose="batch")
     failed = sdk.batches.create(input_file_id=empty.id, endpoint="/v1/chat/completions", completion_window="24h")
     assert failed.status == "failed" and failed.errors.data[0].code == "empty_file"
-    # Deleted, a file is gone.
+    # Deleted, a file is gone, in OpenAI's words.
     assert sdk.files.delete(file.id).deleted
-    with pytest.raises(openai.NotFoundError):
+    with pytest.raises(openai.NotFoundError) as caught:
         sdk.files.retrieve(file.id)
+    assert caught.value.body["message"] == f"No such File object: {file.id}"
+    assert caught.value.body["param"] == "id"
+    with pytest.raises(openai.NotFoundError) as caught:
+        sdk.batches.retrieve("batch_none")
+    assert caught.value.body["message"] == "No such Batch object: batch_none"
+    # A files page goes up to OpenAI's 10,000; batches' to 100.
+    assert len(sdk.files.list(limit=10000).data) >= 1
+    with pytest.raises(openai.BadRequestError):
+        sdk.files.list(limit=10001)
+    with pytest.raises(openai.BadRequestError):
+        sdk.batches.list(limit=101)
+
+
+def test_a_responses_batch_answers_in_the_responses_shape(gateway):
+    sdk = client(gateway)
+    lines = [json.dumps({"custom_id": f"q{i}", "method": "POST", "url": "/v1/responses",
+                         "body": {"model": "local", "input": f"question {i}", "max_output_tokens": 16}})
+             for i in range(3)]
+    file = upload(sdk, lines)
+    batch = sdk.batches.create(input_file_id=file.id, endpoint="/v1/responses", completion_window="24h")
+    batch = wait(sdk, batch.id)
+    assert (batch.status, batch.request_counts.completed, batch.request_counts.failed) == ("completed", 3, 0)
+    output = jsonl(sdk, batch.output_file_id)
+    assert [o["custom_id"] for o in output] == ["q0", "q1", "q2"]
+    for answer in output:
+        body = answer["response"]["body"]
+        # The simulator writes until max_output_tokens: `incomplete`.
+        assert body["object"] == "response" and body["status"] in ("completed", "incomplete"), body
+        assert body["output"][0]["content"][0]["text"]
 
 
 def test_each_key_sees_only_its_own(gateway):

@@ -19,7 +19,16 @@ use crate::http::{Body, bytes_response, json_response, parse_json};
 use crate::state::app::App;
 
 /// The endpoints a batch may run against.
-const ENDPOINTS: [&str; 3] = ["/v1/chat/completions", "/v1/embeddings", "/v1/completions"];
+const ENDPOINTS: [&str; 4] = [
+    "/v1/responses",
+    "/v1/chat/completions",
+    "/v1/embeddings",
+    "/v1/completions",
+];
+
+/// A list page's largest and default `limit`, as OpenAI's.
+const FILES_PAGE: (usize, usize) = (10_000, 10_000);
+const BATCHES_PAGE: (usize, usize) = (100, 20);
 
 /// How long a batch has to finish.
 const WINDOW_S: i64 = 24 * 3600;
@@ -75,14 +84,18 @@ pub async fn serve(app: &App, req: Request<Incoming>) -> Result<Response<Body>, 
         method: method.to_string(),
         allowed,
     };
-    let not_found = || GatewayError::NotFound { path: path.clone() };
+    let no_such = |object: &'static str, id: &str| GatewayError::NoSuchObject {
+        object,
+        id: id.to_owned(),
+    };
     let store = batches.store.clone();
     match (target, &method) {
         (Target::Files, &Method::POST) => upload(app, batches, owner, req).await,
         (Target::Files, &Method::GET) => {
             let query = Query::of(&req);
             let purpose = query.get("purpose");
-            let (after, limit, ascending) = (query.get("after"), query.limit()?, query.ascending());
+            let (after, ascending) = (query.get("after"), query.ascending());
+            let limit = query.limit(FILES_PAGE)?;
             let files = blocking(store, move |s| {
                 s.files(
                     &owner,
@@ -95,38 +108,38 @@ pub async fn serve(app: &App, req: Request<Incoming>) -> Result<Response<Body>, 
         }
         (Target::Files, _) => Err(wrong("GET, POST")),
         (Target::File(id), &Method::GET) => {
-            let id = id.to_owned();
-            match blocking(store, move |s| s.file(&id, &owner)).await? {
+            let wanted = id.to_owned();
+            match blocking(store, move |s| s.file(&wanted, &owner)).await? {
                 Some(file) => Ok(json_response(StatusCode::OK, &file_object(&file))),
-                None => Err(not_found()),
+                None => Err(no_such("File", id)),
             }
         }
         (Target::File(id), &Method::DELETE) => {
-            let id = id.to_owned();
+            let wanted = id.to_owned();
             let answer = json!({"id": id, "object": "file", "deleted": true});
-            match blocking(store, move |s| s.delete_file(&id, &owner)).await? {
+            match blocking(store, move |s| s.delete_file(&wanted, &owner)).await? {
                 true => Ok(json_response(StatusCode::OK, &answer)),
-                false => Err(not_found()),
+                false => Err(no_such("File", id)),
             }
         }
         (Target::File(_), _) => Err(wrong("GET, DELETE")),
         (Target::FileContent(id), &Method::GET) => {
             let _heavy = batches.heavy.acquire().await;
-            let id = id.to_owned();
-            match blocking(store, move |s| s.file_content(&id, &owner)).await? {
+            let wanted = id.to_owned();
+            match blocking(store, move |s| s.file_content(&wanted, &owner)).await? {
                 Some(content) => Ok(bytes_response(
                     StatusCode::OK,
                     "application/octet-stream",
                     Bytes::from(content),
                 )),
-                None => Err(not_found()),
+                None => Err(no_such("File", id)),
             }
         }
         (Target::FileContent(_), _) => Err(wrong("GET")),
         (Target::Batches, &Method::POST) => create(app, batches, owner, req).await,
         (Target::Batches, &Method::GET) => {
             let query = Query::of(&req);
-            let (after, limit) = (query.get("after"), query.limit()?);
+            let (after, limit) = (query.get("after"), query.limit(BATCHES_PAGE)?);
             let rows = blocking(store, move |s| {
                 s.batches(&owner, after.as_deref(), limit + 1)
             })
@@ -135,15 +148,15 @@ pub async fn serve(app: &App, req: Request<Incoming>) -> Result<Response<Body>, 
         }
         (Target::Batches, _) => Err(wrong("GET, POST")),
         (Target::Batch(id), &Method::GET) => {
-            let id = id.to_owned();
-            match blocking(store, move |s| s.batch(&id, Some(&owner))).await? {
+            let wanted = id.to_owned();
+            match blocking(store, move |s| s.batch(&wanted, Some(&owner))).await? {
                 Some(batch) => Ok(json_response(StatusCode::OK, &batch_object(&batch))),
-                None => Err(not_found()),
+                None => Err(no_such("Batch", id)),
             }
         }
         (Target::Batch(_), _) => Err(wrong("GET")),
         (Target::Cancel(id), &Method::POST) => {
-            cancel(batches, owner, id.to_owned(), not_found()).await
+            cancel(batches, owner, id.to_owned(), no_such("Batch", id)).await
         }
         (Target::Cancel(_), _) => Err(wrong("POST")),
     }
@@ -340,17 +353,18 @@ impl Query {
         crate::admin::api::query_value(&self.0, name)
     }
 
-    /// `limit`: 1 to 100, 20 when unset.
-    fn limit(&self) -> Result<usize, GatewayError> {
+    /// `limit`: 1 to `max`, `default` when unset (OpenAI's bounds: files
+    /// are listed up to 10,000 at once, batches up to 100).
+    fn limit(&self, (max, default): (usize, usize)) -> Result<usize, GatewayError> {
         match self.get("limit") {
-            None => Ok(20),
+            None => Ok(default),
             Some(limit) => limit
                 .parse::<usize>()
                 .ok()
-                .filter(|n| (1..=100).contains(n))
+                .filter(|n| (1..=max).contains(n))
                 .ok_or_else(|| GatewayError::InvalidField {
                     param: "limit".into(),
-                    message: "a number from 1 to 100".into(),
+                    message: format!("a number from 1 to {max}"),
                 }),
         }
     }

@@ -23,7 +23,7 @@ use crate::batch::store::{BatchRow, FileRow, Pending};
 use crate::batch::{Batches, new_id, now_s};
 use crate::dispatch::pipeline::serve_body;
 use crate::error::{Dialect, GatewayError};
-use crate::ingress::{chat, completions, embeddings};
+use crate::ingress::{chat, completions, embeddings, responses};
 use crate::state::app::App;
 use crate::state::live::Live;
 
@@ -251,6 +251,7 @@ async fn answer(
     let served = match line_parts(app, batch, line, request_id) {
         Err(err) => Err(err),
         Ok(parts) => match batch.endpoint.as_str() {
+            "/v1/responses" => Box::pin(responses::serve_body(app, parts, body)).await,
             "/v1/chat/completions" => Box::pin(serve_body::<chat::Chat>(app, parts, body)).await,
             "/v1/completions" => {
                 Box::pin(serve_body::<completions::Completions>(app, parts, body)).await

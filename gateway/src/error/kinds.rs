@@ -33,6 +33,10 @@ pub enum GatewayError {
     BodyTimeout { after: Duration },
     #[error("no endpoint at {path}")]
     NotFound { path: String },
+    /// A file or batch that is not there, or not the caller's (each key
+    /// sees only its own): OpenAI's words for it.
+    #[error("No such {object} object: {id}")]
+    NoSuchObject { object: &'static str, id: String },
     #[error(
         "Switchyard does not store responses, so it cannot retrieve, list or delete one; responses passed through to OpenAI itself are stored there"
     )]

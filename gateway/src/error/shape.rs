@@ -98,6 +98,15 @@ impl GatewayError {
                 "invalid_request_error",
                 Some("invalid_config"),
             ),
+            GatewayError::NoSuchObject { .. } => Shape {
+                param: Some("id".into()),
+                ..shape(
+                    StatusCode::NOT_FOUND,
+                    "not_found",
+                    "invalid_request_error",
+                    None,
+                )
+            },
             GatewayError::ResponsesNotStored => shape(
                 StatusCode::NOT_FOUND,
                 "responses_not_stored",

@@ -66,8 +66,18 @@ fn echo_of(req: &ChatRequest) -> Echo {
 pub async fn serve(app: &App, req: Request<Incoming>) -> Result<Response<Body>, GatewayError> {
     let (parts, body) = req.into_parts();
     let bytes = app.read_body(&parts, body).await?;
-    let raw = NativeResponses::decode(&bytes)?;
-    let translated = Responses::decode(&bytes);
+    serve_body(app, parts, &bytes).await
+}
+
+/// Serves a Responses request whose body is read: a caller's, or a batch
+/// line's.
+pub async fn serve_body(
+    app: &App,
+    parts: http::request::Parts,
+    bytes: &[u8],
+) -> Result<Response<Body>, GatewayError> {
+    let raw = NativeResponses::decode(bytes)?;
+    let translated = Responses::decode(bytes);
     let caller = parts.extensions.get::<Caller>();
     // Both forms name the same model: the route's name, once.
     let route = app.route_of(switchyard_adapters::types::CanonicalRequest::model(&raw));
