@@ -133,7 +133,7 @@ impl Postgres {
     }
 
     /// The pool, for work running on the pool's runtime ([`Postgres::run`],
-    /// [`Postgres::spawn`]).
+    /// or spawned there).
     pub fn pool(&self) -> &Pool {
         &self.pool
     }
