@@ -17,6 +17,7 @@ use http::{HeaderValue, Method, Request, StatusCode};
 use http_body_util::BodyExt;
 use serde_json::{Value, json};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::task::JoinSet;
 
 use crate::batch::api::blocking;
 use crate::batch::store::{BatchRow, FileRow, Pending};
@@ -40,13 +41,21 @@ const SHARED_LOOK: Duration = Duration::from_secs(2);
 /// The lines running now, by batch.
 type Running = Arc<Mutex<HashMap<String, HashSet<u64>>>>;
 
+/// The lines this process runs: which, and their tasks (stopped together
+/// when the runner's lease is lost).
+#[derive(Default)]
+struct Lines {
+    running: Running,
+    tasks: JoinSet<()>,
+}
+
 /// Starts the runner for the process.
 pub fn spawn(live: Arc<Live>) {
     tokio::spawn(run(live));
 }
 
 async fn run(live: Arc<Live>) {
-    let running: Running = Arc::default();
+    let mut lines = Lines::default();
     let mut slots: Option<Arc<Semaphore>> = None;
     loop {
         let app = live.app();
@@ -58,7 +67,9 @@ async fn run(live: Arc<Live>) {
         let slots = slots
             .get_or_insert_with(|| Arc::new(Semaphore::new(batches.settings.lines_in_flight)))
             .clone();
-        let unfinished = turn(&app, &batches, &slots, &running)
+        // Ended tasks are reaped (their lines unmarked themselves).
+        while lines.tasks.try_join_next().is_some() {}
+        let unfinished = turn(&app, &batches, &slots, &mut lines)
             .await
             .unwrap_or_else(|err| {
                 tracing::error!(error = ?err, "batch runner");
@@ -93,14 +104,24 @@ async fn turn(
     app: &Arc<App>,
     batches: &Arc<Batches>,
     slots: &Arc<Semaphore>,
-    running: &Running,
+    lines: &mut Lines,
 ) -> Result<bool, GatewayError> {
-    if !blocking(batches.store.clone(), |s| s.runner_lease()).await? {
-        return Ok(false);
+    let lease = blocking(batches.store.clone(), |s| s.runner_lease()).await;
+    if !matches!(lease, Ok(true)) {
+        // Another replica may take the lease and run these lines: they stop
+        // here, and stay pending for whoever runs them next.
+        if !lines.tasks.is_empty() {
+            tracing::warn!(
+                lines = lines.tasks.len(),
+                "batch runner: the lease is lost; the lines running here are stopped"
+            );
+            lines.tasks.abort_all();
+        }
+        return lease.map(|_| false);
     }
     let unfinished = blocking(batches.store.clone(), |s| s.unfinished()).await?;
     for batch in &unfinished {
-        if let Err(err) = look_at(app, batches, slots, running, batch).await {
+        if let Err(err) = look_at(app, batches, slots, lines, batch).await {
             tracing::error!(batch = %batch.id, error = ?err, "batch runner");
         }
     }
@@ -111,11 +132,11 @@ async fn look_at(
     app: &Arc<App>,
     batches: &Arc<Batches>,
     slots: &Arc<Semaphore>,
-    running: &Running,
+    lines: &mut Lines,
     batch: &BatchRow,
 ) -> Result<(), GatewayError> {
     let store = batches.store.clone();
-    let running_now: Vec<u64> = lock(running)
+    let running_now: Vec<u64> = lock(&lines.running)
         .get(&batch.id)
         .map(|lines| lines.iter().copied().collect())
         .unwrap_or_default();
@@ -131,23 +152,23 @@ async fn look_at(
         "in_progress" => {
             let free = slots.available_permits();
             let (id, taken) = (batch.id.clone(), running_now.clone());
-            let lines = if free == 0 {
+            let pending = if free == 0 {
                 Vec::new()
             } else {
                 blocking(store.clone(), move |s| s.pending_lines(&id, &taken, free)).await?
             };
-            if lines.is_empty() && running_now.is_empty() {
+            if pending.is_empty() && running_now.is_empty() {
                 let id = batch.id.clone();
                 if !blocking(store, move |s| s.has_pending(&id)).await? {
                     finish(batches, batch, "completed").await?;
                 }
             }
-            for line in lines {
+            for line in pending {
                 let Ok(permit) = slots.clone().try_acquire_owned() else {
                     break;
                 };
-                let guard = RunningLine::start(running, &batch.id, line.line);
-                tokio::spawn(run_line(
+                let guard = RunningLine::start(&lines.running, &batch.id, line.line);
+                lines.tasks.spawn(run_line(
                     (app.clone(), batches.clone()),
                     batch.clone(),
                     line,

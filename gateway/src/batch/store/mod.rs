@@ -43,11 +43,25 @@ pub fn open(
     Ok(Arc::new(store))
 }
 
-/// The ledger's PostgreSQL settings, when the batch store is there too.
+/// The ledger's PostgreSQL settings, when the batch store is there too:
+/// the ledger is there, `batches.path` is unset, and no SQLite store is at
+/// its default place. A gateway that kept batches in SQLite before it was
+/// given a PostgreSQL ledger (or before batches moved there with it) goes
+/// on with that file, so no batch under way is left behind and no file it
+/// holds is lost; its log says how to move.
 pub fn in_postgres(config: &Config) -> Option<&switchyard_policies::PostgresLedger> {
-    config
-        .ledger
-        .postgres
-        .as_ref()
-        .filter(|_| config.batches.path.is_none())
+    let postgres = config.ledger.postgres.as_ref()?;
+    if config.batches.path.is_some() {
+        return None;
+    }
+    let existing = config.batches.store_path(&config.ledger.path);
+    if existing.exists() {
+        tracing::warn!(
+            path = %existing.display(),
+            "batches stay in this SQLite file beside the PostgreSQL ledger; once no batch is under way, \
+             move it away to keep them in PostgreSQL, or set batches.path to keep it and silence this"
+        );
+        return None;
+    }
+    Some(postgres)
 }

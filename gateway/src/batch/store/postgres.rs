@@ -24,6 +24,10 @@ use crate::ledger::Postgres;
 /// migrations take.
 const RUNNER_LOCK: i64 = 0x7377_6974_6368_6272;
 
+/// How long the lock's connection has to answer whether it still holds
+/// the lock.
+const LEASE_CHECK: std::time::Duration = std::time::Duration::from_secs(5);
+
 pub struct Shared {
     postgres: Arc<Postgres>,
     lease: Arc<tokio::sync::Mutex<Lease>>,
@@ -437,17 +441,46 @@ impl Store for Shared {
                 // is gone: PostgreSQL restarted, or dropped us.
                 _ => {
                     lease.held = false;
-                    Object::take(pool.get().await?)
+                    let client = Object::take(pool.get().await?);
+                    // PostgreSQL lets a session's locks go when it ends; these
+                    // make it notice within about 25 s that the replica's host
+                    // went away (a crash, a network split), rather than after
+                    // the system's two hours of TCP keepalive.
+                    client
+                        .batch_execute(
+                            "SET tcp_keepalives_idle = 10; SET tcp_keepalives_interval = 5;
+                             SET tcp_keepalives_count = 3",
+                        )
+                        .await?;
+                    client
                 }
             };
-            if !lease.held {
-                lease.held = client
-                    .query_one("SELECT pg_try_advisory_lock($1)", &[&RUNNER_LOCK])
-                    .await?
-                    .try_get(0)?;
-            }
-            lease.client = Some(client);
-            Ok(lease.held)
+            // Held, the session is asked after each look whether it is still
+            // there: a session lock lasts as long as its session, and a
+            // session PostgreSQL ended (killed, restarted, timed out by a
+            // proxy) fails the query, while this process lives on.
+            let query = if lease.held {
+                "SELECT true"
+            } else {
+                "SELECT pg_try_advisory_lock($1)"
+            };
+            let params: &[&(dyn tokio_postgres::types::ToSql + Sync)] =
+                if lease.held { &[] } else { &[&RUNNER_LOCK] };
+            let asked = tokio::time::timeout(LEASE_CHECK, client.query_one(query, params));
+            let why = match asked.await {
+                Ok(Ok(row)) => {
+                    lease.held = row.try_get(0)?;
+                    lease.client = Some(client);
+                    return Ok(lease.held);
+                }
+                Ok(Err(err)) => err.to_string(),
+                Err(_) => format!("no answer within {} s", LEASE_CHECK.as_secs()),
+            };
+            // The connection is dropped here, and the lock with it once
+            // PostgreSQL sees it gone: not held, whatever it was.
+            lease.held = false;
+            tracing::warn!(%why, "batch runner: the lease's connection failed");
+            Ok(false)
         })
     }
 

@@ -198,7 +198,7 @@ impl Store for Sqlite {
 
     fn set_status(&self, id: &str, status: &str, from: &[&str], at: i64) -> StoreResult<bool> {
         let column = format!("{status}_at");
-        debug_assert!(STATES.contains(&status));
+        anyhow::ensure!(STATES.contains(&status), "no batch state {status}");
         let allowed = from
             .iter()
             .map(|s| format!("'{s}'"))
