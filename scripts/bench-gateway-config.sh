@@ -24,8 +24,8 @@ ledger: {path: '$4'}
 YAML
 }
 
-# bench_bare_hop RELEASE_DIR: the newest overhead benchmark binary there,
-# which is the bare hop when started with BARE_HOP_LISTEN/BARE_HOP_UPSTREAM.
+# bench_bare_hop RELEASE_DIR: the bare hop (examples/bare-hop) built there,
+# which `cargo build --release -p switchyard-examples --bin bare-hop` makes.
 bench_bare_hop() {
-  ls -t "$1"/deps/overhead-* | grep -v '\.d$' | head -1
+  echo "$1/bare-hop"
 }

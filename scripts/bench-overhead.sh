@@ -28,4 +28,6 @@ fi
 # benchmark reaches the gateway over HTTP/2, so the gateway's upstream
 # connections are what it needs descriptors for.
 ulimit -n "$(ulimit -Hn)"
+# The floor, built where the benchmark looks for it (beside itself).
+cargo build --release -p switchyard-examples --bin bare-hop
 LITELLM="$venv/bin/litellm" cargo bench -p switchyard --bench overhead

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# A profile-guided release build: the gateway, and the overhead benchmark
-# (whose bare hyper hop is the floor the gateway is measured against, so it
-# is built the same way). Builds both instrumented, runs training traffic
+# A profile-guided release build: the gateway, the overhead benchmark, and
+# the bare hyper hop (examples/bare-hop, the floor the gateway is measured
+# against, so it is built the same way). Builds both instrumented, runs training traffic
 # (scripts/pgo-train.py) through each against an instrumented
 # `switchyard sim`, merges the profiles, and builds both again with them.
 # The result is target/pgo/optimized/release/switchyard; run the benchmark
@@ -26,6 +26,7 @@ mkdir -p "$profiles"
 build() { # build TARGET_DIR RUSTFLAGS
   # The benchmark's build builds the `switchyard` binary too (it runs it).
   CARGO_TARGET_DIR=$1 RUSTFLAGS=$2 cargo bench --locked -p switchyard --bench overhead --no-run
+  CARGO_TARGET_DIR=$1 RUSTFLAGS=$2 cargo build --release --locked -p switchyard-examples --bin bare-hop
 }
 
 echo "== instrumented build"

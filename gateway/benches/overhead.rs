@@ -39,11 +39,10 @@ use http_body_util::{BodyExt, Full};
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
-use tokio::signal::unix::{SignalKind, signal};
 
 use common::{Proc, cpu_ns, quantile, rss_kb};
 use overhead_systems::{
-    FAST, KEY, bare_hop, litellm, redis_server, serve_bare_hop, switchyard, switchyard_bin,
+    FAST, KEY, bare_hop, litellm, redis_server, switchyard, switchyard_bin,
     switchyard_with, upstream,
 };
 
@@ -655,34 +654,17 @@ async fn compare_sensitive(sim: &Proc) {
 }
 
 fn main() {
-    let bare_hop = (
-        std::env::var("BARE_HOP_LISTEN"),
-        std::env::var("BARE_HOP_UPSTREAM"),
-    );
-    if bare_hop.0.is_err() {
-        // The load generator shares core 0 with the upstream. Pinned before
-        // the runtime starts, so its worker threads inherit the pinning and
-        // never take time from the system under test.
-        let _ = Command::new("taskset")
-            .args(["-cp", "0", &std::process::id().to_string()])
-            .output();
-    }
+    // The load generator shares core 0 with the upstream. Pinned before the
+    // runtime starts, so its worker threads inherit the pinning and never
+    // take time from the system under test.
+    let _ = Command::new("taskset")
+        .args(["-cp", "0", &std::process::id().to_string()])
+        .output();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .unwrap();
-    match bare_hop {
-        // Until SIGTERM, and then a normal exit: a profiling build
-        // (scripts/build-pgo.sh) writes its profile only when main returns.
-        (Ok(listen), Ok(upstream)) => runtime.block_on(async {
-            let mut stop = signal(SignalKind::terminate()).unwrap();
-            tokio::select! {
-                () = serve_bare_hop(listen, upstream) => {}
-                _ = stop.recv() => {}
-            }
-        }),
-        _ => runtime.block_on(run()),
-    }
+    runtime.block_on(run());
 }
 
 async fn run() {

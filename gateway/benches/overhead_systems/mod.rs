@@ -66,13 +66,22 @@ pub const FAST: &[&str] = &[
     "max_queue=100000",
 ];
 
-/// The floor: a minimal hyper pass-through (this benchmark's own binary).
+/// The floor: a minimal hyper pass-through, `examples/bare-hop` as
+/// `cargo build --release -p switchyard-examples --bin bare-hop` builds it
+/// beside this benchmark (`scripts/bench-overhead.sh` does).
 pub async fn bare_hop(upstream: &str) -> Proc {
     let port = free_port();
+    // This benchmark runs from `target/release/deps`; the bin is one up.
     let exe = std::env::current_exe().unwrap();
+    let hop = exe.parent().and_then(|d| d.parent()).unwrap().join("bare-hop");
+    assert!(
+        hop.exists(),
+        "{} is missing: cargo build --release -p switchyard-examples --bin bare-hop",
+        hop.display()
+    );
     let url = format!("http://127.0.0.1:{port}");
     pinned(
-        exe.to_str().unwrap(),
+        hop.to_str().unwrap(),
         &[],
         SUT_CORE,
         url,
@@ -218,38 +227,3 @@ pub async fn litellm(program: &str, upstream: &str) -> Proc {
     .await
 }
 
-/// The bare pass-through, when this binary is started as one.
-pub async fn serve_bare_hop(listen: String, upstream: String) {
-    use hyper::service::service_fn;
-    let listener = tokio::net::TcpListener::bind(&listen).await.unwrap();
-    let client = client(1024);
-    loop {
-        let (socket, _) = listener.accept().await.unwrap();
-        socket.set_nodelay(true).unwrap();
-        let (client, upstream) = (client.clone(), upstream.clone());
-        tokio::spawn(async move {
-            let service = service_fn(move |req: http::Request<hyper::body::Incoming>| {
-                let (client, upstream) = (client.clone(), upstream.clone());
-                async move {
-                    let (parts, body) = req.into_parts();
-                    let body = body.collect().await?.to_bytes();
-                    let uri = format!("{upstream}{}", parts.uri.path());
-                    let mut forward = http::Request::builder().method(parts.method).uri(uri);
-                    for (name, value) in &parts.headers {
-                        if name != http::header::HOST {
-                            forward = forward.header(name, value);
-                        }
-                    }
-                    let response = client
-                        .request(forward.body(Full::new(body)).unwrap())
-                        .await
-                        .unwrap();
-                    Ok::<_, hyper::Error>(response)
-                }
-            });
-            let _ = hyper::server::conn::http1::Builder::new()
-                .serve_connection(hyper_util::rt::TokioIo::new(socket), service)
-                .await;
-        });
-    }
-}

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# CI's guard on what a proxied request costs: the gateway's instructions per
+# request over the bare hyper hop's, both counted by callgrind in this run
+# (scripts/count-instructions.sh, one tokio worker each so the count does
+# not move with thread scheduling: three runs of one build agree within
+# 0.2%), must stay within 2% of the ratio recorded in
+# scripts/instructions-ratio.txt. Absolute counts differ between Intel and
+# AMD machines; the ratio does not. A change that moves it past 2% either
+# way records the new ratio in that file, in a commit of its own that says
+# why. The release build goes to a target directory in the cache outside
+# the checkout (SWITCHYARD_CACHE), shared by every run, so only what
+# changed is built again. Needs valgrind.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+cache="${SWITCHYARD_CACHE:-$HOME/.cache/switchyard}"
+export CARGO_TARGET_DIR="${GUARD_TARGET_DIR:-$cache/target-release}"
+recorded=$(awk '!/^#/ && NF { print $1; exit }' scripts/instructions-ratio.txt)
+echo "== release build (gateway and bare hop) in $CARGO_TARGET_DIR"
+cargo build --release --locked -p switchyard -p switchyard-examples --bin switchyard --bin bare-hop
+export TOKIO_WORKER_THREADS=1
+gateway=$(scripts/count-instructions.sh | awk '{ print $1 }')
+bare=$(scripts/count-instructions.sh bare | awk '{ print $1 }')
+awk -v g="$gateway" -v b="$bare" -v r="$recorded" 'BEGIN {
+  ratio = g / b; drift = (ratio / r - 1) * 100
+  printf "instructions per request: gateway %d, bare hop %d, ratio %.3f (recorded %.3f, %+.1f%%)\n", g, b, ratio, r, drift
+  if (drift > 2 || drift < -2) {
+    printf "the ratio moved more than 2%% from the recorded one: find what moved it (scripts/instructions-by-feature.sh), or record %.3f in scripts/instructions-ratio.txt in a commit that says why\n", ratio
+    exit 1
+  }
+}'
