@@ -42,8 +42,8 @@ use hyper_util::rt::TokioExecutor;
 
 use common::{Proc, cpu_ns, quantile, rss_kb};
 use overhead_systems::{
-    FAST, KEY, bare_hop, litellm, redis_server, switchyard, switchyard_bin,
-    switchyard_with, upstream,
+    FAST, KEY, bare_hop, litellm, redis_server, switchyard, switchyard_bin, switchyard_with,
+    upstream,
 };
 
 /// Rounds of every system; on a shared VM one round can run 30% slow, so

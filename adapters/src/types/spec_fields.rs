@@ -114,13 +114,15 @@ pub fn fill_chat_answer(body: &[u8]) -> Option<Vec<u8>> {
 /// the name's quotes would be escaped, and a value is never followed by a
 /// colon, so only keys count.
 pub(super) fn keys_named(body: &[u8], quoted: &str) -> usize {
-    // A body that is not UTF-8 is not JSON: it counts nothing (and gets
-    // the full reading, which refuses it).
-    let Ok(text) = std::str::from_utf8(body) else {
-        return 0;
-    };
-    text.match_indices(quoted)
-        .filter(|(at, _)| text[at + quoted.len()..].trim_start().starts_with(':'))
+    // memchr's search, not `str::match_indices`: on a short answer the
+    // standard library's two-way search cost about 2,400 instructions per
+    // request (callgrind), most of what this check costs. The body is the
+    // one just read as JSON, so it is UTF-8 and needs no second check.
+    memchr::memmem::find_iter(body, quoted.as_bytes())
+        .filter(|at| {
+            let after = &body[at + quoted.len()..];
+            after.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b':')
+        })
         .count()
 }
 

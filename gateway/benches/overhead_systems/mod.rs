@@ -1,15 +1,12 @@
 //! The systems the overhead benchmark measures, started as processes of
-//! their own: the upstream (a `switchyard sim`), the bare hyper hop (this
-//! benchmark's own binary, run as a server), Switchyard with its default
+//! their own: the upstream (a `switchyard sim`), the bare hyper hop
+//! (`examples/bare-hop`), Switchyard with its default
 //! features, and LiteLLM's proxy. Each system under test is pinned to
 //! `SUT_CORE`, the upstream to the other core.
 
 use std::path::PathBuf;
 use std::process::Command;
 
-use http_body_util::{BodyExt, Full};
-
-use super::client;
 use super::common::{Proc, free_port, start, temp_dir};
 
 /// The system under test runs on this core, the load and the upstream on the other.
@@ -73,7 +70,11 @@ pub async fn bare_hop(upstream: &str) -> Proc {
     let port = free_port();
     // This benchmark runs from `target/release/deps`; the bin is one up.
     let exe = std::env::current_exe().unwrap();
-    let hop = exe.parent().and_then(|d| d.parent()).unwrap().join("bare-hop");
+    let hop = exe
+        .parent()
+        .and_then(|d| d.parent())
+        .unwrap()
+        .join("bare-hop");
     assert!(
         hop.exists(),
         "{} is missing: cargo build --release -p switchyard-examples --bin bare-hop",
@@ -226,4 +227,3 @@ pub async fn litellm(program: &str, upstream: &str) -> Proc {
     )
     .await
 }
-

@@ -133,6 +133,10 @@ async fn serve_endpoint(
     if is_admin_path(req.uri().path()) && !for_dashboard && !app.keys.is_admin(req.headers()) {
         return Err(admin::unauthorized());
     }
+    // Only the model endpoints' futures are awaited in place; every other
+    // one is boxed where it is taken, so the largest of them does not set
+    // the size of every request's future (which is copied whole into its
+    // box when a connection's request starts).
     match endpoint {
         "/chat/completions" => match allow(&req, Method::POST, "POST") {
             Ok(()) => endpoint::serve::<chat::Chat>(app, req).await,
@@ -143,7 +147,7 @@ async fn serve_endpoint(
             Err(err) => Err(err),
         },
         "/messages/count_tokens" => match allow(&req, Method::POST, "POST") {
-            Ok(()) => messages::count_tokens(app, req).await,
+            Ok(()) => Box::pin(messages::count_tokens(app, req)).await,
             Err(err) => Err(err),
         },
         "/" if req.method() == Method::HEAD => Ok(health::live()),
@@ -182,45 +186,45 @@ async fn serve_endpoint(
             models::retrieve(app, req.extensions().get::<Caller>(), name, Dialect::Gemini)
         }),
         "/route/explain" => match allow(&req, Method::POST, "POST") {
-            Ok(()) => explain::serve(app, req).await,
+            Ok(()) => Box::pin(explain::serve(app, req)).await,
             Err(err) => Err(err),
         },
         "/models" => allow(&req, Method::GET, "GET")
             .map(|()| models::list(app, req.extensions().get::<Caller>(), dialect_of(&req))),
         "/admin/spend" => match allow(&req, Method::GET, "GET") {
-            Ok(()) => admin::spend(app, req).await,
+            Ok(()) => Box::pin(admin::spend(app, req)).await,
             Err(err) => Err(err),
         },
         "/admin/budgets" => match allow(&req, Method::GET, "GET") {
-            Ok(()) => admin::budgets(app, req).await,
+            Ok(()) => Box::pin(admin::budgets(app, req)).await,
             Err(err) => Err(err),
         },
         "/admin/sessions" => match allow(&req, Method::GET, "GET") {
-            Ok(()) => admin::sessions(app, req).await,
+            Ok(()) => Box::pin(admin::sessions(app, req)).await,
             Err(err) => Err(err),
         },
         "/admin/advice" => match allow(&req, Method::GET, "GET") {
-            Ok(()) => admin::advice(app, req).await,
+            Ok(()) => Box::pin(admin::advice(app, req)).await,
             Err(err) => Err(err),
         },
         "/admin/compare" => match allow(&req, Method::GET, "GET") {
-            Ok(()) => admin::compare(app, req).await,
+            Ok(()) => Box::pin(admin::compare(app, req)).await,
             Err(err) => Err(err),
         },
-        "/admin/keys" => keys::collection(live, app, req).await,
+        "/admin/keys" => Box::pin(keys::collection(live, app, req)).await,
         "/admin/requests" => match allow(&req, Method::GET, "GET") {
-            Ok(()) => requests::list(app, req).await,
+            Ok(()) => Box::pin(requests::list(app, req)).await,
             Err(err) => Err(err),
         },
         "/admin/stats" => match allow(&req, Method::GET, "GET") {
-            Ok(()) => dashboard::stats(app, req).await,
+            Ok(()) => Box::pin(dashboard::stats(app, req)).await,
             Err(err) => Err(err),
         },
         "/admin/predictors" => {
             allow(&req, Method::GET, "GET").and_then(|()| admin::predictors(app, &req))
         }
         "/admin/reload" => match allow(&req, Method::POST, "POST") {
-            Ok(()) => admin::reload(live, &req).await,
+            Ok(()) => Box::pin(admin::reload(live, &req)).await,
             Err(err) => Err(err),
         },
         "/healthz" => Ok(health::live()),
@@ -247,12 +251,12 @@ async fn serve_endpoint(
             }),
             None if let Some((name, rotate)) = keys::key_path(req.uri().path()) => {
                 let name = name.to_owned();
-                keys::one(live, app, req, name, rotate).await
+                Box::pin(keys::one(live, app, req, name, rotate)).await
             }
             None if let Some(id) = requests::requested_id(req.uri().path()) => {
                 let id = id.to_owned();
                 match allow(&req, Method::GET, "GET") {
-                    Ok(()) => requests::one(app, req, id).await,
+                    Ok(()) => Box::pin(requests::one(app, req, id)).await,
                     Err(err) => Err(err),
                 }
             }
