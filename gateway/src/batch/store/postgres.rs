@@ -17,6 +17,7 @@ use tokio_postgres::Row;
 
 use crate::batch::store::shape::{
     BatchRow, FileRow, Line, Pending, STATES, Store, StoreResult, never_ran, new_id,
+    output_and_errors,
 };
 use crate::ledger::Postgres;
 
@@ -381,18 +382,10 @@ impl Store for Shared {
                     &[&batch_id],
                 )
                 .await?;
-            let (mut done, mut failed) = (Vec::new(), Vec::new());
-            for row in &rows {
-                let state: String = row.try_get(0)?;
-                let result: Option<String> = row.try_get(1)?;
-                let result = result.unwrap_or_default();
-                if state == "done" {
-                    done.push(result);
-                } else {
-                    failed.push(result);
-                }
-            }
-            Ok((done, failed))
+            output_and_errors(
+                rows.iter()
+                    .map(|row| Ok((row.try_get(0)?, row.try_get(1)?))),
+            )
         })
     }
 

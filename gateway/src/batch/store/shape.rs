@@ -156,6 +156,24 @@ pub trait Store: Send + Sync {
     }
 }
 
+/// Answered lines' `(state, result)`, in line order, as the output file's
+/// lines (those `done`) and the error file's (the rest).
+pub(super) fn output_and_errors(
+    rows: impl IntoIterator<Item = StoreResult<(String, Option<String>)>>,
+) -> StoreResult<(Vec<String>, Vec<String>)> {
+    let (mut done, mut failed) = (Vec::new(), Vec::new());
+    for row in rows {
+        let (state, result) = row?;
+        let result = result.unwrap_or_default();
+        if state == "done" {
+            done.push(result);
+        } else {
+            failed.push(result);
+        }
+    }
+    Ok((done, failed))
+}
+
 /// The JSON an error file holds for a line that never ran.
 pub(super) fn never_ran(id: &str, custom_id: Option<&str>, code: &str, line: i64) -> String {
     serde_json::json!({

@@ -8,6 +8,7 @@ use rusqlite::{Connection, OptionalExtension, params};
 
 use crate::batch::store::shape::{
     BatchRow, FileRow, Line, Pending, STATES, Store, StoreResult, never_ran, new_id,
+    output_and_errors,
 };
 
 const SCHEMA: &str = "
@@ -303,17 +304,7 @@ impl Store for Sqlite {
         let rows = statement.query_map(params![batch_id], |row| {
             Ok((row.get::<_, String>(0)?, row.get::<_, Option<String>>(1)?))
         })?;
-        let (mut done, mut failed) = (Vec::new(), Vec::new());
-        for row in rows {
-            let (state, result) = row?;
-            let result = result.unwrap_or_default();
-            if state == "done" {
-                done.push(result);
-            } else {
-                failed.push(result);
-            }
-        }
-        Ok((done, failed))
+        output_and_errors(rows.map(|row| row.map_err(Into::into)))
     }
 
     fn finish_batch(
