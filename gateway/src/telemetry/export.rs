@@ -1,7 +1,7 @@
 //! Getting finished spans to the collector without the requests noticing:
 //! a bounded queue that drops (and counts) rather than waits, drained by a
-//! task of its own that batches spans for the OTLP exporter (which retries
-//! a busy or unreachable collector itself, still off the request path).
+//! task of its own that batches spans for the OTLP exporter, still off the
+//! request path.
 
 use std::fmt;
 use std::sync::Arc;
@@ -9,9 +9,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use bytes::Bytes;
-use http::{Request, Response};
+use http::Request;
 use http_body_util::{BodyExt, Full};
 use opentelemetry::Context;
+use opentelemetry_sdk::Resource;
 use opentelemetry_sdk::error::{OTelSdkError, OTelSdkResult};
 use opentelemetry_sdk::trace::{Span, SpanData, SpanExporter, SpanProcessor};
 use tokio::sync::{mpsc, oneshot};
@@ -135,37 +136,84 @@ async fn drain<E: SpanExporter>(
     }
 }
 
-/// The exporter's HTTP client: the gateway's own hyper client (rustls for
-/// https), with a deadline per export since the exporter sets none.
-pub struct OtlpClient {
+/// Sends each batch as one OTLP/HTTP protobuf request, written by
+/// [`crate::telemetry::otlp`], with the gateway's own hyper client (rustls
+/// for https) and a deadline per try. A collector that is busy or cannot be
+/// reached is tried twice more; any other non-2xx answer fails the export.
+pub struct OtlpExporter {
     pub http: switchyard_adapters::upstream::HttpClient,
     pub timeout: Duration,
+    /// The traces URL (`.../v1/traces`).
+    pub url: http::Uri,
+    /// Sent with every export: the config's and the environment's.
+    pub headers: http::HeaderMap,
+    pub resource: Resource,
 }
 
-impl fmt::Debug for OtlpClient {
+impl fmt::Debug for OtlpExporter {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("OtlpClient")
+        // Headers are left out: they may hold a collector's credentials.
+        f.debug_struct("OtlpExporter")
+            .field("url", &self.url)
             .field("timeout", &self.timeout)
             .finish_non_exhaustive()
     }
 }
 
-#[async_trait::async_trait]
-impl opentelemetry_http::HttpClient for OtlpClient {
-    async fn send_bytes(
-        &self,
-        request: Request<Bytes>,
-    ) -> Result<Response<Bytes>, opentelemetry_http::HttpError> {
-        let (parts, body) = request.into_parts();
-        let request = Request::from_parts(parts, Full::new(body));
+/// Waits before the second and third tries of an export the collector
+/// could not take (429, 502, 503, 504, or no connection), as the OTLP
+/// specification asks of exporters.
+const RETRY_AFTER: [Duration; 2] = [Duration::from_millis(250), Duration::from_secs(1)];
+
+impl SpanExporter for OtlpExporter {
+    async fn export(&self, batch: Vec<SpanData>) -> OTelSdkResult {
+        let body = Bytes::from(crate::telemetry::otlp::export_request(
+            &batch,
+            &self.resource,
+        ));
+        let mut waits = RETRY_AFTER.iter();
+        loop {
+            let failure = match self.send(body.clone()).await {
+                Ok(status) if status.is_success() => return Ok(()),
+                Ok(status) => (
+                    matches!(status.as_u16(), 429 | 502 | 503 | 504),
+                    OTelSdkError::InternalFailure(format!("the collector answered {status}")),
+                ),
+                Err(err) => (true, err),
+            };
+            match (failure, waits.next()) {
+                ((true, _), Some(wait)) => tokio::time::sleep(*wait).await,
+                ((_, err), _) => return Err(err),
+            }
+        }
+    }
+
+    fn set_resource(&mut self, resource: &Resource) {
+        self.resource = resource.clone();
+    }
+}
+
+impl OtlpExporter {
+    /// One try: the collector's status, or why there was none.
+    async fn send(&self, body: Bytes) -> Result<http::StatusCode, OTelSdkError> {
+        let mut request = Request::builder()
+            .method(http::Method::POST)
+            .uri(self.url.clone())
+            .header(http::header::CONTENT_TYPE, "application/x-protobuf")
+            .body(Full::new(body))
+            .map_err(|err| OTelSdkError::InternalFailure(err.to_string()))?;
+        request.headers_mut().extend(self.headers.clone());
         let exchange = async {
             let response = self.http.request(request).await?;
-            let (parts, body) = response.into_parts();
-            let body = body.collect().await?.to_bytes();
-            Ok::<_, opentelemetry_http::HttpError>(Response::from_parts(parts, body))
+            let status = response.status();
+            // Read to the end, so the connection is kept for the next one.
+            response.into_body().collect().await?;
+            Ok::<_, Box<dyn std::error::Error + Send + Sync>>(status)
         };
-        tokio::time::timeout(self.timeout, exchange)
-            .await
-            .map_err(|_| OTelSdkError::Timeout(self.timeout))?
+        match tokio::time::timeout(self.timeout, exchange).await {
+            Err(_) => Err(OTelSdkError::Timeout(self.timeout)),
+            Ok(Err(err)) => Err(OTelSdkError::InternalFailure(err.to_string())),
+            Ok(Ok(status)) => Ok(status),
+        }
     }
 }

@@ -12,23 +12,23 @@
 
 mod export;
 pub mod names;
+mod otlp;
 mod peer;
 mod spans;
 
-use std::collections::HashMap;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
+use http::{HeaderMap, HeaderName, HeaderValue};
 use opentelemetry::trace::TracerProvider as _;
 use opentelemetry::{InstrumentationScope, KeyValue};
-use opentelemetry_otlp::{Protocol, WithExportConfig, WithHttpConfig};
 use opentelemetry_sdk::Resource;
 use opentelemetry_sdk::propagation::TraceContextPropagator;
 use opentelemetry_sdk::trace::{Sampler, SdkTracer, SdkTracerProvider, SpanExporter as _};
 use switchyard_policies::Telemetry as Settings;
 
 pub use crate::telemetry::export::ExportStats;
-use crate::telemetry::export::{OtlpClient, QueueProcessor};
+use crate::telemetry::export::{OtlpExporter, QueueProcessor};
 pub use crate::telemetry::peer::Peer;
 pub use crate::telemetry::spans::{AnswerMeta, AttemptSpan, RequestTrace, ToolSpan, strings};
 
@@ -60,31 +60,19 @@ pub fn start(settings: Option<&Settings>) -> anyhow::Result<Option<String>> {
     if !enabled(&settings) {
         return Ok(None);
     }
+    let url = traces_endpoint(&settings);
+    let uri: http::Uri = url
+        .parse()
+        .map_err(|_| anyhow::anyhow!("telemetry: the collector's URL `{url}` is not valid"))?;
     let timeout = export_timeout(&settings);
-    let client = OtlpClient {
+    let mut exporter = OtlpExporter {
         http: switchyard_adapters::upstream::http_client(timeout)
             .map_err(|err| anyhow::anyhow!("telemetry: {err}"))?,
         timeout,
+        url: uri,
+        headers: export_headers(&settings),
+        resource: Resource::builder_empty().build(),
     };
-    let mut builder = opentelemetry_otlp::SpanExporter::builder()
-        .with_http()
-        .with_protocol(Protocol::HttpBinary)
-        .with_http_client(client)
-        .with_timeout(timeout)
-        .with_headers(
-            settings
-                .headers
-                .clone()
-                .into_iter()
-                .collect::<HashMap<_, _>>(),
-        );
-    let endpoint = settings.endpoint.as_deref().map(traces_url);
-    if let Some(endpoint) = &endpoint {
-        builder = builder.with_endpoint(endpoint.clone());
-    }
-    let mut exporter = builder
-        .build()
-        .map_err(|err| anyhow::anyhow!("telemetry: the OTLP exporter: {err}"))?;
     let resource = resource(&settings);
     exporter.set_resource(&resource);
     let stats = Arc::new(ExportStats::default());
@@ -108,9 +96,7 @@ pub fn start(settings: Option<&Settings>) -> anyhow::Result<Option<String>> {
         stats,
     };
     let _ = TELEMETRY.set(telemetry);
-    Ok(Some(endpoint.unwrap_or_else(|| {
-        "the OTEL_EXPORTER_OTLP_* endpoint".into()
-    })))
+    Ok(Some(url))
 }
 
 impl Telemetry {
@@ -133,6 +119,82 @@ fn enabled(settings: &Settings) -> bool {
 
 fn env(name: &str) -> Option<String> {
     std::env::var(name).ok().filter(|v| !v.trim().is_empty())
+}
+
+/// Where traces go: the config's endpoint, else
+/// `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` as it is, else
+/// `OTEL_EXPORTER_OTLP_ENDPOINT` with `/v1/traces`, as the OTLP
+/// specification reads them.
+fn traces_endpoint(settings: &Settings) -> String {
+    if let Some(endpoint) = &settings.endpoint {
+        return traces_url(endpoint);
+    }
+    if let Some(endpoint) = env("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") {
+        return endpoint;
+    }
+    match env("OTEL_EXPORTER_OTLP_ENDPOINT") {
+        Some(base) => traces_url(&base),
+        None => "http://localhost:4318/v1/traces".into(),
+    }
+}
+
+/// The headers every export carries: the config's, then the environment's
+/// (`OTEL_EXPORTER_OTLP_TRACES_HEADERS`, else `OTEL_EXPORTER_OTLP_HEADERS`:
+/// `name=value` pairs split by commas, values percent-decoded), which win
+/// for a name both give. A pair that is not a valid header is left out.
+fn export_headers(settings: &Settings) -> HeaderMap {
+    let from_env = env("OTEL_EXPORTER_OTLP_TRACES_HEADERS")
+        .or_else(|| env("OTEL_EXPORTER_OTLP_HEADERS"))
+        .unwrap_or_default();
+    headers_of(&settings.headers, &from_env)
+}
+
+/// The config's `headers`, then the pairs of `from_env`, which win.
+fn headers_of<'a>(
+    config: impl IntoIterator<Item = (&'a String, &'a String)>,
+    from_env: &str,
+) -> HeaderMap {
+    let pairs = from_env.split(',').filter_map(|pair| {
+        let (name, value) = pair.split_once('=')?;
+        Some((name.trim().to_owned(), percent_decoded(value.trim())))
+    });
+    let mut headers = HeaderMap::new();
+    let config = config.into_iter().map(|(k, v)| (k.clone(), v.clone()));
+    for (name, value) in config.chain(pairs) {
+        if let (Ok(name), Ok(value)) = (
+            HeaderName::from_bytes(name.as_bytes()),
+            HeaderValue::from_str(&value),
+        ) && !value.is_empty()
+        {
+            headers.insert(name, value);
+        }
+    }
+    headers
+}
+
+/// `%XX` escapes decoded; the text as it is when they do not decode to UTF-8.
+fn percent_decoded(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut at = 0;
+    while at < bytes.len() {
+        let escaped = (bytes[at] == b'%')
+            .then(|| bytes.get(at + 1..at + 3))
+            .flatten()
+            .and_then(|hex| std::str::from_utf8(hex).ok())
+            .and_then(|hex| u8::from_str_radix(hex, 16).ok());
+        match escaped {
+            Some(byte) => {
+                out.push(byte);
+                at += 3;
+            }
+            None => {
+                out.push(bytes[at]);
+                at += 1;
+            }
+        }
+    }
+    String::from_utf8(out).unwrap_or_else(|_| text.to_owned())
 }
 
 /// A collector's base URL as the traces URL (`/v1/traces` appended unless
@@ -184,6 +246,30 @@ fn resource(settings: &Settings) -> Resource {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_environments_headers_win_over_the_configs() {
+        let config: std::collections::BTreeMap<String, String> = [
+            ("x-tenant".to_owned(), "config".to_owned()),
+            ("x-kept".to_owned(), "yes".to_owned()),
+        ]
+        .into();
+        let headers = headers_of(
+            &config,
+            "x-tenant=env, authorization=Basic%20YWI%3D,bad name=1,empty=",
+        );
+        assert_eq!(headers["x-tenant"], "env");
+        assert_eq!(headers["x-kept"], "yes");
+        assert_eq!(headers["authorization"], "Basic YWI=");
+        assert_eq!(headers.len(), 3, "{headers:?}");
+    }
+
+    #[test]
+    fn header_values_are_percent_decoded() {
+        assert_eq!(percent_decoded("Basic%20abc%3D%3D"), "Basic abc==");
+        assert_eq!(percent_decoded("100%"), "100%");
+        assert_eq!(percent_decoded("%zz%41"), "%zzA");
+    }
 
     #[test]
     fn a_base_url_gets_the_traces_path_once() {
