@@ -72,5 +72,7 @@ wait "$gateway" "$sim" 2> /dev/null || true
 dump=$(ls "$work"/out.* | sort -t. -k2 -n | tail -1)
 # CALLGRIND_KEEP=<file>: keep the counted part's profile (scripts/hot-symbols.sh).
 if [ -n "${CALLGRIND_KEEP:-}" ]; then cp "$dump" "$CALLGRIND_KEEP"; fi
-total=$(callgrind_annotate "$dump" 2> /dev/null | grep -m1 'PROGRAM TOTALS' | awk '{print $1}' | tr -d ,)
+# awk reads all of it (grep -m1 would stop early, and under pipefail the
+# annotator's SIGPIPE would fail the script).
+total=$(callgrind_annotate "$dump" 2> /dev/null | awk '/PROGRAM TOTALS/ && !n { gsub(",", "", $1); print $1; n = 1 }')
 echo "$((total / 1000)) instructions per request (${1:-switchyard}; 1,000 sequential requests after 200)"

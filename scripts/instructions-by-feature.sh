@@ -28,6 +28,7 @@ collector_port=19103
 python3 - "$collector_port" > "$work/collector.log" 2>&1 <<'PY' &
 import http.server, sys
 class Sink(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"  # connections kept, as a real collector keeps them
     def do_POST(self):
         self.rfile.read(int(self.headers.get("content-length", 0)))
         self.send_response(200); self.send_header("content-length", "0"); self.end_headers()

@@ -5,7 +5,10 @@
 # not move with thread scheduling: three runs of one build agree within
 # 0.2%), must stay within 2% of the ratio recorded in
 # scripts/instructions-ratio.txt. Absolute counts differ between Intel and
-# AMD machines; the ratio does not. A change that moves it past 2% either
+# AMD machines; the ratio, taken in the same run, moves far less, but not
+# nothing (which memcpy and SHA-256 code the CPU and glibc pick is counted
+# too): the machine it was recorded on is in that file, and this one is
+# printed beside it. A change that moves it past 2% either
 # way records the new ratio in that file, in a commit of its own that says
 # why. The release build goes to a target directory in the cache outside
 # the checkout (SWITCHYARD_CACHE), shared by every run, so only what
@@ -17,6 +20,8 @@ export CARGO_TARGET_DIR="${GUARD_TARGET_DIR:-$cache/target-release}"
 recorded=$(awk '!/^#/ && NF { print $1; exit }' scripts/instructions-ratio.txt)
 echo "== release build (gateway and bare hop) in $CARGO_TARGET_DIR"
 cargo build --release --locked -p switchyard -p switchyard-examples --bin switchyard --bin bare-hop
+echo "this machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(ldd --version 2>&1 | awk 'NR == 1')"
+grep '^# recorded on' scripts/instructions-ratio.txt || true
 export TOKIO_WORKER_THREADS=1
 gateway=$(scripts/count-instructions.sh | awk '{ print $1 }')
 bare=$(scripts/count-instructions.sh bare | awk '{ print $1 }')

@@ -138,8 +138,9 @@ async fn drain<E: SpanExporter>(
 
 /// Sends each batch as one OTLP/HTTP protobuf request, written by
 /// [`crate::telemetry::otlp`], with the gateway's own hyper client (rustls
-/// for https) and a deadline per try. A collector that is busy or cannot be
-/// reached is tried twice more; any other non-2xx answer fails the export.
+/// for https), within one deadline per export. A collector that is busy
+/// (429, 502, 503, 504) or cannot be reached is tried twice more; any other
+/// non-2xx answer, or an answer cut short, fails the export.
 pub struct OtlpExporter {
     pub http: switchyard_adapters::upstream::HttpClient,
     pub timeout: Duration,
@@ -162,8 +163,17 @@ impl fmt::Debug for OtlpExporter {
 
 /// Waits before the second and third tries of an export the collector
 /// could not take (429, 502, 503, 504, or no connection), as the OTLP
-/// specification asks of exporters.
+/// specification asks of exporters; a `Retry-After` in seconds is waited
+/// instead. Every try and wait fits in the export's one deadline.
 const RETRY_AFTER: [Duration; 2] = [Duration::from_millis(250), Duration::from_secs(1)];
+
+/// One try's outcome: done, or why not and whether another try may help
+/// (and after how long the collector asked for).
+enum Tried {
+    Done,
+    Failed(OTelSdkError),
+    Retry(OTelSdkError, Option<Duration>),
+}
 
 impl SpanExporter for OtlpExporter {
     async fn export(&self, batch: Vec<SpanData>) -> OTelSdkResult {
@@ -171,20 +181,24 @@ impl SpanExporter for OtlpExporter {
             &batch,
             &self.resource,
         ));
+        let deadline = tokio::time::Instant::now() + self.timeout;
         let mut waits = RETRY_AFTER.iter();
         loop {
-            let failure = match self.send(body.clone()).await {
-                Ok(status) if status.is_success() => return Ok(()),
-                Ok(status) => (
-                    matches!(status.as_u16(), 429 | 502 | 503 | 504),
-                    OTelSdkError::InternalFailure(format!("the collector answered {status}")),
-                ),
-                Err(err) => (true, err),
+            let tried = tokio::time::timeout_at(deadline, self.send(body.clone()))
+                .await
+                .unwrap_or(Tried::Failed(OTelSdkError::Timeout(self.timeout)));
+            let (err, asked) = match tried {
+                Tried::Done => return Ok(()),
+                Tried::Failed(err) => return Err(err),
+                Tried::Retry(err, asked) => (err, asked),
             };
-            match (failure, waits.next()) {
-                ((true, _), Some(wait)) => tokio::time::sleep(*wait).await,
-                ((_, err), _) => return Err(err),
+            let Some(wait) = waits.next().map(|w| asked.unwrap_or(*w)) else {
+                return Err(err);
+            };
+            if tokio::time::Instant::now() + wait >= deadline {
+                return Err(err);
             }
+            tokio::time::sleep(wait).await;
         }
     }
 
@@ -194,26 +208,41 @@ impl SpanExporter for OtlpExporter {
 }
 
 impl OtlpExporter {
-    /// One try: the collector's status, or why there was none.
-    async fn send(&self, body: Bytes) -> Result<http::StatusCode, OTelSdkError> {
-        let mut request = Request::builder()
+    /// One try.
+    async fn send(&self, body: Bytes) -> Tried {
+        let request = Request::builder()
             .method(http::Method::POST)
             .uri(self.url.clone())
             .header(http::header::CONTENT_TYPE, "application/x-protobuf")
-            .body(Full::new(body))
-            .map_err(|err| OTelSdkError::InternalFailure(err.to_string()))?;
-        request.headers_mut().extend(self.headers.clone());
-        let exchange = async {
-            let response = self.http.request(request).await?;
-            let status = response.status();
-            // Read to the end, so the connection is kept for the next one.
-            response.into_body().collect().await?;
-            Ok::<_, Box<dyn std::error::Error + Send + Sync>>(status)
+            .body(Full::new(body));
+        let mut request = match request {
+            Ok(request) => request,
+            Err(err) => return Tried::Failed(OTelSdkError::InternalFailure(err.to_string())),
         };
-        match tokio::time::timeout(self.timeout, exchange).await {
-            Err(_) => Err(OTelSdkError::Timeout(self.timeout)),
-            Ok(Err(err)) => Err(OTelSdkError::InternalFailure(err.to_string())),
-            Ok(Ok(status)) => Ok(status),
+        request.headers_mut().extend(self.headers.clone());
+        let response = match self.http.request(request).await {
+            Ok(response) => response,
+            // Nothing reached the collector: another try may.
+            Err(err) if err.is_connect() => {
+                return Tried::Retry(OTelSdkError::InternalFailure(err.to_string()), None);
+            }
+            Err(err) => return Tried::Failed(OTelSdkError::InternalFailure(err.to_string())),
+        };
+        let status = response.status();
+        let asked = response
+            .headers()
+            .get(http::header::RETRY_AFTER)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .map(Duration::from_secs);
+        // Read to the end, so the connection is kept for the next one; the
+        // status is the answer either way.
+        let _ = response.into_body().collect().await;
+        let err = || OTelSdkError::InternalFailure(format!("the collector answered {status}"));
+        match status.as_u16() {
+            _ if status.is_success() => Tried::Done,
+            429 | 502 | 503 | 504 => Tried::Retry(err(), asked),
+            _ => Tried::Failed(err()),
         }
     }
 }

@@ -64,6 +64,7 @@ pub fn start(settings: Option<&Settings>) -> anyhow::Result<Option<String>> {
     let uri: http::Uri = url
         .parse()
         .map_err(|_| anyhow::anyhow!("telemetry: the collector's URL `{url}` is not valid"))?;
+    let shown_url = shown(&uri);
     let timeout = export_timeout(&settings);
     let mut exporter = OtlpExporter {
         http: switchyard_adapters::upstream::http_client(timeout)
@@ -96,7 +97,7 @@ pub fn start(settings: Option<&Settings>) -> anyhow::Result<Option<String>> {
         stats,
     };
     let _ = TELEMETRY.set(telemetry);
-    Ok(Some(url))
+    Ok(Some(shown_url))
 }
 
 impl Telemetry {
@@ -140,8 +141,9 @@ fn traces_endpoint(settings: &Settings) -> String {
 
 /// The headers every export carries: the config's, then the environment's
 /// (`OTEL_EXPORTER_OTLP_TRACES_HEADERS`, else `OTEL_EXPORTER_OTLP_HEADERS`:
-/// `name=value` pairs split by commas, values percent-decoded), which win
-/// for a name both give. A pair that is not a valid header is left out.
+/// `name=value` pairs split by commas, values percent-decoded, empty ones
+/// left out), which win for a name both give. A pair that is not a valid
+/// header is left out.
 fn export_headers(settings: &Settings) -> HeaderMap {
     let from_env = env("OTEL_EXPORTER_OTLP_TRACES_HEADERS")
         .or_else(|| env("OTEL_EXPORTER_OTLP_HEADERS"))
@@ -154,47 +156,61 @@ fn headers_of<'a>(
     config: impl IntoIterator<Item = (&'a String, &'a String)>,
     from_env: &str,
 ) -> HeaderMap {
-    let pairs = from_env.split(',').filter_map(|pair| {
-        let (name, value) = pair.split_once('=')?;
-        Some((name.trim().to_owned(), percent_decoded(value.trim())))
-    });
+    let pairs = from_env
+        .split(',')
+        .filter_map(|pair| {
+            let (name, value) = pair.split_once('=')?;
+            Some((name.trim().to_owned(), percent_decoded(value.trim())))
+        })
+        .filter(|(name, value)| !name.is_empty() && !value.is_empty());
     let mut headers = HeaderMap::new();
     let config = config.into_iter().map(|(k, v)| (k.clone(), v.clone()));
     for (name, value) in config.chain(pairs) {
         if let (Ok(name), Ok(value)) = (
             HeaderName::from_bytes(name.as_bytes()),
             HeaderValue::from_str(&value),
-        ) && !value.is_empty()
-        {
+        ) {
             headers.insert(name, value);
         }
     }
     headers
 }
 
-/// `%XX` escapes decoded; the text as it is when they do not decode to UTF-8.
+/// `%XX` escapes decoded; the text as it is when one is not a valid escape
+/// or they do not decode to UTF-8 (as opentelemetry-otlp reads them).
 fn percent_decoded(text: &str) -> String {
     let bytes = text.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());
     let mut at = 0;
     while at < bytes.len() {
-        let escaped = (bytes[at] == b'%')
-            .then(|| bytes.get(at + 1..at + 3))
-            .flatten()
+        if bytes[at] != b'%' {
+            out.push(bytes[at]);
+            at += 1;
+            continue;
+        }
+        let escaped = bytes
+            .get(at + 1..at + 3)
             .and_then(|hex| std::str::from_utf8(hex).ok())
             .and_then(|hex| u8::from_str_radix(hex, 16).ok());
-        match escaped {
-            Some(byte) => {
-                out.push(byte);
-                at += 3;
-            }
-            None => {
-                out.push(bytes[at]);
-                at += 1;
-            }
-        }
+        let Some(byte) = escaped else {
+            return text.to_owned();
+        };
+        out.push(byte);
+        at += 3;
     }
     String::from_utf8(out).unwrap_or_else(|_| text.to_owned())
+}
+
+/// A URL as logs may show it: without its userinfo and query, which can
+/// hold credentials.
+fn shown(url: &http::Uri) -> String {
+    match (url.scheme_str(), url.authority()) {
+        (Some(scheme), Some(authority)) => {
+            let host = authority.as_str().rsplit('@').next().unwrap_or_default();
+            format!("{scheme}://{host}{}", url.path())
+        }
+        _ => url.path().to_owned(),
+    }
 }
 
 /// A collector's base URL as the traces URL (`/v1/traces` appended unless
@@ -268,7 +284,11 @@ mod tests {
     fn header_values_are_percent_decoded() {
         assert_eq!(percent_decoded("Basic%20abc%3D%3D"), "Basic abc==");
         assert_eq!(percent_decoded("100%"), "100%");
-        assert_eq!(percent_decoded("%zz%41"), "%zzA");
+        assert_eq!(percent_decoded("%zz%41"), "%zz%41", "kept as it is");
+        let url: http::Uri = "https://user:secret@collector:4318/v1/traces?token=x"
+            .parse()
+            .unwrap();
+        assert_eq!(shown(&url), "https://collector:4318/v1/traces");
     }
 
     #[test]
