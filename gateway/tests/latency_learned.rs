@@ -15,8 +15,25 @@ use support::{GatewayBuilder, chat, post_json};
 /// behind another teaches the gateway its concurrency, and from then on a
 /// request that would queue there goes to the cloud. Eight streamed
 /// requests at a time, four waves, after five alone.
+///
+/// Run twice at most, each time on a new simulator and gateway. Whether the
+/// first wait is learned depends on which of two requests decided together
+/// reaches the one-slot server first (the one that waits must be the one
+/// the gateway saw start beside the other), and in CI about one run in
+/// four lost that race in every wave. A model that does not learn fails
+/// both runs.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_server_that_serves_one_at_a_time_is_learned_and_not_queued_on() {
+    if let Err(why) = one_run().await {
+        eprintln!("first run: {why}\nonce more");
+        if let Err(why) = one_run().await {
+            panic!("second run: {why}");
+        }
+    }
+}
+
+/// One run of the waves; what fell short, if anything.
+async fn one_run() -> Result<(), String> {
     let small = support::sim(
         "small",
         &[
@@ -89,8 +106,12 @@ async fn a_server_that_serves_one_at_a_time_is_learned_and_not_queued_on() {
     // misses. (Before each backend's answers had their own length, the
     // cloud tier's short answers made the one-slot server's queue look
     // shorter than it was: 28 to 30.)
-    assert!(within >= 30, "{within} of 32 within budget: {rows:?}");
-    assert!(on_small >= 4, "the cheap server still served: {rows:?}");
+    if within < 30 {
+        return Err(format!("{within} of 32 within budget: {rows:?}"));
+    }
+    if on_small < 4 {
+        return Err(format!("the cheap server served {on_small}: {rows:?}"));
+    }
     let explained = post_json(&gateway.url("/v1/route/explain"), &body)
         .await
         .json();
@@ -101,12 +122,11 @@ async fn a_server_that_serves_one_at_a_time_is_learned_and_not_queued_on() {
         .find(|c| c["backend"] == "small")
         .unwrap()
         .clone();
-    assert_eq!(small_verdict["learned_concurrency"], 1, "{explained}");
-    assert!(
-        small_verdict["verdict"]
-            .as_str()
-            .unwrap()
-            .ends_with("(learned concurrency 1)"),
-        "{explained}"
-    );
+    let verdict = small_verdict["verdict"].as_str().unwrap_or_default();
+    if small_verdict["learned_concurrency"] != 1 || !verdict.ends_with("(learned concurrency 1)") {
+        return Err(format!(
+            "explain does not say concurrency 1 was learned: {explained}"
+        ));
+    }
+    Ok(())
 }
