@@ -58,6 +58,13 @@ pub struct Admission {
     pub cached_blocks: usize,
 }
 
+impl Admission {
+    /// Its id in the backend's latency model.
+    pub fn work_id(&self) -> u64 {
+        self._work.id
+    }
+}
+
 impl Drop for Admission {
     fn drop(&mut self) {
         self.in_flight.fetch_sub(1, Ordering::AcqRel);

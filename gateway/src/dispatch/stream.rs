@@ -155,9 +155,9 @@ struct State<C, W> {
     encoder: W,
     record: RequestRecord,
     done: bool,
-    /// Held until the stream ends or the client goes away (none for a
-    /// stream replayed from the response cache).
-    _admission: Option<Admission>,
+    /// Held until the backend's stream ends or the client goes away (none
+    /// for a stream replayed from the response cache).
+    admission: Option<Admission>,
     /// Chunks kept for the response cache, and the backend they came from.
     keep: Option<(Slot, Vec<ChatChunk>, Arc<str>)>,
 }
@@ -177,7 +177,7 @@ pub fn encode<E: Endpoint>(
         encoder,
         record,
         done: false,
-        _admission: admission,
+        admission,
         keep: keep.map(|(slot, backend)| (slot, Vec::new(), backend)),
     };
     futures_util::stream::unfold(state, |mut st| async move {
@@ -209,6 +209,7 @@ pub fn encode<E: Endpoint>(
                     }
                 }
                 Some(Err(err)) => {
+                    st.admission = None;
                     let err = GatewayError::from(err);
                     st.record.failed(&err);
                     // The stream ends with the backend's error either way.
@@ -219,6 +220,12 @@ pub fn encode<E: Endpoint>(
                     return Some((event, st));
                 }
                 None => {
+                    // The backend is done with it: its slot and its place in
+                    // the latency model's queue go now, not once the last
+                    // bytes have reached the caller (whose next request can
+                    // be routed before this stream's state is dropped, and
+                    // would count it as still running there).
+                    st.admission = None;
                     if let Some((slot, kept, backend)) = st.keep.take() {
                         slot.put_stream(kept, backend);
                     }

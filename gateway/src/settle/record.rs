@@ -111,6 +111,8 @@ pub struct RequestRecord {
     pub(crate) waited: Duration,
     /// Requests running on the backend's hardware when this one started.
     pub(crate) load: u32,
+    /// Its id in the backend's latency model, once admitted.
+    pub(crate) work: Option<u64>,
     pub(crate) first_output: Option<Instant>,
     /// A whole (not streamed) answer arrived: output exists, but when its
     /// first token was made is unknown.
@@ -161,6 +163,7 @@ impl RequestRecord {
         // The row starts when the request began waiting for its slot.
         record.ts_ms -= i64::try_from(admission.waited.as_millis()).unwrap_or(0);
         record.load = admission.load;
+        record.work = Some(admission.work_id());
         record.replica = admission.replica;
         record.predicted_ttft_ms = predicted_ttft_ms;
         record.expected_cached_tokens = record.context.prefix.as_ref().map_or(0, |chain| {
@@ -280,6 +283,7 @@ impl RequestRecord {
             started: Instant::now(),
             waited: Duration::ZERO,
             load: 1,
+            work: None,
             first_output: None,
             answered_whole: false,
             usage: None,
@@ -320,6 +324,7 @@ impl RequestRecord {
                 cached_tokens: self.expected_cached_tokens,
                 ttft: Some(now.saturating_duration_since(self.started)),
                 concurrent: self.load,
+                work: self.work,
                 ..Default::default()
             },
         );

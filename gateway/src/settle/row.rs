@@ -322,6 +322,7 @@ impl RequestRecord {
                 reported_decode_tokens_per_s: self.reported_rates.1,
                 class: self.context.class,
                 concurrent: self.load,
+                work: self.work,
                 predicted_ttft_ms: self.predicted_ttft_ms,
                 waited: self.waited,
                 failed: upstream_failure,

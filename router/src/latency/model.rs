@@ -92,6 +92,10 @@ pub struct Observation {
     /// Requests the backend was serving while this one ran, itself
     /// included: the load its rates were measured under.
     pub concurrent: u32,
+    /// Its id in the backend's queue ([`BackendLatency::started`]), when it
+    /// has one: a first token is judged by the most requests that ran
+    /// beside it while it waited, not only by those ahead when it started.
+    pub work: Option<u64>,
     /// The first-token time predicted when the request was routed here,
     /// and how long it then waited in the gateway for a slot (the caller's
     /// first-token time is that wait and `ttft`).
@@ -288,6 +292,11 @@ impl BackendLatency {
     pub fn first_token(&mut self, o: &Observation) {
         let Some(ttft) = o.ttft else { return };
         let ttft_ms = ttft.as_secs_f64() * 1000.0;
+        let peak = o.work.and_then(|id| self.queue.first_token(id));
+        let o = &Observation {
+            concurrent: o.concurrent.max(peak.unwrap_or(0)),
+            ..*o
+        };
         match self.waited_at_backend(o, ttft_ms) {
             Some(true) => {
                 let fits = o.concurrent.saturating_sub(1).max(1);

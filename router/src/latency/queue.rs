@@ -32,6 +32,9 @@ struct Work {
     /// and forgotten past this instant if it never is (refused, answered
     /// from a cache).
     reserved_until: Option<Instant>,
+    /// The most requests running here at once since it got its slot, until
+    /// its first token; `None` once that came.
+    peak_running: Option<u32>,
 }
 
 /// How long a decision's reservation waits for its admission.
@@ -97,6 +100,7 @@ impl Queue {
             running_since: None,
             service_ms,
             reserved_until,
+            peak_running: None,
         });
         self.next_id
     }
@@ -109,9 +113,30 @@ impl Queue {
     }
 
     pub fn running(&mut self, id: u64, now: Instant) {
-        if let Some(work) = self.work.iter_mut().find(|w| w.id == id) {
-            work.running_since = Some(now);
+        let Some(work) = self.work.iter_mut().find(|w| w.id == id) else {
+            return;
+        };
+        work.running_since = Some(now);
+        work.peak_running = Some(0);
+        // Every request still waiting for its first token now runs beside
+        // one more: which of two started together the backend serves first
+        // is not the order they got their slots in.
+        let running = u32::try_from(self.running_count()).unwrap_or(u32::MAX);
+        for w in &mut self.work {
+            if let Some(peak) = &mut w.peak_running {
+                *peak = (*peak).max(running);
+            }
         }
+    }
+
+    /// The most requests that ran here at once (itself included) between
+    /// the request getting its slot and now, its first token; from now on
+    /// it is no longer followed.
+    pub fn first_token(&mut self, id: u64) -> Option<u32> {
+        self.work
+            .iter_mut()
+            .find(|w| w.id == id)
+            .and_then(|w| w.peak_running.take())
     }
 
     pub fn remove(&mut self, id: u64) {

@@ -217,6 +217,7 @@ impl<'a> Model<'a> {
                         .flatten(),
                     class: row.class,
                     concurrent: 1,
+                    work: None,
                     predicted_ttft_ms: None,
                     waited: Duration::ZERO,
                     failed: false,

@@ -64,6 +64,40 @@ fn a_first_token_that_waited_behind_others_teaches_the_concurrency() {
     }
 }
 
+/// Two requests get their slots one after the other and the backend serves
+/// the second first: the first, which started alone, waited behind the
+/// second all the same, and teaches the concurrency.
+#[test]
+fn the_request_that_started_first_and_was_served_second_teaches_it_too() {
+    let mut model = BackendLatency::new(LatencyHints::default());
+    for _ in 0..5 {
+        model.observe(&observation(20, 50, 101, 50 + 1000));
+    }
+    let now = Instant::now();
+    let first = model.started(&shape(20, 0, 100), 0);
+    model.running(first, now);
+    let second = model.started(&shape(20, 0, 100), 0);
+    model.running(second, now);
+    // The second's first token came at once, beside the first.
+    model.first_token(&Observation {
+        concurrent: 2,
+        work: Some(second),
+        ..observation(20, 50, 101, 1050)
+    });
+    assert_eq!(model.learned_concurrency(), None);
+    model.finished(second);
+    // The first's came after the second's whole answer; when it got its
+    // slot it was alone.
+    model.first_token(&Observation {
+        concurrent: 1,
+        work: Some(first),
+        ..observation(20, 1050, 101, 2050)
+    });
+    assert_eq!((model.slots(), model.learned_concurrency()), (1, Some(1)));
+    // Told once: a later first token of the same request is not judged again.
+    assert_eq!(model.queue.first_token(first), None);
+}
+
 #[test]
 fn learns_overhead_prefill_and_decode() {
     let mut model = BackendLatency::new(LatencyHints::default());
