@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# What a router can learn of task families it never saw: the recorded
+# routing-quality answers (docs/routing-quality/answers.jsonl.gz), scored
+# held out as routing_quality_report.py scores them, by hand-made prompt
+# features, a MiniLM embedding of the prompt, pairwise and per-tier
+# objectives, kNN, and a cluster-then-rank router; with the ceilings that
+# family identity alone gives. No model server: the answers are recorded.
+# Installs its pinned Python packages (torch among them, several GB) into
+# a venv under ~/.cache/switchyard once. Takes about ten minutes on 2 cores.
+# Figures: docs/src/benchmarks/2026-12-04-routing-held-out-levers.md.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+cache="${SWITCHYARD_CACHE:-$HOME/.cache/switchyard}"
+venv="$cache/venv-routing-research"
+requirements=scripts/routing_research/requirements.txt
+want=$(sha256sum "$requirements" | cut -d' ' -f1)
+if [ ! -x "$venv/bin/python" ] || [ "$(cat "$venv/.requirements.sha256" 2>/dev/null)" != "$want" ]; then
+  rm -rf "$venv"
+  python3 -m venv "$venv"
+  "$venv/bin/pip" install --quiet --disable-pip-version-check -r "$requirements"
+  echo "$want" > "$venv/.requirements.sha256"
+fi
+export RQ_WORK="${RQ_WORK:-$cache/routing-research}" HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
+mkdir -p "$RQ_WORK"
+gunzip -c docs/routing-quality/answers.jsonl.gz > "$RQ_WORK/answers.jsonl"
+rm -f "$RQ_WORK/data.pkl"
+cd scripts/routing_research
+py="$venv/bin/python"
+echo "== embeddings and encode time (one thread)"
+THREADS=1 "$py" embed.py
+echo "== prompt-only routers, held out"
+"$py" experiments.py
+echo "== cluster-then-rank"
+"$py" cluster.py
+echo "== what family identity explains"
+"$py" family_ceiling.py
+"$py" diagnose.py
