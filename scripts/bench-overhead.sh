@@ -13,21 +13,12 @@ if [ "${1:-}" = --pgo ]; then
   export CARGO_TARGET_DIR=$PWD/target/pgo/optimized
   export RUSTFLAGS="-Cprofile-use=$PWD/target/pgo/switchyard.profdata"
 fi
-cache="${SWITCHYARD_CACHE:-$HOME/.cache/switchyard}"
-venv="$cache/venv-litellm"
-requirements=scripts/requirements-litellm.txt
-want=$(sha256sum "$requirements" | cut -d' ' -f1)
-if [ ! -x "$venv/bin/litellm" ] || [ "$(cat "$venv/.requirements.sha256" 2>/dev/null)" != "$want" ]; then
-  echo "== installing LiteLLM into $venv"
-  rm -rf "$venv"
-  python3 -m venv "$venv"
-  "$venv/bin/pip" install --quiet --disable-pip-version-check -r "$requirements"
-  echo "$want" > "$venv/.requirements.sha256"
-fi
+source scripts/bench-tools.sh
+litellm=$(litellm_bin)
 # 10,000 open streams: the soft open-file limit up to the hard one. The
 # benchmark reaches the gateway over HTTP/2, so the gateway's upstream
 # connections are what it needs descriptors for.
 ulimit -n "$(ulimit -Hn)"
 # The floor, built where the benchmark looks for it (beside itself).
 cargo build --release -p switchyard-examples --bin bare-hop
-LITELLM="$venv/bin/litellm" cargo bench -p switchyard --bench overhead
+LITELLM="$litellm" cargo bench -p switchyard --bench overhead

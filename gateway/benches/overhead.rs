@@ -365,6 +365,12 @@ fn report(systems: &[System]) {
         added(bare, |f| f.ttft_p50) * 1000.0,
         added(sy, |f| f.ttft_p50) / added(bare, |f| f.ttft_p50)
     );
+    println!(
+        "c=1: added whole-stream time Switchyard {:.1} us vs bare hop {:.1} us ({:.2}x)",
+        added(sy, |f| f.stream_p50) * 1000.0,
+        added(bare, |f| f.stream_p50) * 1000.0,
+        added(sy, |f| f.stream_p50) / added(bare, |f| f.stream_p50)
+    );
     for s in systems.iter().filter(|s| s.server.is_some()) {
         println!(
             "peak RSS {}: {:.1} MB",

@@ -4,6 +4,8 @@
 //! features, and LiteLLM's proxy. Each system under test is pinned to
 //! `SUT_CORE`, the upstream to the other core.
 
+#![allow(dead_code)] // each benchmark uses part of it
+
 use std::path::PathBuf;
 use std::process::Command;
 

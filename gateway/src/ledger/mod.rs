@@ -125,6 +125,9 @@ impl Ledger {
         let writer = std::thread::Builder::new()
             .name("ledger-writer".into())
             .spawn(move || {
+                if !strict {
+                    writer::yield_to_requests();
+                }
                 writer::run(
                     conn,
                     receiver,

@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Added p50 and p99 latency at fixed, open-loop request rates
+# (gateway/benches/open_loop.rs): the upstream direct, the bare hyper hop,
+# Switchyard and LiteLLM's proxy, driven in turns by oha with its
+# coordinated-omission correction. Installs oha and LiteLLM (pinned) into
+# the cache under ~/.cache/switchyard first. Takes about ten minutes.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source scripts/bench-tools.sh
+litellm=$(litellm_bin)
+oha=$(oha_bin)
+ulimit -n "$(ulimit -Hn)"
+# The floor, built where the benchmark looks for it (beside itself).
+cargo build --release -p switchyard-examples --bin bare-hop
+OHA="$oha" LITELLM="$litellm" cargo bench -p switchyard --bench open_loop
