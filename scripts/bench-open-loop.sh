@@ -6,6 +6,7 @@
 # the cache under ~/.cache/switchyard first. Takes about ten minutes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=scripts/bench-tools.sh
 source scripts/bench-tools.sh
 litellm=$(litellm_bin)
 oha=$(oha_bin)

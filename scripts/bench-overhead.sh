@@ -13,6 +13,7 @@ if [ "${1:-}" = --pgo ]; then
   export CARGO_TARGET_DIR=$PWD/target/pgo/optimized
   export RUSTFLAGS="-Cprofile-use=$PWD/target/pgo/switchyard.profdata"
 fi
+# shellcheck source=scripts/bench-tools.sh
 source scripts/bench-tools.sh
 litellm=$(litellm_bin)
 # 10,000 open streams: the soft open-file limit up to the hard one. The

@@ -11,8 +11,10 @@ litellm_bin() {
   if [ ! -x "$venv/bin/litellm" ] || [ "$(cat "$venv/.requirements.sha256" 2>/dev/null)" != "$want" ]; then
     echo "== installing LiteLLM into $venv" >&2
     rm -rf "$venv"
-    python3 -m venv "$venv"
-    "$venv/bin/pip" install --quiet --disable-pip-version-check -r "$requirements" >&2
+    # Called as $(litellm_bin), where set -e does not reach: each step
+    # returns its failure itself.
+    python3 -m venv "$venv" >&2 || return 1
+    "$venv/bin/pip" install --quiet --disable-pip-version-check -r "$requirements" >&2 || return 1
     echo "$want" > "$venv/.requirements.sha256"
   fi
   echo "$venv/bin/litellm"
@@ -25,7 +27,7 @@ oha_bin() {
   local root="$cache/oha-$oha_version"
   if [ ! -x "$root/bin/oha" ]; then
     echo "== installing oha $oha_version into $root" >&2
-    cargo install oha --locked --version "$oha_version" --root "$root" >&2
+    cargo install oha --locked --version "$oha_version" --root "$root" >&2 || return 1
   fi
   echo "$root/bin/oha"
 }

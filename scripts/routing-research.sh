@@ -10,7 +10,7 @@
 # Figures: docs/src/benchmarks/2026-12-04-routing-held-out-levers.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-cache="${SWITCHYARD_CACHE:-$HOME/.cache/switchyard}"
+cache=$(realpath -m "${SWITCHYARD_CACHE:-$HOME/.cache/switchyard}")
 venv="$cache/venv-routing-research"
 requirements=scripts/routing_research/requirements.txt
 want=$(sha256sum "$requirements" | cut -d' ' -f1)
@@ -20,7 +20,9 @@ if [ ! -x "$venv/bin/python" ] || [ "$(cat "$venv/.requirements.sha256" 2>/dev/n
   "$venv/bin/pip" install --quiet --disable-pip-version-check -r "$requirements"
   echo "$want" > "$venv/.requirements.sha256"
 fi
-export RQ_WORK="${RQ_WORK:-$cache/routing-research}" HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
+# Absolute: the steps below run from scripts/routing_research.
+RQ_WORK=$(realpath -m "${RQ_WORK:-$cache/routing-research}")
+export RQ_WORK HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
 mkdir -p "$RQ_WORK"
 gunzip -c docs/routing-quality/answers.jsonl.gz > "$RQ_WORK/answers.jsonl"
 rm -f "$RQ_WORK/data.pkl"
@@ -30,8 +32,13 @@ echo "== embeddings and encode time (one thread)"
 THREADS=1 "$py" embed.py
 echo "== prompt-only routers, held out"
 "$py" experiments.py
-echo "== cluster-then-rank"
+echo "== cluster-then-rank, and with the true families as clusters"
 "$py" cluster.py
-echo "== what family identity explains"
+"$py" cluster_truth.py
+echo "== family-centred training, single cues, one family left out"
+"$py" more.py
+echo "== what family identity explains; seen families; within-family AUC; cascades"
 "$py" family_ceiling.py
 "$py" diagnose.py
+echo "== within-family direction of the cues; the features' decision cost"
+"$py" signs.py

@@ -35,9 +35,11 @@ impl Drop for WorkTicket {
 pub struct Admission {
     pub(crate) _gateway: OwnedSemaphorePermit,
     pub(crate) _backend: Option<Slot>,
-    pub(crate) _work: WorkTicket,
+    pub(crate) _work: Option<WorkTicket>,
     pub(crate) in_flight: Arc<AtomicU32>,
     pub(crate) replica_in_flight: Arc<AtomicU32>,
+    /// The backend's part is given back ([`Admission::backend_done`]).
+    pub(crate) backend_released: bool,
     /// Requests the backend was serving when this one started, itself
     /// included: how many share its hourly cost.
     pub sharing: u32,
@@ -59,16 +61,29 @@ pub struct Admission {
 }
 
 impl Admission {
-    /// Its id in the backend's latency model.
-    pub fn work_id(&self) -> u64 {
-        self._work.id
+    /// Its id in the backend's latency model, while it is there.
+    pub fn work_id(&self) -> Option<u64> {
+        self._work.as_ref().map(|w| w.id)
+    }
+
+    /// The backend is done with the request (its stream ended): its slot,
+    /// its place in the latency model's queue and its count among the
+    /// backend's requests in flight go now. The gateway's own permit is
+    /// kept until the request is over (its row handed over, its reply
+    /// sent).
+    pub fn backend_done(&mut self) {
+        self._backend = None;
+        self._work = None;
+        if !std::mem::replace(&mut self.backend_released, true) {
+            self.in_flight.fetch_sub(1, Ordering::AcqRel);
+            self.replica_in_flight.fetch_sub(1, Ordering::AcqRel);
+        }
     }
 }
 
 impl Drop for Admission {
     fn drop(&mut self) {
-        self.in_flight.fetch_sub(1, Ordering::AcqRel);
-        self.replica_in_flight.fetch_sub(1, Ordering::AcqRel);
+        self.backend_done();
     }
 }
 
@@ -118,9 +133,10 @@ impl App {
         Ok(Admission {
             _gateway: gateway,
             _backend: backend_permit,
-            _work: work,
+            _work: Some(work),
             in_flight: backend.in_flight.clone(),
             replica_in_flight: chosen.in_flight.clone(),
+            backend_released: false,
             sharing,
             waited,
             load,

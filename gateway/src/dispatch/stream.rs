@@ -155,8 +155,9 @@ struct State<C, W> {
     encoder: W,
     record: RequestRecord,
     done: bool,
-    /// Held until the backend's stream ends or the client goes away (none
-    /// for a stream replayed from the response cache).
+    /// Its backend's part held until the backend's stream ends or the
+    /// client goes away, the gateway's until the stream's state is dropped
+    /// (none for a stream replayed from the response cache).
     admission: Option<Admission>,
     /// Chunks kept for the response cache, and the backend they came from.
     keep: Option<(Slot, Vec<ChatChunk>, Arc<str>)>,
@@ -209,7 +210,9 @@ pub fn encode<E: Endpoint>(
                     }
                 }
                 Some(Err(err)) => {
-                    st.admission = None;
+                    if let Some(admission) = &mut st.admission {
+                        admission.backend_done();
+                    }
                     let err = GatewayError::from(err);
                     st.record.failed(&err);
                     // The stream ends with the backend's error either way.
@@ -225,7 +228,9 @@ pub fn encode<E: Endpoint>(
                     // bytes have reached the caller (whose next request can
                     // be routed before this stream's state is dropped, and
                     // would count it as still running there).
-                    st.admission = None;
+                    if let Some(admission) = &mut st.admission {
+                        admission.backend_done();
+                    }
                     if let Some((slot, kept, backend)) = st.keep.take() {
                         slot.put_stream(kept, backend);
                     }

@@ -20,20 +20,22 @@ const POLL: Duration = Duration::from_millis(20);
 /// How often old rows are purged.
 const RETENTION_EVERY: Duration = Duration::from_secs(3600);
 
-/// Puts the calling thread (the writer) below the request threads (nice
-/// 19). A group's commit is milliseconds of CPU at once (about 21,000
-/// instructions a row; 200 ms of rows a group, 1,000 rows at 5,000
-/// requests/s), and
-/// where the request threads keep the cores busy every request arriving
-/// meanwhile waited for it: at a fixed 3,000 requests/s with the gateway on
-/// one core its added p99 was 2.1 ms, 0.6 ms since (at 10,000, 7.8 ms and
-/// 2.2 ms; `scripts/bench-open-loop.sh`). Below them it still
-/// runs whenever a core is free; should it fall behind, the queue fills and
-/// requests wait to hand over their rows (`Ledger::backed_up`), so no row
-/// is lost. Not in strict mode, where every caller waits for the commit.
+/// Puts the calling thread (the writer) below the request threads, at
+/// nice 10. A group's commit is milliseconds of CPU at once (about 21,000
+/// instructions a row, 200 ms of rows a group), and where the request
+/// threads keep the cores busy, every request arriving meanwhile waited
+/// for it: at a fixed 3,000 requests/s with the gateway on one core that
+/// was most of its added p99 (`scripts/bench-open-loop.sh`; the figures
+/// are on the benchmark's page). Below them it still runs whenever a core
+/// is free, and gets about a tenth of one where both want it (at nice 19,
+/// whose p99 was a little lower, a saturated core would leave it about
+/// 2,000 rows a second, and the gateway would run at that pace). Should it
+/// fall behind, the queue fills and requests wait to hand over their rows
+/// (`Ledger::backed_up`), so no row a request waits to hand over is lost.
+/// Not in strict mode, where every caller waits for the commit.
 pub fn yield_to_requests() {
     #[cfg(target_os = "linux")]
-    if let Err(err) = rustix::process::setpriority_process(Some(rustix::thread::gettid()), 19) {
+    if let Err(err) = rustix::process::setpriority_process(Some(rustix::thread::gettid()), 10) {
         tracing::debug!(error = %err, "the ledger writer keeps its priority");
     }
 }

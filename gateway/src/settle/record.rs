@@ -113,6 +113,9 @@ pub struct RequestRecord {
     pub(crate) load: u32,
     /// Its id in the backend's latency model, once admitted.
     pub(crate) work: Option<u64>,
+    /// The most requests that ran on the backend before its first token,
+    /// itself included (0 until a streamed first token came).
+    pub(crate) ran_beside: u32,
     pub(crate) first_output: Option<Instant>,
     /// A whole (not streamed) answer arrived: output exists, but when its
     /// first token was made is unknown.
@@ -163,7 +166,7 @@ impl RequestRecord {
         // The row starts when the request began waiting for its slot.
         record.ts_ms -= i64::try_from(admission.waited.as_millis()).unwrap_or(0);
         record.load = admission.load;
-        record.work = Some(admission.work_id());
+        record.work = admission.work_id();
         record.replica = admission.replica;
         record.predicted_ttft_ms = predicted_ttft_ms;
         record.expected_cached_tokens = record.context.prefix.as_ref().map_or(0, |chain| {
@@ -284,6 +287,7 @@ impl RequestRecord {
             waited: Duration::ZERO,
             load: 1,
             work: None,
+            ran_beside: 0,
             first_output: None,
             answered_whole: false,
             usage: None,
@@ -317,7 +321,7 @@ impl RequestRecord {
         self.first_output = Some(now);
         // Told now, not when the answer ends: the requests routed
         // meanwhile see what its wait says of the backend's concurrency.
-        self.latency.first_token(
+        self.ran_beside = self.latency.first_token(
             self.backend_index,
             &switchyard_router::latency::Observation {
                 prompt_tokens: self.context.prompt_tokens,

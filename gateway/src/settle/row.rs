@@ -323,6 +323,7 @@ impl RequestRecord {
                 class: self.context.class,
                 concurrent: self.load,
                 work: self.work,
+                ran_beside: self.ran_beside,
                 predicted_ttft_ms: self.predicted_ttft_ms,
                 waited: self.waited,
                 failed: upstream_failure,

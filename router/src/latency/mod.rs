@@ -34,8 +34,9 @@ pub trait LatencyStore: Send + Sync {
     /// A streamed call's first token came (`observation` as far as known:
     /// its load, prompt and first-token time): whether it waited behind
     /// others teaches the backend's concurrency at once, before the next
-    /// requests are routed, not when the answer ends.
-    fn first_token(&self, backend: usize, observation: &Observation);
+    /// requests are routed, not when the answer ends. Returns the most
+    /// requests that ran there before the token came, itself included.
+    fn first_token(&self, backend: usize, observation: &Observation) -> u32;
     fn predict(&self, backend: usize, shape: &Shape) -> Prediction;
     /// The backend's recent decode and prefill speeds and error rate
     /// against its own baseline, as far as known.
@@ -145,8 +146,9 @@ impl LatencyStore for LocalLatency {
         self.with(backend, |m| m.drifts()).unwrap_or_default()
     }
 
-    fn first_token(&self, backend: usize, observation: &Observation) {
-        self.with(backend, |m| m.first_token(observation));
+    fn first_token(&self, backend: usize, observation: &Observation) -> u32 {
+        self.with(backend, |m| m.first_token(observation))
+            .unwrap_or(observation.concurrent)
     }
 
     fn predict(&self, backend: usize, shape: &Shape) -> Prediction {

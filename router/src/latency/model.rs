@@ -26,6 +26,12 @@ fn load_level(concurrent: u32) -> usize {
     }
 }
 
+/// The most requests that ran beside a call before its first token,
+/// itself included, as far as known.
+fn beside(o: &Observation) -> u32 {
+    o.ran_beside.max(o.concurrent)
+}
+
 /// Context-length buckets for decode speed: <2k, 2-8k, 8-32k, >32k tokens.
 const BUCKETS: [u32; 3] = [2_048, 8_192, 32_768];
 
@@ -96,6 +102,10 @@ pub struct Observation {
     /// has one: a first token is judged by the most requests that ran
     /// beside it while it waited, not only by those ahead when it started.
     pub work: Option<u64>,
+    /// The most requests that ran on the backend between its slot and its
+    /// first token, itself included, as [`BackendLatency::first_token`]
+    /// found (0: not known; `concurrent` stands for it).
+    pub ran_beside: u32,
     /// The first-token time predicted when the request was routed here,
     /// and how long it then waited in the gateway for a slot (the caller's
     /// first-token time is that wait and `ttft`).
@@ -273,7 +283,7 @@ impl BackendLatency {
     /// between (a short wait behind a request about to end tells
     /// nothing) or alone.
     fn waited_at_backend(&self, o: &Observation, ttft_ms: f64) -> Option<bool> {
-        if o.concurrent < 2 {
+        if beside(o) < 2 {
             return None;
         }
         let uncached = f64::from(o.prompt_tokens.saturating_sub(o.cached_tokens));
@@ -287,22 +297,29 @@ impl BackendLatency {
     }
 
     /// Learns the backend's concurrency from a call's first token: lower
-    /// when it waited behind the others running, higher again when as
-    /// many ran at once without waiting.
-    pub fn first_token(&mut self, o: &Observation) {
-        let Some(ttft) = o.ttft else { return };
-        let ttft_ms = ttft.as_secs_f64() * 1000.0;
+    /// when it waited behind the others that ran there before it came,
+    /// higher again when as many ran at once without waiting. Returns the
+    /// most requests that ran there before it came, itself included (for
+    /// the call's [`Observation::ran_beside`]).
+    pub fn first_token(&mut self, o: &Observation) -> u32 {
         let peak = o.work.and_then(|id| self.queue.first_token(id));
         let o = &Observation {
-            concurrent: o.concurrent.max(peak.unwrap_or(0)),
+            ran_beside: o.ran_beside.max(peak.unwrap_or(0)),
             ..*o
         };
+        let Some(ttft) = o.ttft else {
+            return beside(o);
+        };
+        let ttft_ms = ttft.as_secs_f64() * 1000.0;
         match self.waited_at_backend(o, ttft_ms) {
             Some(true) => {
-                let fits = o.concurrent.saturating_sub(1).max(1);
+                let fits = beside(o).saturating_sub(1).max(1);
                 self.learned_slots = Some(self.learned_slots.map_or(fits, |s| s.min(fits)));
                 self.beyond_learned = 0;
             }
+            // A first token that did not wait proves only the requests
+            // running when it started: one that got its slot after it may
+            // be waiting at the server.
             Some(false) => {
                 self.proven_slots = self.proven_slots.max(o.concurrent);
                 if self.learned_slots.is_some_and(|s| o.concurrent > s) {
@@ -315,11 +332,12 @@ impl BackendLatency {
                 }
             }
             None => {
-                if o.concurrent < 2 {
+                if beside(o) < 2 {
                     self.proven_slots = self.proven_slots.max(1);
                 }
             }
         }
+        beside(o)
     }
 
     /// The backend time a request of `shape` takes at a load level: its

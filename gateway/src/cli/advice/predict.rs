@@ -218,6 +218,7 @@ impl<'a> Model<'a> {
                     class: row.class,
                     concurrent: 1,
                     work: None,
+                    ran_beside: 0,
                     predicted_ttft_ms: None,
                     waited: Duration::ZERO,
                     failed: false,

@@ -96,6 +96,24 @@ fn the_request_that_started_first_and_was_served_second_teaches_it_too() {
     assert_eq!((model.slots(), model.learned_concurrency()), (1, Some(1)));
     // Told once: a later first token of the same request is not judged again.
     assert_eq!(model.queue.first_token(first), None);
+    model.finished(first);
+    // A first token that came at once proves only the requests running
+    // when it started: one that got its slot after it, and may be waiting
+    // behind it, does not raise the learned figure, however often.
+    for _ in 0..3 {
+        let alone = model.started(&shape(20, 0, 100), 0);
+        model.running(alone, now);
+        let after = model.started(&shape(20, 0, 100), 0);
+        model.running(after, now);
+        model.first_token(&Observation {
+            concurrent: 1,
+            work: Some(alone),
+            ..observation(20, 50, 101, 1050)
+        });
+        model.finished(alone);
+        model.finished(after);
+    }
+    assert_eq!((model.slots(), model.learned_concurrency()), (1, Some(1)));
 }
 
 #[test]
