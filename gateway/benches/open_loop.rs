@@ -121,14 +121,7 @@ fn oha(system: &System, rate: Option<u32>, seconds: u32) -> Point {
 fn main() {
     // This process only starts the others and reads oha's output; it stays
     // off the system under test's core like they do.
-    let _ = Command::new("taskset")
-        .args(["-cp", "0", &std::process::id().to_string()])
-        .output();
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    runtime.block_on(run());
+    common::block_on_core_0(run());
 }
 
 async fn run() {

@@ -667,17 +667,8 @@ async fn compare_sensitive(sim: &Proc) {
 }
 
 fn main() {
-    // The load generator shares core 0 with the upstream. Pinned before the
-    // runtime starts, so its worker threads inherit the pinning and never
-    // take time from the system under test.
-    let _ = Command::new("taskset")
-        .args(["-cp", "0", &std::process::id().to_string()])
-        .output();
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    runtime.block_on(run());
+    // The load generator shares core 0 with the upstream.
+    common::block_on_core_0(run());
 }
 
 async fn run() {

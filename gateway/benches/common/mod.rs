@@ -174,3 +174,17 @@ fn tree(root: u32) -> Vec<u32> {
     }
     out
 }
+
+/// Runs a benchmark's `main` future on core 0, where the load and the
+/// upstream run. Pinned before the runtime starts, so its worker threads
+/// inherit the pinning and never take time from the system under test.
+pub fn block_on_core_0<F: std::future::Future>(future: F) -> F::Output {
+    let _ = Command::new("taskset")
+        .args(["-cp", "0", &std::process::id().to_string()])
+        .output();
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(future)
+}
