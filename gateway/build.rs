@@ -38,6 +38,13 @@ fn main() {
     if !list.exists() {
         return;
     }
+    // The link arguments name the list by its absolute path, so a target
+    // folder shared by two checkouts (scripts/instructions-guard.sh keeps
+    // one in the cache, and CI builds from a clone elsewhere) must run this
+    // again when the path it gave is gone: by the relative path above alone,
+    // cargo took the list as unchanged and linked with the other
+    // checkout's path, which no longer existed.
+    println!("cargo:rerun-if-changed={}", list.display());
     for args in ["bin=switchyard=", "benches="] {
         println!(
             "cargo:rustc-link-arg-{args}-Wl,--symbol-ordering-file={}",
