@@ -35,11 +35,11 @@ impl Drop for WorkTicket {
 pub struct Admission {
     pub(crate) _gateway: OwnedSemaphorePermit,
     pub(crate) _backend: Option<Slot>,
-    pub(crate) _work: Option<WorkTicket>,
+    /// `None` once the backend's part is given back
+    /// ([`Admission::backend_done`]).
+    pub(crate) work: Option<WorkTicket>,
     pub(crate) in_flight: Arc<AtomicU32>,
     pub(crate) replica_in_flight: Arc<AtomicU32>,
-    /// The backend's part is given back ([`Admission::backend_done`]).
-    pub(crate) backend_released: bool,
     /// Requests the backend was serving when this one started, itself
     /// included: how many share its hourly cost.
     pub sharing: u32,
@@ -63,7 +63,7 @@ pub struct Admission {
 impl Admission {
     /// Its id in the backend's latency model, while it is there.
     pub fn work_id(&self) -> Option<u64> {
-        self._work.as_ref().map(|w| w.id)
+        self.work.as_ref().map(|w| w.id)
     }
 
     /// The backend is done with the request (its stream ended): its slot,
@@ -73,8 +73,7 @@ impl Admission {
     /// sent).
     pub fn backend_done(&mut self) {
         self._backend = None;
-        self._work = None;
-        if !std::mem::replace(&mut self.backend_released, true) {
+        if self.work.take().is_some() {
             self.in_flight.fetch_sub(1, Ordering::AcqRel);
             self.replica_in_flight.fetch_sub(1, Ordering::AcqRel);
         }
@@ -133,10 +132,9 @@ impl App {
         Ok(Admission {
             _gateway: gateway,
             _backend: backend_permit,
-            _work: Some(work),
+            work: Some(work),
             in_flight: backend.in_flight.clone(),
             replica_in_flight: chosen.in_flight.clone(),
-            backend_released: false,
             sharing,
             waited,
             load,
