@@ -10,7 +10,8 @@ mod support;
 
 use serde_json::{Value, json};
 use support::{
-    FAST_SIM_FIELDS, GatewayBuilder, Proc, get_with, key_hash, ledger_rows, metric, post_with,
+    FAST_SIM_FIELDS, GatewayBuilder, Proc, eventually, get_with, key_hash, ledger_rows, metric,
+    post_with,
 };
 
 const ADMIN: &str = "sk-admin-shadow";
@@ -40,6 +41,19 @@ async fn ask(gateway: &Proc, model: &str, i: usize, stream: bool) -> support::Re
         &[("authorization", &format!("Bearer {ALICE}"))],
     )
     .await
+}
+
+/// How many shadow rows the ledger holds for `backend` now.
+fn shadow_rows(gateway: &Proc, backend: &str) -> usize {
+    let rows: i64 = gateway
+        .ledger()
+        .query_row(
+            "SELECT count(*) FROM requests WHERE reason = 'shadow' AND backend = ?1",
+            [backend],
+            |r| r.get(0),
+        )
+        .expect("the ledger answers");
+    usize::try_from(rows).unwrap_or_default()
 }
 
 async fn compare(gateway: &Proc, query: &str) -> Value {
@@ -198,10 +212,30 @@ async fn a_failing_or_full_candidate_never_touches_the_caller() {
         .route("busy", &shadowed("{backend: slow, sample: 1.0, max_concurrency: 1, queue: 1}"))
         .section(&auth())
         .start();
+    let auto_copies = |outcome: &'static str| {
+        let gateway = &gateway;
+        async move {
+            let series = format!(
+                "switchyard_shadow_copies_total{{route=\"auto\",candidate=\"broken\",outcome=\"{outcome}\"}}"
+            );
+            metric(gateway, &series).await
+        }
+    };
     for i in 0..10 {
         let reply = ask(&gateway, "auto", i, i % 2 == 0).await;
         assert_eq!(reply.status, 200);
         assert_eq!(reply.header("x-switchyard-backend"), Some("mid"));
+        // Each copy is done (counted, and its row written after its call
+        // told the breaker) before the next request is offered one: the
+        // caller never waits for copies, so without this the ten requests
+        // could all be offered before the first copy had failed.
+        let settled = eventually(async || {
+            let sent = auto_copies("sent").await;
+            let taken = sent + auto_copies("breaker_open").await;
+            taken == (i + 1) as f64 && shadow_rows(&gateway, "broken") == sent as usize
+        })
+        .await;
+        assert!(settled, "copy {i} did not settle");
     }
     // Eight at once on a lane that runs one copy and holds one waiting.
     let replies =
@@ -212,16 +246,8 @@ async fn a_failing_or_full_candidate_never_touches_the_caller() {
     }
     // The failing candidate's breaker opens after a few failed copies:
     // from then on its copies are dropped and counted, not sent.
-    let sent = metric(
-        &gateway,
-        "switchyard_shadow_copies_total{route=\"auto\",candidate=\"broken\",outcome=\"sent\"}",
-    )
-    .await;
-    let held_off = metric(
-        &gateway,
-        "switchyard_shadow_copies_total{route=\"auto\",candidate=\"broken\",outcome=\"breaker_open\"}",
-    )
-    .await;
+    let sent = auto_copies("sent").await;
+    let held_off = auto_copies("breaker_open").await;
     assert_eq!(sent + held_off, 10.0);
     assert!(held_off >= 1.0, "{held_off}");
     let failed = ledger_rows(
