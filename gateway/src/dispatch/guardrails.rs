@@ -39,6 +39,18 @@ pub async fn before<R: Call>(
     if !app.guardrails.any(route, GuardrailStage::PreCall) {
         return Ok(());
     }
+    // Boxed: the hooks' calls are kilobytes of state, which would otherwise
+    // be part of every request's future (copied whole into its box as each
+    // request starts), hooks or not.
+    Box::pin(ask_before(app, parts, route, request)).await
+}
+
+async fn ask_before<R: Call>(
+    app: &App,
+    parts: &Parts,
+    route: Option<&str>,
+    request: &R,
+) -> Result<(), GatewayError> {
     let (request_id, _) = request_ids(&parts.headers, &parts.extensions);
     let key = parts.extensions.get::<Caller>().map(|c| &c.key);
     let texts = request.prompt_texts();

@@ -43,6 +43,19 @@ pub async fn encode_for_routing(
     if encoders.is_empty() {
         return (Vec::new(), Vec::new());
     }
+    // Boxed: the encoders' calls are kilobytes of state, which would
+    // otherwise be part of every request's future (copied whole into its
+    // box as each request starts), encoders or not.
+    Box::pin(encode(app, parts, view, sensitive, encoders)).await
+}
+
+async fn encode(
+    app: &App,
+    parts: &Parts,
+    view: &RequestView<'_>,
+    sensitive: Option<&Arc<Handling>>,
+    encoders: Vec<usize>,
+) -> (Vec<(usize, Vec<f32>)>, Vec<usize>) {
     let mut called = Vec::new();
     for (rule, encoder, examples) in app.router.missing_examples(view.model) {
         // A rule's examples are the config's text, not the request's.
