@@ -10,6 +10,8 @@ use rusqlite::Connection;
 use switchyard_policies::{Config, LatencyBudget, Profile};
 use switchyard_router::budget_for;
 
+use crate::ledger::report::quantile;
+
 /// What an attainment report groups by.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AttainmentDimension {
@@ -269,12 +271,6 @@ fn line(group: String, members: &[&Served]) -> AttainmentLine {
         over_served: over.len() as u64,
         over_served_usd: over.iter().map(|s| s.cost_usd).sum(),
     }
-}
-
-/// The nearest-rank quantile of sorted values.
-pub(super) fn quantile(sorted: &[f64], q: f64) -> Option<f64> {
-    let last = sorted.len().checked_sub(1)?;
-    sorted.get(((last as f64) * q).round() as usize).copied()
 }
 
 #[cfg(test)]

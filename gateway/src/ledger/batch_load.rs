@@ -5,7 +5,7 @@
 
 use rusqlite::Connection;
 
-use crate::ledger::attainment::quantile;
+use crate::ledger::report::quantile;
 
 /// First-token times of a set of interactive requests.
 #[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]

@@ -11,7 +11,7 @@ use rusqlite::Connection;
 use switchyard_policies::{LatencyBudget, Profile};
 use switchyard_router::budget_for;
 
-use crate::ledger::attainment::quantile;
+use crate::ledger::report::quantile;
 
 const DAY_MS: f64 = 86_400_000.0;
 /// The shortest span a day's traffic is extrapolated from.

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 
 use rusqlite::Connection;
 
-use crate::ledger::attainment::quantile;
+use crate::ledger::report::quantile;
 
 /// One backend's figure, recent against before.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]

@@ -274,3 +274,9 @@ pub fn spend_since(
         })?
         .collect()
 }
+
+/// The nearest-rank quantile of sorted values, as every report takes it.
+pub(super) fn quantile(sorted: &[f64], q: f64) -> Option<f64> {
+    let last = sorted.len().checked_sub(1)?;
+    sorted.get(((last as f64) * q).round() as usize).copied()
+}

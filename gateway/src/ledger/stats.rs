@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use rusqlite::{Connection, params};
 use serde::Serialize;
 
-use crate::ledger::attainment::quantile;
+use crate::ledger::report::quantile;
 
 /// A dashboard window: its length and its buckets' width.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
