@@ -39,8 +39,19 @@ pub async fn profile_load(sim: &Proc, concurrency: usize) {
     }
 }
 
-/// Rounds of the quick comparison of two builds.
+/// Rounds of the quick comparisons of two Switchyards.
 const AB_ROUNDS: usize = 9;
+
+/// The comparisons' rounds: `systems` are the direct call and the bare hop,
+/// then the two Switchyards compared, which swap places in the rotation
+/// each round, so neither always follows the other.
+async fn pair_rounds(systems: &mut [System]) {
+    for round in 0..AB_ROUNDS {
+        take_turns(systems).await;
+        systems.swap(2, 3);
+        println!("round {}/{AB_ROUNDS} done", round + 1);
+    }
+}
 
 /// This build against another Switchyard binary (`OVERHEAD_AB=<path>`, a
 /// copy of an earlier build), in turns only: a few minutes, for a change
@@ -59,13 +70,7 @@ pub async fn compare_builds(sim: &Proc, base_bin: &str) {
         switchyard(&sim.url, switchyard_bin()).await,
         true,
     ));
-    for round in 0..AB_ROUNDS {
-        take_turns(&mut systems).await;
-        // The builds swap places in the rotation each round, so neither
-        // always follows the other.
-        systems.swap(2, 3);
-        println!("round {}/{AB_ROUNDS} done", round + 1);
-    }
+    pair_rounds(&mut systems).await;
     let by_name = |name: &str| systems.iter().find(|s| s.name == name).unwrap();
     let (direct, bare, base, this) = (
         by_name("direct"),
@@ -165,11 +170,7 @@ pub async fn compare_state(sim: &Proc) {
         true,
     ));
     let redis_before = cpu_ns(redis.pid);
-    for round in 0..AB_ROUNDS {
-        take_turns(&mut systems).await;
-        systems.swap(2, 3);
-        println!("round {}/{AB_ROUNDS} done", round + 1);
-    }
+    pair_rounds(&mut systems).await;
     let redis_cpu_ms = (cpu_ns(redis.pid) - redis_before) as f64 / 1e6;
     compare_pair(&systems, "redis", "memory");
     println!("redis-server used {redis_cpu_ms:.0} ms of CPU over the run (on the load's core)");
@@ -232,10 +233,6 @@ pub async fn compare_sensitive(sim: &Proc) {
         .await,
         true,
     ));
-    for round in 0..AB_ROUNDS {
-        take_turns(&mut systems).await;
-        systems.swap(2, 3);
-        println!("round {}/{AB_ROUNDS} done", round + 1);
-    }
+    pair_rounds(&mut systems).await;
     compare_pair(&systems, "scanned", "plain");
 }
