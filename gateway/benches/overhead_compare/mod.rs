@@ -71,41 +71,7 @@ pub async fn compare_builds(sim: &Proc, base_bin: &str) {
         true,
     ));
     pair_rounds(&mut systems).await;
-    let by_name = |name: &str| systems.iter().find(|s| s.name == name).unwrap();
-    let (direct, bare, base, this) = (
-        by_name("direct"),
-        by_name("bare-hop"),
-        by_name("base"),
-        by_name("this"),
-    );
-    for level in LEVELS {
-        let ratio = |a: &System, b: &System| {
-            spread(
-                a.turn_cpu[&level]
-                    .iter()
-                    .zip(&b.turn_cpu[&level])
-                    .map(|(a, b)| a / b),
-            )
-        };
-        let (r, lo, hi) = ratio(this, base);
-        let median_cpu = |s: &System| spread(s.turn_cpu[&level].iter().copied()).0;
-        println!(
-            "c={level}: CPU per request this {:.1} us, base {:.1} us, bare hop {:.1} us; this/base {r:.3}x ({lo:.3}-{hi:.3}), this/bare {:.2}x, base/bare {:.2}x",
-            median_cpu(this),
-            median_cpu(base),
-            median_cpu(bare),
-            ratio(this, bare).0,
-            ratio(base, bare).0,
-        );
-    }
-    let turn_p50 = |s: &System| quantile(&mut s.turns.clone(), 0.5) * 1000.0;
-    let direct_p50 = turn_p50(direct);
-    println!(
-        "c=1 added p50 over direct: this {:.1} us, base {:.1} us, bare hop {:.1} us",
-        turn_p50(this) - direct_p50,
-        turn_p50(base) - direct_p50,
-        turn_p50(bare) - direct_p50,
-    );
+    compare_pair(&systems, "this", "base");
 }
 
 /// Budgets and rate limits in this process against the same in Redis
@@ -188,18 +154,24 @@ fn compare_pair(systems: &[System], with: &str, without: &str) {
         by_name(without),
     );
     for level in LEVELS {
-        let (r, lo, hi) = spread(
-            a.turn_cpu[&level]
-                .iter()
-                .zip(&b.turn_cpu[&level])
-                .map(|(x, y)| x / y),
-        );
+        // Round by round, each over the other in the same round.
+        let ratio = |x: &System, y: &System| {
+            spread(
+                x.turn_cpu[&level]
+                    .iter()
+                    .zip(&y.turn_cpu[&level])
+                    .map(|(x, y)| x / y),
+            )
+        };
+        let (r, lo, hi) = ratio(a, b);
         let median_cpu = |s: &System| spread(s.turn_cpu[&level].iter().copied()).0;
         println!(
-            "c={level}: gateway CPU per request {with} {:.1} us, {without} {:.1} us, bare hop {:.1} us; {with}/{without} {r:.3}x ({lo:.3}-{hi:.3})",
+            "c={level}: gateway CPU per request {with} {:.1} us, {without} {:.1} us, bare hop {:.1} us; {with}/{without} {r:.3}x ({lo:.3}-{hi:.3}), {with}/bare {:.2}x, {without}/bare {:.2}x",
             median_cpu(a),
             median_cpu(b),
             median_cpu(bare),
+            ratio(a, bare).0,
+            ratio(b, bare).0,
         );
     }
     let turn_p50 = |s: &System| quantile(&mut s.turns.clone(), 0.5) * 1000.0;
