@@ -15,7 +15,8 @@ use crate::admit::capacity::Admission;
 use crate::admit::priority::Class;
 use crate::error::GatewayError;
 use crate::settle::billed_fields;
-use crate::state::app::{App, BackendHandle};
+use crate::state::app::App;
+use crate::state::backends::BackendHandle;
 
 /// Refuses a model (route, alias or backend name) the caller's key or team
 /// may not ask for (`models:`), naming it and what the key may use. A name

@@ -44,7 +44,9 @@ pub async fn serve(sim: SimBackend, listener: TcpListener, shutdown: impl Future
         service,
         shutdown,
         Duration::from_secs(5),
-        crate::http::server::ConnectionLimits::of(&switchyard_policies::ServerSettings::default()),
+        crate::http::connection::ConnectionLimits::of(
+            &switchyard_policies::ServerSettings::default(),
+        ),
         None,
     )
     .await;

@@ -24,7 +24,8 @@ use crate::admit::access::Caller;
 use crate::dispatch::endpoint::Call;
 use crate::dispatch::guardrail_hooks::{Asked, Failure, Verdict, call};
 use crate::error::GatewayError;
-use crate::settle::context::{RequestContext, request_ids};
+use crate::http::request_id::request_ids;
+use crate::settle::context::RequestContext;
 use crate::state::app::App;
 use crate::telemetry::RequestTrace;
 

@@ -23,7 +23,49 @@ use hyper_util::server::graceful::GracefulConnection;
 use tokio::sync::{Notify, watch};
 use tokio::time::Instant;
 
-use crate::http::server::ConnectionLimits;
+/// Limits on every connection, whatever its requests.
+#[derive(Debug, Clone, Copy)]
+pub struct ConnectionLimits {
+    /// From accept to the first request head (TLS handshake and protocol
+    /// detection included), and for each later HTTP/1 head: a client that
+    /// has not sent one in this long is disconnected.
+    pub header_read_timeout: Duration,
+    /// A request head larger than this is refused (431 on HTTP/1).
+    pub max_header_bytes: usize,
+    /// Connections open at once; more wait in the listen backlog.
+    pub max_connections: usize,
+    /// Streams one HTTP/2 connection may have open at once.
+    pub http2_max_concurrent_streams: u32,
+    /// A connection with no request in flight for this long is closed
+    /// (GOAWAY on HTTP/2).
+    pub idle_timeout: Duration,
+    /// How often an HTTP/2 connection is pinged, and how long the answer may
+    /// take before the connection is closed.
+    pub http2_keepalive_interval: Duration,
+    pub http2_keepalive_timeout: Duration,
+    /// A connection older than this is asked to close after its requests.
+    pub max_connection_age: Option<Duration>,
+    /// How long a connection asked to close (idle, too old) may take to
+    /// finish its requests before it is dropped.
+    pub close_grace: Duration,
+}
+
+impl ConnectionLimits {
+    /// The limits a config's `server` section sets.
+    pub fn of(server: &switchyard_policies::ServerSettings) -> Self {
+        ConnectionLimits {
+            header_read_timeout: server.header_read_timeout,
+            max_header_bytes: server.max_header_bytes,
+            max_connections: server.max_connections,
+            http2_max_concurrent_streams: server.http2_max_concurrent_streams,
+            idle_timeout: server.http2_idle_timeout,
+            http2_keepalive_interval: server.http2_keepalive_interval,
+            http2_keepalive_timeout: server.http2_keepalive_timeout,
+            max_connection_age: server.max_connection_age,
+            close_grace: server.shutdown_grace,
+        }
+    }
+}
 
 /// What a connection's requests tell its watchdog.
 pub(super) struct Activity {

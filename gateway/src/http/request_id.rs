@@ -121,6 +121,23 @@ fn random_id() -> HeaderValue {
     HeaderValue::from_str(text).unwrap_or(HeaderValue::from_static("-"))
 }
 
+/// A request's ids as its rows keep them: the gateway's own, and the
+/// caller's when it was kept.
+pub fn request_ids(
+    headers: &http::HeaderMap,
+    extensions: &http::Extensions,
+) -> (Option<HeaderValue>, Option<HeaderValue>) {
+    (
+        headers.get(REQUEST_ID).cloned(),
+        extensions.get::<ClientRequestId>().map(|c| c.0.clone()),
+    )
+}
+
+/// A header value as ledger text (ids are ASCII by construction).
+pub fn header_text(value: Option<&HeaderValue>) -> Option<String> {
+    value.and_then(|v| v.to_str().ok()).map(str::to_owned)
+}
+
 #[cfg(test)]
 mod tests {
     use std::convert::Infallible;

@@ -7,7 +7,7 @@
 
 use switchyard_adapters::types::Extra;
 
-use crate::state::app::BackendHandle;
+use crate::state::backends::BackendHandle;
 
 const SERVICE_TIER: &str = "service_tier";
 

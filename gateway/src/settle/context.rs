@@ -16,7 +16,7 @@ use switchyard_router::prefix::{PrefixChain, Tenant};
 use crate::admit::access::Caller;
 use crate::admit::admission::Size;
 use crate::error::Dialect;
-use crate::http::request_id::{ClientRequestId, REQUEST_ID};
+use crate::http::request_id::request_ids;
 use crate::ledger::BatchId;
 use crate::settle::refusal::Accounted;
 use crate::state::app::App;
@@ -283,21 +283,4 @@ impl RequestContext {
             sensitive: self.sensitive.clone(),
         })
     }
-}
-
-/// A request's ids as its rows keep them: the gateway's own, and the
-/// caller's when it was kept.
-pub fn request_ids(
-    headers: &http::HeaderMap,
-    extensions: &http::Extensions,
-) -> (Option<HeaderValue>, Option<HeaderValue>) {
-    (
-        headers.get(REQUEST_ID).cloned(),
-        extensions.get::<ClientRequestId>().map(|c| c.0.clone()),
-    )
-}
-
-/// A header value as ledger text (ids are ASCII by construction).
-pub fn header_text(value: Option<&HeaderValue>) -> Option<String> {
-    value.and_then(|v| v.to_str().ok()).map(str::to_owned)
 }

@@ -16,8 +16,8 @@ use switchyard_router::Decision;
 use crate::admit::access::Caller;
 use crate::error::{Dialect, ErrorNote};
 use crate::http::Body;
+use crate::http::request_id::{header_text, request_ids};
 use crate::ledger::{LedgerRow, now_ms};
-use crate::settle::context::{header_text, request_ids};
 use crate::state::app::App;
 
 /// Shared by a request's guard and its records: whether a record has

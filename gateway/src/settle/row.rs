@@ -10,11 +10,11 @@ use switchyard_router::Reason;
 use switchyard_router::latency::{Observation, Shape};
 
 use crate::admit::breaker::Blame;
+use crate::http::request_id::header_text;
 use crate::ledger::LedgerRow;
 use crate::ledger::UPSTREAM_FAILURES;
 use crate::metrics::CallFacts;
 use crate::settle::billed_fields::SentTier;
-use crate::settle::context::header_text;
 use crate::settle::record::RequestRecord;
 
 impl RequestRecord {

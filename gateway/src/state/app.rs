@@ -2,157 +2,29 @@
 //! router, and the admission limits.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use bytes::Bytes;
 use http::HeaderValue;
 use http::request::Parts;
 use hyper::body::Incoming;
-use switchyard_adapters::Provider;
-use switchyard_policies::{Balance, Config, Engine, Limits, Pricing, Reference, Tier};
+use switchyard_policies::{Config, Limits, Reference};
 use switchyard_router::{Decision, Router};
 use tokio::sync::Semaphore;
 
 use crate::admit::access::{Budgets, KeyStore, RateLimits, RedisStore};
-use crate::admit::breaker::Breaker;
-use crate::admit::priority::{Class, Classes, Slot};
 use crate::dispatch::daily_spend::DailySpend;
-use crate::dispatch::prompt_cache::PromptCache;
 use crate::dispatch::response_store::ResponseCache;
 use crate::dispatch::shadow_lanes::ShadowLanes;
 use crate::error::GatewayError;
-use crate::http::server::ConnectionLimits;
+use crate::http::connection::ConnectionLimits;
 use crate::http::{BodyLimits, read_json_body};
 use crate::ledger::Ledger;
 use crate::metrics::Metrics;
 use crate::route::outcomes::OutcomeLog;
-use crate::state::backends::{LimitChange, build_backend};
+use crate::state::backends::{BackendHandle, LimitChange, build_backend};
 use crate::state::stored_keys::Unreadable;
-
-/// A backend ready to call.
-pub struct BackendHandle {
-    pub name: String,
-    /// `name` as the backend receipt's value, made once.
-    pub name_receipt: Option<HeaderValue>,
-    pub tier: Tier,
-    /// What it is sent stays on the operator's machines (`local`, from
-    /// the tier unless set): sensitive-data policies may send it all.
-    pub local: bool,
-    pub upstream_model: String,
-    /// The provider and servers, as spans name them.
-    pub peer: crate::telemetry::Peer,
-    /// Servers of this model (one unless the config lists replicas).
-    pub replicas: Vec<ReplicaHandle>,
-    pub(crate) balance: Balance,
-    pub(crate) max_imbalance: u32,
-    /// Round-robin position.
-    pub(crate) turn: AtomicUsize,
-    /// The server software, for its extra request fields.
-    pub engine: Engine,
-    /// llama.cpp's slot count, when declared.
-    pub slots: Option<u32>,
-    /// What the provider's prompt cache needs from us.
-    pub prompt_cache: PromptCache,
-    pub pricing: Pricing,
-    /// Priced by the built-in list for its model (no `price:`): a wildcard
-    /// route's request is priced for the model it names.
-    pub price_from_list: bool,
-    /// The longest a request may take to start answering, and so the
-    /// longest it waits in the backend's queue.
-    pub first_byte_timeout: Duration,
-    /// The largest whole answer (or held-back stream) read from it.
-    pub max_response_bytes: usize,
-    /// Requests this gateway has in flight to the backend.
-    pub(crate) in_flight: Arc<AtomicU32>,
-    /// The concurrency limit; `None` when unlimited.
-    pub(crate) limit: Option<Arc<Semaphore>>,
-    /// Requests that may wait for a slot, and those waiting now.
-    pub(crate) max_queue: usize,
-    pub(crate) waiting: Arc<AtomicUsize>,
-    /// Who waits for a slot, by priority class, and the slots batch lines
-    /// leave free.
-    pub(crate) classes: Arc<Classes>,
-    pub breaker: Arc<Breaker>,
-    /// Price multipliers of the provider's service tiers.
-    pub service_tiers: Vec<(String, f64)>,
-    /// Request fields never sent to this backend.
-    pub deny_fields: Vec<String>,
-}
-
-impl BackendHandle {
-    /// The price of a call, given the list price of the model a wildcard
-    /// route named (`listed`): that, for a backend priced by the list
-    /// (`Unpriced` when the model is not on it); else the backend's own.
-    pub fn pricing_for(&self, listed: Option<Option<switchyard_policies::TokenPrice>>) -> Pricing {
-        match listed {
-            Some(listed) if self.price_from_list => {
-                listed.map_or(Pricing::Unpriced, Pricing::Tokens)
-            }
-            _ => self.pricing,
-        }
-    }
-
-    /// A concurrency slot: at once, after waiting in the queue (no longer
-    /// than the first-byte timeout; behind every request of a higher
-    /// class), or 503 when the queue is full.
-    pub(crate) async fn wait_for_slot(
-        &self,
-        limit: &Arc<Semaphore>,
-        class: Class,
-    ) -> Result<Slot, GatewayError> {
-        // At once when it may take a free slot, unless others of its
-        // (lower) class came first: they are served in order.
-        let first_of_class = class == Class::Interactive || self.classes.waiting(class) == 0;
-        if first_of_class && let Some(slot) = self.classes.try_take(class, limit) {
-            return Ok(slot);
-        }
-        let full = || GatewayError::Overloaded {
-            what: format!(
-                "backend `{}` is at its concurrency limit and queue",
-                self.name
-            ),
-        };
-        // Unattended and batch requests may fill half the queue: the rest
-        // stays for interactive ones.
-        let places = match class {
-            Class::Interactive => self.max_queue,
-            _ => self.max_queue / 2,
-        };
-        if self.waiting.fetch_add(1, Ordering::AcqRel) >= places {
-            self.waiting.fetch_sub(1, Ordering::AcqRel);
-            return Err(full());
-        }
-        let slot =
-            tokio::time::timeout(self.first_byte_timeout, self.classes.take(class, limit)).await;
-        self.waiting.fetch_sub(1, Ordering::AcqRel);
-        match slot {
-            Ok(Some(slot)) => Ok(slot),
-            _ => Err(full()),
-        }
-    }
-
-    /// Requests this gateway has running on the backend, and waiting for
-    /// one of its slots.
-    pub fn load(&self) -> (u32, usize) {
-        (
-            self.in_flight.load(Ordering::Relaxed),
-            self.waiting.load(Ordering::Relaxed),
-        )
-    }
-
-    /// Cloud tiers count against cloud budgets.
-    pub fn is_cloud(&self) -> bool {
-        !self.tier.is_local()
-    }
-}
-
-/// One server of a backend.
-#[derive(Clone)]
-pub struct ReplicaHandle {
-    pub provider: Arc<dyn Provider>,
-    pub(crate) in_flight: Arc<AtomicU32>,
-}
 
 /// Everything a config sets up. A reload builds a new one with
 /// [`App::carrying`], which keeps what the old one learned and counted;
