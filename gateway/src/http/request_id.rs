@@ -3,8 +3,9 @@
 //! layer in (logs and the ledger's `request_id` use it). A caller's own
 //! `x-request-id` is kept beside it (the ledger's `client_request_id`)
 //! and comes back on the response, but only when it is short and plain: at
-//! most 128 characters of `[A-Za-z0-9._-]`. Anything else is dropped, so a caller cannot write
-//! arbitrary text into logs and rows, nor make two requests share an id.
+//! most 128 characters of `[A-Za-z0-9._-]`. Anything else is dropped, so a
+//! caller cannot write arbitrary text into logs and rows, nor make two
+//! requests share an id.
 //!
 //! tower-http's `SetRequestId` and `PropagateRequestId` do this too, and
 //! also copy the id into the request's and the response's extensions.
@@ -117,11 +118,8 @@ where
 /// index on them grows at its end; with random (version 4) ids each row
 /// landed on a page of its own, and each commit wrote about a page per row.
 fn own_id() -> HeaderValue {
-    let millis = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |since| {
-            u64::try_from(since.as_millis()).unwrap_or(u64::MAX)
-        });
+    let since_epoch = std::time::UNIX_EPOCH.elapsed().unwrap_or_default();
+    let millis = u64::try_from(since_epoch.as_millis()).unwrap_or(u64::MAX);
     let uuid = uuid::Builder::from_unix_timestamp_millis(millis, &rand::random()).into_uuid();
     let mut text = [0u8; uuid::fmt::Hyphenated::LENGTH];
     let text = uuid.hyphenated().encode_lower(&mut text);
