@@ -26,6 +26,26 @@ pub fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
     era * 146_097 + doe - 719_468
 }
 
+/// Days since the epoch, and months since year 0, of a UTC timestamp in
+/// milliseconds: the periods daily and monthly budgets count in.
+pub fn periods(now_ms: i64) -> (i64, i64) {
+    let day = now_ms.div_euclid(86_400_000);
+    let (year, month, _) = civil_from_days(day);
+    (day, year * 12 + month - 1)
+}
+
+/// The first millisecond of the UTC day and month of a timestamp in
+/// milliseconds.
+pub fn period_starts(now_ms: i64) -> (i64, i64) {
+    let day = now_ms.div_euclid(86_400_000);
+    let (_, month, _) = civil_from_days(day);
+    let mut first = day;
+    while civil_from_days(first - 1).1 == month {
+        first -= 1;
+    }
+    (day * 86_400_000, first * 86_400_000)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -39,5 +59,15 @@ mod tests {
             let (y, m, d) = civil_from_days(days);
             assert_eq!(days_from_civil(y, m, d), days);
         }
+    }
+
+    #[test]
+    fn a_timestamps_day_and_month_start() {
+        // 2026-11-29T23:00:00Z
+        let ms = 1_795_993_200_000;
+        let (day_start, month_start) = period_starts(ms);
+        assert_eq!(day_start, 1_795_910_400_000); // 2026-11-29T00:00Z
+        assert_eq!(month_start, 1_793_491_200_000); // 2026-11-01T00:00Z
+        assert_eq!(periods(ms), (ms.div_euclid(86_400_000), 2026 * 12 + 10));
     }
 }

@@ -146,7 +146,7 @@ fn cells(line: &RequestLine) -> Vec<String> {
 fn time_of(ms: i64) -> String {
     let secs = ms.div_euclid(1000);
     let (days, rest) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
-    let (year, month, day) = crate::admit::access::civil_from_days(days);
+    let (year, month, day) = switchyard_policies::calendar::civil_from_days(days);
     format!(
         "{year:04}-{month:02}-{day:02} {:02}:{:02}:{:02}",
         rest / 3600,

@@ -35,7 +35,7 @@ pub fn run(config: &Config, format: &str, out: &mut impl Write) -> anyhow::Resul
         None,
         crate::state::stored_keys::Unreadable::Fail,
     )?;
-    let (day_start, month_start) = crate::admit::access::period_starts(now_ms());
+    let (day_start, month_start) = switchyard_policies::calendar::period_starts(now_ms());
     // Spend per key and team: (kind, name, cloud USD, total USD).
     let read = |since: i64| -> anyhow::Result<Vec<(String, String, f64, f64)>> {
         match &config.ledger.postgres {

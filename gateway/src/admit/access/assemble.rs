@@ -7,7 +7,9 @@ use std::sync::Arc;
 use switchyard_policies::Config;
 
 use crate::admit::access::shared::{RedisStore, SharedBudgets, SharedRates, SpendSince, share_of};
-use crate::admit::access::{Budgets, RateLimits, period_starts};
+use switchyard_policies::calendar::period_starts;
+
+use crate::admit::access::{Budgets, RateLimits};
 use crate::ledger::{Ledger, now_ms};
 
 /// What admission checks against, carried over from the running config's.

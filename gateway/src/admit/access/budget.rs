@@ -6,8 +6,10 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
+use switchyard_policies::calendar::periods;
 use switchyard_policies::{Auth, OnUnavailable, SpendLimit, SpendScope, VirtualKey};
 
+use crate::admit::access::holders::budget_holders;
 use crate::admit::access::shared::{RateTicket, Refusal, SharedBudgets, SharedHold, StateError};
 use crate::admit::access::{Caller, RateLimits};
 use crate::error::Exhausted;
@@ -41,26 +43,6 @@ impl Window {
     }
 }
 
-/// Days since the epoch, and months since year 0, for a UTC timestamp.
-pub(crate) fn periods(now_ms: i64) -> (i64, i64) {
-    let day = now_ms.div_euclid(86_400_000);
-    let (year, month, _) = civil_from_days(day);
-    (day, year * 12 + month - 1)
-}
-
-pub use switchyard_policies::calendar::civil_from_days;
-
-/// The first millisecond of the current UTC day and month.
-pub fn period_starts(now_ms: i64) -> (i64, i64) {
-    let day = now_ms.div_euclid(86_400_000);
-    let (_, month, _) = civil_from_days(day);
-    let mut first = day;
-    while civil_from_days(first - 1).1 == month {
-        first -= 1;
-    }
-    (day * 86_400_000, first * 86_400_000)
-}
-
 struct Holder {
     limit: SpendLimit,
     /// Shared with the next config on reload: spend (and what requests in
@@ -75,19 +57,6 @@ pub struct Budgets {
     /// fallback while Redis is away, their limits divided by the replica
     /// count.
     shared: Option<Arc<SharedBudgets>>,
-}
-
-/// Every budget `auth` sets, by holder name (`key:NAME`, `team:NAME`).
-pub(crate) fn budget_holders(auth: &Auth) -> impl Iterator<Item = (String, SpendLimit)> + '_ {
-    let keys = auth
-        .keys
-        .iter()
-        .filter_map(|k| Some((format!("key:{}", k.name), k.budget?)));
-    let teams = auth
-        .teams
-        .iter()
-        .filter_map(|t| Some((format!("team:{}", t.name), t.budget?)));
-    keys.chain(teams)
 }
 
 /// Why a reservation was not made.
@@ -537,15 +506,5 @@ mod tests {
             budgets.reserve(&key, false, 0.01).is_err(),
             "a total budget counts local spend"
         );
-    }
-
-    #[test]
-    fn calendar_periods() {
-        // 2026-11-29T23:00:00Z
-        let ms = 1_795_993_200_000;
-        let (day_start, month_start) = period_starts(ms);
-        assert_eq!(day_start, 1_795_910_400_000); // 2026-11-29T00:00Z
-        assert_eq!(month_start, 1_793_491_200_000); // 2026-11-01T00:00Z
-        assert_eq!(civil_from_days(0), (1970, 1, 1));
     }
 }

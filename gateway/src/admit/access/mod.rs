@@ -4,16 +4,14 @@
 
 mod assemble;
 mod budget;
-
+mod holders;
 mod keys;
 mod layer;
 mod rate;
 mod shared;
 
 pub use crate::admit::access::assemble::{Previous, assemble};
-pub use crate::admit::access::budget::{
-    Budgets, Refused, Reservation, civil_from_days, period_starts,
-};
+pub use crate::admit::access::budget::{Budgets, Refused, Reservation};
 pub use crate::admit::access::keys::{
     Caller, KeyStore, X_API_KEY, X_GOOG_API_KEY, hash_key, hash_text,
 };

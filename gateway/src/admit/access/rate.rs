@@ -14,6 +14,7 @@ use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
 use switchyard_policies::{Auth, OnUnavailable, VirtualKey};
 
 use crate::admit::access::Caller;
+use crate::admit::access::holders::{holders_of, limited_holders};
 use crate::admit::access::shared::{RateRefusal, SharedRates};
 use crate::error::GatewayError;
 
@@ -47,27 +48,6 @@ pub struct RateLimits {
 fn per_minute(n: Option<u32>) -> Option<DefaultDirectRateLimiter> {
     n.and_then(NonZeroU32::new)
         .map(|n| RateLimiter::direct(Quota::per_minute(n)))
-}
-
-/// Every holder with a rate limit in `auth`: `(holder, requests per
-/// minute, tokens per minute)`.
-pub fn limited_holders(auth: &Auth) -> Vec<(String, Option<u32>, Option<u32>)> {
-    let keys = auth.keys.iter().map(|k| {
-        let holder = format!("key:{}", k.name);
-        (holder, k.requests_per_minute, k.tokens_per_minute)
-    });
-    let teams = auth.teams.iter().map(|t| {
-        let holder = format!("team:{}", t.name);
-        (holder, t.requests_per_minute, t.tokens_per_minute)
-    });
-    keys.chain(teams)
-        .filter(|(_, rpm, tpm)| rpm.is_some() || tpm.is_some())
-        .collect()
-}
-
-/// The holders a request by `key` counts against: the key, then its team.
-pub fn holders_of(key: &VirtualKey) -> impl Iterator<Item = String> + '_ {
-    std::iter::once(format!("key:{}", key.name)).chain(key.team.iter().map(|t| format!("team:{t}")))
 }
 
 impl RateLimits {

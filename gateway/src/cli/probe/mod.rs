@@ -166,7 +166,7 @@ fn utc_now() -> String {
     let secs = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
-    let (y, m, d) = crate::admit::access::civil_from_days((secs / 86_400) as i64);
+    let (y, m, d) = switchyard_policies::calendar::civil_from_days((secs / 86_400) as i64);
     format!(
         "{y:04}-{m:02}-{d:02} {:02}:{:02}",
         (secs % 86_400) / 3600,

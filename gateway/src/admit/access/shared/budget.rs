@@ -8,7 +8,9 @@ use std::sync::Arc;
 use switchyard_policies::{Auth, SpendLimit, SpendScope};
 
 use crate::admit::access::Exhausted;
-use crate::admit::access::budget::{budget_holders, periods};
+use switchyard_policies::calendar::periods;
+
+use crate::admit::access::holders::budget_holders;
 use crate::admit::access::shared::rate::RateTicket;
 use crate::admit::access::shared::scripts::{ADMIT, EXISTING, RESERVE, RateRefusal, Reply, SEED};
 use crate::admit::access::shared::settler::{HolderKeys, Settlement};
@@ -222,7 +224,7 @@ impl SharedBudgets {
         unseeded: &[usize],
         now: i64,
     ) -> Result<(), StateError> {
-        let (day_start, month_start) = crate::admit::access::period_starts(now);
+        let (day_start, month_start) = switchyard_policies::calendar::period_starts(now);
         let read = self.spend_since.clone();
         let reading = tokio::task::spawn_blocking(move || {
             Ok::<_, anyhow::Error>((read(day_start)?, read(month_start)?))

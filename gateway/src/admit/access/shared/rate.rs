@@ -10,7 +10,7 @@ use std::sync::Arc;
 use redis::ScriptInvocation;
 use switchyard_policies::{Auth, VirtualKey};
 
-use crate::admit::access::rate::{holders_of, limited_holders};
+use crate::admit::access::holders::{holders_of, limited_holders};
 use crate::admit::access::shared::scripts::{RATE, RateRefusal, Reply};
 use crate::admit::access::shared::settler::Settlement;
 use crate::admit::access::shared::store::{RedisStore, StateError};
