@@ -157,7 +157,7 @@ pub fn admin_query(data: &[u8]) {
     let Ok(query) = std::str::from_utf8(data) else {
         return;
     };
-    let _ = api::parse_since(query);
+    let _ = switchyard::ledger::parse_since(query);
     let _ = api::since_param(query, "7d");
     let _ = api::by_param(query, "key", api::parse_dimension);
     let _ = api::by_param(query, "profile", api::parse_attainment_dimension);

@@ -7,9 +7,10 @@
 use http::{Request, Response, StatusCode};
 use hyper::body::Incoming;
 
-use crate::admin::api::{parse_since, query_value, read_ledger, read_ledger_request};
+use crate::admin::api::{query_value, read_ledger, read_ledger_request};
 use crate::error::GatewayError;
 use crate::http::{Body, json_response};
+use crate::ledger::parse_since;
 use crate::ledger::{RequestFilter, SPAN_MS, StatusClass, now_ms, request_log, request_record};
 use crate::state::app::App;
 

@@ -5,8 +5,9 @@ use std::io::Write;
 
 use switchyard_policies::Config;
 
-use crate::admin::api::{parse_attainment_dimension, parse_since};
+use crate::admin::api::parse_attainment_dimension;
 use crate::cli::report_text::{self, Rows};
+use crate::ledger::parse_since;
 use crate::ledger::{AttainmentReport, attainment_report, now_ms, route_budgets};
 
 pub fn run(

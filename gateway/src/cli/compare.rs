@@ -4,8 +4,8 @@
 
 use std::io::Write;
 
-use crate::admin::api::parse_since;
 use crate::cli::report_text::{self, Rows};
+use crate::ledger::parse_since;
 use crate::ledger::{CompareLine, SideFigures, compare_report, now_ms, route_budgets};
 
 pub fn run(

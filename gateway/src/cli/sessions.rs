@@ -3,8 +3,8 @@
 
 use std::io::Write;
 
-use crate::admin::api::parse_since;
 use crate::cli::report_text::{self, Rows};
+use crate::ledger::parse_since;
 use crate::ledger::{SessionLine, now_ms, sessions_report};
 
 pub fn run(

@@ -2,8 +2,9 @@
 
 use std::io::Write;
 
-use crate::admin::api::{parse_dimension, parse_since};
+use crate::admin::api::parse_dimension;
 use crate::cli::report_text::{self, Rows};
+use crate::ledger::parse_since;
 use crate::ledger::{
     Postgres, SpendLine, SpendReport, now_ms, postgres_spend_report, spend_report,
 };

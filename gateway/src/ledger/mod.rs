@@ -53,7 +53,7 @@ pub use crate::ledger::postgres::spend_report as postgres_spend_report;
 pub use crate::ledger::postgres::spend_since as postgres_spend_since;
 pub use crate::ledger::postgres::{Postgres, snapshot};
 pub use crate::ledger::report::{
-    Dimension, SpendLine, SpendReport, now_ms, spend_report, spend_since,
+    Dimension, SpendLine, SpendReport, now_ms, parse_since, spend_report, spend_since,
 };
 pub use crate::ledger::requests::{
     MAX_PAGE, RequestFilter, RequestLine, RequestLog, RequestRecord, SPAN_MS, StatusClass,

@@ -116,8 +116,7 @@ pub fn run(
     if !(0.0..=1.0).contains(&target) {
         anyhow::bail!("--target {target}: a share between 0 and 1, such as 0.95");
     }
-    let since =
-        crate::admin::api::parse_since(since).map_err(|e| anyhow::anyhow!("--since: {e}"))?;
+    let since = crate::ledger::parse_since(since).map_err(|e| anyhow::anyhow!("--since: {e}"))?;
     let now = crate::ledger::now_ms();
     let conn = crate::cli::report_text::open_ledger(&config.ledger, now - since)?;
     let advice = advise(&conn, config, now - since, now, target)?;
