@@ -1,12 +1,14 @@
 //! What the pipeline needs of an endpoint: the small `Endpoint` trait every
 //! dialect implements (decode, respond, encode), the `Call` trait each
 //! canonical request type implements (the router's view, checks, the
-//! backend call), and what one backend gave (`Answer`). Usage, timings and
+//! backend call), the `StreamEncoder` a dialect writes its streams with,
+//! and what one backend gave (`Answer`). Usage, timings and
 //! text are read through the adapters' canonical accessors. Defined here,
 //! below ingress, so the dialects depend on dispatch and never the other way.
 
 use crate::telemetry::AnswerMeta;
 
+use bytes::Bytes;
 use futures_util::future::BoxFuture;
 use futures_util::stream::BoxStream;
 use http::{Response, StatusCode};
@@ -18,7 +20,6 @@ use switchyard_router::prefix::PrefixChain;
 use switchyard_router::sensitive::{Masker, StreamRestorer};
 use switchyard_router::{AnswerSummary, RequestView};
 
-use crate::dispatch::stream::StreamEncoder;
 use crate::error::{Dialect, GatewayError};
 use crate::http::{Body, json_response, parse_json};
 use crate::route::view::BodyHints;
@@ -87,6 +88,16 @@ pub trait Call:
         self,
         provider: &dyn Provider,
     ) -> BoxFuture<'_, Result<Chunks<Self::Chunk>, AdapterError>>;
+}
+
+/// Writes one dialect's stream.
+pub trait StreamEncoder<C>: Send + 'static {
+    /// The bytes for one chunk, if any.
+    fn chunk(&mut self, chunk: &C) -> Option<Bytes>;
+    /// The event that ends a stream whose backend failed.
+    fn error(&mut self, err: &GatewayError) -> Bytes;
+    /// The end of a complete stream.
+    fn done(&mut self) -> Bytes;
 }
 
 /// One model endpoint in one dialect: how its body is decoded and its

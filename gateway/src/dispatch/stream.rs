@@ -17,22 +17,11 @@ use switchyard_adapters::sse::{DONE, data_event, named_event};
 use switchyard_adapters::types::ChatChunk;
 
 use crate::admit::capacity::Admission;
-use crate::dispatch::endpoint::Call;
-use crate::dispatch::endpoint::Endpoint;
+use crate::dispatch::endpoint::{Call, Endpoint, StreamEncoder};
 use crate::dispatch::response_cache::Slot;
 use crate::error::GatewayError;
 use crate::settle::record::RequestRecord;
 use switchyard_adapters::types::CanonicalChunk;
-
-/// Writes one dialect's stream.
-pub trait StreamEncoder<C>: Send + 'static {
-    /// The bytes for one chunk, if any.
-    fn chunk(&mut self, chunk: &C) -> Option<Bytes>;
-    /// The event that ends a stream whose backend failed.
-    fn error(&mut self, err: &GatewayError) -> Bytes;
-    /// The end of a complete stream.
-    fn done(&mut self) -> Bytes;
-}
 
 /// OpenAI: `data: <chunk>` events and `data: [DONE]`; the final usage chunk
 /// only when the client asked for it.
