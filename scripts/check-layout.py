@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """The house's shape, checked: no import circle in the gateway crate larger than
-three files, and no Rust module under any crate's src/ over 600 lines.
+two files, and no Rust module under any crate's src/ over 600 lines.
 
 An import circle is the largest set of files that all reach each other through
 `use` lines and inline `crate::`/`super::`/`self::` paths. A name re-exported by
@@ -18,7 +18,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 CRATES = ["gateway", "router", "adapters", "policies", "examples"]
 MAX_LINES = 600
-MAX_CIRCLE = 3
+MAX_CIRCLE = 2
 
 ITEM = re.compile(
     r"^\s*(?:pub(?:\([^)]*\))?\s+)?(?:async\s+|const\s+|unsafe\s+|extern\s+\"C\"\s+)*"
