@@ -24,8 +24,7 @@ use crate::admin::api::on_ledger;
 use crate::error::GatewayError;
 use crate::http::{Body, json_response};
 use crate::ledger::keys::{AuditEntry, StoredKey, Write};
-use crate::ledger::now_ms;
-use crate::ledger::parse_since;
+use crate::ledger::{now_ms, parse_since};
 use crate::state::app::App;
 use crate::state::live::Live;
 

@@ -10,8 +10,9 @@ use hyper::body::Incoming;
 use crate::admin::api::{query_value, read_ledger, read_ledger_request};
 use crate::error::GatewayError;
 use crate::http::{Body, json_response};
-use crate::ledger::parse_since;
-use crate::ledger::{RequestFilter, SPAN_MS, StatusClass, now_ms, request_log, request_record};
+use crate::ledger::{
+    RequestFilter, SPAN_MS, StatusClass, now_ms, parse_since, request_log, request_record,
+};
 use crate::state::app::App;
 
 /// A page's size unless `limit` says.

@@ -7,8 +7,7 @@ use switchyard_policies::Config;
 
 use crate::admin::api::parse_attainment_dimension;
 use crate::cli::report_text::{self, Rows};
-use crate::ledger::parse_since;
-use crate::ledger::{AttainmentReport, attainment_report, now_ms, route_budgets};
+use crate::ledger::{AttainmentReport, attainment_report, now_ms, parse_since, route_budgets};
 
 pub fn run(
     config: &Config,

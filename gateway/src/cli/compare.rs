@@ -5,8 +5,7 @@
 use std::io::Write;
 
 use crate::cli::report_text::{self, Rows};
-use crate::ledger::parse_since;
-use crate::ledger::{CompareLine, SideFigures, compare_report, now_ms, route_budgets};
+use crate::ledger::{CompareLine, SideFigures, compare_report, now_ms, parse_since, route_budgets};
 
 pub fn run(
     config: &switchyard_policies::Config,

@@ -4,8 +4,7 @@
 use std::io::Write;
 
 use crate::cli::report_text::{self, Rows};
-use crate::ledger::parse_since;
-use crate::ledger::{SessionLine, now_ms, sessions_report};
+use crate::ledger::{SessionLine, now_ms, parse_since, sessions_report};
 
 pub fn run(
     ledger: &switchyard_policies::LedgerSettings,

@@ -4,9 +4,8 @@ use std::io::Write;
 
 use crate::admin::api::parse_dimension;
 use crate::cli::report_text::{self, Rows};
-use crate::ledger::parse_since;
 use crate::ledger::{
-    Postgres, SpendLine, SpendReport, now_ms, postgres_spend_report, spend_report,
+    Postgres, SpendLine, SpendReport, now_ms, parse_since, postgres_spend_report, spend_report,
 };
 
 pub fn run(

@@ -11,6 +11,9 @@
 //! also copy the id into the request's and the response's extensions.
 //! Nothing here reads those copies, and making them took four allocations
 //! a request (each extension map is allocated on its first insert).
+//!
+//! Both ids are read back here too, as a request's ledger rows keep them
+//! (`request_ids`, `header_text`).
 
 use std::future::Future;
 use std::pin::Pin;
@@ -112,9 +115,9 @@ where
 }
 
 /// A version 7 UUID, hyphenated: the time in milliseconds, then 74 random
-/// bits from the thread's generator, which the OS reseeds (`Uuid::new_v4`
-/// asks the kernel for fresh bytes on every call, a system call per
-/// request). Ids made close in time sort close together, so the ledger's
+/// bits from the thread's generator, which the OS reseeds (the uuid
+/// crate's `Uuid::now_v7`, like its `new_v4`, asks the kernel for fresh
+/// bytes on every call, a system call per request). Ids made close in time sort close together, so the ledger's
 /// index on them grows at its end; with random (version 4) ids each row
 /// landed on a page of its own, and each commit wrote about a page per row.
 fn own_id() -> HeaderValue {

@@ -16,7 +16,10 @@ use tokio::net::TcpListener;
 use tokio::sync::{Semaphore, watch};
 use tokio::time::Instant;
 
-use crate::http::connection::{Activity, ConnectionLimits, Watched, drive};
+use crate::http::connection::{Activity, Watched, drive};
+
+/// Named with the server it is given to, for callers outside the crate.
+pub use crate::http::connection::ConnectionLimits;
 
 /// Serves `service` on `listener` until `shutdown` resolves; then stops
 /// accepting, lets in-flight requests and streams finish for up to `grace`,

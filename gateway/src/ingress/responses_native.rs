@@ -21,8 +21,7 @@ use switchyard_adapters::{AdapterError, Provider};
 use switchyard_router::{AnswerSummary, RequestView};
 
 use crate::admit::access::Caller;
-use crate::dispatch::endpoint::StreamEncoder;
-use crate::dispatch::endpoint::{Call, Chunks, Endpoint};
+use crate::dispatch::endpoint::{Call, Chunks, Endpoint, StreamEncoder};
 use crate::error::{Dialect, GatewayError};
 use crate::http::{Body, json_response};
 use crate::route::view::BodyHints;

@@ -1,5 +1,7 @@
 //! Spend reports from the ledger: totals per key, team, route, backend, tier
-//! or day, cloud against local, and savings against the reference model.
+//! or day, cloud against local, and savings against the reference model;
+//! and what every report shares: its window (`parse_since`), the time now
+//! and the nearest-rank quantile.
 
 use rusqlite::Connection;
 

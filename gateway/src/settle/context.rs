@@ -1,5 +1,5 @@
 //! Who asked and how a request was routed: what every backend call it
-//! makes shares (`RequestContext`), and the request's ids as rows keep them.
+//! makes shares (`RequestContext`).
 
 use std::sync::{Arc, Mutex, OnceLock};
 use switchyard_router::sensitive::Handling;

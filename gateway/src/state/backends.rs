@@ -26,6 +26,7 @@ use crate::admit::breaker::Breaker;
 use crate::admit::priority::{Class, Classes, Slot};
 use crate::dispatch::prompt_cache::PromptCache;
 use crate::error::GatewayError;
+
 /// A backend ready to call.
 pub struct BackendHandle {
     pub name: String,

@@ -5,9 +5,9 @@
 use std::sync::Arc;
 
 use switchyard_policies::Config;
+use switchyard_policies::calendar::period_starts;
 
 use crate::admit::access::shared::{RedisStore, SharedBudgets, SharedRates, SpendSince, share_of};
-use switchyard_policies::calendar::period_starts;
 
 use crate::admit::access::{Budgets, RateLimits};
 use crate::ledger::{Ledger, now_ms};

@@ -5,10 +5,10 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use switchyard_policies::calendar::periods;
 use switchyard_policies::{Auth, SpendLimit, SpendScope};
 
 use crate::admit::access::Exhausted;
-use switchyard_policies::calendar::periods;
 
 use crate::admit::access::holders::budget_holders;
 use crate::admit::access::shared::rate::RateTicket;
