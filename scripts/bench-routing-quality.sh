@@ -1,14 +1,17 @@
 #!/usr/bin/env bash
 # The routing-quality benchmark (issue #27), from one command:
 #
-#   scripts/bench-routing-quality.sh [--out DIR] [--tasks N] [--tiers "small mid large"]
+#   scripts/bench-routing-quality.sh [--out DIR] [--tasks N] [--wide N] [--tiers "small mid large"]
 #
 # 1. Installs llama-server and the three models (cached and sha256-checked
 #    by examples/local-three-tier/install.sh) and builds the gateway.
 # 2. Runs each tier alone (two threads, one slot, nothing else on the
 #    machine) behind the gateway on examples/routing-quality/local.yaml and
 #    asks it every task of two seeds (A and B, N/2 each), recording the raw
-#    answers (scripts/routing_collect.py). A rerun resumes where it stopped.
+#    answers (scripts/routing_collect.py): N/4 of the first six families and
+#    N/4 of the next six per seed, and --wide (288: each level of each of
+#    the twelve wide families six times) per seed. A rerun resumes where it
+#    stopped, so answers recorded before the wide families came are kept.
 # 3. Asks the cascade route live on LIVE_TASKS tasks (30) with small and
 #    large up together, to check the replay against live routing.
 # 4. scripts/routing_quality_analyse.sh: trains the learned router on each
@@ -22,11 +25,13 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 out="${SWITCHYARD_CACHE:-$HOME/.cache/switchyard}/routing-quality/run"
 tasks=600
+wide=288
 tiers="small mid large"
 while [ $# -gt 0 ]; do
   case "$1" in
     --out) out="$2"; shift 2 ;;
     --tasks) tasks="$2"; shift 2 ;;
+    --wide) wide="$2"; shift 2 ;;
     --tiers) tiers="$2"; shift 2 ;;
     *) echo "unknown argument: $1" >&2; exit 2 ;;
   esac
@@ -107,8 +112,10 @@ for tier in $tiers; do
   started=${#pids[@]}
   start_tier "$tier" 2 "$out/$tier.log"
   for seed in "$seed_a" "$seed_b"; do
-    for mix in core more; do
-      python3 scripts/routing_collect.py --gateway "$addr" --model "$tier" --seed "$seed" --count "$quarter" \
+    for mix in core more wide; do
+      count=$quarter
+      [ "$mix" = wide ] && count=$wide
+      python3 scripts/routing_collect.py --gateway "$addr" --model "$tier" --seed "$seed" --count "$count" \
         --mix "$mix" --out "$out/answers.jsonl"
     done
   done

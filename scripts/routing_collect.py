@@ -30,7 +30,7 @@ import routing_tasks as rt  # noqa: E402
 
 # Output tokens a right answer needs, by kind, with room to spare.
 MAX_TOKENS = {"arithmetic": 24, "word": 256, "units": 24, "extract": 64, "python": 384, "question": 48,
-              **rt.more.MAX_TOKENS}
+              **rt.more.MAX_TOKENS, **rt.wide.MAX_TOKENS}
 
 RECEIPTS = ("route", "backend", "reason", "predicted-ttft-ms", "cache")
 

@@ -66,11 +66,12 @@ def seed_of(task_id: str) -> str:
 
 def halves(kinds: list[str], fold_seed: int) -> dict[str, str]:
     """Each family's half (`a` or `b`) for a fold seed: the first six
-    families and the six more are each split three and three, so both
-    halves hold some of each."""
+    families, the six more and the twelve wide ones are each split in two
+    equal parts, so both halves hold some of each (the wide group is drawn
+    last, so the first two groups split as they did before it came)."""
     rng = random.Random(fold_seed)
     half = {}
-    for group in (rt.CORE_KINDS, rt.more.KINDS):
+    for group in (rt.CORE_KINDS, rt.more.KINDS, rt.wide.KINDS):
         present = sorted(k for k in group if k in kinds)
         rng.shuffle(present)
         for i, kind in enumerate(present):

@@ -32,12 +32,14 @@ from dataclasses import asdict, dataclass, field
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import routing_families as more  # noqa: E402
+import routing_families_wide as wide  # noqa: E402
 
 # The first six families (issue #27), then the six of `routing_families.py`
-# (issue #45), which a held-out evaluation needs: a router is measured on
-# families it never trained on.
+# and the twelve of `routing_families_wide.py` (issue #45), which a
+# held-out evaluation needs: a router is measured on families it never
+# trained on.
 CORE_KINDS = ("arithmetic", "word", "units", "extract", "python", "question")
-KINDS = CORE_KINDS + more.KINDS
+KINDS = CORE_KINDS + more.KINDS + wide.KINDS
 LEVELS = (1, 2, 3, 4)
 
 
@@ -87,9 +89,10 @@ MIX = {
 # The new families, each level once a round: nothing was piloted on them
 # before the routers were measured.
 MIX_MORE = {(kind, level): 1 for kind in more.KINDS for level in LEVELS}
+MIX_WIDE = {(kind, level): 1 for kind in wide.KINDS for level in LEVELS}
 
 # `routing_collect.py --mix NAME`.
-MIXES = {"core": MIX, "more": MIX_MORE}
+MIXES = {"core": MIX, "more": MIX_MORE, "wide": MIX_WIDE}
 
 
 def generate(seed: int, count: int, mix: dict | None = None) -> list[Task]:
@@ -341,15 +344,18 @@ GENERATORS = {
 }
 
 
-def _more(kind):
-    def generate_more(rng: random.Random, level: int) -> Task:
-        prompt, answer = more.GENERATORS[kind](rng, level)
+def _family(module, kind):
+    """The generator of `kind` from `module` (`routing_families.py` or
+    `routing_families_wide.py`), as a `Task` maker."""
+    def generate_family(rng: random.Random, level: int) -> Task:
+        prompt, answer = module.GENERATORS[kind](rng, level)
         return Task("", kind, level, prompt, answer)
 
-    return generate_more
+    return generate_family
 
 
-GENERATORS.update({kind: _more(kind) for kind in more.KINDS})
+for _module in (more, wide):
+    GENERATORS.update({kind: _family(_module, kind) for kind in _module.KINDS})
 
 # ---------------------------------------------------------------- grading
 
@@ -394,8 +400,9 @@ def grade(task: Task, reply: str, timeout_s: float = 5.0) -> bool:
             value = _last_number(reply)
             return value is not None and value == task.answer
         return _grade_named(task, reply)
-    if task.kind in more.KINDS:
-        return more.grade(task.kind, task.prompt, task.answer, reply)
+    for module in (more, wide):
+        if task.kind in module.KINDS:
+            return module.grade(task.kind, task.prompt, task.answer, reply)
     raise ValueError(f"unknown kind {task.kind}")
 
 

@@ -54,10 +54,12 @@ def test_the_same_seed_gives_the_same_tasks_and_covers_every_kind_and_level():
     more = [t.to_json() for t in rt.generate(11, 48, rt.MIX_MORE)]
     assert {(t["kind"], t["level"]) for t in more} == {(k, lv) for k in rt.more.KINDS for lv in rt.LEVELS}
     assert not {t["id"] for t in a} & {t["id"] for t in more}
+    wide = [t.to_json() for t in rt.generate(11, 96, rt.MIX_WIDE)]
+    assert {(t["kind"], t["level"]) for t in wide} == {(k, lv) for k in rt.wide.KINDS for lv in rt.LEVELS}
 
 
 def test_right_replies_pass_and_wrong_ones_fail():
-    for task in rt.generate(5, 96) + rt.generate(5, 96, rt.MIX_MORE):
+    for task in rt.generate(5, 96) + rt.generate(5, 96, rt.MIX_MORE) + rt.generate(5, 192, rt.MIX_WIDE):
         assert rt.grade(task, right_reply(task)), task.id
         assert not rt.grade(task, wrong_reply(task)), task.id
         assert not rt.grade(task, ""), task.id
@@ -83,6 +85,34 @@ def test_the_more_families_are_graded_the_way_models_write():
     month = task("dates", "Which month comes after March? Reply with only the month's name.", "April")
     assert rt.grade(month, "April") and not rt.grade(month, "March comes before May")
     assert rt.grade(task("code_output", "", 25), "The program prints 25.")
+
+
+def test_the_wide_families_are_graded_the_way_models_write():
+    def task(kind, prompt, answer):
+        return rt.Task("t", kind, 3, prompt, answer)
+
+    country = task("capitals", "Nairobi is the capital of which country? Reply with only the country's name.", "Kenya")
+    assert rt.grade(country, "Nairobi is the capital of Kenya.")
+    assert not rt.grade(country, "Nairobi") and not rt.grade(country, "Ghana, or Kenya")
+    city = task("capitals", "What is the capital city of Peru? Reply with only the city's name.", "Lima")
+    assert rt.grade(city, "The capital of Peru is Lima.") and not rt.grade(city, "Santiago")
+    symbol = task("elements", "What is the chemical symbol of iron? Reply with only the symbol.", "Fe")
+    assert rt.grade(symbol, "The symbol is Fe.") and not rt.grade(symbol, "FE")
+    assert rt.grade(task("roman", "Write 34 as a Roman numeral.", "XXXIV"), "34 is XXXIV.")
+    assert not rt.grade(task("roman", "Write 34 as a Roman numeral.", "XXXIV"), "XXXIII")
+    hexa = task("bases", "Write the decimal number 1277 in hexadecimal.", "4FD")
+    assert rt.grade(hexa, "0x4fd") and rt.grade(hexa, "4FD") and not rt.grade(hexa, "4FE")
+    clock = task("clock", "What time is it 2 hours after 01:00? Reply as HH:MM.", "03:00")
+    assert rt.grade(clock, "01:00 plus two hours is 3:00") and not rt.grade(clock, "01:00")
+    letter = task("alphabet", "Which letter of the alphabet comes right after 'h'?", "i")
+    assert rt.grade(letter, "The letter after 'h' is 'i'.") and rt.grade(letter, "I")
+    assert not rt.grade(letter, "I do not know") and not rt.grade(letter, "h")
+    larger = task("sets", "Which is larger, 266 or 804? Reply with only the number.", 804)
+    assert rt.grade(larger, "804 is larger than 266") and not rt.grade(larger, "266")
+    plural = task("wordforms", "What is the plural of the English word 'mouse'?", "mice")
+    assert rt.grade(plural, "The plural of 'mouse' is 'mice'.") and not rt.grade(plural, "mouses")
+    fall = task("percent", "A price went from 120 to 96. By what percent did it change?", -20)
+    assert rt.grade(fall, "It changed by -20%.") and not rt.grade(fall, "20%")
 
 
 def test_graders_read_answers_the_way_models_write_them():
@@ -339,7 +369,8 @@ def test_the_folds_hold_families_out_or_split_by_seed():
     kinds = list(rt.KINDS)
     for fold in (1, 2):
         half = ri.halves(kinds, fold)
-        for group in (rt.CORE_KINDS, rt.more.KINDS):
-            assert sorted(half[k] for k in group) == ["a"] * 3 + ["b"] * 3, (fold, half)
+        for group in (rt.CORE_KINDS, rt.more.KINDS, rt.wide.KINDS):
+            n = len(group) // 2
+            assert sorted(half[k] for k in group) == ["a"] * n + ["b"] * n, (fold, half)
     assert ri.halves(kinds, 1) != ri.halves(kinds, 2)
     assert ri.seed_of("s12-0003-dates-2") == "12"
