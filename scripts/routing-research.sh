@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # What a router can learn of task families it never saw: the recorded
-# routing-quality answers (docs/routing-quality/answers.jsonl.gz), scored
+# routing-quality answers (docs/routing-quality/answers.jsonl.gz, or the
+# file given: scripts/routing-research.sh [ANSWERS]), scored
 # held out as routing_quality_report.py scores them, by hand-made prompt
 # features, a MiniLM embedding of the prompt, pairwise and per-tier
 # objectives, kNN, and a cluster-then-rank router; with the ceilings that
 # family identity alone gives. No model server: the answers are recorded.
 # Installs its pinned Python packages (torch among them, several GB) into
 # a venv under ~/.cache/switchyard once. Takes about ten minutes on 2 cores.
-# Figures: docs/src/benchmarks/2026-12-04-routing-held-out-levers.md.
+# Figures: docs/src/benchmarks/2026-12-04-routing-held-out-levers.md (600
+# tasks) and 2026-12-06-routing-24-families.md (1,176).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cache=$(realpath -m "${SWITCHYARD_CACHE:-$HOME/.cache/switchyard}")
@@ -24,7 +26,12 @@ fi
 RQ_WORK=$(realpath -m "${RQ_WORK:-$cache/routing-research}")
 export RQ_WORK HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
 mkdir -p "$RQ_WORK"
-gunzip -c docs/routing-quality/answers.jsonl.gz > "$RQ_WORK/answers.jsonl"
+# The recorded answers, or ANSWERS (the first argument, plain JSONL) instead.
+if [ -n "${1:-}" ]; then
+  cp "$1" "$RQ_WORK/answers.jsonl"
+else
+  gunzip -c docs/routing-quality/answers.jsonl.gz > "$RQ_WORK/answers.jsonl"
+fi
 rm -f "$RQ_WORK/data.pkl"
 cd scripts/routing_research
 py="$venv/bin/python"

@@ -53,7 +53,7 @@ print(f"random family order, perfect within family (mean of 50): APGR {np.mean(r
 res = []
 for s in range(50):
     perm = dict(zip(KINDS, rng.permutation(len(KINDS))))
-    res.append(metrics([perm[k] / 12 + np.mean(fl[(k, l)]) for k, l in zip(D["kind"], D["level"])])[0])
+    res.append(metrics([perm[k] / len(KINDS) + np.mean(fl[(k, l)]) for k, l in zip(D["kind"], D["level"])])[0])
 print(f"level-wise truth within family, families in random order (mean of 50): APGR {np.mean(res):.2f}")
 res = []
 for s in range(50):

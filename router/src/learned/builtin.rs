@@ -7,7 +7,7 @@ pub const PREFIX: &str = "builtin:";
 
 /// `quality`: P(the small tier's answer is wrong where the large tier's is
 /// right), trained by `scripts/train-builtin-router.sh` on the
-/// routing-quality benchmark's recorded answers (all twelve task families,
+/// routing-quality benchmark's recorded answers (all 24 task families,
 /// both seeds).
 const QUALITY: &str = include_str!("weights/quality.json");
 
