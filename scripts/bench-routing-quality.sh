@@ -7,7 +7,7 @@
 #    by examples/local-three-tier/install.sh) and builds the gateway.
 # 2. Runs each tier alone (two threads, one slot, nothing else on the
 #    machine) behind the gateway on examples/routing-quality/local.yaml and
-#    asks it every task of two seeds (A and B, N/2 each), recording the raw
+#    asks it every task of two seeds (A and B), recording the raw
 #    answers (scripts/routing_collect.py): N/4 of the first six families and
 #    N/4 of the next six per seed, and --wide (288: each level of each of
 #    the twelve wide families six times) per seed. A rerun resumes where it
@@ -15,8 +15,8 @@
 # 3. Asks the cascade route live on LIVE_TASKS tasks (30) with small and
 #    large up together, to check the replay against live routing.
 # 4. scripts/routing_quality_analyse.sh: trains the learned router on each
-#    seed's answers and replays every route over the other seed's tasks
-#    (switchyard train-router, switchyard replay), then writes the report:
+#    half of the families and replays every route over the other half's
+#    tasks (switchyard train-router, switchyard replay), then writes the report:
 #    DIR/report/report.md, plot.svg and summary.json.
 #
 # Environment: SEED_A, SEED_B (default 1 and 2); LIVE_TASKS (0 skips the

@@ -11,6 +11,8 @@
 # Figures: docs/src/benchmarks/2026-12-04-routing-held-out-levers.md (600
 # tasks) and 2026-12-06-routing-24-families.md (1,176).
 set -euo pipefail
+# ANSWERS, the first argument, is read from where the caller is.
+answers=$(realpath -m "${1:-$(dirname "$0")/../docs/routing-quality/answers.jsonl.gz}")
 cd "$(dirname "$0")/.."
 cache=$(realpath -m "${SWITCHYARD_CACHE:-$HOME/.cache/switchyard}")
 venv="$cache/venv-routing-research"
@@ -26,12 +28,11 @@ fi
 RQ_WORK=$(realpath -m "${RQ_WORK:-$cache/routing-research}")
 export RQ_WORK HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
 mkdir -p "$RQ_WORK"
-# The recorded answers, or ANSWERS (the first argument, plain JSONL) instead.
-if [ -n "${1:-}" ]; then
-  cp "$1" "$RQ_WORK/answers.jsonl"
-else
-  gunzip -c docs/routing-quality/answers.jsonl.gz > "$RQ_WORK/answers.jsonl"
-fi
+# The recorded answers, or ANSWERS (JSONL, gzipped or not) instead.
+case "$answers" in
+  *.gz) gunzip -c "$answers" > "$RQ_WORK/answers.jsonl" ;;
+  *) cp "$answers" "$RQ_WORK/answers.jsonl" ;;
+esac
 rm -f "$RQ_WORK/data.pkl"
 cd scripts/routing_research
 py="$venv/bin/python"

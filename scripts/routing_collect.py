@@ -138,7 +138,7 @@ def main() -> None:
     parser.add_argument("--key")
     parser.add_argument("--limit", type=int, help="ask only the first N of the tasks")
     parser.add_argument("--mix", choices=sorted(rt.MIXES), default="core",
-                        help="the task families: the first six (core) or the six more")
+                        help="the task families: the first six (core), the six more, or the twelve wide")
     args = parser.parse_args()
     tasks = rt.generate(args.seed, args.count, rt.MIXES[args.mix])[: args.limit]
     asked = collect(args.gateway, args.model, tasks, args.out, args.key)

@@ -5,7 +5,7 @@
 #   scripts/routing_quality_analyse.sh DIR CONFIG [LARGE_PRICE]
 #
 # DIR/answers.jsonl holds every tier's answers to the tasks of two seeds
-# and twelve families. Routers are measured on families they never trained
+# and 24 families. Routers are measured on families they never trained
 # on (issue #45): for each fold seed (FOLD_SEEDS, default "1 2") the
 # families are split in two halves (scripts/routing_replay_inputs.py); the
 # learned router is trained on each half (switchyard train-router, on both

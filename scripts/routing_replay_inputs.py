@@ -15,7 +15,8 @@ own tools (issues #27, #45), one set per half of the task families:
 
 A router is measured on families it never trained on: `--fold-seed S`
 splits the families in two halves, `a` and `b` (three of the first six
-families and three of the six more in each, drawn with seed S), and writes
+families, three of the six more and six of the twelve wide ones in each,
+drawn with seed S), and writes
 `requests-S-a.jsonl`, `train-S-a-fail.jsonl` and `train-S-a-gain.jsonl`
 for half a's tasks (of every task seed), and the same for half b. Weights
 trained on one half are replayed over the other. `--fold-seed 0` splits by

@@ -113,6 +113,34 @@ def test_the_wide_families_are_graded_the_way_models_write():
     assert rt.grade(plural, "The plural of 'mouse' is 'mice'.") and not rt.grade(plural, "mouses")
     fall = task("percent", "A price went from 120 to 96. By what percent did it change?", -20)
     assert rt.grade(fall, "It changed by -20%.") and not rt.grade(fall, "20%")
+    minutes = task("clock", "How many minutes are there from 10:15 to 13:40 on the same day?", 205)
+    assert rt.grade(minutes, "There are 205 minutes from 10:15 to 13:40.")
+    assert rt.grade(task("clock", "What time is it 3 hours after 09:00?", "12:00"), "12:00 is 3 hours after 09:00.")
+    hex_in = task("bases", "What is the hexadecimal number 7B in decimal? Reply with only the number.", 123)
+    assert rt.grade(hex_in, "123 is the decimal value of 7B") and not rt.grade(hex_in, "7B")
+    binary = task("bases", "Write the decimal number 27 in binary.", "11011")
+    assert rt.grade(binary, "00011011") and not rt.grade(binary, "11011 or 11101")
+    word_like = task("bases", "Write the decimal number 2781 in hexadecimal.", "ADD")
+    assert rt.grade(word_like, "ADD") and not rt.grade(word_like, "First add the digits: 2781 = 0xADE")
+    assert not rt.grade(task("roman", "Write 34 as a Roman numeral.", "XXXIV"), "XXXIV or XXXIIII")
+    after_i = task("alphabet", "Which letter of the alphabet comes right after 'i'?", "j")
+    assert rt.grade(after_i, "J comes after I.")
+    assert rt.grade(task("alphabet", "Which letter of the alphabet comes right after 'd'?", "e"), "E is a vowel")
+    assert rt.grade(larger, "Between 266 and 804, 804 is larger.")
+    assert rt.grade(task("shapes", "What is the volume of a box 4 cm by 5 cm by 6 cm?", 120), "120 cm³")
+    assert not rt.grade(task("elements", "What is the chemical symbol of potassium?", "K"), "P (not K)")
+
+
+def test_the_wide_families_answers_vary():
+    """No level of a wide family has one answer that a fixed reply would
+    get right most of the time."""
+    import collections
+
+    answers = collections.defaultdict(collections.Counter)
+    for t in rt.generate(3, 48 * 30, rt.MIX_WIDE):
+        answers[(t.kind, t.level)][json.dumps(t.answer)] += 1
+    for cell, counts in answers.items():
+        assert counts.most_common(1)[0][1] <= 0.6 * sum(counts.values()), (cell, counts)
 
 
 def test_graders_read_answers_the_way_models_write_them():
