@@ -19,7 +19,6 @@
 //! rebuilds do not restart the dealing; new weights start it afresh (old
 //! counts against new weights would starve a backend whose share shrank).
 
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use crate::split::SplitPolicy;
@@ -33,7 +32,7 @@ pub const SLACK: f64 = 2.0;
 /// Each route's requests so far per backend.
 #[derive(Debug, Default)]
 pub struct Interleave {
-    routes: Mutex<HashMap<Arc<str>, Dealt>>,
+    routes: Mutex<crate::NameMap<Arc<str>, Dealt>>,
 }
 
 #[derive(Debug, Default)]
@@ -114,7 +113,7 @@ impl Interleave {
 /// the config's routes: an entry per name ever configured).
 /// Started afresh when the route's weights are not those it was dealt to.
 fn dealt<'a>(
-    routes: &'a mut HashMap<Arc<str>, Dealt>,
+    routes: &'a mut crate::NameMap<Arc<str>, Dealt>,
     route: &Arc<str>,
     split: &SplitPolicy,
 ) -> &'a mut Dealt {

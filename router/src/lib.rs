@@ -34,5 +34,12 @@ pub use signals::Signals;
 pub use split::{SplitPolicy, unit_from_key};
 pub use target_share::{ShareTracker, WindowTracker};
 
+/// A map keyed by names from the config (models, routes, key holders) and
+/// read several times on every request. Hashed by foldhash rather than
+/// std's SipHash: about 630 fewer instructions a request (callgrind,
+/// 152,448 to 151,814). SipHash resists keys chosen to collide; nothing a
+/// caller sends is inserted here, so that buys nothing.
+pub type NameMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
+
 #[cfg(test)]
 mod tests;

@@ -2,7 +2,6 @@
 //! compiled from config, ready to decide.
 
 use std::borrow::Cow;
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 
@@ -155,7 +154,7 @@ impl Policy {
 
 pub struct Router {
     backends: Vec<String>,
-    models: HashMap<String, Target>,
+    models: crate::NameMap<String, Target>,
     /// Wildcard routes (`openai/*`) by prefix (`openai/`), longest first.
     wildcards: Vec<(String, usize)>,
     model_names: Vec<String>,

@@ -40,7 +40,7 @@ impl Router {
             .collect();
         // Validation guarantees every name a route uses is a backend.
         let at = |name: &str| index.get(name).copied().unwrap_or(0);
-        let mut models: HashMap<String, Target> = backends
+        let mut models: crate::NameMap<String, Target> = backends
             .iter()
             .enumerate()
             .map(|(i, b)| (b.clone(), Target::Backend(i)))

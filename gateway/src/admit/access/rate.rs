@@ -3,7 +3,6 @@
 //! size is estimated. A team's limits are shared by all its keys, on top
 //! of each key's own.
 
-use std::collections::HashMap;
 use std::num::NonZeroU32;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -39,7 +38,7 @@ pub struct RateLimits {
     /// with the next config on reload for holders whose limits stay the
     /// same, so a reload hands out no fresh minute. With `shared`, the
     /// fallback while Redis is away.
-    by_holder: HashMap<String, Arc<Limits>>,
+    by_holder: switchyard_router::NameMap<String, Arc<Limits>>,
     clock: DefaultClock,
     /// Limits kept in Redis for every replica.
     shared: Option<SharedRates>,
