@@ -8,7 +8,8 @@ half with the first twelve): these double them.
 
 Each family has levels 1 (easy) to 4 (hard), generated from a seed and
 graded by a program, as in `routing_families.py`; a generator returns
-`(prompt, answer)`. Stdlib only.
+`(prompt, answer)`. Stdlib only, besides the words and the number
+reading it shares with `routing_families.py`.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from __future__ import annotations
 import json
 import random
 import re
+
+from routing_families import NUMBER, WORDS as FIRST_WORDS, _last_number
 
 KINDS = ("capitals", "elements", "roman", "bases", "clock", "percent",
          "counting", "wordforms", "shapes", "json_read", "alphabet", "sets")
@@ -60,9 +63,8 @@ OPPOSITES = [("hot", "cold"), ("early", "late"), ("heavy", "light"), ("full", "e
 COMPARATIVES = [("good", "better"), ("bad", "worse"), ("young", "younger"), ("wet", "wetter"),
                 ("happy", "happier"), ("big", "bigger"), ("simple", "simpler"), ("thin", "thinner")]
 
-WORDS = ["river", "apple", "zebra", "mango", "cloud", "delta", "orbit", "pearl", "quartz", "lemon",
-         "tiger", "banjo", "candle", "forest", "window", "silver", "garden", "rocket", "banana",
-         "paper", "kettle", "marble", "lantern", "meadow"]
+# The first twelve families' words and six more.
+WORDS = FIRST_WORDS + ["banana", "paper", "kettle", "marble", "lantern", "meadow"]
 FRUITS = ["apple", "pear", "plum", "fig", "kiwi", "lime", "date", "grape"]
 # Words by first letter, for counting those that start with one (five each,
 # so any count from 0 to 4 can be asked).
@@ -306,7 +308,6 @@ GENERATORS = {
     "sets": gen_sets,
 }
 
-NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?")
 TIME = re.compile(r"\b(\d{1,2}):(\d{2})\b")
 # A numeral written with its base's prefix (0x1F, 0b101).
 PREFIXED = re.compile(r"\b0[xXbB][0-9A-Fa-f]+\b")
@@ -314,11 +315,6 @@ PREFIXED = re.compile(r"\b0[xXbB][0-9A-Fa-f]+\b")
 POWER = re.compile(r"(?<=[A-Za-z])(?:\^?[23]|[²³])")
 SYMBOLS = sorted({symbol for _, symbol, _ in ELEMENTS}
                  | {"P", "B", "F", "Si", "Al", "Li", "Ar", "U", "Pt", "Ni", "Co", "Mn", "Cr", "Ti", "Br"})
-
-
-def _last_number(text: str) -> float | None:
-    numbers = [float(m.replace(",", "")) for m in NUMBER.findall(text)]
-    return numbers[-1] if numbers else None
 
 
 def _without_prompt(prompt: str, reply: str) -> str:
@@ -432,9 +428,11 @@ def grade(kind: str, prompt: str, answer: object, reply: str) -> bool:
         return _grade_number(kind, prompt, answer, reply)
     answer = str(answer)
     if kind == "clock":
-        times = TIME.findall(reply)
-        asked = {f"{int(h):02d}:{m}" for h, m in TIME.findall(prompt)}
-        times = [f"{int(h):02d}:{m}" for h, m in times if f"{int(h):02d}:{m}" not in asked]
+        def hhmm(text: str) -> list[str]:
+            return [f"{int(h):02d}:{m}" for h, m in TIME.findall(text)]
+
+        asked = set(hhmm(prompt))
+        times = [t for t in hhmm(reply) if t not in asked]
         return bool(times) and times[-1] == answer
     text = _without_prompt(prompt, reply)
     if kind in ("bases", "roman"):
