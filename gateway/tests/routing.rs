@@ -787,9 +787,13 @@ async fn a_wildcard_route_passes_the_providers_model_name_through() {
         .route("openai/*", "strategy:\n  split:\n    weights: {openai: 1}")
         .route("openai/special", "strategy:\n  split:\n    weights: {local: 1}")
         .start();
+    // Each call carries its model name as its request id (`/` is not
+    // kept in one, so `.`): the ledger's rows are found by it, since a row
+    // may be written after the next call's.
     let ask = |model: &'static str| {
         let url = gateway.url("/v1/chat/completions");
-        async move { post_json(&url, &chat(model, "hi")).await }
+        let id = model.replace('/', ".");
+        async move { post_with(&url, &chat(model, "hi"), &[("x-request-id", &id)]).await }
     };
     for model in [
         "openai/gpt-4o-mini",
@@ -818,12 +822,14 @@ async fn a_wildcard_route_passes_the_providers_model_name_through() {
     // gpt-4o's $2.50 + $10; a model not on the list is unpriced.
     let rows = support::ledger_rows(
         &gateway,
-        "SELECT cost_usd, unpriced FROM requests WHERE backend = 'openai' ORDER BY id",
+        "SELECT client_request_id, cost_usd, unpriced FROM requests WHERE backend = 'openai' ORDER BY client_request_id",
         3,
-        |r| Ok((r.get::<_, f64>(0)?, r.get::<_, bool>(1)?)),
+        |r| Ok((r.get::<_, String>(0)?, r.get::<_, f64>(1)?, r.get::<_, bool>(2)?)),
     )
     .await;
-    assert!((rows[0].0 - 0.75).abs() < 1e-9, "{rows:?}");
-    assert!((rows[1].0 - 12.5).abs() < 1e-9, "{rows:?}");
-    assert_eq!(rows[2], (0.0, true));
+    assert_eq!(rows[0].0, "openai.gpt-4o");
+    assert!((rows[0].1 - 12.5).abs() < 1e-9, "{rows:?}");
+    assert_eq!(rows[1].0, "openai.gpt-4o-mini");
+    assert!((rows[1].1 - 0.75).abs() < 1e-9, "{rows:?}");
+    assert_eq!(rows[2], ("openai.not-on-the-list".to_owned(), 0.0, true));
 }
