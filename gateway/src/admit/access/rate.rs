@@ -13,7 +13,7 @@ use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
 use switchyard_policies::{Auth, OnUnavailable, VirtualKey};
 
 use crate::admit::access::Caller;
-use crate::admit::access::holders::{holders_of, limited_holders};
+use crate::admit::access::holders::Holder;
 use crate::admit::access::shared::{RateRefusal, SharedRates};
 use crate::error::GatewayError;
 
@@ -34,11 +34,13 @@ struct Limits {
 }
 
 pub struct RateLimits {
-    /// By holder (`key:NAME`, `team:NAME`, as budgets name them). Shared
-    /// with the next config on reload for holders whose limits stay the
-    /// same, so a reload hands out no fresh minute. With `shared`, the
-    /// fallback while Redis is away.
-    by_holder: switchyard_router::NameMap<String, Arc<Limits>>,
+    /// By key name, and by team name. Shared with the next config on
+    /// reload for holders whose limits stay the same, so a reload hands
+    /// out no fresh minute. With `shared`, the fallback while Redis is
+    /// away. (Two maps by plain name, not one by `key:NAME`, so that a
+    /// request's three lookups format no names.)
+    keys: switchyard_router::NameMap<String, Arc<Limits>>,
+    teams: switchyard_router::NameMap<String, Arc<Limits>>,
     clock: DefaultClock,
     /// Limits kept in Redis for every replica.
     shared: Option<SharedRates>,
@@ -47,6 +49,25 @@ pub struct RateLimits {
 fn per_minute(n: Option<u32>) -> Option<DefaultDirectRateLimiter> {
     n.and_then(NonZeroU32::new)
         .map(|n| RateLimiter::direct(Quota::per_minute(n)))
+}
+
+/// A holder's limiters at `rpm` and `tpm`: `old`'s when its allowances are
+/// the same; none when it has neither limit.
+fn limits(rpm: Option<u32>, tpm: Option<u32>, old: Option<&Arc<Limits>>) -> Option<Arc<Limits>> {
+    if rpm.is_none() && tpm.is_none() {
+        return None;
+    }
+    let same = old
+        .filter(|old| old.requests_per_minute == rpm && old.tokens_per_minute == tpm.unwrap_or(0));
+    Some(same.cloned().unwrap_or_else(|| {
+        Arc::new(Limits {
+            requests_per_minute: rpm,
+            requests: per_minute(rpm),
+            tokens: per_minute(tpm),
+            tokens_per_minute: tpm.unwrap_or(0),
+            owed: AtomicU32::new(0),
+        })
+    }))
 }
 
 impl RateLimits {
@@ -67,39 +88,32 @@ impl RateLimits {
         previous: Option<&RateLimits>,
         shared: Option<SharedRates>,
     ) -> Self {
-        let by_holder = limited_holders(auth)
-            .into_iter()
-            .map(|(holder, rpm, tpm)| {
-                let same = previous
-                    .and_then(|p| p.by_holder.get(&holder))
-                    .filter(|old| {
-                        old.requests_per_minute == rpm && old.tokens_per_minute == tpm.unwrap_or(0)
-                    })
-                    .cloned();
-                let limits = same.unwrap_or_else(|| {
-                    Arc::new(Limits {
-                        requests_per_minute: rpm,
-                        requests: per_minute(rpm),
-                        tokens: per_minute(tpm),
-                        tokens_per_minute: tpm.unwrap_or(0),
-                        owed: AtomicU32::new(0),
-                    })
-                });
-                (holder, limits)
-            })
-            .collect();
+        let keys = auth.keys.iter().filter_map(|k| {
+            let old = previous.and_then(|p| p.keys.get(&k.name));
+            let limits = limits(k.requests_per_minute, k.tokens_per_minute, old)?;
+            Some((k.name.clone(), limits))
+        });
+        let teams = auth.teams.iter().filter_map(|t| {
+            let old = previous.and_then(|p| p.teams.get(&t.name));
+            let limits = limits(t.requests_per_minute, t.tokens_per_minute, old)?;
+            Some((t.name.clone(), limits))
+        });
         RateLimits {
-            by_holder,
+            keys: keys.collect(),
+            teams: teams.collect(),
             clock: DefaultClock::default(),
             shared,
         }
     }
 
-    /// `key:alice` is "key `alice`", `team:research` "team `research`".
-    fn limited(&self, holder: &str, what: &str, wait: Duration) -> GatewayError {
-        let (kind, name) = holder.split_once(':').unwrap_or(("key", holder));
+    /// Says "key `alice`" or "team `research`" is over its limit.
+    fn limited(&self, holder: Holder<'_>, what: &str, wait: Duration) -> GatewayError {
         GatewayError::RateLimited {
-            message: format!("{kind} `{name}` is over its {what} limit"),
+            message: format!(
+                "{} `{}` is over its {what} limit",
+                holder.kind(),
+                holder.name()
+            ),
             retry_after: wait,
         }
     }
@@ -108,11 +122,16 @@ impl RateLimits {
     fn limits_of<'a>(
         &'a self,
         key: &'a VirtualKey,
-    ) -> impl Iterator<Item = (String, &'a Limits)> + 'a {
-        holders_of(key).filter_map(|holder| {
-            let limits = self.by_holder.get(&holder)?;
-            Some((holder, &**limits))
-        })
+    ) -> impl Iterator<Item = (Holder<'a>, &'a Limits)> + 'a {
+        let own = self
+            .keys
+            .get(&key.name)
+            .map(|l| (Holder::Key(&key.name), &**l));
+        let team = key.team.as_deref().and_then(|team| {
+            let limits = self.teams.get(team)?;
+            Some((Holder::Team(team), &**limits))
+        });
+        own.into_iter().chain(team)
     }
 
     /// Whether the limits are kept in Redis, shared by every replica.
@@ -167,7 +186,7 @@ impl RateLimits {
             if let Some(limiter) = &limits.requests {
                 limiter.check().map_err(|not_until| {
                     self.limited(
-                        &holder,
+                        holder,
                         "requests-per-minute",
                         not_until.wait_time_from(self.clock.now()),
                     )
@@ -197,24 +216,24 @@ impl RateLimits {
     pub fn refusal(&self, refusal: RateRefusal) -> GatewayError {
         match refusal {
             RateRefusal::Requests { holder, wait } => {
-                self.limited(&holder, "requests-per-minute", wait)
+                self.limited(Holder::parse(&holder), "requests-per-minute", wait)
             }
             RateRefusal::Tokens {
                 holder,
                 wait,
                 owed: false,
-            } => self.limited(&holder, "tokens-per-minute", wait),
+            } => self.limited(Holder::parse(&holder), "tokens-per-minute", wait),
             RateRefusal::Tokens {
                 holder,
                 wait,
                 owed: true,
             } => self.limited(
-                &holder,
+                Holder::parse(&holder),
                 "tokens-per-minute (earlier requests used more than estimated)",
                 wait,
             ),
             RateRefusal::TooLarge { holder } => self.limited(
-                &holder,
+                Holder::parse(&holder),
                 "tokens-per-minute (this request alone exceeds it)",
                 Duration::from_secs(60),
             ),
@@ -236,7 +255,7 @@ impl RateLimits {
             let Some(limiter) = &limits.tokens else {
                 continue;
             };
-            self.repay(&holder, limits, limiter)?;
+            self.repay(holder, limits, limiter)?;
             let Some(n) = NonZeroU32::new(tokens) else {
                 continue;
             };
@@ -244,14 +263,14 @@ impl RateLimits {
                 Ok(Ok(())) => {}
                 Ok(Err(not_until)) => {
                     return Err(self.limited(
-                        &holder,
+                        holder,
                         "tokens-per-minute",
                         not_until.wait_time_from(self.clock.now()),
                     ));
                 }
                 Err(_) => {
                     return Err(self.limited(
-                        &holder,
+                        holder,
                         "tokens-per-minute (this request alone exceeds it)",
                         Duration::from_secs(60),
                     ));
@@ -277,7 +296,7 @@ impl RateLimits {
         for (holder, limits) in self.limits_of(key) {
             if let Some(limiter) = &limits.tokens {
                 owe(&limits.owed, extra);
-                let _ = self.repay(&holder, limits, limiter);
+                let _ = self.repay(holder, limits, limiter);
             }
         }
     }
@@ -286,7 +305,7 @@ impl RateLimits {
     /// at a time; refuses while some is still owed.
     fn repay(
         &self,
-        holder: &str,
+        holder: Holder<'_>,
         limits: &Limits,
         limiter: &DefaultDirectRateLimiter,
     ) -> Result<(), GatewayError> {
