@@ -223,6 +223,30 @@ pub fn sqlite_fingerprint(conn: &Connection) -> anyhow::Result<i64> {
     Ok(conn.query_row(FINGERPRINT, [], |r| r.get(0))?)
 }
 
+/// A connection to a SQLite ledger kept from one look at the stored keys
+/// to the next. The running config's watcher looks every two seconds,
+/// and opening a connection each time cost SQLite a read of the whole
+/// schema (about 40,000 instructions a look). Reopened when the ledger's
+/// path changes, and after an error.
+#[derive(Default)]
+pub struct KeptConnection(Option<(String, Connection)>);
+
+impl KeptConnection {
+    pub fn fingerprint(&mut self, path: &str) -> anyhow::Result<i64> {
+        let conn = match &mut self.0 {
+            Some((kept, conn)) if kept == path => conn,
+            _ => &mut self.0.insert((path.to_owned(), Connection::open(path)?)).1,
+        };
+        let read = conn
+            .prepare_cached(FINGERPRINT)
+            .and_then(|mut statement| statement.query_row([], |r| r.get(0)));
+        if read.is_err() {
+            self.0 = None;
+        }
+        Ok(read?)
+    }
+}
+
 pub fn sqlite_audit(conn: &Connection, name: &str) -> anyhow::Result<Vec<AuditEntry>> {
     let mut statement = conn.prepare(&sqlite(AUDIT_OF))?;
     let rows = statement.query_map([name], |r| {
@@ -293,5 +317,27 @@ mod tests {
             "refused writes leave no audit"
         );
         assert!(sqlite_audit(&conn, "other").unwrap().is_empty());
+    }
+
+    /// A watcher's kept connection sees each change another connection
+    /// commits, and follows the ledger to a new path.
+    #[test]
+    fn a_kept_connection_sees_every_later_change() {
+        let dir = std::env::temp_dir().join(format!("switchyard-kept-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let (first, second) = (dir.join("a.db"), dir.join("b.db"));
+        let mut kept = KeptConnection::default();
+        for path in [&first, &second] {
+            let path = path.to_str().unwrap();
+            let mut writer = crate::ledger::schema::open(path, false).unwrap();
+            assert_eq!(kept.fingerprint(path).unwrap(), 0);
+            assert!(sqlite_put(&mut writer, &key(1, None), &audit(), Write::Create).unwrap());
+            let created = kept.fingerprint(path).unwrap();
+            assert_eq!(created, sqlite_fingerprint(&writer).unwrap());
+            let revoke = Write::Change { from_version: 1 };
+            assert!(sqlite_put(&mut writer, &key(1, Some(5)), &audit(), revoke).unwrap());
+            assert!(kept.fingerprint(path).unwrap() > created);
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -293,6 +293,15 @@ impl Ledger {
         }
     }
 
+    /// As [`Self::keys_fingerprint`], reading a SQLite ledger through
+    /// `kept`, for a caller that asks again and again. Blocks.
+    pub fn keys_fingerprint_kept(&self, kept: &mut keys::KeptConnection) -> anyhow::Result<i64> {
+        match &self.store {
+            Store::Sqlite { path } => kept.fingerprint(path),
+            Store::Postgres { .. } => self.keys_fingerprint(),
+        }
+    }
+
     /// The last 1,000 changes to the stored key `name`, newest first. Blocks.
     pub fn key_audit(&self, name: &str) -> anyhow::Result<Vec<keys::AuditEntry>> {
         match &self.store {

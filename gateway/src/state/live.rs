@@ -20,6 +20,7 @@ use serde::Serialize;
 use switchyard_policies::Config;
 use tokio::task::AbortHandle;
 
+use crate::ledger::keys::KeptConnection;
 use crate::state::app::App;
 use crate::state::config_file;
 use crate::state::stored_keys::Unreadable;
@@ -190,15 +191,23 @@ impl Live {
     pub fn watch_stored_keys(self: &Arc<Self>) {
         let live = Arc::downgrade(self);
         tokio::spawn(async move {
+            let mut kept = KeptConnection::default();
             loop {
                 tokio::time::sleep(crate::state::stored_keys::POLL).await;
                 let Some(strong) = live.upgrade() else { return };
                 let app = strong.app();
                 let ledger = app.ledger.clone();
-                let now = tokio::task::spawn_blocking(move || ledger.keys_fingerprint())
-                    .await
-                    .map_err(anyhow::Error::from)
-                    .and_then(|read| read);
+                let mut connection = std::mem::take(&mut kept);
+                let now = tokio::task::spawn_blocking(move || {
+                    let read = ledger.keys_fingerprint_kept(&mut connection);
+                    (read, connection)
+                })
+                .await
+                .map_err(anyhow::Error::from)
+                .and_then(|(read, connection)| {
+                    kept = connection;
+                    read
+                });
                 match now {
                     // Against the running config's own: a change made
                     // while it was built, or a rebuild that failed, is
