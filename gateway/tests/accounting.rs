@@ -324,16 +324,23 @@ async fn spend_reports_split_cloud_local_and_savings() {
     }
     // Refused before routing: counted apart, under no backend.
     assert_eq!(post_with(&url, &short("hi", "nope"), &[]).await.status, 404);
-    tokio::time::sleep(Duration::from_millis(400)).await; // one group-commit window
     let denied = get(&gateway.url("/admin/spend")).await;
     assert_eq!(denied.status, 401);
-    let report = get_with(
-        &gateway.url("/admin/spend?by=tier&since=1d"),
-        &[("authorization", "Bearer sk-admin")],
-    )
+    // Until the four rows are committed (a whole answer's row is written
+    // after the answer, and rows are committed in groups).
+    let mut report = Value::Null;
+    let complete = support::eventually(async || {
+        let reply = get_with(
+            &gateway.url("/admin/spend?by=tier&since=1d"),
+            &[("authorization", "Bearer sk-admin")],
+        )
+        .await;
+        assert_eq!(reply.status, 200);
+        report = reply.json();
+        report["total"]["requests"] == 3 && report["total"]["refused"] == 1
+    })
     .await;
-    assert_eq!(report.status, 200);
-    let report = report.json();
+    assert!(complete, "{report}");
     assert_eq!(report["total"]["requests"], 3);
     assert_eq!(report["total"]["refused"], 1);
     assert!(report["total"]["cloud_usd"].as_f64().unwrap() > 0.0);
@@ -540,7 +547,11 @@ async fn every_refused_request_has_a_row() {
             .status
         }
     });
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    let slow_has = async |gauge: &str| {
+        let series = format!("switchyard_backend_{gauge}{{backend=\"slow\"}}");
+        support::eventually(async || support::metric(&gateway, &series).await == 1.0).await
+    };
+    assert!(slow_has("in_flight").await, "the holder holds the slot");
     let queued = tokio::spawn({
         let url = url.clone();
         async move {
@@ -553,7 +564,7 @@ async fn every_refused_request_has_a_row() {
             .status
         }
     });
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(slow_has("queued").await, "the next waits in the queue");
     assert_eq!(
         post_with(&url, &short("full", "slow"), &erin).await.status,
         503
@@ -624,11 +635,12 @@ async fn every_refused_request_has_a_row() {
     );
     assert_eq!(row("overloaded").3, "slow");
     assert!(row("cancelled").1.contains("client left"), "{rows:#?}");
-    let total: i64 = gateway
-        .ledger()
-        .query_row("SELECT COUNT(*) FROM requests", [], |r| r.get(0))
-        .unwrap();
-    assert_eq!(total, 8, "six refusals and the two answered requests");
+    // Six refusals and the two answered requests (whose rows are written
+    // after their answers).
+    support::ledger_rows(&gateway, "SELECT id FROM requests", 8, |r| {
+        r.get::<_, i64>(0)
+    })
+    .await;
     let metrics = String::from_utf8_lossy(&get(&gateway.url("/metrics")).await.body).to_string();
     assert!(
         metrics.contains("switchyard_unauthenticated_requests_total 1"),

@@ -132,6 +132,15 @@ async fn the_request_log_finds_what_failed_for_whom_and_why() {
     assert_eq!(calls[0]["status"], "upstream_error");
     assert!(calls[0]["duration_ms"].as_f64().unwrap() >= 0.0);
 
+    // Every row written, before any of the others is looked up.
+    let mut all = Value::Null;
+    let complete = support::eventually(async || {
+        all = log(&gateway, "since=1h").await;
+        all["requests"].as_array().unwrap().len() == 7
+    })
+    .await;
+    assert!(complete, "{all}");
+
     // The fallback: both calls in the record, the request served by small.
     let saved_id = saved.header("x-request-id").unwrap();
     let saved = get_with(
@@ -163,14 +172,9 @@ async fn the_request_log_finds_what_failed_for_whom_and_why() {
     assert_eq!(mine.status, 200);
     assert_eq!(mine.json()["client_request_id"], "bob-own-id-1");
 
-    // The list: all seven requests, newest first, and each filter narrows it.
-    let mut all = Value::Null;
-    let complete = support::eventually(async || {
-        all = log(&gateway, "since=1h").await;
-        all["requests"].as_array().unwrap().len() == 7
-    })
-    .await;
-    assert!(complete, "{all}");
+    // The list: all seven requests (read first, as a row a whole answer
+    // leaves is written after the answer), newest first, and each filter
+    // narrows it.
     let times: Vec<i64> = all["requests"]
         .as_array()
         .unwrap()

@@ -37,14 +37,20 @@ async fn budget_attainment_per_profile_from_the_ledger() {
         let reply = post_with(&url, &body, &[("x-switchyard-profile", profile)]).await;
         assert_eq!(reply.status, 200);
     }
-    tokio::time::sleep(Duration::from_millis(400)).await;
     assert_eq!(get(&gateway.url("/admin/budgets")).await.status, 401);
-    let report = get_with(
-        &gateway.url("/admin/budgets?by=profile&since=1d"),
-        &[("authorization", "Bearer sk-admin")],
-    )
-    .await
-    .json();
+    // Until the three rows are committed (in groups, after the answers).
+    let mut report = Value::Null;
+    let complete = support::eventually(async || {
+        report = get_with(
+            &gateway.url("/admin/budgets?by=profile&since=1d"),
+            &[("authorization", "Bearer sk-admin")],
+        )
+        .await
+        .json();
+        report["total"]["requests"] == 3
+    })
+    .await;
+    assert!(complete, "{report}");
     let line = |group: &str| {
         report["lines"]
             .as_array()
