@@ -21,7 +21,7 @@ const POLL: Duration = Duration::from_millis(20);
 const RETENTION_EVERY: Duration = Duration::from_secs(3600);
 
 /// Puts the calling thread (the writer) below the request threads, at
-/// nice 10. A group's commit is milliseconds of CPU at once (about 21,000
+/// nice 10. A group's commit is milliseconds of CPU at once (about 20,000
 /// instructions a row, 200 ms of rows a group), and where the request
 /// threads keep the cores busy, every request arriving meanwhile waited
 /// for it: at a fixed 3,000 requests/s with the gateway on one core that
