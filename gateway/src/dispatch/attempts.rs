@@ -416,7 +416,7 @@ fn summary<E: Endpoint>(answer: &Answer<E>) -> AnswerSummary {
 fn stream_reply<E: Endpoint>(
     tries: &Tries<'_, E>,
     chunks: Chunks<E::Chunk>,
-    record: RequestRecord,
+    record: Box<RequestRecord>,
     admission: Admission,
     keep: Option<(Slot, Arc<str>)>,
     client_wants_usage: bool,

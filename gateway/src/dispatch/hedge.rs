@@ -33,7 +33,7 @@ const MIN_DELAY: Duration = Duration::from_millis(10);
 /// One backend's attempt at a request.
 pub struct Leg {
     pub backend: usize,
-    pub record: RequestRecord,
+    pub record: Box<RequestRecord>,
     pub admission: Admission,
 }
 

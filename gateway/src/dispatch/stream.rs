@@ -142,7 +142,7 @@ impl StreamEncoder<ChatChunk> for GeminiEvents {
 struct State<C, W> {
     upstream: BoxStream<'static, Result<C, AdapterError>>,
     encoder: W,
-    record: RequestRecord,
+    record: Box<RequestRecord>,
     done: bool,
     /// Its backend's part held until the backend's stream ends or the
     /// client goes away, the gateway's until the stream's state is dropped
@@ -158,7 +158,7 @@ struct State<C, W> {
 pub fn encode<E: Endpoint>(
     upstream: BoxStream<'static, Result<E::Chunk, AdapterError>>,
     encoder: E::Encoder,
-    record: RequestRecord,
+    record: Box<RequestRecord>,
     admission: Option<Admission>,
     keep: Option<(Slot, Arc<str>)>,
 ) -> impl Stream<Item = Bytes> + Send + 'static {

@@ -158,7 +158,7 @@ impl RequestRecord {
         reservation: Option<Reservation>,
         admission: &Admission,
         predicted_ttft_ms: Option<f64>,
-    ) -> Self {
+    ) -> Box<Self> {
         let mut record = Self::blank(app, context, backend_index, reason);
         record.reservation = reservation;
         record.sharing = admission.sharing;
@@ -234,19 +234,22 @@ impl RequestRecord {
         context: Arc<RequestContext>,
         backend_index: usize,
         reason: Reason,
-    ) -> Self {
+    ) -> Box<Self> {
         let mut record = Self::blank(app, context, backend_index, reason);
         record.from_cache = true;
         record.pricing = Pricing::Free;
         record
     }
 
+    /// Boxed: a record is large (1,328 bytes) and is moved from the
+    /// attempt to its call, its stream and the task that writes its row
+    /// after the reply; each move of it unboxed was a copy.
     pub(crate) fn blank(
         app: &App,
         context: Arc<RequestContext>,
         backend_index: usize,
         reason: Reason,
-    ) -> Self {
+    ) -> Box<Self> {
         if let Some(accounted) = &context.accounted {
             accounted.recorded();
         }
@@ -257,7 +260,7 @@ impl RequestRecord {
             .duration_since(UNIX_EPOCH)
             .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
             .unwrap_or(0);
-        RequestRecord {
+        Box::new(RequestRecord {
             context,
             backend_index,
             backend: backend.name.clone(),
@@ -303,7 +306,7 @@ impl RequestRecord {
             shadow: None,
             output_counted: false,
             error: None,
-        }
+        })
     }
 
     /// Prompt tokens the serving replica was expected to hold cached.
@@ -411,7 +414,7 @@ impl RequestRecord {
     /// Records a whole (not streamed) call's outcome, and writes the row as
     /// the answer goes out.
     pub async fn settle_whole<T>(
-        mut self,
+        mut self: Box<Self>,
         result: Result<T, AdapterError>,
         usage: impl FnOnce(&T) -> Option<Usage>,
     ) -> Result<T, GatewayError> {
@@ -445,7 +448,7 @@ impl RequestRecord {
     /// must not go out as a success.
     /// (Not an `async fn`: its state would hold the record and grow every
     /// request's future by as much.)
-    pub fn write_after_reply(mut self) -> RowWritten {
+    pub fn write_after_reply(mut self: Box<Self>) -> RowWritten {
         if self.ledger.is_strict() || self.ledger.backed_up() {
             return Either::Right(Box::pin(async move { self.write().await }));
         }
