@@ -94,6 +94,7 @@ async fn deterministic_repeats_hit_per_key_and_sampled_ones_never_do() {
     // Found by its flag, not its place: a row may be written after the
     // next request's.
     let hit = rows.iter().find(|r| r.1).expect("the hit's row");
+    assert_eq!(hit.0, "alice", "{rows:?}");
     assert!(
         hit.1 && hit.2 == 0.0 && hit.3 > 0,
         "a free row with the tokens served: {rows:?}"

@@ -75,7 +75,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn holders_read_back_as_budgets_and_redis_name_them() {
+    fn holders_parse_as_budgets_and_redis_name_them() {
         assert_eq!(Holder::parse("key:a:b"), Holder::Key("a:b"));
         assert_eq!(Holder::parse("team:research"), Holder::Team("research"));
         assert_eq!(Holder::parse("plain"), Holder::Key("plain"));
