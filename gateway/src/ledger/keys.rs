@@ -219,15 +219,19 @@ pub fn sqlite_put(
     Ok(true)
 }
 
+/// Prepared once per connection: a connection kept open asks again and
+/// again (see [`KeptConnection`]).
 pub fn sqlite_fingerprint(conn: &Connection) -> anyhow::Result<i64> {
-    Ok(conn.query_row(FINGERPRINT, [], |r| r.get(0))?)
+    Ok(conn
+        .prepare_cached(FINGERPRINT)?
+        .query_row([], |r| r.get(0))?)
 }
 
 /// A connection to a SQLite ledger kept from one look at the stored keys
 /// to the next. The running config's watcher looks every two seconds,
 /// and opening a connection each time cost SQLite a read of the whole
-/// schema (about 40,000 instructions a look). Reopened when the ledger's
-/// path changes, and after an error.
+/// schema to prepare the query. Reopened when the ledger's path changes,
+/// and after an error.
 #[derive(Default)]
 pub struct KeptConnection(Option<(String, Connection)>);
 
@@ -237,13 +241,11 @@ impl KeptConnection {
             Some((kept, conn)) if kept == path => conn,
             _ => &mut self.0.insert((path.to_owned(), Connection::open(path)?)).1,
         };
-        let read = conn
-            .prepare_cached(FINGERPRINT)
-            .and_then(|mut statement| statement.query_row([], |r| r.get(0)));
+        let read = sqlite_fingerprint(conn);
         if read.is_err() {
             self.0 = None;
         }
-        Ok(read?)
+        read
     }
 }
 

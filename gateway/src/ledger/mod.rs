@@ -285,20 +285,13 @@ impl Ledger {
     }
 
     /// The stored keys' fingerprint: it moves with every committed change.
-    /// Blocks.
-    pub fn keys_fingerprint(&self) -> anyhow::Result<i64> {
-        match &self.store {
-            Store::Sqlite { path } => keys::sqlite_fingerprint(&rusqlite::Connection::open(path)?),
-            Store::Postgres { postgres, .. } => postgres::keys::fingerprint(postgres),
-        }
-    }
-
-    /// As [`Self::keys_fingerprint`], reading a SQLite ledger through
-    /// `kept`, for a caller that asks again and again. Blocks.
-    pub fn keys_fingerprint_kept(&self, kept: &mut keys::KeptConnection) -> anyhow::Result<i64> {
+    /// A SQLite ledger is read through `kept`, so a caller that asks again
+    /// and again (the running config's watcher) opens one connection, not
+    /// one a look. Blocks.
+    pub fn keys_fingerprint(&self, kept: &mut keys::KeptConnection) -> anyhow::Result<i64> {
         match &self.store {
             Store::Sqlite { path } => kept.fingerprint(path),
-            Store::Postgres { .. } => self.keys_fingerprint(),
+            Store::Postgres { postgres, .. } => postgres::keys::fingerprint(postgres),
         }
     }
 

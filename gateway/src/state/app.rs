@@ -153,7 +153,7 @@ impl App {
         // every config built (at start, on reload) has them. The store's
         // fingerprint is read first: a change after it is seen as one by
         // the watcher, even when the keys read below already hold it.
-        let keys_fingerprint = ledger.keys_fingerprint().ok();
+        let keys_fingerprint = ledger.keys_fingerprint(&mut Default::default()).ok();
         let merged = crate::state::stored_keys::merged(
             config,
             ledger.stored_keys(),

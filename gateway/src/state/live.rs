@@ -199,7 +199,7 @@ impl Live {
                 let ledger = app.ledger.clone();
                 let mut connection = std::mem::take(&mut kept);
                 let now = tokio::task::spawn_blocking(move || {
-                    let read = ledger.keys_fingerprint_kept(&mut connection);
+                    let read = ledger.keys_fingerprint(&mut connection);
                     (read, connection)
                 })
                 .await
