@@ -8,8 +8,8 @@ half with the first twelve): these double them.
 
 Each family has levels 1 (easy) to 4 (hard), generated from a seed and
 graded by a program, as in `routing_families.py`; a generator returns
-`(prompt, answer)`. Stdlib only, besides the words and the number
-reading it shares with `routing_families.py`.
+`(prompt, answer)`. Stdlib only, besides the words, the number reading
+and the number reply's wording it shares with `routing_families.py`.
 """
 
 from __future__ import annotations
@@ -18,12 +18,10 @@ import json
 import random
 import re
 
-from routing_families import NUMBER, WORDS as FIRST_WORDS, _last_number
+from routing_families import NUMBER, ONLY_NUMBER, WORDS as FIRST_WORDS, _last_number
 
 KINDS = ("capitals", "elements", "roman", "bases", "clock", "percent",
          "counting", "wordforms", "shapes", "json_read", "alphabet", "sets")
-
-ONLY_NUMBER = "Reply with only the number."
 
 # Output tokens a right answer needs, with room to spare: at 24, a third of
 # the small tier's replies were cut off mid-sentence.
@@ -93,22 +91,31 @@ def roman(n: int) -> str:
     return "".join(out)
 
 
+def _ask_fact(rng: random.Random, level: int, facts: tuple, well_known: int,
+              questions: tuple[str, str, str]) -> tuple[str, object]:
+    """A question on one of `facts` (rows of three: a thing, a fact of it,
+    a third fact): level 1 draws from the first `well_known` rows, the
+    others from the rest. Levels 1 and 2 ask the fact from the thing
+    (`questions[0]`), level 3 the thing from the fact, level 4 the third
+    fact from the thing; `{0}`, `{1}` in a question are the thing and the
+    fact."""
+    row = rng.choice(facts[:well_known] if level == 1 else facts[well_known:])
+    asked, answer = {1: (0, 1), 2: (0, 1), 3: (1, 0), 4: (2, 2)}[level]
+    return questions[asked].format(*row), row[answer]
+
+
 def gen_capitals(rng: random.Random, level: int) -> tuple[str, object]:
-    country, capital, continent = rng.choice(COUNTRIES[:8] if level == 1 else COUNTRIES[8:])
-    if level in (1, 2):
-        return f"What is the capital city of {country}? Reply with only the city's name.", capital
-    if level == 3:
-        return f"{capital} is the capital of which country? Reply with only the country's name.", country
-    return f"On which continent is {country}? Reply with only the continent's name.", continent
+    return _ask_fact(rng, level, COUNTRIES, 8, (
+        "What is the capital city of {0}? Reply with only the city's name.",
+        "{1} is the capital of which country? Reply with only the country's name.",
+        "On which continent is {0}? Reply with only the continent's name."))
 
 
 def gen_elements(rng: random.Random, level: int) -> tuple[str, object]:
-    name, symbol, number = rng.choice(ELEMENTS[:6] if level == 1 else ELEMENTS[6:])
-    if level in (1, 2):
-        return f"What is the chemical symbol of {name}? Reply with only the symbol.", symbol
-    if level == 3:
-        return f"Which chemical element has the symbol {symbol}? Reply with only the element's name.", name
-    return f"What is the atomic number of {name}? {ONLY_NUMBER}", number
+    return _ask_fact(rng, level, ELEMENTS, 6, (
+        "What is the chemical symbol of {0}? Reply with only the symbol.",
+        "Which chemical element has the symbol {1}? Reply with only the element's name.",
+        "What is the atomic number of {0}? " + ONLY_NUMBER))
 
 
 def gen_roman(rng: random.Random, level: int) -> tuple[str, object]:
