@@ -25,12 +25,26 @@ impl Metrics {
         let Some(b) = self.backends.get(backend) else {
             return;
         };
-        let label = BackendLabel {
-            backend: b.name.clone(),
+        // Made once, when first set: the family's lookup hashes the label
+        // under a lock on every call.
+        let gauge = |which: usize| {
+            b.drift[which].get_or_init(|| {
+                let f = &self.families;
+                let one = || BackendLabel {
+                    backend: b.name.clone(),
+                };
+                match which {
+                    0 => f.decode_drift.get_or_create_owned(&one()),
+                    1 => f.prefill_drift.get_or_create_owned(&one()),
+                    _ => f.error_share.get_or_create_owned(&ErrorWindow {
+                        backend: b.name.clone(),
+                        window: if which == 2 { "recent" } else { "baseline" },
+                    }),
+                }
+            })
         };
-        let f = &self.families;
         if let Some(ratio) = drifts.decode {
-            f.decode_drift.get_or_create(&label).set(ratio);
+            gauge(0).set(ratio);
             self.flag(
                 backend,
                 0,
@@ -40,7 +54,7 @@ impl Metrics {
             );
         }
         if let Some(ratio) = drifts.prefill {
-            f.prefill_drift.get_or_create(&label).set(ratio);
+            gauge(1).set(ratio);
             self.flag(
                 backend,
                 1,
@@ -50,14 +64,8 @@ impl Metrics {
             );
         }
         if let Some((recent, baseline)) = drifts.errors {
-            for (window, share) in [("recent", recent), ("baseline", baseline)] {
-                f.error_share
-                    .get_or_create(&ErrorWindow {
-                        backend: b.name.clone(),
-                        window,
-                    })
-                    .set(share);
-            }
+            gauge(2).set(recent);
+            gauge(3).set(baseline);
             self.flag(
                 backend,
                 2,

@@ -1,8 +1,9 @@
 //! Prometheus metrics at `GET /metrics`, through the prometheus-client
 //! crate: OpenMetrics text for scrapers that ask for it (Prometheus does),
 //! the Prometheus text format otherwise. Per-call figures are recorded
-//! from each call's ledger row, most into handles looked up once per
-//! backend (the per-route series and failures' are looked up per call);
+//! from each call's ledger row, into handles looked up once per backend
+//! (the per-route series once per route, reason and outcome; failures'
+//! per call);
 //! what is true at scrape time (breakers, queues, budgets, speculation) is
 //! read then (`scrape`).
 
@@ -19,8 +20,8 @@ use switchyard_policies::{PromptClass, VirtualKey};
 
 use crate::ledger::LedgerRow;
 use crate::metrics::families::{
-    BackendLabel, Class, Families, FloatCounter, GenAi, GenAiOutcome, GenAiTokens, Holder, Kind,
-    Lookup, Outcome, ReloadOutcome, Role, Routed, TokenKind,
+    BackendLabel, Class, Families, FloatCounter, FloatGauge, GenAi, GenAiOutcome, GenAiTokens,
+    Holder, Kind, Lookup, Outcome, ReloadOutcome, Role, Routed, TokenKind,
 };
 
 pub use crate::metrics::drift::DRIFT_THRESHOLD;
@@ -55,6 +56,13 @@ struct BackendSeries {
     /// their drift thresholds now.
     drifting: [std::sync::atomic::AtomicBool; 3],
     roles: [Counter; ROLES.len()],
+    /// Decode and prefill drift, and the recent and baseline error
+    /// shares, made when first set (a series appears once it has a value).
+    drift: [std::sync::OnceLock<FloatGauge>; 4],
+    /// This backend's per-route series, by route, reason and outcome: each
+    /// looked up in the family once, then here (the family's map hashes
+    /// all four labels with SipHash under a lock, on every call).
+    routed: std::sync::Mutex<switchyard_router::NameMap<Routed, Counter>>,
     /// The GenAI series of a successful call, per operation, made on the
     /// first such call (a backend serves one or two operations).
     genai: [std::sync::OnceLock<GenAiSeries>; 3],
@@ -120,6 +128,8 @@ impl BackendSeries {
                     role,
                 })
             }),
+            drift: Default::default(),
+            routed: Default::default(),
             genai: Default::default(),
             provider: labels.provider,
             model: Arc::from(labels.model.as_str()),
@@ -366,15 +376,21 @@ impl Metrics {
             _ => 1,
         };
         b.outcomes[outcome].inc();
-        let route = row.route.clone().unwrap_or_else(|| self.direct.clone());
-        f.routed
-            .get_or_create(&Routed {
-                route,
-                backend: b.name.clone(),
-                reason: row.reason,
-                outcome: OUTCOMES[outcome],
-            })
-            .inc();
+        let routed = Routed {
+            route: row.route.clone().unwrap_or_else(|| self.direct.clone()),
+            backend: b.name.clone(),
+            reason: row.reason,
+            outcome: OUTCOMES[outcome],
+        };
+        let mut known = b.routed.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(counter) = known.get(&routed) {
+            counter.inc();
+        } else {
+            let counter = f.routed.get_or_create_owned(&routed);
+            counter.inc();
+            known.insert(routed, counter);
+        }
+        drop(known);
         if let Some(role) = ROLES.iter().position(|r| *r == call.role) {
             b.roles[role].inc();
         }
