@@ -110,6 +110,20 @@ pub enum Role {
     Function,
 }
 
+impl Role {
+    /// The name it has on the wire.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::System => "system",
+            Role::Developer => "developer",
+            Role::User => "user",
+            Role::Assistant => "assistant",
+            Role::Tool => "tool",
+            Role::Function => "function",
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Message {
     pub role: Role,

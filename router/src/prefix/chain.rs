@@ -10,6 +10,8 @@ use xxhash_rust::xxh3::xxh3_64_with_seed;
 pub const BLOCK_BYTES: usize = 256;
 /// Between segments, so `["ab", "c"]` and `["a", "bc"]` differ.
 const SEPARATOR: u8 = 0x1e;
+/// ASCII unit separator, between the fields of one segment.
+const FIELD_SEPARATOR: u8 = 0x1f;
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct PrefixChain {
@@ -76,6 +78,20 @@ impl ChainBuilder {
 
     pub fn segment(&mut self, bytes: &[u8]) -> &mut Self {
         self.push(bytes);
+        self.end_segment()
+    }
+
+    /// Feeds part of a segment: a segment made of several fields is fed
+    /// field by field , then closed by
+    /// [`Self::end_segment`], with no copy of it made first.
+    pub fn field(&mut self, bytes: &[u8]) -> &mut Self {
+        self.push(bytes);
+        self.push(&[FIELD_SEPARATOR]);
+        self
+    }
+
+    /// Closes the segment its fields were fed into.
+    pub fn end_segment(&mut self) -> &mut Self {
         self.push(&[SEPARATOR]);
         self
     }

@@ -139,3 +139,17 @@ fn an_answer_missing_top_fields_is_reencoded_with_them() {
         );
     }
 }
+
+#[test]
+fn a_roles_name_is_its_wire_name() {
+    for role in [
+        Role::System,
+        Role::Developer,
+        Role::User,
+        Role::Assistant,
+        Role::Tool,
+        Role::Function,
+    ] {
+        assert_eq!(serde_json::to_value(role).unwrap(), role.as_str());
+    }
+}
