@@ -115,7 +115,7 @@ async fn healthz(
 
 #[tokio::test]
 async fn an_idle_http2_connection_is_closed() {
-    let gateway = gateway(&["http2_idle_timeout_ms: 400"]);
+    let gateway = gateway(&["http2_idle_timeout_ms: 1000"]);
     let (mut sender, driver) = h2(&gateway).await;
     // Busy connections stay: requests closer together than the timeout.
     for _ in 0..4 {

@@ -496,10 +496,11 @@ async fn the_ledger_compares_predicted_and_measured_and_keeps_partial_usage() {
 
 #[tokio::test]
 async fn a_bounded_queue_holds_requests_then_refuses() {
-    // One slot, one place in the queue; each request takes about 300 ms.
+    // One slot, one place in the queue; each request takes about a second,
+    // so the three (sent 50 ms apart) overlap even on a loaded machine.
     let slow = support::sim(
         "small",
-        &["base_ttft_ms=300", "jitter=0", "decode_tokens_per_s=5000"],
+        &["base_ttft_ms=1000", "jitter=0", "decode_tokens_per_s=5000"],
     );
     let gateway = GatewayBuilder::new()
         .openai(

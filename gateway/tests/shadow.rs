@@ -206,7 +206,7 @@ async fn a_failing_or_full_candidate_never_touches_the_caller() {
         .in_process_sim(
             "slow",
             "mid",
-            "preset: small, base_ttft_ms: 400, prefill_tokens_per_s: 1000000, decode_tokens_per_s: 5000, jitter: 0",
+            "preset: small, base_ttft_ms: 1500, prefill_tokens_per_s: 1000000, decode_tokens_per_s: 5000, jitter: 0",
         )
         .route("auto", &shadowed("{backend: broken, sample: 1.0}"))
         .route("busy", &shadowed("{backend: slow, sample: 1.0, max_concurrency: 1, queue: 1}"))
@@ -237,7 +237,8 @@ async fn a_failing_or_full_candidate_never_touches_the_caller() {
         .await;
         assert!(settled, "copy {i} did not settle");
     }
-    // Eight at once on a lane that runs one copy and holds one waiting.
+    // Eight at once on a lane that runs one copy and holds one waiting;
+    // each copy takes 1.5 s there, so the eight overlap on a loaded machine.
     let replies =
         futures_util::future::join_all((0..8).map(|i| ask(&gateway, "busy", i, true))).await;
     for reply in &replies {
