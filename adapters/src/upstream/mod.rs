@@ -144,34 +144,38 @@ impl Upstream {
         body: Option<(&'static str, Bytes)>,
         extra_headers: &[(HeaderName, HeaderValue)],
     ) -> Result<Incoming, AdapterError> {
-        let mut request = Request::builder().method(method).uri(uri).header(
+        // Set in place: the builder moves its whole head at every header.
+        let (content_type, body) = match body {
+            Some((content_type, bytes)) => (Some(content_type), bytes),
+            None => (None, Bytes::new()),
+        };
+        let mut request = Request::new(Full::new(body));
+        *request.method_mut() = method;
+        *request.uri_mut() = uri;
+        let headers = request.headers_mut();
+        headers.reserve(4 + self.headers.len() + extra_headers.len());
+        headers.append(
             ACCEPT,
             HeaderValue::from_static("application/json, text/event-stream"),
         );
-        if let Some((content_type, _)) = &body {
-            request = request.header(CONTENT_TYPE, HeaderValue::from_static(content_type));
+        if let Some(content_type) = content_type {
+            headers.append(CONTENT_TYPE, HeaderValue::from_static(content_type));
         }
         // A per-request header replaces the backend's default of that name.
         for (name, value) in &self.headers {
             if !extra_headers.iter().any(|(n, _)| n == name) {
-                request = request.header(name, value.clone());
+                headers.append(name.clone(), value.clone());
             }
         }
         for (name, value) in extra_headers {
-            request = request.header(name, value.clone());
+            headers.append(name.clone(), value.clone());
         }
         if let Ok(context) = TRACE_CONTEXT.try_with(TraceContext::clone) {
-            request = request.header(TRACEPARENT, context.traceparent);
+            headers.append(TRACEPARENT, context.traceparent);
             if let Some(state) = context.tracestate {
-                request = request.header(TRACESTATE, state);
+                headers.append(TRACESTATE, state);
             }
         }
-        let body = body.map(|(_, bytes)| bytes).unwrap_or_default();
-        let request = request
-            .body(Full::new(body))
-            .map_err(|err| AdapterError::Internal {
-                message: err.to_string(),
-            })?;
         let response = self
             .http
             .request(request)
