@@ -82,8 +82,8 @@ impl ChainBuilder {
     }
 
     /// Feeds part of a segment: a segment made of several fields is fed
-    /// field by field , then closed by
-    /// [`Self::end_segment`], with no copy of it made first.
+    /// field by field, then closed by [`Self::end_segment`], with no copy
+    /// of it made first.
     pub fn field(&mut self, bytes: &[u8]) -> &mut Self {
         self.push(bytes);
         self.push(&[FIELD_SEPARATOR]);
