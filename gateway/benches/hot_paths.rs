@@ -17,7 +17,6 @@ use switchyard_adapters::responses::{Echo, ResponseStream};
 use switchyard_adapters::sse::{data_event, named_event};
 use switchyard_adapters::types::{ChatChunk, ChatRequest, ChatResponse};
 use switchyard_policies::{Pricing, TokenCounts, TokenPrice};
-use switchyard_router::prefix::ChainBuilder;
 
 fn chunk(text: &str) -> ChatChunk {
     serde_json::from_value(serde_json::json!({
@@ -63,16 +62,7 @@ fn prefix_chain(c: &mut Criterion) {
     }))
     .unwrap();
     c.bench_function("prefix chain of a 2 KB chat request", |b| {
-        b.iter(|| {
-            let mut builder = ChainBuilder::new();
-            let mut buf = Vec::with_capacity(2048);
-            for message in &black_box(&request).messages {
-                buf.clear();
-                serde_json::to_writer(&mut buf, message).unwrap();
-                builder.segment(&buf);
-            }
-            builder.finish()
-        })
+        b.iter(|| switchyard::route::prefix::chat_chain(black_box(&request)))
     });
 }
 

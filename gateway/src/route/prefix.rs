@@ -11,8 +11,7 @@ pub fn chat_chain(req: &ChatRequest) -> PrefixChain {
     let mut builder = ChainBuilder::new();
     let mut buf = Vec::with_capacity(1024);
     for tool in req.tool_defs() {
-        json_field(&mut builder, &mut buf, tool);
-        builder.end_segment();
+        json_field(&mut builder, &mut buf, b"", tool).end_segment();
     }
     let stable = stable_messages(req);
     for message in &req.messages[..stable] {
@@ -25,40 +24,48 @@ pub fn chat_chain(req: &ChatRequest) -> PrefixChain {
     builder.finish()
 }
 
-/// One message of the prompt: its role and its text as they are, and the
-/// rest (content parts, name, tool calls, extra fields) as JSON only when
-/// there is any. Serialising whole messages cost about 1,600 instructions
+/// One message of the prompt, always three fields: its role; its content,
+/// text as it is (tagged `t`), parts as JSON (`p`) or none (`n`); and the
+/// rest (name, tool calls, tool call id, extra fields) as JSON, empty when
+/// there is none. Serialising whole messages cost about 1,400 instructions
 /// per request of a short chat, most of it escaping text that is only
 /// hashed.
 fn message_segment(builder: &mut ChainBuilder, buf: &mut Vec<u8>, message: &Message) {
-    builder.field(message.role.as_str().as_bytes());
-    match &message.content {
-        Some(Content::Text(text)) => {
-            builder.field(text.as_bytes());
-        }
-        Some(Content::Parts(parts)) => json_field(builder, buf, parts),
-        None => {
-            builder.field(b"");
-        }
-    }
+    // Every field named, so a field added to `Message` is a compile error
+    // here until the chain takes it in.
     let Message {
+        role,
+        content,
         name,
         tool_calls,
         tool_call_id,
         extra,
-        ..
     } = message;
+    builder.field(&[role.as_str().as_bytes()]);
+    match content {
+        Some(Content::Text(text)) => builder.field(&[b"t", text.as_bytes()]),
+        Some(Content::Parts(parts)) => json_field(builder, buf, b"p", parts),
+        None => builder.field(&[b"n"]),
+    };
     if name.is_some() || tool_calls.is_some() || tool_call_id.is_some() || !extra.is_empty() {
-        json_field(builder, buf, &(name, tool_calls, tool_call_id, extra));
+        json_field(builder, buf, b"", &(name, tool_calls, tool_call_id, extra));
+    } else {
+        builder.field(&[]);
     }
     builder.end_segment();
 }
 
-fn json_field<T: serde::Serialize>(builder: &mut ChainBuilder, buf: &mut Vec<u8>, value: &T) {
+/// A field of `tag` then `value` as JSON.
+fn json_field<'b, T: serde::Serialize>(
+    builder: &'b mut ChainBuilder,
+    buf: &mut Vec<u8>,
+    tag: &[u8],
+    value: &T,
+) -> &'b mut ChainBuilder {
     buf.clear();
     // Our canonical types always serialise (string keys only).
     let _ = serde_json::to_writer(&mut *buf, value);
-    builder.field(buf);
+    builder.field(&[tag, buf])
 }
 
 /// How many messages open the conversation as system or developer
@@ -141,6 +148,11 @@ mod tests {
             json!({"role": "assistant", "content": null, "tool_calls": [
                 {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
             ]}),
+            json!({"role": "user", "content": ""}),
+            // Text that reads as the parts' JSON, or as a field's end and
+            // the next field, is still text.
+            json!({"role": "user", "content": "[{\"type\":\"text\",\"text\":\"hi\"}]"}),
+            json!({"role": "user", "content": "hi\u{1f}[\"ann\",null,null,{}]"}),
         ];
         let mut seen = vec![plain.hashes()[0]];
         for message in others {
@@ -148,5 +160,11 @@ mod tests {
             assert!(!seen.contains(&hash), "{message} shares a segment");
             seen.push(hash);
         }
+        // One message whose text holds a segment's end is not two messages.
+        let one = chain(json!({"role": "user", "content": "x\u{1e}y"}));
+        let two = chat_chain(&request(json!({"model": "m", "messages": [
+            {"role": "user", "content": "x"}, {"role": "user", "content": "y"}
+        ]})));
+        assert_ne!(one, two);
     }
 }

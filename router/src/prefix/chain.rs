@@ -1,5 +1,5 @@
 //! A prompt's prefix chain: the canonical prompt (tools, system, messages in
-//! order, each as the gateway serialises it) cut into fixed-size blocks, each
+//! order, each as the gateway feeds it in) cut into fixed-size blocks, each
 //! block's hash seeded with the hash before it, so one hash names the whole
 //! prefix up to the end of its block. Two prompts share a cached prefix
 //! exactly as far as their chains agree.
@@ -10,8 +10,6 @@ use xxhash_rust::xxh3::xxh3_64_with_seed;
 pub const BLOCK_BYTES: usize = 256;
 /// Between segments, so `["ab", "c"]` and `["a", "bc"]` differ.
 const SEPARATOR: u8 = 0x1e;
-/// ASCII unit separator, between the fields of one segment.
-const FIELD_SEPARATOR: u8 = 0x1f;
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct PrefixChain {
@@ -81,12 +79,18 @@ impl ChainBuilder {
         self.end_segment()
     }
 
-    /// Feeds part of a segment: a segment made of several fields is fed
-    /// field by field, then closed by [`Self::end_segment`], with no copy
-    /// of it made first.
-    pub fn field(&mut self, bytes: &[u8]) -> &mut Self {
-        self.push(bytes);
-        self.push(&[FIELD_SEPARATOR]);
+    /// Feeds one field of a segment, made of `parts` one after the other:
+    /// a segment of several fields is fed field by field, then closed by
+    /// [`Self::end_segment`], with no copy of it made first. Each field goes
+    /// in after its length, so no field's bytes (text may hold any byte) can
+    /// pass for the end of a field or of a segment, as long as the caller
+    /// feeds each kind of segment a fixed number of fields.
+    pub fn field(&mut self, parts: &[&[u8]]) -> &mut Self {
+        let len = parts.iter().map(|p| p.len()).sum::<usize>();
+        self.push(&u64::try_from(len).unwrap_or(u64::MAX).to_le_bytes());
+        for part in parts {
+            self.push(part);
+        }
         self
     }
 
@@ -143,6 +147,25 @@ mod tests {
             b.segment(s.as_bytes());
         }
         b.finish()
+    }
+
+    #[test]
+    fn fields_cannot_pass_for_their_own_boundaries() {
+        let fields = |fields: &[&[&[u8]]]| {
+            let mut b = ChainBuilder::new();
+            for field in fields {
+                b.field(field);
+            }
+            b.end_segment();
+            b.finish()
+        };
+        // The same bytes split into fields differently, or into parts.
+        assert_ne!(fields(&[&[b"ab"], &[b"c"]]), fields(&[&[b"a"], &[b"bc"]]));
+        assert_eq!(fields(&[&[b"a", b"bc"]]), fields(&[&[b"abc"]]));
+        // A field holding what a boundary would look like is still one field.
+        let mut fake = 1u64.to_le_bytes().to_vec();
+        fake.push(b'x');
+        assert_ne!(fields(&[&[b""], &[b"x"]]), fields(&[&[&fake]]));
     }
 
     #[test]
