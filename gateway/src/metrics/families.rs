@@ -142,7 +142,10 @@ pub type FloatCounter = Counter<f64, AtomicU64>;
 pub type FloatGauge = Gauge<f64, AtomicU64>;
 
 /// The process's families: created once and shared by every config's
-/// metrics, so a reload never sets a series back.
+/// metrics, so a reload never sets a series back. Each backend's series
+/// keep handles to their entries (`BackendSeries`, some made on first use),
+/// so no family but `key_cost` may be cleared or lose an entry: a kept
+/// handle would go on counting where no scrape sees it.
 pub struct Families {
     pub registry: Registry,
     pub requests: Family<Outcome, Counter>,

@@ -62,7 +62,7 @@ struct BackendSeries {
     /// This backend's per-route series, by route, reason and outcome: each
     /// looked up in the family once, then here (the family's map hashes
     /// all four labels with SipHash under a lock, on every call).
-    routed: std::sync::Mutex<switchyard_router::NameMap<Routed, Counter>>,
+    routed: std::sync::RwLock<switchyard_router::NameMap<Routed, Counter>>,
     /// The GenAI series of a successful call, per operation, made on the
     /// first such call (a backend serves one or two operations).
     genai: [std::sync::OnceLock<GenAiSeries>; 3],
@@ -382,15 +382,21 @@ impl Metrics {
             reason: row.reason,
             outcome: OUTCOMES[outcome],
         };
-        let mut known = b.routed.lock().unwrap_or_else(|p| p.into_inner());
+        let known = b.routed.read().unwrap_or_else(|p| p.into_inner());
         if let Some(counter) = known.get(&routed) {
             counter.inc();
+            drop(known);
         } else {
+            // The family's lock is taken with this map's let go, so a
+            // scrape holding it never holds up this backend's other calls.
+            drop(known);
             let counter = f.routed.get_or_create_owned(&routed);
             counter.inc();
-            known.insert(routed, counter);
+            b.routed
+                .write()
+                .unwrap_or_else(|p| p.into_inner())
+                .insert(routed, counter);
         }
-        drop(known);
         if let Some(role) = ROLES.iter().position(|r| *r == call.role) {
             b.roles[role].inc();
         }
