@@ -550,23 +550,40 @@ async fn slow_uploaders_cannot_make_the_gateway_hold_more_bodies() {
         .openai("local", "small", &upstream.base_url(), &[])
         .start();
     // One client sends half a body and waits.
-    let mut slow = tokio::net::TcpStream::connect(gateway.addr).await.unwrap();
-    slow.write_all(
-        b"POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: 100\r\n\r\n{\"model\":",
-    )
-    .await
-    .unwrap();
+    let half_a_body = async || {
+        let mut slow = tokio::net::TcpStream::connect(gateway.addr).await.unwrap();
+        slow.write_all(
+            b"POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: 100\r\n\r\n{\"model\":",
+        )
+        .await
+        .unwrap();
+        slow
+    };
+    let mut slow = half_a_body().await;
     // Its body holds the one place once the gateway has read its head;
     // from then on the next request is a 503. Polled: when the head is
     // read depends on the machine's load.
     let mut last = None;
-    let refused = support::eventually(async || {
+    let mut refused = false;
+    for _ in 0..100 {
         let next = post_json(&gateway.url("/v1/chat/completions"), &chat("local", "hi")).await;
-        let refused = next.status == 503;
-        last = Some((next.status, String::from_utf8_lossy(&next.body).to_string()));
-        refused
-    })
-    .await;
+        let body = String::from_utf8_lossy(&next.body).to_string();
+        if next.status == 503 {
+            assert!(body.contains("reading as many request bodies"), "{body}");
+            refused = true;
+            break;
+        }
+        last = Some((next.status, body));
+        // Our own request held the place while its body was read: if the
+        // slow head came in then, it was the one refused, so it starts
+        // again.
+        let mut answer = [0u8; 64];
+        match slow.try_read(&mut answer) {
+            Err(err) if err.kind() == std::io::ErrorKind::WouldBlock => {}
+            _ => slow = half_a_body().await,
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     assert!(refused, "never refused; the last answer: {last:?}");
     drop(slow);
     // Its place is free again.
