@@ -222,13 +222,20 @@ mod tests {
         }
     }
 
+    /// A new ledger in a directory of its own, `switchyard-NAME-PID`, which
+    /// the test removes.
+    fn fresh_ledger(name: &str) -> (std::path::PathBuf, Connection) {
+        let dir = std::env::temp_dir().join(format!("switchyard-{name}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("ledger.db");
+        let conn = super::super::schema::open(path.to_str().unwrap(), false).unwrap();
+        (dir, conn)
+    }
+
     /// Every row of a batch lands whole, each value in its own column.
     #[test]
     fn every_row_of_a_batch_lands_in_its_columns() {
-        let dir = std::env::temp_dir().join(format!("switchyard-writer-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join("ledger.db");
-        let mut conn = super::super::schema::open(path.to_str().unwrap(), false).unwrap();
+        let (dir, mut conn) = fresh_ledger("writer");
         let rows = 69;
         let batch: Vec<Entry> = (0..rows).map(|i| Entry::unwaited(row(i))).collect();
         commit(&mut conn, &batch).unwrap();
@@ -269,10 +276,7 @@ mod tests {
     /// a batch and in the next batch.
     #[test]
     fn a_value_in_one_row_never_fills_the_next_rows_empty_cell() {
-        let dir = std::env::temp_dir().join(format!("switchyard-nulls-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join("ledger.db");
-        let mut conn = super::super::schema::open(path.to_str().unwrap(), false).unwrap();
+        let (dir, mut conn) = fresh_ledger("nulls");
         let with = |i: usize, session: Option<&str>| {
             let mut r = row(i);
             r.session = session.map(Into::into);
