@@ -135,16 +135,10 @@ async fn the_request_log_finds_what_failed_for_whom_and_why() {
     // Every row written before any of the others is looked up: nine, as
     // each fallback request leaves two.
     let ledger = rusqlite::Connection::open(dir.join("ledger.db")).unwrap();
-    let rows = || -> i64 {
-        ledger
-            .query_row("SELECT COUNT(*) FROM requests", [], |r| r.get(0))
-            .unwrap()
-    };
-    assert!(
-        support::eventually(async || rows() == 9).await,
-        "{} rows",
-        rows()
-    );
+    support::rows_once_written(&ledger, "SELECT id FROM requests", 9, |r| {
+        r.get::<_, i64>(0)
+    })
+    .await;
     let all = log(&gateway, "since=1h").await;
     assert_eq!(all["requests"].as_array().unwrap().len(), 7, "{all}");
 

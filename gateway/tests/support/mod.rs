@@ -581,7 +581,16 @@ pub async fn ledger_rows<T>(
     want: usize,
     row: impl Fn(&rusqlite::Row<'_>) -> rusqlite::Result<T>,
 ) -> Vec<T> {
-    let ledger = gateway.ledger();
+    rows_once_written(&gateway.ledger(), sql, want, row).await
+}
+
+/// As [`ledger_rows`], from a ledger at a path of the test's own.
+pub async fn rows_once_written<T>(
+    ledger: &rusqlite::Connection,
+    sql: &str,
+    want: usize,
+    row: impl Fn(&rusqlite::Row<'_>) -> rusqlite::Result<T>,
+) -> Vec<T> {
     let mut rows = Vec::new();
     let written = eventually(async || {
         let mut statement = ledger.prepare(sql).expect("a valid query");
