@@ -59,14 +59,19 @@ struct BackendSeries {
     /// Decode and prefill drift, and the recent and baseline error
     /// shares, made when first set (a series appears once it has a value).
     drift: [std::sync::OnceLock<FloatGauge>; 4],
-    /// This backend's per-route series, by route, reason and outcome: each
-    /// looked up in the family once, then here (the family's map hashes
-    /// all four labels with SipHash under a lock, on every call).
-    routed: std::sync::RwLock<switchyard_router::NameMap<Routed, Counter>>,
+    /// This backend's per-route series, by route, reason and outcome (an
+    /// index into `OUTCOMES`): each looked up in the family once, then here
+    /// (the family's map hashes all four labels with SipHash under a lock,
+    /// on every call).
+    routed: std::sync::RwLock<RoutedSeries>,
     /// The GenAI series of a successful call, per operation, made on the
     /// first such call (a backend serves one or two operations).
     genai: [std::sync::OnceLock<GenAiSeries>; 3],
 }
+
+/// A backend's `switchyard_routed_requests` counters by route, reason and
+/// outcome.
+type RoutedSeries = switchyard_router::NameMap<(Arc<str>, &'static str, usize), Counter>;
 
 /// One backend's GenAI histograms for one operation, successful calls.
 struct GenAiSeries {
@@ -376,26 +381,30 @@ impl Metrics {
             _ => 1,
         };
         b.outcomes[outcome].inc();
-        let routed = Routed {
-            route: row.route.clone().unwrap_or_else(|| self.direct.clone()),
-            backend: b.name.clone(),
-            reason: row.reason,
-            outcome: OUTCOMES[outcome],
-        };
+        let key = (
+            row.route.clone().unwrap_or_else(|| self.direct.clone()),
+            row.reason,
+            outcome,
+        );
         let known = b.routed.read().unwrap_or_else(|p| p.into_inner());
-        if let Some(counter) = known.get(&routed) {
+        if let Some(counter) = known.get(&key) {
             counter.inc();
             drop(known);
         } else {
             // The family's lock is taken with this map's let go, so a
             // scrape holding it never holds up this backend's other calls.
             drop(known);
-            let counter = f.routed.get_or_create_owned(&routed);
+            let counter = f.routed.get_or_create_owned(&Routed {
+                route: key.0.clone(),
+                backend: b.name.clone(),
+                reason: row.reason,
+                outcome: OUTCOMES[outcome],
+            });
             counter.inc();
             b.routed
                 .write()
                 .unwrap_or_else(|p| p.into_inner())
-                .insert(routed, counter);
+                .insert(key, counter);
         }
         if let Some(role) = ROLES.iter().position(|r| *r == call.role) {
             b.roles[role].inc();
