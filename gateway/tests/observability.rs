@@ -120,6 +120,62 @@ async fn metric_series_stay_flat_whatever_callers_send() {
     );
 }
 
+/// Each call counts once in its backend's per-route series, whatever its
+/// reason, under its route's name or `direct` (the series' handles are
+/// kept per backend after their first use, so later calls count in them
+/// too).
+#[tokio::test]
+async fn each_call_counts_once_under_its_route_and_backend() {
+    let gateway = GatewayBuilder::new()
+        .in_process_sim(
+            "small",
+            "small",
+            &format!("preset: small, {FAST_SIM_FIELDS}"),
+        )
+        .in_process_sim(
+            "large",
+            "cloud",
+            &format!("preset: large, {FAST_SIM_FIELDS}"),
+        )
+        .split("auto", &[("small", 50), ("large", 50)])
+        .start();
+    let url = gateway.url("/v1/chat/completions");
+    let mut served = std::collections::BTreeMap::<(String, String), f64>::new();
+    for (i, model) in ["auto", "small", "auto", "auto", "small", "auto", "large"]
+        .iter()
+        .enumerate()
+    {
+        let body = json!({"model": model, "max_tokens": 4,
+            "messages": [{"role": "user", "content": format!("hello {i}")}]});
+        let reply = post_with(&url, &body, &[]).await;
+        assert_eq!(reply.status, 200);
+        let route = if *model == "auto" { "auto" } else { "direct" };
+        let backend = reply.header("x-switchyard-backend").unwrap().to_owned();
+        *served.entry((route.to_owned(), backend)).or_default() += 1.0;
+    }
+    let text = String::from_utf8(get(&gateway.url("/metrics")).await.body.to_vec()).unwrap();
+    let mut counted = std::collections::BTreeMap::<(String, String), f64>::new();
+    for line in text.lines() {
+        let Some(labels) = line.strip_prefix("switchyard_routed_requests_total{") else {
+            continue;
+        };
+        let (labels, value) = labels.rsplit_once("} ").unwrap();
+        let label = |name: &str| {
+            labels
+                .split(',')
+                .find_map(|l| l.strip_prefix(&format!("{name}=\"")))
+                .unwrap()
+                .trim_end_matches('"')
+                .to_owned()
+        };
+        assert_eq!(label("outcome"), "ok", "{line}");
+        *counted
+            .entry((label("route"), label("backend")))
+            .or_default() += value.parse::<f64>().unwrap();
+    }
+    assert_eq!(counted, served, "{text}");
+}
+
 const ADMIN: &str = "sk-admin-obs";
 const ALICE: &str = "sk-alice-obs";
 
