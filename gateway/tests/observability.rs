@@ -79,9 +79,10 @@ async fn random_traffic(gateway: &Proc, count: usize) {
         .await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn metric_series_stay_flat_whatever_callers_send() {
-    let gateway = GatewayBuilder::new()
+/// A gateway over a small and a large simulated backend, `auto` splitting
+/// `small_share` percent to the small one.
+fn small_and_large(small_share: u32) -> Proc {
+    GatewayBuilder::new()
         .in_process_sim(
             "small",
             "small",
@@ -92,8 +93,16 @@ async fn metric_series_stay_flat_whatever_callers_send() {
             "cloud",
             &format!("preset: large, {FAST_SIM_FIELDS}"),
         )
-        .split("auto", &[("small", 80), ("large", 20)])
-        .start();
+        .split(
+            "auto",
+            &[("small", small_share), ("large", 100 - small_share)],
+        )
+        .start()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metric_series_stay_flat_whatever_callers_send() {
+    let gateway = small_and_large(80);
     // Every series the traffic can make, made once (decode drift needs a
     // baseline of calls on each backend first). Which of the split's
     // reasons a run happens to meet is chance (`sticky-share` comes about
@@ -126,19 +135,7 @@ async fn metric_series_stay_flat_whatever_callers_send() {
 /// too).
 #[tokio::test]
 async fn each_call_counts_once_under_its_route_and_backend() {
-    let gateway = GatewayBuilder::new()
-        .in_process_sim(
-            "small",
-            "small",
-            &format!("preset: small, {FAST_SIM_FIELDS}"),
-        )
-        .in_process_sim(
-            "large",
-            "cloud",
-            &format!("preset: large, {FAST_SIM_FIELDS}"),
-        )
-        .split("auto", &[("small", 50), ("large", 50)])
-        .start();
+    let gateway = small_and_large(50);
     let url = gateway.url("/v1/chat/completions");
     let mut served = std::collections::BTreeMap::<(String, String), f64>::new();
     for (i, model) in ["auto", "small", "auto", "auto", "small", "auto", "large"]
