@@ -131,13 +131,16 @@ def responses(wire, model, tools=True, openai_only=True):
     assert cut["output"][-1]["status"] == "incomplete", cut
     wire.stream("/v1/responses", short, "ResponseStreamEvent", f"{model} responses stream cut short")
     schema = PERSON["json_schema"]
-    structured = {"model": model, "input": "Describe someone",
+    # Bounded like the chat json_schema call: unbounded, a one-thread
+    # llama-server may write into its whole window and outlast the client.
+    structured = {"model": model, "input": "Describe someone", "max_output_tokens": 200,
                   "text": {"format": {"type": "json_schema", "name": schema["name"], "schema": schema["schema"],
                                       "strict": True}}}
     if openai_only:
         wire.whole("/v1/responses", structured, "Response", f"{model} responses json_schema")
     if tools:
-        weather = {"model": model, "input": "Weather in Oslo?", "tools": [RESPONSES_TOOL], "tool_choice": "required"}
+        weather = {"model": model, "input": "Weather in Oslo?", "tools": [RESPONSES_TOOL], "tool_choice": "required",
+                   "max_output_tokens": 200}
         answer = wire.whole("/v1/responses", weather, "Response", f"{model} responses tool call")
         assert answer["tools"][0]["name"] == "get_weather" and answer["tool_choice"] == "required", answer
         events = wire.stream("/v1/responses", weather, "ResponseStreamEvent", f"{model} responses tool call stream")
