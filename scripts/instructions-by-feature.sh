@@ -14,9 +14,10 @@
 #   + all three      telemetry, sensitive and the response cache together
 # The ledger has no off switch (every request has its row); its share is
 # in the profile: scripts/count-instructions.sh with CALLGRIND_KEEP.
-# Needs valgrind and a release build of the gateway and the bare hop
-# (cargo build --release -p switchyard -p switchyard-examples --bin
-# switchyard --bin bare-hop). Takes about eight minutes.
+# Needs valgrind and release builds of the gateway and the bare hop, each
+# built on its own as scripts/instructions-guard.sh builds them (cargo build
+# --release -p switchyard; cargo build --release -p switchyard-examples
+# --bin bare-hop). Takes about eight minutes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # One tokio worker, as the guard counts: the rows then differ by what the
