@@ -1,9 +1,9 @@
 //! Links the functions a proxied request runs side by side.
 //!
-//! `hot-symbols.txt` names them (about 720 of the binary's 11,700
-//! functions, 1.2 MB of its 10 MB of code), as callgrind saw them run in the
-//! gateway and in the overhead benchmark's bare hop; `scripts/hot-symbols.sh`
-//! writes it. Given to lld as a symbol ordering file, they are laid out
+//! `hot-symbols.txt` names them (1,575 names on 2026-12-06, about 1,100 of
+//! them in any one build: the release and bench builds hash some generic
+//! functions differently), as callgrind saw them run in the gateway;
+//! `scripts/hot-symbols.sh` writes it. Given to lld as a symbol ordering file, they are laid out
 //! together instead of across the whole binary, so a request touches fewer
 //! pages of code. In the overhead benchmark (`OVERHEAD_AB`, two runs of nine
 //! rounds) the same code linked without the list took 1.05-1.10x the CPU per

@@ -2,9 +2,10 @@
 # Writes gateway/hot-symbols.txt: the functions a proxied request runs in the
 # gateway, hottest first, by callgrind (scripts/count-instructions.sh), as
 # `cargo build --release -p switchyard` builds it and as `cargo bench`
-# builds it (today the two give the same symbols; a dev-dependency that
-# changed a shared dependency's features would give generic functions other
-# hashes). gateway/build.rs gives the list to the linker, which lays those
+# builds it (the bench build's dev-dependencies change some shared
+# dependencies' features, so the two hash some generic functions
+# differently: on 2026-12-06 each had 1,104 of the list's names, the two
+# together 1,575). gateway/build.rs gives the list to the linker, which lays those
 # functions out together. Only the gateway is linked with it, so the bare
 # hop's functions are not listed. Rerun after moving code or changing
 # dependencies: a symbol's name is its module path and a hash that changes
@@ -20,14 +21,16 @@ trap 'rm -rf "$work"' EXIT
 # Symbols as the linker sees them, not demangled.
 export VALGRIND_OPTS=--demangle=no
 # Self cost per function in the given binary, summed over the source files
-# its code came from; then the names, hottest first.
+# its code came from; then the names, hottest first. Left out: callgrind's
+# names for a function's recursive calls (`name'2`, the function itself is
+# listed) and its `(below main)`, which no symbol is called.
 hottest() {
   callgrind_annotate --threshold=100 "$1" 2> /dev/null |
     awk -v bin="[$(realpath "$2")]" '$NF == bin {
       n = $1; gsub(",", "", n)
       name = $0; sub(/ \[[^]]*\]$/, "", name); sub(/^.*:/, "", name)
       cost[name] += n
-    } END { for (f in cost) print cost[f], f }' |
+    } END { for (f in cost) if (f !~ /\047|^\(below main\)$/) print cost[f], f }' |
     sort -rn | cut -d' ' -f2
 }
 cargo build --release -p switchyard
