@@ -3,12 +3,14 @@
 //! `hot-symbols.txt` names them (1,575 names on 2026-12-06, about 1,100 of
 //! them in any one build: the release and bench builds hash some generic
 //! functions differently), as callgrind saw them run in the gateway;
-//! `scripts/hot-symbols.sh` writes it. Given to lld as a symbol ordering file, they are laid out
-//! together instead of across the whole binary, so a request touches fewer
-//! pages of code. In the overhead benchmark (`OVERHEAD_AB`, two runs of nine
-//! rounds) the same code linked without the list took 1.05-1.10x the CPU per
-//! request, and added 10 and 28 us more to the c=1 p50, where each request
-//! starts on cold caches.
+//! `scripts/hot-symbols.sh` writes it. Given to lld as a symbol ordering
+//! file, they are laid out together instead of across the whole binary, so
+//! a request touches fewer pages of code. In the overhead benchmark
+//! (`OVERHEAD_AB`, two runs of nine rounds each time) the same code linked
+//! without the list took 1.07x and 1.10x the CPU per request at c=1, where
+//! each request starts on cold caches, on 2026-11-30; linked with a list
+//! gone stale, 1.02x and 1.04x at c=1 and level at c=16 and c=64 on
+//! 2026-12-06, within the rounds' spread.
 //!
 //! Only for x86_64 Linux, where rustc links with its own lld by default
 //! (since Rust 1.90), and not when another linker is configured through the
