@@ -564,14 +564,12 @@ async fn slow_uploaders_cannot_make_the_gateway_hold_more_bodies() {
     // from then on the next request is a 503. Polled: when the head is
     // read depends on the machine's load.
     let mut last = None;
-    let mut refused = false;
-    for _ in 0..100 {
+    let refused = support::eventually(async || {
         let next = post_json(&gateway.url("/v1/chat/completions"), &chat("local", "hi")).await;
         let body = String::from_utf8_lossy(&next.body).to_string();
         if next.status == 503 {
             assert!(body.contains("reading as many request bodies"), "{body}");
-            refused = true;
-            break;
+            return true;
         }
         last = Some((next.status, body));
         // Our own request held the place while its body was read: if the
@@ -582,8 +580,9 @@ async fn slow_uploaders_cannot_make_the_gateway_hold_more_bodies() {
             Err(err) if err.kind() == std::io::ErrorKind::WouldBlock => {}
             _ => slow = half_a_body().await,
         }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+        false
+    })
+    .await;
     assert!(refused, "never refused; the last answer: {last:?}");
     drop(slow);
     // Its place is free again.
