@@ -1,6 +1,7 @@
 //! HTTP plumbing shared by the gateway and the simulator server: bodies,
 //! JSON and SSE responses, reading request bodies within limits.
 
+pub mod after_poll;
 pub(crate) mod connection;
 mod idle_body;
 pub mod multipart;

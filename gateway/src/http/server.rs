@@ -6,10 +6,11 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::http::after_poll;
 use crate::http::tls::Tls;
 use http::{Request, Response};
 use hyper::body::Incoming;
-use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
@@ -41,7 +42,7 @@ pub async fn serve<S, B>(
     B::Data: Send,
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
-    let mut builder = auto::Builder::new(TokioExecutor::new());
+    let mut builder = auto::Builder::new(after_poll::Executor);
     builder
         .http1()
         .timer(TokioTimer::new())
@@ -93,7 +94,9 @@ pub async fn serve<S, B>(
             activity: activity.clone(),
         };
         let (builder, draining, tls) = (builder.clone(), draining.clone(), tls.clone());
-        tokio::spawn(async move {
+        // Run as a `RunsQueued`: a request's bookkeeping runs once hyper has
+        // written its answer, in this task (see `after_poll`).
+        tokio::spawn(after_poll::RunsQueued::new(async move {
             let ended = match tls {
                 None => {
                     let connection = builder.serve_connection(TokioIo::new(stream), service);
@@ -123,7 +126,7 @@ pub async fn serve<S, B>(
                 tracing::debug!(%peer, error = %err, "connection ended with an error");
             }
             drop(slot);
-        });
+        }));
     }
     drop(listener);
     let _ = drain.send(true);
