@@ -2,13 +2,17 @@
 //!
 //! A request's bookkeeping (pricing, budgets, the latency model, its ledger
 //! row) must not delay its answer, so it used to run in a task of its own.
-//! But a task spawned while another worker is idle wakes that worker, and
-//! the record went to the other core's cache. A connection's task instead
-//! runs what its request queued once hyper has written the answer and the
-//! connection waits for its next request: at the end of the poll in
-//! progress. At one request at a time (2,000 of the overhead benchmark's,
-//! `/proc`'s counts) the workers' voluntary context switches per request
-//! went from 4.9 to 3.0, the bare hop's.
+//! But a task spawned while another worker is idle wakes that worker. An
+//! HTTP/1 connection's task instead runs what its request queued at the
+//! end of the poll in progress, once hyper has handed the answer to the
+//! socket (all of it, unless the socket's buffer filled) and the connection
+//! waits for its next request. At one request at a time (2,000 of the
+//! overhead benchmark's, `/proc`'s counts) the workers' voluntary context
+//! switches per request went from 4.9 to 3.0, the bare hop's.
+//!
+//! HTTP/2 is left as it was: a stream's task only hands its frames to the
+//! connection's task, which writes them after the stream's poll ends, so
+//! work run there would come before the answer is written.
 
 use std::cell::{Cell, RefCell};
 use std::future::Future;
@@ -79,7 +83,19 @@ impl Depth {
 
 impl Drop for Depth {
     fn drop(&mut self) {
-        DEPTH.set(DEPTH.get() - 1);
+        let depth = DEPTH.get() - 1;
+        DEPTH.set(depth);
+        // The poll panicked: its work is not run during the unwind, nor
+        // left waiting for the next poll on this thread (there may be none
+        // before shutdown, which waits for rows); each piece gets a task.
+        if depth == 0 && std::thread::panicking() {
+            let queued = QUEUED.take();
+            if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+                for work in queued {
+                    runtime.spawn(async move { work() });
+                }
+            }
+        }
     }
 }
 
@@ -95,21 +111,6 @@ fn run_queued() {
     }
     // Kept, with its room, for the next poll's work.
     QUEUED.set(queued);
-}
-
-/// hyper's executor for a connection's own tasks (HTTP/2 streams): tokio's,
-/// each task run as a [`RunsQueued`].
-#[derive(Clone, Copy, Debug, Default)]
-pub struct Executor;
-
-impl<F> hyper::rt::Executor<F> for Executor
-where
-    F: Future + Send + 'static,
-    F::Output: Send + 'static,
-{
-    fn execute(&self, future: F) {
-        tokio::spawn(RunsQueued::new(future));
-    }
 }
 
 #[cfg(test)]
@@ -169,6 +170,29 @@ mod tests {
             .build()
             .unwrap()
             .block_on(future);
+        assert_eq!(ran.load(Ordering::SeqCst), 1);
+    }
+
+    /// Work queued by a poll that panics is not lost: it gets a task.
+    #[test]
+    fn work_queued_by_a_panicking_poll_still_runs() {
+        let ran = Arc::new(AtomicUsize::new(0));
+        let counter = ran.clone();
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        runtime.block_on(async move {
+            let polled = tokio::spawn(RunsQueued::new(async move {
+                let _ = queue(Box::new(move || {
+                    counter.fetch_add(1, Ordering::SeqCst);
+                }));
+                panic!("the poll panics");
+            }));
+            assert!(polled.await.is_err());
+            for _ in 0..10 {
+                tokio::task::yield_now().await;
+            }
+        });
         assert_eq!(ran.load(Ordering::SeqCst), 1);
     }
 }

@@ -10,7 +10,7 @@ use crate::http::after_poll;
 use crate::http::tls::Tls;
 use http::{Request, Response};
 use hyper::body::Incoming;
-use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
@@ -42,7 +42,7 @@ pub async fn serve<S, B>(
     B::Data: Send,
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
-    let mut builder = auto::Builder::new(after_poll::Executor);
+    let mut builder = auto::Builder::new(TokioExecutor::new());
     builder
         .http1()
         .timer(TokioTimer::new())
@@ -94,8 +94,10 @@ pub async fn serve<S, B>(
             activity: activity.clone(),
         };
         let (builder, draining, tls) = (builder.clone(), draining.clone(), tls.clone());
-        // Run as a `RunsQueued`: a request's bookkeeping runs once hyper has
-        // written its answer, in this task (see `after_poll`).
+        // Run as a `RunsQueued`: an HTTP/1 request's bookkeeping runs in
+        // this task once hyper has handed its answer to the socket (see
+        // `after_poll`). HTTP/2 streams run in tasks of their own, whose
+        // frames this task writes: theirs keeps a task of its own.
         tokio::spawn(after_poll::RunsQueued::new(async move {
             let ended = match tls {
                 None => {

@@ -482,9 +482,10 @@ impl Ledger {
 
     /// Runs `work` (a request's bookkeeping, ending in its row) once the
     /// reply is out, and writes the row; `close` waits for it as for a
-    /// detached row. In a connection's task it runs there, once hyper has
-    /// written the answer (`http::after_poll`: a task of its own woke an
-    /// idle worker per request); elsewhere in a task of its own.
+    /// detached row. In an HTTP/1 connection's task it runs there, once
+    /// hyper has handed the answer to the socket (`http::after_poll`: a task
+    /// of its own woke an idle worker per request); elsewhere in a task of
+    /// its own. Not for strict mode, whose caller waits for the commit.
     ///
     /// (A single long-lived task fed by a channel instead measured no
     /// cheaper under load, and slower at c=1.)
@@ -492,6 +493,7 @@ impl Ledger {
         self: &Arc<Self>,
         work: impl FnOnce() -> Option<LedgerRow> + Send + 'static,
     ) {
+        debug_assert!(!self.strict, "strict rows are written by their request");
         self.detached.fetch_add(1, Ordering::AcqRel);
         let detached = Detached(self.clone());
         let queued = crate::http::after_poll::queue(Box::new(move || {

@@ -124,15 +124,16 @@ fn insert_sql(rows: usize) -> String {
     )
 }
 
-static MANY: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| insert_sql(ROWS_PER_INSERT));
-static ONE: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| insert_sql(1));
+static INSERT_MANY: std::sync::LazyLock<String> =
+    std::sync::LazyLock::new(|| insert_sql(ROWS_PER_INSERT));
+static INSERT_ONE: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| insert_sql(1));
 
 /// Compiles both INSERT statements into `conn`'s statement cache, so that
 /// the gateway pays for them as it starts rather than in its first batch
 /// (the eight-row statement's text and compilation take about a million
 /// instructions, once).
 fn prepare_inserts(conn: &Connection) {
-    for sql in [&*MANY, &*ONE] {
+    for sql in [&*INSERT_MANY, &*INSERT_ONE] {
         if let Err(err) = conn.prepare_cached(sql) {
             tracing::warn!(error = %err, "ledger insert not compiled ahead; the first batch will try again");
         }
@@ -144,17 +145,17 @@ fn commit(conn: &mut Connection, batch: &[Entry]) -> rusqlite::Result<()> {
     {
         let mut groups = batch.chunks_exact(ROWS_PER_INSERT);
         if groups.len() > 0 {
-            insert(&mut tx.prepare_cached(&MANY)?, groups.by_ref())?;
+            insert(&mut tx.prepare_cached(&INSERT_MANY)?, groups.by_ref())?;
         }
         let rest = groups.remainder();
         if !rest.is_empty() {
-            insert(&mut tx.prepare_cached(&ONE)?, rest.chunks(1))?;
+            insert(&mut tx.prepare_cached(&INSERT_ONE)?, rest.chunks(1))?;
         }
     }
     tx.commit()
 }
 
-/// Runs `insert` once for each group of rows, all of a group's size.
+/// Runs `statement` once for each group of rows, all of a group's size.
 ///
 /// A statement keeps its bindings from one run to the next (SQLite holds
 /// its own copy of each), so a cell is bound only where it differs from
@@ -164,10 +165,10 @@ fn commit(conn: &mut Connection, batch: &[Entry]) -> rusqlite::Result<()> {
 /// instructions a row, most of them copying text. The first run starts
 /// with every parameter unbound, as NULL.
 fn insert<'a>(
-    insert: &mut rusqlite::CachedStatement<'_>,
+    statement: &mut rusqlite::CachedStatement<'_>,
     groups: impl Iterator<Item = &'a [Entry]>,
 ) -> rusqlite::Result<()> {
-    insert.clear_bindings();
+    statement.clear_bindings();
     // The cells each row position of the statement was bound to last.
     let mut bound: Vec<[Cell<'a>; COLUMNS.len()]> = Vec::new();
     for group in groups {
@@ -180,7 +181,7 @@ fn insert<'a>(
                     None => cell.is_null(),
                 };
                 if !unchanged {
-                    insert.raw_bind_parameter(slot * COLUMNS.len() + i + 1, cell)?;
+                    statement.raw_bind_parameter(slot * COLUMNS.len() + i + 1, cell)?;
                 }
             }
             match bound.get_mut(slot) {
@@ -188,7 +189,7 @@ fn insert<'a>(
                 None => bound.push(cells),
             }
         }
-        insert.raw_execute()?;
+        statement.raw_execute()?;
     }
     Ok(())
 }

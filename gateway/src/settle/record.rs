@@ -440,10 +440,10 @@ impl RequestRecord {
     /// Writes the row of a call whose answer is about to go out. In strict
     /// mode the row is committed first, so the client never sees an answer
     /// the ledger lacks. Otherwise the bookkeeping (pricing, budgets, rate
-    /// limits, metrics, the latency model and the row) runs once the answer
-    /// is written (`Ledger::after_reply`), and so adds nothing to the
-    /// answer's latency; unless the ledger is backed up, when the request
-    /// waits for it as before.
+    /// limits, metrics, the latency model and the row) runs after the answer
+    /// (`Ledger::after_reply`), and so adds nothing to the answer's latency;
+    /// unless the ledger is backed up, when the request waits for it as
+    /// before.
     /// In strict mode a row that was not committed is an error: the answer
     /// must not go out as a success.
     /// (Not an `async fn`: its state would hold the record and grow every
