@@ -12,7 +12,7 @@ use std::sync::{PoisonError, RwLock};
 
 use bytes::Bytes;
 use futures_util::stream::BoxStream;
-use http::header::{ACCEPT, CONTENT_TYPE};
+use http::header::{ACCEPT, CONTENT_TYPE, HOST};
 use http::{HeaderName, HeaderValue, Method, Request, Uri};
 use http_body_util::Full;
 use hyper::body::Incoming;
@@ -70,9 +70,34 @@ pub struct Upstream {
     /// Added after every path (`?api-version=...`), or empty.
     query: String,
     headers: Vec<(HeaderName, HeaderValue)>,
+    /// `Host`, made once for a plain `http://` server (see [`plain_http_host`]).
+    host: Option<HeaderValue>,
     timeouts: Timeouts,
     /// The largest whole answer or streamed event read.
     max_response_bytes: usize,
+}
+
+/// The `Host` header hyper_util's client writes on each request to
+/// `base_url` (the host, and the port unless it is 80), made once instead:
+/// the client formats it anew for every request, about 900 instructions.
+/// Only for plain `http://` servers, whose connections are always HTTP/1;
+/// over TLS, ALPN may choose HTTP/2, which carries the host in
+/// `:authority` and gets no `Host` from the client. None when a backend's
+/// configured headers set `Host` themselves.
+fn plain_http_host(base_url: &str, headers: &[(HeaderName, HeaderValue)]) -> Option<HeaderValue> {
+    if headers.iter().any(|(name, _)| name == HOST) {
+        return None;
+    }
+    let uri: Uri = base_url.parse().ok()?;
+    if uri.scheme() != Some(&http::uri::Scheme::HTTP) {
+        return None;
+    }
+    let host = uri.host()?;
+    let value = match uri.port_u16() {
+        Some(port) if port != 80 => format!("{host}:{port}"),
+        _ => host.to_owned(),
+    };
+    HeaderValue::from_str(&value).ok()
 }
 
 const TRACEPARENT: HeaderName = HeaderName::from_static("traceparent");
@@ -92,6 +117,7 @@ impl Upstream {
             base_url: base_url.to_owned(),
             uris: RwLock::new(Vec::new()),
             query: String::new(),
+            host: plain_http_host(base_url, &headers),
             headers,
             timeouts: link.timeouts,
             max_response_bytes: link.max_response_bytes,
@@ -153,7 +179,12 @@ impl Upstream {
         *request.method_mut() = method;
         *request.uri_mut() = uri;
         let headers = request.headers_mut();
-        headers.reserve(4 + self.headers.len() + extra_headers.len());
+        headers.reserve(5 + self.headers.len() + extra_headers.len());
+        if let Some(host) = &self.host
+            && !extra_headers.iter().any(|(name, _)| name == HOST)
+        {
+            headers.append(HOST, host.clone());
+        }
         headers.append(
             ACCEPT,
             HeaderValue::from_static("application/json, text/event-stream"),
@@ -373,4 +404,39 @@ async fn read_body(body: Incoming, limit: usize) -> Result<Bytes, AdapterError> 
         .map_err(|TooLarge| AdapterError::Protocol {
             message: format!("the answer is larger than {limit} bytes (max_response_bytes)"),
         })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn host(base_url: &str) -> Option<String> {
+        plain_http_host(base_url, &[]).map(|v| v.to_str().unwrap().to_owned())
+    }
+
+    /// The same `Host` hyper_util writes: the port only when it is not 80,
+    /// IPv6 hosts in brackets; nothing over TLS or where config sets one.
+    #[test]
+    fn host_is_made_once_for_plain_http_servers_only() {
+        assert_eq!(
+            host("http://127.0.0.1:8080/v1").as_deref(),
+            Some("127.0.0.1:8080")
+        );
+        assert_eq!(
+            host("http://models.internal/v1").as_deref(),
+            Some("models.internal")
+        );
+        assert_eq!(
+            host("http://models.internal:80").as_deref(),
+            Some("models.internal")
+        );
+        assert_eq!(host("http://[::1]:9000/v1").as_deref(), Some("[::1]:9000"));
+        assert_eq!(host("https://api.openai.com/v1"), None);
+        assert_eq!(host("https://localhost:8443/v1"), None);
+        let configured = [(HOST, HeaderValue::from_static("models.example"))];
+        assert_eq!(
+            plain_http_host("http://127.0.0.1:8080/v1", &configured),
+            None
+        );
+    }
 }
