@@ -6,6 +6,7 @@
 mod client;
 mod error_body;
 mod events;
+mod plain_pool;
 
 use std::future::Future;
 use std::sync::{PoisonError, RwLock};
@@ -63,6 +64,9 @@ pub struct Link<'a> {
 /// (credentials, API versions), and its timeouts.
 pub struct Upstream {
     http: HttpClient,
+    /// A plain `http://` server's own connections; requests to it skip
+    /// `http` (see [`plain_pool`]).
+    plain: Option<std::sync::Arc<plain_pool::PlainPool>>,
     base_url: String,
     /// Each path's full URI, parsed on first use: parsing `base_url + path`
     /// on every call cost about 1,000 instructions.
@@ -114,6 +118,7 @@ impl Upstream {
     ) -> Result<Self, AdapterError> {
         Ok(Upstream {
             http: http_client_trusting(link.timeouts.connect, link.tls)?,
+            plain: plain_pool::PlainPool::for_base_url(base_url, link.timeouts.connect),
             base_url: base_url.to_owned(),
             uris: RwLock::new(Vec::new()),
             query: String::new(),
@@ -151,13 +156,19 @@ impl Upstream {
     }
 
     /// The full URI of `path`, parsed now. `path` may carry its own query
-    /// when the server adds none.
+    /// when the server adds none. For a plain `http://` server, only its
+    /// path and query (origin form), as an HTTP/1 request line has them:
+    /// its own connections send the URI as it is.
     fn fresh_uri(&self, path: &str) -> Result<Uri, AdapterError> {
-        format!("{}{path}{}", self.base_url, self.query)
+        let uri: Uri = format!("{}{path}{}", self.base_url, self.query)
             .parse()
             .map_err(|err: http::uri::InvalidUri| AdapterError::Internal {
                 message: format!("{}{path}: {err}", self.base_url),
-            })
+            })?;
+        Ok(match (&self.plain, uri.path_and_query()) {
+            (Some(_), Some(origin)) => Uri::from(origin.clone()),
+            _ => uri,
+        })
     }
 
     /// Sends a request and waits for the response head; error statuses
@@ -207,11 +218,14 @@ impl Upstream {
                 headers.append(TRACESTATE, state);
             }
         }
-        let response = self
-            .http
-            .request(request)
-            .await
-            .map_err(|err| client_error(err, self.timeouts.connect))?;
+        let response = match &self.plain {
+            Some(pool) => pool.request(request).await?,
+            None => self
+                .http
+                .request(request)
+                .await
+                .map_err(|err| client_error(err, self.timeouts.connect))?,
+        };
         let status = response.status();
         if status.is_success() {
             return Ok(response.into_body());
