@@ -386,9 +386,9 @@ mod tests {
     }
 
     /// A row that fails takes its whole batch with it, the rows its
-    /// statement wrote before it included (the insert is `OR FAIL`, which
-    /// keeps them, and the batch's transaction is what drops them); the
-    /// next batch lands whole.
+    /// statement wrote before it included: the trigger's `RAISE(FAIL)`
+    /// keeps those rows, as a failed `INSERT OR FAIL` does, and only the
+    /// batch's transaction drops them. The next batch lands whole.
     #[test]
     fn a_failing_row_leaves_none_of_its_batch() {
         let (dir, mut conn) = fresh_ledger("failing");

@@ -1,5 +1,5 @@
 //! The pool against real servers on loopback: hyper's, and a bare TCP one
-//! that hangs up after each answer.
+//! that hangs up when told.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -139,24 +139,28 @@ async fn a_streamed_answers_connection_comes_back_after_its_body() {
     let response = pool.request(post("/v1/b")).await.unwrap();
     assert_eq!(text(response).await, "/v1/b!");
     assert_eq!(accepted.load(Ordering::SeqCst), 1);
+    assert_eq!(idle_after_put_back(&pool, 1).await, 1);
     let (a, b) = tokio::join!(pool.request(post("/v1/c")), pool.request(post("/v1/d")));
     assert_eq!(text(a.unwrap()).await, "/v1/c!");
     assert_eq!(text(b.unwrap()).await, "/v1/d!");
     assert_eq!(accepted.load(Ordering::SeqCst), 2);
 }
 
-/// A server that hangs up after each answer (keep-alive, as far as its
-/// headers say): each request after the hang-up gets a new connection
-/// instead of the closed one.
+/// A server that answers (keep-alive, as far as its headers say) and hangs
+/// up when told: the connection waits idle while it is open, and once the
+/// server has closed it, it is never handed out; the next request gets a
+/// new connection.
 #[tokio::test]
 async fn a_connection_the_server_closed_is_not_used_again() {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let port = listener.local_addr().unwrap().port();
     let accepted = Arc::new(AtomicUsize::new(0));
-    let counted = accepted.clone();
+    let hang_up = Arc::new(tokio::sync::Notify::new());
+    let (counted, told) = (accepted.clone(), hang_up.clone());
     tokio::spawn(async move {
         while let Ok((mut socket, _)) = listener.accept().await {
             counted.fetch_add(1, Ordering::SeqCst);
+            let told = told.clone();
             tokio::spawn(async move {
                 let mut request = Vec::new();
                 let mut buf = [0u8; 1024];
@@ -170,22 +174,27 @@ async fn a_connection_the_server_closed_is_not_used_again() {
                 let _ = socket
                     .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok")
                     .await;
+                told.notified().await;
             });
         }
     });
     let pool = pool(port);
-    for _ in 0..3 {
-        let response = pool.request(post("/v1/x")).await.unwrap();
-        assert_eq!(text(response).await, "ok");
-        // Time for the connection's task to see the hang-up.
-        tokio::time::sleep(Duration::from_millis(50)).await;
+    let response = pool.request(post("/v1/x")).await.unwrap();
+    assert_eq!(text(response).await, "ok");
+    assert_eq!(idle_after_put_back(&pool, 1).await, 1);
+    hang_up.notify_one();
+    // The connection's task sees the hang-up (within a second).
+    for _ in 0..100 {
+        if pool.idle.lock().unwrap()[0].sender.is_closed() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    assert_eq!(accepted.load(Ordering::SeqCst), 3);
-    assert_eq!(
-        pool.take().map(|_| ()),
-        None,
-        "no closed connection is handed out"
-    );
+    assert!(pool.idle.lock().unwrap()[0].sender.is_closed());
+    assert!(pool.take().is_none(), "a closed connection was handed out");
+    let response = pool.request(post("/v1/y")).await.unwrap();
+    assert_eq!(text(response).await, "ok");
+    assert_eq!(accepted.load(Ordering::SeqCst), 2);
 }
 
 #[tokio::test]
