@@ -1,5 +1,6 @@
 //! Virtual keys: looked up by the SHA-256 of what the caller sent, compared
-//! in constant time against every configured key.
+//! in constant time against every configured key; a key once found is then
+//! found by its tag (`verified`).
 
 use std::sync::Arc;
 
@@ -12,6 +13,7 @@ use switchyard_router::prefix::Tenant;
 use xxhash_rust::xxh3::{xxh3_64, xxh3_64_with_seed};
 
 use crate::admit::access::shared::RateTicket;
+use crate::admit::access::verified::Verified;
 use crate::error::GatewayError;
 
 /// The authenticated caller of a request (in its extensions).
@@ -53,6 +55,9 @@ pub struct KeyStore {
     team_secret: u64,
     /// Each team's `models`, where it has them.
     team_models: Vec<(String, ModelAccess)>,
+    /// Keys already found, by tag: their callers' next requests skip the
+    /// SHA-256.
+    verified: Verified,
 }
 
 /// The header anthropic SDK 1.x sends its key in.
@@ -155,6 +160,7 @@ impl KeyStore {
             .chain(auth.admin_key_hash.into_iter().flatten())
             .collect();
         KeyStore {
+            verified: Verified::new(auth.keys.len()),
             keys: auth.keys.iter().cloned().map(Arc::new).collect(),
             enabled: auth.enabled(),
             admin: auth.admin_key_hash,
@@ -211,8 +217,10 @@ impl KeyStore {
         self.enabled
     }
 
-    /// The caller's key, or 401. Every configured key is compared, so the
-    /// time taken says nothing about which one (nearly) matched.
+    /// The caller's key, or 401. A string not found before is hashed and
+    /// compared with every configured key, so the time taken says nothing
+    /// about which one (nearly) matched; one found before is found by its
+    /// tag, whose search time depends only on random tags.
     pub fn authenticate(&self, headers: &HeaderMap) -> Result<Caller, GatewayError> {
         self.authenticate_request(headers, &http::Uri::from_static("/"))
     }
@@ -234,16 +242,22 @@ impl KeyStore {
                     .into(),
             });
         };
-        let hash = hash_key(key);
-        let mut found = None;
-        for candidate in &self.keys {
-            if bool::from(candidate.hash.ct_eq(&hash)) {
-                found = Some(candidate.clone());
+        let tag = self.verified.tag(key);
+        let position = self.verified.find(tag).or_else(|| {
+            let hash = hash_key(key);
+            let mut found = None;
+            for (position, candidate) in self.keys.iter().enumerate() {
+                if bool::from(candidate.hash.ct_eq(&hash)) {
+                    found = Some(position);
+                }
             }
-        }
-        let key = found.ok_or_else(|| GatewayError::Unauthorized {
-            message: "invalid API key".into(),
-        })?;
+            found.inspect(|&position| self.verified.remember(tag, position))
+        });
+        let key = position
+            .map(|position| self.keys[position].clone())
+            .ok_or_else(|| GatewayError::Unauthorized {
+                message: "invalid API key".into(),
+            })?;
         if key
             .expires_at_ms
             .is_some_and(|at| crate::ledger::now_ms() >= at)
@@ -400,6 +414,42 @@ mod tests {
         }
         assert!(store.is_admin(&headers("authorization", "Bearer sk-admin")));
         assert!(!store.is_admin(&headers("authorization", "Bearer sk-alice")));
+    }
+
+    #[test]
+    fn a_key_found_once_is_found_by_its_tag_and_expiry_still_holds() {
+        let store = store();
+        let alice = headers("authorization", "Bearer sk-alice");
+        assert_eq!(store.verified.len(), 0);
+        assert!(
+            store
+                .authenticate(&headers("x-api-key", "sk-mallory"))
+                .is_err()
+        );
+        assert_eq!(store.verified.len(), 0, "a wrong key is never remembered");
+        assert_eq!(store.authenticate(&alice).unwrap().key.name, "alice");
+        assert_eq!(store.verified.len(), 1);
+        let tag = store.verified.tag("sk-alice");
+        assert_eq!(store.verified.find(tag), Some(0));
+        assert_eq!(store.authenticate(&alice).unwrap().key.name, "alice");
+        assert!(
+            store
+                .authenticate(&headers("x-api-key", "sk-alicf"))
+                .is_err()
+        );
+        assert_eq!(store.verified.len(), 1);
+
+        let mut expired = store.keys[0].as_ref().clone();
+        expired.expires_at_ms = Some(1);
+        let store = KeyStore::new(&Auth {
+            keys: vec![expired],
+            ..Auth::default()
+        });
+        for _ in 0..2 {
+            let err = store.authenticate(&alice).unwrap_err();
+            assert!(err.to_string().contains("expired"), "{err}");
+        }
+        assert_eq!(store.verified.len(), 1);
     }
 
     #[test]

@@ -9,6 +9,7 @@ mod keys;
 mod layer;
 mod rate;
 mod shared;
+mod verified;
 
 pub use crate::admit::access::assemble::{Previous, assemble};
 pub use crate::admit::access::budget::{Budgets, Refused, Reservation};
