@@ -11,6 +11,10 @@
 # how the workers happen to park and wake. Needs valgrind (apt-get install valgrind) and a release
 # build (cargo build --release -p switchyard; for the bare hop, cargo build
 # --release -p switchyard-examples --bin bare-hop). Takes under a minute.
+# COUNT_SYSCALLS=1 runs the same requests without callgrind and counts the
+# process's system calls of each kind per request instead, with `perf stat`
+# on the syscalls tracepoints (needs perf and root): the wakes (futex) and
+# parks (epoll_wait) a request costs its threads.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=scripts/bench-gateway-config.sh
@@ -34,12 +38,14 @@ if [ -n "${COUNT_SED:-}" ]; then sed -i -e "$COUNT_SED" "$work/gateway.yaml"; fi
 if [ -n "${COUNT_EXTRA:-}" ]; then printf '%s\n' "$COUNT_EXTRA" >> "$work/gateway.yaml"; fi
 "$bin" sim --listen "127.0.0.1:$sim_port" "${BENCH_SIM_SETTINGS[@]}" > "$work/sim.log" 2>&1 &
 sim=$!
+under=(valgrind --tool=callgrind --callgrind-out-file="$work/out")
+if [ -n "${COUNT_SYSCALLS:-}" ]; then under=(); fi
 if [ "${1:-}" = bare ]; then
   hop=$(bench_bare_hop "$release")
   BARE_HOP_LISTEN="127.0.0.1:$gateway_port" BARE_HOP_UPSTREAM="http://127.0.0.1:$sim_port" \
-    valgrind --tool=callgrind --callgrind-out-file="$work/out" "$hop" > "$work/gateway.log" 2>&1 &
+    "${under[@]}" "$hop" > "$work/gateway.log" 2>&1 &
 else
-  SWITCHYARD_LOG=error valgrind --tool=callgrind --callgrind-out-file="$work/out" \
+  SWITCHYARD_LOG=error "${under[@]}" \
     "$bin" serve --config "$work/gateway.yaml" --listen "127.0.0.1:$gateway_port" > "$work/gateway.log" 2>&1 &
 fi
 gateway=$!
@@ -63,6 +69,19 @@ for _ in range(n):
 PY
 }
 requests 200
+if [ -n "${COUNT_SYSCALLS:-}" ]; then
+  calls=syscalls:sys_enter_futex,syscalls:sys_enter_epoll_wait,syscalls:sys_enter_writev,syscalls:sys_enter_write,syscalls:sys_enter_recvfrom,syscalls:sys_enter_read,syscalls:sys_enter_pwrite64
+  perf stat -x, -e "$calls" -p "$gateway" -o "$work/perf" &
+  perf=$!
+  sleep 1
+  requests 1000
+  kill -INT "$perf"
+  wait "$perf" || true
+  kill -TERM "$gateway" "$sim"
+  wait "$gateway" "$sim" 2> /dev/null || true
+  awk -F, '/syscalls:/ { sub("syscalls:sys_enter_", "", $3); printf "%s %.2f a request\n", $3, $1 / 1000 }' "$work/perf"
+  exit 0
+fi
 callgrind_control -z "$gateway" > /dev/null 2>&1
 requests 1000
 callgrind_control -d "$gateway" > /dev/null 2>&1
