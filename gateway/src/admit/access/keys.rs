@@ -219,8 +219,8 @@ impl KeyStore {
 
     /// The caller's key, or 401. A string not found before is hashed and
     /// compared with every configured key, so the time taken says nothing
-    /// about which one (nearly) matched; one found before is found by its
-    /// tag, whose search time depends only on random tags.
+    /// about which one (nearly) matched. One found before is found by its
+    /// tag: the search's time depends on random tags and their number.
     pub fn authenticate(&self, headers: &HeaderMap) -> Result<Caller, GatewayError> {
         self.authenticate_request(headers, &http::Uri::from_static("/"))
     }
@@ -326,10 +326,10 @@ impl KeyStore {
 mod tests {
     use super::*;
 
-    fn store() -> KeyStore {
-        let key = VirtualKey {
-            name: "alice".into(),
-            hash: hash_key("sk-alice"),
+    fn virtual_key(name: &str, secret: &str) -> VirtualKey {
+        VirtualKey {
+            name: name.into(),
+            hash: hash_key(secret),
             team: None,
             budget: None,
             requests_per_minute: None,
@@ -340,9 +340,12 @@ mod tests {
             from_api: false,
             sensitive: None,
             mcp: None,
-        };
+        }
+    }
+
+    fn store() -> KeyStore {
         KeyStore::new(&Auth {
-            keys: vec![key],
+            keys: vec![virtual_key("alice", "sk-alice")],
             teams: vec![],
             admin_key_hash: Some(hash_key("sk-admin")),
             disabled: false,
@@ -418,33 +421,38 @@ mod tests {
 
     #[test]
     fn a_key_found_once_is_found_by_its_tag_and_expiry_still_holds() {
-        let store = store();
-        let alice = headers("authorization", "Bearer sk-alice");
-        assert_eq!(store.verified.len(), 0);
+        let store = KeyStore::new(&Auth {
+            keys: vec![
+                virtual_key("alice", "sk-alice"),
+                virtual_key("bob", "sk-bob"),
+            ],
+            ..Auth::default()
+        });
+        let bob = headers("authorization", "Bearer sk-bob");
         assert!(
             store
                 .authenticate(&headers("x-api-key", "sk-mallory"))
                 .is_err()
         );
         assert_eq!(store.verified.len(), 0, "a wrong key is never remembered");
-        assert_eq!(store.authenticate(&alice).unwrap().key.name, "alice");
+        assert_eq!(store.authenticate(&bob).unwrap().key.name, "bob");
         assert_eq!(store.verified.len(), 1);
-        let tag = store.verified.tag("sk-alice");
-        assert_eq!(store.verified.find(tag), Some(0));
-        assert_eq!(store.authenticate(&alice).unwrap().key.name, "alice");
-        assert!(
-            store
-                .authenticate(&headers("x-api-key", "sk-alicf"))
-                .is_err()
-        );
-        assert_eq!(store.verified.len(), 1);
+        assert_eq!(store.verified.find(store.verified.tag("sk-bob")), Some(1));
+        assert_eq!(store.authenticate(&bob).unwrap().key.name, "bob");
+        assert!(store.authenticate(&headers("x-api-key", "sk-bol")).is_err());
+        // A remembered tag is what finds a key the next time: one planted
+        // for a string that is no key's finds the key it names.
+        store.verified.remember(store.verified.tag("sk-planted"), 0);
+        let planted = store.authenticate(&headers("x-api-key", "sk-planted"));
+        assert_eq!(planted.unwrap().key.name, "alice");
 
-        let mut expired = store.keys[0].as_ref().clone();
+        let mut expired = virtual_key("alice", "sk-alice");
         expired.expires_at_ms = Some(1);
         let store = KeyStore::new(&Auth {
             keys: vec![expired],
             ..Auth::default()
         });
+        let alice = headers("authorization", "Bearer sk-alice");
         for _ in 0..2 {
             let err = store.authenticate(&alice).unwrap_err();
             assert!(err.to_string().contains("expired"), "{err}");
