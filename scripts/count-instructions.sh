@@ -11,10 +11,12 @@
 # how the workers happen to park and wake. Needs valgrind (apt-get install valgrind) and a release
 # build (cargo build --release -p switchyard; for the bare hop, cargo build
 # --release -p switchyard-examples --bin bare-hop). Takes under a minute.
-# COUNT_SYSCALLS=1 runs the same requests without callgrind and counts the
-# process's system calls of each kind per request instead, with `perf stat`
-# on the syscalls tracepoints (needs perf and root): the wakes (futex) and
-# parks (epoll_wait) a request costs its threads.
+# COUNT_SYSCALLS=1 runs the same requests without callgrind, with a tokio
+# worker per core unless TOKIO_WORKER_THREADS says otherwise, and counts the
+# process's system calls per request instead, all of them and the main kinds,
+# with `perf stat` on the syscalls tracepoints (needs perf and root): the
+# wakes (futex) and parks (epoll_wait) a request costs its threads. The
+# counted window also holds a second before the requests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=scripts/bench-gateway-config.sh
@@ -30,8 +32,10 @@ key=sk-count-0123456789
 # The ledger commits every 1,024 rows (its largest group) rather than every
 # 200 ms: how many rows a timed group gathers depends on how fast the
 # requests run under callgrind, and moved the count by 2% run to run.
-bench_gateway_config "$bin" "$sim_port" "$key" "$work/ledger.db" |
-  sed "s|^ledger: {path: \(.*\)}$|ledger: {path: \1, flush_ms: 60000}|" > "$work/gateway.yaml"
+# System calls are counted with the 200 ms groups the gateway runs with.
+flush='s|^ledger: {path: \(.*\)}$|ledger: {path: \1, flush_ms: 60000}|'
+if [ "${COUNT_SYSCALLS:-0}" = 1 ]; then flush=''; fi
+bench_gateway_config "$bin" "$sim_port" "$key" "$work/ledger.db" | sed "$flush" > "$work/gateway.yaml"
 # A variant of that config (scripts/instructions-by-feature.sh): COUNT_SED,
 # a sed script applied to it; COUNT_EXTRA, sections appended.
 if [ -n "${COUNT_SED:-}" ]; then sed -i -e "$COUNT_SED" "$work/gateway.yaml"; fi
@@ -39,13 +43,13 @@ if [ -n "${COUNT_EXTRA:-}" ]; then printf '%s\n' "$COUNT_EXTRA" >> "$work/gatewa
 "$bin" sim --listen "127.0.0.1:$sim_port" "${BENCH_SIM_SETTINGS[@]}" > "$work/sim.log" 2>&1 &
 sim=$!
 under=(valgrind --tool=callgrind --callgrind-out-file="$work/out")
-if [ -n "${COUNT_SYSCALLS:-}" ]; then under=(); fi
+if [ "${COUNT_SYSCALLS:-0}" = 1 ]; then under=(); fi
 if [ "${1:-}" = bare ]; then
   hop=$(bench_bare_hop "$release")
   BARE_HOP_LISTEN="127.0.0.1:$gateway_port" BARE_HOP_UPSTREAM="http://127.0.0.1:$sim_port" \
-    "${under[@]}" "$hop" > "$work/gateway.log" 2>&1 &
+    ${under[@]+"${under[@]}"} "$hop" > "$work/gateway.log" 2>&1 &
 else
-  SWITCHYARD_LOG=error "${under[@]}" \
+  SWITCHYARD_LOG=error ${under[@]+"${under[@]}"} \
     "$bin" serve --config "$work/gateway.yaml" --listen "127.0.0.1:$gateway_port" > "$work/gateway.log" 2>&1 &
 fi
 gateway=$!
@@ -69,8 +73,11 @@ for _ in range(n):
 PY
 }
 requests 200
-if [ -n "${COUNT_SYSCALLS:-}" ]; then
-  calls=syscalls:sys_enter_futex,syscalls:sys_enter_epoll_wait,syscalls:sys_enter_writev,syscalls:sys_enter_write,syscalls:sys_enter_recvfrom,syscalls:sys_enter_read,syscalls:sys_enter_pwrite64
+if [ "${COUNT_SYSCALLS:-0}" = 1 ]; then
+  calls=raw_syscalls:sys_enter
+  for call in futex epoll_wait writev write sendto recvfrom read pread64 pwrite64 fdatasync fsync; do
+    calls="$calls,syscalls:sys_enter_$call"
+  done
   perf stat -x, -e "$calls" -p "$gateway" -o "$work/perf" &
   perf=$!
   sleep 1
@@ -79,7 +86,15 @@ if [ -n "${COUNT_SYSCALLS:-}" ]; then
   wait "$perf" || true
   kill -TERM "$gateway" "$sim"
   wait "$gateway" "$sim" 2> /dev/null || true
-  awk -F, '/syscalls:/ { sub("syscalls:sys_enter_", "", $3); printf "%s %.2f a request\n", $3, $1 / 1000 }' "$work/perf"
+  # A tracepoint perf could not open is `<not supported>` or missing.
+  if ! grep -q '^[0-9]*,,raw_syscalls:sys_enter' "$work/perf"; then
+    cat "$work/perf" >&2
+    echo "perf counted no system calls (perf needs root and the syscalls tracepoints)" >&2
+    exit 1
+  fi
+  awk -F, '$1 ~ /^[0-9]+$/ && $3 ~ /syscalls:sys_enter/ {
+    name = $3; sub(/^raw_syscalls:sys_enter$/, "all system calls", name); sub(/^syscalls:sys_enter_/, "", name)
+    printf "%s %.2f a request\n", name, $1 / 1000 }' "$work/perf"
   exit 0
 fi
 callgrind_control -z "$gateway" > /dev/null 2>&1
