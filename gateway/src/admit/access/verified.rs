@@ -22,8 +22,9 @@ use siphasher::sip128::SipHasher24;
 pub struct Verified {
     hasher: SipHasher24,
     /// (tag, position in the store's keys), sorted by tag. Read by every
-    /// request, written at most once per key: each write copies the list,
-    /// so a read takes no lock that the workers would pass between them.
+    /// request, written about once per key (two first requests at once may
+    /// both write the same entry): each write copies the list, so a read
+    /// takes no lock that the workers would pass between them.
     tags: ArcSwap<Vec<(u128, usize)>>,
     /// The store's number of keys: no more tags than that are kept.
     most: usize,
