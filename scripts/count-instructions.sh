@@ -73,7 +73,10 @@ for _ in range(n):
 PY
 }
 requests 200
-if [ "${COUNT_SYSCALLS:-0}" = 1 ]; then
+syscalls=${COUNT_SYSCALLS:-0}
+# The counted window: the 1,000 requests, and a second before them for
+# perf to attach, or after them for callgrind's dump.
+if [ "$syscalls" = 1 ]; then
   calls=raw_syscalls:sys_enter
   for call in futex epoll_wait writev write sendto recvfrom read pread64 pwrite64 fdatasync fsync; do
     calls="$calls,syscalls:sys_enter_$call"
@@ -81,13 +84,22 @@ if [ "${COUNT_SYSCALLS:-0}" = 1 ]; then
   perf stat -x, -e "$calls" -p "$gateway" -o "$work/perf" &
   perf=$!
   sleep 1
-  requests 1000
+else
+  callgrind_control -z "$gateway" > /dev/null 2>&1
+fi
+requests 1000
+if [ "$syscalls" = 1 ]; then
   # perf may have exited already (not root, no tracepoints): the check
   # below says so, after the gateway and the simulator are stopped.
   kill -INT "$perf" 2> /dev/null || true
   wait "$perf" || true
-  kill -TERM "$gateway" "$sim"
-  wait "$gateway" "$sim" 2> /dev/null || true
+else
+  callgrind_control -d "$gateway" > /dev/null 2>&1
+  sleep 1
+fi
+kill -TERM "$gateway" "$sim"
+wait "$gateway" "$sim" 2> /dev/null || true
+if [ "$syscalls" = 1 ]; then
   # A tracepoint perf could not open is `<not supported>` or missing.
   if ! grep -q '^[1-9][0-9]*,,raw_syscalls:sys_enter,' "$work/perf" 2> /dev/null; then
     cat "$work/perf" >&2 2> /dev/null || true
@@ -99,12 +111,6 @@ if [ "${COUNT_SYSCALLS:-0}" = 1 ]; then
     printf "%s %.2f a request\n", name, $1 / 1000 }' "$work/perf"
   exit 0
 fi
-callgrind_control -z "$gateway" > /dev/null 2>&1
-requests 1000
-callgrind_control -d "$gateway" > /dev/null 2>&1
-sleep 1
-kill -TERM "$gateway" "$sim"
-wait "$gateway" "$sim" 2> /dev/null || true
 dump=$(ls "$work"/out.* | sort -t. -k2 -n | tail -1)
 # CALLGRIND_KEEP=<file>: keep the counted part's profile (scripts/hot-symbols.sh).
 if [ -n "${CALLGRIND_KEEP:-}" ]; then cp "$dump" "$CALLGRIND_KEEP"; fi
