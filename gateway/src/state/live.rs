@@ -192,39 +192,51 @@ impl Live {
         let live = Arc::downgrade(self);
         tokio::spawn(async move {
             let mut kept = KeptConnection::default();
-            loop {
+            // The first look is at once, not a poll later: it opens the
+            // connection kept from look to look, and SQLite reads the
+            // schema to prepare the query (a few hundred thousand
+            // instructions), as the gateway starts rather than among its
+            // first requests. It also catches a change made between the
+            // config's build and this watcher's start.
+            while let Some(strong) = live.upgrade() {
+                strong.look_at_stored_keys(&mut kept).await;
+                // Not held while waiting: the watcher must not keep the
+                // gateway's state alive.
+                drop(strong);
                 tokio::time::sleep(crate::state::stored_keys::POLL).await;
-                let Some(strong) = live.upgrade() else { return };
-                let app = strong.app();
-                let ledger = app.ledger.clone();
-                let mut connection = std::mem::take(&mut kept);
-                let now = tokio::task::spawn_blocking(move || {
-                    let read = ledger.keys_fingerprint(&mut connection);
-                    (read, connection)
-                })
-                .await
-                .map_err(anyhow::Error::from)
-                .and_then(|(read, connection)| {
-                    kept = connection;
-                    read
-                });
-                match now {
-                    // Against the running config's own: a change made
-                    // while it was built, or a rebuild that failed, is
-                    // caught at the next look.
-                    Ok(now) if app.keys_fingerprint != Some(now) => {
-                        drop(app);
-                        if let Err(err) = strong.rebuild_running("stored keys changed").await {
-                            tracing::error!(error = %err, "stored keys changed; the running keys stay until they can be read");
-                        }
-                    }
-                    Ok(_) => {}
-                    Err(err) => {
-                        tracing::warn!(error = %err, "cannot read the stored keys' fingerprint")
-                    }
-                }
             }
         });
+    }
+
+    /// One look of `watch_stored_keys`.
+    async fn look_at_stored_keys(&self, kept: &mut KeptConnection) {
+        let app = self.app();
+        let ledger = app.ledger.clone();
+        let mut connection = std::mem::take(kept);
+        let now = tokio::task::spawn_blocking(move || {
+            let read = ledger.keys_fingerprint(&mut connection);
+            (read, connection)
+        })
+        .await
+        .map_err(anyhow::Error::from)
+        .and_then(|(read, connection)| {
+            *kept = connection;
+            read
+        });
+        match now {
+            // Against the running config's own: a change made while it was
+            // built, or a rebuild that failed, is caught at the next look.
+            Ok(now) if app.keys_fingerprint != Some(now) => {
+                drop(app);
+                if let Err(err) = self.rebuild_running("stored keys changed").await {
+                    tracing::error!(error = %err, "stored keys changed; the running keys stay until they can be read");
+                }
+            }
+            Ok(_) => {}
+            Err(err) => {
+                tracing::warn!(error = %err, "cannot read the stored keys' fingerprint")
+            }
+        }
     }
 
     /// Stops the previous config's watchers and starts the new one's.
