@@ -19,7 +19,19 @@ pub struct SseParser {
     /// its length, not its length times its pieces.
     searched: usize,
     event: Option<String>,
-    data: Vec<String>,
+    /// The event's `data:` lines so far, joined by `\n` as they come.
+    data: Option<String>,
+}
+
+/// A line's text. Nearly always valid UTF-8, checked by the standard
+/// library's fast check; only bytes that are not get the replacement
+/// character (`from_utf8_lossy` checks byte by byte even when all are
+/// valid, about 1,700 instructions a chat chunk in callgrind's count).
+fn text(bytes: &[u8]) -> std::borrow::Cow<'_, str> {
+    match std::str::from_utf8(bytes) {
+        Ok(text) => std::borrow::Cow::Borrowed(text),
+        Err(_) => String::from_utf8_lossy(bytes),
+    }
 }
 
 impl SseParser {
@@ -28,37 +40,53 @@ impl SseParser {
     }
 
     /// Adds bytes and returns every event they complete.
+    ///
+    /// Lines are read where they lie in the buffer, and the bytes they
+    /// took are dropped from its front once, after the last of them.
     pub fn feed(&mut self, chunk: &[u8]) -> Vec<SseEvent> {
         self.buf.extend_from_slice(chunk);
         let mut events = Vec::new();
-        while let Some(at) = self.buf[self.searched..].iter().position(|&b| b == b'\n') {
-            let end = self.searched + at;
-            self.searched = 0;
-            let line = self.buf.split_to(end + 1);
-            let line = String::from_utf8_lossy(&line);
-            let line = line.trim_end_matches(['\n', '\r']);
+        let mut start = 0;
+        let mut from = self.searched;
+        while let Some(at) = memchr::memchr(b'\n', &self.buf[from..]) {
+            let end = from + at;
+            let mut line = &self.buf[start..end];
+            (start, from) = (end + 1, end + 1);
+            while let [rest @ .., b'\r'] = line {
+                line = rest;
+            }
             if line.is_empty() {
-                if !self.data.is_empty() || self.event.is_some() {
+                if self.data.is_some() || self.event.is_some() {
                     events.push(SseEvent {
                         event: self.event.take(),
-                        data: std::mem::take(&mut self.data).join("\n"),
+                        data: self.data.take().unwrap_or_default(),
                     });
                 }
                 continue;
             }
-            if line.starts_with(':') {
+            if line[0] == b':' {
                 continue; // comment / keep-alive
             }
-            let (field, value) = match line.split_once(':') {
-                Some((f, v)) => (f, v.strip_prefix(' ').unwrap_or(v)),
-                None => (line, ""),
+            let (field, value) = match memchr::memchr(b':', line) {
+                Some(colon) => {
+                    let value = &line[colon + 1..];
+                    (&line[..colon], value.strip_prefix(b" ").unwrap_or(value))
+                }
+                None => (line, &b""[..]),
             };
             match field {
-                "data" => self.data.push(value.to_owned()),
-                "event" => self.event = Some(value.to_owned()),
+                b"data" => match &mut self.data {
+                    Some(data) => {
+                        data.push('\n');
+                        data.push_str(&text(value));
+                    }
+                    None => self.data = Some(text(value).into_owned()),
+                },
+                b"event" => self.event = Some(text(value).into_owned()),
                 _ => {} // id, retry: not used by model servers
             }
         }
+        bytes::Buf::advance(&mut self.buf, start);
         self.searched = self.buf.len();
         events
     }
@@ -66,13 +94,13 @@ impl SseParser {
     /// Bytes of the unfinished event held: its complete lines and the line
     /// still arriving.
     pub fn pending_bytes(&self) -> usize {
-        self.buf.len() + self.data.iter().map(String::len).sum::<usize>()
+        self.buf.len() + self.data.as_ref().map_or(0, String::len)
     }
 
     /// Whether bytes of an unfinished event are buffered (a stream that ends
     /// here was cut short).
     pub fn has_partial(&self) -> bool {
-        !self.buf.is_empty() || !self.data.is_empty()
+        !self.buf.is_empty() || self.data.is_some()
     }
 }
 
@@ -123,6 +151,27 @@ mod tests {
             ]
         );
         assert!(!p.has_partial());
+    }
+
+    #[test]
+    fn text_is_read_per_whole_line() {
+        let mut parser = SseParser::new();
+        // A character cut between two pieces is read whole; bytes that are
+        // no character become the replacement character.
+        assert!(parser.feed(b"data: caf\xc3").is_empty());
+        let events = parser.feed(b"\xa9 \xff\r\nevent: n\xc3\xa9\n\n");
+        assert_eq!(
+            events,
+            vec![SseEvent {
+                event: Some("n\u{e9}".into()),
+                data: "caf\u{e9} \u{fffd}".into()
+            }]
+        );
+        // A field without a colon, and an empty data line, as the SSE
+        // specification reads them.
+        let events = parser.feed(b"data\ndata:\ndata:x\n\n");
+        assert_eq!(events[0].data, "\n\nx");
+        assert!(!parser.has_partial());
     }
 
     #[test]
