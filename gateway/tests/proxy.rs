@@ -184,6 +184,40 @@ async fn streaming_relays_chunks_and_usage_only_when_asked() {
     );
 }
 
+/// A llama.cpp stream: its chunks in its own order and number formats; the
+/// last leaves out `object`, which a caller then gets filled in.
+const LLAMA_EVENTS: &str = concat!(
+    "data: {\"choices\":[{\"finish_reason\":null,\"index\":0,\"delta\":{\"content\":\"Rivers\"}}],\"created\":1764480000,\"id\":\"chatcmpl-1\",\"model\":\"qwen\",\"object\":\"chat.completion.chunk\"}\n\n",
+    "data: {\"choices\":[{\"finish_reason\":\"stop\",\"index\":0,\"delta\":{}}],\"created\":1764480000,\"id\":\"chatcmpl-1\",\"model\":\"qwen\",\"timings\":{\"prompt_ms\":17.785786000000001}}\n\n",
+    "data: [DONE]\n\n",
+);
+
+#[tokio::test]
+async fn an_openai_stream_reaches_an_openai_caller_byte_for_byte() {
+    let (addr, _seen) = support::canned_event_server(1, LLAMA_EVENTS).await;
+    let gateway = GatewayBuilder::new()
+        .openai("local", "small", &format!("http://{addr}/v1"), &[])
+        .start();
+    let mut body = chat("local", "hi");
+    body["stream"] = json!(true);
+    let reply = post_json(&gateway.url("/v1/chat/completions"), &body).await;
+    assert_eq!(reply.status, 200, "{:?}", reply.body);
+    let events = reply.events();
+    let sent: Vec<&str> = LLAMA_EVENTS
+        .split("\n\n")
+        .filter_map(|e| e.strip_prefix("data: "))
+        .collect();
+    assert_eq!(events.len(), 3, "{events:?}");
+    assert_eq!(events[0], sent[0]);
+    assert_eq!(events[2], "[DONE]");
+    // Re-encoded with the field the spec requires; the rest as sent.
+    let last: Value = serde_json::from_str(&events[1]).unwrap();
+    let sent_last: Value = serde_json::from_str(sent[1]).unwrap();
+    assert_eq!(last["object"], "chat.completion.chunk");
+    assert_eq!(last["choices"], sent_last["choices"]);
+    assert_eq!(last["timings"], sent_last["timings"]);
+}
+
 #[tokio::test]
 async fn streamed_tool_calls_arrive_as_deltas() {
     let upstream = fast_sim(&[]);

@@ -204,6 +204,8 @@ impl MessageStream {
                 system_fingerprint: None,
                 timings: None,
                 extra: serde_json::Map::new(),
+                verbatim: None,
+                spec_fields_sent: false,
             };
             self.start(&empty, &mut events);
         }

@@ -204,11 +204,14 @@ fn chunks_of(resp: &ChatResponse, step: usize) -> Vec<ChatChunk> {
             finish_reason: finish,
             logprobs: None,
             extra: Map::new(),
+            spec_fields_sent: false,
         }],
         usage: None,
         system_fingerprint: None,
         timings: None,
         extra: Map::new(),
+        verbatim: None,
+        spec_fields_sent: false,
     };
     let mut out = vec![chunk(
         Delta {

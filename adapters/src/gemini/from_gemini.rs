@@ -201,6 +201,8 @@ impl EventsToChunks {
             system_fingerprint: None,
             timings: None,
             extra: Map::new(),
+            verbatim: None,
+            spec_fields_sent: false,
         }
     }
 
@@ -211,6 +213,7 @@ impl EventsToChunks {
             finish_reason: finish.map(str::to_owned),
             logprobs: None,
             extra: Map::new(),
+            spec_fields_sent: false,
         }
     }
 

@@ -2,6 +2,7 @@
 
 use std::marker::PhantomData;
 
+use bytes::Bytes;
 use futures_util::FutureExt;
 use futures_util::future::BoxFuture;
 use http::HeaderValue;
@@ -14,7 +15,7 @@ use crate::error::AdapterError;
 use crate::provider::{ChatStream, CompletionStream, EventStream, Provider};
 use crate::sse::SseEvent;
 use crate::types::{
-    ChatRequest, ChatResponse, CompletionRequest, CompletionResponse, EmbeddingRequest,
+    ChatChunk, ChatRequest, ChatResponse, CompletionRequest, CompletionResponse, EmbeddingRequest,
     EmbeddingResponse,
 };
 use crate::upstream::{EventDecoder, Link, Upstream};
@@ -48,6 +49,23 @@ impl<T: DeserializeOwned + Send + 'static> EventDecoder<T> for JsonChunks<T> {
             return (Vec::new(), true);
         }
         (vec![parse_json(event.data.as_bytes())], false)
+    }
+}
+
+/// Chat streams: as [`JsonChunks`], and each chunk keeps its event's bytes
+/// to be relayed as they came (`ChatChunk::with_verbatim`).
+struct ChatChunks;
+
+impl EventDecoder<ChatChunk> for ChatChunks {
+    fn decode(&mut self, event: SseEvent) -> (Vec<Result<ChatChunk, AdapterError>>, bool) {
+        if event.data == "[DONE]" {
+            return (Vec::new(), true);
+        }
+        let chunk = parse_json::<ChatChunk>(event.data.as_bytes());
+        (
+            vec![chunk.map(|c| c.with_verbatim(Bytes::from(event.data)))],
+            false,
+        )
     }
 }
 
@@ -104,7 +122,7 @@ impl Provider for OpenAiClient {
     fn chat_stream(&self, req: ChatRequest) -> BoxFuture<'_, Result<ChatStream, AdapterError>> {
         async move {
             self.upstream
-                .stream("/chat/completions", &req, &[], JsonChunks(PhantomData))
+                .stream("/chat/completions", &req, &[], ChatChunks)
                 .await
         }
         .boxed()

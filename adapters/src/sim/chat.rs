@@ -223,6 +223,8 @@ impl SimBackend {
             system_fingerprint: Some("switchyard-sim".into()),
             timings: None,
             extra: Map::new(),
+            verbatim: None,
+            spec_fields_sent: false,
         };
         let chunk =
             |index: u32, delta: Delta, finish: Option<&str>, logprobs: Option<Value>| ChatChunk {
@@ -232,6 +234,7 @@ impl SimBackend {
                     finish_reason: finish.map(str::to_owned),
                     logprobs,
                     extra: Map::new(),
+                    spec_fields_sent: false,
                 }],
                 ..template.clone()
             };

@@ -73,6 +73,11 @@ pub trait CanonicalChunk {
     /// reasoning servers and the Anthropic adapter's thinking put it, or
     /// `reasoning`): output the provider bills, though no content.
     fn push_reasoning(&self, _out: &mut String) {}
+    /// The bytes the chunk came in, when an OpenAI-dialect caller may get
+    /// them as they are (chat chunks from an OpenAI-dialect backend).
+    fn verbatim(&self) -> Option<&[u8]> {
+        None
+    }
 }
 
 impl CanonicalRequest for ChatRequest {
@@ -135,6 +140,10 @@ impl CanonicalResponse for ChatResponse {
 impl CanonicalChunk for ChatChunk {
     fn usage(&self) -> Option<&Usage> {
         self.usage.as_ref()
+    }
+
+    fn verbatim(&self) -> Option<&[u8]> {
+        self.verbatim.as_deref()
     }
 
     fn timings(&self) -> Option<&Timings> {

@@ -337,6 +337,9 @@ impl ChatResponse {
     /// Fields the spec requires that the backend left out below the top
     /// (`logprobs`, `refusal`) are spliced into those bytes as `null`.
     pub fn with_verbatim(mut self, body: Bytes) -> Self {
+        // Built once: building memchr's searcher costs more than a search.
+        static LOGPROBS: std::sync::LazyLock<memchr::memmem::Finder<'static>> =
+            std::sync::LazyLock::new(|| memchr::memmem::Finder::new(br#""logprobs""#));
         if !self.object.is_empty() && self.created != 0 && !self.model.is_empty() {
             // Most servers that send these fields send every one (null or
             // not), and then the body need not be read again: every
@@ -346,7 +349,7 @@ impl ChatResponse {
                 .choices
                 .iter()
                 .all(|c| c.message.extra.contains_key("refusal") && c.logprobs.is_none())
-                && super::spec_fields::keys_named(&body, "\"logprobs\"") == self.choices.len();
+                && super::spec_fields::keys_found(&body, &LOGPROBS) == self.choices.len();
             let filled = if complete {
                 None
             } else {
@@ -391,9 +394,21 @@ pub struct ChatChunk {
     pub timings: Option<Box<Timings>>,
     #[serde(flatten)]
     pub extra: Extra,
+    /// The `data:` of the event this chunk was read from, when the backend
+    /// spoke OpenAI's dialect and sent every field the spec requires: an
+    /// OpenAI-dialect caller gets it as it came instead of a re-encoding
+    /// (see [`Self::with_verbatim`]). Dropped by anything that changes the
+    /// chunk's text.
+    #[serde(skip)]
+    pub verbatim: Option<Bytes>,
+    /// Whether it was read with every top field the spec requires of a
+    /// chunk (`object`, `created`, `model`, `choices`): a re-encoding
+    /// writes them whether it was or not.
+    #[serde(skip)]
+    pub spec_fields_sent: bool,
 }
 
-with_extra!(ChatChunk { id = "id": required, object = "object": or(chat_completion_chunk()), created = "created": optional, model = "model": optional, choices = "choices": optional, usage = "usage": optional, system_fingerprint = "system_fingerprint": optional, timings = "timings": optional });
+with_extra!(ChatChunk { id = "id": required, object = "object": or(chat_completion_chunk()), created = "created": optional, model = "model": optional, choices = "choices": optional, usage = "usage": optional, system_fingerprint = "system_fingerprint": optional, timings = "timings": optional } skip: verbatim; sent: spec_fields_sent = object, created, model, choices);
 
 fn chat_completion_chunk() -> String {
     "chat.completion.chunk".to_owned()
@@ -413,12 +428,32 @@ impl ChatChunk {
                 finish_reason: finish.map(str::to_owned),
                 logprobs: None,
                 extra: Extra::new(),
+                spec_fields_sent: false,
             }],
             usage: None,
             system_fingerprint: None,
             timings: None,
             extra: Extra::new(),
+            verbatim: None,
+            spec_fields_sent: false,
         }
+    }
+
+    /// Keeps `data`, the OpenAI-dialect event this was read from, to be
+    /// sent on as it is when it has every field the spec requires of a
+    /// chunk (a re-encoding would fill them in).
+    /// Its choices need theirs, and no logprobs object (one without its
+    /// `refusal` gets it added).
+    pub fn with_verbatim(mut self, data: Bytes) -> Self {
+        let complete = self.spec_fields_sent
+            && self
+                .choices
+                .iter()
+                .all(|c| c.spec_fields_sent && c.logprobs.is_none());
+        if complete {
+            self.verbatim = Some(data);
+        }
+        self
     }
 
     /// The final chunk that only carries usage (`stream_options.include_usage`).
@@ -440,9 +475,13 @@ pub struct ChunkChoice {
     pub logprobs: Option<Value>,
     #[serde(flatten)]
     pub extra: Extra,
+    /// Whether it was read with every field the spec requires of a chunk's
+    /// choice (`index`, `delta`, `finish_reason`).
+    #[serde(skip)]
+    pub spec_fields_sent: bool,
 }
 
-with_extra!(ChunkChoice { index = "index": optional, delta = "delta": optional, finish_reason = "finish_reason": optional, logprobs = "logprobs": optional });
+with_extra!(ChunkChoice { index = "index": optional, delta = "delta": optional, finish_reason = "finish_reason": optional, logprobs = "logprobs": optional } ; sent: spec_fields_sent = index, delta, finish_reason);
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct Delta {

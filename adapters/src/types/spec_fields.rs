@@ -8,6 +8,8 @@
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 
+use memchr::memmem::Finder;
+
 use serde::ser::SerializeMap;
 use serde::{Serialize, Serializer};
 use serde_json::Value;
@@ -109,18 +111,19 @@ pub fn fill_chat_answer(body: &[u8]) -> Option<Vec<u8>> {
     Some(filled)
 }
 
-/// How many times `quoted` (a name with its quotes) is an object key in a
+/// How many times `key` (a name with its quotes) is an object key in a
 /// JSON body: followed, past any whitespace, by a colon. Inside a string
 /// the name's quotes would be escaped, and a value is never followed by a
 /// colon, so only keys count.
-pub(super) fn keys_named(body: &[u8], quoted: &str) -> usize {
+pub(super) fn keys_found(body: &[u8], key: &Finder<'_>) -> usize {
     // memchr's search, not `str::match_indices`: on a short answer the
     // standard library's two-way search cost about 2,400 instructions per
     // request (callgrind), most of what this check costs. The body is the
     // one just read as JSON, so it is UTF-8 and needs no second check.
-    memchr::memmem::find_iter(body, quoted.as_bytes())
+    let length = key.needle().len();
+    key.find_iter(body)
         .filter(|at| {
-            let after = &body[at + quoted.len()..];
+            let after = &body[at + length..];
             after.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b':')
         })
         .count()
@@ -147,8 +150,8 @@ mod tests {
     #[test]
     fn keys_are_counted_and_values_are_not() {
         let body = br#"{"choices":[{"logprobs" : null,"message":{"content":"logprobs"}},{"logprobs":null}],"x":"\"logprobs\": 1"}"#;
-        assert_eq!(keys_named(body, r#""logprobs""#), 2);
-        assert_eq!(keys_named(b"{}", r#""logprobs""#), 0);
+        assert_eq!(keys_found(body, &Finder::new(br#""logprobs""#)), 2);
+        assert_eq!(keys_found(b"{}", &Finder::new(br#""logprobs""#)), 0);
     }
 
     #[test]

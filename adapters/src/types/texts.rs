@@ -188,6 +188,8 @@ impl OutputTexts for CompletionResponse {
 
 impl ChunkTexts for ChatChunk {
     fn output_fields_mut(&mut self, f: &mut dyn FnMut(u64, &mut String)) {
+        // The bytes as the backend sent them no longer say what it says.
+        self.verbatim = None;
         for choice in &mut self.choices {
             if let Some(content) = &mut choice.delta.content {
                 f(slot(choice.index, 0), content);
@@ -209,6 +211,7 @@ impl ChunkTexts for ChatChunk {
     }
 
     fn append_output(&mut self, at: u64, text: &str) {
+        self.verbatim = None;
         let (index, field) = (slot_choice(at), (at & u64::from(u32::MAX)) as u32);
         let Some(choice) = self.choices.iter_mut().find(|c| c.index == index) else {
             return;

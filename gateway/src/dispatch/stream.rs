@@ -44,7 +44,12 @@ impl<E: Endpoint + 'static> StreamEncoder<E::Chunk> for OpenAiEvents<E> {
         if chunk.is_usage_only() && !self.forward_usage_chunk {
             return None;
         }
-        Some(data_event(&serde_json::to_vec(chunk).unwrap_or_default()))
+        // The backend's own bytes when it spoke this dialect (the chunk
+        // was not changed on the way), else the chunk encoded.
+        Some(match chunk.verbatim() {
+            Some(data) => data_event(data),
+            None => data_event(&serde_json::to_vec(chunk).unwrap_or_default()),
+        })
     }
 
     /// The openai SDKs raise on an `error` object in the stream.

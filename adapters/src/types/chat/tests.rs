@@ -1,4 +1,5 @@
 use super::*;
+use crate::types::ChunkTexts;
 
 /// A message's text is its string, or its text parts joined by newlines
 /// (other parts left out); its length and appending agree with it.
@@ -152,4 +153,73 @@ fn a_roles_name_is_its_wire_name() {
     ] {
         assert_eq!(serde_json::to_value(role).unwrap(), role.as_str());
     }
+}
+
+/// A chunk as llama.cpp and the simulator send one.
+const CHUNK: &str = r#"{"id":"c","object":"chat.completion.chunk","created":7,"model":"m","choices":[{"index":0,"delta":{"content":"hi"},"finish_reason":null}],"timings":{"prompt_ms":1.0024000000000002}}"#;
+
+#[test]
+fn a_complete_chunk_keeps_its_bytes_until_its_text_changes() {
+    let data = Bytes::from_static(CHUNK.as_bytes());
+    let mut chunk = serde_json::from_str::<ChatChunk>(CHUNK)
+        .unwrap()
+        .with_verbatim(data.clone());
+    assert_eq!(chunk.verbatim, Some(data.clone()));
+    // A usage-only chunk has no choices to need fields of.
+    let usage = br#"{"id":"c","object":"chat.completion.chunk","created":7,"model":"m","choices":[],"usage":{"prompt_tokens":1,"completion_tokens":1,"total_tokens":2}}"#;
+    let usage_only = serde_json::from_slice::<ChatChunk>(usage)
+        .unwrap()
+        .with_verbatim(Bytes::from_static(usage));
+    assert!(usage_only.verbatim.is_some());
+    // Masking's restore changes the text: the bytes no longer say it.
+    chunk.output_fields_mut(&mut |_, text| text.push('!'));
+    assert_eq!(chunk.verbatim, None);
+    let mut chunk = serde_json::from_str::<ChatChunk>(CHUNK)
+        .unwrap()
+        .with_verbatim(data);
+    chunk.append_output(crate::types::slot(0, 0), "!");
+    assert_eq!(chunk.verbatim, None);
+}
+
+#[test]
+fn a_chunk_missing_what_the_spec_requires_is_reencoded_with_it() {
+    for (missing, replaced) in [
+        ("object", r#""object":"chat.completion.chunk","#),
+        ("created", r#""created":7,"#),
+        ("model", r#""model":"m","#),
+        ("index", r#""index":0,"#),
+        ("delta", r#""delta":{"content":"hi"},"#),
+        ("finish_reason", r#","finish_reason":null"#),
+    ] {
+        let data = CHUNK.replacen(replaced, "", 1);
+        assert_ne!(data, CHUNK, "{missing}");
+        let chunk = serde_json::from_str::<ChatChunk>(&data)
+            .unwrap()
+            .with_verbatim(Bytes::from(data.clone()));
+        assert_eq!(chunk.verbatim, None, "{missing}");
+        assert!(
+            serde_json::to_value(&chunk).unwrap()["choices"][0]
+                .get("finish_reason")
+                .is_some()
+        );
+    }
+    let no_choices = CHUNK.replacen(
+        r#""choices":[{"index":0,"delta":{"content":"hi"},"finish_reason":null}],"#,
+        "",
+        1,
+    );
+    let chunk = serde_json::from_str::<ChatChunk>(&no_choices)
+        .unwrap()
+        .with_verbatim(Bytes::from(no_choices.clone()));
+    assert_eq!(chunk.verbatim, None);
+    // A logprobs object is written with the `refusal` the spec requires.
+    let logprobs = CHUNK.replacen(
+        r#""finish_reason":null"#,
+        r#""finish_reason":null,"logprobs":{"content":[]}"#,
+        1,
+    );
+    let chunk = serde_json::from_str::<ChatChunk>(&logprobs)
+        .unwrap()
+        .with_verbatim(Bytes::from(logprobs.clone()));
+    assert_eq!(chunk.verbatim, None);
 }
