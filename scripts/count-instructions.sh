@@ -11,6 +11,8 @@
 # how the workers happen to park and wake. Needs valgrind (apt-get install valgrind) and a release
 # build (cargo build --release -p switchyard; for the bare hop, cargo build
 # --release -p switchyard-examples --bin bare-hop). Takes under a minute.
+# COUNT_STREAM=1 asks for each answer streamed (19 events from the
+# simulator) instead of whole.
 # COUNT_SYSCALLS=1 runs the same requests without callgrind, with a tokio
 # worker per core unless TOKIO_WORKER_THREADS says otherwise, and counts the
 # process's system calls per request instead, all of them and the main kinds,
@@ -54,10 +56,11 @@ else
 fi
 gateway=$!
 requests() {
-  python3 - "$1" "$gateway_port" "$key" <<'PY'
+  python3 - "$1" "$gateway_port" "$key" "${COUNT_STREAM:-0}" <<'PY'
 import http.client, json, sys, time
 n, port, key = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
-body = json.dumps({"model": "auto", "stream": False, "max_tokens": 16, "temperature": 0.7, "messages": [
+stream = sys.argv[4] == "1"
+body = json.dumps({"model": "auto", "stream": stream, "max_tokens": 16, "temperature": 0.7, "messages": [
     {"role": "system", "content": "You are a helpful assistant."},
     {"role": "user", "content": "Say something short about rivers and the sea."}]})
 for _ in range(120):
@@ -117,4 +120,6 @@ if [ -n "${CALLGRIND_KEEP:-}" ]; then cp "$dump" "$CALLGRIND_KEEP"; fi
 # awk reads all of it (grep -m1 would stop early, and under pipefail the
 # annotator's SIGPIPE would fail the script).
 total=$(callgrind_annotate "$dump" 2> /dev/null | awk '/PROGRAM TOTALS/ && !n { gsub(",", "", $1); print $1; n = 1 }')
-echo "$((total / 1000)) instructions per request (${1:-switchyard}; 1,000 sequential requests after 200)"
+answers=whole
+if [ "${COUNT_STREAM:-0}" = 1 ]; then answers=streamed; fi
+echo "$((total / 1000)) instructions per request (${1:-switchyard}; 1,000 sequential requests after 200, $answers)"
