@@ -10,7 +10,7 @@ use http::header::AUTHORIZATION;
 use serde::de::DeserializeOwned;
 use switchyard_policies::OpenAiBackend;
 
-use super::convert::parse_json;
+use super::convert::{parse_json, parse_json_text};
 use crate::error::AdapterError;
 use crate::provider::{ChatStream, CompletionStream, EventStream, Provider};
 use crate::sse::SseEvent;
@@ -48,7 +48,7 @@ impl<T: DeserializeOwned + Send + 'static> EventDecoder<T> for JsonChunks<T> {
         if event.data == "[DONE]" {
             return (Vec::new(), true);
         }
-        (vec![parse_json(event.data.as_bytes())], false)
+        (vec![parse_json_text(&event.data)], false)
     }
 }
 
@@ -61,7 +61,7 @@ impl EventDecoder<ChatChunk> for ChatChunks {
         if event.data == "[DONE]" {
             return (Vec::new(), true);
         }
-        let chunk = parse_json::<ChatChunk>(event.data.as_bytes());
+        let chunk = parse_json_text::<ChatChunk>(&event.data);
         (
             vec![chunk.map(|c| c.with_verbatim(Bytes::from(event.data)))],
             false,

@@ -9,7 +9,18 @@ use crate::upstream::status_error;
 /// Parses one JSON document from the backend; an `{"error":...}` document
 /// (as servers send mid-stream) becomes the error it reports.
 pub(crate) fn parse_json<T: DeserializeOwned>(body: &[u8]) -> Result<T, AdapterError> {
-    crate::json::from_bytes(body).map_err(|err| match serde_json::from_slice::<Value>(body) {
+    crate::json::from_bytes(body).map_err(|err| not_read(body, err))
+}
+
+/// [`parse_json`] for a document already known to be text (an SSE event's
+/// data, checked as the parser read its line): not checked again.
+pub(crate) fn parse_json_text<T: DeserializeOwned>(text: &str) -> Result<T, AdapterError> {
+    serde_json::from_str(text).map_err(|err| not_read(text.as_bytes(), err))
+}
+
+/// The error for a document that did not read as `T`.
+fn not_read(body: &[u8], err: serde_json::Error) -> AdapterError {
+    match serde_json::from_slice::<Value>(body) {
         Ok(value) if value.get("error").is_some() => {
             let status = value["error"]
                 .get("code")
@@ -29,7 +40,7 @@ pub(crate) fn parse_json<T: DeserializeOwned>(body: &[u8]) -> Result<T, AdapterE
                 String::from_utf8_lossy(&body[..body.len().min(200)])
             ),
         },
-    })
+    }
 }
 
 #[cfg(test)]
