@@ -91,8 +91,9 @@ impl SseParser {
         events
     }
 
-    /// Bytes of the unfinished event held: its complete lines and the line
-    /// still arriving.
+    /// Bytes of the unfinished event held: its data so far (as the event
+    /// will carry it, with the line breaks that join its lines) and the
+    /// line still arriving.
     pub fn pending_bytes(&self) -> usize {
         self.buf.len() + self.data.as_ref().map_or(0, String::len)
     }

@@ -218,6 +218,44 @@ async fn an_openai_stream_reaches_an_openai_caller_byte_for_byte() {
     assert_eq!(last["timings"], sent_last["timings"]);
 }
 
+/// OpenAI's own stream to a request that asks for usage (as the gateway's
+/// requests upstream do): `"usage": null` on each chunk, then a chunk of
+/// usage alone. Its second event's JSON comes over two `data:` lines.
+const OPENAI_EVENTS: &str = concat!(
+    "data: {\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"gpt\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hi\"},\"finish_reason\":null}],\"usage\":null}\n\n",
+    "data: {\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"created\":1,\n",
+    "data: \"model\":\"gpt\",\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}],\"usage\":null}\n\n",
+    "data: {\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"gpt\",\"choices\":[],\"usage\":{\"prompt_tokens\":1,\"completion_tokens\":1,\"total_tokens\":2}}\n\n",
+    "data: [DONE]\n\n",
+);
+
+#[tokio::test]
+async fn a_relayed_stream_keeps_usage_to_callers_that_asked_and_one_line_events() {
+    let (addr, _seen) = support::canned_event_server(2, OPENAI_EVENTS).await;
+    let gateway = GatewayBuilder::new()
+        .openai("openai", "cloud", &format!("http://{addr}/v1"), &[])
+        .start();
+    let url = gateway.url("/v1/chat/completions");
+    let mut body = chat("openai", "hi");
+    body["stream"] = json!(true);
+    let unasked = post_json(&url, &body).await.events();
+    assert_eq!(unasked.len(), 3, "{unasked:?}");
+    assert_eq!(unasked[2], "[DONE]");
+    for event in &unasked[..2] {
+        let chunk: Value = serde_json::from_str(event).unwrap();
+        assert!(chunk.get("usage").is_none(), "{event}");
+    }
+    body["stream_options"] = json!({"include_usage": true});
+    let asked = post_json(&url, &body).await.events();
+    assert_eq!(asked.len(), 4, "{asked:?}");
+    let sent_first = OPENAI_EVENTS.split("\n\n").next().unwrap();
+    assert_eq!(Some(asked[0].as_str()), sent_first.strip_prefix("data: "));
+    let second: Value = serde_json::from_str(&asked[1]).unwrap();
+    assert_eq!(second["choices"][0]["finish_reason"], "stop");
+    let usage: Value = serde_json::from_str(&asked[2]).unwrap();
+    assert_eq!(usage["usage"]["total_tokens"], 2);
+}
+
 #[tokio::test]
 async fn streamed_tool_calls_arrive_as_deltas() {
     let upstream = fast_sim(&[]);

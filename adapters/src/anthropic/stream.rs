@@ -206,6 +206,7 @@ impl MessageStream {
                 extra: serde_json::Map::new(),
                 verbatim: None,
                 spec_fields_sent: false,
+                usage_sent: false,
             };
             self.start(&empty, &mut events);
         }

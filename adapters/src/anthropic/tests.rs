@@ -212,6 +212,7 @@ fn chunks_of(resp: &ChatResponse, step: usize) -> Vec<ChatChunk> {
         extra: Map::new(),
         verbatim: None,
         spec_fields_sent: false,
+        usage_sent: false,
     };
     let mut out = vec![chunk(
         Delta {

@@ -203,6 +203,7 @@ impl EventsToChunks {
             extra: Map::new(),
             verbatim: None,
             spec_fields_sent: false,
+            usage_sent: false,
         }
     }
 

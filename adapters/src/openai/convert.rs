@@ -55,5 +55,14 @@ mod tests {
         assert!(matches!(err, AdapterError::Status { status: 500, .. }));
         let err = parse_json::<ChatChunk>(b"not json").unwrap_err();
         assert!(matches!(err, AdapterError::Protocol { .. }));
+        // The same from text already checked (a streamed event's data).
+        let err = parse_json_text::<ChatChunk>(r#"{"error":{"message":"boom","code":"429"}}"#)
+            .unwrap_err();
+        assert!(
+            matches!(err, AdapterError::Status { status: 429, .. }),
+            "{err:?}"
+        );
+        let err = parse_json_text::<ChatChunk>("not json").unwrap_err();
+        assert!(matches!(err, AdapterError::Protocol { .. }), "{err:?}");
     }
 }

@@ -225,6 +225,7 @@ impl SimBackend {
             extra: Map::new(),
             verbatim: None,
             spec_fields_sent: false,
+            usage_sent: false,
         };
         let chunk =
             |index: u32, delta: Delta, finish: Option<&str>, logprobs: Option<Value>| ChatChunk {

@@ -74,8 +74,9 @@ pub trait CanonicalChunk {
     /// `reasoning`): output the provider bills, though no content.
     fn push_reasoning(&self, _out: &mut String) {}
     /// The bytes the chunk came in, when an OpenAI-dialect caller may get
-    /// them as they are (chat chunks from an OpenAI-dialect backend).
-    fn verbatim(&self) -> Option<&[u8]> {
+    /// them as they are (chat chunks from an OpenAI-dialect backend);
+    /// `usage_wanted` when the caller asked for usage in its stream.
+    fn verbatim(&self, _usage_wanted: bool) -> Option<&[u8]> {
         None
     }
 }
@@ -142,8 +143,12 @@ impl CanonicalChunk for ChatChunk {
         self.usage.as_ref()
     }
 
-    fn verbatim(&self) -> Option<&[u8]> {
-        self.verbatim.as_deref()
+    fn verbatim(&self, usage_wanted: bool) -> Option<&[u8]> {
+        // A caller that did not ask for usage gets no `usage` key, even
+        // `null` (the encoding leaves out a null one).
+        self.verbatim
+            .as_deref()
+            .filter(|_| usage_wanted || !self.usage_sent)
     }
 
     fn timings(&self) -> Option<&Timings> {

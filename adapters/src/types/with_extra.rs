@@ -41,12 +41,12 @@ impl<'de> Deserialize<'de> for Key<'de> {
 /// `required`, `optional` (absent means `Default::default()`, as
 /// `#[serde(default)]`) or `or(expression)` (absent means the expression).
 /// Fields listed after `skip:` are never read (`#[serde(skip)]`) and start
-/// as their default. After `sent: flag = a, b`, the struct's `bool` field
-/// `flag` says whether the input had every one of the fields `a` and `b`
-/// (which their defaults cannot tell). The struct's `extra` field takes
-/// every other key.
+/// as their default. After `; sent: flag = a, b` (as many as needed), the
+/// struct's `bool` field `flag` says whether the input had every one of the
+/// fields `a` and `b`, even as `null` (which their defaults cannot tell).
+/// The struct's `extra` field takes every other key.
 macro_rules! with_extra {
-    ($ty:ident { $($field:ident = $json:literal : $kind:ident $(($default:expr))?),* $(,)? } $(skip: $($skipped:ident),*)? $(; sent: $flag:ident = $($sent:ident),+)?) => {
+    ($ty:ident { $($field:ident = $json:literal : $kind:ident $(($default:expr))?),* $(,)? } $(skip: $($skipped:ident),*)? $(; sent: $flag:ident = $($sent:ident),+)*) => {
         impl<'de> serde::Deserialize<'de> for $ty {
             fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
                 struct FieldsVisitor;
@@ -68,12 +68,12 @@ macro_rules! with_extra {
                             })*
                             extra.insert(key.into_owned(), map.next_value()?);
                         }
-                        $(let $flag = true $(&& $sent.is_some())+;)?
+                        $(let $flag = true $(&& $sent.is_some())+;)*
                         Ok($ty {
                             $($field: with_extra!(@take $field, $json, $kind $(($default))?),)*
                             extra,
                             $($($skipped: Default::default(),)*)?
-                            $($flag,)?
+                            $($flag,)*
                         })
                     }
                 }

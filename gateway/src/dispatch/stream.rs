@@ -46,7 +46,7 @@ impl<E: Endpoint + 'static> StreamEncoder<E::Chunk> for OpenAiEvents<E> {
         }
         // The backend's own bytes when it spoke this dialect (the chunk
         // was not changed on the way), else the chunk encoded.
-        Some(match chunk.verbatim() {
+        Some(match chunk.verbatim(self.forward_usage_chunk) {
             Some(data) => data_event(data),
             None => data_event(&serde_json::to_vec(chunk).unwrap_or_default()),
         })

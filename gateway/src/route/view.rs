@@ -17,7 +17,7 @@ const SESSION_HEADER_COUNT: usize = 4;
 /// Code's, and Codex CLI's (`session-id` now, with its `thread-id` beside
 /// it; `session_id` in older versions).
 /// `HeaderName`s, not strings: a lookup by string parses the name first.
-const SESSION_HEADERS: [HeaderName; SESSION_HEADER_COUNT] = [
+static SESSION_HEADERS: [HeaderName; SESSION_HEADER_COUNT] = [
     HeaderName::from_static("x-session-id"),
     HeaderName::from_static("x-claude-code-session-id"),
     HeaderName::from_static("session-id"),

@@ -183,43 +183,71 @@ fn a_complete_chunk_keeps_its_bytes_until_its_text_changes() {
 
 #[test]
 fn a_chunk_missing_what_the_spec_requires_is_reencoded_with_it() {
-    for (missing, replaced) in [
-        ("object", r#""object":"chat.completion.chunk","#),
-        ("created", r#""created":7,"#),
-        ("model", r#""model":"m","#),
-        ("index", r#""index":0,"#),
-        ("delta", r#""delta":{"content":"hi"},"#),
-        ("finish_reason", r#","finish_reason":null"#),
+    let read = |data: &str| {
+        serde_json::from_str::<ChatChunk>(data)
+            .unwrap()
+            .with_verbatim(Bytes::from(data.to_owned()))
+    };
+    // Each field left out, and where the encoding writes it.
+    for (missing, replaced, top) in [
+        ("object", r#""object":"chat.completion.chunk","#, true),
+        ("created", r#""created":7,"#, true),
+        ("model", r#""model":"m","#, true),
+        ("index", r#""index":0,"#, false),
+        ("delta", r#""delta":{"content":"hi"},"#, false),
+        ("finish_reason", r#","finish_reason":null"#, false),
     ] {
         let data = CHUNK.replacen(replaced, "", 1);
         assert_ne!(data, CHUNK, "{missing}");
-        let chunk = serde_json::from_str::<ChatChunk>(&data)
-            .unwrap()
-            .with_verbatim(Bytes::from(data.clone()));
+        let chunk = read(&data);
         assert_eq!(chunk.verbatim, None, "{missing}");
-        assert!(
-            serde_json::to_value(&chunk).unwrap()["choices"][0]
-                .get("finish_reason")
-                .is_some()
-        );
+        let written = serde_json::to_value(&chunk).unwrap();
+        let at = if top {
+            &written
+        } else {
+            &written["choices"][0]
+        };
+        assert!(at.get(missing).is_some(), "{missing}: {written}");
     }
     let no_choices = CHUNK.replacen(
         r#""choices":[{"index":0,"delta":{"content":"hi"},"finish_reason":null}],"#,
         "",
         1,
     );
-    let chunk = serde_json::from_str::<ChatChunk>(&no_choices)
-        .unwrap()
-        .with_verbatim(Bytes::from(no_choices.clone()));
+    let chunk = read(&no_choices);
     assert_eq!(chunk.verbatim, None);
+    assert_eq!(
+        serde_json::to_value(&chunk).unwrap()["choices"],
+        serde_json::json!([])
+    );
     // A logprobs object is written with the `refusal` the spec requires.
     let logprobs = CHUNK.replacen(
         r#""finish_reason":null"#,
         r#""finish_reason":null,"logprobs":{"content":[]}"#,
         1,
     );
-    let chunk = serde_json::from_str::<ChatChunk>(&logprobs)
-        .unwrap()
-        .with_verbatim(Bytes::from(logprobs.clone()));
+    let chunk = read(&logprobs);
     assert_eq!(chunk.verbatim, None);
+    assert!(serde_json::to_value(&chunk).unwrap()["choices"][0]["logprobs"]["refusal"].is_null());
+    // JSON over two lines (an event of two `data:` lines): one line out.
+    let chunk = read(&CHUNK.replacen(r#","model""#, "\n,\"model\"", 1));
+    assert_eq!(chunk.verbatim, None);
+    let chunk = read(&CHUNK.replacen(r#","model""#, "\r,\"model\"", 1));
+    assert_eq!(chunk.verbatim, None);
+}
+
+#[test]
+fn a_chunks_usage_null_goes_only_to_a_caller_that_asked_for_usage() {
+    use crate::types::CanonicalChunk;
+    let with_null = CHUNK.replacen(r#""timings""#, r#""usage":null,"timings""#, 1);
+    let chunk = serde_json::from_str::<ChatChunk>(&with_null)
+        .unwrap()
+        .with_verbatim(Bytes::from(with_null.clone()));
+    assert!(chunk.usage.is_none() && chunk.usage_sent);
+    assert_eq!(chunk.verbatim(true), Some(with_null.as_bytes()));
+    assert_eq!(chunk.verbatim(false), None);
+    let without = serde_json::from_str::<ChatChunk>(CHUNK)
+        .unwrap()
+        .with_verbatim(Bytes::from_static(CHUNK.as_bytes()));
+    assert_eq!(without.verbatim(false), Some(CHUNK.as_bytes()));
 }
