@@ -248,6 +248,8 @@ async fn a_relayed_stream_keeps_usage_to_callers_that_asked_and_one_line_events(
     body["stream_options"] = json!({"include_usage": true});
     let asked = post_json(&url, &body).await.events();
     assert_eq!(asked.len(), 4, "{asked:?}");
+    // The two-line event goes out as one line.
+    assert!(asked.iter().all(|e| !e.contains('\n')), "{asked:?}");
     let sent_first = OPENAI_EVENTS.split("\n\n").next().unwrap();
     assert_eq!(Some(asked[0].as_str()), sent_first.strip_prefix("data: "));
     let second: Value = serde_json::from_str(&asked[1]).unwrap();
