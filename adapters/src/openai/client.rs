@@ -1,7 +1,5 @@
 //! The client for OpenAI-compatible backends.
 
-use std::marker::PhantomData;
-
 use bytes::Bytes;
 use futures_util::FutureExt;
 use futures_util::future::BoxFuture;
@@ -40,33 +38,29 @@ impl EventDecoder<SseEvent> for RawEvents {
     }
 }
 
-/// OpenAI streams: one JSON document per `data:` event, ended by `[DONE]`.
-struct JsonChunks<T>(PhantomData<fn() -> T>);
+/// OpenAI streams: one JSON document per `data:` event, ended by `[DONE]`,
+/// each read by `read` from the event's data.
+struct JsonChunks<T>(fn(String) -> Result<T, AdapterError>);
 
-impl<T: DeserializeOwned + Send + 'static> EventDecoder<T> for JsonChunks<T> {
+impl<T: Send + 'static> EventDecoder<T> for JsonChunks<T> {
     fn decode(&mut self, event: SseEvent) -> (Vec<Result<T, AdapterError>>, bool) {
         if event.data == "[DONE]" {
             return (Vec::new(), true);
         }
-        (vec![parse_json_text(&event.data)], false)
+        (vec![(self.0)(event.data)], false)
     }
 }
 
-/// Chat streams: as [`JsonChunks`], and each chunk keeps its event's bytes
-/// to be relayed as they came (`ChatChunk::with_verbatim`).
-struct ChatChunks;
+/// A chat chunk, keeping its event's bytes to be relayed as they came
+/// (`ChatChunk::with_verbatim`).
+fn chat_chunk(data: String) -> Result<ChatChunk, AdapterError> {
+    let chunk = parse_json_text::<ChatChunk>(&data)?;
+    Ok(chunk.with_verbatim(Bytes::from(data)))
+}
 
-impl EventDecoder<ChatChunk> for ChatChunks {
-    fn decode(&mut self, event: SseEvent) -> (Vec<Result<ChatChunk, AdapterError>>, bool) {
-        if event.data == "[DONE]" {
-            return (Vec::new(), true);
-        }
-        let chunk = parse_json_text::<ChatChunk>(&event.data);
-        (
-            vec![chunk.map(|c| c.with_verbatim(Bytes::from(event.data)))],
-            false,
-        )
-    }
+/// A chunk of any other kind.
+fn json_chunk<T: DeserializeOwned>(data: String) -> Result<T, AdapterError> {
+    parse_json_text(&data)
 }
 
 impl OpenAiClient {
@@ -122,7 +116,7 @@ impl Provider for OpenAiClient {
     fn chat_stream(&self, req: ChatRequest) -> BoxFuture<'_, Result<ChatStream, AdapterError>> {
         async move {
             self.upstream
-                .stream("/chat/completions", &req, &[], ChatChunks)
+                .stream("/chat/completions", &req, &[], JsonChunks(chat_chunk))
                 .await
         }
         .boxed()
@@ -141,7 +135,7 @@ impl Provider for OpenAiClient {
     ) -> BoxFuture<'_, Result<CompletionStream, AdapterError>> {
         async move {
             self.upstream
-                .stream("/completions", &req, &[], JsonChunks(PhantomData))
+                .stream("/completions", &req, &[], JsonChunks(json_chunk))
                 .await
         }
         .boxed()
