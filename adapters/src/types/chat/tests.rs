@@ -158,36 +158,31 @@ fn a_roles_name_is_its_wire_name() {
 /// A chunk as llama.cpp and the simulator send one.
 const CHUNK: &str = r#"{"id":"c","object":"chat.completion.chunk","created":7,"model":"m","choices":[{"index":0,"delta":{"content":"hi"},"finish_reason":null}],"timings":{"prompt_ms":1.0024000000000002}}"#;
 
+/// A chunk read from `data` as the OpenAI client reads one, its bytes kept
+/// when they may go on as they are.
+fn read_chunk(data: &str) -> ChatChunk {
+    serde_json::from_str::<ChatChunk>(data)
+        .unwrap()
+        .with_verbatim(Bytes::from(data.to_owned()))
+}
+
 #[test]
 fn a_complete_chunk_keeps_its_bytes_until_its_text_changes() {
-    let data = Bytes::from_static(CHUNK.as_bytes());
-    let mut chunk = serde_json::from_str::<ChatChunk>(CHUNK)
-        .unwrap()
-        .with_verbatim(data.clone());
-    assert_eq!(chunk.verbatim, Some(data.clone()));
+    let mut chunk = read_chunk(CHUNK);
+    assert_eq!(chunk.verbatim.as_deref(), Some(CHUNK.as_bytes()));
     // A usage-only chunk has no choices to need fields of.
-    let usage = br#"{"id":"c","object":"chat.completion.chunk","created":7,"model":"m","choices":[],"usage":{"prompt_tokens":1,"completion_tokens":1,"total_tokens":2}}"#;
-    let usage_only = serde_json::from_slice::<ChatChunk>(usage)
-        .unwrap()
-        .with_verbatim(Bytes::from_static(usage));
-    assert!(usage_only.verbatim.is_some());
+    let usage = r#"{"id":"c","object":"chat.completion.chunk","created":7,"model":"m","choices":[],"usage":{"prompt_tokens":1,"completion_tokens":1,"total_tokens":2}}"#;
+    assert!(read_chunk(usage).verbatim.is_some());
     // Masking's restore changes the text: the bytes no longer say it.
     chunk.output_fields_mut(&mut |_, text| text.push('!'));
     assert_eq!(chunk.verbatim, None);
-    let mut chunk = serde_json::from_str::<ChatChunk>(CHUNK)
-        .unwrap()
-        .with_verbatim(data);
+    let mut chunk = read_chunk(CHUNK);
     chunk.append_output(crate::types::slot(0, 0), "!");
     assert_eq!(chunk.verbatim, None);
 }
 
 #[test]
 fn a_chunk_missing_what_the_spec_requires_is_reencoded_with_it() {
-    let read = |data: &str| {
-        serde_json::from_str::<ChatChunk>(data)
-            .unwrap()
-            .with_verbatim(Bytes::from(data.to_owned()))
-    };
     // Each field left out, and where the encoding writes it.
     for (missing, replaced, top) in [
         ("object", r#""object":"chat.completion.chunk","#, true),
@@ -199,7 +194,7 @@ fn a_chunk_missing_what_the_spec_requires_is_reencoded_with_it() {
     ] {
         let data = CHUNK.replacen(replaced, "", 1);
         assert_ne!(data, CHUNK, "{missing}");
-        let chunk = read(&data);
+        let chunk = read_chunk(&data);
         assert_eq!(chunk.verbatim, None, "{missing}");
         let written = serde_json::to_value(&chunk).unwrap();
         let at = if top {
@@ -214,7 +209,7 @@ fn a_chunk_missing_what_the_spec_requires_is_reencoded_with_it() {
         "",
         1,
     );
-    let chunk = read(&no_choices);
+    let chunk = read_chunk(&no_choices);
     assert_eq!(chunk.verbatim, None);
     assert_eq!(
         serde_json::to_value(&chunk).unwrap()["choices"],
@@ -226,13 +221,13 @@ fn a_chunk_missing_what_the_spec_requires_is_reencoded_with_it() {
         r#""finish_reason":null,"logprobs":{"content":[]}"#,
         1,
     );
-    let chunk = read(&logprobs);
+    let chunk = read_chunk(&logprobs);
     assert_eq!(chunk.verbatim, None);
     assert!(serde_json::to_value(&chunk).unwrap()["choices"][0]["logprobs"]["refusal"].is_null());
     // JSON over two lines (an event of two `data:` lines): one line out.
-    let chunk = read(&CHUNK.replacen(r#","model""#, "\n,\"model\"", 1));
+    let chunk = read_chunk(&CHUNK.replacen(r#","model""#, "\n,\"model\"", 1));
     assert_eq!(chunk.verbatim, None);
-    let chunk = read(&CHUNK.replacen(r#","model""#, "\r,\"model\"", 1));
+    let chunk = read_chunk(&CHUNK.replacen(r#","model""#, "\r,\"model\"", 1));
     assert_eq!(chunk.verbatim, None);
 }
 
@@ -240,14 +235,9 @@ fn a_chunk_missing_what_the_spec_requires_is_reencoded_with_it() {
 fn a_chunks_usage_null_goes_only_to_a_caller_that_asked_for_usage() {
     use crate::types::CanonicalChunk;
     let with_null = CHUNK.replacen(r#""timings""#, r#""usage":null,"timings""#, 1);
-    let chunk = serde_json::from_str::<ChatChunk>(&with_null)
-        .unwrap()
-        .with_verbatim(Bytes::from(with_null.clone()));
+    let chunk = read_chunk(&with_null);
     assert!(chunk.usage.is_none() && chunk.usage_sent);
     assert_eq!(chunk.verbatim(true), Some(with_null.as_bytes()));
     assert_eq!(chunk.verbatim(false), None);
-    let without = serde_json::from_str::<ChatChunk>(CHUNK)
-        .unwrap()
-        .with_verbatim(Bytes::from_static(CHUNK.as_bytes()));
-    assert_eq!(without.verbatim(false), Some(CHUNK.as_bytes()));
+    assert_eq!(read_chunk(CHUNK).verbatim(false), Some(CHUNK.as_bytes()));
 }
