@@ -31,12 +31,14 @@ trap 'rm -rf "$work"' EXIT
 sim_port=19101
 gateway_port=19102
 key=sk-count-0123456789
+syscalls=${COUNT_SYSCALLS:-0}
+stream=${COUNT_STREAM:-0}
 # The ledger commits every 1,024 rows (its largest group) rather than every
 # 200 ms: how many rows a timed group gathers depends on how fast the
 # requests run under callgrind, and moved the count by 2% run to run.
 # System calls are counted with the 200 ms groups the gateway runs with.
 flush='s|^ledger: {path: \(.*\)}$|ledger: {path: \1, flush_ms: 60000}|'
-if [ "${COUNT_SYSCALLS:-0}" = 1 ]; then flush=''; fi
+if [ "$syscalls" = 1 ]; then flush=''; fi
 bench_gateway_config "$bin" "$sim_port" "$key" "$work/ledger.db" | sed "$flush" > "$work/gateway.yaml"
 # A variant of that config (scripts/instructions-by-feature.sh): COUNT_SED,
 # a sed script applied to it; COUNT_EXTRA, sections appended.
@@ -45,7 +47,7 @@ if [ -n "${COUNT_EXTRA:-}" ]; then printf '%s\n' "$COUNT_EXTRA" >> "$work/gatewa
 "$bin" sim --listen "127.0.0.1:$sim_port" "${BENCH_SIM_SETTINGS[@]}" > "$work/sim.log" 2>&1 &
 sim=$!
 under=(valgrind --tool=callgrind --callgrind-out-file="$work/out")
-if [ "${COUNT_SYSCALLS:-0}" = 1 ]; then under=(); fi
+if [ "$syscalls" = 1 ]; then under=(); fi
 if [ "${1:-}" = bare ]; then
   hop=$(bench_bare_hop "$release")
   BARE_HOP_LISTEN="127.0.0.1:$gateway_port" BARE_HOP_UPSTREAM="http://127.0.0.1:$sim_port" \
@@ -56,7 +58,7 @@ else
 fi
 gateway=$!
 requests() {
-  python3 - "$1" "$gateway_port" "$key" "${COUNT_STREAM:-0}" <<'PY'
+  python3 - "$1" "$gateway_port" "$key" "$stream" <<'PY'
 import http.client, json, sys, time
 n, port, key = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
 stream = sys.argv[4] == "1"
@@ -76,7 +78,6 @@ for _ in range(n):
 PY
 }
 requests 200
-syscalls=${COUNT_SYSCALLS:-0}
 # The counted window: the 1,000 requests, and a second before them for
 # perf to attach, or after them for callgrind's dump.
 if [ "$syscalls" = 1 ]; then
@@ -121,5 +122,5 @@ if [ -n "${CALLGRIND_KEEP:-}" ]; then cp "$dump" "$CALLGRIND_KEEP"; fi
 # annotator's SIGPIPE would fail the script).
 total=$(callgrind_annotate "$dump" 2> /dev/null | awk '/PROGRAM TOTALS/ && !n { gsub(",", "", $1); print $1; n = 1 }')
 answers=whole
-if [ "${COUNT_STREAM:-0}" = 1 ]; then answers=streamed; fi
+if [ "$stream" = 1 ]; then answers=streamed; fi
 echo "$((total / 1000)) instructions per request (${1:-switchyard}; 1,000 sequential requests after 200, $answers)"
