@@ -115,7 +115,7 @@ pub trait Endpoint: Sized + 'static {
     type Response: CanonicalResponse + Serialize + Send + 'static;
     type Chunk: CanonicalChunk + Serialize + Send + 'static;
     /// Writes streamed chunks in the caller's dialect.
-    type Encoder: StreamEncoder<Self::Chunk>;
+    type Encoder: StreamEncoder<Self::Chunk> + Unpin;
 
     /// The request body in the caller's dialect, as the canonical request.
     fn decode(body: &[u8]) -> Result<Self::Request, GatewayError> {

@@ -2,8 +2,11 @@
 //! caller's dialect.
 
 use std::any::Any;
+use std::future::Future;
 use std::marker::PhantomData;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll, ready};
 
 use bytes::{Bytes, BytesMut};
 use futures_util::stream::BoxStream;
@@ -20,7 +23,7 @@ use crate::admit::capacity::Admission;
 use crate::dispatch::endpoint::{Call, Endpoint, StreamEncoder};
 use crate::dispatch::response_cache::Slot;
 use crate::error::GatewayError;
-use crate::settle::record::RequestRecord;
+use crate::settle::record::{RequestRecord, RowWritten};
 use switchyard_adapters::types::CanonicalChunk;
 
 /// OpenAI: `data: <chunk>` events and `data: [DONE]`; the final usage chunk
@@ -144,17 +147,32 @@ impl StreamEncoder<ChatChunk> for GeminiEvents {
     }
 }
 
-struct State<C, W> {
-    upstream: BoxStream<'static, Result<C, AdapterError>>,
-    encoder: W,
-    record: Box<RequestRecord>,
-    done: bool,
+/// The caller's stream: the backend's chunks as the encoder writes them,
+/// then the event that ends it once the row is handed over.
+///
+/// A struct with its own `poll_next` rather than `stream::unfold`, which
+/// moved its whole state into a new future for each event.
+pub struct Encoded<E: Endpoint> {
+    upstream: BoxStream<'static, Result<E::Chunk, AdapterError>>,
+    encoder: E::Encoder,
+    /// Taken when the backend's stream ends, to write its row.
+    record: Option<Box<RequestRecord>>,
     /// Its backend's part held until the backend's stream ends or the
-    /// client goes away, the gateway's until the stream's state is dropped
-    /// (none for a stream replayed from the response cache).
+    /// client goes away, the gateway's until the stream is dropped (none
+    /// for a stream replayed from the response cache).
     admission: Option<Admission>,
     /// Chunks kept for the response cache, and the backend they came from.
     keep: Option<(Slot, Vec<ChatChunk>, Arc<str>)>,
+    end: End,
+}
+
+enum End {
+    Streaming,
+    /// The row being handed over; then the stream's last event: the error
+    /// event already made, or else the dialect's end (an error event if a
+    /// strict ledger did not commit the row).
+    Writing(RowWritten, Option<Bytes>),
+    Done,
 }
 
 /// Streams the chunks as the encoder writes them. A backend failure after
@@ -166,81 +184,114 @@ pub fn encode<E: Endpoint>(
     record: Box<RequestRecord>,
     admission: Option<Admission>,
     keep: Option<(Slot, Arc<str>)>,
-) -> impl Stream<Item = Bytes> + Send + 'static {
-    let state = State {
+) -> Encoded<E> {
+    Encoded {
         upstream,
         encoder,
-        record,
-        done: false,
+        record: Some(record),
         admission,
         keep: keep.map(|(slot, backend)| (slot, Vec::new(), backend)),
-    };
-    futures_util::stream::unfold(state, |mut st| async move {
-        if st.done {
-            return None;
-        }
+        end: End::Streaming,
+    }
+}
+
+impl<E: Endpoint> Stream for Encoded<E> {
+    type Item = Bytes;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Bytes>> {
+        let this = self.get_mut();
         loop {
-            match st.upstream.next().await {
+            match &mut this.end {
+                End::Streaming => {}
+                End::Writing(written, error_event) => {
+                    let written = ready!(Pin::new(written).poll(cx));
+                    let event = match (error_event.take(), written) {
+                        // The stream ends with the backend's error either way.
+                        (Some(event), _) => event,
+                        (None, Ok(())) => this.encoder.done(),
+                        (None, Err(err)) => this.encoder.error(&err),
+                    };
+                    this.end = End::Done;
+                    return Poll::Ready(Some(event));
+                }
+                End::Done => return Poll::Ready(None),
+            }
+            let Some(record) = this.record.as_deref_mut() else {
+                return Poll::Ready(None);
+            };
+            match ready!(this.upstream.poll_next_unpin(cx)) {
                 Some(Ok(chunk)) => {
-                    if chunk.has_output() {
-                        st.record.first_output();
-                    }
-                    st.record.usage(chunk.usage());
-                    st.record
-                        .answer_meta(|meta| E::Request::chunk_meta(&chunk, meta));
-                    if !st.record.output_counted {
-                        chunk.push_output(st.record.output());
-                        chunk.push_reasoning(st.record.reasoning());
-                    }
-                    st.record.timings(chunk.timings());
-                    if let Some((_, kept, _)) = &mut st.keep
-                        && let Some(chunk) = (&chunk as &dyn Any).downcast_ref::<ChatChunk>()
-                    {
-                        kept.push(chunk.clone());
-                    }
-                    match st.encoder.chunk(&chunk) {
-                        Some(bytes) => return Some((bytes, st)),
-                        None => continue,
+                    note::<E>(record, &mut this.keep, &chunk);
+                    if let Some(bytes) = this.encoder.chunk(&chunk) {
+                        return Poll::Ready(Some(bytes));
                     }
                 }
                 Some(Err(err)) => {
-                    if let Some(admission) = &mut st.admission {
+                    if let Some(admission) = &mut this.admission {
                         admission.backend_done();
                     }
                     let err = GatewayError::from(err);
-                    st.record.failed(&err);
-                    // The stream ends with the backend's error either way.
-                    let _ = st.record.write().await;
-                    st.done = true;
+                    record.failed(&err);
                     err.log_detail();
-                    let event = st.encoder.error(&err);
-                    return Some((event, st));
+                    let event = this.encoder.error(&err);
+                    this.hand_over_row(Some(event));
                 }
                 None => {
                     // The backend is done with it: its slot and its place in
                     // the latency model's queue go now, not once the last
                     // bytes have reached the caller (whose next request can
-                    // be routed before this stream's state is dropped, and
-                    // would count it as still running there).
-                    if let Some(admission) = &mut st.admission {
+                    // be routed before this stream is dropped, and would
+                    // count it as still running there).
+                    if let Some(admission) = &mut this.admission {
                         admission.backend_done();
                     }
-                    if let Some((slot, kept, backend)) = st.keep.take() {
+                    if let Some((slot, kept, backend)) = this.keep.take() {
                         slot.put_stream(kept, backend);
                     }
-                    st.record.finish("ok");
+                    record.finish("ok");
                     // Before the last bytes: in strict mode the row is
                     // committed before the client sees the stream end, and
                     // a row that was not ends it with an error instead.
-                    let written = st.record.write().await;
-                    st.done = true;
-                    let end = match written {
-                        Ok(()) => st.encoder.done(),
-                        Err(err) => st.encoder.error(&err),
-                    };
-                    return Some((end, st));
+                    // Otherwise the row is made once those bytes are handed
+                    // to the socket, as a whole answer's is.
+                    this.hand_over_row(None);
                 }
             }
         }
-    })
+    }
+}
+
+impl<E: Endpoint> Encoded<E> {
+    /// Hands the record's row over to the ledger, `event` (an error's) to
+    /// end the stream with once it is.
+    fn hand_over_row(&mut self, event: Option<Bytes>) {
+        self.end = match self.record.take() {
+            Some(record) => End::Writing(record.write_after_reply(), event),
+            None => End::Done,
+        };
+    }
+}
+
+/// Notes a chunk in the request's record, and keeps it for the response
+/// cache.
+fn note<E: Endpoint>(
+    record: &mut RequestRecord,
+    keep: &mut Option<(Slot, Vec<ChatChunk>, Arc<str>)>,
+    chunk: &E::Chunk,
+) {
+    if chunk.has_output() {
+        record.first_output();
+    }
+    record.usage(chunk.usage());
+    record.answer_meta(|meta| E::Request::chunk_meta(chunk, meta));
+    if !record.output_counted {
+        chunk.push_output(record.output());
+        chunk.push_reasoning(record.reasoning());
+    }
+    record.timings(chunk.timings());
+    if let Some((_, kept, _)) = keep
+        && let Some(chunk) = (chunk as &dyn Any).downcast_ref::<ChatChunk>()
+    {
+        kept.push(chunk.clone());
+    }
 }
