@@ -51,7 +51,7 @@ fn streamed(anthropic: &MessagesUsage) -> Usage {
     let chunks = events.on_event(Some("message_delta"), &delta).unwrap();
     chunks
         .into_iter()
-        .find_map(|c| c.usage)
+        .find_map(|c| c.usage.map(|usage| *usage))
         .expect("message_delta ends with a usage chunk")
 }
 

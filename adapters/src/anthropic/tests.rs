@@ -276,7 +276,7 @@ fn chunks_of(resp: &ChatResponse, step: usize) -> Vec<ChatChunk> {
     out.push(chunk(Delta::default(), choice.finish_reason.clone()));
     out.push(ChatChunk {
         choices: Vec::new(),
-        usage: resp.usage.clone(),
+        usage: resp.usage.clone().map(Box::new),
         ..chunk(Delta::default(), None)
     });
     out

@@ -230,7 +230,7 @@ impl EventsToChunks {
                 out.push(self.chunk(Delta::default(), Some(finish)));
                 out.push(ChatChunk {
                     choices: Vec::new(),
-                    usage: Some(usage_to_chat(&self.usage)),
+                    usage: Some(Box::new(usage_to_chat(&self.usage))),
                     ..self.chunk(Delta::default(), None)
                 });
             }

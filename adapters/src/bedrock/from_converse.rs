@@ -254,7 +254,7 @@ impl EventsToChunks {
             "metadata" => {
                 out.push(ChatChunk {
                     choices: Vec::new(),
-                    usage: Some(usage(&data["usage"])),
+                    usage: Some(Box::new(usage(&data["usage"]))),
                     ..self.chunk(Delta::default(), None)
                 });
                 return Ok((out, true));

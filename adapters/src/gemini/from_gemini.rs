@@ -291,7 +291,7 @@ impl EventsToChunks {
     pub fn usage_chunk(&mut self) -> Option<ChatChunk> {
         let usage = self.usage.take()?;
         Some(ChatChunk {
-            usage: Some(usage_to_chat(&usage)),
+            usage: Some(Box::new(usage_to_chat(&usage))),
             ..self.chunk(Vec::new())
         })
     }

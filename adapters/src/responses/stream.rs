@@ -83,8 +83,8 @@ impl ResponseStream {
     pub fn on_chunk(&mut self, chunk: &ChatChunk) -> Vec<Event> {
         let mut events = Vec::new();
         self.start(chunk, &mut events);
-        if chunk.usage.is_some() {
-            self.usage.clone_from(&chunk.usage);
+        if let Some(usage) = &chunk.usage {
+            self.usage = Some(Usage::clone(usage));
         }
         let Some(choice) = chunk.choices.iter().find(|c| c.index == 0) else {
             return events;

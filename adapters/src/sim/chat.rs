@@ -292,7 +292,7 @@ impl SimBackend {
         let timings = self.chat_timings(&plan);
         if req.wants_stream_usage() {
             let usage_chunk = ChatChunk {
-                usage: Some(plan.usage()),
+                usage: Some(Box::new(plan.usage())),
                 ..template.clone()
             };
             script.push((Duration::ZERO, Ok(usage_chunk)));

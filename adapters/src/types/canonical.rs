@@ -140,7 +140,7 @@ impl CanonicalResponse for ChatResponse {
 
 impl CanonicalChunk for ChatChunk {
     fn usage(&self) -> Option<&Usage> {
-        self.usage.as_ref()
+        self.usage.as_deref()
     }
 
     fn verbatim(&self, usage_wanted: bool) -> Option<&[u8]> {

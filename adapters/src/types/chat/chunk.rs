@@ -16,8 +16,11 @@ pub struct ChatChunk {
     pub created: u64,
     pub model: String,
     pub choices: Vec<ChunkChoice>,
+    /// Boxed: only a stream's last chunk has usage, and a chunk is moved
+    /// about ten times on its way through the gateway (360 bytes with the
+    /// usage in place, 208 boxed).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub usage: Option<Usage>,
+    pub usage: Option<Box<Usage>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub system_fingerprint: Option<String>,
     /// llama.cpp's measurements, on a stream's last chunk (boxed, as above).
