@@ -15,7 +15,7 @@ use crate::openai::parse_json;
 use crate::provider::{ChatStream, Provider};
 use crate::sse::SseEvent;
 use crate::types::{ChatChunk, ChatRequest, ChatResponse};
-use crate::upstream::{EventDecoder, Link, Upstream};
+use crate::upstream::{EventDecoder, Items, Link, Upstream};
 
 /// The Messages API version sent when the config names none.
 pub const DEFAULT_VERSION: &str = "2023-06-01";
@@ -72,22 +72,26 @@ impl AnthropicClient {
 }
 
 impl EventDecoder<ChatChunk> for EventsToChunks {
-    fn decode(&mut self, event: SseEvent) -> (Vec<Result<ChatChunk, AdapterError>>, bool) {
+    fn decode(&mut self, event: SseEvent, out: &mut Items<ChatChunk>) -> bool {
         let data: Value = match serde_json::from_str(&event.data) {
             Ok(data) => data,
             Err(err) => {
-                return (
-                    vec![Err(AdapterError::Protocol {
-                        message: format!("{err} in an Anthropic event"),
-                    })],
-                    true,
-                );
+                out.push_back(Err(AdapterError::Protocol {
+                    message: format!("{err} in an Anthropic event"),
+                }));
+                return true;
             }
         };
         let end = event.event.as_deref() == Some("message_stop") || data["type"] == "message_stop";
         match self.on_event(event.event.as_deref(), &data) {
-            Ok(chunks) => (chunks.into_iter().map(Ok).collect(), end),
-            Err(err) => (vec![Err(err)], true),
+            Ok(chunks) => {
+                out.extend(chunks.into_iter().map(Ok));
+                end
+            }
+            Err(err) => {
+                out.push_back(Err(err));
+                true
+            }
         }
     }
 }

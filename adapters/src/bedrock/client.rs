@@ -21,7 +21,7 @@ use crate::error::AdapterError;
 use crate::openai::parse_json;
 use crate::provider::{ChatStream, Provider};
 use crate::types::{ChatChunk, ChatRequest, ChatResponse};
-use crate::upstream::{EventDecoder, Framer, Link, Upstream};
+use crate::upstream::{EventDecoder, Framer, Items, Link, Upstream};
 
 const JSON: &str = "application/json";
 
@@ -120,10 +120,16 @@ impl BedrockClient {
 
 /// ConverseStream's frames as chat chunks.
 impl EventDecoder<ChatChunk, Frame> for EventsToChunks {
-    fn decode(&mut self, frame: Frame) -> (Vec<Result<ChatChunk, AdapterError>>, bool) {
+    fn decode(&mut self, frame: Frame, out: &mut Items<ChatChunk>) -> bool {
         match self.on_frame(&frame) {
-            Ok((chunks, end)) => (chunks.into_iter().map(Ok).collect(), end),
-            Err(err) => (vec![Err(err)], true),
+            Ok((chunks, end)) => {
+                out.extend(chunks.into_iter().map(Ok));
+                end
+            }
+            Err(err) => {
+                out.push_back(Err(err));
+                true
+            }
         }
     }
 }

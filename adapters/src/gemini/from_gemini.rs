@@ -4,14 +4,13 @@
 use serde_json::{Map, Value, json};
 
 use super::to_gemini::{MINTED_ID, THOUGHT_SIGNATURE};
-use crate::error::AdapterError;
 use crate::openai::parse_json;
 use crate::sse::SseEvent;
 use crate::types::{
     ChatChunk, ChatResponse, Choice, ChunkChoice, Content, Delta, FunctionCall, Message, Role,
     ToolCall, ToolCallDelta, Usage, UsageDetails, unix_now,
 };
-use crate::upstream::EventDecoder;
+use crate::upstream::{EventDecoder, Items};
 
 /// Gemini finish reasons in OpenAI's words; `called` says whether the
 /// candidate called a function (Gemini says STOP for that too).
@@ -298,7 +297,7 @@ impl EventsToChunks {
 }
 
 impl EventDecoder<ChatChunk> for EventsToChunks {
-    fn decode(&mut self, event: SseEvent) -> (Vec<Result<ChatChunk, AdapterError>>, bool) {
+    fn decode(&mut self, event: SseEvent, out: &mut Items<ChatChunk>) -> bool {
         // `{"error": ...}` mid-stream becomes the error it reports.
         match parse_json::<Value>(event.data.as_bytes()) {
             Ok(resp) if resp.get("error").is_some() => {
@@ -308,21 +307,25 @@ impl EventDecoder<ChatChunk> for EventsToChunks {
                     .filter(|c| (400..600).contains(c))
                     .unwrap_or(502);
                 let body = event.data.as_bytes();
-                (
-                    vec![Err(crate::upstream::status_error(
-                        status,
-                        &http::HeaderMap::new(),
-                        body,
-                    ))],
-                    true,
-                )
+                out.push_back(Err(crate::upstream::status_error(
+                    status,
+                    &http::HeaderMap::new(),
+                    body,
+                )));
+                true
             }
-            Ok(resp) => (self.on_response(&resp).into_iter().map(Ok).collect(), false),
-            Err(err) => (vec![Err(err)], true),
+            Ok(resp) => {
+                out.extend(self.on_response(&resp).into_iter().map(Ok));
+                false
+            }
+            Err(err) => {
+                out.push_back(Err(err));
+                true
+            }
         }
     }
 
-    fn finish(&mut self) -> Vec<Result<ChatChunk, AdapterError>> {
-        self.usage_chunk().into_iter().map(Ok).collect()
+    fn finish(&mut self, out: &mut Items<ChatChunk>) {
+        out.extend(self.usage_chunk().map(Ok));
     }
 }

@@ -7,7 +7,7 @@ use serde_json::{Value, json};
 use super::*;
 use crate::sse::SseEvent;
 use crate::types::{ChatChunk, ChatRequest};
-use crate::upstream::EventDecoder;
+use crate::upstream::{EventDecoder, Items};
 
 fn request(body: Value) -> ChatRequest {
     serde_json::from_value(body).unwrap()
@@ -173,6 +173,13 @@ fn event(data: &Value) -> SseEvent {
     }
 }
 
+/// The items one event decodes to, and whether it ends the stream.
+fn decode(decoder: &mut EventsToChunks, data: &Value) -> (Items<ChatChunk>, bool) {
+    let mut items = Items::new();
+    let end = decoder.decode(event(data), &mut items);
+    (items, end)
+}
+
 #[test]
 fn a_stream_of_partial_answers_ends_with_its_last_usage() {
     let mut decoder = EventsToChunks::new("gemini-2.5-flash");
@@ -184,11 +191,13 @@ fn a_stream_of_partial_answers_ends_with_its_last_usage() {
         json!({"candidates": [{"content": {"role": "model", "parts": [{"text": ""}]}, "finishReason": "STOP", "index": 0}],
                "usageMetadata": {"promptTokenCount": 9, "candidatesTokenCount": 3, "totalTokenCount": 12}}),
     ] {
-        let (items, end) = decoder.decode(event(&data));
+        let (items, end) = decode(&mut decoder, &data);
         assert!(!end, "Gemini streams end with the body, not an event");
         chunks.extend(items.into_iter().map(Result::unwrap));
     }
-    chunks.extend(decoder.finish().into_iter().map(Result::unwrap));
+    let mut owed = Items::new();
+    decoder.finish(&mut owed);
+    chunks.extend(owed.into_iter().map(Result::unwrap));
     let text: String = chunks
         .iter()
         .flat_map(|c| &c.choices)
@@ -210,8 +219,11 @@ fn a_stream_of_partial_answers_ends_with_its_last_usage() {
 #[test]
 fn a_streamed_call_arrives_whole_and_an_error_event_ends_the_stream() {
     let mut decoder = EventsToChunks::new("gemini-2.5-flash");
-    let (items, _) = decoder.decode(event(&json!({"candidates": [{"content": {"role": "model", "parts": [
-        {"functionCall": {"name": "f", "args": {"a": 1}, "id": "x1"}}]}, "finishReason": "STOP", "index": 0}]})));
+    let (items, _) = decode(
+        &mut decoder,
+        &json!({"candidates": [{"content": {"role": "model", "parts": [
+        {"functionCall": {"name": "f", "args": {"a": 1}, "id": "x1"}}]}, "finishReason": "STOP", "index": 0}]}),
+    );
     let chunks: Vec<ChatChunk> = items.into_iter().map(Result::unwrap).collect();
     let call = chunks
         .iter()
@@ -225,9 +237,10 @@ fn a_streamed_call_arrives_whole_and_an_error_event_ends_the_stream() {
         chunks.last().unwrap().choices[0].finish_reason.as_deref(),
         Some("tool_calls")
     );
-    let (items, end) = decoder.decode(event(
+    let (items, end) = decode(
+        &mut decoder,
         &json!({"error": {"code": 429, "message": "Resource exhausted", "status": "RESOURCE_EXHAUSTED"}}),
-    ));
+    );
     assert!(end);
     assert!(matches!(
         items[0],

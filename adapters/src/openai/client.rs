@@ -16,7 +16,7 @@ use crate::types::{
     ChatChunk, ChatRequest, ChatResponse, CompletionRequest, CompletionResponse, EmbeddingRequest,
     EmbeddingResponse,
 };
-use crate::upstream::{EventDecoder, Link, Upstream};
+use crate::upstream::{EventDecoder, Items, Link, Upstream};
 
 /// One OpenAI-compatible backend.
 pub struct OpenAiClient {
@@ -28,13 +28,14 @@ pub struct OpenAiClient {
 struct RawEvents;
 
 impl EventDecoder<SseEvent> for RawEvents {
-    fn decode(&mut self, event: SseEvent) -> (Vec<Result<SseEvent, AdapterError>>, bool) {
+    fn decode(&mut self, event: SseEvent, out: &mut Items<SseEvent>) -> bool {
         let end = event.data == "[DONE]"
             || matches!(
                 event.event.as_deref(),
                 Some("response.completed" | "response.failed" | "response.incomplete" | "error")
             );
-        (vec![Ok(event)], end)
+        out.push_back(Ok(event));
+        end
     }
 }
 
@@ -43,11 +44,12 @@ impl EventDecoder<SseEvent> for RawEvents {
 struct JsonChunks<T>(fn(String) -> Result<T, AdapterError>);
 
 impl<T: Send + 'static> EventDecoder<T> for JsonChunks<T> {
-    fn decode(&mut self, event: SseEvent) -> (Vec<Result<T, AdapterError>>, bool) {
+    fn decode(&mut self, event: SseEvent, out: &mut Items<T>) -> bool {
         if event.data == "[DONE]" {
-            return (Vec::new(), true);
+            return true;
         }
-        (vec![(self.0)(event.data)], false)
+        out.push_back((self.0)(event.data));
+        false
     }
 }
 

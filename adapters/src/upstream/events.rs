@@ -66,17 +66,21 @@ impl Framer for SseFramer {
     }
 }
 
-/// Turns one dialect's frames (SSE events unless said) into items.
-pub trait EventDecoder<T, F = SseEvent>: Send + 'static {
-    /// The items a frame stands for, and whether it ends the stream. An
-    /// error item ends the stream too.
-    fn decode(&mut self, event: F) -> (Vec<Result<T, AdapterError>>, bool);
+/// Items decoded and not yet taken, in order.
+pub type Items<T> = VecDeque<Result<T, AdapterError>>;
 
-    /// The items owed when the body ends cleanly without an end event
+/// Turns one dialect's frames (SSE events unless said) into items.
+///
+/// Items go straight into the stream's queue: a `Vec` returned for each
+/// event cost an allocation and one more move of each item.
+pub trait EventDecoder<T, F = SseEvent>: Send + 'static {
+    /// Puts the items a frame stands for at the end of `out`; whether the
+    /// frame ends the stream. An error item ends the stream too.
+    fn decode(&mut self, event: F, out: &mut Items<T>) -> bool;
+
+    /// Puts the items owed when the body ends cleanly without an end event
     /// (Google's streams have none: their last usage is sent here).
-    fn finish(&mut self) -> Vec<Result<T, AdapterError>> {
-        Vec::new()
-    }
+    fn finish(&mut self, _out: &mut Items<T>) {}
 }
 
 /// The stream [`decode_frames`] returns, written as a `Stream` rather than
@@ -89,7 +93,7 @@ struct Frames<T, F, D> {
     body: Option<Incoming>,
     framer: F,
     decoder: D,
-    pending: VecDeque<Result<T, AdapterError>>,
+    pending: Items<T>,
     done: bool,
     idle: Duration,
     /// One timer for the whole stream, not one per frame: it is due
@@ -199,8 +203,7 @@ where
                             message: "stream ended inside an event".into(),
                         })));
                     }
-                    let owed = st.decoder.finish();
-                    st.pending.extend(owed);
+                    st.decoder.finish(&mut st.pending);
                 }
                 Ok(Some(Err(err))) => {
                     st.done = true;
@@ -221,9 +224,9 @@ where
                         }
                     };
                     for event in events {
-                        let (items, end) = st.decoder.decode(event);
-                        let failed = items.iter().any(Result::is_err);
-                        st.pending.extend(items);
+                        let before = st.pending.len();
+                        let end = st.decoder.decode(event, &mut st.pending);
+                        let failed = st.pending.range(before..).any(Result::is_err);
                         if end || failed {
                             st.done = true;
                             if let Some(body) = st.body.take() {

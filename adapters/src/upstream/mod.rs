@@ -22,7 +22,7 @@ use switchyard_policies::{BackendTls, Timeouts};
 
 pub use client::{HttpClient, http_client, http_client_trusting};
 pub(crate) use error_body::status_error;
-pub use events::{EventDecoder, Framer, SseFramer, decode_events, decode_frames};
+pub use events::{EventDecoder, Framer, Items, SseFramer, decode_events, decode_frames};
 
 use crate::body::TooLarge;
 use crate::error::{AdapterError, TimeoutPhase};
