@@ -17,6 +17,7 @@ pub mod provider;
 pub mod responses;
 pub mod sim;
 pub mod sse;
+pub mod timer;
 pub mod tokens;
 pub mod translate;
 pub mod types;

@@ -6,17 +6,17 @@ use std::collections::VecDeque;
 use std::pin::Pin;
 use std::time::Duration;
 
-use std::future::Future;
 use std::task::{Context, Poll};
 
 use futures_util::Stream;
 use futures_util::stream::BoxStream;
 use http_body_util::BodyExt;
 use hyper::body::{Body, Incoming};
-use tokio::time::{Instant, Sleep};
+use tokio::time::Instant;
 
 use crate::error::{AdapterError, TimeoutPhase};
 use crate::sse::{SseEvent, SseParser};
+use crate::timer::LazyTimer;
 
 /// Cuts a body into frames.
 pub trait Framer: Send + 'static {
@@ -99,12 +99,12 @@ struct Frames<T, F, D> {
     /// One timer for the whole stream, not one per frame: it is due
     /// `idle` after the frame it was last set from, and when it fires early
     /// (frames came since) it is moved to `idle` after the latest one.
-    idle_timer: Pin<Box<Sleep>>,
+    idle_timer: LazyTimer,
     last_frame: Instant,
 }
 
 // No field is pinned in place: the body is polled through `&mut` (it is
-// `Unpin`) and the timer is boxed.
+// `Unpin`) and the timer's `Sleep` is boxed.
 impl<T, F, D> Unpin for Frames<T, F, D> {}
 
 /// Items from an SSE body, ended by the decoder or a clean end of body. A
@@ -141,7 +141,7 @@ where
         pending: VecDeque::new(),
         done: false,
         idle,
-        idle_timer: Box::pin(tokio::time::sleep(idle)),
+        idle_timer: LazyTimer::new(Instant::now() + idle),
         last_frame: Instant::now(),
     })
 }
@@ -176,7 +176,7 @@ where
                     coop.made_progress();
                     Ok(frame)
                 }
-                Poll::Pending => match st.idle_timer.as_mut().poll(cx) {
+                Poll::Pending => match st.idle_timer.poll_due(cx) {
                     Poll::Ready(()) => Err(()),
                     Poll::Pending => return Poll::Pending,
                 },
@@ -187,7 +187,7 @@ where
             match frame {
                 Err(()) if st.last_frame.elapsed() < st.idle => {
                     let due = st.last_frame + st.idle;
-                    st.idle_timer.as_mut().reset(due);
+                    st.idle_timer.reset(due);
                 }
                 Err(()) => {
                     st.done = true;

@@ -20,6 +20,7 @@ use std::time::Duration;
 use http::{Request, Response};
 use hyper::body::Incoming;
 use hyper_util::server::graceful::GracefulConnection;
+use switchyard_adapters::timer::LazyTimer;
 use tokio::sync::{Notify, watch};
 use tokio::time::Instant;
 
@@ -229,6 +230,9 @@ where
         () = drained(&mut draining) => return Ok(()),
     }
     let age_deadline = limits.max_connection_age.map(|age| activity.accepted + age);
+    // Polled each time the connection's task is (once per event of a
+    // streamed answer), so it asks tokio only when tokio may have news.
+    let mut timer = LazyTimer::new(Instant::now());
     let closing_deadline = loop {
         let next = [activity.idle_deadline(limits.idle_timeout), age_deadline]
             .into_iter()
@@ -237,9 +241,10 @@ where
             // A request is in flight and no age is set: look again once an
             // idle timeout has passed.
             .unwrap_or_else(|| Instant::now() + limits.idle_timeout);
+        timer.reset(next);
         tokio::select! {
             ended = connection.as_mut() => return ended,
-            () = tokio::time::sleep_until(next) => {
+            () = std::future::poll_fn(|cx| timer.poll_due(cx)) => {
                 let now = Instant::now();
                 let idle = activity.idle_deadline(limits.idle_timeout).is_some_and(|at| at <= now);
                 let old = age_deadline.is_some_and(|at| at <= now);
