@@ -8,6 +8,7 @@ pub mod multipart;
 pub mod redact;
 mod request;
 pub mod request_id;
+pub mod request_span;
 mod response;
 pub mod server;
 pub mod stack;

@@ -14,12 +14,12 @@ use tokio::net::TcpListener;
 use tower::ServiceBuilder;
 use tower_http::catch_panic::CatchPanicLayer;
 use tower_http::sensitive_headers::SetSensitiveRequestHeadersLayer;
-use tower_http::trace::{DefaultOnFailure, TraceLayer};
 
 use crate::admit::access::{AuthLayer, X_API_KEY, X_GOOG_API_KEY};
 use crate::error::GatewayError;
 use crate::http::Body;
-use crate::http::request_id::{REQUEST_ID, RequestIdLayer};
+use crate::http::request_id::RequestIdLayer;
+use crate::http::request_span::RequestSpanLayer;
 
 use crate::state::app::App;
 use crate::state::live::Live;
@@ -33,8 +33,9 @@ use crate::state::live::Live;
 /// 2. `RequestIdLayer`: every request gets an `x-request-id` (the caller's
 ///    own when it sent one), so logs and support tickets can name it, and
 ///    its response carries the same id.
-/// 3. `TraceLayer`: one span per request, carrying that id; everything logged
-///    while serving it is inside the span.
+/// 3. `RequestSpanLayer`: one span per request, carrying that id;
+///    everything logged while serving it, its body included, is inside the
+///    span.
 /// 4. `SetSensitiveRequestHeadersLayer`: API keys and cookies are marked
 ///    sensitive so no layer or log below prints them.
 /// 5. `AuthLayer`: pins the config the request is served with (the one
@@ -61,14 +62,14 @@ pub async fn serve(
     let service = ServiceBuilder::new()
         .layer(CatchPanicLayer::custom(panic_response))
         .layer(RequestIdLayer)
-        .layer(TraceLayer::new_for_http().make_span_with(|req: &Request<Incoming>| {
-            let id = req.headers().get(REQUEST_ID).and_then(|v| v.to_str().ok()).unwrap_or("-");
-            tracing::info_span!("request", method = %req.method(), path = %req.uri().path(), id = %id)
-        })
-        // A 5xx here is mostly a backend's failure, reported as such by the
-        // request record; it is not an error of the gateway's own.
-        .on_failure(DefaultOnFailure::new().level(tracing::Level::WARN)))
-        .layer(SetSensitiveRequestHeadersLayer::new([AUTHORIZATION, PROXY_AUTHORIZATION, COOKIE, X_API_KEY, X_GOOG_API_KEY]))
+        .layer(RequestSpanLayer)
+        .layer(SetSensitiveRequestHeadersLayer::new([
+            AUTHORIZATION,
+            PROXY_AUTHORIZATION,
+            COOKIE,
+            X_API_KEY,
+            X_GOOG_API_KEY,
+        ]))
         .layer(AuthLayer::new(live.clone()))
         .service_fn(move |mut req: Request<Incoming>| {
             let live = handler_live.clone();
@@ -78,7 +79,9 @@ pub async fn serve(
                 .unwrap_or_else(|| live.app());
             // Boxed here, once: the handler's state is kilobytes, and each
             // layer above wraps the future it gets by value.
-            Box::pin(async move { Ok::<_, Infallible>(crate::ingress::paths::handle(&live, app, req).await) })
+            Box::pin(async move {
+                Ok::<_, Infallible>(crate::ingress::paths::handle(&live, app, req).await)
+            })
         });
     // Every config shares the process's ledger.
     let ledger = app.ledger.clone();
