@@ -412,7 +412,10 @@ async fn with_auth_off_the_dashboard_is_open_and_the_rest_of_the_admin_api_is_no
 }
 
 /// `SWITCHYARD_LOG_FORMAT=json`: every log line is one JSON object, and a
-/// request's line carries its route, backend, status and cost as fields.
+/// request's line carries its route, backend, status and cost as fields,
+/// inside the request's span (whose `id` the answer's `x-request-id`
+/// names), whole or streamed: the line is written after the answer has
+/// gone out, from work queued inside the span.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn json_logs_are_one_object_per_line() {
     let log = support::unique_path("json.log");
@@ -425,14 +428,16 @@ async fn json_logs_are_one_object_per_line() {
         )
         .split("auto", &[("small", 1)])
         .start_logging("info", Some(&log));
-    let body =
+    let whole =
         json!({"model": "auto", "max_tokens": 4, "messages": [{"role": "user", "content": "hi"}]});
-    assert_eq!(
-        post_with(&gateway.url("/v1/chat/completions"), &body, &[])
-            .await
-            .status,
-        200
-    );
+    let mut streamed = whole.clone();
+    streamed["stream"] = json!(true);
+    let mut ids = Vec::new();
+    for body in [&whole, &streamed] {
+        let reply = post_with(&gateway.url("/v1/chat/completions"), body, &[]).await;
+        assert_eq!(reply.status, 200);
+        ids.push(reply.header("x-request-id").unwrap().to_owned());
+    }
     let mut lines = Vec::new();
     let found = support::eventually(async || {
         lines = std::fs::read_to_string(&log)
@@ -440,7 +445,11 @@ async fn json_logs_are_one_object_per_line() {
             .lines()
             .map(str::to_owned)
             .collect();
-        lines.iter().any(|l| l.contains("switchyard::request"))
+        lines
+            .iter()
+            .filter(|l| l.contains("switchyard::request"))
+            .count()
+            == 2
     })
     .await;
     assert!(found, "{lines:?}");
@@ -451,16 +460,26 @@ async fn json_logs_are_one_object_per_line() {
             "{line}"
         );
     }
-    let request: Value = lines
+    let requests: Vec<Value> = lines
         .iter()
         .map(|l| serde_json::from_str::<Value>(l).unwrap())
-        .find(|v| v["target"] == "switchyard::request")
-        .unwrap();
-    let fields = &request["fields"];
-    assert_eq!(
-        (&fields["route"], &fields["backend"], &fields["status"]),
-        (&json!("auto"), &json!("small"), &json!("ok"))
-    );
+        .filter(|v| v["target"] == "switchyard::request")
+        .collect();
+    for request in &requests {
+        let fields = &request["fields"];
+        assert_eq!(
+            (&fields["route"], &fields["backend"], &fields["status"]),
+            (&json!("auto"), &json!("small"), &json!("ok"))
+        );
+        assert_eq!(request["span"]["name"], "request", "{request}");
+    }
+    let mut logged: Vec<&str> = requests
+        .iter()
+        .filter_map(|r| r["span"]["id"].as_str())
+        .collect();
+    logged.sort_unstable();
+    ids.sort_unstable();
+    assert_eq!(logged, ids);
     let _ = std::fs::remove_file(&log);
 }
 

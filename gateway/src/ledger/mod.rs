@@ -486,6 +486,8 @@ impl Ledger {
     /// hyper has handed the answer to the socket (`http::after_poll`: a task
     /// of its own woke an idle worker per request); elsewhere in a task of
     /// its own. Not for strict mode, whose caller waits for the commit.
+    /// It runs inside the span it was queued in (the request's), so the
+    /// request's log line (`switchyard::request`) carries the request's id.
     ///
     /// (A single long-lived task fed by a channel instead measured no
     /// cheaper under load, and slower at c=1.)
@@ -496,7 +498,9 @@ impl Ledger {
         debug_assert!(!self.strict, "strict rows are written by their request");
         self.detached.fetch_add(1, Ordering::AcqRel);
         let detached = Detached(self.clone());
+        let span = tracing::Span::current();
         let queued = crate::http::after_poll::queue(Box::new(move || {
+            let _in_span = span.enter();
             let Some(row) = work() else { return };
             // A full queue: a task waits for room, the row still detached.
             if let Either::Right(later) = detached.0.write(row) {
