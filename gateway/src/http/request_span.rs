@@ -1,13 +1,15 @@
 //! One span per request, `request`, with its method, path and id: every
 //! log line made while serving it, the answer's body included, is inside
-//! the span. A 5xx answer is logged at `warn` (mostly a backend's failure,
-//! which the request's record reports as such; it is not an error of the
-//! gateway's own), every answer at `debug`.
+//! the span. The lines tower-http's `TraceLayer` wrote, with the same
+//! fields, stay: "started processing request" and "finished processing
+//! request" at `debug`, and for a 5xx answer "response failed" at `warn`
+//! (mostly a backend's failure, which the request's record reports as
+//! such; it is not an error of the gateway's own).
 //!
-//! tower-http's `TraceLayer` did this, and also read the clock twice for
-//! every frame of the answer's body, for an `on_body_chunk` hook the
-//! gateway does not use: about 280 instructions an event of a streamed
-//! answer.
+//! `TraceLayer` also read the clock twice for every frame of the answer's
+//! body, to time the frames for its `on_body_chunk` and `on_eos` hooks:
+//! about 280 instructions an event of a streamed answer. Its `debug` line
+//! at a body's end, the one hook here that wrote anything, is gone.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -57,14 +59,16 @@ where
             .and_then(|v| v.to_str().ok())
             .unwrap_or("-");
         let span = tracing::info_span!("request", method = %req.method(), path = %req.uri().path(), id = %id);
+        let started = Instant::now();
         let inner = {
             let _in_span = span.enter();
+            tracing::debug!("started processing request");
             self.inner.call(req)
         };
         Spanned {
             inner,
             span: Some(span),
-            started: Instant::now(),
+            started,
         }
     }
 }
@@ -102,12 +106,16 @@ where
         };
         {
             let _in_span = span.enter();
-            let status = response.status().as_u16();
-            let latency_ms = this.started.elapsed().as_secs_f64() * 1000.0;
-            if response.status().is_server_error() {
-                tracing::warn!(status, latency_ms, "response failed");
-            } else {
-                tracing::debug!(status, latency_ms, "finished processing request");
+            let status = response.status();
+            // As tower-http wrote it: whole milliseconds, with the unit.
+            let ms = this.started.elapsed().as_millis();
+            tracing::debug!(latency = %format_args!("{ms} ms"), status = status.as_u16(), "finished processing request");
+            if status.is_server_error() {
+                tracing::warn!(
+                    classification = %format_args!("Status code: {status}"),
+                    latency = %format_args!("{ms} ms"),
+                    "response failed"
+                );
             }
         }
         Poll::Ready(Ok(response.map(|inner| InSpan { inner, span })))
@@ -205,5 +213,66 @@ mod tests {
             });
         });
         assert_eq!(*seen.lock().unwrap(), [Some("request"); 3]);
+    }
+    /// Notes each event's level and message.
+    struct Events(Arc<Mutex<Vec<(tracing::Level, String)>>>);
+
+    impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for Events {
+        fn on_event(
+            &self,
+            event: &tracing::Event<'_>,
+            _ctx: tracing_subscriber::layer::Context<'_, S>,
+        ) {
+            struct Message(String);
+            impl tracing::field::Visit for Message {
+                fn record_debug(
+                    &mut self,
+                    field: &tracing::field::Field,
+                    value: &dyn std::fmt::Debug,
+                ) {
+                    if field.name() == "message" {
+                        self.0 = format!("{value:?}");
+                    }
+                }
+            }
+            let mut message = Message(String::new());
+            event.record(&mut message);
+            let level = *event.metadata().level();
+            self.0.lock().unwrap().push((level, message.0));
+        }
+    }
+
+    #[test]
+    fn a_5xx_answer_is_logged_at_warn_and_every_answer_at_debug() {
+        use tracing_subscriber::layer::SubscriberExt;
+        let events = Arc::new(Mutex::new(Vec::new()));
+        let subscriber = tracing_subscriber::registry().with(Events(events.clone()));
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        tracing::subscriber::with_default(subscriber, || {
+            for status in [200, 502] {
+                let mut service = RequestSpanLayer.layer(tower::service_fn(
+                    move |_req: Request<()>| async move {
+                        let mut response = Response::new(());
+                        *response.status_mut() = http::StatusCode::from_u16(status).unwrap();
+                        Ok::<_, Infallible>(response)
+                    },
+                ));
+                let request = Request::get("/v1/models").body(()).unwrap();
+                runtime.block_on(service.call(request)).unwrap();
+            }
+        });
+        use tracing::Level;
+        let expected = [
+            (Level::DEBUG, "started processing request"),
+            (Level::DEBUG, "finished processing request"),
+            (Level::DEBUG, "started processing request"),
+            (Level::DEBUG, "finished processing request"),
+            (Level::WARN, "response failed"),
+        ];
+        let events = events.lock().unwrap();
+        let seen: Vec<(Level, &str)> = events.iter().map(|(l, m)| (*l, m.as_str())).collect();
+        assert_eq!(seen, expected);
     }
 }
