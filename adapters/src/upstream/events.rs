@@ -4,9 +4,8 @@
 
 use std::collections::VecDeque;
 use std::pin::Pin;
-use std::time::Duration;
-
 use std::task::{Context, Poll};
+use std::time::Duration;
 
 use futures_util::Stream;
 use futures_util::stream::BoxStream;

@@ -9,6 +9,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll, ready};
 
 use bytes::{Bytes, BytesMut};
+use futures_util::future::Either;
 use futures_util::stream::BoxStream;
 use futures_util::{Stream, StreamExt};
 use serde_json::json;
@@ -265,10 +266,14 @@ impl<E: Endpoint> Encoded<E> {
     /// Hands the record's row over to the ledger, `event` (an error's) to
     /// end the stream with once it is.
     fn hand_over_row(&mut self, event: Option<Bytes>) {
-        self.end = match self.record.take() {
-            Some(record) => End::Writing(record.write_after_reply(), event),
-            None => End::Done,
+        let written = match self.record.take() {
+            Some(record) => record.write_after_reply(),
+            // Only a stream still reading its backend gets here, and it
+            // holds its record; were it not, the stream still ends as it
+            // should, with its last event.
+            None => Either::Left(std::future::ready(Ok(()))),
         };
+        self.end = End::Writing(written, event);
     }
 }
 

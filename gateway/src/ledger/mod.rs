@@ -504,10 +504,11 @@ impl Ledger {
             let Some(row) = work() else { return };
             // A full queue: a task waits for room, the row still detached.
             if let Either::Right(later) = detached.0.write(row) {
-                tokio::spawn(async move {
+                let waits = async move {
                     let _ = later.await;
                     drop(detached);
-                });
+                };
+                tokio::spawn(tracing::Instrument::instrument(waits, span.clone()));
             }
         }));
         if let Err(work) = queued {
