@@ -1,15 +1,16 @@
 //! One span per request, `request`, with its method, path and id: every
 //! log line made while serving it, the answer's body included, is inside
 //! the span. The lines tower-http's `TraceLayer` wrote, with the same
-//! fields, stay: "started processing request" and "finished processing
-//! request" at `debug`, and for a 5xx answer "response failed" at `warn`
-//! (mostly a backend's failure, which the request's record reports as
-//! such; it is not an error of the gateway's own).
+//! fields, stay: "started processing request", "finished processing
+//! request" and "end of stream" at `debug`, and for a 5xx answer "response
+//! failed" at `warn` (mostly a backend's failure, which the request's
+//! record reports as such; it is not an error of the gateway's own).
 //!
 //! `TraceLayer` also read the clock twice for every frame of the answer's
-//! body, to time the frames for its `on_body_chunk` and `on_eos` hooks:
-//! about 280 instructions an event of a streamed answer. Its `debug` line
-//! at a body's end, the one hook here that wrote anything, is gone.
+//! body, for its `on_body_chunk` hook and its check of how the body ended,
+//! neither of which the gateway uses: about 280 instructions an event of
+//! a streamed answer. Here the clock is read when the call starts, when
+//! its answer is ready, and at the body's end only if that line is logged.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -104,11 +105,12 @@ where
             }
             Poll::Ready(result) => result?,
         };
+        let ready_at = Instant::now();
         {
             let _in_span = span.enter();
             let status = response.status();
             // As tower-http wrote it: whole milliseconds, with the unit.
-            let ms = this.started.elapsed().as_millis();
+            let ms = ready_at.duration_since(*this.started).as_millis();
             tracing::debug!(latency = %format_args!("{ms} ms"), status = status.as_u16(), "finished processing request");
             if status.is_server_error() {
                 tracing::warn!(
@@ -118,7 +120,12 @@ where
                 );
             }
         }
-        Poll::Ready(Ok(response.map(|inner| InSpan { inner, span })))
+        Poll::Ready(Ok(response.map(|inner| InSpan {
+            inner,
+            span,
+            stream_start: ready_at,
+            ended: false,
+        })))
     }
 }
 
@@ -128,6 +135,9 @@ pin_project! {
         #[pin]
         inner: B,
         span: Span,
+        // When the answer was ready, for the line at the body's end.
+        stream_start: Instant,
+        ended: bool,
     }
 }
 
@@ -139,9 +149,22 @@ impl<B: Body> Body for InSpan<B> {
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<B::Data>, B::Error>>> {
-        let this = self.project();
+        let mut this = self.project();
         let _in_span = this.span.enter();
-        this.inner.poll_frame(cx)
+        let polled = this.inner.as_mut().poll_frame(cx);
+        // As tower-http: at the last frame, or at the end of a body that
+        // did not know its last frame was the last.
+        let ended = match &polled {
+            Poll::Ready(None) => true,
+            Poll::Ready(Some(Ok(_))) => this.inner.is_end_stream(),
+            Poll::Ready(Some(Err(_))) | Poll::Pending => false,
+        };
+        if ended && !*this.ended {
+            *this.ended = true;
+            let ms = || this.stream_start.elapsed().as_millis();
+            tracing::debug!(stream_duration = %format_args!("{} ms", ms()), "end of stream");
+        }
+        polled
     }
 
     fn is_end_stream(&self) -> bool {
@@ -214,8 +237,9 @@ mod tests {
         });
         assert_eq!(*seen.lock().unwrap(), [Some("request"); 3]);
     }
-    /// Notes each event's level and message.
-    struct Events(Arc<Mutex<Vec<(tracing::Level, String)>>>);
+    /// Notes each event's level, message and other fields.
+    type Noted = Vec<(tracing::Level, String, Vec<(String, String)>)>;
+    struct Events(Arc<Mutex<Noted>>);
 
     impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for Events {
         fn on_event(
@@ -223,27 +247,30 @@ mod tests {
             event: &tracing::Event<'_>,
             _ctx: tracing_subscriber::layer::Context<'_, S>,
         ) {
-            struct Message(String);
-            impl tracing::field::Visit for Message {
+            #[derive(Default)]
+            struct Fields(String, Vec<(String, String)>);
+            impl tracing::field::Visit for Fields {
                 fn record_debug(
                     &mut self,
                     field: &tracing::field::Field,
                     value: &dyn std::fmt::Debug,
                 ) {
-                    if field.name() == "message" {
-                        self.0 = format!("{value:?}");
+                    let value = format!("{value:?}");
+                    match field.name() {
+                        "message" => self.0 = value,
+                        name => self.1.push((name.to_owned(), value)),
                     }
                 }
             }
-            let mut message = Message(String::new());
-            event.record(&mut message);
+            let mut fields = Fields::default();
+            event.record(&mut fields);
             let level = *event.metadata().level();
-            self.0.lock().unwrap().push((level, message.0));
+            self.0.lock().unwrap().push((level, fields.0, fields.1));
         }
     }
 
     #[test]
-    fn a_5xx_answer_is_logged_at_warn_and_every_answer_at_debug() {
+    fn tower_https_lines_with_their_fields_and_a_5xx_at_warn() {
         use tracing_subscriber::layer::SubscriberExt;
         let events = Arc::new(Mutex::new(Vec::new()));
         let subscriber = tracing_subscriber::registry().with(Events(events.clone()));
@@ -254,25 +281,71 @@ mod tests {
             for status in [200, 502] {
                 let mut service = RequestSpanLayer.layer(tower::service_fn(
                     move |_req: Request<()>| async move {
-                        let mut response = Response::new(());
+                        let mut response =
+                            Response::new(http_body_util::Empty::<bytes::Bytes>::new());
                         *response.status_mut() = http::StatusCode::from_u16(status).unwrap();
                         Ok::<_, Infallible>(response)
                     },
                 ));
                 let request = Request::get("/v1/models").body(()).unwrap();
-                runtime.block_on(service.call(request)).unwrap();
+                runtime.block_on(async {
+                    let response = service.call(request).await.unwrap();
+                    let _ = response.into_body().frame().await;
+                });
             }
         });
         use tracing::Level;
-        let expected = [
-            (Level::DEBUG, "started processing request"),
-            (Level::DEBUG, "finished processing request"),
-            (Level::DEBUG, "started processing request"),
-            (Level::DEBUG, "finished processing request"),
-            (Level::WARN, "response failed"),
-        ];
+        // Each field as `name=value`, a time without its number ("12 ms"
+        // reads " ms").
+        let fields = |fields: &[(String, String)]| -> Vec<String> {
+            fields
+                .iter()
+                .map(|(name, value)| match name.as_str() {
+                    "latency" | "stream_duration" => {
+                        format!(
+                            "{name}={}",
+                            value.trim_start_matches(|c: char| c.is_ascii_digit())
+                        )
+                    }
+                    _ => format!("{name}={value}"),
+                })
+                .collect()
+        };
         let events = events.lock().unwrap();
-        let seen: Vec<(Level, &str)> = events.iter().map(|(l, m)| (*l, m.as_str())).collect();
-        assert_eq!(seen, expected);
+        let seen: Vec<(Level, &str, Vec<String>)> = events
+            .iter()
+            .map(|(level, message, fs)| (*level, message.as_str(), fields(fs)))
+            .collect();
+        let line = |level, message, fields: &[&str]| {
+            (
+                level,
+                message,
+                fields.iter().map(|f| f.to_string()).collect::<Vec<_>>(),
+            )
+        };
+        assert_eq!(
+            seen,
+            [
+                line(Level::DEBUG, "started processing request", &[]),
+                line(
+                    Level::DEBUG,
+                    "finished processing request",
+                    &["latency= ms", "status=200"]
+                ),
+                line(Level::DEBUG, "end of stream", &["stream_duration= ms"]),
+                line(Level::DEBUG, "started processing request", &[]),
+                line(
+                    Level::DEBUG,
+                    "finished processing request",
+                    &["latency= ms", "status=502"]
+                ),
+                line(
+                    Level::WARN,
+                    "response failed",
+                    &["classification=Status code: 502 Bad Gateway", "latency= ms"]
+                ),
+                line(Level::DEBUG, "end of stream", &["stream_duration= ms"]),
+            ]
+        );
     }
 }
