@@ -36,8 +36,9 @@ impl LazyTimer {
 
     /// Moves the deadline, whether or not the old one has passed. The next
     /// poll asks tokio again. (tokio 1.54's `is_elapsed` also reads true
-    /// until a reset timer is polled again, so its tests pass without
-    /// this; it stays so that a wake does not rest on that detail.)
+    /// until a reset timer is polled again, so this type's tests pass
+    /// without this line; it stays so that a wake does not rest on that
+    /// detail of tokio's.)
     pub fn reset(&mut self, deadline: Instant) {
         self.sleep.as_mut().reset(deadline);
         self.registered = None;
@@ -103,6 +104,17 @@ mod tests {
         fired(&mut timer).await;
         assert_eq!(start.elapsed(), Duration::from_secs(3));
         assert_eq!(timer.deadline(), start + Duration::from_secs(3));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_reset_before_it_fired_moves_the_deadline() {
+        let start = Instant::now();
+        let mut timer = LazyTimer::new(start + Duration::from_secs(1));
+        let pending = std::future::poll_fn(|cx| Poll::Ready(timer.poll_due(cx))).await;
+        assert!(pending.is_pending());
+        timer.reset(start + Duration::from_secs(3));
+        fired(&mut timer).await;
+        assert_eq!(start.elapsed(), Duration::from_secs(3));
     }
 
     #[tokio::test(start_paused = true)]

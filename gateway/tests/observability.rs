@@ -416,7 +416,7 @@ async fn with_auth_off_the_dashboard_is_open_and_the_rest_of_the_admin_api_is_no
 /// inside the request's span, whole or streamed: the line is written after
 /// the answer has gone out, from work queued inside the span. The span's
 /// `id` is the gateway's own, which the answer's `x-request-id` carries
-/// when the caller sent none.
+/// unless the caller sent a plain id of its own.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn json_logs_are_one_object_per_line() {
     let log = support::unique_path("json.log");

@@ -9,7 +9,6 @@ use std::sync::Arc;
 use std::task::{Context, Poll, ready};
 
 use bytes::{Bytes, BytesMut};
-use futures_util::future::Either;
 use futures_util::stream::BoxStream;
 use futures_util::{Stream, StreamExt};
 use serde_json::json;
@@ -156,8 +155,6 @@ impl StreamEncoder<ChatChunk> for GeminiEvents {
 pub struct Encoded<E: Endpoint> {
     upstream: BoxStream<'static, Result<E::Chunk, AdapterError>>,
     encoder: E::Encoder,
-    /// Taken when the backend's stream ends, to write its row.
-    record: Option<Box<RequestRecord>>,
     /// Its backend's part held until the backend's stream ends or the
     /// client goes away, the gateway's until the stream is dropped (none
     /// for a stream replayed from the response cache).
@@ -168,7 +165,9 @@ pub struct Encoded<E: Endpoint> {
 }
 
 enum End {
-    Streaming,
+    /// Reading the backend; the record's row is handed over when it ends
+    /// (or, should the caller go away first, as the record is dropped).
+    Streaming(Box<RequestRecord>),
     /// The row being handed over; then the stream's last event: the error
     /// event already made, or else the dialect's end (an error event if a
     /// strict ledger did not commit the row).
@@ -189,10 +188,9 @@ pub fn encode<E: Endpoint>(
     Encoded {
         upstream,
         encoder,
-        record: Some(record),
         admission,
         keep: keep.map(|(slot, backend)| (slot, Vec::new(), backend)),
-        end: End::Streaming,
+        end: End::Streaming(record),
     }
 }
 
@@ -202,8 +200,8 @@ impl<E: Endpoint> Stream for Encoded<E> {
     fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Bytes>> {
         let this = self.get_mut();
         loop {
-            match &mut this.end {
-                End::Streaming => {}
+            let record = match &mut this.end {
+                End::Streaming(record) => record,
                 End::Writing(written, error_event) => {
                     let written = ready!(Pin::new(written).poll(cx));
                     let event = match (error_event.take(), written) {
@@ -216,9 +214,6 @@ impl<E: Endpoint> Stream for Encoded<E> {
                     return Poll::Ready(Some(event));
                 }
                 End::Done => return Poll::Ready(None),
-            }
-            let Some(record) = this.record.as_deref_mut() else {
-                return Poll::Ready(None);
             };
             match ready!(this.upstream.poll_next_unpin(cx)) {
                 Some(Ok(chunk)) => {
@@ -264,16 +259,12 @@ impl<E: Endpoint> Stream for Encoded<E> {
 
 impl<E: Endpoint> Encoded<E> {
     /// Hands the record's row over to the ledger, `event` (an error's) to
-    /// end the stream with once it is.
+    /// end the stream with once it is. Called while streaming, the only
+    /// state that holds a record.
     fn hand_over_row(&mut self, event: Option<Bytes>) {
-        let written = match self.record.take() {
-            Some(record) => record.write_after_reply(),
-            // Only a stream still reading its backend gets here, and it
-            // holds its record; were it not, the stream still ends as it
-            // should, with its last event.
-            None => Either::Left(std::future::ready(Ok(()))),
-        };
-        self.end = End::Writing(written, event);
+        if let End::Streaming(record) = std::mem::replace(&mut self.end, End::Done) {
+            self.end = End::Writing(record.write_after_reply(), event);
+        }
     }
 }
 
