@@ -203,7 +203,7 @@ impl MessageStream {
                 usage: None,
                 system_fingerprint: None,
                 timings: None,
-                extra: serde_json::Map::new(),
+                extra: Default::default(),
                 verbatim: None,
                 spec_fields_sent: false,
                 usage_sent: false,

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use proptest::prelude::*;
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
 use super::*;
 use crate::types::{
@@ -25,9 +25,9 @@ fn call(id: &str, name: &str, args: &Value) -> ToolCall {
         function: FunctionCall {
             name: name.into(),
             arguments: args.to_string(),
-            extra: Map::new(),
+            extra: Default::default(),
         },
-        extra: Map::new(),
+        extra: Default::default(),
     }
 }
 
@@ -91,9 +91,9 @@ fn chat_request() -> impl Strategy<Value = ChatRequest> {
                             parameters: Some(
                                 json!({"type": "object", "properties": {"q": {"type": "string"}}}),
                             ),
-                            extra: Map::new(),
+                            extra: Default::default(),
                         },
-                        extra: Map::new(),
+                        extra: Default::default(),
                     }])
                 }),
                 tool_choice: None,
@@ -103,7 +103,7 @@ fn chat_request() -> impl Strategy<Value = ChatRequest> {
                 top_logprobs: None,
                 user: None,
                 metadata: None,
-                extra: Map::new(),
+                extra: Default::default(),
                 forward_headers: Vec::new(),
                 echo: None,
             },
@@ -173,7 +173,7 @@ fn response(
             },
             finish_reason: Some(finish.into()),
             logprobs: None,
-            extra: Map::new(),
+            extra: Default::default(),
         }],
         usage: Some(Usage {
             prompt_tokens_details: Some(UsageDetails {
@@ -184,7 +184,7 @@ fn response(
         }),
         system_fingerprint: None,
         timings: None,
-        extra: Map::new(),
+        extra: Default::default(),
         verbatim: None,
     }
 }
@@ -203,13 +203,13 @@ fn chunks_of(resp: &ChatResponse, step: usize) -> Vec<ChatChunk> {
             delta,
             finish_reason: finish,
             logprobs: None,
-            extra: Map::new(),
+            extra: Default::default(),
             spec_fields_sent: false,
         }],
         usage: None,
         system_fingerprint: None,
         timings: None,
-        extra: Map::new(),
+        extra: Default::default(),
         verbatim: None,
         spec_fields_sent: false,
         usage_sent: false,
@@ -243,7 +243,7 @@ fn chunks_of(resp: &ChatResponse, step: usize) -> Vec<ChatChunk> {
                 arguments: Some(String::new()),
                 ..FunctionCallDelta::default()
             }),
-            extra: Map::new(),
+            extra: Default::default(),
         };
         out.push(chunk(
             Delta {
@@ -262,7 +262,7 @@ fn chunks_of(resp: &ChatResponse, step: usize) -> Vec<ChatChunk> {
                     arguments: Some(piece.iter().collect()),
                     ..FunctionCallDelta::default()
                 }),
-                extra: Map::new(),
+                extra: Default::default(),
             };
             out.push(chunk(
                 Delta {

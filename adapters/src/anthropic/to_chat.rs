@@ -102,7 +102,7 @@ pub fn chat_from_messages(req: MessagesRequest) -> Result<ChatRequest, Translate
             if let Some(top_p) = req.top_p {
                 extra.insert("top_p".into(), json!(top_p));
             }
-            extra
+            extra.into()
         },
         forward_headers: Vec::new(),
         echo: None,
@@ -129,7 +129,7 @@ fn tool(tool: AnthropicTool, i: usize) -> Result<Tool, TranslateError> {
             name: tool.name,
             description: tool.description,
             parameters: Some(tool.input_schema),
-            extra: Map::new(),
+            extra: Default::default(),
         },
         // `cache_control` stays with the tool for backends that use it.
         extra,
@@ -182,7 +182,7 @@ fn content_from(value: &Value, at: &str) -> Result<Content, TranslateError> {
 
 /// A user-side block (text, image) as a chat content part.
 fn part(block: &Value, at: &str) -> Result<ContentPart, TranslateError> {
-    let mut extra: Extra = block.as_object().cloned().unwrap_or_default();
+    let mut extra: Extra = block.as_object().cloned().unwrap_or_default().into();
     let kind = extra
         .remove("type")
         .and_then(|t| t.as_str().map(str::to_owned))
@@ -321,9 +321,9 @@ fn assistant_turn(content: &Value, at: &str) -> Result<Message, TranslateError> 
                         .unwrap_or_default()
                         .to_owned(),
                     arguments: block.get("input").cloned().unwrap_or(json!({})).to_string(),
-                    extra: Map::new(),
+                    extra: Default::default(),
                 },
-                extra: Map::new(),
+                extra: Default::default(),
             }),
             Some("thinking") => {
                 let thinking = block.get("thinking").and_then(Value::as_str).unwrap_or("");

@@ -51,9 +51,9 @@ pub fn chat_from_message(resp: MessagesResponse) -> ChatResponse {
                 function: FunctionCall {
                     name,
                     arguments: input.to_string(),
-                    extra: Map::new(),
+                    extra: Default::default(),
                 },
-                extra: Map::new(),
+                extra: Default::default(),
             }),
             Block::Thinking {
                 thinking,
@@ -78,7 +78,7 @@ pub fn chat_from_message(resp: MessagesResponse) -> ChatResponse {
         name: None,
         tool_calls: (!calls.is_empty()).then_some(calls),
         tool_call_id: None,
-        extra,
+        extra: extra.into(),
     };
     ChatResponse {
         id: resp.id,
@@ -93,12 +93,12 @@ pub fn chat_from_message(resp: MessagesResponse) -> ChatResponse {
                 .as_deref()
                 .map(|s| stop_reason_to_finish(s).to_owned()),
             logprobs: None,
-            extra: Map::new(),
+            extra: Default::default(),
         }],
         usage: Some(usage_to_chat(&resp.usage)),
         system_fingerprint: None,
         timings: None,
-        extra: Map::new(),
+        extra: Default::default(),
         verbatim: None,
     }
 }

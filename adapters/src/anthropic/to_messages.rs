@@ -67,7 +67,7 @@ pub fn messages_from_chat(req: ChatRequest) -> Result<MessagesRequest, Translate
     let metadata = req.user.as_ref().map(|u| {
         let mut m = Map::new();
         m.insert("user_id".into(), json!(u));
-        m
+        m.into()
     });
     Ok(MessagesRequest {
         model: req.model,
@@ -116,7 +116,7 @@ pub fn messages_from_chat(req: ChatRequest) -> Result<MessagesRequest, Translate
             .extra
             .get("reasoning_effort")
             .map(|effort| json!({ "effort": effort })),
-        extra: Map::new(),
+        extra: Default::default(),
     })
 }
 
@@ -159,7 +159,7 @@ fn blocks(content: Option<&Content>, at: &str) -> Result<Vec<Value>, TranslateEr
 }
 
 fn block(part: &ContentPart, at: &str) -> Result<Value, TranslateError> {
-    let mut out = Value::Object(part.extra.clone());
+    let mut out = Value::from(part.extra.clone());
     match part.kind.as_str() {
         "text" => {
             out["type"] = json!("text");

@@ -56,9 +56,9 @@ pub fn chat_from_converse(answer: &Value, model: &str) -> ChatResponse {
                 function: FunctionCall {
                     name: call["name"].as_str().unwrap_or_default().to_owned(),
                     arguments: call.get("input").unwrap_or(&json!({})).to_string(),
-                    extra: Map::new(),
+                    extra: Default::default(),
                 },
-                extra: Map::new(),
+                extra: Default::default(),
             });
         } else if let Some(reasoning) = block.get("reasoningContent") {
             if let Some(r) = reasoning.get("reasoningText") {
@@ -90,18 +90,18 @@ pub fn chat_from_converse(answer: &Value, model: &str) -> ChatResponse {
                 name: None,
                 tool_calls: called.then_some(calls),
                 tool_call_id: None,
-                extra,
+                extra: extra.into(),
             },
             finish_reason: Some(
                 finish_reason(answer["stopReason"].as_str().unwrap_or("end_turn")).to_owned(),
             ),
             logprobs: None,
-            extra: Map::new(),
+            extra: Default::default(),
         }],
         usage: answer.get("usage").map(usage),
         system_fingerprint: None,
         timings: None,
-        extra: Map::new(),
+        extra: Default::default(),
         verbatim: None,
     }
 }

@@ -83,9 +83,9 @@ fn read_parts(content: &Value, next_call: &mut u32) -> Parts {
                 function: FunctionCall {
                     name: call["name"].as_str().unwrap_or_default().to_owned(),
                     arguments: call.get("args").unwrap_or(&json!({})).to_string(),
-                    extra: Map::new(),
+                    extra: Default::default(),
                 },
-                extra,
+                extra: extra.into(),
             });
         } else if let Some(text) = part.get("text").and_then(Value::as_str) {
             if part.get("thought") == Some(&Value::Bool(true)) {
@@ -126,14 +126,14 @@ pub fn chat_from_generate(resp: &Value, model: &str) -> ChatResponse {
                 name: None,
                 tool_calls: called.then_some(parts.calls),
                 tool_call_id: None,
-                extra,
+                extra: extra.into(),
             },
             finish_reason: Some(
                 finish_reason(candidate["finishReason"].as_str().unwrap_or("STOP"), called)
                     .to_owned(),
             ),
             logprobs: None,
-            extra: Map::new(),
+            extra: Default::default(),
         });
     }
     if choices.is_empty() {
@@ -142,7 +142,7 @@ pub fn chat_from_generate(resp: &Value, model: &str) -> ChatResponse {
             message: Message::new(Role::Assistant, Content::Text(String::new())),
             finish_reason: Some("content_filter".into()),
             logprobs: None,
-            extra: Map::new(),
+            extra: Default::default(),
         });
     }
     ChatResponse {
@@ -154,7 +154,7 @@ pub fn chat_from_generate(resp: &Value, model: &str) -> ChatResponse {
         usage: resp.get("usageMetadata").map(usage_to_chat),
         system_fingerprint: None,
         timings: None,
-        extra: Map::new(),
+        extra: Default::default(),
         verbatim: None,
     }
 }
@@ -199,7 +199,7 @@ impl EventsToChunks {
             usage: None,
             system_fingerprint: None,
             timings: None,
-            extra: Map::new(),
+            extra: Default::default(),
             verbatim: None,
             spec_fields_sent: false,
             usage_sent: false,
@@ -212,7 +212,7 @@ impl EventsToChunks {
             delta,
             finish_reason: finish.map(str::to_owned),
             logprobs: None,
-            extra: Map::new(),
+            extra: Default::default(),
             spec_fields_sent: false,
         }
     }

@@ -95,7 +95,7 @@ pub fn chat_request_from_generate(body: Value, model: &str) -> Result<ChatReques
         top_logprobs: None,
         user: None,
         metadata: None,
-        extra: Map::new(),
+        extra: Default::default(),
         forward_headers: Vec::new(),
         echo: None,
     };
@@ -220,7 +220,7 @@ fn content_part(part: &Value, at: &str) -> Result<ContentPart, TranslateError> {
         return Ok(ContentPart {
             kind: "text".into(),
             text: Some(text.to_owned()),
-            extra: Map::new(),
+            extra: Default::default(),
         });
     }
     if let Some(blob) = part.get("inlineData") {
@@ -265,9 +265,9 @@ fn model_turn(turn: &Value, at: &str, calls: &mut Calls) -> Result<Message, Tran
                 function: FunctionCall {
                     name: name.to_owned(),
                     arguments: call.get("args").unwrap_or(&json!({})).to_string(),
-                    extra: Map::new(),
+                    extra: Default::default(),
                 },
-                extra,
+                extra: extra.into(),
             });
         } else if let Some(t) = part.get("text").and_then(Value::as_str) {
             if part.get("thought") == Some(&Value::Bool(true)) {
@@ -323,9 +323,9 @@ fn tools(tools: Option<&Value>) -> Result<Option<Arc<Vec<Tool>>>, TranslateError
                     name: d["name"].as_str().unwrap_or_default().to_owned(),
                     description: d["description"].as_str().map(str::to_owned),
                     parameters,
-                    extra: Map::new(),
+                    extra: Default::default(),
                 },
-                extra: Map::new(),
+                extra: Default::default(),
             });
         }
     }

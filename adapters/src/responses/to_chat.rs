@@ -9,8 +9,8 @@ use super::echo::flat_name;
 use crate::anthropic::TranslateError;
 use crate::anthropic::untranslatable;
 use crate::types::{
-    ChatRequest, Content, ContentPart, FunctionCall, FunctionDef, Message, Role, StreamOptions,
-    Tool, ToolCall,
+    ChatRequest, Content, ContentPart, Extra, FunctionCall, FunctionDef, Message, Role,
+    StreamOptions, Tool, ToolCall,
 };
 
 /// Request fields with a chat equivalent (translated below), or that only
@@ -112,7 +112,7 @@ pub fn chat_from_responses(body: &Value) -> Result<ChatRequest, TranslateError> 
         stream,
         stream_options: stream.filter(|s| *s).map(|_| StreamOptions {
             include_usage: Some(true),
-            extra: Map::new(),
+            extra: Default::default(),
         }),
         max_tokens: object
             .get("max_output_tokens")
@@ -132,8 +132,12 @@ pub fn chat_from_responses(body: &Value) -> Result<ChatRequest, TranslateError> 
             .get("user")
             .and_then(Value::as_str)
             .map(str::to_owned),
-        metadata: object.get("metadata").and_then(Value::as_object).cloned(),
-        extra,
+        metadata: object
+            .get("metadata")
+            .and_then(Value::as_object)
+            .cloned()
+            .map(Extra::from),
+        extra: extra.into(),
         forward_headers: Vec::new(),
         echo: Some(Arc::new(Echo::of(object))),
     })
@@ -187,9 +191,9 @@ fn tool(tool: &Value, at: &str, namespace: Option<&str>) -> Result<Tool, Transla
                 .and_then(Value::as_str)
                 .map(str::to_owned),
             parameters: tool.get("parameters").cloned(),
-            extra,
+            extra: extra.into(),
         },
-        extra: Map::new(),
+        extra: Default::default(),
     })
 }
 
@@ -248,9 +252,9 @@ fn input_item(item: &Value, at: &str, out: &mut Vec<Message>) -> Result<(), Tran
                         .and_then(Value::as_str)
                         .unwrap_or("{}")
                         .to_owned(),
-                    extra: Map::new(),
+                    extra: Default::default(),
                 },
-                extra: Map::new(),
+                extra: Default::default(),
             };
             // Consecutive calls belong to one assistant turn.
             match out.last_mut() {
@@ -292,7 +296,7 @@ fn part(part: &Value, at: &str) -> Result<ContentPart, TranslateError> {
         Some("input_text" | "output_text" | "text") => Ok(ContentPart {
             kind: "text".into(),
             text: part.get("text").and_then(Value::as_str).map(str::to_owned),
-            extra: Map::new(),
+            extra: Default::default(),
         }),
         Some("input_image") => {
             let url = part

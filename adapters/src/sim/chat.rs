@@ -178,11 +178,11 @@ impl SimBackend {
                     name: None,
                     tool_calls: (!g.tool_calls.is_empty()).then(|| g.tool_calls.clone()),
                     tool_call_id: None,
-                    extra: Map::new(),
+                    extra: Default::default(),
                 },
                 finish_reason: Some(g.finish_reason.to_owned()),
                 logprobs: plan.logprobs(*seed, g),
-                extra: Map::new(),
+                extra: Default::default(),
             })
             .collect();
         let mut extra = Map::new();
@@ -205,7 +205,7 @@ impl SimBackend {
             usage: Some(plan.usage()),
             system_fingerprint: Some("switchyard-sim".into()),
             timings: Some(Box::new(timings)),
-            extra,
+            extra: extra.into(),
             verbatim: None,
         })
     }
@@ -222,7 +222,7 @@ impl SimBackend {
             usage: None,
             system_fingerprint: Some("switchyard-sim".into()),
             timings: None,
-            extra: Map::new(),
+            extra: Default::default(),
             verbatim: None,
             spec_fields_sent: false,
             usage_sent: false,
@@ -234,7 +234,7 @@ impl SimBackend {
                     delta,
                     finish_reason: finish.map(str::to_owned),
                     logprobs,
-                    extra: Map::new(),
+                    extra: Default::default(),
                     spec_fields_sent: false,
                 }],
                 ..template.clone()

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
 use super::engine::{Luck, SimBackend};
 use super::script::{self, Script};
@@ -116,7 +116,7 @@ impl SimBackend {
             choices: Vec::new(),
             usage: None,
             timings: None,
-            extra: Map::new(),
+            extra: Default::default(),
         }
     }
 
@@ -139,7 +139,7 @@ impl SimBackend {
                     .logprobs
                     .map(|top| legacy_logprobs(*seed, &g.pieces, top)),
                 finish_reason: Some(g.finish_reason.to_owned()),
-                extra: Map::new(),
+                extra: Default::default(),
             })
             .collect();
         Ok(CompletionResponse {
@@ -162,7 +162,7 @@ impl SimBackend {
                 text: text.to_owned(),
                 logprobs: None,
                 finish_reason: finish.map(str::to_owned),
-                extra: Map::new(),
+                extra: Default::default(),
             }],
             ..template.clone()
         };

@@ -2,8 +2,6 @@
 
 use std::time::Duration;
 
-use serde_json::Map;
-
 use super::embed::{embed, encode};
 use super::engine::SimBackend;
 use crate::error::AdapterError;
@@ -32,7 +30,7 @@ impl SimBackend {
                 object: "embedding".into(),
                 index,
                 embedding: encode(&embed(text, dimensions), base64),
-                extra: Map::new(),
+                extra: Default::default(),
             })
             .collect();
         Ok(EmbeddingResponse {
@@ -42,9 +40,9 @@ impl SimBackend {
             usage: Some(EmbeddingUsage {
                 prompt_tokens: prompt_tokens as u64,
                 total_tokens: prompt_tokens as u64,
-                extra: Map::new(),
+                extra: Default::default(),
             }),
-            extra: Map::new(),
+            extra: Default::default(),
         })
     }
 }

@@ -213,9 +213,9 @@ pub fn tool_calls(seed: u64, tools: &[&Tool]) -> Vec<ToolCall> {
                 function: FunctionCall {
                     name: tool.function.name.clone(),
                     arguments: args.to_string(),
-                    extra: Map::new(),
+                    extra: Default::default(),
                 },
-                extra: Map::new(),
+                extra: Default::default(),
             }
         })
         .collect()

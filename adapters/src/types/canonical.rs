@@ -6,7 +6,7 @@
 
 use super::{
     ChatChunk, ChatRequest, ChatResponse, CompletionRequest, CompletionResponse, EmbeddingRequest,
-    Extra, StreamOptions, Timings, Usage,
+    Fields, StreamOptions, Timings, Usage,
 };
 use crate::tokens;
 
@@ -29,12 +29,12 @@ pub trait CanonicalRequest {
     }
     /// The body's fields the type does not model, where an engine's extra
     /// fields go; `None` for requests that take none.
-    fn engine_fields(&mut self) -> Option<&mut Extra> {
+    fn engine_fields(&mut self) -> Option<&mut Fields> {
         None
     }
     /// The same fields as the caller sent them, where fields that change
     /// the bill are priced or removed: every request that keeps any.
-    fn caller_fields(&mut self) -> Option<&mut Extra> {
+    fn caller_fields(&mut self) -> Option<&mut Fields> {
         self.engine_fields()
     }
 }
@@ -111,7 +111,7 @@ impl CanonicalRequest for ChatRequest {
         (self.temperature, top_p)
     }
 
-    fn engine_fields(&mut self) -> Option<&mut Extra> {
+    fn engine_fields(&mut self) -> Option<&mut Fields> {
         Some(&mut self.extra)
     }
 }
@@ -220,7 +220,7 @@ impl CanonicalRequest for CompletionRequest {
         (number("temperature"), number("top_p"))
     }
 
-    fn engine_fields(&mut self) -> Option<&mut Extra> {
+    fn engine_fields(&mut self) -> Option<&mut Fields> {
         Some(&mut self.extra)
     }
 }
@@ -285,7 +285,7 @@ impl CanonicalRequest for EmbeddingRequest {
     }
 
     /// No engine extras for an encoder, but `passthrough.deny` applies.
-    fn caller_fields(&mut self) -> Option<&mut Extra> {
+    fn caller_fields(&mut self) -> Option<&mut Fields> {
         Some(&mut self.extra)
     }
 }

@@ -9,6 +9,7 @@ mod canonical;
 mod chat;
 mod completion;
 mod embedding;
+mod extra;
 mod spec_fields;
 mod texts;
 mod timings;
@@ -28,8 +29,10 @@ pub use texts::{ChunkTexts, OutputTexts, PromptTexts, slot, slot_choice};
 pub use timings::Timings;
 pub use usage::{Usage, UsageDetails};
 
-/// Fields a type does not model, kept as they came.
-pub type Extra = serde_json::Map<String, serde_json::Value>;
+pub use extra::Extra;
+
+/// A JSON object's fields, edited in place (an `Extra` derefs to one).
+pub type Fields = serde_json::Map<String, serde_json::Value>;
 
 /// Seconds since the Unix epoch, for `created` fields.
 pub fn unix_now() -> u64 {

@@ -6,7 +6,7 @@
 //! them; a route's `speculative.instead` backend is how drafting stops there.)
 
 use serde_json::{Value, json};
-use switchyard_adapters::types::Extra;
+use switchyard_adapters::types::{Extra, Fields};
 use switchyard_policies::{Engine, Speculative};
 use switchyard_router::Decision;
 
@@ -26,7 +26,7 @@ pub fn body_fields(app: &App, decision: &Decision, backend: usize) -> Extra {
     fields
 }
 
-fn speculative_fields(fields: &mut Extra, spec: &Speculative, drafting: bool) {
+fn speculative_fields(fields: &mut Fields, spec: &Speculative, drafting: bool) {
     if !drafting {
         // For builds that honour per-request settings: draft nothing.
         fields.insert("speculative.n_max".into(), json!(0));
@@ -48,14 +48,14 @@ fn speculative_fields(fields: &mut Extra, spec: &Speculative, drafting: bool) {
 /// shared with everyone), so the engine's KV cache itself is separated per
 /// tenant, not only the gateway's index. The gateway's value replaces any
 /// the caller sent: a caller does not choose whose cache it reads.
-pub fn cache_salt(extra: &mut Extra, engine: Engine, salt: u64) {
+pub fn cache_salt(extra: &mut Fields, engine: Engine, salt: u64) {
     if engine == Engine::Vllm && salt != 0 {
         extra.insert("cache_salt".into(), json!(format!("{salt:016x}")));
     }
 }
 
 /// Adds `fields` to a request body's extra fields, keeping the caller's.
-pub fn apply(extra: &mut Extra, fields: &Extra) {
+pub fn apply(extra: &mut Fields, fields: &Extra) {
     for (name, value) in fields {
         extra
             .entry(name.clone())
@@ -78,7 +78,7 @@ mod tests {
         let mut fields = Extra::new();
         speculative_fields(&mut fields, &spec, true);
         assert_eq!(
-            Value::Object(fields.clone()),
+            Value::from(fields.clone()),
             json!({"speculative.n_max": 16, "speculative.n_min": 2, "speculative.p_min": 0.75})
         );
         let mut body = Extra::new();

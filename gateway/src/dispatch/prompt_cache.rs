@@ -8,7 +8,7 @@ use std::any::Any;
 use std::sync::Arc;
 
 use serde_json::json;
-use switchyard_adapters::types::{ChatRequest, Content, ContentPart, Extra};
+use switchyard_adapters::types::{ChatRequest, Content, ContentPart, Extra, Fields};
 use switchyard_router::prefix::PrefixChain;
 
 use crate::route::prefix::stable_messages;
@@ -28,7 +28,7 @@ pub enum PromptCache {
 }
 
 /// Adds the key to a request's extra fields, unless the client set one.
-pub fn openai_key(extra: &mut Extra, chain: &PrefixChain) {
+pub fn openai_key(extra: &mut Fields, chain: &PrefixChain) {
     let blocks = chain.stable_blocks().max(1);
     if let Some(hash) = chain.hash_at(blocks.min(chain.len())) {
         extra

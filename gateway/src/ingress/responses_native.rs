@@ -15,7 +15,7 @@ use serde_json::Value;
 use switchyard_adapters::sse::{SseEvent, data_event, named_event};
 use switchyard_adapters::tokens;
 use switchyard_adapters::types::{
-    CanonicalChunk, CanonicalRequest, CanonicalResponse, Extra, Usage, UsageDetails,
+    CanonicalChunk, CanonicalRequest, CanonicalResponse, Fields, Usage, UsageDetails,
 };
 use switchyard_adapters::{AdapterError, Provider};
 use switchyard_router::{AnswerSummary, RequestView};
@@ -145,7 +145,7 @@ impl CanonicalRequest for RawRequest {
     }
 
     /// The caller's fields, where billed fields are priced or removed.
-    fn caller_fields(&mut self) -> Option<&mut Extra> {
+    fn caller_fields(&mut self) -> Option<&mut Fields> {
         self.0.as_object_mut()
     }
 }

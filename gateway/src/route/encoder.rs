@@ -160,7 +160,7 @@ async fn embed_texts(
         encoding_format: Some("float".into()),
         dimensions: None,
         user: None,
-        extra: serde_json::Map::new(),
+        extra: Default::default(),
     };
     if !called.contains(&encoder) {
         called.push(encoder);

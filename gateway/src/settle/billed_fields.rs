@@ -5,7 +5,7 @@
 //! nor is any field the backend's `passthrough.deny` names. The ledger
 //! keeps the tier that was sent.
 
-use switchyard_adapters::types::Extra;
+use switchyard_adapters::types::Fields;
 
 use crate::state::backends::BackendHandle;
 
@@ -24,7 +24,7 @@ pub struct SentTier {
 /// Removes what `backend` may not be sent from a request body's fields, and
 /// says which service tier is sent (with its multiplier; 1 for the
 /// standard price).
-pub fn apply(fields: &mut Extra, backend: &BackendHandle) -> Option<SentTier> {
+pub fn apply(fields: &mut Fields, backend: &BackendHandle) -> Option<SentTier> {
     for denied in &backend.deny_fields {
         if fields.remove(denied).is_some() {
             tracing::debug!(backend = %backend.name, field = %denied, "field not sent (passthrough.deny)");
