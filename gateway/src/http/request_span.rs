@@ -68,7 +68,7 @@ where
         };
         Spanned {
             inner,
-            span: Some(span),
+            span,
             started,
         }
     }
@@ -80,7 +80,9 @@ pin_project! {
     pub struct Spanned<F> {
         #[pin]
         inner: F,
-        span: Option<Span>,
+        // Handed to the answer's body when the answer is ready (a
+        // disabled span stays behind).
+        span: Span,
         started: Instant,
     }
 }
@@ -93,18 +95,15 @@ where
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.project();
-        let span = this.span.take().unwrap_or_else(Span::none);
         let polled = {
-            let _in_span = span.enter();
+            let _in_span = this.span.enter();
             this.inner.poll(cx)
         };
         let response = match polled {
-            Poll::Pending => {
-                *this.span = Some(span);
-                return Poll::Pending;
-            }
+            Poll::Pending => return Poll::Pending,
             Poll::Ready(result) => result?,
         };
+        let span = std::mem::replace(this.span, Span::none());
         let ready_at = Instant::now();
         {
             let _in_span = span.enter();
@@ -161,8 +160,11 @@ impl<B: Body> Body for InSpan<B> {
         };
         if ended && !*this.ended {
             *this.ended = true;
-            let ms = || this.stream_start.elapsed().as_millis();
-            tracing::debug!(stream_duration = %format_args!("{} ms", ms()), "end of stream");
+            // Inside the macro, the clock is read only if the line is logged.
+            tracing::debug!(
+                stream_duration = %format_args!("{} ms", this.stream_start.elapsed().as_millis()),
+                "end of stream"
+            );
         }
         polled
     }

@@ -91,14 +91,23 @@ impl RequestRecord {
         }
         self.written = true;
         let (tokens, estimated) = self.tokens();
-        let (cost, counterfactual) = self.settle_cost(&tokens);
-        let total = self.started.elapsed();
+        // One reading of the clock for the call's length, its cost by time
+        // and its row.
+        let ended = Instant::now();
+        let total = ended.duration_since(self.started);
+        let (cost, counterfactual) = self.settle_cost(&tokens, total);
         let ttft = self.first_output.map(|t| t.duration_since(self.started));
         if !self.from_cache {
             self.tell_routing();
             self.inform_backend_models(&tokens, ttft, total);
         }
-        let row = self.row(tokens, estimated, (cost, counterfactual), ttft, total);
+        let row = self.row(
+            tokens,
+            estimated,
+            (cost, counterfactual),
+            ttft,
+            (total, ended),
+        );
         self.report(&row, ttft, total);
         if self.outcome == "ok"
             && self.shadow.is_none()
@@ -112,12 +121,11 @@ impl RequestRecord {
 
     /// The call's cost and the reference model's for the same tokens; the
     /// budget reservation and the key's token rate settled with them.
-    fn settle_cost(&mut self, tokens: &TokenCounts) -> (f64, f64) {
-        let busy = self.started.elapsed().as_secs_f64();
+    fn settle_cost(&mut self, tokens: &TokenCounts, busy: Duration) -> (f64, f64) {
         let cost = call_cost(
             &self.pricing,
             tokens,
-            busy,
+            busy.as_secs_f64(),
             self.sharing,
             self.service_tier.as_ref(),
         );
@@ -147,7 +155,7 @@ impl RequestRecord {
         estimated: bool,
         (cost, counterfactual): (f64, f64),
         ttft: Option<Duration>,
-        total: Duration,
+        (total, ended): (Duration, Instant),
     ) -> LedgerRow {
         let key = self.context.caller.as_ref().map(|c| &c.key);
         let waited_ms = self.waited.as_secs_f64() * 1000.0;
@@ -177,7 +185,7 @@ impl RequestRecord {
             ttft_ms: self.first_output.map(ms),
             predicted_ttft_ms: self.predicted_ttft_ms,
             decode_tokens_per_s: decode_rate(tokens.output, ttft, total, self.reported_rates.1),
-            duration_ms: ms(Instant::now()),
+            duration_ms: ms(ended),
             status: self.outcome,
             refusal: None,
             reason: self.reason.as_str(),
