@@ -13,11 +13,18 @@ pub struct SseEvent {
 /// Incremental SSE parser: feed bytes as they arrive, take whole events out.
 #[derive(Debug, Default)]
 pub struct SseParser {
+    /// The line still arriving: the bytes after the last line end fed.
     buf: BytesMut,
     /// Leading bytes of `buf` already searched for a line end: each byte is
     /// searched once, so a long line arriving in many pieces costs time in
     /// its length, not its length times its pieces.
     searched: usize,
+    unfinished: Unfinished,
+}
+
+/// The event whose lines are being read.
+#[derive(Debug, Default)]
+struct Unfinished {
     event: Option<String>,
     /// The event's `data:` lines so far, joined by `\n` as they come.
     data: Option<String>,
@@ -34,74 +41,100 @@ fn text(bytes: &[u8]) -> std::borrow::Cow<'_, str> {
     }
 }
 
+impl Unfinished {
+    /// Reads the whole lines of `bytes`, the first line end searched for
+    /// from `from` (the bytes before it hold none); pushes the events they
+    /// complete. Returns where the unfinished line begins.
+    fn read_lines(&mut self, bytes: &[u8], mut from: usize, out: &mut Vec<SseEvent>) -> usize {
+        let mut start = 0;
+        while let Some(at) = memchr::memchr(b'\n', &bytes[from..]) {
+            let end = from + at;
+            let mut line = &bytes[start..end];
+            (start, from) = (end + 1, end + 1);
+            while let [rest @ .., b'\r'] = line {
+                line = rest;
+            }
+            self.read_line(line, out);
+        }
+        start
+    }
+
+    fn read_line(&mut self, line: &[u8], out: &mut Vec<SseEvent>) {
+        if line.is_empty() {
+            if self.data.is_some() || self.event.is_some() {
+                out.push(SseEvent {
+                    event: self.event.take(),
+                    data: self.data.take().unwrap_or_default(),
+                });
+            }
+            return;
+        }
+        if line[0] == b':' {
+            return; // comment / keep-alive
+        }
+        let (field, value) = match memchr::memchr(b':', line) {
+            Some(colon) => {
+                let value = &line[colon + 1..];
+                (&line[..colon], value.strip_prefix(b" ").unwrap_or(value))
+            }
+            None => (line, &b""[..]),
+        };
+        match field {
+            b"data" => match &mut self.data {
+                Some(data) => {
+                    data.push('\n');
+                    data.push_str(&text(value));
+                }
+                None => self.data = Some(text(value).into_owned()),
+            },
+            b"event" => self.event = Some(text(value).into_owned()),
+            _ => {} // id, retry: not used by model servers
+        }
+    }
+}
+
 impl SseParser {
     pub fn new() -> Self {
         Self::default()
     }
 
     /// Adds bytes and returns every event they complete.
-    ///
-    /// Lines are read where they lie in the buffer, and the bytes they
-    /// took are dropped from its front once, after the last of them.
     pub fn feed(&mut self, chunk: &[u8]) -> Vec<SseEvent> {
-        self.buf.extend_from_slice(chunk);
         let mut events = Vec::new();
-        let mut start = 0;
-        let mut from = self.searched;
-        while let Some(at) = memchr::memchr(b'\n', &self.buf[from..]) {
-            let end = from + at;
-            let mut line = &self.buf[start..end];
-            (start, from) = (end + 1, end + 1);
-            while let [rest @ .., b'\r'] = line {
-                line = rest;
-            }
-            if line.is_empty() {
-                if self.data.is_some() || self.event.is_some() {
-                    events.push(SseEvent {
-                        event: self.event.take(),
-                        data: self.data.take().unwrap_or_default(),
-                    });
-                }
-                continue;
-            }
-            if line[0] == b':' {
-                continue; // comment / keep-alive
-            }
-            let (field, value) = match memchr::memchr(b':', line) {
-                Some(colon) => {
-                    let value = &line[colon + 1..];
-                    (&line[..colon], value.strip_prefix(b" ").unwrap_or(value))
-                }
-                None => (line, &b""[..]),
-            };
-            match field {
-                b"data" => match &mut self.data {
-                    Some(data) => {
-                        data.push('\n');
-                        data.push_str(&text(value));
-                    }
-                    None => self.data = Some(text(value).into_owned()),
-                },
-                b"event" => self.event = Some(text(value).into_owned()),
-                _ => {} // id, retry: not used by model servers
-            }
-        }
-        bytes::Buf::advance(&mut self.buf, start);
-        self.searched = self.buf.len();
+        self.feed_into(chunk, &mut events);
         events
+    }
+
+    /// Adds bytes and pushes every event they complete onto `out`.
+    ///
+    /// Lines are read where they lie. With no unfinished line held (the
+    /// usual case: a model server writes whole events), they are read from
+    /// `chunk` itself and only its unfinished tail is kept; otherwise the
+    /// chunk joins the held line and lines are read from the buffer, whose
+    /// read bytes are dropped from its front once, after the last of them.
+    pub fn feed_into(&mut self, chunk: &[u8], out: &mut Vec<SseEvent>) {
+        if self.buf.is_empty() {
+            let start = self.unfinished.read_lines(chunk, 0, out);
+            self.buf.extend_from_slice(&chunk[start..]);
+        } else {
+            self.buf.extend_from_slice(chunk);
+            let start = self.unfinished.read_lines(&self.buf, self.searched, out);
+            bytes::Buf::advance(&mut self.buf, start);
+        }
+        self.searched = self.buf.len();
     }
 
     /// Bytes of the unfinished event held: its data so far (as the event
     /// will carry it, with the line breaks that join its lines) and the
     /// line still arriving.
     pub fn pending_bytes(&self) -> usize {
-        self.buf.len() + self.data.as_ref().map_or(0, String::len)
+        self.buf.len() + self.unfinished.data.as_ref().map_or(0, String::len)
     }
 
     /// Whether bytes of an unfinished event are buffered (a stream that ends
     /// here was cut short).
     pub fn has_partial(&self) -> bool {
-        !self.buf.is_empty() || self.data.is_some()
+        !self.buf.is_empty() || self.unfinished.data.is_some()
     }
 }
 
@@ -196,6 +229,29 @@ mod tests {
         assert!(parser.feed(b"data: 12345\ndata: 67").is_empty());
         assert_eq!(parser.pending_bytes(), "12345".len() + "data: 67".len());
         assert_eq!(parser.feed(b"\n\n").len(), 1);
+        assert_eq!(parser.pending_bytes(), 0);
+    }
+
+    #[test]
+    fn whole_events_are_read_from_the_piece_and_its_tail_kept() {
+        let mut parser = SseParser::new();
+        let mut out = vec![SseEvent {
+            event: None,
+            data: "earlier".into(),
+        }];
+        // Read straight from the piece (nothing held): two whole events and
+        // the start of a third, which alone is kept.
+        parser.feed_into(b"data: 1\n\ndata: 2\r\n\r\ndata: 3", &mut out);
+        let data: Vec<&str> = out.iter().map(|e| e.data.as_str()).collect();
+        assert_eq!(data, ["earlier", "1", "2"]);
+        assert_eq!(parser.pending_bytes(), "data: 3".len());
+        // The held line goes on in the next piece, read from the buffer.
+        parser.feed_into(b"4\n\ndata: 5\n", &mut out);
+        assert_eq!(out[3].data, "34");
+        assert!(parser.has_partial());
+        parser.feed_into(b"\n", &mut out);
+        assert_eq!(out[4].data, "5");
+        assert!(!parser.has_partial());
         assert_eq!(parser.pending_bytes(), 0);
     }
 

@@ -137,8 +137,11 @@ impl EventDecoder<ChatChunk, Frame> for EventsToChunks {
 impl Framer for Parser {
     type Frame = Frame;
 
-    fn feed(&mut self, data: &[u8]) -> Result<Vec<Frame>, AdapterError> {
-        Parser::feed(self, data).map_err(|message| AdapterError::Protocol { message })
+    fn feed(&mut self, data: &[u8], out: &mut Vec<Frame>) -> Result<(), AdapterError> {
+        let frames =
+            Parser::feed(self, data).map_err(|message| AdapterError::Protocol { message })?;
+        out.extend(frames);
+        Ok(())
     }
 
     fn has_partial(&self) -> bool {
