@@ -71,12 +71,8 @@ pub async fn serve(
             X_GOOG_API_KEY,
         ]))
         .layer(AuthLayer::new(live.clone()))
-        .service_fn(move |mut req: Request<Incoming>| {
+        .service_fn(move |(app, req): (Arc<App>, Request<Incoming>)| {
             let live = handler_live.clone();
-            let app = req
-                .extensions_mut()
-                .remove::<Arc<App>>()
-                .unwrap_or_else(|| live.app());
             // Boxed here, once: the handler's state is kilobytes, and each
             // layer above wraps the future it gets by value.
             Box::pin(async move {
