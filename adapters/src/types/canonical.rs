@@ -33,7 +33,8 @@ pub trait CanonicalRequest {
         None
     }
     /// The same fields as the caller sent them, where fields that change
-    /// the bill are priced or removed: every request that keeps any.
+    /// the bill are priced or removed: every request that keeps any (the
+    /// typed requests give `None` when the caller sent none).
     fn caller_fields(&mut self) -> Option<&mut Fields> {
         self.engine_fields()
     }
@@ -113,6 +114,12 @@ impl CanonicalRequest for ChatRequest {
 
     fn engine_fields(&mut self) -> Option<&mut Fields> {
         Some(&mut self.extra)
+    }
+
+    /// `None` when the caller sent no other fields: there is nothing to
+    /// price or remove, and no map to make (`engine_fields` makes one).
+    fn caller_fields(&mut self) -> Option<&mut Fields> {
+        self.extra.if_any()
     }
 }
 
@@ -223,6 +230,12 @@ impl CanonicalRequest for CompletionRequest {
     fn engine_fields(&mut self) -> Option<&mut Fields> {
         Some(&mut self.extra)
     }
+
+    /// `None` when the caller sent no other fields: there is nothing to
+    /// price or remove, and no map to make (`engine_fields` makes one).
+    fn caller_fields(&mut self) -> Option<&mut Fields> {
+        self.extra.if_any()
+    }
 }
 
 /// A completions answer and its chunks have one shape.
@@ -286,7 +299,7 @@ impl CanonicalRequest for EmbeddingRequest {
 
     /// No engine extras for an encoder, but `passthrough.deny` applies.
     fn caller_fields(&mut self) -> Option<&mut Fields> {
-        Some(&mut self.extra)
+        self.extra.if_any()
     }
 }
 

@@ -29,6 +29,12 @@ impl Extra {
         Extra(None)
     }
 
+    /// The map to change, when it has fields: code that only edits or
+    /// removes what is there need not make one.
+    pub fn if_any(&mut self) -> Option<&mut Map<String, Value>> {
+        self.0.as_deref_mut().filter(|map| !map.is_empty())
+    }
+
     /// The map, taken out.
     pub fn into_map(self) -> Map<String, Value> {
         self.0.map(|map| *map).unwrap_or_default()

@@ -112,6 +112,12 @@ fn embeddings_never_stream_and_keep_the_callers_fields() {
     assert!(!req.request_stream_usage());
     assert_eq!(req.prompt_for_count(), ("a\nb".to_owned(), 0));
     assert!(req.engine_fields().is_none());
-    assert!(req.caller_fields().is_some());
+    // No fields beyond the modelled ones: none to price or remove.
+    assert!(req.caller_fields().is_none());
     assert_eq!(req.sampling(), (None, None));
+    let mut req: EmbeddingRequest =
+        serde_json::from_value(json!({"model": "e", "input": "a", "service_tier": "flex"}))
+            .unwrap();
+    let fields = req.caller_fields().unwrap();
+    assert_eq!(fields["service_tier"], "flex");
 }
