@@ -465,13 +465,11 @@ pub(crate) fn prepared<E: Endpoint>(
         .caller_fields()
         .and_then(|extra| billed_fields::apply(extra, handle));
     let tenant = decision.features.tenant;
-    if let Some(extra) = req.engine_fields() {
-        engine::cache_salt(
-            extra,
-            handle.engine,
-            app.router.prefix_salt(backend, tenant),
-        );
-    }
+    engine::cache_salt(
+        || req.engine_fields(),
+        handle.engine,
+        app.router.prefix_salt(backend, tenant),
+    );
     if let Some(chain) = &decision.features.prefix {
         let chain = app.router.chain_for(backend, chain, tenant);
         match handle.prompt_cache {

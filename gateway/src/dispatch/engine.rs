@@ -48,8 +48,12 @@ fn speculative_fields(fields: &mut Fields, spec: &Speculative, drafting: bool) {
 /// shared with everyone), so the engine's KV cache itself is separated per
 /// tenant, not only the gateway's index. The gateway's value replaces any
 /// the caller sent: a caller does not choose whose cache it reads.
-pub fn cache_salt(extra: &mut Fields, engine: Engine, salt: u64) {
-    if engine == Engine::Vllm && salt != 0 {
+/// `fields` is asked for only then (asking makes the body's field map).
+pub fn cache_salt<'a>(fields: impl FnOnce() -> Option<&'a mut Fields>, engine: Engine, salt: u64) {
+    if engine == Engine::Vllm
+        && salt != 0
+        && let Some(extra) = fields()
+    {
         extra.insert("cache_salt".into(), json!(format!("{salt:016x}")));
     }
 }
