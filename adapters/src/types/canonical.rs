@@ -33,11 +33,10 @@ pub trait CanonicalRequest {
         None
     }
     /// The same fields as the caller sent them, where fields that change
-    /// the bill are priced or removed: every request that keeps any (the
-    /// typed requests give `None` when the caller sent none).
-    fn caller_fields(&mut self) -> Option<&mut Fields> {
-        self.engine_fields()
-    }
+    /// the bill are priced or removed: every request that keeps any. `None`
+    /// when the caller sent none: there is nothing to price or remove, and
+    /// asking for an `Extra`'s map makes one (`engine_fields` does).
+    fn caller_fields(&mut self) -> Option<&mut Fields>;
 }
 
 /// A whole canonical answer.
@@ -116,8 +115,6 @@ impl CanonicalRequest for ChatRequest {
         Some(&mut self.extra)
     }
 
-    /// `None` when the caller sent no other fields: there is nothing to
-    /// price or remove, and no map to make (`engine_fields` makes one).
     fn caller_fields(&mut self) -> Option<&mut Fields> {
         self.extra.if_any()
     }
@@ -231,8 +228,6 @@ impl CanonicalRequest for CompletionRequest {
         Some(&mut self.extra)
     }
 
-    /// `None` when the caller sent no other fields: there is nothing to
-    /// price or remove, and no map to make (`engine_fields` makes one).
     fn caller_fields(&mut self) -> Option<&mut Fields> {
         self.extra.if_any()
     }
