@@ -56,7 +56,10 @@ impl<T: Send + 'static> EventDecoder<T> for JsonChunks<T> {
 /// A chat chunk, keeping its event's bytes to be relayed as they came
 /// (`ChatChunk::with_verbatim`).
 fn chat_chunk(data: String) -> Result<ChatChunk, AdapterError> {
-    let chunk = parse_json_text::<ChatChunk>(&data)?;
+    let chunk = match super::chunk_reader::read(&data) {
+        Some(chunk) => chunk,
+        None => parse_json_text::<ChatChunk>(&data)?,
+    };
     Ok(chunk.with_verbatim(Bytes::from(data)))
 }
 

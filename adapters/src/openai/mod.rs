@@ -5,6 +5,7 @@
 //! OpenAI shape, unknown fields included); responses are parsed back into
 //! them, so vendor fields such as llama.cpp's `timings` survive.
 
+mod chunk_reader;
 mod client;
 mod convert;
 
