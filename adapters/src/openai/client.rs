@@ -9,6 +9,7 @@ use serde::de::DeserializeOwned;
 use switchyard_policies::OpenAiBackend;
 
 use super::convert::{parse_json, parse_json_text};
+use super::reader::read_answer;
 use crate::error::AdapterError;
 use crate::provider::{ChatStream, CompletionStream, EventStream, Provider};
 use crate::sse::SseEvent;
@@ -56,7 +57,7 @@ impl<T: Send + 'static> EventDecoder<T> for JsonChunks<T> {
 /// A chat chunk, keeping its event's bytes to be relayed as they came
 /// (`ChatChunk::with_verbatim`).
 fn chat_chunk(data: String) -> Result<ChatChunk, AdapterError> {
-    let chunk = match super::chunk_reader::read(&data) {
+    let chunk = match super::reader::read_chunk(&data) {
         Some(chunk) => chunk,
         None => parse_json_text::<ChatChunk>(&data)?,
     };
@@ -113,7 +114,12 @@ impl Provider for OpenAiClient {
     fn chat(&self, req: ChatRequest) -> BoxFuture<'_, Result<ChatResponse, AdapterError>> {
         async move {
             let body = self.upstream.call("/chat/completions", &req, &[]).await?;
-            Ok(parse_json::<ChatResponse>(&body)?.with_verbatim(body))
+            let read = std::str::from_utf8(&body).ok().and_then(read_answer);
+            let answer = match read {
+                Some(answer) => answer,
+                None => parse_json::<ChatResponse>(&body)?,
+            };
+            Ok(answer.with_verbatim(body))
         }
         .boxed()
     }

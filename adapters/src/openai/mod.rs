@@ -5,9 +5,9 @@
 //! OpenAI shape, unknown fields included); responses are parsed back into
 //! them, so vendor fields such as llama.cpp's `timings` survive.
 
-mod chunk_reader;
 mod client;
 mod convert;
+mod reader;
 
 pub use client::OpenAiClient;
 pub(crate) use convert::parse_json;

@@ -1,36 +1,48 @@
-//! A streamed chat chunk read without serde, for the shape model servers
-//! send nearly every event in: known fields, one-line deltas, plain values.
+//! Chat chunks and answers read without serde's machinery, for the shapes
+//! servers send nearly every time.
 //!
-//! serde_json spends most of a chunk's reading on its general machinery: a
+//! serde_json spends most of a body's reading on its general machinery: a
 //! 210-byte chunk took about 5,400 instructions to read into a
-//! [`ChatChunk`] (3,000 only to walk it), a third of what the gateway does
-//! for each event it relays. This reader walks the bytes once and builds
-//! the chunk as it goes, about 1,300 instructions a chunk fewer (a streamed
-//! answer of 19 events: 409,106 instructions a request to 385,515,
-//! `COUNT_STREAM=1 scripts/count-instructions.sh`). It takes only what it reads exactly as serde does
-//! and declines everything else (returns `None`): tool-call deltas,
-//! log-probabilities, usage and timings objects, `\u` escapes, numbers
-//! other than non-negative integers, nested unknown fields, duplicate
-//! fields, anything malformed. The caller then reads the chunk with serde,
-//! which gives the answer or the error it always gave, so declining costs a
-//! second read and never changes a result. Its tests hold it to serde's
-//! results on generated chunks, valid and broken.
+//! [`ChatChunk`](crate::types::ChatChunk) (3,000 only to walk it), a third
+//! of what the gateway does for each event it relays. These readers walk the
+//! bytes once and build the value as they go. The fields they know, with
+//! plain values (strings, non-negative integers, `null`, `true`, `false`),
+//! they read themselves; any other value (an object they do not model, a
+//! number with a fraction) they find the end of and hand to serde, alone.
+//! They decline (return `None`) what they cannot read exactly as serde
+//! would: keys with escapes, duplicate fields, anything malformed. The caller then reads the whole body with serde, which gives
+//! the value or the error it always gave: declining costs a second read and
+//! never changes a result. The tests hold both readers to serde's results
+//! on bodies from real servers, on every one-byte change of those, and on
+//! generated ones, valid and broken.
 
 use std::borrow::Cow;
 
 use serde::Deserialize;
-use serde::de::IntoDeserializer;
 use serde::de::value::Error as ValueError;
+use serde::de::{DeserializeOwned, IntoDeserializer};
 use serde_json::Value;
 
-use crate::types::{ChatChunk, ChunkChoice, Delta, Extra, Role};
+use crate::types::{Extra, Role};
 
-/// `text` read as a chat chunk, when it has the common shape (see above).
-pub(crate) fn read(text: &str) -> Option<ChatChunk> {
+mod answer;
+mod chunk;
+
+pub(crate) use answer::read_answer;
+pub(crate) use chunk::read_chunk;
+
+/// How deep a value handed to serde may nest: serde_json refuses a document
+/// nested deeper than 128, counted from the top, and a value read alone
+/// would be counted from itself.
+const DEEPEST: usize = 100;
+
+/// `text` read by `read` from its start, when nothing but white space
+/// follows what it read.
+fn whole<'a, T>(text: &'a str, read: impl FnOnce(&mut Cursor<'a>) -> Option<T>) -> Option<T> {
     let mut cursor = Cursor { text, at: 0 };
-    let chunk = cursor.chunk()?;
+    let value = read(&mut cursor)?;
     cursor.skip_space();
-    (cursor.at == text.len()).then_some(chunk)
+    (cursor.at == text.len()).then_some(value)
 }
 
 struct Cursor<'a> {
@@ -49,118 +61,116 @@ fn once<T>(slot: &mut Option<T>, value: Option<T>) -> Option<()> {
 }
 
 impl<'a> Cursor<'a> {
-    fn chunk(&mut self) -> Option<ChatChunk> {
-        let (mut id, mut object, mut created, mut model, mut choices) =
-            (None, None, None, None, None);
-        let (mut usage, mut fingerprint, mut timings) = (None, None, None);
-        let mut extra = Extra::new();
-        self.members(|c, key| match key {
-            "id" => once(&mut id, c.string()),
-            "object" => once(&mut object, c.string()),
-            "created" => once(&mut created, c.unsigned()),
-            "model" => once(&mut model, c.string()),
-            "choices" => once(&mut choices, c.choices()),
-            "usage" => once(&mut usage, c.null()),
-            "system_fingerprint" => once(&mut fingerprint, c.string_or_null()),
-            "timings" => once(&mut timings, c.null()),
-            _ => c.extra(&mut extra, key),
-        })?;
-        let spec_fields_sent =
-            object.is_some() && created.is_some() && model.is_some() && choices.is_some();
-        Some(ChatChunk {
-            id: id?,
-            object: object.unwrap_or_else(|| "chat.completion.chunk".to_owned()),
-            created: created.unwrap_or_default(),
-            model: model.unwrap_or_default(),
-            choices: choices.unwrap_or_default(),
-            usage_sent: usage.is_some(),
-            usage: None,
-            system_fingerprint: fingerprint.flatten(),
-            timings: None,
-            extra,
-            verbatim: None,
-            spec_fields_sent,
-        })
-    }
-
-    fn choices(&mut self) -> Option<Vec<ChunkChoice>> {
-        let mut choices = Vec::new();
-        self.expect(b'[')?;
-        if self.peek()? == b']' {
-            self.at += 1;
-            return Some(choices);
-        }
-        loop {
-            choices.push(self.choice()?);
-            match self.next()? {
-                b',' => {}
-                b']' => return Some(choices),
-                _ => return None,
-            }
-        }
-    }
-
-    fn choice(&mut self) -> Option<ChunkChoice> {
-        let (mut index, mut delta, mut finish, mut logprobs) = (None, None, None, None);
-        let mut extra = Extra::new();
-        self.members(|c, key| match key {
-            "index" => once(&mut index, c.unsigned().and_then(|n| u32::try_from(n).ok())),
-            "delta" => once(&mut delta, c.delta()),
-            "finish_reason" => once(&mut finish, c.string_or_null()),
-            "logprobs" => once(&mut logprobs, c.null()),
-            _ => c.extra(&mut extra, key),
-        })?;
-        let spec_fields_sent = index.is_some() && delta.is_some() && finish.is_some();
-        Some(ChunkChoice {
-            index: index.unwrap_or_default(),
-            delta: delta.unwrap_or_default(),
-            finish_reason: finish.flatten(),
-            logprobs: None,
-            extra,
-            spec_fields_sent,
-        })
-    }
-
-    fn delta(&mut self) -> Option<Delta> {
-        let (mut role, mut content, mut tool_calls) = (None, None, None);
-        let mut extra = Extra::new();
-        self.members(|c, key| match key {
-            "role" => once(&mut role, c.role()),
-            "content" => once(&mut content, c.string_or_null()),
-            "tool_calls" => once(&mut tool_calls, c.null()),
-            _ => c.extra(&mut extra, key),
-        })?;
-        Some(Delta {
-            role: role.flatten(),
-            content: content.flatten(),
-            tool_calls: None,
-            extra,
-        })
-    }
-
     /// A role as serde's derive reads it, or `null`.
-    fn role(&mut self) -> Option<Option<Role>> {
-        if self.peek()? == b'n' {
-            return self.null().map(|()| None);
-        }
+    fn role(&mut self) -> Option<Role> {
         let name = self.string_value()?;
-        let role = Role::deserialize(IntoDeserializer::<ValueError>::into_deserializer(&*name));
-        role.ok().map(Some)
+        Role::deserialize(IntoDeserializer::<ValueError>::into_deserializer(&*name)).ok()
     }
 
-    /// An unknown field's value, into `extra`: a string, a non-negative
-    /// integer, `true`, `false` or `null`.
+    /// An unknown field's value, into `extra`.
     fn extra(&mut self, extra: &mut Extra, key: &str) -> Option<()> {
         let value = match self.peek()? {
             b'"' => Value::String(self.string()?),
             b'n' => self.null().map(|()| Value::Null)?,
             b't' => self.word("true").map(|()| Value::Bool(true))?,
             b'f' => self.word("false").map(|()| Value::Bool(false))?,
-            _ => Value::from(self.unsigned()?),
+            b'0'..=b'9' if self.plain_integer() => Value::from(self.unsigned()?),
+            _ => self.by_serde()?,
         };
         // A repeated unknown field replaces the first, as serde's map does.
         extra.insert(key.to_owned(), value);
         Some(())
+    }
+
+    /// Whether the number ahead is digits alone (no fraction or exponent).
+    fn plain_integer(&self) -> bool {
+        let rest = &self.text.as_bytes()[self.at..];
+        let digits = rest.iter().take_while(|b| b.is_ascii_digit()).count();
+        !matches!(rest.get(digits), Some(b'.' | b'e' | b'E'))
+    }
+
+    /// The value ahead read by serde, alone: its end found by its brackets
+    /// and strings, what lies between checked by serde.
+    fn by_serde<T: DeserializeOwned>(&mut self) -> Option<T> {
+        self.skip_space();
+        let start = self.at;
+        self.skip_value()?;
+        serde_json::from_str(&self.text[start..self.at]).ok()
+    }
+
+    /// Moves past the value ahead, to where it would end if well formed
+    /// (serde checks it): a string, brackets and what they hold, or up to
+    /// the next delimiter.
+    fn skip_value(&mut self) -> Option<()> {
+        let bytes = self.text.as_bytes();
+        let mut depth = 0;
+        loop {
+            match *bytes.get(self.at)? {
+                b'"' => {
+                    self.at += 1;
+                    loop {
+                        self.at += string_stop(bytes.get(self.at..)?)?;
+                        match bytes[self.at] {
+                            b'"' => break,
+                            b'\\' => self.at += 2,
+                            _ => return None,
+                        }
+                    }
+                    self.at += 1;
+                }
+                b'{' | b'[' => {
+                    depth += 1;
+                    if depth > DEEPEST {
+                        return None;
+                    }
+                    self.at += 1;
+                    continue;
+                }
+                b'}' | b']' if depth > 0 => {
+                    depth -= 1;
+                    self.at += 1;
+                }
+                b',' | b'}' | b']' | b' ' | b'\t' | b'\n' | b'\r' if depth == 0 => return Some(()),
+                _ => {
+                    self.at += 1;
+                    continue;
+                }
+            }
+            if depth == 0 {
+                return Some(());
+            }
+        }
+    }
+
+    /// An array, each element read by `item`.
+    fn list<T>(&mut self, mut item: impl FnMut(&mut Self) -> Option<T>) -> Option<Vec<T>> {
+        let mut items = Vec::new();
+        self.expect(b'[')?;
+        if self.peek()? == b']' {
+            self.at += 1;
+            return Some(items);
+        }
+        loop {
+            items.push(item(self)?);
+            match self.next()? {
+                b',' => {}
+                b']' => return Some(items),
+                _ => return None,
+            }
+        }
+    }
+
+    /// A choice's index.
+    fn index(&mut self) -> Option<u32> {
+        self.unsigned().and_then(|n| u32::try_from(n).ok())
+    }
+
+    /// `null`, or what `read` reads.
+    fn or_null<T>(&mut self, read: impl FnOnce(&mut Self) -> Option<T>) -> Option<Option<T>> {
+        if self.peek()? == b'n' {
+            return self.null().map(|()| None);
+        }
+        read(self).map(Some)
     }
 
     /// An object: `member` reads the value of each key. Keys with escapes
@@ -186,15 +196,20 @@ impl<'a> Cursor<'a> {
         }
     }
 
+    /// A string value; one with a `\u` escape read by serde.
     fn string(&mut self) -> Option<String> {
-        self.string_value().map(Cow::into_owned)
+        let start = self.at;
+        match self.string_value() {
+            Some(text) => Some(text.into_owned()),
+            None => {
+                self.at = start;
+                self.by_serde()
+            }
+        }
     }
 
     fn string_or_null(&mut self) -> Option<Option<String>> {
-        if self.peek()? == b'n' {
-            return self.null().map(|()| None);
-        }
-        self.string().map(Some)
+        self.or_null(Self::string)
     }
 
     /// A string, borrowed when it has no escapes. Declines `\u` escapes

@@ -1,0 +1,128 @@
+//! A whole chat answer.
+
+use super::{Cursor, once, whole};
+use crate::types::{ChatResponse, Choice, Content, Extra, Message, Usage, UsageDetails};
+
+/// `text` read as a chat answer, or `None` where serde must read it (see
+/// the module's note).
+pub(crate) fn read_answer(text: &str) -> Option<ChatResponse> {
+    whole(text, Cursor::answer)
+}
+
+impl Cursor<'_> {
+    fn answer(&mut self) -> Option<ChatResponse> {
+        let (mut id, mut object, mut created, mut model, mut choices) =
+            (None, None, None, None, None);
+        let (mut usage, mut fingerprint, mut timings) = (None, None, None);
+        let mut extra = Extra::new();
+        self.members(|c, key| match key {
+            "id" => once(&mut id, c.string()),
+            "object" => once(&mut object, c.string()),
+            "created" => once(&mut created, c.unsigned()),
+            "model" => once(&mut model, c.string()),
+            "choices" => once(&mut choices, c.list(Self::choice)),
+            "usage" => once(&mut usage, c.or_null(Self::usage)),
+            "system_fingerprint" => once(&mut fingerprint, c.string_or_null()),
+            "timings" => once(&mut timings, c.or_null(|c| c.by_serde().map(Box::new))),
+            _ => c.extra(&mut extra, key),
+        })?;
+        Some(ChatResponse {
+            id: id?,
+            object: object.unwrap_or_default(),
+            created: created.unwrap_or_default(),
+            model: model.unwrap_or_default(),
+            choices: choices?,
+            usage: usage.flatten(),
+            system_fingerprint: fingerprint.flatten(),
+            timings: timings.flatten(),
+            extra,
+            verbatim: None,
+        })
+    }
+
+    fn choice(&mut self) -> Option<Choice> {
+        let (mut index, mut message, mut finish, mut logprobs) = (None, None, None, None);
+        let mut extra = Extra::new();
+        self.members(|c, key| match key {
+            "index" => once(&mut index, c.index()),
+            "message" => once(&mut message, c.message()),
+            "finish_reason" => once(&mut finish, c.string_or_null()),
+            "logprobs" => once(&mut logprobs, c.or_null(Self::by_serde)),
+            _ => c.extra(&mut extra, key),
+        })?;
+        Some(Choice {
+            index: index.unwrap_or_default(),
+            message: message?,
+            finish_reason: finish.flatten(),
+            logprobs: logprobs.flatten(),
+            extra,
+        })
+    }
+
+    fn message(&mut self) -> Option<Message> {
+        let (mut role, mut content, mut name, mut tool_calls, mut call_id) =
+            (None, None, None, None, None);
+        let mut extra = Extra::new();
+        self.members(|c, key| match key {
+            "role" => once(&mut role, c.role()),
+            "content" => once(&mut content, c.content()),
+            "name" => once(&mut name, c.string_or_null()),
+            "tool_calls" => once(&mut tool_calls, c.by_serde()),
+            "tool_call_id" => once(&mut call_id, c.string_or_null()),
+            _ => c.extra(&mut extra, key),
+        })?;
+        Some(Message {
+            role: role?,
+            content: content.flatten(),
+            name: name.flatten(),
+            tool_calls: tool_calls.flatten(),
+            tool_call_id: call_id.flatten(),
+            extra,
+        })
+    }
+
+    /// A message's content: text read here, parts by serde.
+    fn content(&mut self) -> Option<Option<Content>> {
+        match self.peek()? {
+            b'"' => self.string().map(|text| Some(Content::Text(text))),
+            _ => self.by_serde(),
+        }
+    }
+
+    fn usage(&mut self) -> Option<Usage> {
+        let (mut prompt, mut completion, mut total, mut prompt_details, mut completion_details) =
+            (None, None, None, None, None);
+        let mut extra = Extra::new();
+        self.members(|c, key| match key {
+            "prompt_tokens" => once(&mut prompt, c.unsigned()),
+            "completion_tokens" => once(&mut completion, c.unsigned()),
+            "total_tokens" => once(&mut total, c.unsigned()),
+            "prompt_tokens_details" => once(&mut prompt_details, c.or_null(Self::details)),
+            "completion_tokens_details" => once(&mut completion_details, c.or_null(Self::details)),
+            _ => c.extra(&mut extra, key),
+        })?;
+        Some(Usage {
+            prompt_tokens: prompt.unwrap_or_default(),
+            completion_tokens: completion.unwrap_or_default(),
+            total_tokens: total.unwrap_or_default(),
+            prompt_tokens_details: prompt_details.flatten(),
+            completion_tokens_details: completion_details.flatten(),
+            extra,
+        })
+    }
+
+    fn details(&mut self) -> Option<UsageDetails> {
+        let (mut cached, mut reasoning) = (None, None);
+        let mut extra = Extra::new();
+        self.members(|c, key| match key {
+            "cached_tokens" => once(&mut cached, c.or_null(Self::unsigned)),
+            "reasoning_tokens" => once(&mut reasoning, c.or_null(Self::unsigned)),
+            _ => c.extra(&mut extra, key),
+        })?;
+        Some(UsageDetails {
+            cached_tokens: cached.flatten(),
+            reasoning_tokens: reasoning.flatten(),
+            extra,
+        })
+    }
+}

@@ -1,0 +1,84 @@
+//! A streamed chat chunk.
+
+use super::{Cursor, once, whole};
+use crate::types::{ChatChunk, ChunkChoice, Delta, Extra};
+
+/// `text` read as a chat chunk, or `None` where serde must read it (see
+/// the module's note).
+pub(crate) fn read_chunk(text: &str) -> Option<ChatChunk> {
+    whole(text, Cursor::chunk)
+}
+
+impl Cursor<'_> {
+    fn chunk(&mut self) -> Option<ChatChunk> {
+        let (mut id, mut object, mut created, mut model, mut choices) =
+            (None, None, None, None, None);
+        let (mut usage, mut fingerprint, mut timings) = (None, None, None);
+        let mut extra = Extra::new();
+        self.members(|c, key| match key {
+            "id" => once(&mut id, c.string()),
+            "object" => once(&mut object, c.string()),
+            "created" => once(&mut created, c.unsigned()),
+            "model" => once(&mut model, c.string()),
+            "choices" => once(&mut choices, c.list(Self::chunk_choice)),
+            "usage" => once(&mut usage, c.or_null(|c| c.by_serde().map(Box::new))),
+            "system_fingerprint" => once(&mut fingerprint, c.string_or_null()),
+            "timings" => once(&mut timings, c.or_null(|c| c.by_serde().map(Box::new))),
+            _ => c.extra(&mut extra, key),
+        })?;
+        let spec_fields_sent =
+            object.is_some() && created.is_some() && model.is_some() && choices.is_some();
+        Some(ChatChunk {
+            id: id?,
+            object: object.unwrap_or_else(|| "chat.completion.chunk".to_owned()),
+            created: created.unwrap_or_default(),
+            model: model.unwrap_or_default(),
+            choices: choices.unwrap_or_default(),
+            usage_sent: usage.is_some(),
+            usage: usage.flatten(),
+            system_fingerprint: fingerprint.flatten(),
+            timings: timings.flatten(),
+            extra,
+            verbatim: None,
+            spec_fields_sent,
+        })
+    }
+
+    fn chunk_choice(&mut self) -> Option<ChunkChoice> {
+        let (mut index, mut delta, mut finish, mut logprobs) = (None, None, None, None);
+        let mut extra = Extra::new();
+        self.members(|c, key| match key {
+            "index" => once(&mut index, c.index()),
+            "delta" => once(&mut delta, c.delta()),
+            "finish_reason" => once(&mut finish, c.string_or_null()),
+            "logprobs" => once(&mut logprobs, c.or_null(Self::by_serde)),
+            _ => c.extra(&mut extra, key),
+        })?;
+        let spec_fields_sent = index.is_some() && delta.is_some() && finish.is_some();
+        Some(ChunkChoice {
+            index: index.unwrap_or_default(),
+            delta: delta.unwrap_or_default(),
+            finish_reason: finish.flatten(),
+            logprobs: logprobs.flatten(),
+            extra,
+            spec_fields_sent,
+        })
+    }
+
+    fn delta(&mut self) -> Option<Delta> {
+        let (mut role, mut content, mut tool_calls) = (None, None, None);
+        let mut extra = Extra::new();
+        self.members(|c, key| match key {
+            "role" => once(&mut role, c.or_null(Self::role)),
+            "content" => once(&mut content, c.string_or_null()),
+            "tool_calls" => once(&mut tool_calls, c.by_serde()),
+            _ => c.extra(&mut extra, key),
+        })?;
+        Some(Delta {
+            role: role.flatten(),
+            content: content.flatten(),
+            tool_calls: tool_calls.flatten(),
+            extra,
+        })
+    }
+}
