@@ -1,7 +1,7 @@
 //! A whole chat answer.
 
 use super::{Cursor, once, whole};
-use crate::types::{ChatResponse, Choice, Content, Extra, Message, Usage, UsageDetails};
+use crate::types::{ChatResponse, Choice, Content, Extra, Message, Timings, Usage, UsageDetails};
 
 /// `text` read as a chat answer, or `None` where serde must read it (see
 /// the module's note).
@@ -23,7 +23,7 @@ impl Cursor<'_> {
             "choices" => once(&mut choices, c.list(Self::choice)),
             "usage" => once(&mut usage, c.or_null(Self::usage)),
             "system_fingerprint" => once(&mut fingerprint, c.string_or_null()),
-            "timings" => once(&mut timings, c.or_null(|c| c.by_serde().map(Box::new))),
+            "timings" => once(&mut timings, c.or_null(Self::timings)),
             _ => c.extra(&mut extra, key),
         })?;
         Some(ChatResponse {
@@ -34,7 +34,7 @@ impl Cursor<'_> {
             choices: choices?,
             usage: usage.flatten(),
             system_fingerprint: fingerprint.flatten(),
-            timings: timings.flatten(),
+            timings: timings.flatten().map(Box::new),
             extra,
             verbatim: None,
         })
@@ -89,7 +89,7 @@ impl Cursor<'_> {
         }
     }
 
-    fn usage(&mut self) -> Option<Usage> {
+    pub(super) fn usage(&mut self) -> Option<Usage> {
         let (mut prompt, mut completion, mut total, mut prompt_details, mut completion_details) =
             (None, None, None, None, None);
         let mut extra = Extra::new();
@@ -124,5 +124,37 @@ impl Cursor<'_> {
             reasoning_tokens: reasoning.flatten(),
             extra,
         })
+    }
+}
+
+impl Cursor<'_> {
+    /// llama.cpp's timings: numbers, each kept as the JSON value it is.
+    pub(super) fn timings(&mut self) -> Option<Timings> {
+        let mut t = Timings::default();
+        // Which fields were read, `null` or not: serde refuses a second.
+        let mut read = 0u16;
+        self.members(|c, key| {
+            let (bit, field) = match key {
+                "cache_n" => (0, &mut t.cache_n),
+                "prompt_n" => (1, &mut t.prompt_n),
+                "prompt_ms" => (2, &mut t.prompt_ms),
+                "prompt_per_token_ms" => (3, &mut t.prompt_per_token_ms),
+                "prompt_per_second" => (4, &mut t.prompt_per_second),
+                "predicted_n" => (5, &mut t.predicted_n),
+                "predicted_ms" => (6, &mut t.predicted_ms),
+                "predicted_per_token_ms" => (7, &mut t.predicted_per_token_ms),
+                "predicted_per_second" => (8, &mut t.predicted_per_second),
+                "draft_n" => (9, &mut t.draft_n),
+                "draft_n_accepted" => (10, &mut t.draft_n_accepted),
+                _ => return c.extra(&mut t.extra, key),
+            };
+            if read & (1 << bit) != 0 {
+                return None;
+            }
+            read |= 1 << bit;
+            *field = c.or_null(Self::value)?;
+            Some(())
+        })?;
+        Some(t)
     }
 }

@@ -21,9 +21,9 @@ impl Cursor<'_> {
             "created" => once(&mut created, c.unsigned()),
             "model" => once(&mut model, c.string()),
             "choices" => once(&mut choices, c.list(Self::chunk_choice)),
-            "usage" => once(&mut usage, c.or_null(|c| c.by_serde().map(Box::new))),
+            "usage" => once(&mut usage, c.or_null(|c| c.usage().map(Box::new))),
             "system_fingerprint" => once(&mut fingerprint, c.string_or_null()),
-            "timings" => once(&mut timings, c.or_null(|c| c.by_serde().map(Box::new))),
+            "timings" => once(&mut timings, c.or_null(|c| c.timings().map(Box::new))),
             _ => c.extra(&mut extra, key),
         })?;
         let spec_fields_sent =

@@ -51,6 +51,12 @@ fn common_answers_take_the_fast_path_and_read_as_serde_reads_them() {
     let answer = read_answer(COMMON[0]).unwrap();
     assert_eq!(answer.usage.as_ref().map(|u| u.completion_tokens), Some(16));
     assert!(answer.timings.is_some());
+    read_as_serde_does(
+        read_answer,
+        &[
+            r#"{"id":"x","choices":[],"timings":{"cache_n":null,"prompt_n":"7","draft_n":{"a":[]},"x":-1.5}}"#,
+        ],
+    );
     let parts = read_answer(COMMON[5]).unwrap();
     assert!(matches!(
         parts.choices[0].message.content,
@@ -68,6 +74,15 @@ fn what_it_cannot_read_as_serde_does_it_declines() {
         r#"{"id":"x","choices":[],"usage":{"prompt_tokens":1.0}}"#,
         r#"{"id":"x","choices":[],"usage":{"prompt_tokens":1,"prompt_tokens":2}}"#,
         r#"{"id":"x","choices":[],"timings":{"prompt_ms":"#,
+        r#"{"id":"x","choices":[],"timings":{"cache_n":null,"cache_n":1}}"#,
+        // a field twice, at each level, the first time null where it may be
+        r#"{"id":"x","model":"a","choices":[],"model":"a"}"#,
+        r#"{"id":"x","choices":[{"message":{"role":"assistant"},"finish_reason":null,"finish_reason":"stop"}]}"#,
+        r#"{"id":"x","choices":[{"message":{"role":"assistant","content":null,"content":"a"}}]}"#,
+        r#"{"id":"x","choices":[{"message":{"role":"assistant","tool_calls":null,"tool_calls":[]}}]}"#,
+        r#"{"id":"x","choices":[],"usage":{"prompt_tokens_details":{"cached_tokens":null,"cached_tokens":1}}}"#,
+        r#"{"id":"x","choices":[],"usage":{"prompt_tokens_details":null,"prompt_tokens_details":{}}}"#,
+        r#"{"id":"x","choices":[],"usage":null,"usage":null}"#,
         r#"{"id":"x"}"#,
         r#"{"error":{"message":"overloaded","code":529}}"#,
     ];
@@ -78,7 +93,7 @@ fn what_it_cannot_read_as_serde_does_it_declines() {
 
 #[test]
 fn every_one_byte_change_of_a_common_answer_is_declined_or_read_as_serde_reads_it() {
-    one_byte_changes_agree::<ChatResponse>(read_answer, &COMMON[..3]);
+    one_byte_changes_agree::<ChatResponse>(read_answer, COMMON);
 }
 
 #[test]
@@ -132,6 +147,11 @@ fn answer() -> impl Strategy<Value = String> {
         member("completion_tokens_details", details),
     ]);
     let timings = object(vec![
+        member("cache_n", prop_oneof![null(), unsigned()].boxed()),
+        member(
+            "draft_n",
+            prop_oneof![text(), Just("{}".to_string()).boxed()].boxed(),
+        ),
         member("prompt_n", unsigned()),
         member("prompt_ms", Just("1.0024000000000002".to_string()).boxed()),
         member("predicted_per_second", Just("-2.5e-3".to_string()).boxed()),

@@ -54,6 +54,10 @@ fn what_it_cannot_read_as_serde_does_it_declines() {
         r#"{"\"":"x","id":"x"}"#,
         // malformed, or not what serde reads
         r#"{"id":"x","id":"y"}"#,
+        r#"{"id":"x","choices":[{"delta":{"content":null,"content":"a"}}]}"#,
+        r#"{"id":"x","choices":[{"logprobs":null,"logprobs":null}]}"#,
+        r#"{"id":"x","choices":[{"delta":{"role":null,"role":"assistant"}}]}"#,
+        r#"{"id":"x","usage":null,"usage":null}"#,
         r#"{"id":"x","created":01}"#,
         r#"{"id":"x","created":null}"#,
         r#"{"id":"x","choices":[{"index":4294967296}]}"#,
@@ -70,12 +74,19 @@ fn what_it_cannot_read_as_serde_does_it_declines() {
     for text in declined {
         assert!(read_chunk(text).is_none(), "{text}");
     }
-    let deep = format!(
-        r#"{{"id":"x","extra":{}1{}}}"#,
-        "[".repeat(101),
-        "]".repeat(101)
-    );
-    assert!(read_chunk(&deep).is_none());
+}
+
+#[test]
+fn values_nested_near_serdes_limit_are_declined_or_read_as_serde_reads_them() {
+    for depth in [99, 100, 101, 120, 122, 123, 124, 125, 126, 127, 128] {
+        let text = format!(
+            r#"{{"id":"x","choices":[{{"delta":{{"x":{}1{}}}}}]}}"#,
+            "[".repeat(depth),
+            "]".repeat(depth)
+        );
+        agrees(read_chunk, &text).unwrap();
+        assert_eq!(read_chunk(&text).is_some(), depth <= 100, "{depth}");
+    }
 }
 
 #[test]

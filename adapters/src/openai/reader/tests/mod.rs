@@ -35,8 +35,9 @@ where
     }
 }
 
-/// Every one-byte deletion and insertion of each of `bodies` declined by
-/// `read` or read as serde reads it.
+/// Each of `bodies` with one of its characters deleted, or one of a set of
+/// characters inserted before it, declined by `read` or read as serde
+/// reads it.
 fn one_byte_changes_agree<T>(read: fn(&str) -> Option<T>, bodies: &[&str])
 where
     T: DeserializeOwned + PartialEq + Debug,
@@ -50,7 +51,8 @@ where
             cut.remove(at);
             agrees(read, &cut).unwrap();
             for put in [
-                '"', '\\', ',', '}', ']', '{', '[', '0', '9', ' ', 'n', '\u{1}', '-', '.',
+                '"', '\\', ',', ':', '}', ']', '{', '[', '0', '9', ' ', 'n', 't', 'f', 'e', 'E',
+                '\u{1}', '\u{b}', '-', '.',
             ] {
                 let mut changed = text.to_string();
                 changed.insert(at, put);
@@ -75,10 +77,7 @@ where
         read_fast += usize::from(read(&text).is_some());
         valid += usize::from(serde_json::from_str::<T>(&text).is_ok());
     }
-    assert!(
-        read_fast > 200 && valid >= read_fast,
-        "{read_fast} read, {valid} valid"
-    );
+    assert!(read_fast > 200, "{read_fast} read fast, of {valid} valid");
 }
 
 /// JSON values of every kind, some of them not JSON.
@@ -108,9 +107,11 @@ fn any_value() -> BoxedStrategy<String> {
 /// A JSON string, with escapes now and then.
 fn text() -> BoxedStrategy<String> {
     prop_oneof![
-        12 => "[a-z é川—/]{0,8}",
+        24 => "[a-z é川—/]{0,8}",
         1 => "[a-z\\\\\"/\n\t\u{1}]{0,6}".prop_map(|s| s.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n").replace('\t', "\\t")),
         1 => "[a-z\\\\\"]{0,6}",
+        1 => Just("\\u00e9\\ud83d\\ude00".to_string()),
+        1 => Just("\\ud800".to_string()),
     ]
     .prop_map(|s| format!("\"{s}\""))
     .boxed()
