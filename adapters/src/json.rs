@@ -17,6 +17,15 @@ pub fn from_bytes<T: DeserializeOwned>(bytes: &[u8]) -> serde_json::Result<T> {
     }
 }
 
+/// A chat request read by the gateway's own reader (see
+/// `openai/reader`), when it reads it exactly as serde would; `None`
+/// otherwise, and then [`from_bytes`] gives serde's value or error.
+pub fn chat_request(bytes: &[u8]) -> Option<crate::types::ChatRequest> {
+    std::str::from_utf8(bytes)
+        .ok()
+        .and_then(crate::openai::read_chat_request)
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::Value;

@@ -11,3 +11,4 @@ mod reader;
 
 pub use client::OpenAiClient;
 pub(crate) use convert::parse_json;
+pub(crate) use reader::read_chat_request;

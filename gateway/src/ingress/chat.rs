@@ -13,7 +13,7 @@ use switchyard_router::{AnswerSummary, RequestView};
 use crate::dispatch::endpoint::{Call, Chunks, Endpoint};
 use crate::dispatch::stream::OpenAiEvents;
 use crate::error::{Dialect, GatewayError};
-use crate::http::{Body, json_bytes_response, json_response};
+use crate::http::{Body, json_bytes_response, json_response, parse_json};
 use crate::route::view::BodyHints;
 
 pub struct Chat;
@@ -69,6 +69,14 @@ impl Endpoint for Chat {
     type Response = ChatResponse;
     type Chunk = ChatChunk;
     type Encoder = OpenAiEvents<Self>;
+    /// Read by the adapters' own reader when it can, else by serde (which
+    /// gives the same request, or the error the caller gets).
+    fn decode(body: &[u8]) -> Result<ChatRequest, GatewayError> {
+        match switchyard_adapters::json::chat_request(body) {
+            Some(request) => Ok(request),
+            None => parse_json(body),
+        }
+    }
     /// The backend's own bytes when it spoke this dialect (the answer is
     /// not changed on the way), else the answer encoded.
     fn respond(_req: &ChatRequest, resp: &ChatResponse) -> Response<Body> {

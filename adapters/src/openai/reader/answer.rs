@@ -59,7 +59,7 @@ impl Cursor<'_> {
         })
     }
 
-    fn message(&mut self) -> Option<Message> {
+    pub(super) fn message(&mut self) -> Option<Message> {
         let (mut role, mut content, mut name, mut tool_calls, mut call_id) =
             (None, None, None, None, None);
         let mut extra = Extra::new();

@@ -1,4 +1,4 @@
-//! Chat chunks and answers read without serde's machinery, for the shapes
+//! Chat requests, chunks and answers read without serde's machinery, for the shapes
 //! servers send nearly every time.
 //!
 //! serde_json spends most of a body's reading on its general machinery: a
@@ -34,9 +34,11 @@ use crate::types::{Extra, Role};
 
 mod answer;
 mod chunk;
+mod request;
 
 pub(crate) use answer::read_answer;
 pub(crate) use chunk::read_chunk;
+pub(crate) use request::read_chat_request;
 
 /// How deep a value handed to serde may nest. serde_json refuses a document
 /// nested 128 deep, counted from the top, and a value read alone would be

@@ -10,6 +10,7 @@ use super::string_stop;
 
 mod answer;
 mod chunk;
+mod request;
 
 /// `read` either declines `text` or reads exactly what serde reads.
 fn agrees<T>(read: fn(&str) -> Option<T>, text: &str) -> Result<(), String>
