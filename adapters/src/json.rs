@@ -17,10 +17,21 @@ pub fn from_bytes<T: DeserializeOwned>(bytes: &[u8]) -> serde_json::Result<T> {
     }
 }
 
+/// Above this size, a chat request with tools is read by serde alone.
+const TOOLS_READ_BY_SERDE: usize = 2048;
+
 /// A chat request read by the gateway's own reader (see
 /// `openai/reader`), when it reads it exactly as serde would; `None`
-/// otherwise, and then [`from_bytes`] gives serde's value or error.
+/// otherwise (bytes that are not UTF-8 among them), and then
+/// [`from_bytes`] gives serde's value or error.
 pub fn chat_request(bytes: &[u8]) -> Option<crate::types::ChatRequest> {
+    // An agent's tool definitions (JSON Schema, often tens of kilobytes)
+    // are handed to serde after the reader has found their end: two walks
+    // of most of the body where serde alone takes one. Such bodies go to
+    // serde alone.
+    if bytes.len() > TOOLS_READ_BY_SERDE && memchr::memmem::find(bytes, b"\"tools\"").is_some() {
+        return None;
+    }
     std::str::from_utf8(bytes)
         .ok()
         .and_then(crate::openai::read_chat_request)

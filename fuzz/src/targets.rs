@@ -69,7 +69,16 @@ pub const TARGETS: [(&str, Target); 13] = [
 /// An OpenAI chat body: parsed as the gateway parses it, its prompt sized
 /// (estimated and counted) and translated to Anthropic Messages.
 pub fn chat_body(data: &[u8]) {
-    if let Ok(chat) = from_bytes::<ChatRequest>(data) {
+    let read = from_bytes::<ChatRequest>(data);
+    // The gateway's own reader declines a body or reads what serde reads.
+    if let Some(fast) = switchyard_adapters::json::chat_request(data) {
+        assert_eq!(
+            Some(&fast),
+            read.as_ref().ok(),
+            "the reader and serde disagree"
+        );
+    }
+    if let Ok(chat) = read {
         let _ = tokens::estimate_chat_prompt(&chat);
         let _ = tokens::count_chat_prompt(&chat);
         let _ = messages_from_chat(chat);

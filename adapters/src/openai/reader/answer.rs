@@ -44,7 +44,7 @@ impl Cursor<'_> {
         let (mut index, mut message, mut finish, mut logprobs) = (None, None, None, None);
         let mut extra = Extra::new();
         self.members(|c, key| match key {
-            "index" => once(&mut index, c.index()),
+            "index" => once(&mut index, c.unsigned_32()),
             "message" => once(&mut message, c.message()),
             "finish_reason" => once(&mut finish, c.string_or_null()),
             "logprobs" => once(&mut logprobs, c.or_null(Self::by_serde)),

@@ -1,11 +1,12 @@
-//! Chat requests, chunks and answers read without serde's machinery, for the shapes
-//! servers send nearly every time.
+//! Chat requests, answers and chunks read without serde's machinery, for the
+//! shapes clients and servers send nearly every time.
 //!
 //! serde_json spends most of a body's reading on its general machinery: a
 //! 210-byte chunk took about 5,400 instructions to read into a
 //! [`ChatChunk`](crate::types::ChatChunk) (3,000 only to walk it), a third
 //! of what the gateway does for each event it relays. These readers walk the
-//! bytes once and build the value as they go.
+//! bytes once and build the value as they go (a value they hand to serde is
+//! walked twice: once to find its end, once by serde).
 //!
 //! - The fields the types model they read themselves, where the value has
 //!   the kind the type expects (a known field with another kind, such as
@@ -19,7 +20,7 @@
 //!
 //! The caller then reads the whole body with serde, which gives the value or
 //! the error it always gave: declining costs a second read and never
-//! changes a result. The tests hold both readers to serde's results on
+//! changes a result. The tests hold the three readers to serde's results on
 //! bodies from real servers, on deletions and insertions at each of their
 //! characters, and on generated bodies, valid and broken.
 
@@ -186,8 +187,9 @@ impl<'a> Cursor<'a> {
         }
     }
 
-    /// A choice's index.
-    fn index(&mut self) -> Option<u32> {
+    /// A non-negative integer that fits a `u32` (a choice's index, a token
+    /// limit).
+    fn unsigned_32(&mut self) -> Option<u32> {
         self.unsigned().and_then(|n| u32::try_from(n).ok())
     }
 

@@ -4,8 +4,8 @@ use super::{Cursor, once, whole};
 use crate::types::{ChatRequest, Extra};
 
 /// `text` read as a chat request, or `None` where serde must read it (see
-/// the module's note): the model, the messages and the few settings nearly
-/// every request has are read here, other fields by serde alone.
+/// the module's note): the model, the messages, `stream` and the token
+/// limits are read here, other fields (a temperature, tools) by serde alone.
 pub(crate) fn read_chat_request(text: &str) -> Option<ChatRequest> {
     whole(text, Cursor::chat_request)
 }
@@ -22,8 +22,8 @@ impl Cursor<'_> {
             "model" => once(&mut model, c.string()),
             "messages" => once(&mut messages, c.list(Self::message)),
             "stream" => once(&mut stream, c.or_null(Self::boolean)),
-            "max_tokens" => once(&mut max_tokens, c.or_null(Self::token_limit)),
-            "max_completion_tokens" => once(&mut max_completion, c.or_null(Self::token_limit)),
+            "max_tokens" => once(&mut max_tokens, c.or_null(Self::unsigned_32)),
+            "max_completion_tokens" => once(&mut max_completion, c.or_null(Self::unsigned_32)),
             "temperature" => once(&mut temperature, c.by_serde()),
             "stream_options" => once(&mut options, c.by_serde()),
             "n" => once(&mut n, c.by_serde()),
@@ -67,10 +67,5 @@ impl Cursor<'_> {
             b't' => self.word("true").map(|()| true),
             _ => self.word("false").map(|()| false),
         }
-    }
-
-    /// `max_tokens` and `max_completion_tokens`: a `u32`.
-    fn token_limit(&mut self) -> Option<u32> {
-        self.unsigned().and_then(|n| u32::try_from(n).ok())
     }
 }

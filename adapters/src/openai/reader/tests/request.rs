@@ -24,13 +24,17 @@ fn common_requests_take_the_fast_path_and_read_as_serde_reads_them() {
 }
 
 #[test]
-fn what_it_cannot_read_as_serde_does_it_declines() {
-    let declined = [
+fn what_serde_refuses_it_declines() {
+    let refused = [
         r#"{"messages":[]}"#,
         r#"{"model":"m"}"#,
         r#"{"model":null,"messages":[]}"#,
+        // a field twice, the first time null where it may be
         r#"{"model":"m","messages":[],"model":"m"}"#,
         r#"{"model":"m","messages":[],"stream":null,"stream":true}"#,
+        r#"{"model":"m","messages":[],"temperature":null,"temperature":1}"#,
+        r#"{"model":"m","messages":[],"tools":null,"tools":[]}"#,
+        r#"{"model":"m","messages":[{"role":"user","name":null,"name":"a"}]}"#,
         r#"{"model":"m","messages":[],"max_tokens":-1}"#,
         r#"{"model":"m","messages":[],"max_tokens":4294967296}"#,
         r#"{"model":"m","messages":[],"max_tokens":16.0}"#,
@@ -38,13 +42,39 @@ fn what_it_cannot_read_as_serde_does_it_declines() {
         r#"{"model":"m","messages":[],"temperature":"hot"}"#,
         r#"{"model":"m","messages":[{"role":"user","content":"a"},]}"#,
         r#"{"model":"m","messages":[{"content":"no role"}]}"#,
+        r#"{"model":"m","messages":[{"role":"user","content":{}}]}"#,
         "",
         " ",
         "[]",
     ];
-    for text in declined {
+    for text in refused {
+        assert!(serde_json::from_str::<ChatRequest>(text).is_err(), "{text}");
         assert!(read_chat_request(text).is_none(), "{text}");
     }
+    // serde reads a key with an escape (here, a second `model`), the
+    // reader leaves it to serde.
+    let escaped = r#"{"mod\u0065l":"a","messages":[]}"#;
+    assert!(serde_json::from_str::<ChatRequest>(escaped).is_ok());
+    assert!(read_chat_request(escaped).is_none());
+}
+
+#[test]
+fn a_long_request_with_tools_is_left_to_serde() {
+    let schema = r#"{"type":"object","properties":{"city":{"type":"string"}}}"#;
+    let tools: Vec<String> = (0..40)
+        .map(|i| {
+            format!(r#"{{"type":"function","function":{{"name":"f{i}","parameters":{schema}}}}}"#)
+        })
+        .collect();
+    let long = format!(
+        r#"{{"model":"m","messages":[],"tools":[{}]}}"#,
+        tools.join(",")
+    );
+    assert!(long.len() > 2048);
+    assert!(serde_json::from_str::<ChatRequest>(&long).is_ok());
+    assert!(crate::json::chat_request(long.as_bytes()).is_none());
+    let short = format!(r#"{{"model":"m","messages":[],"tools":[{}]}}"#, tools[0]);
+    assert!(crate::json::chat_request(short.as_bytes()).is_some());
 }
 
 #[test]
@@ -100,7 +130,7 @@ fn request() -> impl Strategy<Value = String> {
             or_number((-5i64..5).prop_map(|n| n.to_string()).boxed()),
         ),
         member("n", or_number(Just("1".to_string()).boxed())),
-        member("logprobs", boolean),
+        member("logprobs", boolean.clone()),
         member(
             "stream_options",
             Just(r#"{"include_usage":true}"#.to_string()).boxed(),
@@ -108,6 +138,24 @@ fn request() -> impl Strategy<Value = String> {
         member("tool_choice", text()),
         member("top_p", Just("0.95".to_string()).boxed()),
         member("user", text()),
+        member(
+            "tools",
+            Just(
+                r#"[{"type":"function","function":{"name":"f","parameters":{"type":"object"}}}]"#
+                    .to_string(),
+            )
+            .boxed(),
+        ),
+        member(
+            "response_format",
+            Just(r#"{"type":"json_object"}"#.to_string()).boxed(),
+        ),
+        member(
+            "metadata",
+            prop_oneof![Just(r#"{"a":"b"}"#.to_string()), null()].boxed(),
+        ),
+        member("parallel_tool_calls", boolean.clone()),
+        member("top_logprobs", or_number(Just("2".to_string()).boxed())),
     ]);
     (member("model", text()), member("messages", messages), rest).prop_map(
         |(model, messages, rest)| {
