@@ -11,6 +11,8 @@
 use std::hint::black_box;
 
 use criterion::{Criterion, criterion_group, criterion_main};
+use switchyard::dispatch::endpoint::Endpoint;
+use switchyard::ingress::chat::Chat;
 use switchyard_adapters::anthropic::MessageStream;
 use switchyard_adapters::json::from_bytes;
 use switchyard_adapters::responses::{Echo, ResponseStream};
@@ -98,6 +100,10 @@ fn json(c: &mut Criterion) {
     c.bench_function("json: decode a chat request", |b| {
         b.iter(|| from_bytes::<ChatRequest>(black_box(request)).unwrap())
     });
+    c.bench_function(
+        "json: decode a chat request, the chat endpoint's way",
+        |b| b.iter(|| Chat::decode(black_box(request)).unwrap()),
+    );
     c.bench_function("json: decode a chat answer", |b| {
         b.iter(|| from_bytes::<ChatResponse>(black_box(answer)).unwrap())
     });
@@ -156,6 +162,10 @@ fn agent(c: &mut Criterion) {
     c.bench_function("agent request (20 tools, 31 messages): decode", |b| {
         b.iter(|| from_bytes::<ChatRequest>(black_box(&body)).unwrap())
     });
+    c.bench_function(
+        "agent request (20 tools, 31 messages): decode, the chat endpoint's way",
+        |b| b.iter(|| Chat::decode(black_box(&body)).unwrap()),
+    );
     c.bench_function(
         "agent request (20 tools, 31 messages): copy for a try",
         |b| b.iter(|| black_box(&request).clone()),

@@ -7,9 +7,10 @@ use switchyard_adapters::types::{ChatRequest, ChatResponse};
 use switchyard_router::learned::Sample;
 use switchyard_router::{AnswerSummary, Decision, Explanation, RequestView, Router};
 
-use crate::dispatch::endpoint::Call;
+use crate::dispatch::endpoint::{Call, Endpoint};
 use crate::error::GatewayError;
-use crate::http::{Body, json_response, parse_json};
+use crate::http::{Body, json_response};
+use crate::ingress::chat::Chat;
 use crate::route::encoder::encode_for_routing;
 use crate::route::view::{complete_view, route_error};
 use crate::state::app::App;
@@ -17,7 +18,7 @@ use crate::state::app::App;
 pub async fn serve(app: &App, req: Request<Incoming>) -> Result<Response<Body>, GatewayError> {
     let (parts, body) = req.into_parts();
     let bytes = app.read_body(&parts, body).await?;
-    let request: ChatRequest = parse_json(&bytes)?;
+    let request = Chat::decode(&bytes)?;
     request.validate()?;
     let view = complete_view(request.view(), &parts.headers, request.hints(), &app.router)?;
     // The caller's sensitive-data policies hold here too: a refusal is
@@ -97,7 +98,7 @@ pub fn explain_chat(
     body: &[u8],
     headers: &HeaderMap,
 ) -> Result<Explanation, GatewayError> {
-    let request: ChatRequest = parse_json(body)?;
+    let request = Chat::decode(body)?;
     request.validate()?;
     let view = complete_view(request.view(), headers, request.hints(), router)?;
     router

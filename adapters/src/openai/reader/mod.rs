@@ -94,11 +94,12 @@ impl<'a> Cursor<'a> {
             b'n' => self.null().map(|()| Value::Null)?,
             b't' => self.word("true").map(|()| Value::Bool(true))?,
             b'f' => self.word("false").map(|()| Value::Bool(false))?,
-            b'0'..=b'9' if self.plain_integer() => {
+            b'0'..=b'9' => {
                 let start = self.at;
                 match self.unsigned() {
                     Some(number) => Value::from(number),
-                    // Past u64 (serde reads it as a float), or a leading 0.
+                    // A fraction or an exponent, past u64 (serde reads it
+                    // as a float), or a leading 0 (serde refuses it).
                     None => {
                         self.at = start;
                         self.by_serde()?
@@ -107,13 +108,6 @@ impl<'a> Cursor<'a> {
             }
             _ => self.by_serde()?,
         })
-    }
-
-    /// Whether the number ahead is digits alone (no fraction or exponent).
-    fn plain_integer(&self) -> bool {
-        let rest = &self.text.as_bytes()[self.at..];
-        let digits = rest.iter().take_while(|b| b.is_ascii_digit()).count();
-        !matches!(rest.get(digits), Some(b'.' | b'e' | b'E'))
     }
 
     /// The value ahead read by serde, alone: its end found by its brackets
