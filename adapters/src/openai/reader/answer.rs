@@ -11,31 +11,17 @@ pub(crate) fn read_answer(text: &str) -> Option<ChatResponse> {
 
 impl Cursor<'_> {
     fn answer(&mut self) -> Option<ChatResponse> {
-        let (mut id, mut object, mut created, mut model, mut choices) =
-            (None, None, None, None, None);
-        let (mut usage, mut fingerprint, mut timings) = (None, None, None);
-        let mut extra = Extra::new();
-        self.members(|c, key| match key {
-            "id" => once(&mut id, c.string()),
-            "object" => once(&mut object, c.string()),
-            "created" => once(&mut created, c.unsigned()),
-            "model" => once(&mut model, c.string()),
-            "choices" => once(&mut choices, c.list(Self::choice)),
-            "usage" => once(&mut usage, c.or_null(Self::usage)),
-            "system_fingerprint" => once(&mut fingerprint, c.string_or_null()),
-            "timings" => once(&mut timings, c.or_null(Self::timings)),
-            _ => c.extra(&mut extra, key),
-        })?;
+        let top = self.top(Self::choice)?;
         Some(ChatResponse {
-            id: id?,
-            object: object.unwrap_or_default(),
-            created: created.unwrap_or_default(),
-            model: model.unwrap_or_default(),
-            choices: choices?,
-            usage: usage.flatten(),
-            system_fingerprint: fingerprint.flatten(),
-            timings: timings.flatten().map(Box::new),
-            extra,
+            id: top.id?,
+            object: top.object.unwrap_or_default(),
+            created: top.created.unwrap_or_default(),
+            model: top.model.unwrap_or_default(),
+            choices: top.choices?,
+            usage: top.usage.flatten(),
+            system_fingerprint: top.fingerprint.flatten(),
+            timings: top.timings.flatten(),
+            extra: top.extra,
             verbatim: None,
         })
     }

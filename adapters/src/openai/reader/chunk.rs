@@ -11,34 +11,24 @@ pub(crate) fn read_chunk(text: &str) -> Option<ChatChunk> {
 
 impl Cursor<'_> {
     fn chunk(&mut self) -> Option<ChatChunk> {
-        let (mut id, mut object, mut created, mut model, mut choices) =
-            (None, None, None, None, None);
-        let (mut usage, mut fingerprint, mut timings) = (None, None, None);
-        let mut extra = Extra::new();
-        self.members(|c, key| match key {
-            "id" => once(&mut id, c.string()),
-            "object" => once(&mut object, c.string()),
-            "created" => once(&mut created, c.unsigned()),
-            "model" => once(&mut model, c.string()),
-            "choices" => once(&mut choices, c.list(Self::chunk_choice)),
-            "usage" => once(&mut usage, c.or_null(|c| c.usage().map(Box::new))),
-            "system_fingerprint" => once(&mut fingerprint, c.string_or_null()),
-            "timings" => once(&mut timings, c.or_null(|c| c.timings().map(Box::new))),
-            _ => c.extra(&mut extra, key),
-        })?;
-        let spec_fields_sent =
-            object.is_some() && created.is_some() && model.is_some() && choices.is_some();
+        let top = self.top(Self::chunk_choice)?;
+        let spec_fields_sent = top.object.is_some()
+            && top.created.is_some()
+            && top.model.is_some()
+            && top.choices.is_some();
         Some(ChatChunk {
-            id: id?,
-            object: object.unwrap_or_else(|| "chat.completion.chunk".to_owned()),
-            created: created.unwrap_or_default(),
-            model: model.unwrap_or_default(),
-            choices: choices.unwrap_or_default(),
-            usage_sent: usage.is_some(),
-            usage: usage.flatten(),
-            system_fingerprint: fingerprint.flatten(),
-            timings: timings.flatten(),
-            extra,
+            id: top.id?,
+            object: top
+                .object
+                .unwrap_or_else(|| "chat.completion.chunk".to_owned()),
+            created: top.created.unwrap_or_default(),
+            model: top.model.unwrap_or_default(),
+            choices: top.choices.unwrap_or_default(),
+            usage_sent: top.usage.is_some(),
+            usage: top.usage.flatten().map(Box::new),
+            system_fingerprint: top.fingerprint.flatten(),
+            timings: top.timings.flatten(),
+            extra: top.extra,
             verbatim: None,
             spec_fields_sent,
         })

@@ -167,17 +167,5 @@ fn answer() -> impl Strategy<Value = String> {
         member("service_tier", text()),
         member("kv", Just(r#"{"a":[1,"]"]}"#.to_string()).boxed()),
     ]);
-    (
-        member("id", text()),
-        rest,
-        prop_oneof![8 => Just(""), 1 => Just(" \n"), 1 => Just("}"), 1 => Just(" x")],
-    )
-        .prop_map(|(id, rest, tail)| {
-            let inner = &rest[1..rest.len() - 1];
-            if inner.is_empty() {
-                format!("{{{id}}}{tail}")
-            } else {
-                format!("{{{id},{inner}}}{tail}")
-            }
-        })
+    body(member("id", text()), rest)
 }

@@ -141,20 +141,5 @@ fn chunk() -> impl Strategy<Value = String> {
         member("obfuscation", text()),
         member("seq", unsigned()),
     ]);
-    (
-        member("id", text()),
-        rest,
-        prop_oneof![8 => Just(""), 1 => Just(" \n"), 1 => Just("}"), 1 => Just(" x")],
-    )
-        .prop_map(|(id, rest, tail)| {
-            // The id first, or last when the rest has members.
-            let inner = &rest[1..rest.len() - 1];
-            if inner.is_empty() {
-                format!("{{{id}}}{tail}")
-            } else if id.len() % 2 == 0 {
-                format!("{{{id},{inner}}}{tail}")
-            } else {
-                format!("{{{inner},{id}}}{tail}")
-            }
-        })
+    body(member("id", text()), rest)
 }

@@ -174,3 +174,22 @@ proptest! {
         prop_assert_eq!(string_stop(&bytes), slow);
     }
 }
+
+/// A body of the members it must have (`required`, joined) and those of
+/// `rest`, the required ones first or last, then a tail: mostly nothing,
+/// now and then white space or what makes it no longer JSON.
+fn body(required: BoxedStrategy<String>, rest: BoxedStrategy<String>) -> BoxedStrategy<String> {
+    let tail = prop_oneof![8 => Just(""), 1 => Just(" \n"), 1 => Just("}"), 1 => Just(" x")];
+    (required, rest, any::<bool>(), tail)
+        .prop_map(|(required, rest, first, tail)| {
+            let inner = &rest[1..rest.len() - 1];
+            if inner.is_empty() {
+                format!("{{{required}}}{tail}")
+            } else if first {
+                format!("{{{required},{inner}}}{tail}")
+            } else {
+                format!("{{{inner},{required}}}{tail}")
+            }
+        })
+        .boxed()
+}

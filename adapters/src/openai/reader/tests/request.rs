@@ -157,11 +157,8 @@ fn request() -> impl Strategy<Value = String> {
         member("parallel_tool_calls", boolean.clone()),
         member("top_logprobs", or_number(Just("2".to_string()).boxed())),
     ]);
-    (member("model", text()), member("messages", messages), rest).prop_map(
-        |(model, messages, rest)| {
-            let inner = &rest[1..rest.len() - 1];
-            let sep = if inner.is_empty() { "" } else { "," };
-            format!("{{{model},{messages}{sep}{inner}}}")
-        },
-    )
+    let required = (member("model", text()), member("messages", messages))
+        .prop_map(|(model, messages)| format!("{model},{messages}"))
+        .boxed();
+    body(required, rest)
 }
