@@ -10,6 +10,7 @@ use switchyard_policies::OpenAiBackend;
 
 use super::convert::{parse_json, parse_json_text};
 use super::reader::read_answer;
+use super::writer::chat_request_json;
 use crate::error::AdapterError;
 use crate::provider::{ChatStream, CompletionStream, EventStream, Provider};
 use crate::sse::SseEvent;
@@ -113,7 +114,11 @@ impl OpenAiClient {
 impl Provider for OpenAiClient {
     fn chat(&self, req: ChatRequest) -> BoxFuture<'_, Result<ChatResponse, AdapterError>> {
         async move {
-            let body = self.upstream.call("/chat/completions", &req, &[]).await?;
+            let json = chat_request_json(&req)?;
+            let body = self
+                .upstream
+                .call_json("/chat/completions", json, &[])
+                .await?;
             let read = std::str::from_utf8(&body).ok().and_then(read_answer);
             let answer = match read {
                 Some(answer) => answer,
@@ -126,8 +131,9 @@ impl Provider for OpenAiClient {
 
     fn chat_stream(&self, req: ChatRequest) -> BoxFuture<'_, Result<ChatStream, AdapterError>> {
         async move {
+            let json = chat_request_json(&req)?;
             self.upstream
-                .stream("/chat/completions", &req, &[], JsonChunks(chat_chunk))
+                .stream_json("/chat/completions", json, &[], JsonChunks(chat_chunk))
                 .await
         }
         .boxed()

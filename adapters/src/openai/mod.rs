@@ -2,12 +2,14 @@
 //! Ollama, SGLang, TGI, LM Studio, OpenAI itself.
 //!
 //! Requests are the canonical types serialized as they are (they are the
-//! OpenAI shape, unknown fields included); responses are parsed back into
+//! OpenAI shape, unknown fields included; chat requests by `writer`, byte
+//! for byte as serde_json writes them); responses are parsed back into
 //! them, so vendor fields such as llama.cpp's `timings` survive.
 
 mod client;
 mod convert;
 mod reader;
+mod writer;
 
 pub use client::OpenAiClient;
 pub(crate) use convert::parse_json;

@@ -266,7 +266,17 @@ impl Upstream {
         body: &B,
         extra_headers: &[(HeaderName, HeaderValue)],
     ) -> Result<Bytes, AdapterError> {
-        let body = Some(("application/json", json_bytes(body)?));
+        self.call_json(path, json_bytes(body)?, extra_headers).await
+    }
+
+    /// The same for a body already written as JSON.
+    pub async fn call_json(
+        &self,
+        path: &'static str,
+        json: Bytes,
+        extra_headers: &[(HeaderName, HeaderValue)],
+    ) -> Result<Bytes, AdapterError> {
+        let body = Some(("application/json", json));
         self.whole(Method::POST, self.uri(path)?, body, extra_headers)
             .await
     }
@@ -334,7 +344,23 @@ impl Upstream {
         T: Send + 'static,
         D: EventDecoder<T>,
     {
-        let body = ("application/json", json_bytes(body)?);
+        self.stream_json(path, json_bytes(body)?, extra_headers, decoder)
+            .await
+    }
+
+    /// The same for a body already written as JSON.
+    pub async fn stream_json<T, D>(
+        &self,
+        path: &'static str,
+        json: Bytes,
+        extra_headers: &[(HeaderName, HeaderValue)],
+        decoder: D,
+    ) -> Result<BoxStream<'static, Result<T, AdapterError>>, AdapterError>
+    where
+        T: Send + 'static,
+        D: EventDecoder<T>,
+    {
+        let body = ("application/json", json);
         let framer = SseFramer::new(self.max_response_bytes);
         self.stream_uri(self.uri(path)?, body, extra_headers, framer, decoder)
             .await

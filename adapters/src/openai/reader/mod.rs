@@ -141,11 +141,17 @@ impl<'a> Cursor<'a> {
                 let start = self.at;
                 match self.unsigned() {
                     Some(number) => Value::from(number),
-                    // A fraction or an exponent, past u64 (serde reads it
-                    // as a float), or a leading 0 (serde refuses it).
+                    // A fraction, an exponent, past u64 (serde reads it as
+                    // a float), or a leading 0 (serde refuses it).
                     None => {
                         self.at = start;
-                        self.by_serde()?
+                        match self.fraction() {
+                            Some(fraction) => Value::from(fraction),
+                            None => {
+                                self.at = start;
+                                self.by_serde()?
+                            }
+                        }
                     }
                 }
             }
@@ -348,6 +354,44 @@ impl<'a> Cursor<'a> {
         Some(number)
     }
 
+    /// A non-negative number with a fraction and no exponent, of at most
+    /// 19 digits, to the bit as serde_json reads it (without its
+    /// `float_roundtrip` feature): its digits as one integer, made a float
+    /// and divided by the power of ten its fraction's digits make. Declines
+    /// a leading zero before a digit, an exponent, and more digits (serde's
+    /// integer could overflow and take another path).
+    fn fraction(&mut self) -> Option<f64> {
+        /// Powers of ten up to 1e19, each exact in an `f64` (as is every
+        /// power up to 1e22), as serde_json's table has them.
+        const POWERS: [f64; 20] = [
+            1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15,
+            1e16, 1e17, 1e18, 1e19,
+        ];
+        let bytes = self.text.as_bytes();
+        let first = self.at;
+        let mut significand: u64 = 0;
+        let mut digits = |at: &mut usize| -> Option<usize> {
+            let from = *at;
+            while let Some(&byte) = bytes.get(*at).filter(|b| b.is_ascii_digit()) {
+                significand = significand
+                    .checked_mul(10)?
+                    .checked_add(u64::from(byte - b'0'))?;
+                *at += 1;
+            }
+            Some(*at - from)
+        };
+        let whole = digits(&mut self.at)?;
+        if whole == 0 || (whole > 1 && bytes[first] == b'0') || bytes.get(self.at) != Some(&b'.') {
+            return None;
+        }
+        self.at += 1;
+        let places = digits(&mut self.at)?;
+        if places == 0 || whole + places > 19 || matches!(bytes.get(self.at), Some(b'e' | b'E')) {
+            return None;
+        }
+        Some(significand as f64 / POWERS[places])
+    }
+
     fn null(&mut self) -> Option<()> {
         self.word("null")
     }
@@ -395,7 +439,7 @@ impl<'a> Cursor<'a> {
 /// bytes at a time while eight remain (most of a chunk's strings end within
 /// the first eight).
 #[inline(always)]
-fn string_stop(bytes: &[u8]) -> Option<usize> {
+pub(super) fn string_stop(bytes: &[u8]) -> Option<usize> {
     const ONES: u64 = 0x0101_0101_0101_0101;
     const HIGH_BITS: u64 = 0x8080_8080_8080_8080;
     /// The high bit of each byte of `word` that is zero; above the lowest
@@ -424,4 +468,4 @@ fn string_stop(bytes: &[u8]) -> Option<usize> {
 }
 
 #[cfg(test)]
-mod tests;
+pub(super) mod tests;

@@ -6,11 +6,11 @@ use proptest::prelude::*;
 use proptest::strategy::ValueTree;
 use serde::de::DeserializeOwned;
 
-use super::string_stop;
+use super::{Cursor, string_stop};
 
 mod answer;
 mod chunk;
-mod request;
+pub(crate) mod request;
 
 /// `read` either declines `text` or reads exactly what serde reads.
 fn agrees<T>(read: fn(&str) -> Option<T>, text: &str) -> Result<(), String>
@@ -167,6 +167,19 @@ fn object(members: Vec<BoxedStrategy<String>>) -> BoxedStrategy<String> {
 
 proptest! {
     #[test]
+    fn a_number_reads_to_the_bit_as_serde_reads_it(
+        whole in "0|[1-9][0-9]{0,6}",
+        places in "[0-9]{1,20}",
+        exponent in prop::option::of("[eE][+-]?[0-9]{1,2}"),
+    ) {
+        let text = format!("{whole}.{places}{}", exponent.unwrap_or_default());
+        let serde: serde_json::Value = serde_json::from_str(&text).unwrap();
+        // As in a body: a delimiter after the value.
+        let ours = Cursor { text: &format!("{text},"), at: 0 }.value().unwrap();
+        prop_assert_eq!(ours.as_f64().map(f64::to_bits), serde.as_f64().map(f64::to_bits), "{}", text);
+    }
+
+    #[test]
     fn a_string_stops_where_a_byte_by_byte_search_stops(
         bytes in prop::collection::vec(prop_oneof![Just(b'"'), Just(b'\\'), 0u8..0x22, 0x1fu8..=0xff, 0x7eu8..=0x81], 0..40)
     ) {
@@ -192,4 +205,24 @@ fn body(required: BoxedStrategy<String>, rest: BoxedStrategy<String>) -> BoxedSt
             }
         })
         .boxed()
+}
+
+/// Fractions as llama.cpp writes them, of up to 19 digits, are read by
+/// hand, whether or not serde's way of reading them rounds exactly.
+#[test]
+fn fractions_of_up_to_19_digits_are_read_by_hand() {
+    for text in [
+        "1.856242",
+        "0.5",
+        "1.0008000000000001",
+        "17.785786000000001",
+        "0.30000000000000004",
+    ] {
+        let ours = Cursor { text, at: 0 }.fraction();
+        assert_eq!(ours, serde_json::from_str::<f64>(text).ok(), "{text}");
+        assert!(ours.is_some(), "{text}");
+    }
+    for text in ["1.5e3", "01.5", "1.", "12345678901.234567890", "1"] {
+        assert_eq!(Cursor { text, at: 0 }.fraction(), None, "{text}");
+    }
 }

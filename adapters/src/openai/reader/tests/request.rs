@@ -3,7 +3,7 @@ use crate::openai::reader::read_chat_request;
 use crate::types::ChatRequest;
 
 /// Requests as clients send them; every one must take the fast path.
-const COMMON: &[&str] = &[
+pub(crate) const COMMON: &[&str] = &[
     // the overhead benchmark's
     r#"{"model": "auto", "stream": false, "max_tokens": 16, "temperature": 0.7, "messages": [{"role": "system", "content": "You are a helpful assistant."}, {"role": "user", "content": "Say something short about rivers and the sea."}]}"#,
     // the OpenAI SDK's, streamed, with usage asked for and a tool round trip
@@ -87,7 +87,7 @@ fn generated_requests_are_declined_or_read_as_serde_reads_them() {
     generated_agree(read_chat_request, request());
 }
 
-fn request() -> impl Strategy<Value = String> {
+pub(crate) fn request() -> impl Strategy<Value = String> {
     let role = prop_oneof![
         6 => Just("\"user\"".to_string()),
         2 => Just("\"system\"".to_string()),
