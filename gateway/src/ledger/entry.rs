@@ -12,7 +12,9 @@ use crate::ledger::row::LedgerRow;
 /// What goes to the writer: a row and, in strict mode, who waits for it
 /// (told whether the row was committed).
 pub struct Entry {
-    pub row: LedgerRow,
+    /// Boxed: a row is over 600 bytes, and an entry is moved into the
+    /// queue, out of it and into the writer's batch.
+    pub row: Box<LedgerRow>,
     pub committed: Option<oneshot::Sender<bool>>,
     /// Strict mode with PostgreSQL: who decides the answer's fate, the
     /// writer's commit or the waiter's patience (see [`Verdict`]).
@@ -26,7 +28,7 @@ impl Entry {
     /// that cannot wait).
     pub fn unwaited(row: LedgerRow) -> Self {
         Entry {
-            row,
+            row: Box::new(row),
             committed: None,
             verdict: None,
             queued: std::time::Instant::now(),

@@ -367,7 +367,7 @@ impl Ledger {
         };
         let verdict = (self.strict && limit.is_some()).then(|| Arc::new(Verdict::default()));
         let entry = Entry {
-            row,
+            row: Box::new(row),
             committed,
             verdict: verdict.clone(),
             queued: std::time::Instant::now(),
