@@ -6,7 +6,7 @@ use rusqlite::Connection;
 use rusqlite::ToSql;
 use rusqlite::types::{ToSqlOutput, Value as SqlValue, ValueRef};
 
-use crate::ledger::columns::{self, COLUMNS, Cell, cells};
+use crate::ledger::columns::{COLUMNS, Cell, cells};
 use tokio::sync::mpsc;
 
 use crate::ledger::Entry;
@@ -106,8 +106,81 @@ pub fn run(
 /// statement, so eight stays clear of that edge.
 const ROWS_PER_INSERT: usize = 8;
 
-/// `INSERT OR FAIL INTO requests (...) VALUES (...), ...` for `rows` rows,
-/// with the parameters of row `r`, column `c` at `r * COLUMNS.len() + c + 1`.
+/// Columns most rows leave empty, whatever the deployment: a row with all
+/// of them empty is written by statements that leave them out, and SQLite
+/// fills them with NULL (no column has a default). Each column left out is
+/// a parameter and a register copy fewer per row, about 100 instructions
+/// (two of SQLite's opcodes). A row with any of them set is written by the
+/// statements of every column.
+const SPARSE: [&str; 19] = [
+    "team",
+    "profile",
+    "draft_tokens",
+    "draft_accepted_tokens",
+    "refusal",
+    "client_request_id",
+    "service_tier",
+    "session",
+    "agree_exact",
+    "agree_similarity",
+    "agree_checked",
+    "error",
+    "sensitive",
+    "sensitive_action",
+    "kind",
+    "tool",
+    "bytes_in",
+    "bytes_out",
+    "batch",
+];
+
+/// Which columns a row's statements name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Shape {
+    /// Every column.
+    Full,
+    /// Every column but the [`SPARSE`] ones, all empty in the row.
+    Lean,
+}
+
+/// The positions in [`COLUMNS`] of the columns a lean statement names, and
+/// of those it leaves out.
+static LEAN: std::sync::LazyLock<(Vec<usize>, Vec<usize>)> = std::sync::LazyLock::new(|| {
+    (0..COLUMNS.len()).partition(|&i| !SPARSE.contains(&COLUMNS[i].name))
+});
+
+static ALL: std::sync::LazyLock<Vec<usize>> =
+    std::sync::LazyLock::new(|| (0..COLUMNS.len()).collect());
+
+impl Shape {
+    fn of(cells: &[Cell<'_>; COLUMNS.len()]) -> Shape {
+        if LEAN.1.iter().all(|&i| cells[i].is_null()) {
+            Shape::Lean
+        } else {
+            Shape::Full
+        }
+    }
+
+    fn columns(self) -> &'static [usize] {
+        match self {
+            Shape::Full => &ALL,
+            Shape::Lean => &LEAN.0,
+        }
+    }
+
+    /// The statement for `rows` rows (eight or one) of this shape.
+    fn sql(self, rows: usize) -> &'static str {
+        static SQL: std::sync::LazyLock<[[String; 2]; 2]> = std::sync::LazyLock::new(|| {
+            [Shape::Full, Shape::Lean]
+                .map(|shape| [ROWS_PER_INSERT, 1].map(|rows| insert_sql(shape.columns(), rows)))
+        });
+        &SQL[self as usize][usize::from(rows == 1)]
+    }
+}
+
+/// `INSERT OR FAIL INTO requests (...) VALUES (...), ...` of `columns`
+/// (positions in [`COLUMNS`]) for `rows` rows, with the parameter of row
+/// `r`'s `j`th column at `r * columns.len() + j + 1`.
 ///
 /// `OR FAIL`: a plain INSERT of several rows into a table with `NOT NULL`
 /// columns may have to undo its own first rows when a later one breaks a
@@ -115,54 +188,66 @@ const ROWS_PER_INSERT: usize = 8;
 /// (about 850 instructions a row). On a failure `commit` drops the whole
 /// transaction anyway, so the rows a failed statement kept never land
 /// either.
-fn insert_sql(rows: usize) -> String {
+fn insert_sql(columns: &[usize], rows: usize) -> String {
     let values: Vec<String> = (0..rows)
         .map(|r| {
-            let placeholders: Vec<String> = (1..=COLUMNS.len())
-                .map(|c| format!("?{}", r * COLUMNS.len() + c))
+            let placeholders: Vec<String> = (1..=columns.len())
+                .map(|j| format!("?{}", r * columns.len() + j))
                 .collect();
             format!("({})", placeholders.join(", "))
         })
         .collect();
+    let names: Vec<&str> = columns.iter().map(|&i| COLUMNS[i].name).collect();
     format!(
         "INSERT OR FAIL INTO requests ({}) VALUES {}",
-        columns::names(),
+        names.join(", "),
         values.join(", ")
     )
 }
 
-static INSERT_MANY: std::sync::LazyLock<String> =
-    std::sync::LazyLock::new(|| insert_sql(ROWS_PER_INSERT));
-static INSERT_ONE: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| insert_sql(1));
-
-/// Compiles both INSERT statements into `conn`'s statement cache, so that
+/// Compiles the INSERT statements into `conn`'s statement cache, so that
 /// the gateway pays for them as it starts rather than in its first batch
-/// (the eight-row statement's text and compilation take about a million
+/// (an eight-row statement's text and compilation take about a million
 /// instructions, once).
 fn prepare_inserts(conn: &Connection) {
-    for sql in [&*INSERT_MANY, &*INSERT_ONE] {
-        if let Err(err) = conn.prepare_cached(sql) {
-            tracing::warn!(error = %err, "ledger insert not compiled ahead; the first batch will try again");
+    for shape in [Shape::Full, Shape::Lean] {
+        for rows in [ROWS_PER_INSERT, 1] {
+            if let Err(err) = conn.prepare_cached(shape.sql(rows)) {
+                tracing::warn!(error = %err, "ledger insert not compiled ahead; the first batch will try again");
+            }
         }
     }
 }
 
+/// Writes the batch's rows in their order: each run of rows of one shape
+/// eight a statement, then one a statement.
 fn commit(conn: &mut Connection, batch: &[Entry]) -> rusqlite::Result<()> {
+    let rows: Vec<[Cell<'_>; COLUMNS.len()]> = batch.iter().map(|e| cells(&e.row)).collect();
     let tx = conn.transaction()?;
-    {
-        let mut groups = batch.chunks_exact(ROWS_PER_INSERT);
+    let mut from = 0;
+    while let Some(first) = rows.get(from) {
+        let shape = Shape::of(first);
+        let run = 1 + rows[from + 1..]
+            .iter()
+            .take_while(|r| Shape::of(r) == shape)
+            .count();
+        let mut groups = rows[from..from + run].chunks_exact(ROWS_PER_INSERT);
         if groups.len() > 0 {
-            insert(&mut tx.prepare_cached(&INSERT_MANY)?, groups.by_ref())?;
+            let mut statement = tx.prepare_cached(shape.sql(ROWS_PER_INSERT))?;
+            insert(&mut statement, shape.columns(), groups.by_ref())?;
         }
         let rest = groups.remainder();
         if !rest.is_empty() {
-            insert(&mut tx.prepare_cached(&INSERT_ONE)?, rest.chunks(1))?;
+            let mut statement = tx.prepare_cached(shape.sql(1))?;
+            insert(&mut statement, shape.columns(), rest.chunks(1))?;
         }
+        from += run;
     }
     tx.commit()
 }
 
-/// Runs `statement` once for each group of rows, all of a group's size.
+/// Runs `statement`, which names `columns`, once for each group of rows,
+/// all of a group's size.
 ///
 /// A statement keeps its bindings from one run to the next (SQLite holds
 /// its own copy of each), so a cell is bound only where it differs from
@@ -171,24 +256,25 @@ fn commit(conn: &mut Connection, batch: &[Entry]) -> rusqlite::Result<()> {
 /// reason, key, backend) repeat. Binding every cell cost about 5,500
 /// instructions a row, most of them copying text. The first run starts
 /// with every parameter unbound, as NULL.
-fn insert<'a>(
+fn insert<'a, 'row: 'a>(
     statement: &mut rusqlite::CachedStatement<'_>,
-    groups: impl Iterator<Item = &'a [Entry]>,
+    columns: &[usize],
+    groups: impl Iterator<Item = &'a [[Cell<'row>; COLUMNS.len()]]>,
 ) -> rusqlite::Result<()> {
     statement.clear_bindings();
     // The cells each row position of the statement was bound to last.
-    let mut bound: Vec<[Cell<'a>; COLUMNS.len()]> = Vec::new();
+    let mut bound: Vec<&[Cell<'row>; COLUMNS.len()]> = Vec::new();
     for group in groups {
-        for (slot, Entry { row, .. }) in group.iter().enumerate() {
-            let cells = cells(row);
+        for (slot, cells) in group.iter().enumerate() {
             let before = bound.get(slot);
-            for (i, cell) in cells.iter().enumerate() {
+            for (j, &i) in columns.iter().enumerate() {
+                let cell = &cells[i];
                 let unchanged = match before {
                     Some(before) => same(&before[i], cell),
                     None => cell.is_null(),
                 };
                 if !unchanged {
-                    statement.raw_bind_parameter(slot * COLUMNS.len() + i + 1, cell)?;
+                    statement.raw_bind_parameter(slot * columns.len() + j + 1, cell)?;
                 }
             }
             match bound.get_mut(slot) {
@@ -382,6 +468,90 @@ mod tests {
             .map(|s| (s.map(Into::into), s.map(|_| 1.0), s.map(|_| "t".into())))
             .collect();
         assert_eq!(rows, expected);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// Every column a lean statement leaves out is one of the table's and
+    /// may be empty.
+    #[test]
+    fn the_sparse_columns_are_columns_that_may_be_empty() {
+        for name in SPARSE {
+            let column = COLUMNS.iter().find(|c| c.name == name);
+            assert!(column.is_some_and(|c| !c.required), "{name}");
+        }
+        assert_eq!(LEAN.0.len() + SPARSE.len(), COLUMNS.len());
+    }
+
+    /// Rows of both shapes, in runs of every length from one to past two
+    /// statements' worth, land in the order they came, each with its own
+    /// values, the sparse ones included.
+    #[test]
+    fn rows_of_both_shapes_land_in_their_order() {
+        let (dir, mut conn) = fresh_ledger("shapes");
+        let runs = [1, 3, 8, 1, 17, 2, 9, 1, 1, 16];
+        let mut batch = Vec::new();
+        for (n, run) in runs.iter().enumerate() {
+            for _ in 0..*run {
+                let mut r = row(batch.len());
+                r.session = None;
+                r.drafts = None;
+                // Every other run sets one sparse column or another.
+                if n % 2 == 1 {
+                    match batch.len() % 3 {
+                        0 => r.team = Some(format!("team-{}", batch.len())),
+                        1 => r.bytes_in = Some(7),
+                        _ => r.session = Some("s".into()),
+                    }
+                }
+                assert_eq!(
+                    Shape::of(&cells(&r)),
+                    if n % 2 == 1 { Shape::Full } else { Shape::Lean }
+                );
+                batch.push(Entry::unwaited(r));
+            }
+        }
+        commit(&mut conn, &batch[..40]).unwrap();
+        commit(&mut conn, &batch[40..]).unwrap();
+        let mut statement = conn
+            .prepare("SELECT ts_ms, request_id, team, bytes_in, session, input_tokens FROM requests ORDER BY id")
+            .unwrap();
+        type Landed = (
+            i64,
+            String,
+            Option<String>,
+            Option<i64>,
+            Option<String>,
+            i64,
+        );
+        let landed: Vec<Landed> = statement
+            .query_map([], |r| {
+                Ok((
+                    r.get(0)?,
+                    r.get(1)?,
+                    r.get(2)?,
+                    r.get(3)?,
+                    r.get(4)?,
+                    r.get(5)?,
+                ))
+            })
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        let sent: Vec<Landed> = batch
+            .iter()
+            .map(|e| {
+                let r = &e.row;
+                (
+                    r.ts_ms,
+                    r.request_id.clone().unwrap(),
+                    r.team.clone(),
+                    r.bytes_in.map(|b| i64::try_from(b).unwrap()),
+                    r.session.as_deref().map(str::to_owned),
+                    i64::try_from(r.tokens.input).unwrap(),
+                )
+            })
+            .collect();
+        assert_eq!(landed, sent);
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
