@@ -20,11 +20,12 @@ impl Cursor<'_> {
         let mut extra = Extra::new();
         self.members(|c, key| match key {
             "model" => once(&mut model, c.string()),
-            "messages" => once(&mut messages, c.list(Self::message)),
+            // Room for four, as a vector grown from none has.
+            "messages" => once(&mut messages, c.list(4, Self::message)),
             "stream" => once(&mut stream, c.or_null(Self::boolean)),
             "max_tokens" => once(&mut max_tokens, c.or_null(Self::unsigned_32)),
             "max_completion_tokens" => once(&mut max_completion, c.or_null(Self::unsigned_32)),
-            "temperature" => once(&mut temperature, c.by_serde()),
+            "temperature" => once(&mut temperature, c.or_null(Self::float)),
             "stream_options" => once(&mut options, c.by_serde()),
             "n" => once(&mut n, c.by_serde()),
             "seed" => once(&mut seed, c.by_serde()),
