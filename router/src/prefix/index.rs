@@ -41,7 +41,10 @@ pub struct LocalPrefixIndex {
 #[derive(Clone)]
 struct ReplicaBlocks {
     settings: ReplicaCache,
-    blocks: Cache<u64, ()>,
+    /// Hashed by foldhash (seeded per cache) rather than moka's default
+    /// SipHash: a key is a chain hash already, and SipHash cost about 150
+    /// instructions a lookup, three lookups a request.
+    blocks: Cache<u64, (), foldhash::quality::RandomState>,
     /// Blocks inserted and not yet evicted (moka's own count lags).
     held: Arc<AtomicU64>,
 }
@@ -66,7 +69,7 @@ impl LocalPrefixIndex {
                                 evicted.fetch_sub(1, Ordering::Relaxed);
                             }
                         })
-                        .build();
+                        .build_with_hasher(foldhash::quality::RandomState::default());
                     ReplicaBlocks {
                         settings: r,
                         blocks,
