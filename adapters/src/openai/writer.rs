@@ -29,6 +29,9 @@ pub(crate) fn chat_request_json(request: &ChatRequest) -> Result<Bytes, AdapterE
 }
 
 fn write_chat_request(out: &mut Vec<u8>, request: &ChatRequest) -> serde_json::Result<()> {
+    // Every field named, so a field added to `ChatRequest` is a compile
+    // error here until the writer writes it (in declaration order, as
+    // serde does).
     let ChatRequest {
         model,
         messages,
@@ -114,6 +117,7 @@ fn write_chat_request(out: &mut Vec<u8>, request: &ChatRequest) -> serde_json::R
 }
 
 fn write_message(out: &mut Vec<u8>, message: &Message) -> serde_json::Result<()> {
+    // Every field named, as above.
     let Message {
         role,
         content,

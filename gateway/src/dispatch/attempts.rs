@@ -529,7 +529,7 @@ async fn collect<E: Endpoint>(
             // Counted as it arrives: a step cut short (timed out, reset)
             // is billed for what the backend made of it.
             record.usage(chunk.usage());
-            chunk.push_output(record.output());
+            chunk.push_output(record.stream_output());
             chunk.push_reasoning(record.reasoning());
             bytes += serde_json::to_vec(&chunk).map_or(0, |json| json.len());
             if bytes > max_bytes {

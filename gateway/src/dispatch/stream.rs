@@ -281,7 +281,7 @@ fn note<E: Endpoint>(
     record.usage(chunk.usage());
     record.answer_meta(|meta| E::Request::chunk_meta(chunk, meta));
     if !record.output_counted {
-        chunk.push_output(record.output());
+        chunk.push_output(record.stream_output());
         chunk.push_reasoning(record.reasoning());
     }
     record.timings(chunk.timings());

@@ -365,11 +365,16 @@ impl RequestRecord {
         }
     }
 
-    /// Where output text seen on a stream goes; with room for a short
-    /// reply from the first chunk on, so that it is allocated once rather
-    /// than grown from 8 bytes by doubling (five reallocations for 200
-    /// bytes).
+    /// Where output text goes: a whole answer's, pushed at once.
     pub fn output(&mut self) -> &mut String {
+        self.output.sink()
+    }
+
+    /// Where output text seen on a stream goes, chunk by chunk; with room
+    /// for a short reply from the first chunk on, so that it is allocated
+    /// once rather than grown from 8 bytes by doubling (five reallocations
+    /// for 200 bytes).
+    pub fn stream_output(&mut self) -> &mut String {
         let text = self.output.sink();
         if text.capacity() == 0 {
             text.reserve(OUTPUT_START_BYTES);
