@@ -180,6 +180,24 @@ proptest! {
     }
 
     #[test]
+    fn an_integer_reads_as_its_digits_say(digits in "[0-9]{1,25}", after in "[,}\\] .eE]") {
+        let text = format!("{digits}{after}");
+        let mut cursor = Cursor { text: &text, at: 0 };
+        let expected = match digits.parse::<u64>() {
+            // JSON writes no leading zeros, and a number followed by a
+            // fraction or an exponent is not an integer.
+            Ok(_) if digits.len() > 1 && digits.starts_with('0') => None,
+            Ok(_) if matches!(after.as_str(), "." | "e" | "E") => None,
+            Ok(n) => Some(n),
+            Err(_) => None,
+        };
+        prop_assert_eq!(cursor.unsigned(), expected, "{}", text);
+        if expected.is_some() {
+            prop_assert_eq!(cursor.at, digits.len());
+        }
+    }
+
+    #[test]
     fn a_string_stops_where_a_byte_by_byte_search_stops(
         bytes in prop::collection::vec(prop_oneof![Just(b'"'), Just(b'\\'), 0u8..0x22, 0x1fu8..=0xff, 0x7eu8..=0x81], 0..40)
     ) {
