@@ -17,15 +17,11 @@ use serde::Serialize;
 use super::reader::string_stop;
 use crate::error::AdapterError;
 use crate::types::{ChatRequest, Content, Extra, Message};
+use crate::upstream::json_body;
 
 /// The request's JSON body, as serde_json would write it.
 pub(crate) fn chat_request_json(request: &ChatRequest) -> Result<Bytes, AdapterError> {
-    // Sized for a typical chat request, so writing it does not regrow.
-    let mut out = Vec::with_capacity(1024);
-    write_chat_request(&mut out, request).map_err(|err| AdapterError::Internal {
-        message: err.to_string(),
-    })?;
-    Ok(Bytes::from(out))
+    json_body(|out| write_chat_request(out, request))
 }
 
 fn write_chat_request(out: &mut Vec<u8>, request: &ChatRequest) -> serde_json::Result<()> {
@@ -64,52 +60,28 @@ fn write_chat_request(out: &mut Vec<u8>, request: &ChatRequest) -> serde_json::R
         write_message(out, message)?;
     }
     out.push(b']');
-    if let Some(stream) = stream {
-        key(out, "stream");
-        boolean(out, *stream);
-    }
+    optional(out, "stream", *stream, boolean);
     by_serde(out, "stream_options", stream_options.as_ref())?;
-    if let Some(limit) = max_tokens {
-        key(out, "max_tokens");
-        unsigned(out, u64::from(*limit));
-    }
-    if let Some(limit) = max_completion_tokens {
-        key(out, "max_completion_tokens");
-        unsigned(out, u64::from(*limit));
-    }
+    optional(out, "max_tokens", max_tokens.map(u64::from), unsigned);
+    let max_completion_tokens = max_completion_tokens.map(u64::from);
+    optional(
+        out,
+        "max_completion_tokens",
+        max_completion_tokens,
+        unsigned,
+    );
     // serde_json's float text (and `null` for what is not finite) is kept
     // by letting serde write it.
     by_serde(out, "temperature", temperature.as_ref())?;
-    if let Some(n) = n {
-        key(out, "n");
-        unsigned(out, u64::from(*n));
-    }
-    if let Some(seed) = seed {
-        key(out, "seed");
-        if *seed < 0 {
-            out.push(b'-');
-        }
-        unsigned(out, seed.unsigned_abs());
-    }
+    optional(out, "n", n.map(u64::from), unsigned);
+    optional(out, "seed", *seed, signed);
     by_serde(out, "tools", tools.as_ref())?;
     by_serde(out, "tool_choice", tool_choice.as_ref())?;
-    if let Some(parallel) = parallel_tool_calls {
-        key(out, "parallel_tool_calls");
-        boolean(out, *parallel);
-    }
+    optional(out, "parallel_tool_calls", *parallel_tool_calls, boolean);
     by_serde(out, "response_format", response_format.as_ref())?;
-    if let Some(logprobs) = logprobs {
-        key(out, "logprobs");
-        boolean(out, *logprobs);
-    }
-    if let Some(top) = top_logprobs {
-        key(out, "top_logprobs");
-        unsigned(out, u64::from(*top));
-    }
-    if let Some(user) = user {
-        key(out, "user");
-        string(out, user);
-    }
+    optional(out, "logprobs", *logprobs, boolean);
+    optional(out, "top_logprobs", top_logprobs.map(u64::from), unsigned);
+    optional(out, "user", user.as_deref(), string);
     by_serde(out, "metadata", metadata.as_ref())?;
     flattened(out, extra)?;
     out.push(b'}');
@@ -136,15 +108,9 @@ fn write_message(out: &mut Vec<u8>, message: &Message) -> serde_json::Result<()>
         Some(Content::Text(text)) => string(out, text),
         Some(parts @ Content::Parts(_)) => serde_json::to_writer(&mut *out, parts)?,
     }
-    if let Some(name) = name {
-        key(out, "name");
-        string(out, name);
-    }
+    optional(out, "name", name.as_deref(), string);
     by_serde(out, "tool_calls", tool_calls.as_ref())?;
-    if let Some(id) = tool_call_id {
-        key(out, "tool_call_id");
-        string(out, id);
-    }
+    optional(out, "tool_call_id", tool_call_id.as_deref(), string);
     flattened(out, extra)?;
     out.push(b'}');
     Ok(())
@@ -155,6 +121,14 @@ fn key(out: &mut Vec<u8>, name: &str) {
     out.extend_from_slice(b",\"");
     out.extend_from_slice(name.as_bytes());
     out.extend_from_slice(b"\":");
+}
+
+/// A field written by `write`, when present.
+fn optional<T>(out: &mut Vec<u8>, name: &str, value: Option<T>, write: fn(&mut Vec<u8>, T)) {
+    if let Some(value) = value {
+        key(out, name);
+        write(out, value);
+    }
 }
 
 /// A field serde writes, when present.
@@ -184,6 +158,13 @@ fn flattened(out: &mut Vec<u8>, extra: &Extra) -> serde_json::Result<()> {
 
 fn boolean(out: &mut Vec<u8>, value: bool) {
     out.extend_from_slice(if value { b"true" } else { b"false" });
+}
+
+fn signed(out: &mut Vec<u8>, value: i64) {
+    if value < 0 {
+        out.push(b'-');
+    }
+    unsigned(out, value.unsigned_abs());
 }
 
 fn unsigned(out: &mut Vec<u8>, mut value: u64) {

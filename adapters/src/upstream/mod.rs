@@ -426,11 +426,19 @@ impl Upstream {
     }
 }
 
-/// A request body as JSON, sized for a typical chat request so encoding it
-/// does not regrow the buffer five or six times from serde_json's empty start.
+/// A request body as JSON, by serde.
 fn json_bytes<B: Serialize>(body: &B) -> Result<Bytes, AdapterError> {
+    json_body(|out| serde_json::to_writer(out, body))
+}
+
+/// A request body as JSON, as `write` writes it: into a buffer sized for a
+/// typical chat request, so writing it does not regrow the buffer five or
+/// six times from an empty start.
+pub(crate) fn json_body(
+    write: impl FnOnce(&mut Vec<u8>) -> serde_json::Result<()>,
+) -> Result<Bytes, AdapterError> {
     let mut json = Vec::with_capacity(1024);
-    serde_json::to_writer(&mut json, body).map_err(|err| AdapterError::Internal {
+    write(&mut json).map_err(|err| AdapterError::Internal {
         message: err.to_string(),
     })?;
     Ok(Bytes::from(json))

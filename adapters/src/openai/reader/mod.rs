@@ -349,13 +349,7 @@ impl<'a> Cursor<'a> {
         let bytes = self.text.as_bytes();
         let first = self.at;
         let mut number: u64 = 0;
-        while let Some(&byte) = bytes.get(self.at).filter(|b| b.is_ascii_digit()) {
-            number = number
-                .checked_mul(10)?
-                .checked_add(u64::from(byte - b'0'))?;
-            self.at += 1;
-        }
-        let digits = self.at - first;
+        let digits = self.digits(&mut number)?;
         if digits == 0 || (digits > 1 && bytes[first] == b'0') {
             return None;
         }
@@ -363,6 +357,20 @@ impl<'a> Cursor<'a> {
             return None;
         }
         Some(number)
+    }
+
+    /// The decimal digits ahead, appended to `number`; how many there were.
+    /// Declines a number past `u64`.
+    fn digits(&mut self, number: &mut u64) -> Option<usize> {
+        let bytes = self.text.as_bytes();
+        let from = self.at;
+        while let Some(&byte) = bytes.get(self.at).filter(|b| b.is_ascii_digit()) {
+            *number = number
+                .checked_mul(10)?
+                .checked_add(u64::from(byte - b'0'))?;
+            self.at += 1;
+        }
+        Some(self.at - from)
     }
 
     /// A non-negative number with a fraction and no exponent, of at most
@@ -381,22 +389,12 @@ impl<'a> Cursor<'a> {
         let bytes = self.text.as_bytes();
         let first = self.at;
         let mut significand: u64 = 0;
-        let mut digits = |at: &mut usize| -> Option<usize> {
-            let from = *at;
-            while let Some(&byte) = bytes.get(*at).filter(|b| b.is_ascii_digit()) {
-                significand = significand
-                    .checked_mul(10)?
-                    .checked_add(u64::from(byte - b'0'))?;
-                *at += 1;
-            }
-            Some(*at - from)
-        };
-        let whole = digits(&mut self.at)?;
+        let whole = self.digits(&mut significand)?;
         if whole == 0 || (whole > 1 && bytes[first] == b'0') || bytes.get(self.at) != Some(&b'.') {
             return None;
         }
         self.at += 1;
-        let places = digits(&mut self.at)?;
+        let places = self.digits(&mut significand)?;
         if places == 0 || whole + places > 19 || matches!(bytes.get(self.at), Some(b'e' | b'E')) {
             return None;
         }
