@@ -142,7 +142,11 @@ impl RequestContext {
         if let Some(accounted) = &accounted {
             accounted.decided(app, decision);
         }
-        let (request_id, client_request_id) = request_ids(&parts.headers, &parts.extensions);
+        // Read from the request once, as it came in, for a model request.
+        let (request_id, client_request_id) = match &accounted {
+            Some(accounted) => accounted.request_ids(),
+            None => request_ids(&parts.headers, &parts.extensions),
+        };
         Arc::new(RequestContext {
             endpoint,
             dialect,

@@ -29,16 +29,25 @@ pub struct Accounted {
     /// measured the gateway's time before it.
     arrived: Instant,
     overhead_measured: AtomicBool,
+    /// The request's ids (ours, the caller's), read from it once for the
+    /// guard's row and its records' rows.
+    ids: (Option<HeaderValue>, Option<HeaderValue>),
 }
 
 impl Accounted {
-    fn new() -> Self {
+    fn new(ids: (Option<HeaderValue>, Option<HeaderValue>)) -> Self {
         Accounted {
             recorded: AtomicBool::new(false),
             decided: std::sync::OnceLock::new(),
             arrived: Instant::now(),
             overhead_measured: AtomicBool::new(false),
+            ids,
         }
+    }
+
+    /// The request's own id and the caller's, as its rows keep them.
+    pub fn request_ids(&self) -> (Option<HeaderValue>, Option<HeaderValue>) {
+        self.ids.clone()
     }
 
     /// The time since the request arrived, for its first backend call only
@@ -68,8 +77,6 @@ pub struct RefusalGuard {
     endpoint: &'static str,
     dialect: Dialect,
     caller: Option<Caller>,
-    request_id: Option<HeaderValue>,
-    client_request_id: Option<HeaderValue>,
     ts_ms: i64,
     started: Instant,
     answered: bool,
@@ -84,17 +91,14 @@ impl RefusalGuard {
         endpoint: &'static str,
         dialect: Dialect,
     ) -> Self {
-        let accounted = Arc::new(Accounted::new());
+        let accounted = Arc::new(Accounted::new(request_ids(req.headers(), req.extensions())));
         req.extensions_mut().insert(accounted.clone());
-        let (request_id, client_request_id) = request_ids(req.headers(), req.extensions());
         RefusalGuard {
             app: app.clone(),
             accounted,
             endpoint,
             dialect,
             caller: req.extensions().get::<Caller>().cloned(),
-            request_id,
-            client_request_id,
             ts_ms: now_ms(),
             started: Instant::now(),
             answered: false,
@@ -122,9 +126,10 @@ impl RefusalGuard {
             None => (None, None),
         };
         let key = self.caller.as_ref().map(|c| &c.key);
+        let (request_id, client_request_id) = &self.accounted.ids;
         let row = LedgerRow {
-            request_id: header_text(self.request_id.as_ref()),
-            client_request_id: header_text(self.client_request_id.as_ref()),
+            request_id: header_text(request_id.as_ref()),
+            client_request_id: header_text(client_request_id.as_ref()),
             key: key.map(|k| k.name.clone()),
             team: key.and_then(|k| k.team.clone()),
             route,
