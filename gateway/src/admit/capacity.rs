@@ -156,6 +156,16 @@ impl App {
         let backend = &self.backends[backend_index];
         let index = self.router.prefix_index();
         let per = self.router.slots_per_replica(backend_index);
+        // One replica without slots, most backends: nothing to choose
+        // between, so no list of loads to make.
+        if backend.replicas.len() == 1 && per == 1 {
+            let id = self.router.replicas(backend_index).start;
+            return (
+                0,
+                0,
+                prefix.map_or(0, |chain| index.cached_blocks(id, chain)),
+            );
+        }
         // Per slot (or per replica when it has no slots): cached and held blocks.
         let slots: Vec<ReplicaLoad> = self
             .router
