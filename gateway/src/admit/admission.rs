@@ -4,6 +4,8 @@
 //! endpoints, fallbacks, hedges and the Responses pass-through all call
 //! these, so none can skip a policy.
 
+use std::sync::Arc;
+
 use switchyard_policies::{Pricing, PromptClass, TokenCounts, TokenPrice};
 use switchyard_router::latency::LatencyStore;
 use switchyard_router::latency::Shape;
@@ -177,7 +179,7 @@ pub async fn admit_call(
     caller: Option<&Caller>,
     backend_index: usize,
     (size, shape, class): (Size, &Shape, Class),
-    prefix: Option<&PrefixChain>,
+    prefix: Option<&Arc<PrefixChain>>,
     tenant: Tenant,
 ) -> Result<(Option<Reservation>, Admission), NotAdmitted> {
     let backend = &app.backends[backend_index];

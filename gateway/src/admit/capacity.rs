@@ -3,6 +3,7 @@
 //! prompt's prefix chain. The last part of admission, taken per backend
 //! call (a fallback or a hedge takes its own).
 
+use std::borrow::Cow;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
@@ -58,6 +59,9 @@ pub struct Admission {
     /// Leading blocks of the prompt's prefix chain the replica is thought
     /// to hold.
     pub cached_blocks: usize,
+    /// The prompt's prefix chain as this backend's cache keys it for the
+    /// caller (salted), for the record to tell the index what was served.
+    pub prefix: Option<Arc<PrefixChain>>,
 }
 
 impl Admission {
@@ -95,12 +99,19 @@ impl App {
         &self,
         backend_index: usize,
         (shape, class): (&Shape, Class),
-        prefix: Option<&PrefixChain>,
+        prefix: Option<&Arc<PrefixChain>>,
         tenant: Tenant,
     ) -> Result<Admission, GatewayError> {
-        // The chain as this backend's cache keys it for this caller.
-        let prefix = prefix.map(|chain| self.router.chain_for(backend_index, chain, tenant));
-        let prefix = prefix.as_deref();
+        // The chain as this backend's cache keys it for this caller: the
+        // request's own when unsalted.
+        let salted =
+            prefix.map(
+                |chain| match self.router.chain_for(backend_index, chain, tenant) {
+                    Cow::Borrowed(_) => chain.clone(),
+                    Cow::Owned(salted) => Arc::new(salted),
+                },
+            );
+        let prefix = salted.as_deref();
         let gateway =
             self.in_flight
                 .clone()
@@ -142,6 +153,7 @@ impl App {
             replica: self.router.replicas(backend_index).start + replica * per + slot,
             slot: backend.slots.map(|_| slot as u32),
             cached_blocks,
+            prefix: salted,
         })
     }
 

@@ -125,7 +125,7 @@ pub(crate) async fn dispatch<E: Endpoint>(
                 &context.shape(app, attempt.backend),
                 Class::of_request(decision.features.profile, context.batch.is_some()),
             ),
-            decision.features.prefix.as_deref(),
+            decision.features.prefix.as_ref(),
             decision.features.tenant,
         )
         .await;
@@ -470,8 +470,15 @@ pub(crate) fn prepared<E: Endpoint>(
         handle.engine,
         app.router.prefix_salt(backend, tenant),
     );
-    if let Some(chain) = &decision.features.prefix {
-        let chain = app.router.chain_for(backend, chain, tenant);
+    // Salted only for a backend that keys its cache by the chain; as
+    // admission salted it when it did.
+    if let Some(chain) = &decision.features.prefix
+        && handle.prompt_cache != PromptCache::None
+    {
+        let chain = match admission.and_then(|a| a.prefix.as_deref()) {
+            Some(salted) => std::borrow::Cow::Borrowed(salted),
+            None => app.router.chain_for(backend, chain, tenant),
+        };
         match handle.prompt_cache {
             PromptCache::OpenAiKey => {
                 if let Some(extra) = req.engine_fields() {

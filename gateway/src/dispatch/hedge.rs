@@ -99,7 +99,7 @@ async fn hedge_leg(
                 context.batch.is_some(),
             ),
         ),
-        context.prefix.as_deref(),
+        context.prefix.as_ref(),
         context.tenant,
     )
     .await;

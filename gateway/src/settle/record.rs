@@ -14,7 +14,7 @@ use switchyard_adapters::types::{Timings, Usage};
 use switchyard_adapters::upstream::TraceContext;
 use switchyard_policies::{Pricing, Reference};
 use switchyard_router::latency::LatencyStore;
-use switchyard_router::prefix::PrefixIndex;
+use switchyard_router::prefix::{PrefixChain, PrefixIndex};
 use switchyard_router::speculation::SpeculationStats;
 use switchyard_router::{OutputLengths, Reason};
 
@@ -103,6 +103,8 @@ pub struct RequestRecord {
     pub(crate) replica: usize,
     /// The caller's salt on this backend's prefix cache.
     pub(crate) prefix_salt: u64,
+    /// The prompt's prefix chain salted so, when admission made it.
+    pub(crate) salted_prefix: Option<Arc<PrefixChain>>,
     /// Prompt tokens that replica was expected to have cached.
     pub(crate) expected_cached_tokens: u32,
     pub(crate) prefix_index: Arc<dyn PrefixIndex>,
@@ -171,6 +173,7 @@ impl RequestRecord {
         record.load = admission.load;
         record.work = admission.work_id();
         record.replica = admission.replica;
+        record.salted_prefix = admission.prefix.clone();
         record.predicted_ttft_ms = predicted_ttft_ms;
         record.expected_cached_tokens = record.context.prefix.as_ref().map_or(0, |chain| {
             chain.tokens_in(admission.cached_blocks, record.context.prompt_tokens)
@@ -285,6 +288,7 @@ impl RequestRecord {
             sharing: 1,
             replica: 0,
             prefix_salt,
+            salted_prefix: None,
             expected_cached_tokens: 0,
             prefix_index: app.router.prefix_index().clone(),
             reason,

@@ -285,11 +285,14 @@ impl RequestRecord {
             _ if self.upstream_failure() => self.breaker.failure(self.blame()),
             _ => self.breaker.inconclusive(),
         }
-        if matches!(self.outcome, "ok" | "escalated")
-            && let Some(chain) = &self.context.prefix
-        {
-            self.prefix_index
-                .served(self.replica, &chain.salted(self.prefix_salt));
+        if matches!(self.outcome, "ok" | "escalated") {
+            match (&self.salted_prefix, &self.context.prefix) {
+                (Some(salted), _) => self.prefix_index.served(self.replica, salted),
+                (None, Some(chain)) => self
+                    .prefix_index
+                    .served(self.replica, &chain.salted(self.prefix_salt)),
+                (None, None) => {}
+            }
         }
     }
 
