@@ -24,6 +24,8 @@ use switchyard_adapters::timer::LazyTimer;
 use tokio::sync::{Notify, watch};
 use tokio::time::Instant;
 
+use crate::http::woken::PolledWhenWoken;
+
 /// Limits on every connection, whatever its requests.
 #[derive(Debug, Clone, Copy)]
 pub struct ConnectionLimits {
@@ -231,8 +233,9 @@ where
     }
     let age_deadline = limits.max_connection_age.map(|age| activity.accepted + age);
     // Polled each time the connection's task is (once per event of a
-    // streamed answer), so it asks tokio only when tokio may have news.
+    // streamed answer), so they ask tokio only when tokio may have news.
     let mut timer = LazyTimer::new(Instant::now());
+    let mut drain = pin!(PolledWhenWoken::new(drained(&mut draining)));
     let closing_deadline = loop {
         let next = [activity.idle_deadline(limits.idle_timeout), age_deadline]
             .into_iter()
@@ -253,7 +256,7 @@ where
                     break now + limits.close_grace;
                 }
             }
-            () = drained(&mut draining) => return finish(connection, None).await,
+            () = drain.as_mut() => return finish(connection, None).await,
         }
     };
     finish(connection, Some(closing_deadline)).await

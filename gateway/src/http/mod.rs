@@ -13,6 +13,7 @@ mod response;
 pub mod server;
 pub mod stack;
 pub mod tls;
+mod woken;
 
 pub use crate::http::request::{BodyLimits, parse_json, read_json_body, read_upload_body};
 pub use crate::http::response::{
