@@ -1,3 +1,4 @@
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -295,8 +296,10 @@ with_extra!(FunctionCall { name = "name": required, arguments = "arguments": req
 pub struct ChatResponse {
     pub id: String,
     /// Empty when the backend left it out; written as `chat.completion`.
+    /// Nearly always `chat.completion`, which is then not allocated again
+    /// for every answer.
     #[serde(serialize_with = "object_or_chat_completion")]
-    pub object: String,
+    pub object: Cow<'static, str>,
     pub created: u64,
     pub model: String,
     pub choices: Vec<Choice>,
@@ -320,9 +323,12 @@ pub struct ChatResponse {
 
 with_extra!(ChatResponse { id = "id": required, object = "object": optional, created = "created": optional, model = "model": optional, choices = "choices": required, usage = "usage": optional, system_fingerprint = "system_fingerprint": optional, timings = "timings": optional } skip: verbatim);
 
+/// A whole answer's `object`, as OpenAI sends it.
+pub const ANSWER_OBJECT: &str = "chat.completion";
+
 fn object_or_chat_completion<S: Serializer>(object: &str, out: S) -> Result<S::Ok, S::Error> {
     out.serialize_str(if object.is_empty() {
-        "chat.completion"
+        ANSWER_OBJECT
     } else {
         object
     })
@@ -406,7 +412,7 @@ impl ContentPart {
 
 mod chunk;
 
-pub use chunk::{ChatChunk, ChunkChoice, Delta, FunctionCallDelta, ToolCallDelta};
+pub use chunk::{CHUNK_OBJECT, ChatChunk, ChunkChoice, Delta, FunctionCallDelta, ToolCallDelta};
 
 #[cfg(test)]
 mod tests;

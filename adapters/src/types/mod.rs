@@ -18,9 +18,9 @@ pub(crate) mod with_extra;
 
 pub use canonical::{CanonicalChunk, CanonicalRequest, CanonicalResponse};
 pub use chat::{
-    ChatChunk, ChatRequest, ChatResponse, Choice, ChunkChoice, Content, ContentPart, Delta,
-    FunctionCall, FunctionCallDelta, FunctionDef, Message, Role, StreamOptions, Tool, ToolCall,
-    ToolCallDelta,
+    ANSWER_OBJECT, CHUNK_OBJECT, ChatChunk, ChatRequest, ChatResponse, Choice, ChunkChoice,
+    Content, ContentPart, Delta, FunctionCall, FunctionCallDelta, FunctionDef, Message, Role,
+    StreamOptions, Tool, ToolCall, ToolCallDelta,
 };
 pub use completion::{CompletionChoice, CompletionRequest, CompletionResponse};
 pub use embedding::{Embedding, EmbeddingRequest, EmbeddingResponse, EmbeddingUsage};

@@ -1,7 +1,9 @@
 //! A streamed chat chunk.
 
 use super::{Cursor, once, whole};
-use crate::types::{ChatChunk, ChunkChoice, Delta, Extra};
+use std::borrow::Cow;
+
+use crate::types::{CHUNK_OBJECT, ChatChunk, ChunkChoice, Delta, Extra};
 
 /// `text` read as a chat chunk, or `None` where serde must read it (see
 /// the module's note).
@@ -18,9 +20,7 @@ impl Cursor<'_> {
             && top.choices.is_some();
         Some(ChatChunk {
             id: top.id?,
-            object: top
-                .object
-                .unwrap_or_else(|| "chat.completion.chunk".to_owned()),
+            object: top.object.unwrap_or(Cow::Borrowed(CHUNK_OBJECT)),
             created: top.created.unwrap_or_default(),
             model: top.model.unwrap_or_default(),
             choices: top.choices.unwrap_or_default(),

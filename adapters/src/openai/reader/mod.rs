@@ -35,7 +35,7 @@ use serde::de::value::Error as ValueError;
 use serde::de::{DeserializeOwned, IntoDeserializer};
 use serde_json::Value;
 
-use crate::types::{Extra, Role, Timings, Usage};
+use crate::types::{ANSWER_OBJECT, CHUNK_OBJECT, Extra, Role, Timings, Usage};
 
 mod answer;
 mod chunk;
@@ -64,7 +64,7 @@ fn whole<'a, T>(text: &'a str, read: impl FnOnce(&mut Cursor<'a>) -> Option<T>) 
 /// holds them: `None` until read, then `Some` (of `None` for a null).
 struct Top<C> {
     id: Option<String>,
-    object: Option<String>,
+    object: Option<Cow<'static, str>>,
     created: Option<u64>,
     model: Option<String>,
     choices: Option<Vec<C>>,
@@ -107,7 +107,7 @@ impl<'a> Cursor<'a> {
         };
         self.members(|c, key| match key {
             "id" => once(&mut top.id, c.string()),
-            "object" => once(&mut top.object, c.string()),
+            "object" => once(&mut top.object, c.object()),
             "created" => once(&mut top.created, c.unsigned()),
             "model" => once(&mut top.model, c.string()),
             "choices" => once(&mut top.choices, c.list(1, &mut choice)),
@@ -117,6 +117,24 @@ impl<'a> Cursor<'a> {
             _ => c.extra(&mut top.extra, key),
         })?;
         Some(top)
+    }
+
+    /// An `object`: the two OpenAI sends (an answer's and a chunk's) as
+    /// the constants they are, without a copy each time; any other as
+    /// `string` reads it.
+    fn object(&mut self) -> Option<Cow<'static, str>> {
+        let start = self.at;
+        match self.string_value() {
+            Some(text) => Some(match &*text {
+                CHUNK_OBJECT => Cow::Borrowed(CHUNK_OBJECT),
+                ANSWER_OBJECT => Cow::Borrowed(ANSWER_OBJECT),
+                _ => Cow::Owned(text.into_owned()),
+            }),
+            None => {
+                self.at = start;
+                self.by_serde().map(Cow::Owned)
+            }
+        }
     }
 
     /// A role as serde's derive reads it.

@@ -1,5 +1,7 @@
 //! Streamed chat: a chunk, its choices and their deltas.
 
+use std::borrow::Cow;
+
 use bytes::Bytes;
 use serde::Serialize;
 use serde_json::Value;
@@ -12,7 +14,9 @@ use crate::types::{Extra, Timings, Usage};
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ChatChunk {
     pub id: String,
-    pub object: String,
+    /// Nearly always `chat.completion.chunk`, which is then not allocated
+    /// again for every chunk.
+    pub object: Cow<'static, str>,
     pub created: u64,
     pub model: String,
     pub choices: Vec<ChunkChoice>,
@@ -50,8 +54,11 @@ pub struct ChatChunk {
 
 with_extra!(ChatChunk { id = "id": required, object = "object": or(chat_completion_chunk()), created = "created": optional, model = "model": optional, choices = "choices": optional, usage = "usage": optional, system_fingerprint = "system_fingerprint": optional, timings = "timings": optional } skip: verbatim; sent: spec_fields_sent = object, created, model, choices; sent: usage_sent = usage);
 
-fn chat_completion_chunk() -> String {
-    "chat.completion.chunk".to_owned()
+/// A chunk's `object`, as OpenAI sends it.
+pub const CHUNK_OBJECT: &str = "chat.completion.chunk";
+
+fn chat_completion_chunk() -> Cow<'static, str> {
+    Cow::Borrowed(CHUNK_OBJECT)
 }
 
 impl ChatChunk {
