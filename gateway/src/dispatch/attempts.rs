@@ -470,32 +470,28 @@ pub(crate) fn prepared<E: Endpoint>(
         handle.engine,
         app.router.prefix_salt(backend, tenant),
     );
-    // Salted only for a backend that keys its cache by the chain; as
-    // admission salted it when it did.
-    if let Some(chain) = &decision.features.prefix
-        && handle.prompt_cache != PromptCache::None
-    {
-        let chain = match admission.and_then(|a| a.prefix.as_deref()) {
+    if let Some(chain) = &decision.features.prefix {
+        // As admission salted it, when it did; salted here only where a
+        // prompt cache is keyed by it.
+        let salted = || match admission.and_then(|a| a.prefix.as_deref()) {
             Some(salted) => std::borrow::Cow::Borrowed(salted),
             None => app.router.chain_for(backend, chain, tenant),
         };
-        match handle.prompt_cache {
-            PromptCache::OpenAiKey => {
+        match (handle.prompt_cache, admission) {
+            (PromptCache::OpenAiKey, _) => {
                 if let Some(extra) = req.engine_fields() {
-                    prompt_cache::openai_key(extra, &chain);
+                    prompt_cache::openai_key(extra, &salted());
                 }
             }
-            PromptCache::AnthropicMarkers => {
-                if let Some(admission) = admission {
-                    prompt_cache::anthropic_markers(
-                        &mut req,
-                        &chain,
-                        decision.features.prompt_tokens,
-                        admission.cached_blocks,
-                    );
-                }
+            (PromptCache::AnthropicMarkers, Some(admission)) => {
+                prompt_cache::anthropic_markers(
+                    &mut req,
+                    &salted(),
+                    decision.features.prompt_tokens,
+                    admission.cached_blocks,
+                );
             }
-            PromptCache::None => {}
+            (PromptCache::AnthropicMarkers, None) | (PromptCache::None, _) => {}
         }
     }
     (req, tier)
