@@ -60,7 +60,9 @@ pub struct Admission {
     /// to hold.
     pub cached_blocks: usize,
     /// The prompt's prefix chain as this backend's cache keys it for the
-    /// caller (salted), for the record to tell the index what was served.
+    /// caller: salted, or the request's own where the backend shares
+    /// prefixes with everyone. The record tells the index what was served
+    /// with it, and `prepared` keys a prompt cache with it.
     pub prefix: Option<Arc<PrefixChain>>,
 }
 
@@ -168,8 +170,8 @@ impl App {
         let backend = &self.backends[backend_index];
         let index = self.router.prefix_index();
         let per = self.router.slots_per_replica(backend_index);
-        // One replica without slots, most backends: nothing to choose
-        // between, so no list of loads to make.
+        // One replica with one slot (no slots declared, or one), most
+        // backends: nothing to choose between, so no list of loads to make.
         if backend.replicas.len() == 1 && per == 1 {
             let id = self.router.replicas(backend_index).start;
             return (
