@@ -123,18 +123,12 @@ impl<'a> Cursor<'a> {
     /// the constants they are, without a copy each time; any other as
     /// `string` reads it.
     fn object(&mut self) -> Option<Cow<'static, str>> {
-        let start = self.at;
-        match self.string_value() {
-            Some(text) => Some(match &*text {
-                CHUNK_OBJECT => Cow::Borrowed(CHUNK_OBJECT),
-                ANSWER_OBJECT => Cow::Borrowed(ANSWER_OBJECT),
-                _ => Cow::Owned(text.into_owned()),
-            }),
-            None => {
-                self.at = start;
-                self.by_serde().map(Cow::Owned)
-            }
-        }
+        let text = self.text()?;
+        Some(match &*text {
+            CHUNK_OBJECT => Cow::Borrowed(CHUNK_OBJECT),
+            ANSWER_OBJECT => Cow::Borrowed(ANSWER_OBJECT),
+            _ => Cow::Owned(text.into_owned()),
+        })
     }
 
     /// A role as serde's derive reads it.
@@ -298,12 +292,19 @@ impl<'a> Cursor<'a> {
 
     /// A string value; one with a `\u` escape read by serde.
     fn string(&mut self) -> Option<String> {
+        self.text().map(Cow::into_owned)
+    }
+
+    /// A string value, borrowed when it has no escapes; one with a `\u`
+    /// escape read by serde.
+    #[inline(always)]
+    fn text(&mut self) -> Option<Cow<'a, str>> {
         let start = self.at;
         match self.string_value() {
-            Some(text) => Some(text.into_owned()),
+            Some(text) => Some(text),
             None => {
                 self.at = start;
-                self.by_serde()
+                self.by_serde().map(Cow::Owned)
             }
         }
     }
