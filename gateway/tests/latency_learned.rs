@@ -16,19 +16,16 @@ use support::{GatewayBuilder, chat, post_json};
 /// request that would queue there goes to the cloud. Eight streamed
 /// requests at a time, four waves, after five alone.
 ///
-/// Run twice at most, each time on a new simulator and gateway. Whether the
-/// first wait is learned depends on which of two requests decided together
-/// reaches the one-slot server first (the one that waits must be the one
-/// the gateway saw start beside the other), and in CI about one run in
-/// four lost that race in every wave. A model that does not learn fails
-/// both runs.
+/// This failed about one CI run in three while two decisions made at the
+/// same moment could both read the one-slot server as free before either
+/// reserved its place there: a second request then queued behind the
+/// first in a later wave, a second past its budget (29 of 32). Decisions
+/// by a budget strategy now reserve one at a time
+/// (`decisions_made_at_once_do_not_share_one_free_slot` in the router).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_server_that_serves_one_at_a_time_is_learned_and_not_queued_on() {
     if let Err(why) = one_run().await {
-        eprintln!("first run: {why}\nonce more");
-        if let Err(why) = one_run().await {
-            panic!("second run: {why}");
-        }
+        panic!("{why}");
     }
 }
 
@@ -105,7 +102,8 @@ async fn one_run() -> Result<(), String> {
     // here measure 31: only the first wave's probe of a second slot
     // misses. (Before each backend's answers had their own length, the
     // cloud tier's short answers made the one-slot server's queue look
-    // shorter than it was: 28 to 30.)
+    // shorter than it was: 28 to 30.) One short of 31 is left for a
+    // machine slow enough to start a wave's requests apart.
     if within < 30 {
         return Err(format!("{within} of 32 within budget: {rows:?}"));
     }

@@ -2,8 +2,8 @@
 //! compiled from config, ready to decide.
 
 use std::borrow::Cow;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use switchyard_policies::{
     CacheShare, CascadeCheck, Hedge, LatencyBudget, Pricing, Profile, Speculative,
@@ -181,9 +181,24 @@ pub struct Router {
     sticky_shares: crate::sticky_share::StickyShares,
     /// Each split route's requests dealt to its weights.
     interleave: Arc<crate::interleave::Interleave>,
+    /// Held by a budget strategy's decision from reading the backends'
+    /// queues to reserving its place in one: two requests deciding at
+    /// once otherwise both find the same free slot and both take it.
+    /// Shared with the next config's router, like the queues it guards.
+    budget_decisions: Arc<Mutex<()>>,
 }
 
 impl Router {
+    /// Waits for the other budget decisions to have reserved their places
+    /// (see `budget_decisions`).
+    fn wait_for_budget_decisions(&self) -> std::sync::MutexGuard<'_, ()> {
+        // The lock guards no data: a panic while it was held left nothing
+        // half-changed.
+        self.budget_decisions
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
     /// A backend's context window, when known.
     pub fn context_window(&self, backend: usize) -> Option<u32> {
         self.context_windows
@@ -487,11 +502,14 @@ impl Router {
     /// Decides where a request goes. `unit`, uniform in [0, 1), drives the
     /// random choices (a split without a session, target-share ties).
     pub fn decide(&self, view: &RequestView<'_>, unit: f64) -> Result<Decision, RouteError> {
-        let mut decision = self.decide_inner(view, unit, None)?;
+        let mut deciding = None;
+        let mut decision = self.decide_inner(view, unit, None, &mut deciding)?;
         // Requests a budget strategy decides at the same moment see each
         // other: the choice counts as work ahead on its backend from now,
-        // not only once admitted. (Other strategies do not read the
-        // queue, and are spared the cost.)
+        // not only once admitted, and the next such decision reads the
+        // queues only once it is counted (`deciding` holds them till
+        // then). (Other strategies do not read the queue, and are spared
+        // the cost.)
         if matches!(
             decision.reason,
             Reason::WithinBudget | Reason::BudgetUnmeetable | Reason::Fastest
@@ -503,6 +521,7 @@ impl Router {
                 &self.shape_of(primary, decision.route, &decision.features),
             );
         }
+        drop(deciding);
         self.decide_drafting(&mut decision);
         decision.upstream_model = self.wildcard(view.model).map(|(_, model)| model.to_owned());
         Ok(decision)
@@ -511,7 +530,7 @@ impl Router {
     /// The decision with its workings, without side effects on live state.
     pub fn explain(&self, view: &RequestView<'_>, unit: f64) -> Result<Explanation, RouteError> {
         let mut workings = Workings::default();
-        let decision = self.decide_inner(view, unit, Some(&mut workings))?;
+        let decision = self.decide_inner(view, unit, Some(&mut workings), &mut None)?;
         let route = decision.route.map(|r| &self.routes[r]);
         let threshold = route.and_then(|r| match &r.policy {
             Policy::TargetShare { tracker, .. } => Some(tracker.threshold()),

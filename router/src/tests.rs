@@ -318,6 +318,60 @@ fn the_cheapest_backend_within_budget_serves_and_long_prompts_move_off_slow_pref
     );
 }
 
+/// Requests decided at the same moment on a one-slot server: only one
+/// goes there, each later one seeing the choices before it as work ahead.
+/// Two decisions that read the queue before either reserved a place both
+/// chose it, and one waited seconds over its budget behind the other.
+#[test]
+fn decisions_made_at_once_do_not_share_one_free_slot() {
+    const ONE_SLOT: &str = "
+backends:
+  local:
+    tier: small
+    openai: {base_url: 'http://127.0.0.1:9/v1'}
+    latency: {ttft_ms: 40, prefill_tokens_per_s: 100000, decode_tokens_per_s: 50, concurrency: 1}
+  cloud:
+    tier: cloud
+    model: gpt-4o
+    openai: {base_url: 'http://127.0.0.1:9/v1'}
+    latency: {ttft_ms: 150, prefill_tokens_per_s: 100000, decode_tokens_per_s: 500, concurrency: 64}
+routes:
+  chat:
+    budget: {ttft_ms: 1000}
+    strategy:
+      cheapest_within_budget: {candidates: [local, cloud]}
+";
+    let config = Config::from_yaml(ONE_SLOT, "test").unwrap();
+    let view = RequestView {
+        model: "chat",
+        prompt_tokens: 20,
+        max_tokens: Some(64),
+        last_user_text: "hello",
+        ..Default::default()
+    };
+    // Each round on a new router: the first decision finds the slot free.
+    for round in 0..50 {
+        let router = Router::new(&config);
+        let together = std::sync::Barrier::new(8);
+        let local = std::thread::scope(|s| {
+            let deciding: Vec<_> = (0..8)
+                .map(|_| {
+                    s.spawn(|| {
+                        together.wait();
+                        router.decide(&view, 0.5).unwrap().primary()
+                    })
+                })
+                .collect();
+            deciding
+                .into_iter()
+                .map(|d| d.join().unwrap())
+                .filter(|&backend| name(&router, backend) == "local")
+                .count()
+        });
+        assert_eq!(local, 1, "round {round}: {local} of 8 went to the one slot");
+    }
+}
+
 /// A 50-token prompt answered in 6 s, its first token after 3.
 fn one_slow_answer(router: &Router, backend: usize) {
     use crate::latency::Observation;

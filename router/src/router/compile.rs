@@ -291,6 +291,8 @@ impl Router {
             context_windows,
             sticky_shares: Default::default(),
             interleave: previous.map_or_else(Default::default, |(old, _)| old.interleave.clone()),
+            budget_decisions: previous
+                .map_or_else(Default::default, |(old, _)| old.budget_decisions.clone()),
             predictors,
         }
     }

@@ -40,11 +40,15 @@ impl Router {
         }
     }
 
-    pub(super) fn decide_inner(
-        &self,
+    /// The decision; a budget strategy's (not an explanation's) leaves
+    /// the lock on budget decisions in `deciding`, for the caller to hold
+    /// until its choice is reserved.
+    pub(super) fn decide_inner<'s>(
+        &'s self,
         view: &RequestView<'_>,
         unit: f64,
         mut trace: Option<&mut Workings>,
+        deciding: &mut Option<std::sync::MutexGuard<'s, ()>>,
     ) -> Result<Decision, RouteError> {
         let number = match self.target(view.model) {
             Some(Target::Route(number)) => number,
@@ -210,6 +214,9 @@ impl Router {
                 cheapest,
             } => {
                 let budget = budget_for(route.budget, features.profile, features.prompt_tokens);
+                if trace.is_none() {
+                    *deciding = Some(self.wait_for_budget_decisions());
+                }
                 let candidates: Vec<Candidate> = candidates
                     .iter()
                     .map(|&backend| {
