@@ -5,6 +5,7 @@ pub mod anthropic;
 pub mod azure;
 pub mod bedrock;
 pub mod body;
+pub mod boxed;
 pub mod credentials;
 pub mod engine_metrics;
 pub mod error;

@@ -113,7 +113,7 @@ impl OpenAiClient {
 
 impl Provider for OpenAiClient {
     fn chat(&self, req: ChatRequest) -> BoxFuture<'_, Result<ChatResponse, AdapterError>> {
-        async move {
+        crate::boxed::pinned_in_place(|| async move {
             let json = chat_request_json(&req)?;
             let body = self
                 .upstream
@@ -125,8 +125,7 @@ impl Provider for OpenAiClient {
                 None => parse_json::<ChatResponse>(&body)?,
             };
             Ok(answer.with_verbatim(body))
-        }
-        .boxed()
+        })
     }
 
     fn chat_stream(&self, req: ChatRequest) -> BoxFuture<'_, Result<ChatStream, AdapterError>> {

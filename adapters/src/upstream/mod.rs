@@ -12,6 +12,7 @@ use std::future::Future;
 use std::sync::{Arc, PoisonError, RwLock};
 
 use bytes::Bytes;
+use futures_util::FutureExt;
 use futures_util::stream::BoxStream;
 use http::header::{ACCEPT, CONTENT_TYPE, HOST};
 use http::{HeaderName, HeaderValue, Method, Request, Uri};
@@ -240,17 +241,24 @@ impl Upstream {
         Err(status_error(status.as_u16(), &head.headers, &body))
     }
 
-    /// Runs `exchange` within the first-byte timeout (one timer for all of it).
-    async fn within_first_byte<T>(
+    /// Runs `exchange` within the first-byte timeout (one timer for all of
+    /// it). Not an async function, whose state would hold a copy of
+    /// `exchange` and then copy it again into the timer's: each copy of a
+    /// whole answer's exchange was about 200 instructions.
+    #[inline(always)]
+    fn within_first_byte<T>(
         &self,
         exchange: impl Future<Output = Result<T, AdapterError>>,
-    ) -> Result<T, AdapterError> {
-        tokio::time::timeout(self.timeouts.first_byte, exchange)
-            .await
-            .map_err(|_| AdapterError::Timeout {
-                phase: TimeoutPhase::FirstByte,
-                after: self.timeouts.first_byte,
-            })?
+    ) -> impl Future<Output = Result<T, AdapterError>> {
+        let after = self.timeouts.first_byte;
+        tokio::time::timeout(after, exchange).map(move |timed| {
+            timed.unwrap_or_else(|_| {
+                Err(AdapterError::Timeout {
+                    phase: TimeoutPhase::FirstByte,
+                    after,
+                })
+            })
+        })
     }
 
     /// The largest whole answer or streamed event read.

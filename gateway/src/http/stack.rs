@@ -75,7 +75,7 @@ pub async fn serve(
             let live = handler_live.clone();
             // Boxed here, once: the handler's state is kilobytes, and each
             // layer above wraps the future it gets by value.
-            Box::pin(async move {
+            switchyard_adapters::boxed::pinned_in_place(|| async move {
                 Ok::<_, Infallible>(crate::ingress::paths::handle(&live, app, req).await)
             })
         });
