@@ -129,13 +129,12 @@ impl Provider for OpenAiClient {
     }
 
     fn chat_stream(&self, req: ChatRequest) -> BoxFuture<'_, Result<ChatStream, AdapterError>> {
-        async move {
+        crate::boxed::pinned_in_place(|| async move {
             let json = chat_request_json(&req)?;
             self.upstream
                 .stream_json("/chat/completions", json, &[], JsonChunks(chat_chunk))
                 .await
-        }
-        .boxed()
+        })
     }
 
     fn completion(
