@@ -78,7 +78,6 @@ pub struct RefusalGuard {
     dialect: Dialect,
     caller: Option<Caller>,
     ts_ms: i64,
-    started: Instant,
     answered: bool,
 }
 
@@ -100,7 +99,6 @@ impl RefusalGuard {
             dialect,
             caller: req.extensions().get::<Caller>().cloned(),
             ts_ms: now_ms(),
-            started: Instant::now(),
             answered: false,
         }
     }
@@ -148,7 +146,7 @@ impl RefusalGuard {
                 self.ts_ms,
                 (self.dialect.name(), self.endpoint),
                 (status, "refused"),
-                self.started.elapsed().as_secs_f64() * 1000.0,
+                self.accounted.arrived.elapsed().as_secs_f64() * 1000.0,
             )
         };
         self.app.metrics.refused(status);
