@@ -241,8 +241,8 @@ impl Upstream {
         Err(status_error(status.as_u16(), &head.headers, &body))
     }
 
-    /// Runs `exchange` within the first-byte timeout (one timer for all of
-    /// it). Not an async function, whose state would hold a copy of
+    /// `exchange` within the first-byte timeout (one timer for all of it).
+    /// Not an async function, whose state would hold a copy of
     /// `exchange` and then copy it again into the timer's: each copy of a
     /// whole answer's exchange was about 200 instructions.
     #[inline(always)]
