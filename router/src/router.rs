@@ -504,16 +504,16 @@ impl Router {
     pub fn decide(&self, view: &RequestView<'_>, unit: f64) -> Result<Decision, RouteError> {
         let mut deciding = None;
         let mut decision = self.decide_inner(view, unit, None, &mut deciding)?;
+        self.decide_drafting(&mut decision);
         // Requests a budget strategy decides at the same moment see each
-        // other: the choice counts as work ahead on its backend from now,
-        // not only once admitted, and the next such decision reads the
-        // queues only once it is counted (`deciding` holds them till
-        // then). (Other strategies do not read the queue, and are spared
-        // the cost.)
-        if matches!(
-            decision.reason,
-            Reason::WithinBudget | Reason::BudgetUnmeetable | Reason::Fastest
-        ) {
+        // other: the choice counts as work ahead on the backend it will be
+        // sent to (after a move for its context, or off drafting) from
+        // now, not only once admitted, and the next such decision reads
+        // the queues only once it is counted (`deciding` holds them till
+        // then). Other strategies do not choose by the queue and are
+        // spared the cost (a sticky split's move off a slow backend reads
+        // it, but reserves nothing).
+        if deciding.is_some() {
             let primary = decision.primary();
             crate::latency::LatencyStore::reserve(
                 &*self.latency,
@@ -522,7 +522,6 @@ impl Router {
             );
         }
         drop(deciding);
-        self.decide_drafting(&mut decision);
         decision.upstream_model = self.wildcard(view.model).map(|(_, model)| model.to_owned());
         Ok(decision)
     }
