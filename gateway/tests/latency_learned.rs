@@ -20,8 +20,7 @@ use support::{GatewayBuilder, chat, post_json};
 /// moment could both read the one-slot server as free before either
 /// reserved its place there: a second request then queued behind the
 /// first in a later wave, its first token at 1.44 s against the 1 s budget
-/// (29 of 32). Decisions
-/// by a budget strategy now reserve one at a time
+/// (29 of 32). Decisions by a budget strategy now reserve one at a time
 /// (`decisions_made_at_once_do_not_share_one_free_slot` in the router).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_server_that_serves_one_at_a_time_is_learned_and_not_queued_on() {

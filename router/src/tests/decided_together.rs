@@ -36,6 +36,17 @@ routes:
       cheapest_within_budget: {candidates: [narrow, local, cloud]}
 ";
 
+/// A short request on `chat`, whose 64-token answer takes `local` 1.28 s.
+fn short() -> RequestView<'static> {
+    RequestView {
+        model: "chat",
+        prompt_tokens: 20,
+        max_tokens: Some(64),
+        last_user_text: "hello",
+        ..Default::default()
+    }
+}
+
 /// Requests decided at the same moment on a one-slot server: only one
 /// goes there, each later one seeing the choices before it as work ahead.
 /// Two decisions that read the queue before either reserved a place both
@@ -43,13 +54,7 @@ routes:
 #[test]
 fn decisions_made_at_once_do_not_share_one_free_slot() {
     let config = Config::from_yaml(ONE_SLOT, "test").unwrap();
-    let view = RequestView {
-        model: "chat",
-        prompt_tokens: 20,
-        max_tokens: Some(64),
-        last_user_text: "hello",
-        ..Default::default()
-    };
+    let view = short();
     // Each round on a new router: the first decision finds the slot free.
     for round in 0..50 {
         let router = Router::new(&config);
@@ -78,13 +83,7 @@ fn decisions_made_at_once_do_not_share_one_free_slot() {
 #[test]
 fn a_decision_moved_for_its_context_is_counted_where_it_goes() {
     let router = Router::new(&Config::from_yaml(ONE_SLOT, "test").unwrap());
-    let short = RequestView {
-        model: "chat",
-        prompt_tokens: 20,
-        max_tokens: Some(64),
-        last_user_text: "hello",
-        ..Default::default()
-    };
+    let short = short();
     // 2,000 prompt tokens do not fit `narrow` (the cheapest): on to `local`.
     let moved = router
         .decide(
