@@ -4,13 +4,17 @@
 # Switchyard and LiteLLM's proxy, driven in turns by oha with its
 # coordinated-omission correction. Installs oha and LiteLLM (pinned) into
 # the cache under ~/.cache/switchyard first. Takes about ten minutes.
+# SWITCHYARD_COMPARE=path adds another build of Switchyard to the same
+# rounds (an A/B of two commits); NO_LITELLM=1 leaves LiteLLM out.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=scripts/bench-tools.sh
 source scripts/bench-tools.sh
-litellm=$(litellm_bin)
+litellm=
+if [ "${NO_LITELLM:-0}" != 1 ]; then litellm=$(litellm_bin); fi
 oha=$(oha_bin)
 ulimit -n "$(ulimit -Hn)"
 # The floor, built where the benchmark looks for it (beside itself).
 cargo build --release -p switchyard-examples --bin bare-hop
-OHA="$oha" LITELLM="$litellm" cargo bench -p switchyard --bench open_loop
+if [ -n "$litellm" ]; then export LITELLM="$litellm"; fi
+OHA="$oha" cargo bench -p switchyard --bench open_loop

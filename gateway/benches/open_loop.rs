@@ -13,6 +13,11 @@
 //!
 //! Run: `scripts/bench-open-loop.sh` (installs `oha` and LiteLLM into the
 //! cache, builds, runs this with `OHA` and `LITELLM` set).
+//! `SWITCHYARD_COMPARE=path` adds another build of Switchyard (another
+//! commit's) as the system `compared`, with the same config, in the same
+//! rounds: an A/B that the machine's drift between runs cannot blur.
+//! `OPEN_LOOP_RATES=13500,14000` runs those rates instead of the issue's
+//! two and the machine's highest; `OPEN_LOOP_ROUNDS=6`, that many rounds.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)] // a benchmark's job is to print
 
@@ -30,6 +35,14 @@ const RATES: [u32; 2] = [3000, 10_000];
 /// Seconds of load at one rate for one system in one round.
 const SECONDS: u32 = 10;
 const ROUNDS: usize = 3;
+
+/// A number from the environment variable `name`. Panics on one that does
+/// not read, rather than run a load nobody asked for.
+fn number<T: std::str::FromStr>(name: &str, text: &str) -> T {
+    text.trim()
+        .parse()
+        .unwrap_or_else(|_| panic!("{name}: {text:?} is not a number"))
+}
 /// Connections the load tool keeps: enough that none waits for a free
 /// one at 10k requests/s with a millisecond's latency, so what waits is
 /// the system (and, past its peak, the correction counts it).
@@ -141,6 +154,15 @@ async fn run() {
             true,
         ),
     ];
+    if let Ok(bin) = std::env::var("SWITCHYARD_COMPARE") {
+        println!("compared: {bin}");
+        systems.push(System::new(
+            "compared",
+            String::new(),
+            Some(switchyard(&sim.url, &bin).await),
+            true,
+        ));
+    }
     match std::env::var("LITELLM") {
         Ok(bin) => systems.push(System::new(
             "litellm",
@@ -166,12 +188,21 @@ async fn run() {
         .map(|s| s.peak)
         .fold(f64::INFINITY, f64::min);
     let highest = ((ceiling * 0.8 / 500.0).floor() * 500.0).max(500.0) as u32;
-    let mut rates: Vec<u32> = RATES.to_vec();
-    if !rates.contains(&highest) {
-        rates.push(highest);
-    }
+    let mut rates: Vec<u32> = match std::env::var("OPEN_LOOP_RATES") {
+        Ok(list) => list
+            .split(',')
+            .map(|r| number("OPEN_LOOP_RATES", r))
+            .collect(),
+        Err(_) => RATES.iter().copied().chain([highest]).collect(),
+    };
     rates.sort_unstable();
-    for round in 0..ROUNDS {
+    rates.dedup();
+    let rounds =
+        std::env::var("OPEN_LOOP_ROUNDS").map_or(ROUNDS, |r| number("OPEN_LOOP_ROUNDS", &r));
+    for round in 0..rounds {
+        // Direct first, as each round's reference; the others take turns
+        // going first, so that none always runs just after the same one.
+        systems[1..].rotate_left(usize::from(round > 0));
         for &rate in &rates {
             for s in &mut systems {
                 // LiteLLM answers a few hundred requests/s on one core at
@@ -185,9 +216,12 @@ async fn run() {
                 s.points.entry(rate).or_default().push(point);
             }
         }
-        println!("round {}/{ROUNDS} done", round + 1);
+        println!("round {}/{rounds} done", round + 1);
     }
-    report(&systems, &rates, highest);
+    // Back in their first order for the report.
+    let others = systems.len() - 1;
+    systems[1..].rotate_right(rounds.saturating_sub(1) % others);
+    report(&systems, &rates, highest, rounds);
 }
 
 impl System {
@@ -221,9 +255,9 @@ fn added(s: &System, direct: &System, rate: u32, figure: fn(&Point) -> f64) -> f
     quantile(&mut v, 0.5)
 }
 
-fn report(systems: &[System], rates: &[u32], highest: u32) {
+fn report(systems: &[System], rates: &[u32], highest: u32, rounds: usize) {
     println!(
-        "\nopen loop, latency-corrected; medians over {ROUNDS} rounds of {SECONDS} s (LiteLLM: one round of 5 s); latency in ms, added = minus direct's in the same round"
+        "\nopen loop, latency-corrected; medians over {rounds} rounds of {SECONDS} s (LiteLLM: one round of 5 s); latency in ms, added = minus direct's in the same round"
     );
     println!(
         "highest rate the floor and Switchyard all sustain here: {highest} requests/s (0.8 of the lowest peak)"
@@ -250,6 +284,16 @@ fn report(systems: &[System], rates: &[u32], highest: u32) {
                     "no"
                 },
             );
+        }
+        // A median hides how far the rounds spread: the tail at a high
+        // rate moves with the machine, and an A/B needs to see by how much.
+        println!("p99 by round:");
+        for s in systems {
+            let by_round: Vec<String> = s.points[&rate]
+                .iter()
+                .map(|p| format!("{:.3}", p.p99_ms))
+                .collect();
+            println!("  {:<11} {}", s.name, by_round.join(" "));
         }
     }
     for s in systems {
