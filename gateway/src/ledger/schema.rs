@@ -38,7 +38,7 @@ pub fn open(path: &str, strict: bool) -> anyhow::Result<Connection> {
     // entries takes about 260 bytes, and with four times the rows a page,
     // the table's and the indexes' B-trees split a page a quarter as often
     // (about 950 instructions a row fewer, callgrind; the writer thread's
-    // CPU at 13,500 rows/s went from about 5.6% of a core to 4%). A
+    // CPU at 13,500 rows/s went from about 5.2% of a core to 4.4%). A
     // commit writes whole pages to the WAL, so a commit of one row writes
     // 16 KiB a page it touches: a few pages, at most every `flush`. The
     // WAL, checkpointed every 1,000 pages, reaches 16 MiB rather than 4
