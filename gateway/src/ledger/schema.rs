@@ -40,7 +40,9 @@ pub fn open(path: &str, strict: bool) -> anyhow::Result<Connection> {
     // (about 950 instructions a row fewer, callgrind; the writer thread's
     // CPU at 13,500 rows/s went from about 5.2% of a core to 4.4%). A
     // commit writes whole pages to the WAL, so a commit of one row writes
-    // 16 KiB a page it touches: a few pages, at most every `flush`. The
+    // 16 KiB a page it touches: a few pages, at most every `flush`, or
+    // at once in strict mode, often for a single row (four times the
+    // bytes it wrote with 4 KiB pages; not timed). The
     // WAL, checkpointed every 1,000 pages, reaches 16 MiB rather than 4
     // before it is copied back. SQLite sets the size only while the file
     // has no tables; an older ledger keeps its own.
