@@ -22,6 +22,10 @@ source scripts/bench-gateway-config.sh
 rate=${1:-13500}
 runs=${2:-8}
 bin=${SWITCHYARD_BIN:-${CARGO_TARGET_DIR:-target}/release/switchyard}
+if [ ! -x "$bin" ]; then
+  echo "no gateway at $bin: cargo build --release -p switchyard, or set SWITCHYARD_BIN" >&2
+  exit 1
+fi
 oha=$(oha_bin)
 ulimit -n "$(ulimit -Hn)"
 work=$(mktemp -d)
@@ -47,12 +51,23 @@ SWITCHYARD_LOG=error taskset -c 1 "$bin" serve --config "$work/gateway.yaml" \
   --listen "127.0.0.1:$gateway_port" > "$work/gateway.log" 2>&1 &
 gateway=$!
 pids+=("$gateway")
-for _ in $(seq 50); do
-  curl -sf "http://127.0.0.1:$gateway_port/healthz" > /dev/null && break
+up=0
+for _ in $(seq 100); do
+  if curl -sf "http://127.0.0.1:$gateway_port/healthz" > /dev/null; then
+    up=1
+    break
+  fi
   sleep 0.1
 done
+if [ "$up" != 1 ]; then
+  echo "the gateway did not come up:" >&2
+  cat "$work/gateway.log" >&2
+  exit 1
+fi
 body='{"model":"auto","stream":false,"max_tokens":16,"temperature":0.7,"messages":[{"role":"system","content":"You are a helpful assistant."},{"role":"user","content":"Say something short about rivers and the sea."}]}'
-# Ticks by thread name (user + system), summed over the threads of a name.
+# Ticks by thread name (user + system), summed over the threads of a name
+# (tokio's worker and its blocking pool share one). A thread that ends
+# between two runs drops out of its name's sum.
 ticks() {
   for task in /proc/"$gateway"/task/*; do
     printf '%s %s\n' "$(tr ' ' _ < "$task/comm")" "$(awk '{print $14 + $15}' "$task/stat")"
@@ -69,6 +84,7 @@ for run in $(seq "$runs"); do
   cpu=$(join -a 2 -e 0 -o 2.1,1.2,2.2 <(echo "$before") <(echo "$after") |
     awk '{printf "%s %d, ", $1, $3 - $2}')
   before=$after
+  # The ledger file, without its -wal file (up to 16 MiB).
   ledger=$(du -k "$work/switchyard-ledger.db" | cut -f1)
   python3 - "$work/oha.json" "$run" "$ledger" "${cpu%, }" << 'PY'
 import json, sys

@@ -7,11 +7,20 @@
 # SWITCHYARD_COMPARE=path adds another build of Switchyard to the same
 # rounds (an A/B of two commits); NO_LITELLM=1 leaves LiteLLM out.
 set -euo pipefail
+# Made absolute before the cd below (and the benchmark's own, to gateway/).
+if [ -n "${SWITCHYARD_COMPARE:-}" ]; then
+  SWITCHYARD_COMPARE=$(realpath "$SWITCHYARD_COMPARE")
+  export SWITCHYARD_COMPARE
+fi
 cd "$(dirname "$0")/.."
 # shellcheck source=scripts/bench-tools.sh
 source scripts/bench-tools.sh
 litellm=
-if [ "${NO_LITELLM:-0}" != 1 ]; then litellm=$(litellm_bin); fi
+if [ "${NO_LITELLM:-0}" = 1 ]; then
+  unset LITELLM
+else
+  litellm=$(litellm_bin)
+fi
 oha=$(oha_bin)
 ulimit -n "$(ulimit -Hn)"
 # The floor, built where the benchmark looks for it (beside itself).

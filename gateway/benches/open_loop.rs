@@ -16,8 +16,9 @@
 //! `SWITCHYARD_COMPARE=path` adds another build of Switchyard (another
 //! commit's) as the system `compared`, with the same config, in the same
 //! rounds: an A/B that the machine's drift between runs cannot blur.
-//! `OPEN_LOOP_RATES=13500,14000` runs those rates instead of the issue's
-//! two and the machine's highest; `OPEN_LOOP_ROUNDS=6`, that many rounds.
+//! `OPEN_LOOP_RATES=13500,14000` (whole numbers, separated by commas)
+//! runs those rates instead of the two and the machine's highest;
+//! `OPEN_LOOP_ROUNDS=6`, that many rounds.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)] // a benchmark's job is to print
 
@@ -155,11 +156,15 @@ async fn run() {
         ),
     ];
     if let Ok(bin) = std::env::var("SWITCHYARD_COMPARE") {
+        // Made absolute: the gateway starts in a directory of its own.
+        let bin = std::fs::canonicalize(&bin)
+            .unwrap_or_else(|err| panic!("SWITCHYARD_COMPARE={bin}: {err}"));
+        let bin = bin.to_str().expect("SWITCHYARD_COMPARE: a UTF-8 path");
         println!("compared: {bin}");
         systems.push(System::new(
             "compared",
             String::new(),
-            Some(switchyard(&sim.url, &bin).await),
+            Some(switchyard(&sim.url, bin).await),
             true,
         ));
     }
@@ -188,29 +193,39 @@ async fn run() {
         .map(|s| s.peak)
         .fold(f64::INFINITY, f64::min);
     let highest = ((ceiling * 0.8 / 500.0).floor() * 500.0).max(500.0) as u32;
-    let mut rates: Vec<u32> = match std::env::var("OPEN_LOOP_RATES") {
-        Ok(list) => list
+    let chosen = std::env::var("OPEN_LOOP_RATES").ok();
+    let mut rates: Vec<u32> = match &chosen {
+        Some(list) => list
             .split(',')
             .map(|r| number("OPEN_LOOP_RATES", r))
             .collect(),
-        Err(_) => RATES.iter().copied().chain([highest]).collect(),
+        None => RATES.iter().copied().chain([highest]).collect(),
     };
+    assert!(
+        rates.iter().all(|&r| r > 0),
+        "OPEN_LOOP_RATES: a rate of 0 runs nothing (rates are whole numbers, 13500, separated by commas)"
+    );
     rates.sort_unstable();
     rates.dedup();
     let rounds =
         std::env::var("OPEN_LOOP_ROUNDS").map_or(ROUNDS, |r| number("OPEN_LOOP_ROUNDS", &r));
+    assert!(rounds > 0, "OPEN_LOOP_ROUNDS: at least one round");
     for round in 0..rounds {
-        // Direct first, as each round's reference; the others take turns
-        // going first, so that none always runs just after the same one.
-        systems[1..].rotate_left(usize::from(round > 0));
+        // LiteLLM answers a few hundred requests/s on one core at best:
+        // one short run at each rate shows that, and more would queue for
+        // minutes.
+        let running: Vec<usize> = (1..systems.len())
+            .filter(|&i| round == 0 || systems[i].name != "litellm")
+            .collect();
+        // Direct first, as each round's reference; the others that run
+        // this round take turns going first, so that none always runs
+        // just after the same one.
+        let order: Vec<usize> = std::iter::once(0)
+            .chain((0..running.len()).map(|j| running[(j + round) % running.len()]))
+            .collect();
         for &rate in &rates {
-            for s in &mut systems {
-                // LiteLLM answers a few hundred requests/s on one core at
-                // best: one short run at each rate shows that, and more
-                // would queue for minutes.
-                if s.name == "litellm" && round > 0 {
-                    continue;
-                }
+            for &i in &order {
+                let s = &mut systems[i];
                 let seconds = if s.name == "litellm" { 5 } else { SECONDS };
                 let point = oha(s, Some(rate), seconds);
                 s.points.entry(rate).or_default().push(point);
@@ -218,10 +233,12 @@ async fn run() {
         }
         println!("round {}/{rounds} done", round + 1);
     }
-    // Back in their first order for the report.
-    let others = systems.len() - 1;
-    systems[1..].rotate_right(rounds.saturating_sub(1) % others);
-    report(&systems, &rates, highest, rounds);
+    report(
+        &systems,
+        &rates,
+        chosen.is_none().then_some(highest),
+        rounds,
+    );
 }
 
 impl System {
@@ -255,13 +272,17 @@ fn added(s: &System, direct: &System, rate: u32, figure: fn(&Point) -> f64) -> f
     quantile(&mut v, 0.5)
 }
 
-fn report(systems: &[System], rates: &[u32], highest: u32, rounds: usize) {
+/// `highest`: the machine's highest rate, when it was run (not when
+/// `OPEN_LOOP_RATES` chose the rates).
+fn report(systems: &[System], rates: &[u32], highest: Option<u32>, rounds: usize) {
     println!(
         "\nopen loop, latency-corrected; medians over {rounds} rounds of {SECONDS} s (LiteLLM: one round of 5 s); latency in ms, added = minus direct's in the same round"
     );
-    println!(
-        "highest rate the floor and Switchyard all sustain here: {highest} requests/s (0.8 of the lowest peak)"
-    );
+    if let Some(highest) = highest {
+        println!(
+            "highest rate the floor and Switchyard all sustain here: {highest} requests/s (0.8 of the lowest peak)"
+        );
+    }
     let direct = &systems[0];
     for &rate in rates {
         println!("\n{rate} requests/s:");

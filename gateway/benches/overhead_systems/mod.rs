@@ -166,7 +166,11 @@ pub async fn redis_server() -> Redis {
 /// As [`switchyard`], with `key_fields` added to the key and `sections`
 /// to the config.
 pub async fn switchyard_with(upstream: &str, bin: &str, key_fields: &str, sections: &str) -> Proc {
-    let dir = temp_dir("switchyard");
+    let port = free_port();
+    // A directory of its own, named by its port: two gateways in one
+    // benchmark (an A/B, a comparison of features) must not share a
+    // ledger file, nor remove each other's when one stops.
+    let dir = temp_dir(&format!("switchyard-{port}"));
     let hash = String::from_utf8(
         Command::new(switchyard_bin())
             .args(["key-hash", KEY])
@@ -180,7 +184,6 @@ pub async fn switchyard_with(upstream: &str, bin: &str, key_fields: &str, sectio
         hash.trim()
     );
     std::fs::write(dir.join("switchyard.yaml"), config).unwrap();
-    let port = free_port();
     let listen = format!("127.0.0.1:{port}");
     let config_path = dir.join("switchyard.yaml");
     pinned(
