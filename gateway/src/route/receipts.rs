@@ -2,8 +2,6 @@
 //! (and dashboards) how a request was routed. The names are a contract.
 //! They are `HeaderName`s, not strings, so inserting one does not parse it.
 
-use std::io::Write;
-
 use http::{HeaderMap, HeaderName, HeaderValue};
 use switchyard_router::{Decision, Reason};
 
@@ -49,17 +47,28 @@ impl Served {
 }
 
 /// `prefix=N`, written on the stack: `format!` would allocate a string
-/// only for the header value to copy it.
+/// only for the header value to copy it, and `write!`'s formatting
+/// machinery cost about 280 instructions a request for a number.
 fn prefix_value(n: u32) -> HeaderValue {
+    const PREFIX: &[u8] = b"prefix=";
     const LONGEST: usize = "prefix=4294967295".len();
     let mut buffer = [0u8; LONGEST];
-    let written = {
-        let mut rest = &mut buffer[..];
-        // Cannot fail: the buffer holds the longest value.
-        let _ = write!(rest, "prefix={n}");
-        LONGEST - rest.len()
-    };
-    HeaderValue::from_bytes(&buffer[..written]).unwrap_or(HeaderValue::from_static("miss"))
+    buffer[..PREFIX.len()].copy_from_slice(PREFIX);
+    // The digits from the last: the buffer's end first, then moved up.
+    let mut digits = [0u8; LONGEST - PREFIX.len()];
+    let mut start = digits.len();
+    let mut rest = n;
+    loop {
+        start -= 1;
+        digits[start] = b'0' + (rest % 10) as u8;
+        rest /= 10;
+        if rest == 0 {
+            break;
+        }
+    }
+    let end = PREFIX.len() + digits.len() - start;
+    buffer[PREFIX.len()..end].copy_from_slice(&digits[start..]);
+    HeaderValue::from_bytes(&buffer[..end]).unwrap_or(HeaderValue::from_static("miss"))
 }
 
 /// The reason, and on a target share the score that placed the request
@@ -129,5 +138,8 @@ mod tests {
     fn prefix_values_fit_up_to_the_largest_count() {
         assert_eq!(prefix_value(12), "prefix=12");
         assert_eq!(prefix_value(u32::MAX), "prefix=4294967295");
+        for n in [0, 1, 9, 10, 99, 100, 4096, 1_000_000_000] {
+            assert_eq!(prefix_value(n), format!("prefix={n}").as_str());
+        }
     }
 }
