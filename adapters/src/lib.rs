@@ -7,6 +7,7 @@ pub mod bedrock;
 pub mod body;
 pub mod boxed;
 pub mod credentials;
+pub mod decimal;
 pub mod engine_metrics;
 pub mod error;
 pub mod gemini;

@@ -167,18 +167,9 @@ fn signed(out: &mut Vec<u8>, value: i64) {
     unsigned(out, value.unsigned_abs());
 }
 
-fn unsigned(out: &mut Vec<u8>, mut value: u64) {
-    let mut digits = [0u8; 20];
-    let mut at = digits.len();
-    loop {
-        at -= 1;
-        digits[at] = b'0' + (value % 10) as u8;
-        value /= 10;
-        if value == 0 {
-            break;
-        }
-    }
-    out.extend_from_slice(&digits[at..]);
+fn unsigned(out: &mut Vec<u8>, value: u64) {
+    let mut buffer = [0; crate::decimal::MAX_DIGITS];
+    out.extend_from_slice(crate::decimal::digits(&mut buffer, value));
 }
 
 /// A JSON string with serde_json's escapes: `\"`, `\\`, the short forms
