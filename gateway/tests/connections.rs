@@ -151,3 +151,60 @@ async fn a_connection_past_its_age_is_asked_to_go_even_when_busy() {
         .expect("the old connection was closed")
         .unwrap();
 }
+
+/// After an answer, an HTTP/1 client has the header read timeout to send
+/// its next head whole: half a head and then silence is disconnected then,
+/// long before the idle timeout.
+#[tokio::test]
+async fn half_a_second_http1_head_is_disconnected_at_the_header_read_timeout() {
+    let gateway = gateway(&[
+        "header_read_timeout_ms: 400",
+        "http2_idle_timeout_ms: 60000",
+    ]);
+    let mut socket = TcpStream::connect(gateway.addr).await.unwrap();
+    socket
+        .write_all(b"GET /healthz HTTP/1.1\r\nhost: x\r\n\r\n")
+        .await
+        .unwrap();
+    let mut answer = vec![0u8; 4096];
+    let n = socket.read(&mut answer).await.unwrap();
+    assert!(String::from_utf8_lossy(&answer[..n]).starts_with("HTTP/1.1 200"));
+    // Busy is not idle: requests closer together than the timeout keep
+    // the connection, for longer than it (five 200 ms gaps against 400 ms).
+    for _ in 0..5 {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        socket
+            .write_all(b"GET /healthz HTTP/1.1\r\nhost: x\r\n\r\n")
+            .await
+            .unwrap();
+        let n = socket.read(&mut answer).await.unwrap();
+        assert!(
+            String::from_utf8_lossy(&answer[..n]).starts_with("HTTP/1.1 200"),
+            "a connection in use was closed"
+        );
+    }
+    socket
+        .write_all(b"GET /healthz HTTP/1.1\r\nhost:")
+        .await
+        .unwrap();
+    let rest = closed_within(&mut socket, Duration::from_secs(10))
+        .await
+        .expect("the half head's connection was still open after 10 s");
+    let rest = String::from_utf8_lossy(&rest);
+    assert!(rest.is_empty(), "{rest}");
+}
+
+/// The header read timeout is HTTP/1's: an HTTP/2 connection may sit idle
+/// past it, up to its own idle timeout.
+#[tokio::test]
+async fn an_http2_connection_may_idle_past_the_header_read_timeout() {
+    let gateway = gateway(&[
+        "header_read_timeout_ms: 300",
+        "http2_idle_timeout_ms: 10000",
+    ]);
+    let (mut sender, driver) = h2(&gateway).await;
+    assert_eq!(healthz(&mut sender).await, Some(200));
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    assert!(!driver.is_finished(), "closed at HTTP/1's header timeout");
+    assert_eq!(healthz(&mut sender).await, Some(200));
+}

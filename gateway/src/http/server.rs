@@ -45,8 +45,9 @@ pub async fn serve<S, B>(
     let mut builder = auto::Builder::new(TokioExecutor::new());
     builder
         .http1()
-        .timer(TokioTimer::new())
-        .header_read_timeout(limits.header_read_timeout)
+        // The connection's watchdog times HTTP/1 heads (`connection.rs`),
+        // without a timer per request.
+        .header_read_timeout(None)
         // hyper's smallest read buffer is 8 KiB.
         .max_buf_size(limits.max_header_bytes.max(8192));
     builder
