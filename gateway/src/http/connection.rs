@@ -116,7 +116,7 @@ impl Activity {
             && !self.seen_request.swap(true, Ordering::Relaxed)
         {
             self.http2
-                .store(version == http::Version::HTTP_2, Ordering::Relaxed);
+                .store(version == http::Version::HTTP_2, Ordering::Release);
             self.first_request.notify_one();
         }
         InFlight(self.clone())
@@ -125,7 +125,9 @@ impl Activity {
     /// How long the connection may go with no request in flight: on HTTP/1
     /// no longer than a next head may take (see the module's note).
     fn idle_timeout(&self, limits: &ConnectionLimits) -> Duration {
-        if self.http2.load(Ordering::Relaxed) {
+        // Read once the first request's notice has come (an HTTP/2
+        // stream's task set it, on another thread perhaps).
+        if self.http2.load(Ordering::Acquire) {
             limits.idle_timeout
         } else {
             limits.idle_timeout.min(limits.header_read_timeout)
