@@ -37,13 +37,6 @@ const RATES: [u32; 2] = [3000, 10_000];
 const SECONDS: u32 = 10;
 const ROUNDS: usize = 3;
 
-/// A number from the environment variable `name`. Panics on one that does
-/// not read, rather than run a load nobody asked for.
-fn number<T: std::str::FromStr>(name: &str, text: &str) -> T {
-    text.trim()
-        .parse()
-        .unwrap_or_else(|_| panic!("{name}: {text:?} is not a number"))
-}
 /// Connections the load tool keeps: enough that none waits for a free
 /// one at 10k requests/s with a millisecond's latency, so what waits is
 /// the system (and, past its peak, the correction counts it).
@@ -52,6 +45,14 @@ const CONNECTIONS: u32 = 64;
 const SUSTAINED: f64 = 0.98;
 
 const BODY: &str = r#"{"model":"auto","stream":false,"max_tokens":16,"temperature":0.7,"messages":[{"role":"system","content":"You are a helpful assistant."},{"role":"user","content":"Say something short about rivers and the sea."}]}"#;
+
+/// A number from the environment variable `name`. Panics on one that does
+/// not read, rather than run a load nobody asked for.
+fn number<T: std::str::FromStr>(name: &str, text: &str) -> T {
+    text.trim()
+        .parse()
+        .unwrap_or_else(|_| panic!("{name}: {text:?} is not a number"))
+}
 
 /// One load run's figures, read from oha's JSON summary.
 #[derive(Clone, Copy, Default)]
