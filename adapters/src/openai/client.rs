@@ -120,11 +120,10 @@ impl Provider for OpenAiClient {
                 .call_json("/chat/completions", json, &[])
                 .await?;
             let read = std::str::from_utf8(&body).ok().and_then(read_answer);
-            let answer = match read {
-                Some(answer) => answer,
-                None => parse_json::<ChatResponse>(&body)?,
-            };
-            Ok(answer.with_verbatim(body))
+            Ok(match read {
+                Some((answer, logprobs_keys)) => answer.with_verbatim_read(body, logprobs_keys),
+                None => parse_json::<ChatResponse>(&body)?.with_verbatim(body),
+            })
         })
     }
 

@@ -123,6 +123,20 @@ impl Role {
             Role::Function => "function",
         }
     }
+
+    /// The role named `name` on the wire, as serde reads it, without
+    /// serde's enum machinery (about a hundred instructions a role).
+    pub fn from_name(name: &str) -> Option<Role> {
+        Some(match name {
+            "system" => Role::System,
+            "developer" => Role::Developer,
+            "user" => Role::User,
+            "assistant" => Role::Assistant,
+            "tool" => Role::Tool,
+            "function" => Role::Function,
+            _ => return None,
+        })
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -342,7 +356,18 @@ impl ChatResponse {
     ///
     /// Fields the spec requires that the backend left out below the top
     /// (`logprobs`, `refusal`) are spliced into those bytes as `null`.
-    pub fn with_verbatim(mut self, body: Bytes) -> Self {
+    pub fn with_verbatim(self, body: Bytes) -> Self {
+        self.keep_verbatim(body, None)
+    }
+
+    /// [`Self::with_verbatim`] for an answer whose reader saw whether every
+    /// choice had a `logprobs` key, null or not (`logprobs_keys`): the body
+    /// is then not searched for them.
+    pub fn with_verbatim_read(self, body: Bytes, logprobs_keys: bool) -> Self {
+        self.keep_verbatim(body, Some(logprobs_keys))
+    }
+
+    fn keep_verbatim(mut self, body: Bytes, logprobs_keys: Option<bool>) -> Self {
         // Built once: building memchr's searcher costs more than a search.
         static LOGPROBS: std::sync::LazyLock<memchr::memmem::Finder<'static>> =
             std::sync::LazyLock::new(|| memchr::memmem::Finder::new(br#""logprobs""#));
@@ -350,12 +375,15 @@ impl ChatResponse {
             // Most servers that send these fields send every one (null or
             // not), and then the body need not be read again: every
             // message has its `refusal`, no choice has a logprobs object,
-            // and there are as many `logprobs` keys as choices.
+            // and every choice has its `logprobs` key (as many as there
+            // are choices, when the body is searched for them).
             let complete = self
                 .choices
                 .iter()
                 .all(|c| c.message.extra.contains_key("refusal") && c.logprobs.is_none())
-                && super::spec_fields::keys_found(&body, &LOGPROBS) == self.choices.len();
+                && logprobs_keys.unwrap_or_else(|| {
+                    super::spec_fields::keys_found(&body, &LOGPROBS) == self.choices.len()
+                });
             let filled = if complete {
                 None
             } else {

@@ -4,15 +4,21 @@ use super::{Cursor, once, whole};
 use crate::types::{ChatResponse, Choice, Content, Extra, Message, Timings, Usage, UsageDetails};
 
 /// `text` read as a chat answer, or `None` where serde must read it (see
-/// the module's note).
-pub(crate) fn read_answer(text: &str) -> Option<ChatResponse> {
+/// the module's note); with whether every choice had a `logprobs` key, as
+/// [`ChatResponse::with_verbatim_read`] asks.
+pub(crate) fn read_answer(text: &str) -> Option<(ChatResponse, bool)> {
     whole(text, Cursor::answer)
 }
 
 impl Cursor<'_> {
-    fn answer(&mut self) -> Option<ChatResponse> {
-        let top = self.top(Self::choice)?;
-        Some(ChatResponse {
+    fn answer(&mut self) -> Option<(ChatResponse, bool)> {
+        let mut every_logprobs_key = true;
+        let top = self.top(|c| {
+            let (choice, logprobs_key) = c.choice()?;
+            every_logprobs_key &= logprobs_key;
+            Some(choice)
+        })?;
+        let answer = ChatResponse {
             id: top.id?,
             object: top.object.unwrap_or_default(),
             created: top.created.unwrap_or_default(),
@@ -23,10 +29,12 @@ impl Cursor<'_> {
             timings: top.timings.flatten(),
             extra: top.extra,
             verbatim: None,
-        })
+        };
+        Some((answer, every_logprobs_key))
     }
 
-    fn choice(&mut self) -> Option<Choice> {
+    /// A choice, and whether it had a `logprobs` key (null or not).
+    fn choice(&mut self) -> Option<(Choice, bool)> {
         let (mut index, mut message, mut finish, mut logprobs) = (None, None, None, None);
         let mut extra = Extra::new();
         self.members(|c, key| match key {
@@ -36,13 +44,15 @@ impl Cursor<'_> {
             "logprobs" => once(&mut logprobs, c.or_null(Self::by_serde)),
             _ => c.extra(&mut extra, key),
         })?;
-        Some(Choice {
+        let logprobs_key = logprobs.is_some();
+        let choice = Choice {
             index: index.unwrap_or_default(),
             message: message?,
             finish_reason: finish.flatten(),
             logprobs: logprobs.flatten(),
             extra,
-        })
+        };
+        Some((choice, logprobs_key))
     }
 
     pub(super) fn message(&mut self) -> Option<Message> {

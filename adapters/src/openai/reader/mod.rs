@@ -30,9 +30,7 @@
 
 use std::borrow::Cow;
 
-use serde::Deserialize;
-use serde::de::value::Error as ValueError;
-use serde::de::{DeserializeOwned, IntoDeserializer};
+use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::types::{ANSWER_OBJECT, CHUNK_OBJECT, Extra, Role, Timings, Usage};
@@ -133,8 +131,7 @@ impl<'a> Cursor<'a> {
 
     /// A role as serde's derive reads it.
     fn role(&mut self) -> Option<Role> {
-        let name = self.string_value()?;
-        Role::deserialize(IntoDeserializer::<ValueError>::into_deserializer(&*name)).ok()
+        Role::from_name(&self.string_value()?)
     }
 
     /// An unknown field's value, into `extra`.

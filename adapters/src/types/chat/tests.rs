@@ -241,3 +241,24 @@ fn a_chunks_usage_null_goes_only_to_a_caller_that_asked_for_usage() {
     assert_eq!(chunk.verbatim(false), None);
     assert_eq!(read_chunk(CHUNK).verbatim(false), Some(CHUNK.as_bytes()));
 }
+
+#[test]
+fn a_role_is_found_by_its_name_as_serde_finds_it() {
+    for name in [
+        "system",
+        "developer",
+        "user",
+        "assistant",
+        "tool",
+        "function",
+        "User",
+        "robot",
+        "",
+    ] {
+        let by_serde: Option<Role> = serde_json::from_value(serde_json::json!(name)).ok();
+        assert_eq!(Role::from_name(name), by_serde, "{name}");
+        if let Some(role) = by_serde {
+            assert_eq!(role.as_str(), name);
+        }
+    }
+}

@@ -1,6 +1,11 @@
 use super::*;
-use crate::openai::reader::read_answer;
+use crate::openai::reader;
 use crate::types::{ChatResponse, Content};
+
+/// The answer alone, as serde reads it.
+fn read_answer(text: &str) -> Option<ChatResponse> {
+    reader::read_answer(text).map(|(answer, _)| answer)
+}
 
 /// Answers as servers send them; every one must take the fast path.
 const COMMON: &[&str] = &[
@@ -62,6 +67,17 @@ fn common_answers_take_the_fast_path_and_read_as_serde_reads_them() {
         parts.choices[0].message.content,
         Some(Content::Parts(_))
     ));
+}
+
+#[test]
+fn it_says_whether_every_choice_had_a_logprobs_key() {
+    let keys = |text: &str| reader::read_answer(text).map(|(_, keys)| keys);
+    assert_eq!(keys(COMMON[0]), Some(true));
+    assert_eq!(keys(COMMON[4]), Some(false));
+    assert_eq!(keys(COMMON[5]), Some(true));
+    let one_of_two = r#"{"id":"x","choices":[{"message":{"role":"assistant"},"logprobs":null},{"message":{"role":"assistant","content":"logprobs","logprobs":null}}]}"#;
+    assert_eq!(keys(one_of_two), Some(false));
+    assert_eq!(keys(r#"{"id":"x","choices":[]}"#), Some(true));
 }
 
 #[test]
