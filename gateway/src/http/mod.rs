@@ -10,6 +10,7 @@ mod request;
 pub mod request_id;
 pub mod request_span;
 mod response;
+pub mod sensitive;
 pub mod server;
 pub mod stack;
 pub mod tls;

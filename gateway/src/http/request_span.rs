@@ -54,12 +54,13 @@ where
     }
 
     fn call(&mut self, req: Request<B>) -> Self::Future {
-        let id = req
-            .headers()
-            .get(REQUEST_ID)
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or("-");
-        let span = tracing::info_span!("request", method = %req.method(), path = %req.uri().path(), id = %id);
+        // The fields are read only when the span is on (logs at `info`).
+        let span = tracing::info_span!(
+            "request",
+            method = %req.method(),
+            path = %req.uri().path(),
+            id = %req.headers().get(REQUEST_ID).and_then(|v| v.to_str().ok()).unwrap_or("-")
+        );
         let started = Instant::now();
         let inner = {
             let _in_span = span.enter();

@@ -7,19 +7,18 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::http::tls::Tls;
-use http::header::{AUTHORIZATION, COOKIE, PROXY_AUTHORIZATION};
 use http::{Request, Response};
 use hyper::body::Incoming;
 use tokio::net::TcpListener;
 use tower::ServiceBuilder;
 use tower_http::catch_panic::CatchPanicLayer;
-use tower_http::sensitive_headers::SetSensitiveRequestHeadersLayer;
 
-use crate::admit::access::{AuthLayer, X_API_KEY, X_GOOG_API_KEY};
+use crate::admit::access::AuthLayer;
 use crate::error::GatewayError;
 use crate::http::Body;
 use crate::http::request_id::RequestIdLayer;
 use crate::http::request_span::RequestSpanLayer;
+use crate::http::sensitive::SensitiveHeadersLayer;
 
 use crate::state::app::App;
 use crate::state::live::Live;
@@ -36,7 +35,7 @@ use crate::state::live::Live;
 /// 3. `RequestSpanLayer`: one span per request, carrying that id;
 ///    everything logged while serving it, its body included, is inside the
 ///    span.
-/// 4. `SetSensitiveRequestHeadersLayer`: API keys and cookies are marked
+/// 4. `SensitiveHeadersLayer`: API keys and cookies are marked
 ///    sensitive so no layer or log below prints them.
 /// 5. `AuthLayer`: pins the config the request is served with (the one
 ///    live when it arrives, kept through a reload until it ends) and
@@ -63,13 +62,7 @@ pub async fn serve(
         .layer(CatchPanicLayer::custom(panic_response))
         .layer(RequestIdLayer)
         .layer(RequestSpanLayer)
-        .layer(SetSensitiveRequestHeadersLayer::new([
-            AUTHORIZATION,
-            PROXY_AUTHORIZATION,
-            COOKIE,
-            X_API_KEY,
-            X_GOOG_API_KEY,
-        ]))
+        .layer(SensitiveHeadersLayer)
         .layer(AuthLayer::new(live.clone()))
         .service_fn(move |(app, req): (Arc<App>, Request<Incoming>)| {
             let live = handler_live.clone();
