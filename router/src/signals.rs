@@ -157,7 +157,11 @@ impl Matcher {
             let kind = ends[to].map_or(0, |kind| kind + 1);
             u32::try_from(to * stride).unwrap_or(0) | u32::try_from(kind << 24).unwrap_or(0)
         };
-        let next = children.iter().flatten().map(|&to| transition(to)).collect();
+        let next = children
+            .iter()
+            .flatten()
+            .map(|&to| transition(to))
+            .collect();
         Matcher { classes, next }
     }
 
@@ -167,7 +171,11 @@ impl Matcher {
         let mut state = 0;
         for &byte in text.as_bytes() {
             let class = u32::from(self.classes[usize::from(byte)]);
-            let next = self.next.get((state + class) as usize).copied().unwrap_or(0);
+            let next = self
+                .next
+                .get((state + class) as usize)
+                .copied()
+                .unwrap_or(0);
             state = next & STATE;
             if next > STATE {
                 if let Some(hit) = hits.get_mut((next >> 24) as usize - 1) {
@@ -244,7 +252,9 @@ mod tests {
         let mut rng = rand::rngs::StdRng::seed_from_u64(7);
         let keywords: Vec<&str> = [CODE, MATH, REASONING].concat();
         // Keywords, their pieces, overlaps and other text, in any case.
-        let pieces = ["a", " ", "e", "x", "\\n", "é", "≤", "st", "ro", "ana", "fn", "sq"];
+        let pieces = [
+            "a", " ", "e", "x", "\\n", "é", "≤", "st", "ro", "ana", "fn", "sq",
+        ];
         for _ in 0..4000 {
             let mut text = String::new();
             for _ in 0..rng.random_range(0..12) {
