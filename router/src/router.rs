@@ -251,16 +251,20 @@ impl Router {
                 seen.push(backend);
             }
         }
-        let considered = seen.clone();
-        seen.retain(|&b| self.fits(b, features));
+        // The largest window among those left out: when none fits, the
+        // largest of all (without copying the list for that rare case).
+        let mut largest_window = 0;
+        seen.retain(|&b| {
+            let fits = self.fits(b, features);
+            if !fits {
+                largest_window = largest_window.max(self.context_window(b).unwrap_or(0));
+            }
+            fits
+        });
         if seen.is_empty() {
             return Err(RouteError::ContextTooLong {
                 needed: Self::context_needed(features),
-                largest_window: considered
-                    .iter()
-                    .filter_map(|&b| self.context_window(b))
-                    .max()
-                    .unwrap_or(0),
+                largest_window,
             });
         }
         let moved = seen.first().copied() != first;

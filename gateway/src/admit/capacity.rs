@@ -130,12 +130,15 @@ impl App {
             backend: backend_index,
             id: latency.started(backend_index, shape),
         };
-        let arrived = Instant::now();
-        let backend_permit = match &backend.limit {
-            None => None,
-            Some(limit) => Some(backend.wait_for_slot(limit, class).await?),
+        // Without a limit there is no slot to wait for, nor a clock to read.
+        let (backend_permit, waited) = match &backend.limit {
+            None => (None, Duration::ZERO),
+            Some(limit) => {
+                let arrived = Instant::now();
+                let permit = backend.wait_for_slot(limit, class).await?;
+                (Some(permit), arrived.elapsed())
+            }
         };
-        let waited = arrived.elapsed();
         let load = latency.running(backend_index, work.id);
         let sharing = backend.in_flight.fetch_add(1, Ordering::AcqRel) + 1;
         let (replica, slot, cached_blocks) = self.choose_replica(backend_index, prefix);
