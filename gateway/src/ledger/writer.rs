@@ -13,10 +13,19 @@ use crate::ledger::Entry;
 
 /// Most rows in one transaction.
 const BATCH: usize = 1024;
-/// How often a gathering batch looks for more rows: rarely enough that the
-/// writer wakes a few dozen times per flush, not once per row; often enough
-/// that the queue (10,000 rows by default) does not fill at 15k rows/s.
+/// The shortest wait of a gathering batch before it looks for more rows
+/// (and its first, before the pace of rows is known).
 const POLL: Duration = Duration::from_millis(20);
+
+/// How long a batch that has gathered `rows` in `since_first` waits before
+/// it looks again: about as long as `room` more rows take at that pace, at
+/// least [`POLL`], at most `left`. Waking every 20 ms, the writer woke ten
+/// times a 200 ms batch however few rows came; the queue does not fill
+/// meanwhile (`room` is at most half of it), so no request waits on it.
+fn nap(rows: usize, since_first: Duration, room: usize, left: Duration) -> Duration {
+    let pace = since_first.mul_f64(room as f64 / rows.max(1) as f64);
+    pace.max(POLL).min(left)
+}
 /// How often old rows are purged.
 const RETENTION_EVERY: Duration = Duration::from_secs(3600);
 
@@ -55,14 +64,18 @@ pub fn run(
     // a vector grown by doubling moves every row it holds (664 bytes each)
     // at each step. The 680 KB are only touched as rows arrive.
     let mut batch = Vec::with_capacity(BATCH);
+    let half_the_queue = receiver.max_capacity().div_ceil(2);
     while let Some(first) = receiver.blocking_recv() {
         batch.push(first);
-        let deadline = Instant::now() + window;
+        let started = Instant::now();
+        let deadline = started + window;
         while batch.len() < BATCH {
             match receiver.try_recv() {
                 Ok(entry) => batch.push(entry),
                 Err(mpsc::error::TryRecvError::Empty) if Instant::now() < deadline => {
-                    std::thread::sleep(POLL.min(deadline - Instant::now()));
+                    let room = (BATCH - batch.len()).min(half_the_queue);
+                    let left = deadline.saturating_duration_since(Instant::now());
+                    std::thread::sleep(nap(batch.len(), started.elapsed(), room, left));
                 }
                 Err(_) => break,
             }

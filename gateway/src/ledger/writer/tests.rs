@@ -1,4 +1,4 @@
-//! The writer's tests: batches, statements and their bindings.
+//! The writer's tests: batches, statements and their bindings, and waits.
 
 use switchyard_policies::{PromptClass, TokenCounts};
 
@@ -265,4 +265,18 @@ fn a_failing_row_leaves_none_of_its_batch() {
     commit(&mut conn, &batch(6..15)).unwrap();
     assert_eq!(count(&conn), 9);
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_batch_waits_for_about_the_rows_it_has_room_for_at_their_pace() {
+    let ms = Duration::from_millis;
+    // The first wait, before any pace is known, is the shortest.
+    assert_eq!(nap(1, Duration::ZERO, 1023, ms(200)), POLL);
+    // 8 rows in 20 ms: 1,015 more would take seconds, so to the deadline.
+    assert_eq!(nap(9, ms(20), 1015, ms(180)), ms(180));
+    // 300 rows in 20 ms: 723 more take about 48 ms.
+    let fast = nap(301, ms(20), 723, ms(180));
+    assert!(fast > ms(45) && fast < ms(50), "{fast:?}");
+    // A queue of two: room for one row, so no longer than before.
+    assert_eq!(nap(5, ms(20), 1, ms(180)), POLL);
 }
