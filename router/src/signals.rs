@@ -91,13 +91,13 @@ struct Matcher {
     classes: [u8; 256],
     /// `next[state + class]`: the state after a byte of `class`, as the
     /// index of its first transition (its number times the classes), and
-    /// in the bits above `STATE`, the kind of the longest keyword ending
+    /// in the bits above [`STATE_MASK`], the kind of the longest keyword ending
     /// there plus one (0 where none ends).
     next: Box<[u32]>,
 }
 
 /// The bits of a transition that hold the state.
-const STATE: u32 = (1 << 24) - 1;
+const STATE_MASK: u32 = (1 << 24) - 1;
 
 impl Matcher {
     fn new(lists: &[&[&str]]) -> Matcher {
@@ -143,8 +143,8 @@ impl Matcher {
             if ends[state].is_none() {
                 ends[state] = ends[fail];
             }
-            let by_failure = children[fail].clone();
-            for (child, &by_failure) in children[state].iter_mut().zip(&by_failure) {
+            let failure_row = children[fail].clone();
+            for (child, &by_failure) in children[state].iter_mut().zip(&failure_row) {
                 if *child == 0 {
                     *child = by_failure;
                 } else {
@@ -157,6 +157,8 @@ impl Matcher {
             let kind = ends[to].map_or(0, |kind| kind + 1);
             u32::try_from(to * stride).unwrap_or(0) | u32::try_from(kind << 24).unwrap_or(0)
         };
+        // A state's first transition must fit below the kind's bits.
+        debug_assert!(children.len() * stride <= STATE_MASK as usize);
         let next = children
             .iter()
             .flatten()
@@ -176,8 +178,8 @@ impl Matcher {
                 .get((state + class) as usize)
                 .copied()
                 .unwrap_or(0);
-            state = next & STATE;
-            if next > STATE {
+            state = next & STATE_MASK;
+            if next > STATE_MASK {
                 if let Some(hit) = hits.get_mut((next >> 24) as usize - 1) {
                     *hit += 1;
                 }

@@ -16,18 +16,24 @@ const BATCH: usize = 1024;
 /// The shortest wait of a gathering batch before it looks for more rows
 /// (and its first, before the pace of rows is known).
 const POLL: Duration = Duration::from_millis(20);
-
-/// How long a batch that has gathered `rows` in `since_first` waits before
-/// it looks again: about as long as `room` more rows take at that pace, at
-/// least [`POLL`], at most `left`. Waking every 20 ms, the writer woke ten
-/// times a 200 ms batch however few rows came; the queue does not fill
-/// meanwhile (`room` is at most half of it), so no request waits on it.
-fn nap(rows: usize, since_first: Duration, room: usize, left: Duration) -> Duration {
-    let pace = since_first.mul_f64(room as f64 / rows.max(1) as f64);
-    pace.max(POLL).min(left)
-}
+/// The longest: rows that come faster than the batch's pace so far (a
+/// burst after a quiet spell) wait at most this long to be seen, however
+/// long `flush_ms` is; the default queue (10,000 rows) fills in that time
+/// only past 100,000 rows/s.
+const LONGEST_NAP: Duration = Duration::from_millis(100);
 /// How often old rows are purged.
 const RETENTION_EVERY: Duration = Duration::from_secs(3600);
+
+/// How long a batch that has gathered `rows` in `since_first` waits before
+/// it looks again: about as long as `room` more rows take at that pace,
+/// from [`POLL`] to [`LONGEST_NAP`], and not past `left`. Waking every
+/// 20 ms, the writer woke ten times a 200 ms batch however few rows came.
+/// At a steady pace the queue does not fill meanwhile (`room` is at most
+/// half of it), so no request waits on it.
+fn nap(rows: usize, since_first: Duration, room: usize, left: Duration) -> Duration {
+    let pace = since_first.mul_f64(room as f64 / rows.max(1) as f64);
+    pace.clamp(POLL, LONGEST_NAP).min(left)
+}
 
 /// Puts the calling thread (the writer) below the request threads, at
 /// nice 10. A group's commit is milliseconds of CPU at once (about 16,500
@@ -64,7 +70,7 @@ pub fn run(
     // a vector grown by doubling moves every row it holds (664 bytes each)
     // at each step. The 680 KB are only touched as rows arrive.
     let mut batch = Vec::with_capacity(BATCH);
-    let half_the_queue = receiver.max_capacity().div_ceil(2);
+    let half_the_queue = receiver.max_capacity() / 2;
     while let Some(first) = receiver.blocking_recv() {
         batch.push(first);
         let started = Instant::now();

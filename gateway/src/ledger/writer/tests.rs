@@ -272,11 +272,15 @@ fn a_batch_waits_for_about_the_rows_it_has_room_for_at_their_pace() {
     let ms = Duration::from_millis;
     // The first wait, before any pace is known, is the shortest.
     assert_eq!(nap(1, Duration::ZERO, 1023, ms(200)), POLL);
-    // 8 rows in 20 ms: 1,015 more would take seconds, so to the deadline.
-    assert_eq!(nap(9, ms(20), 1015, ms(180)), ms(180));
+    // 8 rows in 20 ms: 1,015 more would take seconds, so the longest.
+    assert_eq!(nap(9, ms(20), 1015, ms(180)), LONGEST_NAP);
+    // Nor past the batch's deadline.
+    assert_eq!(nap(9, ms(150), 1015, ms(50)), ms(50));
     // 300 rows in 20 ms: 723 more take about 48 ms.
     let fast = nap(301, ms(20), 723, ms(180));
     assert!(fast > ms(45) && fast < ms(50), "{fast:?}");
-    // A queue of two: room for one row, so no longer than before.
+    // A queue of one or two: room for at most one row, so no longer than
+    // the shortest wait.
     assert_eq!(nap(5, ms(20), 1, ms(180)), POLL);
+    assert_eq!(nap(5, ms(20), 0, ms(180)), POLL);
 }
